@@ -1,0 +1,181 @@
+//! Per-topic configuration, under Kafka's own config names.
+
+use std::fmt;
+use std::time::Duration;
+
+/// When an append reaches the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// An append returns only once it is fsynced; concurrent appends share one fsync
+    /// (group commit). Kafka: `flush.messages=1`.
+    Always,
+    /// Appends are fsynced in the background at most this far apart. Kafka: `flush.ms=N`.
+    Interval(Duration),
+    /// The OS decides when to write back (Kafka's default).
+    #[default]
+    Never,
+}
+
+/// A topic's storage settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// `segment.bytes`: roll the active segment before it would grow past this.
+    pub segment_bytes: u32,
+    /// `segment.ms`: roll the active segment once its first batch is this old.
+    pub segment_ms: Option<u64>,
+    /// `retention.bytes`: delete the oldest closed segments while the partition is larger.
+    pub retention_bytes: Option<u64>,
+    /// `retention.ms`: delete closed segments whose newest record is older than this.
+    pub retention_ms: Option<u64>,
+    /// `max.message.bytes`: the largest batch accepted.
+    pub max_message_bytes: u32,
+    /// `index.interval.bytes`: bytes of log between two sparse index entries.
+    pub index_interval_bytes: u32,
+    /// `flush.messages` / `flush.ms`.
+    pub durability: Durability,
+}
+
+impl Default for TopicConfig {
+    /// Kafka's defaults: 1 GiB segments rolled weekly, 7-day retention, 1 MiB batches.
+    fn default() -> Self {
+        TopicConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: Some(7 * 24 * 3600 * 1000),
+            retention_bytes: None,
+            retention_ms: Some(7 * 24 * 3600 * 1000),
+            max_message_bytes: 1_048_588,
+            index_interval_bytes: 4096,
+            durability: Durability::Never,
+        }
+    }
+}
+
+/// Smallest `segment.bytes` accepted (Kafka's own floor is 14 bytes; ours must fit one header).
+pub const MIN_SEGMENT_BYTES: u32 = 1024;
+
+impl TopicConfig {
+    /// Sets one config by its Kafka name. `-1` means "no limit" for the optional ones.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let bad = |e: &dyn fmt::Display| format!("{name}={value}: {e}");
+        let number = || value.trim().parse::<i64>().map_err(|e| bad(&e));
+        let optional = || -> Result<Option<u64>, String> {
+            match number()? {
+                -1 => Ok(None),
+                n if n >= 0 => Ok(Some(n as u64)),
+                _ => Err(bad(&"must be -1 or >= 0")),
+            }
+        };
+        let positive_u32 = |min: u32| -> Result<u32, String> {
+            let n = number()?;
+            u32::try_from(n)
+                .ok()
+                .filter(|n| *n >= min && *n <= i32::MAX as u32)
+                .ok_or_else(|| bad(&format!("must be in {min}..={}", i32::MAX)))
+        };
+        match name {
+            "segment.bytes" => self.segment_bytes = positive_u32(MIN_SEGMENT_BYTES)?,
+            "segment.ms" => self.segment_ms = optional()?.filter(|ms| *ms > 0),
+            "retention.bytes" => self.retention_bytes = optional()?,
+            "retention.ms" => self.retention_ms = optional()?,
+            "max.message.bytes" => self.max_message_bytes = positive_u32(0)?,
+            "index.interval.bytes" => self.index_interval_bytes = positive_u32(0)?,
+            // `flush.messages` and `flush.ms` each switch their own policy on or off, so the
+            // order in which they are set does not matter.
+            "flush.messages" => match number()? {
+                1 => self.durability = Durability::Always,
+                n if n > 1 => return Err(bad(&"only 1 (fsync every append) is supported")),
+                _ if self.durability == Durability::Always => self.durability = Durability::Never,
+                _ => {}
+            },
+            "flush.ms" => match optional()? {
+                Some(ms) => self.durability = Durability::Interval(Duration::from_millis(ms)),
+                None if matches!(self.durability, Durability::Interval(_)) => {
+                    self.durability = Durability::Never
+                }
+                None => {}
+            },
+            _ => return Err(format!("unknown config {name}")),
+        }
+        Ok(())
+    }
+
+    /// Every config as `(Kafka name, value)`, `-1` for "no limit".
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let opt = |v: Option<u64>| v.map_or("-1".to_string(), |v| v.to_string());
+        let (flush_messages, flush_ms) = match self.durability {
+            Durability::Always => ("1".to_string(), "-1".to_string()),
+            Durability::Interval(d) => ("-1".to_string(), d.as_millis().to_string()),
+            Durability::Never => ("-1".to_string(), "-1".to_string()),
+        };
+        vec![
+            ("segment.bytes", self.segment_bytes.to_string()),
+            ("segment.ms", opt(self.segment_ms)),
+            ("retention.bytes", opt(self.retention_bytes)),
+            ("retention.ms", opt(self.retention_ms)),
+            ("max.message.bytes", self.max_message_bytes.to_string()),
+            ("index.interval.bytes", self.index_interval_bytes.to_string()),
+            ("flush.messages", flush_messages),
+            ("flush.ms", flush_ms),
+        ]
+    }
+
+    /// Text form, one `name=value` a line, as stored in `<topic>.topic` files.
+    pub fn to_properties(&self) -> String {
+        self.entries()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect()
+    }
+
+    /// Parses [`TopicConfig::to_properties`] output; `#` starts a comment line.
+    pub fn from_properties(text: &str) -> Result<Self, String> {
+        let mut config = TopicConfig::default();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (name, value) = line
+                .split_once('=')
+                .ok_or_else(|| format!("line {line:?} is not name=value"))?;
+            config.set(name.trim(), value.trim())?;
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_round_trip() {
+        let mut config = TopicConfig::default();
+        config.set("segment.bytes", "4096").unwrap();
+        config.set("retention.ms", "-1").unwrap();
+        config.set("flush.ms", "250").unwrap();
+        let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
+        assert_eq!(back, config);
+        assert_eq!(
+            back.durability,
+            Durability::Interval(Duration::from_millis(250))
+        );
+    }
+
+    #[test]
+    fn flush_messages_one_is_always() {
+        let config = TopicConfig::from_properties("flush.messages=1\n").unwrap();
+        assert_eq!(config.durability, Durability::Always);
+        let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
+        assert_eq!(back.durability, Durability::Always);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let mut config = TopicConfig::default();
+        assert!(config.set("segment.bytes", "10").is_err());
+        assert!(config.set("segment.bytes", "abc").is_err());
+        assert!(config.set("retention.ms", "-5").is_err());
+        assert!(config.set("no.such.config", "1").is_err());
+        assert!(TopicConfig::from_properties("garbage").is_err());
+    }
+}

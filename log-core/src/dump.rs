@@ -1,0 +1,165 @@
+//! Inspecting a segment file as Kafka's `DumpLogSegments` does: every batch with its offsets,
+//! timestamps, size and CRC, and a check of the segment's index files against the log.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::batch::{self, BatchHeader};
+use crate::error::FileError;
+use crate::index::{OFFSET_ENTRY_LEN, TIME_ENTRY_LEN};
+use crate::segment::{file_name, parse_file_name, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+
+/// One batch as found in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchReport {
+    pub position: u64,
+    pub header: BatchHeader,
+    pub crc_ok: bool,
+}
+
+/// Everything found in one segment.
+#[derive(Clone, Debug, Default)]
+pub struct SegmentReport {
+    pub path: PathBuf,
+    pub file_len: u64,
+    pub batches: Vec<BatchReport>,
+    /// Entries checked in `.index` / `.timeindex`; `None` when the file is absent (the active
+    /// segment's indexes are written when it rolls).
+    pub index_entries: Option<usize>,
+    pub time_index_entries: Option<usize>,
+    /// Corruption found, each naming where. Empty means the segment is sound.
+    pub problems: Vec<String>,
+}
+
+impl SegmentReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Reads and checks the segment at `path` (a `.log` file).
+pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
+    let data = fs::read(path).map_err(|e| FileError::new("read", path, e))?;
+    let mut report = SegmentReport {
+        path: path.to_path_buf(),
+        file_len: data.len() as u64,
+        ..Default::default()
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let base = parse_file_name(&name, LOG_EXT);
+    if base.is_none() {
+        report
+            .problems
+            .push(format!("{name} is not named <20-digit base offset>.log"));
+    }
+    let mut expected = base;
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let header = match BatchHeader::parse(&data[pos..]) {
+            Ok(h) => h,
+            Err(e) => {
+                report.problems.push(format!("byte {pos}: {e}"));
+                break;
+            }
+        };
+        let size = header.size as usize;
+        if pos + size > data.len() {
+            report.problems.push(format!(
+                "byte {pos}: batch of {size} bytes runs {} bytes past the end of the file (torn write)",
+                pos + size - data.len()
+            ));
+            break;
+        }
+        let crc_ok = batch::compute_crc(&data[pos..pos + size]) == header.crc;
+        if !crc_ok {
+            report.problems.push(format!(
+                "byte {pos}: CRC mismatch in batch at offset {}",
+                header.base_offset
+            ));
+        }
+        if let Some(want) = expected.filter(|want| *want != header.base_offset) {
+            report.problems.push(format!(
+                "byte {pos}: batch base offset {} where {want} was expected",
+                header.base_offset
+            ));
+        }
+        expected = Some(header.next_offset());
+        report.batches.push(BatchReport {
+            position: pos as u64,
+            header,
+            crc_ok,
+        });
+        pos += size;
+    }
+    if let (Some(base), Some(dir)) = (base, path.parent()) {
+        check_indexes(dir, base, &mut report);
+    }
+    Ok(report)
+}
+
+fn check_indexes(dir: &Path, base: i64, report: &mut SegmentReport) {
+    let starts: BTreeMap<u64, i64> = report
+        .batches
+        .iter()
+        .map(|b| (b.position, b.header.base_offset))
+        .collect();
+    let batch_bases: BTreeMap<i64, i64> = report
+        .batches
+        .iter()
+        .map(|b| (b.header.base_offset, b.header.max_timestamp))
+        .collect();
+
+    let index_name = file_name(base, INDEX_EXT);
+    if let Ok(bytes) = fs::read(dir.join(&index_name)) {
+        if bytes.len() % OFFSET_ENTRY_LEN != 0 {
+            report.problems.push(format!(
+                "{index_name}: size {} is not a multiple of {OFFSET_ENTRY_LEN}",
+                bytes.len()
+            ));
+        }
+        let entries: Vec<_> = bytes.chunks_exact(OFFSET_ENTRY_LEN).collect();
+        for entry in &entries {
+            let rel = u32::from_be_bytes([entry[0], entry[1], entry[2], entry[3]]);
+            let position = u32::from_be_bytes([entry[4], entry[5], entry[6], entry[7]]);
+            let offset = base + i64::from(rel);
+            if starts.get(&u64::from(position)) != Some(&offset) {
+                report.problems.push(format!(
+                    "{index_name}: entry (offset {offset}, byte {position}) does not point at that batch"
+                ));
+            }
+        }
+        report.index_entries = Some(entries.len());
+    }
+
+    let time_name = file_name(base, TIME_INDEX_EXT);
+    if let Ok(bytes) = fs::read(dir.join(&time_name)) {
+        if bytes.len() % TIME_ENTRY_LEN != 0 {
+            report.problems.push(format!(
+                "{time_name}: size {} is not a multiple of {TIME_ENTRY_LEN}",
+                bytes.len()
+            ));
+        }
+        let entries: Vec<_> = bytes.chunks_exact(TIME_ENTRY_LEN).collect();
+        let mut previous = i64::MIN;
+        for entry in &entries {
+            let mut ts = [0u8; 8];
+            ts.copy_from_slice(&entry[..8]);
+            let timestamp = i64::from_be_bytes(ts);
+            let rel = u32::from_be_bytes([entry[8], entry[9], entry[10], entry[11]]);
+            let offset = base + i64::from(rel);
+            if timestamp < previous {
+                report
+                    .problems
+                    .push(format!("{time_name}: timestamp {timestamp} goes backwards"));
+            }
+            previous = timestamp;
+            if batch_bases.get(&offset) != Some(&timestamp) {
+                report.problems.push(format!(
+                    "{time_name}: entry (timestamp {timestamp}, offset {offset}) does not match a batch"
+                ));
+            }
+        }
+        report.time_index_entries = Some(entries.len());
+    }
+}

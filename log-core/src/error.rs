@@ -1,0 +1,150 @@
+//! Error types, one per operation, each naming the file it concerns where there is one.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why bytes are not a valid Kafka RecordBatch v2.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    #[error("no batch: the record set is empty")]
+    Empty,
+    #[error("truncated batch: {needed} bytes needed, {available} available")]
+    Truncated { needed: usize, available: usize },
+    #[error("invalid batch length {0}")]
+    BadLength(i32),
+    #[error("unsupported magic {0}: only RecordBatch v2 (magic 2) is stored")]
+    BadMagic(i8),
+    #[error("CRC-32C mismatch: batch says {stored:#010x}, content is {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("unknown compression codec {0}")]
+    BadCompression(u8),
+    #[error("record count {count} does not fit lastOffsetDelta {last_offset_delta} and {records_len} bytes of records")]
+    BadRecordCount {
+        count: i32,
+        last_offset_delta: i32,
+        records_len: usize,
+    },
+    #[error("batch cannot be decoded: {0}")]
+    Undecodable(String),
+    #[error("at byte {position} of the record set: {source}")]
+    At {
+        position: usize,
+        source: Box<BatchError>,
+    },
+}
+
+impl BatchError {
+    pub(crate) fn at(self, position: usize) -> Self {
+        if position == 0 {
+            self
+        } else {
+            BatchError::At {
+                position,
+                source: Box::new(self),
+            }
+        }
+    }
+}
+
+/// An I/O failure on a named file.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {path}: {source}")]
+pub struct FileError {
+    pub op: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+impl FileError {
+    pub(crate) fn new(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        FileError {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// True when the disk is full (ENOSPC) or over quota.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(
+            self.source.kind(),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+        )
+    }
+}
+
+/// Opening a log, a topic or a partition failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Io(#[from] FileError),
+    #[error("{path} is locked by another process (is another broker using this data dir?)")]
+    Locked { path: PathBuf },
+    #[error("{path}: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("{path}: bad config: {reason}")]
+    BadConfig { path: PathBuf, reason: String },
+}
+
+/// An append was refused; nothing of it was stored.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+    #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
+    TooLarge { size: usize, max: usize },
+    #[error(transparent)]
+    Io(#[from] FileError),
+    /// A write or fsync failed earlier in a way that leaves the partition's durable state
+    /// unknown; no further append is accepted until the partition is reopened.
+    #[error("partition {partition} refuses writes after an earlier failure: {reason}")]
+    Poisoned { partition: String, reason: String },
+    #[error("partition {0} is closed")]
+    Closed(String),
+    #[error("offset overflow: the partition is past i64::MAX or a segment past 4 GiB")]
+    OffsetOverflow,
+}
+
+impl AppendError {
+    /// True when the failure was a full disk: the client may retry later.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, AppendError::Io(e) if e.is_disk_full())
+    }
+}
+
+/// A read by offset or timestamp failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+    #[error("{path}: corrupt data at byte {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+}
+
+/// Creating or deleting a topic failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidName { name: String, reason: &'static str },
+    #[error("topic {0} already exists")]
+    AlreadyExists(String),
+    #[error("topic {0} does not exist")]
+    UnknownTopic(String),
+    #[error("invalid partition count {0}: must be 1..=100000")]
+    InvalidPartitions(u32),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error(transparent)]
+    Io(#[from] FileError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
+}

@@ -1,0 +1,250 @@
+//! Sparse segment indexes in Kafka's on-disk layout (no header, big-endian), so Kafka's own
+//! tools can read them:
+//!
+//! - `.index`: 8-byte entries `(offset - segment base: u32, byte position of a batch start: u32)`;
+//! - `.timeindex`: 12-byte entries `(max timestamp so far: i64, offset - segment base: u32)`.
+//!
+//! The active segment's indexes live in memory and are written out when the segment rolls; a
+//! closed segment's index files are memory-mapped when the partition opens.
+
+use std::ops::Deref;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+
+use memmap2::Mmap;
+
+pub(crate) const OFFSET_ENTRY_LEN: usize = 8;
+pub(crate) const TIME_ENTRY_LEN: usize = 12;
+
+#[derive(Debug)]
+enum Entries {
+    Owned(Vec<u8>),
+    Mapped(Mmap),
+}
+
+impl Deref for Entries {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Entries::Owned(v) => v,
+            Entries::Mapped(m) => m,
+        }
+    }
+}
+
+impl From<Option<Mmap>> for Entries {
+    /// An empty file cannot be mapped; it is an empty owned list.
+    fn from(map: Option<Mmap>) -> Self {
+        map.map_or(Entries::Owned(Vec::new()), Entries::Mapped)
+    }
+}
+
+/// Entries of `LEN` bytes, appended by the writer, searched by readers.
+#[derive(Debug)]
+struct EntryList<const LEN: usize>(RwLock<Entries>);
+
+impl<const LEN: usize> EntryList<LEN> {
+    fn owned(bytes: Vec<u8>) -> Self {
+        EntryList(RwLock::new(Entries::Owned(bytes)))
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Entries> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, entry: [u8; LEN]) {
+        let mut guard = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        match &mut *guard {
+            Entries::Owned(v) => v.extend_from_slice(&entry),
+            Entries::Mapped(m) => {
+                let mut v = m.to_vec();
+                v.extend_from_slice(&entry);
+                *guard = Entries::Owned(v);
+            }
+        }
+    }
+
+    /// Index of the last entry for which `before(entry)` holds, entries being sorted so that
+    /// `before` is true for a prefix.
+    fn last_where(&self, before: impl Fn(&[u8]) -> bool) -> Option<[u8; LEN]> {
+        let bytes = self.read();
+        let n = bytes.len() / LEN;
+        let entry = |i: usize| &bytes[i * LEN..(i + 1) * LEN];
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(entry(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo > 0).then(|| to_array(entry(lo - 1)))
+    }
+
+    fn last(&self) -> Option<[u8; LEN]> {
+        let bytes = self.read();
+        (bytes.len() >= LEN).then(|| to_array(&bytes[bytes.len() - LEN..]))
+    }
+
+    fn to_vec(&self) -> Vec<u8> {
+        self.read().to_vec()
+    }
+}
+
+fn to_array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(bytes);
+    out
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(to_array(&bytes[at..at + 4]))
+}
+
+/// Offset → byte position.
+#[derive(Debug)]
+pub(crate) struct OffsetIndex(EntryList<OFFSET_ENTRY_LEN>);
+
+impl OffsetIndex {
+    pub fn new() -> Self {
+        OffsetIndex(EntryList::owned(Vec::new()))
+    }
+
+    /// Checks a mapped `.index` against the segment it indexes; `Err` says why it does not fit.
+    pub fn from_map(map: Option<Mmap>, log_len: u64, span: u64) -> Result<Self, String> {
+        let entries = Entries::from(map);
+        if entries.len() % OFFSET_ENTRY_LEN != 0 {
+            return Err(format!(
+                "size {} is not a multiple of {OFFSET_ENTRY_LEN}",
+                entries.len()
+            ));
+        }
+        let mut previous: Option<(u32, u32)> = None;
+        for entry in entries.chunks_exact(OFFSET_ENTRY_LEN) {
+            let (rel, pos) = (u32_at(entry, 0), u32_at(entry, 4));
+            if u64::from(rel) >= span.max(1) || u64::from(pos) >= log_len.max(1) {
+                return Err(format!("entry ({rel}, {pos}) points outside the segment"));
+            }
+            if previous.is_some_and(|(r, p)| rel <= r || pos <= p) {
+                return Err(format!("entry ({rel}, {pos}) is out of order"));
+            }
+            previous = Some((rel, pos));
+        }
+        Ok(OffsetIndex(EntryList(RwLock::new(entries))))
+    }
+
+    pub fn push(&self, relative_offset: u32, position: u32) {
+        let mut entry = [0u8; OFFSET_ENTRY_LEN];
+        entry[..4].copy_from_slice(&relative_offset.to_be_bytes());
+        entry[4..].copy_from_slice(&position.to_be_bytes());
+        self.0.push(entry);
+    }
+
+    /// Position of the last indexed batch starting at or before `relative_offset` (0 if none).
+    pub fn lookup(&self, relative_offset: u32) -> u32 {
+        self.0
+            .last_where(|e| u32_at(e, 0) <= relative_offset)
+            .map_or(0, |e| u32_at(&e, 4))
+    }
+
+    pub fn last(&self) -> Option<(u32, u32)> {
+        self.0.last().map(|e| (u32_at(&e, 0), u32_at(&e, 4)))
+    }
+
+    pub fn bytes(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+}
+
+/// Timestamp → offset.
+#[derive(Debug)]
+pub(crate) struct TimeIndex(EntryList<TIME_ENTRY_LEN>);
+
+impl TimeIndex {
+    pub fn new() -> Self {
+        TimeIndex(EntryList::owned(Vec::new()))
+    }
+
+    /// Checks a mapped `.timeindex`; `Err` if it does not fit a segment of `span` offsets.
+    pub fn from_map(map: Option<Mmap>, span: u64) -> Result<Self, String> {
+        let entries = Entries::from(map);
+        if entries.len() % TIME_ENTRY_LEN != 0 {
+            return Err(format!(
+                "size {} is not a multiple of {TIME_ENTRY_LEN}",
+                entries.len()
+            ));
+        }
+        let mut previous: Option<(i64, u32)> = None;
+        for entry in entries.chunks_exact(TIME_ENTRY_LEN) {
+            let (ts, rel) = decode_time(entry);
+            if u64::from(rel) >= span.max(1) {
+                return Err(format!("entry ({ts}, {rel}) points outside the segment"));
+            }
+            if previous.is_some_and(|(t, r)| ts < t || rel < r) {
+                return Err(format!("entry ({ts}, {rel}) is out of order"));
+            }
+            previous = Some((ts, rel));
+        }
+        Ok(TimeIndex(EntryList(RwLock::new(entries))))
+    }
+
+    pub fn push(&self, timestamp: i64, relative_offset: u32) {
+        let mut entry = [0u8; TIME_ENTRY_LEN];
+        entry[..8].copy_from_slice(&timestamp.to_be_bytes());
+        entry[8..].copy_from_slice(&relative_offset.to_be_bytes());
+        self.0.push(entry);
+    }
+
+    /// The last entry whose timestamp is strictly below `timestamp`: every record before its
+    /// offset is older than `timestamp`.
+    pub fn last_before(&self, timestamp: i64) -> Option<(i64, u32)> {
+        self.0
+            .last_where(|e| decode_time(e).0 < timestamp)
+            .map(|e| decode_time(&e))
+    }
+
+    pub fn last(&self) -> Option<(i64, u32)> {
+        self.0.last().map(|e| decode_time(&e))
+    }
+
+    pub fn bytes(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+}
+
+fn decode_time(entry: &[u8]) -> (i64, u32) {
+    (i64::from_be_bytes(to_array(&entry[..8])), u32_at(entry, 8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_lookup_finds_the_last_entry_at_or_before() {
+        let index = OffsetIndex::new();
+        assert_eq!(index.lookup(5), 0);
+        index.push(0, 0);
+        index.push(10, 4096);
+        index.push(20, 8192);
+        assert_eq!(index.lookup(0), 0);
+        assert_eq!(index.lookup(9), 0);
+        assert_eq!(index.lookup(10), 4096);
+        assert_eq!(index.lookup(19), 4096);
+        assert_eq!(index.lookup(1000), 8192);
+        assert_eq!(index.bytes().len(), 3 * OFFSET_ENTRY_LEN);
+        assert_eq!(index.last(), Some((20, 8192)));
+    }
+
+    #[test]
+    fn time_lookup_is_strictly_before() {
+        let index = TimeIndex::new();
+        index.push(100, 0);
+        index.push(200, 10);
+        assert_eq!(index.last_before(100), None);
+        assert_eq!(index.last_before(101), Some((100, 0)));
+        assert_eq!(index.last_before(200), Some((100, 0)));
+        assert_eq!(index.last_before(201), Some((200, 10)));
+        assert_eq!(index.last(), Some((200, 10)));
+    }
+}

@@ -1,0 +1,50 @@
+//! # log-core
+//!
+//! lograil's embeddable storage engine: topics of partitions, each partition an append-only
+//! series of segment files holding Kafka RecordBatch v2 batches byte for byte, with Kafka's
+//! file names and sparse `.index` / `.timeindex` files.
+//!
+//! **It is** a library: validate-and-append, zero-copy reads by offset (memory-mapped, no decode),
+//! reads by timestamp, segment roll and retention, a durability policy per topic with group
+//! commit, crash recovery that keeps exactly the valid prefix, and the Java client's murmur2 key
+//! partitioner.
+//!
+//! **It is not** a broker: no sockets, no Kafka request types, no consumer groups. The `server`
+//! crate puts the Kafka protocol in front of it.
+//!
+//! ```
+//! use log_core::{batch, Log, TopicConfig};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let log = Log::open(dir.path())?;
+//! let topic = log.create_topic("orders", 3, TopicConfig::default())?;
+//! let key = b"customer-42";
+//! let partition = topic.partition(log_core::partition_for_key(key, 3)).unwrap();
+//!
+//! let records = batch::build(&[(Some(key), Some(b"created"), 1_700_000_000_000)]);
+//! let appended = partition.append(&records)?;
+//! assert_eq!(appended.base_offset, 0);
+//!
+//! let read = partition.read(0, 1 << 20)?;
+//! let decoded = batch::decode(&read.records)?;
+//! assert_eq!(decoded[0].value.as_deref(), Some(&b"created"[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod batch;
+mod config;
+pub mod dump;
+mod error;
+mod index;
+pub mod io;
+mod log;
+mod partition;
+mod partitioner;
+mod segment;
+
+pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
+pub use error::{AppendError, BatchError, FileError, OpenError, ReadError, TopicError};
+pub use log::{validate_name, Log, Topic, MAX_PARTITIONS};
+pub use partition::{now_ms, AppendInfo, Partition, ReadResult, RetentionReport};
+pub use partitioner::{murmur2, partition_for_key, to_positive};
+pub use segment::Recovery;

@@ -1,0 +1,385 @@
+//! A data directory of topics: `<data-dir>/<topic>.topic` holds a topic's partition count and
+//! config (Kafka config names, one `name=value` a line), `<data-dir>/<topic>-<N>/` its
+//! partitions. The `.topic` file is written last when a topic is created and removed first when
+//! it is deleted, so it is the commit point of both.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::config::TopicConfig;
+use crate::error::{AppendError, FileError, OpenError, TopicError};
+use crate::io::{self, FileStorage, Storage};
+use crate::partition::{Partition, RetentionReport};
+
+const TOPIC_EXT: &str = "topic";
+const TOPIC_FORMAT: &str = "# lograil topic, format 1";
+const LOCK_FILE: &str = ".lock";
+/// Most partitions a topic may have.
+pub const MAX_PARTITIONS: u32 = 100_000;
+
+/// A topic: its partitions, in order.
+#[derive(Debug)]
+pub struct Topic {
+    name: String,
+    partitions: Vec<Arc<Partition>>,
+}
+
+impl Topic {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn partitions(&self) -> &[Arc<Partition>] {
+        &self.partitions
+    }
+
+    pub fn partition(&self, index: u32) -> Option<&Arc<Partition>> {
+        self.partitions.get(index as usize)
+    }
+
+    pub fn config(&self) -> TopicConfig {
+        self.partitions
+            .first()
+            .map(|p| p.config())
+            .unwrap_or_default()
+    }
+}
+
+/// The storage engine over one data directory.
+#[derive(Debug)]
+pub struct Log {
+    shared: Arc<Shared>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Held for the life of the log: one process per data dir.
+    _lock: File,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Log {
+    /// Opens (creating if missing) the data directory `dir` on the real file system.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Log, OpenError> {
+        Log::open_with(dir, Arc::new(FileStorage))
+    }
+
+    /// Opens `dir` with all writes going through `storage` (see [`crate::io`]).
+    pub fn open_with(dir: impl AsRef<Path>, storage: Arc<dyn Storage>) -> Result<Log, OpenError> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(|e| FileError::new("create", &dir, e))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = File::create(&lock_path).map_err(|e| FileError::new("create", &lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(OpenError::Locked { path: lock_path }),
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(FileError::new("lock", &lock_path, e).into())
+            }
+        }
+        let mut topics = BTreeMap::new();
+        let entries = fs::read_dir(&dir).map_err(|e| FileError::new("list", &dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| FileError::new("list", &dir, e))?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(topic) = name.strip_suffix(".topic") {
+                if validate_name(topic).is_err() {
+                    tracing::warn!(file = %path.display(), "ignoring a topic file with an invalid name");
+                    continue;
+                }
+                let (partitions, config) = read_topic_file(&path)?;
+                let topic = open_topic(&dir, topic, partitions, config, &storage)?;
+                topics.insert(topic.name.clone(), Arc::new(topic));
+            }
+        }
+        let dir_for_errors = dir.clone();
+        let shared = Arc::new(Shared {
+            dir,
+            storage,
+            topics: RwLock::new(topics),
+            _lock: lock,
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        });
+        let flusher = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("lograil-flusher".into())
+                .spawn(move || shared.run_flusher())
+                .map_err(|e| FileError::new("start the flusher for", &dir_for_errors, e))?
+        };
+        Ok(Log {
+            shared,
+            flusher: Some(flusher),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Creates a topic of `partitions` empty partitions.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        config: TopicConfig,
+    ) -> Result<Arc<Topic>, TopicError> {
+        validate_name(name)?;
+        if partitions == 0 || partitions > MAX_PARTITIONS {
+            return Err(TopicError::InvalidPartitions(partitions));
+        }
+        let mut topics = self.shared.topics_write();
+        if topics.contains_key(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        let dir = &self.shared.dir;
+        for p in 0..partitions {
+            let partition_dir = dir.join(format!("{name}-{p}"));
+            if partition_dir.exists() {
+                // Left over from an interrupted create or delete: not part of any topic.
+                fs::remove_dir_all(&partition_dir)
+                    .map_err(|e| FileError::new("remove", &partition_dir, e))?;
+            }
+        }
+        let topic = match open_topic(dir, name, partitions, config.clone(), &self.shared.storage)
+            .map_err(TopicError::from)
+            .and_then(|topic| {
+                write_topic_file(dir, name, partitions, &config)?;
+                Ok(topic)
+            }) {
+            Ok(topic) => Arc::new(topic),
+            Err(e) => {
+                remove_partition_dirs(dir, name, partitions);
+                return Err(e);
+            }
+        };
+        topics.insert(name.to_string(), topic.clone());
+        drop(topics);
+        self.shared.wake.notify_all();
+        Ok(topic)
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.shared.topics_read().get(name).cloned()
+    }
+
+    /// All topics, by name.
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        self.shared.topics_read().values().cloned().collect()
+    }
+
+    /// Deletes a topic and its files. Readers that hold one of its partitions keep reading
+    /// what they mapped; appends to it are refused.
+    pub fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
+        let topic = self
+            .shared
+            .topics_write()
+            .remove(name)
+            .ok_or_else(|| TopicError::UnknownTopic(name.to_string()))?;
+        let dir = &self.shared.dir;
+        let topic_file = dir.join(format!("{name}.{TOPIC_EXT}"));
+        fs::remove_file(&topic_file).map_err(|e| FileError::new("remove", &topic_file, e))?;
+        io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))?;
+        for partition in &topic.partitions {
+            // The topic is gone whatever its data's durability: a failed flush does not matter.
+            let _ = partition.close();
+        }
+        remove_partition_dirs(dir, name, topic.partitions.len() as u32);
+        Ok(())
+    }
+
+    /// Runs retention on every partition; returns the total removed.
+    pub fn apply_retention(&self, now_ms: i64) -> Result<RetentionReport, FileError> {
+        let mut total = RetentionReport::default();
+        for topic in self.topics() {
+            for partition in topic.partitions() {
+                let report = partition.apply_retention(now_ms)?;
+                total.deleted_segments += report.deleted_segments;
+                total.deleted_bytes += report.deleted_bytes;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Flushes every partition and stops the background flusher. Dropping the log does the
+    /// same, but can only log errors.
+    pub fn close(mut self) -> Result<(), AppendError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), AppendError> {
+        *self.shared.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.shared.wake.notify_all();
+        if let Some(flusher) = self.flusher.take() {
+            let _ = flusher.join();
+        }
+        let mut first_error = None;
+        for topic in self.topics() {
+            for partition in topic.partitions() {
+                if let Err(e) = partition.close() {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "flush on close failed");
+        }
+    }
+}
+
+impl Shared {
+    fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Topic>>> {
+        self.topics.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn topics_write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Topic>>> {
+        self.topics.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Background fsync for topics with `Durability::Interval`.
+    fn run_flusher(&self) {
+        let mut stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*stop {
+            let partitions: Vec<Arc<Partition>> = self
+                .topics_read()
+                .values()
+                .flat_map(|t| t.partitions.iter().cloned())
+                .collect();
+            let tick = partitions
+                .iter()
+                .filter_map(|p| p.flush_interval())
+                .min()
+                .map_or(Duration::from_secs(1), |d| {
+                    (d / 2).clamp(Duration::from_millis(1), Duration::from_secs(1))
+                });
+            drop(stop);
+            for partition in &partitions {
+                if let Err(e) = partition.flush_if_due() {
+                    tracing::error!(partition = partition.name(), error = %e, "background flush failed");
+                }
+            }
+            stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
+            if !*stop {
+                stop = self
+                    .wake
+                    .wait_timeout(stop, tick)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
+    }
+}
+
+/// Kafka's topic name rules: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_name(name: &str) -> Result<(), TopicError> {
+    let invalid = |reason| {
+        Err(TopicError::InvalidName {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if name.is_empty() || name.len() > 249 {
+        return invalid("must be 1 to 249 characters");
+    }
+    if name == "." || name == ".." {
+        return invalid("cannot be '.' or '..'");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return invalid("may contain only ASCII letters, digits, '.', '_' and '-'");
+    }
+    Ok(())
+}
+
+fn open_topic(
+    dir: &Path,
+    name: &str,
+    partitions: u32,
+    config: TopicConfig,
+    storage: &Arc<dyn Storage>,
+) -> Result<Topic, OpenError> {
+    let partitions = (0..partitions)
+        .map(|p| {
+            let label = format!("{name}-{p}");
+            Partition::open(&dir.join(&label), &label, config.clone(), storage.clone()).map(Arc::new)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Topic {
+        name: name.to_string(),
+        partitions,
+    })
+}
+
+fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
+    let text = fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
+    let bad = |reason: String| OpenError::BadConfig {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(TOPIC_FORMAT) {
+        return Err(bad(format!("first line must be {TOPIC_FORMAT:?}")));
+    }
+    let mut partitions = None;
+    let mut rest = String::new();
+    for line in lines {
+        match line.strip_prefix("partitions=") {
+            Some(n) => partitions = Some(n.trim().parse::<u32>().map_err(|e| bad(e.to_string()))?),
+            None => {
+                rest.push_str(line);
+                rest.push('\n');
+            }
+        }
+    }
+    let partitions = partitions
+        .filter(|n| (1..=MAX_PARTITIONS).contains(n))
+        .ok_or_else(|| bad("missing or invalid partitions=".into()))?;
+    let config = TopicConfig::from_properties(&rest).map_err(bad)?;
+    Ok((partitions, config))
+}
+
+/// Writes `<topic>.topic` atomically: temporary file, fsync, rename, fsync of the directory.
+fn write_topic_file(dir: &Path, name: &str, partitions: u32, config: &TopicConfig) -> Result<(), FileError> {
+    let path = dir.join(format!("{name}.{TOPIC_EXT}"));
+    let tmp = dir.join(format!("{name}.{TOPIC_EXT}.tmp"));
+    let text = format!("{TOPIC_FORMAT}\npartitions={partitions}\n{}", config.to_properties());
+    let write = || -> std::io::Result<()> {
+        let mut file = File::create(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    };
+    write().map_err(|e| FileError::new("write", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
+    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
+}
+
+fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {
+    for p in 0..partitions {
+        let path = dir.join(format!("{name}-{p}"));
+        if let Err(e) = fs::remove_dir_all(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %path.display(), error = %e, "could not remove partition dir");
+            }
+        }
+    }
+}

@@ -1,0 +1,573 @@
+//! One partition: an ordered list of segments, one writer, many lock-free-ish readers.
+//!
+//! Appends are serialised by the writer mutex; validation and CRC checks run before it is taken.
+//! Readers take the segment list's read lock only long enough to clone one `Arc<Segment>`, then
+//! read published bytes from its memory map. Under [`Durability::Always`] an appender waits for an
+//! fsync that covers its batch; whoever finds no fsync running starts one for everyone who wrote
+//! before it (group commit).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::batch::{self, BatchHeader};
+use crate::config::{Durability, TopicConfig};
+use crate::error::{AppendError, FileError, OpenError, ReadError};
+use crate::io::{self, Storage, StoredFile};
+use crate::segment::{self, IndexCursor, Recovery, Segment};
+
+/// Where an append landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record appended.
+    pub base_offset: i64,
+    /// Offset of the last record appended.
+    pub last_offset: i64,
+    /// Largest record timestamp in the appended batches (-1 if none).
+    pub max_timestamp: i64,
+    /// The partition's log start offset after the append.
+    pub log_start_offset: i64,
+}
+
+/// Whole batches read from a partition.
+#[derive(Clone, Debug)]
+pub struct ReadResult {
+    /// Whole batches, as stored: a zero-copy slice of one segment. Empty at the log end.
+    pub records: Bytes,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// What the retention pass removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub deleted_segments: usize,
+    pub deleted_bytes: u64,
+    pub log_start_offset: i64,
+}
+
+pub struct Partition {
+    name: String,
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    config: RwLock<TopicConfig>,
+    segments: RwLock<Vec<Arc<Segment>>>,
+    /// Offset after the last published batch.
+    end_offset: AtomicI64,
+    writer: Mutex<Writer>,
+    sync_state: Mutex<SyncState>,
+    synced: Condvar,
+    /// Set once a write or fsync failed in a way that leaves the durable state unknown.
+    poison: OnceLock<String>,
+    recovery: Recovery,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .field("log_start_offset", &self.log_start_offset())
+            .field("log_end_offset", &self.log_end_offset())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Writer {
+    active: Arc<Segment>,
+    cursor: IndexCursor,
+    /// Wall-clock time of the active segment's first batch, for `segment.ms`.
+    first_append_ms: Option<i64>,
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct SyncState {
+    /// Every offset below this is on disk.
+    durable_end: i64,
+    syncing: bool,
+    last_sync: Instant,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Partition {
+    /// Opens the partition in `dir` (creating it if missing) and recovers its last segment.
+    /// `name` (`topic-N`) is used in errors and logs.
+    pub fn open(
+        dir: &Path,
+        name: &str,
+        config: TopicConfig,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Partition, OpenError> {
+        fs::create_dir_all(dir).map_err(|e| FileError::new("create", dir, e))?;
+        let mut bases = list_segments(dir)?;
+        if bases.is_empty() {
+            drop(Segment::create(storage.as_ref(), dir, 0, 0)?);
+            bases.push(0);
+        }
+        let mut segments = Vec::with_capacity(bases.len());
+        for pair in bases.windows(2) {
+            segments.push(Arc::new(Segment::open_closed(
+                storage.as_ref(),
+                dir,
+                pair[0],
+                pair[1],
+                config.index_interval_bytes,
+            )?));
+        }
+        let last_base = *bases.last().unwrap_or(&0);
+        let (active, cursor, recovery) = Segment::recover(
+            storage.as_ref(),
+            dir,
+            last_base,
+            u64::from(config.segment_bytes),
+            config.index_interval_bytes,
+        )?;
+        let active = Arc::new(active);
+        segments.push(active.clone());
+        let end = active.next_offset();
+        let first_append_ms = (active.len() > 0).then(|| {
+            // Kafka rolls on the age of the first batch's timestamp; after a restart we only
+            // know the segment's timestamps, so age counts from its newest one.
+            let ts = active.max_timestamp();
+            if ts > 0 {
+                ts
+            } else {
+                now_ms()
+            }
+        });
+        Ok(Partition {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            storage,
+            config: RwLock::new(config),
+            segments: RwLock::new(segments),
+            end_offset: AtomicI64::new(end),
+            writer: Mutex::new(Writer {
+                active,
+                cursor,
+                first_append_ms,
+                closed: false,
+            }),
+            sync_state: Mutex::new(SyncState {
+                durable_end: end,
+                syncing: false,
+                last_sync: Instant::now(),
+            }),
+            synced: Condvar::new(),
+            poison: OnceLock::new(),
+            recovery,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What recovery did to the last segment when the partition opened.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    pub fn config(&self) -> TopicConfig {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the config; takes effect from the next append or retention pass.
+    pub fn set_config(&self, config: TopicConfig) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.segments().first().map_or(0, |s| s.base_offset)
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.end_offset.load(Ordering::Acquire)
+    }
+
+    /// Bytes of log data on disk (index files not counted).
+    pub fn size_bytes(&self) -> u64 {
+        self.segments().iter().map(|s| s.len()).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments().len()
+    }
+
+    fn segments(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Segment>>> {
+        self.segments.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends one or more whole RecordBatch v2 batches (as a producer sends them), assigning
+    /// them the next offsets. The batches are validated first; an invalid one refuses the whole
+    /// append and nothing is written. Returns once the data is as durable as the topic's policy
+    /// asks.
+    pub fn append(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        self.check_poison()?;
+        let config = self.config();
+        let headers = batch::validate_all(records)?;
+        let max_size = config.max_message_bytes as usize;
+        if let Some(h) = headers.iter().find(|h| h.size as usize > max_size) {
+            return Err(AppendError::TooLarge {
+                size: h.size as usize,
+                max: max_size,
+            });
+        }
+        let total = records.len() as u64;
+        let count: i64 = headers.iter().map(|h| h.next_offset() - h.base_offset).sum();
+
+        let mut writer = lock(&self.writer);
+        if writer.closed {
+            return Err(AppendError::Closed(self.name.clone()));
+        }
+        self.check_poison()?;
+        let base = writer.active.next_offset();
+        if base.checked_add(count).is_none() {
+            return Err(AppendError::OffsetOverflow);
+        }
+        if self.should_roll(&writer, &config, total, count) {
+            self.roll(&mut writer, &config)?;
+        }
+        let segment = writer.active.clone();
+        let position = segment.len();
+        if position + total > u64::from(u32::MAX) {
+            return Err(AppendError::OffsetOverflow);
+        }
+        segment.ensure_capacity(position + total)?;
+
+        // Assign offsets: the stored batch is the producer's, with our base offset in front.
+        let mut assigned = Vec::with_capacity(headers.len());
+        let mut offsets = Vec::with_capacity(headers.len());
+        let mut next = base;
+        for header in &headers {
+            offsets.push(next.to_be_bytes());
+            let delta = header.next_offset() - header.base_offset;
+            assigned.push(BatchHeader {
+                base_offset: next,
+                ..*header
+            });
+            next += delta;
+        }
+        if let Err(e) = segment.write(records, &headers, &offsets) {
+            if let Err(cut) = segment.truncate_to_published() {
+                self.poison_with(format!("{e}; then {cut}"));
+            }
+            return Err(e.into());
+        }
+        segment.publish(&mut writer.cursor, &assigned, position);
+        writer.first_append_ms.get_or_insert_with(now_ms);
+        self.end_offset.store(next, Ordering::Release);
+        drop(writer);
+
+        if config.durability == Durability::Always {
+            self.wait_durable(next)?;
+        }
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: next - 1,
+            max_timestamp: headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1),
+            log_start_offset: self.log_start_offset(),
+        })
+    }
+
+    fn should_roll(&self, writer: &Writer, config: &TopicConfig, bytes: u64, count: i64) -> bool {
+        let active = &writer.active;
+        let size = active.len();
+        if size == 0 {
+            return false;
+        }
+        let too_big = size + bytes > u64::from(config.segment_bytes);
+        let too_old = match (config.segment_ms, writer.first_append_ms) {
+            (Some(ms), Some(first)) => now_ms().saturating_sub(first) >= ms as i64,
+            _ => false,
+        };
+        // Relative offsets in the index are u32; Kafka rolls at i32::MAX, so do we.
+        let offsets_full = active.next_offset() + count - active.base_offset > i64::from(i32::MAX);
+        too_big || too_old || offsets_full
+    }
+
+    /// Closes the active segment (indexes written, data fsynced) and starts a new one.
+    fn roll(&self, writer: &mut Writer, config: &TopicConfig) -> Result<(), AppendError> {
+        let old = writer.active.clone();
+        if let Err(e) = old.seal(self.storage.as_ref(), &self.dir, &mut writer.cursor) {
+            // The log is intact; the index will be rebuilt when the partition next opens.
+            tracing::warn!(partition = %self.name, error = %e, "could not write segment indexes");
+        }
+        // Closed segments are always durable, so recovery only ever has to check the last one.
+        if let Err(e) = old.sync() {
+            self.poison_with(e.to_string());
+            return Err(e.into());
+        }
+        let base = old.next_offset();
+        let new = Arc::new(Segment::create(
+            self.storage.as_ref(),
+            &self.dir,
+            base,
+            u64::from(config.segment_bytes),
+        )?);
+        self.segments
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(new.clone());
+        writer.active = new;
+        writer.cursor = IndexCursor::new(config.index_interval_bytes);
+        writer.first_append_ms = None;
+        let mut sync = lock(&self.sync_state);
+        sync.durable_end = sync.durable_end.max(base);
+        Ok(())
+    }
+
+    fn check_poison(&self) -> Result<(), AppendError> {
+        match self.poison.get() {
+            Some(reason) => Err(AppendError::Poisoned {
+                partition: self.name.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn poison_with(&self, reason: String) {
+        tracing::error!(partition = %self.name, %reason, "partition refuses further writes");
+        let _ = self.poison.set(reason);
+    }
+
+    /// Blocks until every offset below `end` is on disk, joining or starting a group fsync.
+    fn wait_durable(&self, end: i64) -> Result<(), AppendError> {
+        let mut state = lock(&self.sync_state);
+        loop {
+            self.check_poison()?;
+            if state.durable_end >= end {
+                return Ok(());
+            }
+            if state.syncing {
+                state = self
+                    .synced
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            state.syncing = true;
+            drop(state);
+            let result = self.sync_active();
+            state = lock(&self.sync_state);
+            state.syncing = false;
+            match result {
+                Ok(covered) => {
+                    state.durable_end = state.durable_end.max(covered);
+                    state.last_sync = Instant::now();
+                }
+                Err(e) => self.poison_with(e.to_string()),
+            }
+            self.synced.notify_all();
+        }
+    }
+
+    /// fsyncs the active segment; returns the end offset that fsync covers.
+    fn sync_active(&self) -> Result<i64, FileError> {
+        let (file, end, segment): (Arc<dyn StoredFile>, i64, Arc<Segment>) = {
+            let writer = lock(&self.writer);
+            (writer.active.file(), writer.active.next_offset(), writer.active.clone())
+        };
+        file.sync_data()
+            .map_err(|e| FileError::new("fsync", &segment.log_path, e))?;
+        Ok(end)
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn flush(&self) -> Result<(), AppendError> {
+        self.wait_durable(self.log_end_offset())
+    }
+
+    /// For [`Durability::Interval`]: flushes if there is unsynced data and the interval passed.
+    pub fn flush_if_due(&self) -> Result<(), AppendError> {
+        let Durability::Interval(every) = self.config().durability else {
+            return Ok(());
+        };
+        let due = {
+            let state = lock(&self.sync_state);
+            state.durable_end < self.log_end_offset() && state.last_sync.elapsed() >= every
+        };
+        if due {
+            self.flush()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Time until the next [`Partition::flush_if_due`] could have work (for a flusher's sleep).
+    pub fn flush_interval(&self) -> Option<Duration> {
+        match self.config().durability {
+            Durability::Interval(every) => Some(every),
+            _ => None,
+        }
+    }
+
+    /// Reads whole batches starting with the one that contains `offset`, up to `max_bytes`
+    /// (but always at least one batch, however large, so a consumer can make progress).
+    /// At the log end the result is empty.
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReadError> {
+        let end = self.log_end_offset();
+        let (start, mut index, mut segment) = {
+            let segments = self.segments();
+            let start = segments.first().map_or(0, |s| s.base_offset);
+            if offset < start || offset > end {
+                return Err(ReadError::OffsetOutOfRange {
+                    offset,
+                    log_start: start,
+                    log_end: end,
+                });
+            }
+            let i = segments
+                .partition_point(|s| s.base_offset <= offset)
+                .saturating_sub(1);
+            (start, i, segments[i].clone())
+        };
+        let result = |records: Bytes| ReadResult {
+            records,
+            log_start_offset: start,
+            log_end_offset: end,
+        };
+        if offset == end {
+            return Ok(result(Bytes::new()));
+        }
+        loop {
+            if let Some(bytes) = segment.read(offset, max_bytes)? {
+                return Ok(result(bytes));
+            }
+            // Past this segment's data: the offset lives in the next one, if any.
+            index += 1;
+            match self.segments().get(index) {
+                Some(next) => segment = next.clone(),
+                None => return Ok(result(Bytes::new())),
+            }
+        }
+    }
+
+    /// The first offset whose record timestamp is >= `timestamp`, with that timestamp;
+    /// `None` if every record is older.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, ReadError> {
+        let segments: Vec<Arc<Segment>> = self.segments().clone();
+        let from = segments.first().map_or(0, |s| s.base_offset);
+        for segment in segments.iter().filter(|s| s.max_timestamp() >= timestamp) {
+            if let Some(found) = segment.find_timestamp(timestamp, from)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes the oldest closed segments that are past `retention.ms` (by their newest record,
+    /// relative to `now_ms`) or beyond `retention.bytes`, and advances the log start offset.
+    /// The active segment is never deleted.
+    pub fn apply_retention(&self, now_ms: i64) -> Result<RetentionReport, FileError> {
+        let config = self.config();
+        let writer = lock(&self.writer);
+        let doomed: Vec<Arc<Segment>> = {
+            let segments = self.segments();
+            let mut total: u64 = segments.iter().map(|s| s.len()).sum();
+            let closed = &segments[..segments.len().saturating_sub(1)];
+            closed
+                .iter()
+                .take_while(|s| {
+                    let too_old = config.retention_ms.is_some_and(|ms| {
+                        let newest = s.max_timestamp();
+                        newest >= 0 && now_ms.saturating_sub(newest) > ms as i64
+                    });
+                    let too_big = config
+                        .retention_bytes
+                        .is_some_and(|max| total.saturating_sub(s.len()) >= max);
+                    if too_old || too_big {
+                        total -= s.len();
+                    }
+                    too_old || too_big
+                })
+                .cloned()
+                .collect()
+        };
+        if doomed.is_empty() {
+            return Ok(RetentionReport {
+                log_start_offset: self.log_start_offset(),
+                ..Default::default()
+            });
+        }
+        let log_start = {
+            let mut segments = self.segments.write().unwrap_or_else(PoisonError::into_inner);
+            segments.drain(..doomed.len());
+            segments.first().map_or(0, |s| s.base_offset)
+        };
+        drop(writer);
+        // Readers that already hold a segment keep its map; the files go now.
+        let mut report = RetentionReport {
+            log_start_offset: log_start,
+            ..Default::default()
+        };
+        for segment in &doomed {
+            for ext in [segment::LOG_EXT, segment::INDEX_EXT, segment::TIME_INDEX_EXT] {
+                let path = self.dir.join(segment::file_name(segment.base_offset, ext));
+                match fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(FileError::new("delete", path, e)),
+                }
+            }
+            report.deleted_segments += 1;
+            report.deleted_bytes += segment.len();
+        }
+        io::sync_dir(&self.dir).map_err(|e| FileError::new("fsync", &self.dir, e))?;
+        tracing::info!(partition = %self.name, segments = report.deleted_segments, bytes = report.deleted_bytes, log_start, "retention deleted segments");
+        Ok(report)
+    }
+
+    /// Flushes and refuses further appends. Called when the owner shuts down.
+    pub fn close(&self) -> Result<(), AppendError> {
+        let result = if self.poison.get().is_some() {
+            Ok(())
+        } else {
+            self.flush()
+        };
+        lock(&self.writer).closed = true;
+        result
+    }
+}
+
+/// Base offsets of the `.log` files in `dir`, sorted.
+fn list_segments(dir: &Path) -> Result<Vec<i64>, OpenError> {
+    let entries = fs::read_dir(dir).map_err(|e| FileError::new("list", dir, e))?;
+    let mut bases = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| FileError::new("list", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if let Some(base) = segment::parse_file_name(&name, segment::LOG_EXT) {
+            bases.push(base);
+        } else if name.ends_with(".log") {
+            tracing::warn!(file = %entry.path().display(), "ignoring a .log file that is not named as a segment");
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
