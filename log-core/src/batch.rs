@@ -19,8 +19,9 @@
 //! first 8 bytes without re-checksumming.
 
 use bytes::{Bytes, BytesMut};
+pub use kafka_protocol::records::Compression;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+    Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
     TimestampType,
 };
 

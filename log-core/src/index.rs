@@ -140,11 +140,11 @@ impl OffsetIndex {
         self.0.push(entry);
     }
 
-    /// Position of the last indexed batch starting at or before `relative_offset` (0 if none).
-    pub fn lookup(&self, relative_offset: u32) -> u32 {
+    /// The last entry `(relative offset, position)` at or before `relative_offset`.
+    pub fn lookup(&self, relative_offset: u32) -> Option<(u32, u32)> {
         self.0
             .last_where(|e| u32_at(e, 0) <= relative_offset)
-            .map_or(0, |e| u32_at(&e, 4))
+            .map(|e| (u32_at(&e, 0), u32_at(&e, 4)))
     }
 
     pub fn last(&self) -> Option<(u32, u32)> {
@@ -223,15 +223,15 @@ mod tests {
     #[test]
     fn offset_lookup_finds_the_last_entry_at_or_before() {
         let index = OffsetIndex::new();
-        assert_eq!(index.lookup(5), 0);
-        index.push(0, 0);
+        assert_eq!(index.lookup(5), None);
+        index.push(1, 0);
         index.push(10, 4096);
         index.push(20, 8192);
-        assert_eq!(index.lookup(0), 0);
-        assert_eq!(index.lookup(9), 0);
-        assert_eq!(index.lookup(10), 4096);
-        assert_eq!(index.lookup(19), 4096);
-        assert_eq!(index.lookup(1000), 8192);
+        assert_eq!(index.lookup(0), None);
+        assert_eq!(index.lookup(9), Some((1, 0)));
+        assert_eq!(index.lookup(10), Some((10, 4096)));
+        assert_eq!(index.lookup(19), Some((10, 4096)));
+        assert_eq!(index.lookup(1000), Some((20, 8192)));
         assert_eq!(index.bytes().len(), 3 * OFFSET_ENTRY_LEN);
         assert_eq!(index.last(), Some((20, 8192)));
     }

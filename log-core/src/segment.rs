@@ -500,7 +500,7 @@ impl Segment {
     /// Position of the batch containing `offset`, scanning from the index entry before it.
     /// `None` if the published data ends before `offset`.
     fn find(&self, data: &[u8], offset: i64) -> Result<Option<(usize, BatchHeader)>, ReadError> {
-        let mut pos = self.index.lookup(relative(self.base_offset, offset)) as usize;
+        let mut pos = self.indexed_position(data, relative(self.base_offset, offset));
         while pos < data.len() {
             let header = self.header_at(data, pos)?;
             if header.last_offset() >= offset {
@@ -509,6 +509,23 @@ impl Segment {
             pos += header.size as usize;
         }
         Ok(None)
+    }
+
+    /// Where to start scanning for `relative_offset`: the index entry before it, checked
+    /// against the batch it points at (a damaged entry costs a scan, never a wrong read).
+    fn indexed_position(&self, data: &[u8], relative_offset: u32) -> usize {
+        let Some((rel, pos)) = self.index.lookup(relative_offset) else {
+            return 0;
+        };
+        let pos = pos as usize;
+        let expected = self.base_offset + i64::from(rel);
+        match data.get(pos..).map(BatchHeader::parse) {
+            Some(Ok(h)) if h.base_offset == expected => pos,
+            _ => {
+                tracing::warn!(segment = %self.log_path.display(), offset = expected, position = pos, "index entry does not match the log; scanning from the start");
+                0
+            }
+        }
     }
 
     fn header_at(&self, data: &[u8], pos: usize) -> Result<BatchHeader, ReadError> {
@@ -561,7 +578,7 @@ impl Segment {
             .last_before(timestamp)
             .map_or(0, |(_, rel)| rel)
             .max(relative(self.base_offset, from.max(self.base_offset)));
-        let mut pos = self.index.lookup(start_rel) as usize;
+        let mut pos = self.indexed_position(data, start_rel);
         while pos < data.len() {
             let header = self.header_at(data, pos)?;
             let size = header.size as usize;

@@ -1,0 +1,496 @@
+//! Behaviour of one partition and of the data directory, through the public API.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use log_core::io::{FaultyStorage, Faults};
+use log_core::{batch, AppendError, Durability, Log, OpenError, ReadError, TopicConfig, TopicError};
+
+/// A batch of `n` records `"{tag}-{i}"` with timestamps `ts, ts+1, …`.
+fn records(tag: &str, n: usize, ts: i64) -> Bytes {
+    let values: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
+    let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (None, Some(v.as_bytes()), ts + i as i64))
+        .collect();
+    batch::build(&entries)
+}
+
+fn values(bytes: &[u8]) -> Vec<(i64, String)> {
+    batch::decode(bytes)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.offset, String::from_utf8(r.value.unwrap().to_vec()).unwrap()))
+        .collect()
+}
+
+fn small_segments() -> TopicConfig {
+    TopicConfig {
+        segment_bytes: 1024,
+        index_interval_bytes: 128,
+        ..TopicConfig::default()
+    }
+}
+
+fn segment_files(dir: &Path, ext: &str) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(&format!(".{ext}")))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Reads everything from `from` to the end, batch by batch.
+fn read_all(p: &log_core::Partition, from: i64) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    let mut next = from;
+    loop {
+        let read = p.read(next, 1 << 20).unwrap();
+        if read.records.is_empty() {
+            return out;
+        }
+        let batch = values(&read.records);
+        next = batch.last().unwrap().0 + 1;
+        out.extend(batch.into_iter().filter(|(o, _)| *o >= from));
+    }
+}
+
+#[test]
+fn append_assigns_offsets_and_read_returns_whole_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let topic = log.create_topic("t", 2, TopicConfig::default()).unwrap();
+    let p = topic.partition(1).unwrap();
+    let a = p.append(&records("a", 3, 1000)).unwrap();
+    let b = p.append(&records("b", 2, 2000)).unwrap();
+    assert_eq!((a.base_offset, a.last_offset, a.max_timestamp), (0, 2, 1002));
+    assert_eq!((b.base_offset, b.last_offset), (3, 4));
+    assert_eq!(p.log_end_offset(), 5);
+    assert_eq!(p.log_start_offset(), 0);
+
+    // A read at an offset inside a batch returns that whole batch.
+    let read = p.read(1, 1 << 20).unwrap();
+    let got = values(&read.records);
+    assert_eq!(got[0], (0, "a-0".into()));
+    assert_eq!(got.len(), 5);
+    assert_eq!(read.log_end_offset, 5);
+
+    // max_bytes stops before the second batch, but the first is always whole.
+    let first_len = records("a", 3, 1000).len();
+    let read = p.read(0, first_len + 10).unwrap();
+    assert_eq!(read.records.len(), first_len);
+    assert_eq!(p.read(0, 1).unwrap().records.len(), first_len);
+
+    // The stored bytes are the producer's, with our base offset in front.
+    let stored = p.read(3, 1 << 20).unwrap().records;
+    let mut sent = records("b", 2, 2000).to_vec();
+    sent[..8].copy_from_slice(&3i64.to_be_bytes());
+    assert_eq!(&stored[..], &sent[..]);
+
+    assert!(p.read(5, 100).unwrap().records.is_empty());
+    assert!(matches!(
+        p.read(6, 100),
+        Err(ReadError::OffsetOutOfRange { offset: 6, log_start: 0, log_end: 5 })
+    ));
+    assert!(matches!(p.read(-1, 100), Err(ReadError::OffsetOutOfRange { .. })));
+    // The other partition is untouched.
+    assert_eq!(topic.partition(0).unwrap().log_end_offset(), 0);
+}
+
+#[test]
+fn several_batches_in_one_append_get_contiguous_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.create_topic("t", 1, TopicConfig::default()).unwrap().partitions()[0].clone();
+    let mut two = records("x", 2, 0).to_vec();
+    two.extend_from_slice(&records("y", 3, 0));
+    let info = p.append(&two).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 4));
+    let all = read_all(&p, 0);
+    assert_eq!(all.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(all[2].1, "y-0");
+}
+
+#[test]
+fn invalid_batches_are_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let config = TopicConfig {
+        max_message_bytes: 200,
+        ..TopicConfig::default()
+    };
+    let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
+    p.append(&records("ok", 1, 0)).unwrap();
+    let before = p.size_bytes();
+
+    let mut bad_crc = records("bad", 2, 0).to_vec();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 1;
+    let mut good_then_bad = records("good", 1, 0).to_vec();
+    good_then_bad.extend_from_slice(&bad_crc);
+    let mut old_magic = records("m", 1, 0).to_vec();
+    old_magic[16] = 1;
+    let garbage = vec![0xAB; 100];
+    for input in [&bad_crc[..], &good_then_bad[..], &old_magic[..], &garbage[..], &[][..], &bad_crc[..30]] {
+        let err = p.append(input).unwrap_err();
+        assert!(matches!(err, AppendError::InvalidBatch(_)), "{err}");
+    }
+    let big = records("big", 20, 0);
+    assert!(matches!(p.append(&big), Err(AppendError::TooLarge { .. })));
+
+    assert_eq!(p.size_bytes(), before);
+    assert_eq!(p.log_end_offset(), 1);
+    assert_eq!(read_all(&p, 0), vec![(0, "ok-0".to_string())]);
+}
+
+#[test]
+fn segments_roll_by_size_with_kafka_names_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("t-0");
+    {
+        let log = Log::open(dir.path()).unwrap();
+        let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+        for i in 0..100 {
+            p.append(&records(&format!("r{i}"), 5, i * 10)).unwrap();
+        }
+        assert!(p.segment_count() > 3, "{} segments", p.segment_count());
+        assert_eq!(p.log_end_offset(), 500);
+        log.close().unwrap();
+    }
+    let logs = segment_files(&pdir, "log");
+    assert_eq!(logs[0], "00000000000000000000.log");
+    assert!(logs.len() > 3);
+    // Closed segments have their indexes on disk; each segment is within segment.bytes.
+    assert_eq!(segment_files(&pdir, "index").len(), logs.len() - 1);
+    assert_eq!(segment_files(&pdir, "timeindex").len(), logs.len() - 1);
+    for name in &logs {
+        let report = log_core::dump::dump_segment(&pdir.join(name)).unwrap();
+        assert!(report.is_ok(), "{name}: {:?}", report.problems);
+        assert!(report.file_len <= 1024);
+    }
+
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    assert_eq!(p.log_end_offset(), 500);
+    let all = read_all(&p, 0);
+    assert_eq!(all.len(), 500);
+    for (i, (offset, value)) in all.iter().enumerate() {
+        assert_eq!(*offset, i as i64);
+        assert_eq!(*value, format!("r{}-{}", i / 5, i % 5));
+    }
+    // Random access lands in the right batch of the right segment.
+    for target in [0, 1, 4, 5, 123, 250, 499] {
+        let got = values(&p.read(target, 1).unwrap().records);
+        assert!(got.first().unwrap().0 <= target && got.last().unwrap().0 >= target);
+    }
+    // Appends continue after the last offset.
+    assert_eq!(p.append(&records("after", 1, 0)).unwrap().base_offset, 500);
+}
+
+#[test]
+fn read_by_timestamp_finds_the_first_record_at_or_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+    // Batch i holds timestamps 1000*i + 0..5.
+    for i in 0..60 {
+        p.append(&records("r", 5, 1000 * i)).unwrap();
+    }
+    assert!(p.segment_count() > 2);
+    assert_eq!(p.offset_for_timestamp(0).unwrap(), Some((0, 0)));
+    assert_eq!(p.offset_for_timestamp(3).unwrap(), Some((3, 3)));
+    assert_eq!(p.offset_for_timestamp(5).unwrap(), Some((5, 1000)));
+    assert_eq!(p.offset_for_timestamp(31_002).unwrap(), Some((157, 31_002)));
+    assert_eq!(p.offset_for_timestamp(59_004).unwrap(), Some((299, 59_004)));
+    assert_eq!(p.offset_for_timestamp(59_005).unwrap(), None);
+
+    // Compressed batches are searched record by record too.
+    let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> =
+        (0..10).map(|i| (None, Some(&b"zz"[..]), 100_000 + i)).collect();
+    p.append(&batch::build_with(&entries, batch::Compression::Lz4)).unwrap();
+    assert_eq!(p.offset_for_timestamp(100_007).unwrap(), Some((307, 100_007)));
+}
+
+#[test]
+fn retention_by_bytes_and_age_deletes_whole_closed_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+    for i in 0..200 {
+        p.append(&records("r", 5, i * 1000)).unwrap();
+    }
+    let segments = p.segment_count();
+    let size = p.size_bytes();
+
+    // Age: everything older than 100 s relative to now=200 s goes, segment by segment.
+    let mut config = p.config();
+    config.retention_ms = Some(100_000);
+    p.set_config(config.clone());
+    let report = p.apply_retention(200_000).unwrap();
+    assert!(report.deleted_segments > 0);
+    assert_eq!(p.segment_count(), segments - report.deleted_segments);
+    let start = p.log_start_offset();
+    assert_eq!(report.log_start_offset, start);
+    // Whole segments only: the record at 100 s (offset 500) remains, and at most one
+    // segment's worth of older records.
+    assert!(start > 400 && start <= 500, "start {start}");
+    assert!(matches!(p.read(start - 1, 10), Err(ReadError::OffsetOutOfRange { .. })));
+    assert_eq!(read_all(&p, start).len() as i64, 1000 - start);
+    assert_eq!(segment_files(p.dir(), "log").len(), p.segment_count());
+    assert_eq!(segment_files(p.dir(), "index").len(), p.segment_count() - 1);
+
+    // Bytes: keep at least retention.bytes, deleting only whole segments.
+    config.retention_ms = None;
+    config.retention_bytes = Some(4096);
+    p.set_config(config);
+    let before = p.size_bytes();
+    p.apply_retention(200_000).unwrap();
+    assert!(p.size_bytes() >= 4096 && p.size_bytes() < before && before < size);
+    assert!(p.size_bytes() < 4096 + 1024, "{}", p.size_bytes());
+    // The active segment is never deleted and appends carry on.
+    assert_eq!(p.append(&records("new", 1, 0)).unwrap().base_offset, 1000);
+
+    // The new log start survives a reopen.
+    let start = p.log_start_offset();
+    drop(p);
+    log.close().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(log.topic("t").unwrap().partitions()[0].log_start_offset(), start);
+}
+
+#[test]
+fn segments_roll_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let config = TopicConfig {
+        segment_ms: Some(50),
+        ..TopicConfig::default()
+    };
+    let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
+    p.append(&records("a", 1, 0)).unwrap();
+    p.append(&records("b", 1, 0)).unwrap();
+    assert_eq!(p.segment_count(), 1);
+    std::thread::sleep(Duration::from_millis(80));
+    p.append(&records("c", 1, 0)).unwrap();
+    assert_eq!(p.segment_count(), 2);
+    assert_eq!(read_all(&p, 0).len(), 3);
+}
+
+#[test]
+fn topics_are_created_listed_reopened_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = Log::open(dir.path()).unwrap();
+        let mut config = TopicConfig::default();
+        config.set("flush.messages", "1").unwrap();
+        log.create_topic("orders", 3, config).unwrap();
+        log.create_topic("audit.v1", 1, TopicConfig::default()).unwrap();
+        assert!(matches!(
+            log.create_topic("orders", 1, TopicConfig::default()),
+            Err(TopicError::AlreadyExists(_))
+        ));
+        for bad in ["", ".", "..", "a/b", "../etc", "sp ace", &"x".repeat(250)] {
+            assert!(
+                matches!(log.create_topic(bad, 1, TopicConfig::default()), Err(TopicError::InvalidName { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            log.create_topic("zero", 0, TopicConfig::default()),
+            Err(TopicError::InvalidPartitions(0))
+        ));
+        log.topic("orders").unwrap().partitions()[2]
+            .append(&records("o", 2, 0))
+            .unwrap();
+    }
+    let log = Log::open(dir.path()).unwrap();
+    let names: Vec<String> = log.topics().iter().map(|t| t.name().to_string()).collect();
+    assert_eq!(names, vec!["audit.v1", "orders"]);
+    let orders = log.topic("orders").unwrap();
+    assert_eq!(orders.partitions().len(), 3);
+    assert_eq!(orders.config().durability, Durability::Always);
+    assert_eq!(orders.partitions()[2].log_end_offset(), 2);
+
+    log.delete_topic("orders").unwrap();
+    assert!(log.topic("orders").is_none());
+    assert!(!dir.path().join("orders-0").exists());
+    assert!(!dir.path().join("orders.topic").exists());
+    assert!(matches!(log.delete_topic("orders"), Err(TopicError::UnknownTopic(_))));
+    // A deleted topic's partition refuses appends.
+    assert!(orders.partitions()[0].append(&records("x", 1, 0)).is_err());
+    // The name can be reused, empty.
+    let again = log.create_topic("orders", 1, TopicConfig::default()).unwrap();
+    assert_eq!(again.partitions()[0].log_end_offset(), 0);
+}
+
+#[test]
+fn a_data_dir_is_locked_to_one_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    assert!(matches!(Log::open(dir.path()), Err(OpenError::Locked { .. })));
+    drop(log);
+    Log::open(dir.path()).unwrap();
+}
+
+#[test]
+fn bad_data_dirs_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    fs::write(&file, b"x").unwrap();
+    let err = Log::open(&file).unwrap_err();
+    assert!(err.to_string().contains("not-a-dir"), "{err}");
+
+    // A topic file that is not ours.
+    let data = dir.path().join("data");
+    fs::create_dir(&data).unwrap();
+    fs::write(data.join("t.topic"), "partitions=banana\n").unwrap();
+    let err = Log::open(&data).unwrap_err();
+    assert!(matches!(err, OpenError::BadConfig { .. }), "{err}");
+    assert!(err.to_string().contains("t.topic"), "{err}");
+}
+
+#[test]
+fn a_closed_segment_full_of_garbage_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = Log::open(dir.path()).unwrap();
+        let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+        for i in 0..40 {
+            p.append(&records("r", 5, i)).unwrap();
+        }
+        assert!(p.segment_count() > 2);
+    }
+    let pdir = dir.path().join("t-0");
+    let first = pdir.join("00000000000000000000.log");
+    let len = fs::metadata(&first).unwrap().len() as usize;
+    fs::write(&first, vec![0x5A; len]).unwrap();
+    fs::remove_file(pdir.join("00000000000000000000.index")).unwrap();
+    let err = Log::open(dir.path()).unwrap_err();
+    assert!(matches!(err, OpenError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("00000000000000000000.log"), "{err}");
+}
+
+#[test]
+fn broken_index_files_are_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = Log::open(dir.path()).unwrap();
+        let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+        for i in 0..60 {
+            p.append(&records("r", 5, i * 10)).unwrap();
+        }
+    }
+    let pdir = dir.path().join("t-0");
+    let index = pdir.join("00000000000000000000.index");
+    let good = fs::read(&index).unwrap();
+    assert!(!good.is_empty());
+    // Wrong size, then wrong entries.
+    fs::write(&index, &good[..good.len() - 3]).unwrap();
+    fs::write(pdir.join("00000000000000000000.timeindex"), b"short").unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(read_all(&log.topic("t").unwrap().partitions()[0], 0).len(), 300);
+    drop(log);
+    assert_eq!(fs::read(&index).unwrap(), good, "index rebuilt as it was");
+
+    // An entry that points at the wrong byte passes the cheap checks at open; reads notice
+    // it and scan instead, and dump-log reports it.
+    let mut scrambled = good.clone();
+    scrambled[4..8].copy_from_slice(&7u32.to_be_bytes());
+    fs::write(&index, &scrambled).unwrap();
+    let report = log_core::dump::dump_segment(&pdir.join("00000000000000000000.log")).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("does not point at that batch")),
+        "{:?}",
+        report.problems
+    );
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    for target in 0..300 {
+        let got = values(&p.read(target, 1).unwrap().records);
+        assert!(got[0].0 <= target && got.last().unwrap().0 >= target, "{target}");
+    }
+    assert_eq!(p.offset_for_timestamp(205).unwrap(), Some((105, 210)));
+}
+
+#[test]
+fn a_full_disk_refuses_the_append_and_keeps_the_log_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::new();
+    let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
+    let p = log.create_topic("t", 1, TopicConfig::default()).unwrap().partitions()[0].clone();
+    p.append(&records("before", 2, 0)).unwrap();
+    // The next write is torn after 20 bytes, as on a full disk.
+    faults.limit_writes(Some(20));
+    let err = p.append(&records("lost", 3, 0)).unwrap_err();
+    assert!(err.is_disk_full(), "{err}");
+    assert!(err.to_string().contains("00000000000000000000.log"), "{err}");
+    assert_eq!(p.log_end_offset(), 2);
+    // Space comes back: appends carry on at the right offset and position.
+    faults.limit_writes(None);
+    assert_eq!(p.append(&records("after", 1, 0)).unwrap().base_offset, 2);
+    let expected = vec![
+        (0, "before-0".to_string()),
+        (1, "before-1".to_string()),
+        (2, "after-0".to_string()),
+    ];
+    assert_eq!(read_all(&p, 0), expected);
+    drop(p);
+    log.close().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(read_all(&log.topic("t").unwrap().partitions()[0], 0), expected);
+}
+
+#[test]
+fn a_failed_fsync_poisons_the_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::new();
+    let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
+    let mut config = TopicConfig::default();
+    config.durability = Durability::Always;
+    let topic = log.create_topic("t", 2, config).unwrap();
+    let p = topic.partitions()[0].clone();
+    p.append(&records("durable", 1, 0)).unwrap();
+    faults.fail_syncs(true);
+    let err = p.append(&records("unknown", 1, 0)).unwrap_err();
+    assert!(matches!(err, AppendError::Poisoned { .. }), "{err}");
+    faults.fail_syncs(false);
+    // Even with fsync working again, the partition stays refused until reopened.
+    let err = p.append(&records("refused", 1, 0)).unwrap_err();
+    assert!(err.to_string().contains("refuses writes"), "{err}");
+    assert!(err.to_string().contains("fsync"), "{err}");
+    // Reads still work.
+    assert_eq!(read_all(&p, 0)[0], (0, "durable-0".to_string()));
+    drop(p);
+    drop(topic);
+    drop(log);
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    assert_eq!(read_all(&p, 0)[0], (0, "durable-0".to_string()));
+    p.append(&records("again", 1, 0)).unwrap();
+}
+
+#[test]
+fn interval_durability_is_flushed_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::new();
+    let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
+    let mut config = TopicConfig::default();
+    config.set("flush.ms", "20").unwrap();
+    let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
+    p.append(&records("x", 1, 0)).unwrap();
+    // Failing fsyncs show that the flusher ran: it poisons the partition.
+    faults.fail_syncs(true);
+    p.append(&records("y", 1, 0)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while p.append(&records("z", 1, 0)).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "no background flush in 5 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
