@@ -1,1 +1,42 @@
-fn main() {}
+//! The `lograil` binary: parses flags and calls into the library crates.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod dump_log;
+
+#[derive(Debug, Parser)]
+#[command(name = "lograil", version, about = "A Kafka-compatible partitioned log broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
+    /// finds corruption.
+    DumpLog(dump_log::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::DumpLog(args) => dump_log::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
