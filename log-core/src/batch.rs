@@ -170,6 +170,30 @@ pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     Ok(header)
 }
 
+/// Headers of the whole batches that make up `buf`, checking lengths but not CRCs (a cheap look
+/// at producer ids and sequences before [`validate_all`] runs on append).
+pub fn parse_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
+    if buf.is_empty() {
+        return Err(BatchError::Empty);
+    }
+    let mut headers = Vec::with_capacity(1);
+    let mut at = 0;
+    while at < buf.len() {
+        let header = BatchHeader::parse(&buf[at..]).map_err(|e| e.at(at))?;
+        let size = header.size as usize;
+        if at + size > buf.len() {
+            let truncated = BatchError::Truncated {
+                needed: size,
+                available: buf.len() - at,
+            };
+            return Err(truncated.at(at));
+        }
+        at += size;
+        headers.push(header);
+    }
+    Ok(headers)
+}
+
 /// Validates that `buf` is one or more whole, valid batches and nothing else.
 pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
     if buf.is_empty() {

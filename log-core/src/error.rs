@@ -57,7 +57,7 @@ pub struct FileError {
 }
 
 impl FileError {
-    pub(crate) fn new(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+    pub fn new(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         FileError {
             op,
             path: path.into(),

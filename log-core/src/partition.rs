@@ -213,6 +213,15 @@ impl Partition {
         self.segments().iter().map(|s| s.len()).sum()
     }
 
+    /// The largest record timestamp in the partition, if any record has one.
+    pub fn max_timestamp(&self) -> Option<i64> {
+        self.segments()
+            .iter()
+            .map(|s| s.max_timestamp())
+            .max()
+            .filter(|ts| *ts >= 0)
+    }
+
     pub fn segment_count(&self) -> usize {
         self.segments().len()
     }
@@ -226,6 +235,16 @@ impl Partition {
     /// append and nothing is written. Returns once the data is as durable as the topic's policy
     /// asks.
     pub fn append(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        let info = self.append_pending(records)?;
+        self.await_durable(&info)?;
+        Ok(info)
+    }
+
+    /// [`Partition::append`] without the wait for durability: the batches are written and
+    /// readable, and [`Partition::await_durable`] must be called before acknowledging them.
+    /// Lets a caller keep its own per-partition state in step with the log without holding a
+    /// lock across an fsync.
+    pub fn append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
         self.check_poison()?;
         let config = self.config();
         let headers = batch::validate_all(records)?;
@@ -281,16 +300,57 @@ impl Partition {
         writer.first_append_ms.get_or_insert_with(now_ms);
         self.end_offset.store(next, Ordering::Release);
         drop(writer);
-
-        if config.durability == Durability::Always {
-            self.wait_durable(next)?;
-        }
         Ok(AppendInfo {
             base_offset: base,
             last_offset: next - 1,
             max_timestamp: headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1),
             log_start_offset: self.log_start_offset(),
         })
+    }
+
+    /// Waits until `appended` is as durable as the topic's policy asks (a no-op unless the
+    /// policy is [`Durability::Always`]). Fails if the partition was poisoned before it got there.
+    pub fn await_durable(&self, appended: &AppendInfo) -> Result<(), AppendError> {
+        if self.config().durability == Durability::Always {
+            self.wait_durable(appended.last_offset + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `visit` with the header of every batch in the last `segments` segments, oldest
+    /// first (for rebuilding per-producer state on start-up).
+    pub fn for_each_recent_batch(
+        &self,
+        segments: usize,
+        mut visit: impl FnMut(&BatchHeader),
+    ) -> Result<(), ReadError> {
+        let from = {
+            let all = self.segments();
+            all[all.len().saturating_sub(segments.max(1))..]
+                .first()
+                .map_or(0, |s| s.base_offset)
+        };
+        let mut offset = from;
+        while offset < self.log_end_offset() {
+            let read = self.read(offset, 1 << 20)?;
+            if read.records.is_empty() {
+                break;
+            }
+            let mut at = 0;
+            while at < read.records.len() {
+                let header = BatchHeader::parse(&read.records[at..]).map_err(|e| {
+                    ReadError::Corrupt {
+                        path: self.dir.clone(),
+                        position: at as u64,
+                        reason: e.to_string(),
+                    }
+                })?;
+                visit(&header);
+                offset = header.next_offset();
+                at += header.size as usize;
+            }
+        }
+        Ok(())
     }
 
     fn should_roll(&self, writer: &Writer, config: &TopicConfig, bytes: u64, count: i64) -> bool {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod dump_log;
+mod serve;
 
 #[derive(Debug, Parser)]
 #[command(name = "lograil", version, about = "A Kafka-compatible partitioned log broker")]
@@ -15,6 +16,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the broker (default: 127.0.0.1:9092, data in ./data).
+    Serve(serve::Args),
     /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
     /// finds corruption.
     DumpLog(dump_log::Args),
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::DumpLog(args) => dump_log::run(&args),
     };
     match result {

@@ -1,0 +1,65 @@
+//! One client connection: frames in, one at a time, responses out in the same order.
+//!
+//! Requests are handled one after the other, as Kafka does (it mutes a connection while a
+//! request is in flight), which answers pipelined requests in order by construction. A frame
+//! that is malformed, truncated or too large closes this connection with one logged line; the
+//! broker and its other connections carry on.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::TcpStream;
+
+use crate::broker::Broker;
+use crate::frame::read_frame;
+use crate::handlers;
+
+pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
+    let _ = socket.set_nodelay(true);
+    let (reader, writer) = socket.into_split();
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    let mut shutdown = broker.shutdown.clone();
+    let max = broker.config.max_request_bytes;
+    loop {
+        if broker.is_shutting_down() {
+            break;
+        }
+        let frame = tokio::select! {
+            frame = read_frame(&mut reader, max) => frame,
+            _ = shutdown.changed() => break,
+        };
+        let frame = match frame {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing connection");
+                break;
+            }
+        };
+        match handlers::handle(&broker, frame).await {
+            Ok(Some(response)) => {
+                let written = async {
+                    writer.write_all(&response).await?;
+                    // Flush when no further request is already waiting, so pipelined
+                    // responses go out together.
+                    if reader.buffer().is_empty() {
+                        writer.flush().await?;
+                    }
+                    Ok::<_, std::io::Error>(())
+                };
+                if let Err(e) = written.await {
+                    tracing::debug!(%peer, error = %e, "client went away");
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing connection");
+                break;
+            }
+        }
+    }
+    let _ = writer.flush().await;
+}

@@ -1,0 +1,108 @@
+//! Fetch, versions 4–12, session-less: every request names its partitions, and the response
+//! says `session_id = 0`, which clients that ask for a session take as "no session". Records
+//! are whole batches exactly as stored, sliced from the segment's memory map. `max_wait_ms` and
+//! `min_bytes` are honoured: a fetch short of `min_bytes` waits until an append wakes it (not a
+//! timer) or `max_wait_ms` passes. `max_bytes` and `partition_max_bytes` are soft for the first
+//! batch returned, as in Kafka (KIP-74), so a consumer can always make progress. No
+//! transactions, so read_committed reads everything and aborted_transactions is empty.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+
+use super::errors;
+use crate::broker::Broker;
+
+pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, _version: i16) -> Option<FetchResponse> {
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + max_wait;
+    let mut shutdown = broker.shutdown.clone();
+    loop {
+        // Register for the next append before reading, so none is missed in between.
+        let appended = broker.appended.notified();
+        tokio::pin!(appended);
+        appended.as_mut().enable();
+
+        let (responses, bytes, any_error) = read_all(broker, &request);
+        let waited_enough = bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
+        if waited_enough || broker.is_shutting_down() {
+            return Some(FetchResponse::default().with_responses(responses));
+        }
+        tokio::select! {
+            () = &mut appended => {}
+            () = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// Reads every requested partition; returns the responses, the record bytes, and whether any
+/// partition had an error (which answers the fetch at once, as Kafka does).
+fn read_all(broker: &Broker, request: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
+    let mut total = 0usize;
+    let mut any_error = false;
+    let responses = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let response = PartitionData::default()
+                        .with_partition_index(p.partition)
+                        .with_aborted_transactions(Some(Vec::new()))
+                        .with_preferred_read_replica((-1).into());
+                    let Some(partition) = broker.partition(&topic.topic, p.partition) else {
+                        any_error = true;
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_log_start_offset(-1);
+                    };
+                    let end = partition.log_end_offset();
+                    let response = response
+                        .with_high_watermark(end)
+                        .with_last_stable_offset(end)
+                        .with_log_start_offset(partition.log_start_offset());
+                    // The first partition with data may exceed the budget by one batch.
+                    let limit = usize::try_from(p.partition_max_bytes)
+                        .unwrap_or(0)
+                        .min(if total == 0 { usize::MAX } else { budget });
+                    if limit == 0 {
+                        return response.with_records(Some(Bytes::new()));
+                    }
+                    match partition.read(p.fetch_offset, limit) {
+                        Ok(read) => {
+                            let n = read.records.len();
+                            total += n;
+                            budget = budget.saturating_sub(n);
+                            response
+                                .with_high_watermark(read.log_end_offset)
+                                .with_last_stable_offset(read.log_end_offset)
+                                .with_log_start_offset(read.log_start_offset)
+                                .with_records(Some(read.records))
+                        }
+                        Err(e) => {
+                            any_error = true;
+                            response
+                                .with_error_code(errors::read(&e).code())
+                                .with_records(Some(Bytes::new()))
+                        }
+                    }
+                })
+                .collect();
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    (responses, total, any_error)
+}

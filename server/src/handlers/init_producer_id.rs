@@ -1,0 +1,38 @@
+//! InitProducerId, versions 0–4, for idempotent producers. A new producer gets a fresh id (never
+//! reused, even across restarts) at epoch 0; a producer that presents its id and epoch (v3+,
+//! KIP-360) gets the epoch bumped. Transactional ids are refused: no transactions yet.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
+use crate::broker::Broker;
+
+pub async fn handle(broker: &Arc<Broker>, request: InitProducerIdRequest, _version: i16) -> Option<InitProducerIdResponse> {
+    let response = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if request.transactional_id.is_some() {
+        return Some(response.with_error_code(ResponseError::InvalidRequest.code()));
+    }
+    let (id, epoch) = (request.producer_id.0, request.producer_epoch);
+    if id >= 0 && epoch >= 0 {
+        if epoch < i16::MAX - 1 {
+            return Some(response.with_producer_id(ProducerId(id)).with_producer_epoch(epoch + 1));
+        }
+        // Epoch exhausted: a new id, as Kafka does.
+    }
+    let owner = broker.clone();
+    match tokio::task::spawn_blocking(move || owner.producer_ids.allocate()).await {
+        Ok(Ok(id)) => Some(response.with_producer_id(ProducerId(id)).with_producer_epoch(0)),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "could not reserve producer ids");
+            Some(response.with_error_code(ResponseError::KafkaStorageError.code()))
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "producer id task failed");
+            Some(response.with_error_code(ResponseError::UnknownServerError.code()))
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! ListOffsets, versions 1–7: timestamp -2 is the log start, -1 the log end, -3 (v7, KIP-734)
+//! the record with the largest timestamp, and any other value the first record whose timestamp
+//! is at or after it (offset -1 when every record is older).
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use log_core::{Partition, ReadError};
+
+use super::errors;
+use crate::broker::Broker;
+
+const EARLIEST: i64 = -2;
+const LATEST: i64 = -1;
+const MAX_TIMESTAMP: i64 = -3;
+
+pub async fn handle(broker: &Arc<Broker>, request: ListOffsetsRequest, _version: i16) -> Option<ListOffsetsResponse> {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_leader_epoch(-1);
+                    let Some(partition) = broker.partition(&topic.name, p.partition_index) else {
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_timestamp(-1)
+                            .with_offset(-1);
+                    };
+                    match lookup(&partition, p.timestamp) {
+                        Ok((offset, timestamp)) => response.with_offset(offset).with_timestamp(timestamp),
+                        Err(e) => response
+                            .with_error_code(errors::read(&e).code())
+                            .with_timestamp(-1)
+                            .with_offset(-1),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    Some(ListOffsetsResponse::default().with_topics(topics))
+}
+
+/// (offset, timestamp) for a ListOffsets timestamp.
+fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ReadError> {
+    match timestamp {
+        EARLIEST => Ok((partition.log_start_offset(), -1)),
+        LATEST => Ok((partition.log_end_offset(), -1)),
+        MAX_TIMESTAMP => Ok(partition
+            .max_timestamp()
+            .map(|max| partition.offset_for_timestamp(max))
+            .transpose()?
+            .flatten()
+            .unwrap_or((-1, -1))),
+        t => Ok(partition.offset_for_timestamp(t)?.unwrap_or((-1, -1))),
+    }
+}

@@ -1,0 +1,166 @@
+//! From a request frame to a response frame: the registration table (which is also what
+//! ApiVersions advertises), header decoding, dispatch to one handler per API, and encoding.
+
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::broker::Broker;
+
+mod api_versions;
+mod create_topics;
+mod delete_topics;
+mod describe_configs;
+mod errors;
+mod fetch;
+mod init_producer_id;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+/// One API the broker serves, with the versions it serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Api {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+}
+
+/// Every API served. ApiVersions advertises exactly this table.
+pub const APIS: &[Api] = &[
+    // Produce 0–2 are advertised (older librdkafka turns compression off otherwise) and
+    // answered with UNSUPPORTED_VERSION.
+    Api { key: ApiKey::Produce, min: 0, max: 9 },
+    Api { key: ApiKey::Fetch, min: 4, max: 12 },
+    Api { key: ApiKey::ListOffsets, min: 1, max: 7 },
+    Api { key: ApiKey::Metadata, min: 0, max: 12 },
+    Api { key: ApiKey::ApiVersions, min: 0, max: 3 },
+    Api { key: ApiKey::CreateTopics, min: 2, max: 5 },
+    Api { key: ApiKey::DeleteTopics, min: 1, max: 5 },
+    Api { key: ApiKey::DescribeConfigs, min: 1, max: 4 },
+    Api { key: ApiKey::InitProducerId, min: 0, max: 4 },
+];
+
+/// Why a request could not be answered; the connection is closed with this logged.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("{key:?} v{version} is not served (versions {min}–{max})")]
+    UnsupportedVersion {
+        key: ApiKey,
+        version: i16,
+        min: i16,
+        max: i16,
+    },
+    #[error("malformed {what}: {reason}")]
+    Malformed { what: String, reason: String },
+}
+
+fn malformed(what: impl std::fmt::Display, reason: impl std::fmt::Display) -> RequestError {
+    RequestError::Malformed {
+        what: what.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Handles one request frame. Returns the response frame (length prefix included), or `None`
+/// when the request gets no response (Produce with acks=0).
+pub async fn handle(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<BytesMut>, RequestError> {
+    let mut peek = &frame[..];
+    let raw_key = peek.get_i16();
+    let version = peek.get_i16();
+    let correlation_id = peek.get_i32();
+    let key = ApiKey::try_from(raw_key).map_err(|_| RequestError::UnknownApi(raw_key))?;
+    let api = APIS
+        .iter()
+        .find(|a| a.key == key)
+        .ok_or(RequestError::UnknownApi(raw_key))?;
+    if !(api.min..=api.max).contains(&version) {
+        if key == ApiKey::ApiVersions {
+            // KIP-511: answer with a v0 body listing our ranges, so the client can pick one.
+            return Ok(Some(api_versions::unsupported(correlation_id)));
+        }
+        return Err(RequestError::UnsupportedVersion {
+            key,
+            version,
+            min: api.min,
+            max: api.max,
+        });
+    }
+    if key == ApiKey::Produce && version < produce::MIN_VERSION {
+        return produce::reject_legacy(frame, version);
+    }
+
+    let mut body = frame;
+    let header = RequestHeader::decode(&mut body, key.request_header_version(version))
+        .map_err(|e| malformed(format_args!("{key:?} v{version} header"), e))?;
+    let ctx = Ctx {
+        key,
+        version,
+        correlation_id: header.correlation_id,
+    };
+    macro_rules! route {
+        ($module:ident, $request:ty) => {{
+            let request = <$request>::decode(&mut body, version)
+                .map_err(|e| malformed(format_args!("{key:?} v{version}"), e))?;
+            match $module::handle(broker, request, version).await {
+                Some(response) => ctx.respond(&response).map(Some),
+                None => Ok(None),
+            }
+        }};
+    }
+    use kafka_protocol::messages as m;
+    match key {
+        ApiKey::Produce => route!(produce, m::ProduceRequest),
+        ApiKey::Fetch => route!(fetch, m::FetchRequest),
+        ApiKey::ListOffsets => route!(list_offsets, m::ListOffsetsRequest),
+        ApiKey::Metadata => route!(metadata, m::MetadataRequest),
+        ApiKey::ApiVersions => route!(api_versions, m::ApiVersionsRequest),
+        ApiKey::CreateTopics => route!(create_topics, m::CreateTopicsRequest),
+        ApiKey::DeleteTopics => route!(delete_topics, m::DeleteTopicsRequest),
+        ApiKey::DescribeConfigs => route!(describe_configs, m::DescribeConfigsRequest),
+        ApiKey::InitProducerId => route!(init_producer_id, m::InitProducerIdRequest),
+        _ => Err(RequestError::UnknownApi(raw_key)),
+    }
+}
+
+struct Ctx {
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+}
+
+impl Ctx {
+    fn respond<T: Encodable>(&self, body: &T) -> Result<BytesMut, RequestError> {
+        let header = ResponseHeader::default().with_correlation_id(self.correlation_id);
+        encode_frame(
+            &header,
+            self.key.response_header_version(self.version),
+            body,
+            self.version,
+        )
+        .map_err(|e| malformed(format_args!("{:?} v{} response", self.key, self.version), e))
+    }
+}
+
+/// kafka-protocol's encoding errors, kept as a boxed error at this edge.
+type EncodeError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Length prefix, header, body.
+fn encode_frame<T: Encodable>(
+    header: &ResponseHeader,
+    header_version: i16,
+    body: &T,
+    version: i16,
+) -> Result<BytesMut, EncodeError> {
+    let size = header.compute_size(header_version)? + body.compute_size(version)?;
+    let prefix = i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_i32(prefix);
+    header.encode(&mut buf, header_version)?;
+    body.encode(&mut buf, version)?;
+    Ok(buf)
+}

@@ -1,0 +1,307 @@
+//! Idempotent producers: producer-id allocation and per-partition sequence checks.
+//!
+//! For each (partition, producer id) the broker keeps the producer's epoch, the last sequence
+//! it stored, and its last five batches, so a retried batch is acknowledged again with its
+//! original offsets instead of being stored twice. The state is rebuilt on start-up from the
+//! batch headers of each partition's last two segments (the batches carry producer id, epoch
+//! and sequence), so it survives a restart without a file of its own.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use kafka_protocol::error::ResponseError;
+use log_core::batch::BatchHeader;
+use log_core::{AppendInfo, FileError, OpenError, Partition};
+
+/// How many recent batches per producer are remembered for de-duplication (the Java client's
+/// `max.in.flight.requests.per.connection` limit for idempotence).
+const RECENT_BATCHES: usize = 5;
+/// Segments scanned per partition on start-up to rebuild producer state.
+const SEGMENTS_TO_SCAN: usize = 2;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What to do with the batches of one produce to one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Append,
+    /// A retry of batches already stored: acknowledge them again.
+    Duplicate(AppendInfo),
+    Reject(ResponseError),
+}
+
+#[derive(Debug, Clone)]
+struct ProducerEntry {
+    epoch: i16,
+    last_sequence: i32,
+    /// (first sequence, last sequence, where they were stored)
+    recent: VecDeque<(i32, i32, AppendInfo)>,
+}
+
+/// The producer state of one partition. Lock it across check → append → record.
+#[derive(Debug, Default)]
+pub struct PartitionProducers {
+    entries: HashMap<i64, ProducerEntry>,
+}
+
+fn last_sequence(header: &BatchHeader) -> i32 {
+    let last = i64::from(header.base_sequence) + i64::from(header.record_count) - 1;
+    // Sequences wrap from i32::MAX to 0.
+    (last % (i64::from(i32::MAX) + 1)) as i32
+}
+
+fn next_sequence(sequence: i32) -> i32 {
+    if sequence == i32::MAX {
+        0
+    } else {
+        sequence + 1
+    }
+}
+
+impl PartitionProducers {
+    /// Checks the batches of one produce (all from one producer, as clients send them).
+    pub fn check(&self, headers: &[BatchHeader]) -> Verdict {
+        let Some(first) = headers.first() else {
+            return Verdict::Append;
+        };
+        if first.producer_id < 0 {
+            return Verdict::Append;
+        }
+        if headers.iter().any(|h| h.producer_id != first.producer_id || h.producer_epoch != first.producer_epoch) {
+            return Verdict::Reject(ResponseError::InvalidRecord);
+        }
+        let Some(entry) = self.entries.get(&first.producer_id) else {
+            // Unknown producer (new, or older than the state kept): accept its sequence.
+            return Verdict::Append;
+        };
+        if first.producer_epoch < entry.epoch {
+            return Verdict::Reject(ResponseError::InvalidProducerEpoch);
+        }
+        let last = headers.last().map_or(first.base_sequence, last_sequence);
+        if first.producer_epoch > entry.epoch {
+            return if first.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+            };
+        }
+        if let Some((_, _, info)) = entry
+            .recent
+            .iter()
+            .find(|(f, l, _)| *f == first.base_sequence && *l == last)
+        {
+            return Verdict::Duplicate(*info);
+        }
+        if first.base_sequence == next_sequence(entry.last_sequence) {
+            Verdict::Append
+        } else {
+            Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+        }
+    }
+
+    /// Records batches that were just appended at `info`.
+    pub fn record(&mut self, headers: &[BatchHeader], info: AppendInfo) {
+        let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
+            return;
+        };
+        if first.producer_id < 0 {
+            return;
+        }
+        let entry = self
+            .entries
+            .entry(first.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch: first.producer_epoch,
+                last_sequence: -1,
+                recent: VecDeque::new(),
+            });
+        if first.producer_epoch != entry.epoch {
+            entry.epoch = first.producer_epoch;
+            entry.recent.clear();
+        }
+        let last_seq = last_sequence(last);
+        entry.last_sequence = last_seq;
+        if entry.recent.len() == RECENT_BATCHES {
+            entry.recent.pop_front();
+        }
+        entry.recent.push_back((first.base_sequence, last_seq, info));
+    }
+}
+
+/// Producer state of every partition, keyed by topic then partition index.
+#[derive(Debug, Default)]
+pub struct Producers {
+    topics: Mutex<HashMap<String, HashMap<i32, Arc<Mutex<PartitionProducers>>>>>,
+}
+
+impl Producers {
+    pub fn partition(&self, topic: &str, partition: i32) -> Arc<Mutex<PartitionProducers>> {
+        let mut topics = lock(&self.topics);
+        topics
+            .entry(topic.to_string())
+            .or_default()
+            .entry(partition)
+            .or_default()
+            .clone()
+    }
+
+    /// Forgets a deleted topic, so a new topic of the same name starts clean.
+    pub fn forget_topic(&self, topic: &str) {
+        lock(&self.topics).remove(topic);
+    }
+
+    /// Rebuilds a partition's state from the batch headers in its last segments.
+    pub fn rebuild(&self, topic: &str, index: i32, partition: &Partition) {
+        let state = self.partition(topic, index);
+        let mut state = lock(&state);
+        let log_start = partition.log_start_offset();
+        let result = partition.for_each_recent_batch(SEGMENTS_TO_SCAN, |h| {
+            if h.producer_id >= 0 {
+                let info = AppendInfo {
+                    base_offset: h.base_offset,
+                    last_offset: h.last_offset(),
+                    max_timestamp: h.max_timestamp,
+                    log_start_offset: log_start,
+                };
+                state.record(std::slice::from_ref(h), info);
+            }
+        });
+        if let Err(e) = result {
+            tracing::warn!(partition = partition.name(), error = %e, "could not rebuild producer state; producers will be accepted as new");
+        }
+    }
+}
+
+/// Hands out producer ids that are never reused, even across restarts: blocks of ids are
+/// reserved in `<data-dir>/producer-ids` before any id of the block is handed out.
+#[derive(Debug)]
+pub struct ProducerIds {
+    path: PathBuf,
+    /// (next id to hand out, end of the reserved block)
+    next: Mutex<(i64, i64)>,
+}
+
+const ID_BLOCK: i64 = 1000;
+const IDS_FORMAT: &str = "# lograil producer ids, format 1";
+
+impl ProducerIds {
+    pub fn open(data_dir: &Path) -> Result<Self, OpenError> {
+        let path = data_dir.join("producer-ids");
+        let reserved = match fs::read_to_string(&path) {
+            Ok(text) => text
+                .lines()
+                .find_map(|l| l.strip_prefix("reserved-up-to="))
+                .and_then(|n| n.trim().parse::<i64>().ok())
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| OpenError::BadConfig {
+                    path: path.clone(),
+                    reason: "expected reserved-up-to=<id>".into(),
+                })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(FileError::new("read", &path, e).into()),
+        };
+        Ok(ProducerIds {
+            path,
+            next: Mutex::new((reserved, reserved)),
+        })
+    }
+
+    /// A fresh producer id.
+    pub fn allocate(&self) -> Result<i64, FileError> {
+        let mut next = lock(&self.next);
+        if next.0 >= next.1 {
+            let reserved = next.1 + ID_BLOCK;
+            let tmp = self.path.with_extension("tmp");
+            let text = format!("{IDS_FORMAT}\nreserved-up-to={reserved}\n");
+            let write = || -> std::io::Result<()> {
+                fs::write(&tmp, &text)?;
+                fs::File::open(&tmp)?.sync_all()?;
+                fs::rename(&tmp, &self.path)?;
+                log_core::io::sync_dir(self.path.parent().unwrap_or(Path::new(".")))
+            };
+            write().map_err(|e| FileError::new("write", &self.path, e))?;
+            next.1 = reserved;
+        }
+        let id = next.0;
+        next.0 += 1;
+        Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(pid: i64, epoch: i16, seq: i32, count: i32) -> BatchHeader {
+        BatchHeader {
+            base_offset: 0,
+            size: 100,
+            partition_leader_epoch: -1,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: count - 1,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            record_count: count,
+        }
+    }
+
+    fn info(base: i64) -> AppendInfo {
+        AppendInfo {
+            base_offset: base,
+            last_offset: base + 1,
+            max_timestamp: 0,
+            log_start_offset: 0,
+        }
+    }
+
+    #[test]
+    fn sequences_are_checked_and_retries_deduplicated() {
+        let mut p = PartitionProducers::default();
+        let b0 = [header(7, 0, 0, 2)];
+        assert_eq!(p.check(&b0), Verdict::Append);
+        p.record(&b0, info(10));
+        assert_eq!(p.check(&b0), Verdict::Duplicate(info(10)));
+        let b1 = [header(7, 0, 2, 2)];
+        assert_eq!(p.check(&b1), Verdict::Append);
+        p.record(&b1, info(12));
+        assert_eq!(p.check(&b0), Verdict::Duplicate(info(10)));
+        // A gap, and a sequence from the past that is not a known batch.
+        assert_eq!(p.check(&[header(7, 0, 9, 1)]), Verdict::Reject(ResponseError::OutOfOrderSequenceNumber));
+        assert_eq!(p.check(&[header(7, 0, 1, 1)]), Verdict::Reject(ResponseError::OutOfOrderSequenceNumber));
+        // An old epoch is fenced; a new epoch starts at 0.
+        assert_eq!(p.check(&[header(7, -1, 4, 1)]), Verdict::Reject(ResponseError::InvalidProducerEpoch));
+        assert_eq!(p.check(&[header(7, 1, 5, 1)]), Verdict::Reject(ResponseError::OutOfOrderSequenceNumber));
+        assert_eq!(p.check(&[header(7, 1, 0, 1)]), Verdict::Append);
+        // Non-idempotent producers are not checked.
+        assert_eq!(p.check(&[header(-1, -1, -1, 3)]), Verdict::Append);
+    }
+
+    #[test]
+    fn sequences_wrap_at_i32_max() {
+        let mut p = PartitionProducers::default();
+        let b = [header(1, 0, i32::MAX - 1, 2)];
+        p.record(&b, info(0));
+        assert_eq!(p.check(&[header(1, 0, 0, 1)]), Verdict::Append);
+    }
+
+    #[test]
+    fn producer_ids_are_not_reused_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = ProducerIds::open(dir.path()).unwrap();
+        let a = ids.allocate().unwrap();
+        let b = ids.allocate().unwrap();
+        assert_ne!(a, b);
+        drop(ids);
+        let ids = ProducerIds::open(dir.path()).unwrap();
+        let c = ids.allocate().unwrap();
+        assert!(c > b);
+    }
+}
