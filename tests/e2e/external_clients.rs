@@ -1,0 +1,87 @@
+//! Clients outside the Rust build, installed by `.ci/run`: kcat (Debian package), and the
+//! Python `confluent-kafka` and `kafka-python` (2.0.x) packages.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::broker::TestBroker;
+
+fn require(program: &str, args: &[&str], install: &str) {
+    let ok = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "{program} is needed by this test: {install} (.ci/run does it)");
+}
+
+fn python_client(script: &str, module: &str, package: &str) {
+    require("python3", &["-c", &format!("import {module}")], &format!("pip install {package}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &["--default-partitions", "3"]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients").join(script);
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(&broker.addr)
+        .arg("py-roundtrip")
+        .arg("3000")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", script.display());
+    assert!(stdout.contains("OK 3000"), "{stdout}\n{stderr}");
+    println!("{stdout}");
+}
+
+#[test]
+fn confluent_kafka_round_trip() {
+    python_client("confluent_roundtrip.py", "confluent_kafka", "confluent-kafka");
+}
+
+#[test]
+fn kafka_python_round_trip_with_version_inference() {
+    python_client("kafka_python_roundtrip.py", "kafka", "kafka-python==2.0.2");
+}
+
+#[test]
+fn kcat_round_trip() {
+    require("kcat", &["-V"], "apt-get install kcat");
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &["--default-partitions", "4"]);
+    let lines: Vec<String> = (0..2000).map(|i| format!("key-{}:value-{i}", i % 37)).collect();
+    let mut producer = Command::new("kcat")
+        .args(["-b", &broker.addr, "-P", "-t", "kc", "-K:", "-X", "enable.idempotence=true"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    producer
+        .stdin
+        .take()
+        .unwrap()
+        .write_all((lines.join("\n") + "\n").as_bytes())
+        .unwrap();
+    let out = producer.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = Command::new("kcat")
+        .args(["-b", &broker.addr, "-C", "-t", "kc", "-o", "beginning", "-e", "-f", "%k:%s:%p:%o\n"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let consumed: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    let got: BTreeSet<String> = consumed
+        .iter()
+        .map(|l| l.rsplitn(3, ':').nth(2).unwrap().to_string())
+        .collect();
+    assert_eq!(consumed.len(), lines.len(), "each record once");
+    assert_eq!(got, lines.iter().cloned().collect::<BTreeSet<_>>());
+
+    let out = Command::new("kcat").args(["-b", &broker.addr, "-L", "-t", "kc"]).output().unwrap();
+    let listing = String::from_utf8(out.stdout).unwrap();
+    assert!(listing.contains("topic \"kc\" with 4 partitions"), "{listing}");
+}

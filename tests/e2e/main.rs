@@ -1,0 +1,9 @@
+//! End-to-end tests: the real `lograil` binary on 127.0.0.1:0, driven by real, unmodified
+//! Kafka clients (librdkafka through `rdkafka`, kcat, confluent-kafka, kafka-python) and by raw
+//! protocol bytes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod bad_input;
+mod broker;
+mod external_clients;
+mod rdkafka_clients;
