@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use log_core::batch::NewRecord;
 use log_core::{batch, Durability, Log, Partition, TopicConfig};
 
 /// A batch of `count` records of `size` bytes each (values of pseudo-random bytes, so the
@@ -31,7 +32,7 @@ fn make_batch(count: usize, size: usize) -> Bytes {
                 .collect()
         })
         .collect();
-    let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> = values
+    let entries: Vec<NewRecord> = values
         .iter()
         .map(|v| (None, Some(v.as_slice()), 1_700_000_000_000))
         .collect();
@@ -65,7 +66,9 @@ fn raw_file(dir: &Path) -> File {
 /// Appends with durability `Never` vs a plain write loop of the same batches.
 fn append_never(c: &mut Criterion) {
     let mut group = c.benchmark_group("append_never");
-    group.measurement_time(Duration::from_secs(4)).sample_size(20);
+    group
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(20);
     for (label, count, size) in [("100B_x_16KiB", 160, 100), ("1KiB_x_1MiB", 1000, 1024)] {
         let batch = make_batch(count, size);
         group.throughput(Throughput::Bytes(batch.len() as u64));
@@ -101,43 +104,53 @@ fn append_never(c: &mut Criterion) {
 fn append_always(c: &mut Criterion) {
     const APPENDERS: u64 = 4;
     let mut group = c.benchmark_group("append_always");
-    group.measurement_time(Duration::from_secs(4)).sample_size(10);
+    group
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(10);
     let batch = make_batch(160, 100);
     let label = "100B_x_16KiB";
     group.throughput(Throughput::Bytes(batch.len() as u64));
-    group.bench_with_input(BenchmarkId::new("raw_write_fdatasync", label), &batch, |b, batch| {
-        b.iter_custom(|iters| {
-            let dir = bench_dir();
-            let mut file = raw_file(dir.path());
-            let start = Instant::now();
-            for _ in 0..iters {
-                file.write_all(batch).unwrap();
-                file.sync_data().unwrap();
-            }
-            start.elapsed()
-        })
-    });
-    group.bench_with_input(BenchmarkId::new("log_core_4_appenders", label), &batch, |b, batch| {
-        b.iter_custom(|iters| {
-            let dir = bench_dir();
-            let log = Log::open(dir.path()).unwrap();
-            let p = partition(&log, Durability::Always);
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for t in 0..APPENDERS {
-                    let p = p.clone();
-                    // Split `iters` appends over the appenders.
-                    let mine = iters / APPENDERS + u64::from(t < iters % APPENDERS);
-                    s.spawn(move || {
-                        for _ in 0..mine {
-                            p.append(batch).unwrap();
-                        }
-                    });
+    group.bench_with_input(
+        BenchmarkId::new("raw_write_fdatasync", label),
+        &batch,
+        |b, batch| {
+            b.iter_custom(|iters| {
+                let dir = bench_dir();
+                let mut file = raw_file(dir.path());
+                let start = Instant::now();
+                for _ in 0..iters {
+                    file.write_all(batch).unwrap();
+                    file.sync_data().unwrap();
                 }
-            });
-            start.elapsed()
-        })
-    });
+                start.elapsed()
+            })
+        },
+    );
+    group.bench_with_input(
+        BenchmarkId::new("log_core_4_appenders", label),
+        &batch,
+        |b, batch| {
+            b.iter_custom(|iters| {
+                let dir = bench_dir();
+                let log = Log::open(dir.path()).unwrap();
+                let p = partition(&log, Durability::Always);
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    for t in 0..APPENDERS {
+                        let p = p.clone();
+                        // Split `iters` appends over the appenders.
+                        let mine = iters / APPENDERS + u64::from(t < iters % APPENDERS);
+                        s.spawn(move || {
+                            for _ in 0..mine {
+                                p.append(batch).unwrap();
+                            }
+                        });
+                    }
+                });
+                start.elapsed()
+            })
+        },
+    );
     group.finish();
 }
 
@@ -161,7 +174,9 @@ fn sequential_read(c: &mut Criterion) {
     let end = p.log_end_offset();
 
     let mut group = c.benchmark_group("sequential_read");
-    group.measurement_time(Duration::from_secs(5)).sample_size(20);
+    group
+        .measurement_time(Duration::from_secs(5))
+        .sample_size(20);
     group.throughput(Throughput::Bytes(written as u64));
     let mut buf = vec![0u8; CHUNK];
     group.bench_function("raw_read/256MiB", |b| {

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use log_core::batch::NewRecord;
 use log_core::{batch, Log, TopicConfig};
 
 const RECORDS: usize = 1_000_000;
@@ -14,7 +15,9 @@ const VALUE: usize = 100;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let temp = tempfile::tempdir()?;
-    let dir = std::env::args().nth(1).map_or_else(|| temp.path().to_path_buf(), Into::into);
+    let dir = std::env::args()
+        .nth(1)
+        .map_or_else(|| temp.path().to_path_buf(), Into::into);
     let log = Log::open(&dir)?;
     let topic = match log.topic("example") {
         Some(t) => t,
@@ -32,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let first = partition.log_end_offset();
 
     let value = vec![b'v'; VALUE];
-    let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> = (0..PER_BATCH)
+    let entries: Vec<NewRecord> = (0..PER_BATCH)
         .map(|_| (None, Some(value.as_slice()), log_core::now_ms()))
         .collect();
     let one = batch::build(&entries);
@@ -59,7 +62,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(read_records, appended, "every record read back");
 
     let mb = (batches * one.len()) as f64 / 1e6;
-    println!("appended {appended} records ({mb:.1} MB) in {batches} batches to {}", dir.display());
+    println!(
+        "appended {appended} records ({mb:.1} MB) in {batches} batches to {}",
+        dir.display()
+    );
     println!(
         "append: {:.0} MB/s, {:.0} records/s",
         mb / append.as_secs_f64(),

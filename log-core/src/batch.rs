@@ -21,8 +21,7 @@
 use bytes::{Bytes, BytesMut};
 pub use kafka_protocol::records::Compression;
 use kafka_protocol::records::{
-    Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 use crate::error::BatchError;
@@ -209,14 +208,17 @@ pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
     Ok(headers)
 }
 
+/// A record to build a batch from: (key, value, timestamp in ms).
+pub type NewRecord<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, i64);
+
 /// Builds one uncompressed v2 batch with `records` at offsets from 0, using `kafka-protocol`'s
 /// encoder. Each entry is `(key, value, timestamp in ms)`.
-pub fn build(records: &[(Option<&[u8]>, Option<&[u8]>, i64)]) -> Bytes {
+pub fn build(records: &[NewRecord]) -> Bytes {
     build_with(records, Compression::None)
 }
 
 /// As [`build`], with a compression codec.
-pub fn build_with(records: &[(Option<&[u8]>, Option<&[u8]>, i64)], compression: Compression) -> Bytes {
+pub fn build_with(records: &[NewRecord], compression: Compression) -> Bytes {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -369,8 +371,9 @@ mod tests {
 
     #[test]
     fn compressed_batches_round_trip() {
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> =
-            (0..100).map(|i| (None, Some(&b"aaaaaaaaaaaaaaaa"[..]), i)).collect();
+        let records: Vec<NewRecord> = (0..100)
+            .map(|i| (None, Some(&b"aaaaaaaaaaaaaaaa"[..]), i))
+            .collect();
         for codec in [
             Compression::Gzip,
             Compression::Snappy,

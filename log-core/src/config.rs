@@ -113,7 +113,10 @@ impl TopicConfig {
             ("retention.bytes", opt(self.retention_bytes)),
             ("retention.ms", opt(self.retention_ms)),
             ("max.message.bytes", self.max_message_bytes.to_string()),
-            ("index.interval.bytes", self.index_interval_bytes.to_string()),
+            (
+                "index.interval.bytes",
+                self.index_interval_bytes.to_string(),
+            ),
             ("flush.messages", flush_messages),
             ("flush.ms", flush_ms),
         ]

@@ -46,7 +46,10 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
         file_len: data.len() as u64,
         ..Default::default()
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let base = parse_file_name(&name, LOG_EXT);
     if base.is_none() {
         report

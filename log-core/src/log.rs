@@ -220,7 +220,11 @@ impl Log {
     }
 
     fn shutdown(&mut self) -> Result<(), AppendError> {
-        *self.shared.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        *self
+            .shared
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
         self.shared.wake.notify_all();
         if let Some(flusher) = self.flusher.take() {
             let _ = flusher.join();
@@ -321,7 +325,8 @@ fn open_topic(
     let partitions = (0..partitions)
         .map(|p| {
             let label = format!("{name}-{p}");
-            Partition::open(&dir.join(&label), &label, config.clone(), storage.clone()).map(Arc::new)
+            Partition::open(&dir.join(&label), &label, config.clone(), storage.clone())
+                .map(Arc::new)
         })
         .collect::<Result<_, _>>()?;
     Ok(Topic {
@@ -359,10 +364,18 @@ fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
 }
 
 /// Writes `<topic>.topic` atomically: temporary file, fsync, rename, fsync of the directory.
-fn write_topic_file(dir: &Path, name: &str, partitions: u32, config: &TopicConfig) -> Result<(), FileError> {
+fn write_topic_file(
+    dir: &Path,
+    name: &str,
+    partitions: u32,
+    config: &TopicConfig,
+) -> Result<(), FileError> {
     let path = dir.join(format!("{name}.{TOPIC_EXT}"));
     let tmp = dir.join(format!("{name}.{TOPIC_EXT}.tmp"));
-    let text = format!("{TOPIC_FORMAT}\npartitions={partitions}\n{}", config.to_properties());
+    let text = format!(
+        "{TOPIC_FORMAT}\npartitions={partitions}\n{}",
+        config.to_properties()
+    );
     let write = || -> std::io::Result<()> {
         let mut file = File::create(&tmp)?;
         file.write_all(text.as_bytes())?;

@@ -256,7 +256,10 @@ impl Partition {
             });
         }
         let total = records.len() as u64;
-        let count: i64 = headers.iter().map(|h| h.next_offset() - h.base_offset).sum();
+        let count: i64 = headers
+            .iter()
+            .map(|h| h.next_offset() - h.base_offset)
+            .sum();
 
         let mut writer = lock(&self.writer);
         if writer.closed {
@@ -338,13 +341,12 @@ impl Partition {
             }
             let mut at = 0;
             while at < read.records.len() {
-                let header = BatchHeader::parse(&read.records[at..]).map_err(|e| {
-                    ReadError::Corrupt {
+                let header =
+                    BatchHeader::parse(&read.records[at..]).map_err(|e| ReadError::Corrupt {
                         path: self.dir.clone(),
                         position: at as u64,
                         reason: e.to_string(),
-                    }
-                })?;
+                    })?;
                 visit(&header);
                 offset = header.next_offset();
                 at += header.size as usize;
@@ -450,7 +452,11 @@ impl Partition {
     fn sync_active(&self) -> Result<i64, FileError> {
         let (file, end, segment): (Arc<dyn StoredFile>, i64, Arc<Segment>) = {
             let writer = lock(&self.writer);
-            (writer.active.file(), writer.active.next_offset(), writer.active.clone())
+            (
+                writer.active.file(),
+                writer.active.next_offset(),
+                writer.active.clone(),
+            )
         };
         file.sync_data()
             .map_err(|e| FileError::new("fsync", &segment.log_path, e))?;
@@ -575,7 +581,10 @@ impl Partition {
             });
         }
         let log_start = {
-            let mut segments = self.segments.write().unwrap_or_else(PoisonError::into_inner);
+            let mut segments = self
+                .segments
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
             segments.drain(..doomed.len());
             segments.first().map_or(0, |s| s.base_offset)
         };
@@ -586,7 +595,11 @@ impl Partition {
             ..Default::default()
         };
         for segment in &doomed {
-            for ext in [segment::LOG_EXT, segment::INDEX_EXT, segment::TIME_INDEX_EXT] {
+            for ext in [
+                segment::LOG_EXT,
+                segment::INDEX_EXT,
+                segment::TIME_INDEX_EXT,
+            ] {
                 let path = self.dir.join(segment::file_name(segment.base_offset, ext));
                 match fs::remove_file(&path) {
                     Ok(()) => {}

@@ -113,7 +113,11 @@ fn relative(base: i64, offset: i64) -> u32 {
     u32::try_from(offset - base).unwrap_or(u32::MAX)
 }
 
-fn map_file(file: &Arc<dyn StoredFile>, len: u64, path: &Path) -> Result<Option<Arc<Mmap>>, FileError> {
+fn map_file(
+    file: &Arc<dyn StoredFile>,
+    len: u64,
+    path: &Path,
+) -> Result<Option<Arc<Mmap>>, FileError> {
     if len == 0 {
         return Ok(None);
     }
@@ -155,7 +159,14 @@ impl Segment {
         // Make the new file's directory entry durable before anything is acknowledged in it.
         io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))?;
         let map = map_file(&file, capacity, &log_path)?;
-        Ok(Segment::new(base_offset, log_path, file, map, 0, base_offset))
+        Ok(Segment::new(
+            base_offset,
+            log_path,
+            file,
+            map,
+            0,
+            base_offset,
+        ))
     }
 
     fn new(
@@ -198,7 +209,9 @@ impl Segment {
         let span = u64::try_from(end_offset - base_offset).unwrap_or(0);
         let loaded = segment.load_indexes(storage, dir, span);
         match loaded {
-            Ok(max_timestamp) => segment.max_timestamp.store(max_timestamp, Ordering::Relaxed),
+            Ok(max_timestamp) => segment
+                .max_timestamp
+                .store(max_timestamp, Ordering::Relaxed),
             Err(reason) => {
                 tracing::warn!(segment = %segment.log_path.display(), %reason, "rebuilding indexes");
                 segment.index = OffsetIndex::new();
@@ -218,7 +231,12 @@ impl Segment {
     }
 
     /// Maps and checks the index files of a closed segment; returns its max timestamp.
-    fn load_indexes(&mut self, storage: &dyn Storage, dir: &Path, span: u64) -> Result<i64, String> {
+    fn load_indexes(
+        &mut self,
+        storage: &dyn Storage,
+        dir: &Path,
+        span: u64,
+    ) -> Result<i64, String> {
         let len = self.len();
         let map_index = |ext: &str| -> Result<Option<Mmap>, String> {
             let path = dir.join(file_name(self.base_offset, ext));
@@ -231,7 +249,9 @@ impl Segment {
                 return Ok(None);
             }
             // SAFETY: as in `map_file`; index files of closed segments are never written again.
-            unsafe { Mmap::map(file.file()) }.map(Some).map_err(describe)
+            unsafe { Mmap::map(file.file()) }
+                .map(Some)
+                .map_err(describe)
         };
         let index = OffsetIndex::from_map(map_index(INDEX_EXT)?, len, span)
             .map_err(|e| format!("{}: {e}", file_name(self.base_offset, INDEX_EXT)))?;
@@ -435,12 +455,7 @@ impl Segment {
     }
 
     /// Publishes batches just written: index entries first, then length and next offset.
-    pub fn publish(
-        &self,
-        cursor: &mut IndexCursor,
-        headers: &[BatchHeader],
-        mut position: u64,
-    ) {
+    pub fn publish(&self, cursor: &mut IndexCursor, headers: &[BatchHeader], mut position: u64) {
         for header in headers {
             cursor.add(self, header, u32::try_from(position).unwrap_or(u32::MAX));
             position += u64::from(header.size);
@@ -449,7 +464,8 @@ impl Segment {
         }
         if let Some(last) = headers.last() {
             self.len.store(position, Ordering::Release);
-            self.next_offset.store(last.next_offset(), Ordering::Release);
+            self.next_offset
+                .store(last.next_offset(), Ordering::Release);
         }
     }
 
@@ -471,7 +487,12 @@ impl Segment {
     }
 
     /// Seals the segment when it rolls: final time-index entry, then the index files.
-    pub fn seal(&self, storage: &dyn Storage, dir: &Path, cursor: &mut IndexCursor) -> Result<(), FileError> {
+    pub fn seal(
+        &self,
+        storage: &dyn Storage,
+        dir: &Path,
+        cursor: &mut IndexCursor,
+    ) -> Result<(), FileError> {
         cursor.add_time_entry(self);
         self.write_indexes(storage, dir)
     }
@@ -566,7 +587,11 @@ impl Segment {
     }
 
     /// First record at or after `from` whose timestamp is >= `timestamp`: (offset, timestamp).
-    pub fn find_timestamp(&self, timestamp: i64, from: i64) -> Result<Option<(i64, i64)>, ReadError> {
+    pub fn find_timestamp(
+        &self,
+        timestamp: i64,
+        from: i64,
+    ) -> Result<Option<(i64, i64)>, ReadError> {
         if self.max_timestamp() < timestamp {
             return Ok(None);
         }
@@ -583,11 +608,12 @@ impl Segment {
             let header = self.header_at(data, pos)?;
             let size = header.size as usize;
             if header.max_timestamp >= timestamp && header.last_offset() >= from {
-                let records = batch::decode(&data[pos..pos + size]).map_err(|e| ReadError::Corrupt {
-                    path: self.log_path.clone(),
-                    position: pos as u64,
-                    reason: e.to_string(),
-                })?;
+                let records =
+                    batch::decode(&data[pos..pos + size]).map_err(|e| ReadError::Corrupt {
+                        path: self.log_path.clone(),
+                        position: pos as u64,
+                        reason: e.to_string(),
+                    })?;
                 // Offsets inside a stored batch are relative to the base the broker wrote.
                 if let Some(r) = records
                     .iter()
@@ -616,7 +642,10 @@ mod tests {
     #[test]
     fn file_names_round_trip() {
         assert_eq!(file_name(42, LOG_EXT), "00000000000000000042.log");
-        assert_eq!(parse_file_name("00000000000000000042.log", LOG_EXT), Some(42));
+        assert_eq!(
+            parse_file_name("00000000000000000042.log", LOG_EXT),
+            Some(42)
+        );
         assert_eq!(parse_file_name("42.log", LOG_EXT), None);
         assert_eq!(parse_file_name("00000000000000000042.index", LOG_EXT), None);
         assert_eq!(parse_file_name("0000000000000000004x.log", LOG_EXT), None);

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use log_core::batch::NewRecord;
 use log_core::{batch, Durability, Log, TopicConfig};
 
 const WRITERS: usize = 4;
@@ -60,9 +61,12 @@ fn concurrent_appends_with_group_commit_and_tailing_readers() {
             std::thread::spawn(move || {
                 let mut acked = Vec::new();
                 for i in 0..BATCHES {
-                    let values: Vec<String> = (0..RECORDS).map(|j| format!("w{w}-{i}-{j}")).collect();
-                    let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> =
-                        values.iter().map(|v| (None, Some(v.as_bytes()), 0)).collect();
+                    let values: Vec<String> =
+                        (0..RECORDS).map(|j| format!("w{w}-{i}-{j}")).collect();
+                    let entries: Vec<NewRecord> = values
+                        .iter()
+                        .map(|v| (None, Some(v.as_bytes()), 0))
+                        .collect();
                     let info = p.append(&batch::build(&entries)).unwrap();
                     assert_eq!(info.last_offset - info.base_offset + 1, RECORDS as i64);
                     acked.push((info.base_offset, values));
@@ -76,7 +80,10 @@ fn concurrent_appends_with_group_commit_and_tailing_readers() {
     for (w, handle) in writers.into_iter().enumerate() {
         let mine = handle.join().unwrap();
         // Each writer's own appends are in its order.
-        assert!(mine.windows(2).all(|pair| pair[0].0 < pair[1].0), "writer {w}");
+        assert!(
+            mine.windows(2).all(|pair| pair[0].0 < pair[1].0),
+            "writer {w}"
+        );
         acked.extend(mine);
     }
     done.store(true, Ordering::Release);

@@ -7,22 +7,36 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use log_core::batch::NewRecord;
 use log_core::{batch, Log, OpenError, Partition, TopicConfig};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
     /// Append one batch of `records` values of `len` bytes.
-    Append { records: usize, len: usize },
+    Append {
+        records: usize,
+        len: usize,
+    },
     /// Read at a point between log start and end (per mille), up to `max_bytes`.
-    Read { at: u16, max_bytes: usize },
+    Read {
+        at: u16,
+        max_bytes: usize,
+    },
     /// Keep at least this many bytes.
-    Retention { keep: u64 },
+    Retention {
+        keep: u64,
+    },
     Reopen,
     /// Cut the last segment at a point (per mille of its length), as a torn write would.
-    CrashTruncate { at: u16 },
+    CrashTruncate {
+        at: u16,
+    },
     /// Flip bits of one byte of the last segment.
-    CrashCorrupt { at: u16, xor: u8 },
+    CrashCorrupt {
+        at: u16,
+        xor: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -98,7 +112,7 @@ impl Harness {
                         v
                     })
                     .collect();
-                let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> = values
+                let entries: Vec<NewRecord> = values
                     .iter()
                     .map(|v| (None, Some(v.as_slice()), self.serial as i64))
                     .collect();
@@ -133,7 +147,12 @@ impl Harness {
                         break;
                     }
                     expected_len += b.size;
-                    expected.extend(b.values.iter().enumerate().map(|(j, v)| (b.base + j as i64, v.clone())));
+                    expected.extend(
+                        b.values
+                            .iter()
+                            .enumerate()
+                            .map(|(j, v)| (b.base + j as i64, v.clone())),
+                    );
                 }
                 let got: Vec<(i64, Vec<u8>)> = batch::decode(&read.records)
                     .unwrap()
@@ -259,12 +278,21 @@ impl Harness {
             let read = p.read(offset, 4096).unwrap();
             let records = batch::decode(&read.records).unwrap();
             offset = records.last().unwrap().offset + 1;
-            got.extend(records.into_iter().map(|r| (r.offset, r.value.unwrap().to_vec())));
+            got.extend(
+                records
+                    .into_iter()
+                    .map(|r| (r.offset, r.value.unwrap().to_vec())),
+            );
         }
         let expected: Vec<(i64, Vec<u8>)> = self
             .model
             .iter()
-            .flat_map(|b| b.values.iter().enumerate().map(|(j, v)| (b.base + j as i64, v.clone())))
+            .flat_map(|b| {
+                b.values
+                    .iter()
+                    .enumerate()
+                    .map(|(j, v)| (b.base + j as i64, v.clone()))
+            })
             .collect();
         assert_eq!(got, expected);
     }
@@ -304,7 +332,13 @@ proptest! {
 /// Named regressions: cases worth keeping whatever proptest's seed does.
 #[test]
 fn crash_in_an_empty_last_segment_right_after_a_roll() {
-    let mut ops = vec![Op::Append { records: 5, len: 100 }; 4];
+    let mut ops = vec![
+        Op::Append {
+            records: 5,
+            len: 100
+        };
+        4
+    ];
     ops.push(Op::CrashTruncate { at: 0 });
     ops.push(Op::Append { records: 1, len: 0 });
     ops.push(Op::Reopen);
@@ -314,8 +348,14 @@ fn crash_in_an_empty_last_segment_right_after_a_roll() {
 #[test]
 fn corrupt_base_offset_of_the_first_batch_is_refused_not_truncated() {
     run(&[
-        Op::Append { records: 2, len: 10 },
-        Op::Append { records: 2, len: 10 },
+        Op::Append {
+            records: 2,
+            len: 10,
+        },
+        Op::Append {
+            records: 2,
+            len: 10,
+        },
         Op::CrashCorrupt { at: 0, xor: 1 },
         Op::Append { records: 1, len: 0 },
     ]);
@@ -323,10 +363,19 @@ fn corrupt_base_offset_of_the_first_batch_is_refused_not_truncated() {
 
 #[test]
 fn retention_then_crash_then_reopen() {
-    let mut ops = vec![Op::Append { records: 3, len: 120 }; 12];
+    let mut ops = vec![
+        Op::Append {
+            records: 3,
+            len: 120
+        };
+        12
+    ];
     ops.push(Op::Retention { keep: 1000 });
     ops.push(Op::CrashCorrupt { at: 600, xor: 0x80 });
     ops.push(Op::Reopen);
-    ops.push(Op::Read { at: 0, max_bytes: 1 });
+    ops.push(Op::Read {
+        at: 0,
+        max_bytes: 1,
+    });
     run(&ops);
 }

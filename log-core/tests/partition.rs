@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use log_core::io::{FaultyStorage, Faults};
-use log_core::{batch, AppendError, Durability, Log, OpenError, ReadError, TopicConfig, TopicError};
+use log_core::batch::NewRecord;
+use log_core::io::{Faults, FaultyStorage};
+use log_core::{
+    batch, AppendError, Durability, Log, OpenError, ReadError, TopicConfig, TopicError,
+};
 
 /// A batch of `n` records `"{tag}-{i}"` with timestamps `ts, ts+1, …`.
 fn records(tag: &str, n: usize, ts: i64) -> Bytes {
     let values: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
-    let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> = values
+    let entries: Vec<NewRecord> = values
         .iter()
         .enumerate()
         .map(|(i, v)| (None, Some(v.as_bytes()), ts + i as i64))
@@ -25,7 +28,12 @@ fn values(bytes: &[u8]) -> Vec<(i64, String)> {
     batch::decode(bytes)
         .unwrap()
         .into_iter()
-        .map(|r| (r.offset, String::from_utf8(r.value.unwrap().to_vec()).unwrap()))
+        .map(|r| {
+            (
+                r.offset,
+                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -70,7 +78,10 @@ fn append_assigns_offsets_and_read_returns_whole_batches() {
     let p = topic.partition(1).unwrap();
     let a = p.append(&records("a", 3, 1000)).unwrap();
     let b = p.append(&records("b", 2, 2000)).unwrap();
-    assert_eq!((a.base_offset, a.last_offset, a.max_timestamp), (0, 2, 1002));
+    assert_eq!(
+        (a.base_offset, a.last_offset, a.max_timestamp),
+        (0, 2, 1002)
+    );
     assert_eq!((b.base_offset, b.last_offset), (3, 4));
     assert_eq!(p.log_end_offset(), 5);
     assert_eq!(p.log_start_offset(), 0);
@@ -97,9 +108,16 @@ fn append_assigns_offsets_and_read_returns_whole_batches() {
     assert!(p.read(5, 100).unwrap().records.is_empty());
     assert!(matches!(
         p.read(6, 100),
-        Err(ReadError::OffsetOutOfRange { offset: 6, log_start: 0, log_end: 5 })
+        Err(ReadError::OffsetOutOfRange {
+            offset: 6,
+            log_start: 0,
+            log_end: 5
+        })
     ));
-    assert!(matches!(p.read(-1, 100), Err(ReadError::OffsetOutOfRange { .. })));
+    assert!(matches!(
+        p.read(-1, 100),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
     // The other partition is untouched.
     assert_eq!(topic.partition(0).unwrap().log_end_offset(), 0);
 }
@@ -108,13 +126,20 @@ fn append_assigns_offsets_and_read_returns_whole_batches() {
 fn several_batches_in_one_append_get_contiguous_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();
-    let p = log.create_topic("t", 1, TopicConfig::default()).unwrap().partitions()[0].clone();
+    let p = log
+        .create_topic("t", 1, TopicConfig::default())
+        .unwrap()
+        .partitions()[0]
+        .clone();
     let mut two = records("x", 2, 0).to_vec();
     two.extend_from_slice(&records("y", 3, 0));
     let info = p.append(&two).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (0, 4));
     let all = read_all(&p, 0);
-    assert_eq!(all.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        all.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
     assert_eq!(all[2].1, "y-0");
 }
 
@@ -137,8 +162,15 @@ fn invalid_batches_are_refused_and_nothing_is_written() {
     good_then_bad.extend_from_slice(&bad_crc);
     let mut old_magic = records("m", 1, 0).to_vec();
     old_magic[16] = 1;
-    let garbage = vec![0xAB; 100];
-    for input in [&bad_crc[..], &good_then_bad[..], &old_magic[..], &garbage[..], &[][..], &bad_crc[..30]] {
+    let garbage = [0xAB; 100];
+    for input in [
+        &bad_crc[..],
+        &good_then_bad[..],
+        &old_magic[..],
+        &garbage[..],
+        &[][..],
+        &bad_crc[..30],
+    ] {
         let err = p.append(input).unwrap_err();
         assert!(matches!(err, AppendError::InvalidBatch(_)), "{err}");
     }
@@ -156,7 +188,11 @@ fn segments_roll_by_size_with_kafka_names_and_survive_reopen() {
     let pdir = dir.path().join("t-0");
     {
         let log = Log::open(dir.path()).unwrap();
-        let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+        let p = log
+            .create_topic("t", 1, small_segments())
+            .unwrap()
+            .partitions()[0]
+            .clone();
         for i in 0..100 {
             p.append(&records(&format!("r{i}"), 5, i * 10)).unwrap();
         }
@@ -198,7 +234,11 @@ fn segments_roll_by_size_with_kafka_names_and_survive_reopen() {
 fn read_by_timestamp_finds_the_first_record_at_or_after() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();
-    let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+    let p = log
+        .create_topic("t", 1, small_segments())
+        .unwrap()
+        .partitions()[0]
+        .clone();
     // Batch i holds timestamps 1000*i + 0..5.
     for i in 0..60 {
         p.append(&records("r", 5, 1000 * i)).unwrap();
@@ -212,17 +252,26 @@ fn read_by_timestamp_finds_the_first_record_at_or_after() {
     assert_eq!(p.offset_for_timestamp(59_005).unwrap(), None);
 
     // Compressed batches are searched record by record too.
-    let entries: Vec<(Option<&[u8]>, Option<&[u8]>, i64)> =
-        (0..10).map(|i| (None, Some(&b"zz"[..]), 100_000 + i)).collect();
-    p.append(&batch::build_with(&entries, batch::Compression::Lz4)).unwrap();
-    assert_eq!(p.offset_for_timestamp(100_007).unwrap(), Some((307, 100_007)));
+    let entries: Vec<NewRecord> = (0..10)
+        .map(|i| (None, Some(&b"zz"[..]), 100_000 + i))
+        .collect();
+    p.append(&batch::build_with(&entries, batch::Compression::Lz4))
+        .unwrap();
+    assert_eq!(
+        p.offset_for_timestamp(100_007).unwrap(),
+        Some((307, 100_007))
+    );
 }
 
 #[test]
 fn retention_by_bytes_and_age_deletes_whole_closed_segments() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();
-    let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+    let p = log
+        .create_topic("t", 1, small_segments())
+        .unwrap()
+        .partitions()[0]
+        .clone();
     for i in 0..200 {
         p.append(&records("r", 5, i * 1000)).unwrap();
     }
@@ -241,7 +290,10 @@ fn retention_by_bytes_and_age_deletes_whole_closed_segments() {
     // Whole segments only: the record at 100 s (offset 500) remains, and at most one
     // segment's worth of older records.
     assert!(start > 400 && start <= 500, "start {start}");
-    assert!(matches!(p.read(start - 1, 10), Err(ReadError::OffsetOutOfRange { .. })));
+    assert!(matches!(
+        p.read(start - 1, 10),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
     assert_eq!(read_all(&p, start).len() as i64, 1000 - start);
     assert_eq!(segment_files(p.dir(), "log").len(), p.segment_count());
     assert_eq!(segment_files(p.dir(), "index").len(), p.segment_count() - 1);
@@ -262,7 +314,10 @@ fn retention_by_bytes_and_age_deletes_whole_closed_segments() {
     drop(p);
     log.close().unwrap();
     let log = Log::open(dir.path()).unwrap();
-    assert_eq!(log.topic("t").unwrap().partitions()[0].log_start_offset(), start);
+    assert_eq!(
+        log.topic("t").unwrap().partitions()[0].log_start_offset(),
+        start
+    );
 }
 
 #[test]
@@ -291,14 +346,18 @@ fn topics_are_created_listed_reopened_and_deleted() {
         let mut config = TopicConfig::default();
         config.set("flush.messages", "1").unwrap();
         log.create_topic("orders", 3, config).unwrap();
-        log.create_topic("audit.v1", 1, TopicConfig::default()).unwrap();
+        log.create_topic("audit.v1", 1, TopicConfig::default())
+            .unwrap();
         assert!(matches!(
             log.create_topic("orders", 1, TopicConfig::default()),
             Err(TopicError::AlreadyExists(_))
         ));
         for bad in ["", ".", "..", "a/b", "../etc", "sp ace", &"x".repeat(250)] {
             assert!(
-                matches!(log.create_topic(bad, 1, TopicConfig::default()), Err(TopicError::InvalidName { .. })),
+                matches!(
+                    log.create_topic(bad, 1, TopicConfig::default()),
+                    Err(TopicError::InvalidName { .. })
+                ),
                 "{bad:?}"
             );
         }
@@ -322,11 +381,16 @@ fn topics_are_created_listed_reopened_and_deleted() {
     assert!(log.topic("orders").is_none());
     assert!(!dir.path().join("orders-0").exists());
     assert!(!dir.path().join("orders.topic").exists());
-    assert!(matches!(log.delete_topic("orders"), Err(TopicError::UnknownTopic(_))));
+    assert!(matches!(
+        log.delete_topic("orders"),
+        Err(TopicError::UnknownTopic(_))
+    ));
     // A deleted topic's partition refuses appends.
     assert!(orders.partitions()[0].append(&records("x", 1, 0)).is_err());
     // The name can be reused, empty.
-    let again = log.create_topic("orders", 1, TopicConfig::default()).unwrap();
+    let again = log
+        .create_topic("orders", 1, TopicConfig::default())
+        .unwrap();
     assert_eq!(again.partitions()[0].log_end_offset(), 0);
 }
 
@@ -334,7 +398,10 @@ fn topics_are_created_listed_reopened_and_deleted() {
 fn a_data_dir_is_locked_to_one_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();
-    assert!(matches!(Log::open(dir.path()), Err(OpenError::Locked { .. })));
+    assert!(matches!(
+        Log::open(dir.path()),
+        Err(OpenError::Locked { .. })
+    ));
     drop(log);
     Log::open(dir.path()).unwrap();
 }
@@ -361,7 +428,11 @@ fn a_closed_segment_full_of_garbage_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     {
         let log = Log::open(dir.path()).unwrap();
-        let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+        let p = log
+            .create_topic("t", 1, small_segments())
+            .unwrap()
+            .partitions()[0]
+            .clone();
         for i in 0..40 {
             p.append(&records("r", 5, i)).unwrap();
         }
@@ -374,7 +445,10 @@ fn a_closed_segment_full_of_garbage_is_an_error_naming_it() {
     fs::remove_file(pdir.join("00000000000000000000.index")).unwrap();
     let err = Log::open(dir.path()).unwrap_err();
     assert!(matches!(err, OpenError::Corrupt { .. }), "{err}");
-    assert!(err.to_string().contains("00000000000000000000.log"), "{err}");
+    assert!(
+        err.to_string().contains("00000000000000000000.log"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -382,7 +456,11 @@ fn broken_index_files_are_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     {
         let log = Log::open(dir.path()).unwrap();
-        let p = log.create_topic("t", 1, small_segments()).unwrap().partitions()[0].clone();
+        let p = log
+            .create_topic("t", 1, small_segments())
+            .unwrap()
+            .partitions()[0]
+            .clone();
         for i in 0..60 {
             p.append(&records("r", 5, i * 10)).unwrap();
         }
@@ -395,7 +473,10 @@ fn broken_index_files_are_rebuilt() {
     fs::write(&index, &good[..good.len() - 3]).unwrap();
     fs::write(pdir.join("00000000000000000000.timeindex"), b"short").unwrap();
     let log = Log::open(dir.path()).unwrap();
-    assert_eq!(read_all(&log.topic("t").unwrap().partitions()[0], 0).len(), 300);
+    assert_eq!(
+        read_all(&log.topic("t").unwrap().partitions()[0], 0).len(),
+        300
+    );
     drop(log);
     assert_eq!(fs::read(&index).unwrap(), good, "index rebuilt as it was");
 
@@ -406,7 +487,10 @@ fn broken_index_files_are_rebuilt() {
     fs::write(&index, &scrambled).unwrap();
     let report = log_core::dump::dump_segment(&pdir.join("00000000000000000000.log")).unwrap();
     assert!(
-        report.problems.iter().any(|p| p.contains("does not point at that batch")),
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("does not point at that batch")),
         "{:?}",
         report.problems
     );
@@ -414,7 +498,10 @@ fn broken_index_files_are_rebuilt() {
     let p = log.topic("t").unwrap().partitions()[0].clone();
     for target in 0..300 {
         let got = values(&p.read(target, 1).unwrap().records);
-        assert!(got[0].0 <= target && got.last().unwrap().0 >= target, "{target}");
+        assert!(
+            got[0].0 <= target && got.last().unwrap().0 >= target,
+            "{target}"
+        );
     }
     assert_eq!(p.offset_for_timestamp(205).unwrap(), Some((105, 210)));
 }
@@ -424,13 +511,20 @@ fn a_full_disk_refuses_the_append_and_keeps_the_log_intact() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Faults::new();
     let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
-    let p = log.create_topic("t", 1, TopicConfig::default()).unwrap().partitions()[0].clone();
+    let p = log
+        .create_topic("t", 1, TopicConfig::default())
+        .unwrap()
+        .partitions()[0]
+        .clone();
     p.append(&records("before", 2, 0)).unwrap();
     // The next write is torn after 20 bytes, as on a full disk.
     faults.limit_writes(Some(20));
     let err = p.append(&records("lost", 3, 0)).unwrap_err();
     assert!(err.is_disk_full(), "{err}");
-    assert!(err.to_string().contains("00000000000000000000.log"), "{err}");
+    assert!(
+        err.to_string().contains("00000000000000000000.log"),
+        "{err}"
+    );
     assert_eq!(p.log_end_offset(), 2);
     // Space comes back: appends carry on at the right offset and position.
     faults.limit_writes(None);
@@ -444,7 +538,10 @@ fn a_full_disk_refuses_the_append_and_keeps_the_log_intact() {
     drop(p);
     log.close().unwrap();
     let log = Log::open(dir.path()).unwrap();
-    assert_eq!(read_all(&log.topic("t").unwrap().partitions()[0], 0), expected);
+    assert_eq!(
+        read_all(&log.topic("t").unwrap().partitions()[0], 0),
+        expected
+    );
 }
 
 #[test]
@@ -452,8 +549,10 @@ fn a_failed_fsync_poisons_the_partition() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Faults::new();
     let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
-    let mut config = TopicConfig::default();
-    config.durability = Durability::Always;
+    let config = TopicConfig {
+        durability: Durability::Always,
+        ..TopicConfig::default()
+    };
     let topic = log.create_topic("t", 2, config).unwrap();
     let p = topic.partitions()[0].clone();
     p.append(&records("durable", 1, 0)).unwrap();
@@ -490,7 +589,10 @@ fn interval_durability_is_flushed_in_the_background() {
     p.append(&records("y", 1, 0)).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while p.append(&records("z", 1, 0)).is_ok() {
-        assert!(std::time::Instant::now() < deadline, "no background flush in 5 s");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no background flush in 5 s"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }

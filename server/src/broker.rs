@@ -74,7 +74,11 @@ impl Broker {
             self.config.topic_defaults.clone(),
         ) {
             Ok(topic) => {
-                tracing::info!(topic = name, partitions = self.config.default_partitions, "auto-created topic");
+                tracing::info!(
+                    topic = name,
+                    partitions = self.config.default_partitions,
+                    "auto-created topic"
+                );
                 Ok(topic)
             }
             // Another request created it meanwhile.

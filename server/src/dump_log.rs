@@ -31,9 +31,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_report(report: &SegmentReport, records: bool, path: &std::path::Path) -> anyhow::Result<()> {
+fn print_report(
+    report: &SegmentReport,
+    records: bool,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
     println!("Dumping {}", report.path.display());
-    let data = if records { std::fs::read(path)? } else { Vec::new() };
+    let data = if records {
+        std::fs::read(path)?
+    } else {
+        Vec::new()
+    };
     for b in &report.batches {
         let h = &b.header;
         println!(
@@ -68,7 +76,11 @@ fn print_report(report: &SegmentReport, records: bool, path: &std::path::Path) -
             }
         }
     }
-    let records: i64 = report.batches.iter().map(|b| i64::from(b.header.record_count)).sum();
+    let records: i64 = report
+        .batches
+        .iter()
+        .map(|b| i64::from(b.header.record_count))
+        .sum();
     println!(
         "{} batches, {records} records, {} bytes",
         report.batches.len(),
@@ -80,7 +92,9 @@ fn print_report(report: &SegmentReport, records: bool, path: &std::path::Path) -
     ] {
         match entries {
             Some(n) => println!("{name}: {n} entries checked"),
-            None => println!("{name}: no file (an active segment's indexes are written when it rolls)"),
+            None => {
+                println!("{name}: no file (an active segment's indexes are written when it rolls)")
+            }
         }
     }
     if report.is_ok() {

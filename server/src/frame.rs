@@ -69,12 +69,27 @@ mod tests {
         ok.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(read(&ok, 100).await.unwrap().unwrap().len(), 8);
         assert!(read(&[], 100).await.unwrap().is_none());
-        assert!(matches!(read(&[0, 0], 100).await, Err(FrameError::Truncated)));
-        assert!(matches!(read(&ok[..10], 100).await, Err(FrameError::Truncated)));
+        assert!(matches!(
+            read(&[0, 0], 100).await,
+            Err(FrameError::Truncated)
+        ));
+        assert!(matches!(
+            read(&ok[..10], 100).await,
+            Err(FrameError::Truncated)
+        ));
         let huge = i32::MAX.to_be_bytes();
-        assert!(matches!(read(&huge, 100).await, Err(FrameError::TooLarge { .. })));
+        assert!(matches!(
+            read(&huge, 100).await,
+            Err(FrameError::TooLarge { .. })
+        ));
         let negative = (-5i32).to_be_bytes();
-        assert!(matches!(read(&negative, 100).await, Err(FrameError::TooSmall(-5))));
-        assert!(matches!(read(&3i32.to_be_bytes(), 100).await, Err(FrameError::TooSmall(3))));
+        assert!(matches!(
+            read(&negative, 100).await,
+            Err(FrameError::TooSmall(-5))
+        ));
+        assert!(matches!(
+            read(&3i32.to_be_bytes(), 100).await,
+            Err(FrameError::TooSmall(3))
+        ));
     }
 }

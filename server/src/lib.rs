@@ -106,10 +106,15 @@ async fn run_retention(broker: Arc<Broker>) {
         every.tick().await;
         let owner = broker.clone();
         let result =
-            tokio::task::spawn_blocking(move || owner.log.apply_retention(log_core::now_ms())).await;
+            tokio::task::spawn_blocking(move || owner.log.apply_retention(log_core::now_ms()))
+                .await;
         match result {
             Ok(Ok(report)) if report.deleted_segments > 0 => {
-                tracing::info!(segments = report.deleted_segments, bytes = report.deleted_bytes, "retention");
+                tracing::info!(
+                    segments = report.deleted_segments,
+                    bytes = report.deleted_bytes,
+                    "retention"
+                );
             }
             Ok(Err(e)) => tracing::error!(error = %e, "retention failed"),
             _ => {}

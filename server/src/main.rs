@@ -8,7 +8,11 @@ mod dump_log;
 mod serve;
 
 #[derive(Debug, Parser)]
-#[command(name = "lograil", version, about = "A Kafka-compatible partitioned log broker")]
+#[command(
+    name = "lograil",
+    version,
+    about = "A Kafka-compatible partitioned log broker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -17,7 +21,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the broker (default: 127.0.0.1:9092, data in ./data).
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
     /// finds corruption.
     DumpLog(dump_log::Args),

@@ -71,7 +71,10 @@ impl PartitionProducers {
         if first.producer_id < 0 {
             return Verdict::Append;
         }
-        if headers.iter().any(|h| h.producer_id != first.producer_id || h.producer_epoch != first.producer_epoch) {
+        if headers
+            .iter()
+            .any(|h| h.producer_id != first.producer_id || h.producer_epoch != first.producer_epoch)
+        {
             return Verdict::Reject(ResponseError::InvalidRecord);
         }
         let Some(entry) = self.entries.get(&first.producer_id) else {
@@ -128,18 +131,22 @@ impl PartitionProducers {
         if entry.recent.len() == RECENT_BATCHES {
             entry.recent.pop_front();
         }
-        entry.recent.push_back((first.base_sequence, last_seq, info));
+        entry
+            .recent
+            .push_back((first.base_sequence, last_seq, info));
     }
 }
+
+type SharedPartition = Arc<Mutex<PartitionProducers>>;
 
 /// Producer state of every partition, keyed by topic then partition index.
 #[derive(Debug, Default)]
 pub struct Producers {
-    topics: Mutex<HashMap<String, HashMap<i32, Arc<Mutex<PartitionProducers>>>>>,
+    topics: Mutex<HashMap<String, HashMap<i32, SharedPartition>>>,
 }
 
 impl Producers {
-    pub fn partition(&self, topic: &str, partition: i32) -> Arc<Mutex<PartitionProducers>> {
+    pub fn partition(&self, topic: &str, partition: i32) -> SharedPartition {
         let mut topics = lock(&self.topics);
         topics
             .entry(topic.to_string())
@@ -274,11 +281,23 @@ mod tests {
         p.record(&b1, info(12));
         assert_eq!(p.check(&b0), Verdict::Duplicate(info(10)));
         // A gap, and a sequence from the past that is not a known batch.
-        assert_eq!(p.check(&[header(7, 0, 9, 1)]), Verdict::Reject(ResponseError::OutOfOrderSequenceNumber));
-        assert_eq!(p.check(&[header(7, 0, 1, 1)]), Verdict::Reject(ResponseError::OutOfOrderSequenceNumber));
+        assert_eq!(
+            p.check(&[header(7, 0, 9, 1)]),
+            Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+        );
+        assert_eq!(
+            p.check(&[header(7, 0, 1, 1)]),
+            Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+        );
         // An old epoch is fenced; a new epoch starts at 0.
-        assert_eq!(p.check(&[header(7, -1, 4, 1)]), Verdict::Reject(ResponseError::InvalidProducerEpoch));
-        assert_eq!(p.check(&[header(7, 1, 5, 1)]), Verdict::Reject(ResponseError::OutOfOrderSequenceNumber));
+        assert_eq!(
+            p.check(&[header(7, -1, 4, 1)]),
+            Verdict::Reject(ResponseError::InvalidProducerEpoch)
+        );
+        assert_eq!(
+            p.check(&[header(7, 1, 5, 1)]),
+            Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+        );
         assert_eq!(p.check(&[header(7, 1, 0, 1)]), Verdict::Append);
         // Non-idempotent producers are not checked.
         assert_eq!(p.check(&[header(-1, -1, -1, 3)]), Verdict::Append);

@@ -77,9 +77,9 @@ impl Args {
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                let (name, value) = line
-                    .split_once('=')
-                    .with_context(|| format!("{}:{}: expected name=value", path.display(), n + 1))?;
+                let (name, value) = line.split_once('=').with_context(|| {
+                    format!("{}:{}: expected name=value", path.display(), n + 1)
+                })?;
                 apply(&mut config, name.trim(), value.trim())
                     .with_context(|| format!("{}:{}", path.display(), n + 1))?;
             }
@@ -87,10 +87,22 @@ impl Args {
         let flags: [(&str, Option<String>); 13] = [
             ("advertised-host", self.advertised_host.clone()),
             ("node-id", self.node_id.map(|v| v.to_string())),
-            ("auto-create-topics", self.auto_create_topics.map(|v| v.to_string())),
-            ("default-partitions", self.default_partitions.map(|v| v.to_string())),
-            ("max-request-bytes", self.max_request_bytes.map(|v| v.to_string())),
-            ("retention-check-interval-ms", self.retention_check_interval_ms.map(|v| v.to_string())),
+            (
+                "auto-create-topics",
+                self.auto_create_topics.map(|v| v.to_string()),
+            ),
+            (
+                "default-partitions",
+                self.default_partitions.map(|v| v.to_string()),
+            ),
+            (
+                "max-request-bytes",
+                self.max_request_bytes.map(|v| v.to_string()),
+            ),
+            (
+                "retention-check-interval-ms",
+                self.retention_check_interval_ms.map(|v| v.to_string()),
+            ),
             ("segment.bytes", self.segment_bytes.clone()),
             ("segment.ms", self.segment_ms.clone()),
             ("retention.bytes", self.retention_bytes.clone()),
@@ -101,7 +113,8 @@ impl Args {
         ];
         for (name, value) in flags {
             if let Some(value) = value {
-                apply(&mut config, name, &value).with_context(|| format!("--{}", name.replace('.', "-")))?;
+                apply(&mut config, name, &value)
+                    .with_context(|| format!("--{}", name.replace('.', "-")))?;
             }
         }
         Ok(config)
@@ -126,22 +139,26 @@ fn apply(config: &mut BrokerConfig, name: &str, value: &str) -> anyhow::Result<(
         "retention-check-interval-ms" => {
             config.retention_check_interval = Duration::from_millis(value.parse::<u64>()?.max(1))
         }
-        topic_config => {
-            set_topic_config(&mut config.topic_defaults, topic_config, value).map_err(anyhow::Error::msg)?
-        }
+        topic_config => set_topic_config(&mut config.topic_defaults, topic_config, value)
+            .map_err(anyhow::Error::msg)?,
     }
     Ok(())
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let config = args.broker_config()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
         let addr = listener.local_addr()?;
-        println!("lograil listening on {addr} (data dir {})", config.data_dir.display());
+        println!(
+            "lograil listening on {addr} (data dir {})",
+            config.data_dir.display()
+        );
         std::io::stdout().flush()?;
         lograil::run(listener, config, shutdown_signal()).await?;
         Ok(())

@@ -12,7 +12,10 @@ fn dump(args: &[&std::path::Path]) -> (i32, String) {
         .args(args)
         .output()
         .unwrap();
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
 }
 
 #[test]
@@ -28,15 +31,22 @@ fn dump_log_prints_batches_and_finds_corruption() {
         let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
         for i in 0..20 {
             let value = format!("value-{i:03}-{}", "x".repeat(40));
-            p.append(&batch::build(&[(Some(b"k"), Some(value.as_bytes()), 1000 + i)]))
-                .unwrap();
+            p.append(&batch::build(&[(
+                Some(b"k"),
+                Some(value.as_bytes()),
+                1000 + i,
+            )]))
+            .unwrap();
         }
         assert!(p.segment_count() > 1);
     }
     let first = dir.path().join("t-0/00000000000000000000.log");
     let (code, out) = dump(&[&first]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("baseOffset: 0 lastOffset: 0 count: 1 baseTimestamp: 1000"), "{out}");
+    assert!(
+        out.contains("baseOffset: 0 lastOffset: 0 count: 1 baseTimestamp: 1000"),
+        "{out}"
+    );
     assert!(out.contains("crc: "), "{out}");
     assert!(out.contains("(ok)"), "{out}");
     assert!(out.contains("entries checked"), "{out}");

@@ -10,8 +10,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -19,7 +19,9 @@ use crate::broker::TestBroker;
 
 fn connect(addr: &str) -> TcpStream {
     let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     stream
 }
 
@@ -57,8 +59,13 @@ fn closed(stream: &mut TcpStream) -> bool {
 
 fn api_versions(addr: &str) -> ApiVersionsResponse {
     let mut s = connect(addr);
-    s.write_all(&frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default()))
-        .unwrap();
+    s.write_all(&frame(
+        ApiKey::ApiVersions,
+        3,
+        1,
+        &ApiVersionsRequest::default(),
+    ))
+    .unwrap();
     let mut body = read_response(&mut s).expect("ApiVersions answered");
     let header = ResponseHeader::decode(&mut body, 0).unwrap();
     assert_eq!(header.correlation_id, 1);
@@ -75,7 +82,8 @@ fn produce(addr: &str, version: i16, records: Bytes) -> ProduceResponse {
                 .with_index(0)
                 .with_records(Some(records))])]);
     let mut s = connect(addr);
-    s.write_all(&frame(ApiKey::Produce, version, 7, &request)).unwrap();
+    s.write_all(&frame(ApiKey::Produce, version, 7, &request))
+        .unwrap();
     let mut body = read_response(&mut s).expect("Produce answered");
     ResponseHeader::decode(&mut body, ApiKey::Produce.response_header_version(version)).unwrap();
     ProduceResponse::decode(&mut body, version).unwrap()
@@ -88,13 +96,19 @@ fn dump_log(broker: &TestBroker) -> (i32, String) {
         .arg(segment)
         .output()
         .unwrap();
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
 }
 
 #[test]
 fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
     let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &["--max-request-bytes", "1048576"]);
+    let broker = TestBroker::start(
+        &tmp.path().join("data"),
+        &["--max-request-bytes", "1048576"],
+    );
     let addr = broker.addr.clone();
 
     // A good batch first, so there is a log to keep intact.
@@ -103,7 +117,8 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
         kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
             .with_name(Some(TopicName(StrBytes::from_static_str("raw")))),
     ]));
-    s.write_all(&frame(ApiKey::Metadata, 9, 2, &metadata)).unwrap();
+    s.write_all(&frame(ApiKey::Metadata, 9, 2, &metadata))
+        .unwrap();
     let mut body = read_response(&mut s).unwrap();
     ResponseHeader::decode(&mut body, ApiKey::Metadata.response_header_version(9)).unwrap();
     let metadata = MetadataResponse::decode(&mut body, 9).unwrap();
@@ -180,7 +195,10 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
     assert_eq!(body.get_i32(), 8);
     let v0 = ApiVersionsResponse::decode(&mut body, 0).unwrap();
     assert_eq!(v0.error_code, 35);
-    assert!(v0.api_keys.iter().any(|k| k.api_key == ApiKey::Produce as i16 && k.max_version == 9));
+    assert!(v0
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::Produce as i16 && k.max_version == 9));
 
     // Produce v2 is advertised but refused with UNSUPPORTED_VERSION.
     let mut s = connect(&addr);
@@ -235,9 +253,19 @@ fn pipelined_requests_are_answered_in_order() {
     let mut all = BytesMut::new();
     for id in 0..20 {
         if id % 2 == 0 {
-            all.extend_from_slice(&frame(ApiKey::ApiVersions, 3, id, &ApiVersionsRequest::default()));
+            all.extend_from_slice(&frame(
+                ApiKey::ApiVersions,
+                3,
+                id,
+                &ApiVersionsRequest::default(),
+            ));
         } else {
-            all.extend_from_slice(&frame(ApiKey::Metadata, 12, id, &MetadataRequest::default()));
+            all.extend_from_slice(&frame(
+                ApiKey::Metadata,
+                12,
+                id,
+                &MetadataRequest::default(),
+            ));
         }
     }
     s.write_all(&all).unwrap();
@@ -271,15 +299,43 @@ fn api_versions_advertises_exactly_what_is_routed() {
         let request = match key {
             ApiKey::ApiVersions => frame(key, max, 1, &ApiVersionsRequest::default()),
             ApiKey::Metadata => frame(key, max, 1, &MetadataRequest::default()),
-            ApiKey::ListOffsets => frame(key, max, 1, &kafka_protocol::messages::ListOffsetsRequest::default()),
-            ApiKey::CreateTopics => frame(key, max, 1, &kafka_protocol::messages::CreateTopicsRequest::default()),
-            ApiKey::DeleteTopics => frame(key, max, 1, &kafka_protocol::messages::DeleteTopicsRequest::default()),
-            ApiKey::DescribeConfigs => frame(key, max, 1, &kafka_protocol::messages::DescribeConfigsRequest::default()),
-            ApiKey::InitProducerId => frame(key, max, 1, &kafka_protocol::messages::InitProducerIdRequest::default().with_producer_id((-1).into()).with_producer_epoch(-1)),
+            ApiKey::ListOffsets => frame(
+                key,
+                max,
+                1,
+                &kafka_protocol::messages::ListOffsetsRequest::default(),
+            ),
+            ApiKey::CreateTopics => frame(
+                key,
+                max,
+                1,
+                &kafka_protocol::messages::CreateTopicsRequest::default(),
+            ),
+            ApiKey::DeleteTopics => frame(
+                key,
+                max,
+                1,
+                &kafka_protocol::messages::DeleteTopicsRequest::default(),
+            ),
+            ApiKey::DescribeConfigs => frame(
+                key,
+                max,
+                1,
+                &kafka_protocol::messages::DescribeConfigsRequest::default(),
+            ),
+            ApiKey::InitProducerId => frame(
+                key,
+                max,
+                1,
+                &kafka_protocol::messages::InitProducerIdRequest::default()
+                    .with_producer_id((-1).into())
+                    .with_producer_epoch(-1),
+            ),
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();
-        let mut body = read_response(&mut s).unwrap_or_else(|| panic!("{key:?} v{max} got no answer"));
+        let mut body =
+            read_response(&mut s).unwrap_or_else(|| panic!("{key:?} v{max} got no answer"));
         assert_eq!(body.get_i32(), 1);
     }
 }

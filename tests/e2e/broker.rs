@@ -72,7 +72,10 @@ impl TestBroker {
                 .expect("kill -TERM");
             assert!(status.success());
             let status = wait_with_timeout(&mut child, Duration::from_secs(30));
-            assert!(status.success(), "lograil exited with {status} after SIGTERM");
+            assert!(
+                status.success(),
+                "lograil exited with {status} after SIGTERM"
+            );
         }
     }
 

@@ -15,14 +15,23 @@ fn require(program: &str, args: &[&str], install: &str) {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    assert!(ok, "{program} is needed by this test: {install} (.ci/run does it)");
+    assert!(
+        ok,
+        "{program} is needed by this test: {install} (.ci/run does it)"
+    );
 }
 
 fn python_client(script: &str, module: &str, package: &str) {
-    require("python3", &["-c", &format!("import {module}")], &format!("pip install {package}"));
+    require(
+        "python3",
+        &["-c", &format!("import {module}")],
+        &format!("pip install {package}"),
+    );
     let tmp = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(&tmp.path().join("data"), &["--default-partitions", "3"]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients").join(script);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/clients")
+        .join(script);
     let out = Command::new("python3")
         .arg(&script)
         .arg(&broker.addr)
@@ -32,14 +41,22 @@ fn python_client(script: &str, module: &str, package: &str) {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", script.display());
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}\n{stderr}",
+        script.display()
+    );
     assert!(stdout.contains("OK 3000"), "{stdout}\n{stderr}");
     println!("{stdout}");
 }
 
 #[test]
 fn confluent_kafka_round_trip() {
-    python_client("confluent_roundtrip.py", "confluent_kafka", "confluent-kafka");
+    python_client(
+        "confluent_roundtrip.py",
+        "confluent_kafka",
+        "confluent-kafka",
+    );
 }
 
 #[test]
@@ -52,9 +69,20 @@ fn kcat_round_trip() {
     require("kcat", &["-V"], "apt-get install kcat");
     let tmp = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(&tmp.path().join("data"), &["--default-partitions", "4"]);
-    let lines: Vec<String> = (0..2000).map(|i| format!("key-{}:value-{i}", i % 37)).collect();
+    let lines: Vec<String> = (0..2000)
+        .map(|i| format!("key-{}:value-{i}", i % 37))
+        .collect();
     let mut producer = Command::new("kcat")
-        .args(["-b", &broker.addr, "-P", "-t", "kc", "-K:", "-X", "enable.idempotence=true"])
+        .args([
+            "-b",
+            &broker.addr,
+            "-P",
+            "-t",
+            "kc",
+            "-K:",
+            "-X",
+            "enable.idempotence=true",
+        ])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -66,14 +94,37 @@ fn kcat_round_trip() {
         .write_all((lines.join("\n") + "\n").as_bytes())
         .unwrap();
     let out = producer.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let out = Command::new("kcat")
-        .args(["-b", &broker.addr, "-C", "-t", "kc", "-o", "beginning", "-e", "-f", "%k:%s:%p:%o\n"])
+        .args([
+            "-b",
+            &broker.addr,
+            "-C",
+            "-t",
+            "kc",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%k:%s:%p:%o\n",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let consumed: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let consumed: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
     let got: BTreeSet<String> = consumed
         .iter()
         .map(|l| l.rsplitn(3, ':').nth(2).unwrap().to_string())
@@ -81,7 +132,13 @@ fn kcat_round_trip() {
     assert_eq!(consumed.len(), lines.len(), "each record once");
     assert_eq!(got, lines.iter().cloned().collect::<BTreeSet<_>>());
 
-    let out = Command::new("kcat").args(["-b", &broker.addr, "-L", "-t", "kc"]).output().unwrap();
+    let out = Command::new("kcat")
+        .args(["-b", &broker.addr, "-L", "-t", "kc"])
+        .output()
+        .unwrap();
     let listing = String::from_utf8(out.stdout).unwrap();
-    assert!(listing.contains("topic \"kc\" with 4 partitions"), "{listing}");
+    assert!(
+        listing.contains("topic \"kc\" with 4 partitions"),
+        "{listing}"
+    );
 }

@@ -68,7 +68,10 @@ fn produce(producer: &ThreadedProducer<Acks>, topic: &str, ids: std::ops::Range<
         loop {
             match producer.send(record) {
                 Ok(()) => break,
-                Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
+                Err((
+                    KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                    r,
+                )) => {
                     record = r;
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -100,7 +103,10 @@ fn consume_all(addr: &str, topic: &str) -> BTreeMap<i32, Vec<(i64, String, u64)>
     let mut at_end = HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     while at_end.len() < PARTITIONS as usize {
-        assert!(Instant::now() < deadline, "consume did not reach the end in 120 s");
+        assert!(
+            Instant::now() < deadline,
+            "consume did not reach the end in 120 s"
+        );
         match consumer.poll(Duration::from_millis(500)) {
             None => {}
             Some(Err(KafkaError::PartitionEOF(p))) => {
@@ -110,8 +116,13 @@ fn consume_all(addr: &str, topic: &str) -> BTreeMap<i32, Vec<(i64, String, u64)>
             Some(Ok(m)) => {
                 at_end.remove(&m.partition());
                 let key = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
-                let id = std::str::from_utf8(m.payload().unwrap()).unwrap().parse().unwrap();
-                out.entry(m.partition()).or_default().push((m.offset(), key, id));
+                let id = std::str::from_utf8(m.payload().unwrap())
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                out.entry(m.partition())
+                    .or_default()
+                    .push((m.offset(), key, id));
             }
         }
     }
@@ -127,14 +138,21 @@ fn check_consumed(consumed: &BTreeMap<i32, Vec<(i64, String, u64)>>, expected: &
             assert_eq!(*offset, i as i64, "offsets are contiguous from 0");
             assert!(seen.insert(*id), "id {id} consumed twice");
             let want = log_core::partition_for_key(key.as_bytes(), PARTITIONS as u32);
-            assert_eq!(*partition as u32, want, "key {key} on partition {partition}, murmur2 says {want}");
+            assert_eq!(
+                *partition as u32, want,
+                "key {key} on partition {partition}, murmur2 says {want}"
+            );
             if let Some(prev) = last_per_key.insert(key, *id) {
                 assert!(prev < *id, "key {key}: {prev} after {id}");
             }
         }
     }
     let missing: Vec<_> = expected.difference(&seen).take(10).collect();
-    assert!(missing.is_empty(), "{} acknowledged ids missing, e.g. {missing:?}", expected.len() - seen.intersection(expected).count());
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged ids missing, e.g. {missing:?}",
+        expected.len() - seen.intersection(expected).count()
+    );
 }
 
 fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -150,11 +168,19 @@ fn idempotent_keyed_round_trip_of_100k_records() {
     let acks = Acks::default();
     let p = producer(&broker.addr, &acks);
     produce(&p, "keyed", 0..100_000);
-    assert!(acks.failed.lock().unwrap().is_empty(), "{:?}", acks.failed.lock().unwrap());
+    assert!(
+        acks.failed.lock().unwrap().is_empty(),
+        "{:?}",
+        acks.failed.lock().unwrap()
+    );
     assert_eq!(acks.acked.lock().unwrap().len(), 100_000);
     let consumed = consume_all(&broker.addr, "keyed");
     assert_eq!(consumed.values().map(Vec::len).sum::<usize>(), 100_000);
-    assert_eq!(consumed.len(), PARTITIONS as usize, "keys spread over all partitions");
+    assert_eq!(
+        consumed.len(),
+        PARTITIONS as usize,
+        "keys spread over all partitions"
+    );
     check_consumed(&consumed, &(0..100_000).collect());
 }
 
@@ -182,7 +208,10 @@ fn nothing_is_lost_across_a_graceful_restart() {
 #[test]
 fn acknowledged_records_survive_kill_9_with_durability_always() {
     let (_tmp, dir) = data_dir();
-    let mut broker = TestBroker::start(&dir, &["--default-partitions", "6", "--flush-messages", "1"]);
+    let mut broker = TestBroker::start(
+        &dir,
+        &["--default-partitions", "6", "--flush-messages", "1"],
+    );
     let acks = Acks::default();
     let p = producer(&broker.addr, &acks);
     // Keep producing while the broker is killed.

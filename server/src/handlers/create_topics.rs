@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use log_core::TopicConfig;
@@ -17,7 +19,11 @@ use super::errors;
 use crate::broker::Broker;
 use crate::config::set_topic_config;
 
-pub async fn handle(broker: &Arc<Broker>, request: CreateTopicsRequest, _version: i16) -> Option<CreateTopicsResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: CreateTopicsRequest,
+    _version: i16,
+) -> Option<CreateTopicsResponse> {
     let owner = broker.clone();
     let validate_only = request.validate_only;
     let results = tokio::task::spawn_blocking(move || {
@@ -50,11 +56,17 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Creata
     if !matches!(topic.replication_factor, -1 | 1) {
         return fail(
             ResponseError::InvalidReplicationFactor,
-            format!("replication factor {} on a single broker", topic.replication_factor),
+            format!(
+                "replication factor {} on a single broker",
+                topic.replication_factor
+            ),
         );
     }
     if !topic.assignments.is_empty() {
-        return fail(ResponseError::InvalidReplicaAssignment, "manual replica assignment is not supported".into());
+        return fail(
+            ResponseError::InvalidReplicaAssignment,
+            "manual replica assignment is not supported".into(),
+        );
     }
     let partitions = match topic.num_partitions {
         -1 => broker.config.default_partitions,
@@ -71,7 +83,10 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Creata
         }
     }
     if broker.log.topic(&name).is_some() {
-        return fail(ResponseError::TopicAlreadyExists, format!("topic {name} already exists"));
+        return fail(
+            ResponseError::TopicAlreadyExists,
+            format!("topic {name} already exists"),
+        );
     }
     if !validate_only {
         if let Err(e) = broker.log.create_topic(&name, partitions, config.clone()) {

@@ -10,7 +10,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::errors;
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Arc<Broker>, request: DeleteTopicsRequest, _version: i16) -> Option<DeleteTopicsResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DeleteTopicsRequest,
+    _version: i16,
+) -> Option<DeleteTopicsResponse> {
     let owner = broker.clone();
     let responses = tokio::task::spawn_blocking(move || {
         request

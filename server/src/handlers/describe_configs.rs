@@ -19,7 +19,11 @@ pub const TOPIC_CONFIG_SOURCE: i8 = 1;
 const STATIC_BROKER_CONFIG_SOURCE: i8 = 4;
 const DEFAULT_CONFIG_SOURCE: i8 = 5;
 
-pub async fn handle(broker: &Arc<Broker>, request: DescribeConfigsRequest, _version: i16) -> Option<DescribeConfigsResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DescribeConfigsRequest,
+    _version: i16,
+) -> Option<DescribeConfigsResponse> {
     let defaults = broker.config.topic_defaults.entries();
     let results = request
         .resources
@@ -36,7 +40,11 @@ pub async fn handle(broker: &Arc<Broker>, request: DescribeConfigsRequest, _vers
                         .into_iter()
                         .map(|(k, v)| {
                             let default = defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
-                            let source = if default { DEFAULT_CONFIG_SOURCE } else { TOPIC_CONFIG_SOURCE };
+                            let source = if default {
+                                DEFAULT_CONFIG_SOURCE
+                            } else {
+                                TOPIC_CONFIG_SOURCE
+                            };
                             (k, v, source)
                         })
                         .collect(),

@@ -17,7 +17,11 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use super::errors;
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, _version: i16) -> Option<FetchResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: FetchRequest,
+    _version: i16,
+) -> Option<FetchResponse> {
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + max_wait;
@@ -29,7 +33,8 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, _version: i16) 
         appended.as_mut().enable();
 
         let (responses, bytes, any_error) = read_all(broker, &request);
-        let waited_enough = bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
+        let waited_enough =
+            bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
         if waited_enough || broker.is_shutting_down() {
             return Some(FetchResponse::default().with_responses(responses));
         }

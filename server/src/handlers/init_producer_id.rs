@@ -9,7 +9,11 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Arc<Broker>, request: InitProducerIdRequest, _version: i16) -> Option<InitProducerIdResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: InitProducerIdRequest,
+    _version: i16,
+) -> Option<InitProducerIdResponse> {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
@@ -17,15 +21,21 @@ pub async fn handle(broker: &Arc<Broker>, request: InitProducerIdRequest, _versi
         return Some(response.with_error_code(ResponseError::InvalidRequest.code()));
     }
     let (id, epoch) = (request.producer_id.0, request.producer_epoch);
-    if id >= 0 && epoch >= 0 {
-        if epoch < i16::MAX - 1 {
-            return Some(response.with_producer_id(ProducerId(id)).with_producer_epoch(epoch + 1));
-        }
-        // Epoch exhausted: a new id, as Kafka does.
+    // Epoch exhausted: a new id, as Kafka does.
+    if id >= 0 && (0..i16::MAX - 1).contains(&epoch) {
+        return Some(
+            response
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(epoch + 1),
+        );
     }
     let owner = broker.clone();
     match tokio::task::spawn_blocking(move || owner.producer_ids.allocate()).await {
-        Ok(Ok(id)) => Some(response.with_producer_id(ProducerId(id)).with_producer_epoch(0)),
+        Ok(Ok(id)) => Some(
+            response
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(0),
+        ),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "could not reserve producer ids");
             Some(response.with_error_code(ResponseError::KafkaStorageError.code()))

@@ -18,7 +18,11 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 const MAX_TIMESTAMP: i64 = -3;
 
-pub async fn handle(broker: &Arc<Broker>, request: ListOffsetsRequest, _version: i16) -> Option<ListOffsetsResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ListOffsetsRequest,
+    _version: i16,
+) -> Option<ListOffsetsResponse> {
     let topics = request
         .topics
         .into_iter()
@@ -37,7 +41,9 @@ pub async fn handle(broker: &Arc<Broker>, request: ListOffsetsRequest, _version:
                             .with_offset(-1);
                     };
                     match lookup(&partition, p.timestamp) {
-                        Ok((offset, timestamp)) => response.with_offset(offset).with_timestamp(timestamp),
+                        Ok((offset, timestamp)) => {
+                            response.with_offset(offset).with_timestamp(timestamp)
+                        }
                         Err(e) => response
                             .with_error_code(errors::read(&e).code())
                             .with_timestamp(-1)

@@ -19,7 +19,11 @@ use crate::broker::Broker;
 /// "Not requested" for the authorized-operations fields.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
-pub async fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> Option<MetadataResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: MetadataRequest,
+    version: i16,
+) -> Option<MetadataResponse> {
     let node = BrokerId(broker.config.node_id);
     let names: Vec<String> = match &request.topics {
         // v0: an empty list means every topic; v1+: null means every topic.
@@ -27,9 +31,15 @@ pub async fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
             .collect(),
-        _ => broker.log.topics().iter().map(|t| t.name().to_string()).collect(),
+        _ => broker
+            .log
+            .topics()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect(),
     };
-    let create = broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    let create =
+        broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     let topics = names
         .into_iter()
         .map(|name| {

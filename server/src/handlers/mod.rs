@@ -32,15 +32,51 @@ pub struct Api {
 pub const APIS: &[Api] = &[
     // Produce 0–2 are advertised (older librdkafka turns compression off otherwise) and
     // answered with UNSUPPORTED_VERSION.
-    Api { key: ApiKey::Produce, min: 0, max: 9 },
-    Api { key: ApiKey::Fetch, min: 4, max: 12 },
-    Api { key: ApiKey::ListOffsets, min: 1, max: 7 },
-    Api { key: ApiKey::Metadata, min: 0, max: 12 },
-    Api { key: ApiKey::ApiVersions, min: 0, max: 3 },
-    Api { key: ApiKey::CreateTopics, min: 2, max: 5 },
-    Api { key: ApiKey::DeleteTopics, min: 1, max: 5 },
-    Api { key: ApiKey::DescribeConfigs, min: 1, max: 4 },
-    Api { key: ApiKey::InitProducerId, min: 0, max: 4 },
+    Api {
+        key: ApiKey::Produce,
+        min: 0,
+        max: 9,
+    },
+    Api {
+        key: ApiKey::Fetch,
+        min: 4,
+        max: 12,
+    },
+    Api {
+        key: ApiKey::ListOffsets,
+        min: 1,
+        max: 7,
+    },
+    Api {
+        key: ApiKey::Metadata,
+        min: 0,
+        max: 12,
+    },
+    Api {
+        key: ApiKey::ApiVersions,
+        min: 0,
+        max: 3,
+    },
+    Api {
+        key: ApiKey::CreateTopics,
+        min: 2,
+        max: 5,
+    },
+    Api {
+        key: ApiKey::DeleteTopics,
+        min: 1,
+        max: 5,
+    },
+    Api {
+        key: ApiKey::DescribeConfigs,
+        min: 1,
+        max: 4,
+    },
+    Api {
+        key: ApiKey::InitProducerId,
+        min: 0,
+        max: 4,
+    },
 ];
 
 /// Why a request could not be answered; the connection is closed with this logged.
@@ -157,7 +193,8 @@ fn encode_frame<T: Encodable>(
     version: i16,
 ) -> Result<BytesMut, EncodeError> {
     let size = header.compute_size(header_version)? + body.compute_size(version)?;
-    let prefix = i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
+    let prefix =
+        i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
     let mut buf = BytesMut::with_capacity(4 + size);
     buf.put_i32(prefix);
     header.encode(&mut buf, header_version)?;

@@ -20,20 +20,34 @@ use crate::producers::Verdict;
 
 pub const MIN_VERSION: i16 = 3;
 
-pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16) -> Option<ProduceResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ProduceRequest,
+    _version: i16,
+) -> Option<ProduceResponse> {
     let acks = request.acks;
     let refuse = if request.transactional_id.is_some() {
-        Some((ResponseError::InvalidRequest, "transactions are not supported"))
+        Some((
+            ResponseError::InvalidRequest,
+            "transactions are not supported",
+        ))
     } else if !matches!(acks, -1..=1) {
-        Some((ResponseError::InvalidRequiredAcks, "acks must be -1, 0 or 1"))
+        Some((
+            ResponseError::InvalidRequiredAcks,
+            "acks must be -1, 0 or 1",
+        ))
     } else {
         None
     };
-    let work: Vec<(String, Vec<(i32, Option<Bytes>)>)> = request
+    let work: Vec<TopicWork> = request
         .topic_data
         .into_iter()
         .map(|t| {
-            let partitions = t.partition_data.into_iter().map(|p| (p.index, p.records)).collect();
+            let partitions = t
+                .partition_data
+                .into_iter()
+                .map(|p| (p.index, p.records))
+                .collect();
             (t.name.to_string(), partitions)
         })
         .collect();
@@ -75,9 +89,11 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, _version: i16
     Some(ProduceResponse::default().with_responses(responses))
 }
 
+/// A topic and its partitions' record sets, as the request carried them.
+type TopicWork = (String, Vec<(i32, Option<Bytes>)>);
 type TopicResults = (String, Vec<PartitionProduceResponse>);
 
-fn append_all(broker: &Broker, work: Vec<(String, Vec<(i32, Option<Bytes>)>)>) -> Vec<TopicResults> {
+fn append_all(broker: &Broker, work: Vec<TopicWork>) -> Vec<TopicResults> {
     work.into_iter()
         .map(|(topic, partitions)| {
             let results = partitions
@@ -99,9 +115,18 @@ fn failure(index: i32, error: ResponseError, message: String) -> PartitionProduc
         .with_log_start_offset(-1)
 }
 
-fn append_one(broker: &Broker, topic: &str, index: i32, records: Option<Bytes>) -> PartitionProduceResponse {
+fn append_one(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    records: Option<Bytes>,
+) -> PartitionProduceResponse {
     let Some(partition) = broker.partition(topic, index) else {
-        return failure(index, ResponseError::UnknownTopicOrPartition, format!("{topic}-{index} does not exist"));
+        return failure(
+            index,
+            ResponseError::UnknownTopicOrPartition,
+            format!("{topic}-{index} does not exist"),
+        );
     };
     let Some(records) = records else {
         return failure(index, ResponseError::CorruptMessage, "no records".into());
@@ -114,7 +139,11 @@ fn append_one(broker: &Broker, topic: &str, index: i32, records: Option<Bytes>) 
     let mut producers = state.lock().unwrap_or_else(PoisonError::into_inner);
     let appended = match producers.check(&headers) {
         Verdict::Reject(error) => {
-            return failure(index, error, format!("producer {} rejected", headers[0].producer_id))
+            return failure(
+                index,
+                error,
+                format!("producer {} rejected", headers[0].producer_id),
+            )
         }
         Verdict::Duplicate(info) => {
             drop(producers);
