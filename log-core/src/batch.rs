@@ -219,6 +219,33 @@ pub fn build(records: &[NewRecord]) -> Bytes {
 
 /// As [`build`], with a compression codec.
 pub fn build_with(records: &[NewRecord], compression: Compression) -> Bytes {
+    encode(records, compression, -1, -1, -1)
+}
+
+/// As [`build`], for an idempotent producer: its id and epoch, and the sequence number of the
+/// first record.
+pub fn build_for_producer(
+    records: &[NewRecord],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Bytes {
+    encode(
+        records,
+        Compression::None,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+    )
+}
+
+fn encode(
+    records: &[NewRecord],
+    compression: Compression,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Bytes {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -226,11 +253,17 @@ pub fn build_with(records: &[NewRecord], compression: Compression) -> Bytes {
             transactional: false,
             control: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: i as i32,
+            // The encoder keeps records in one batch while offset - sequence stays constant; its
+            // base sequence is the first record's (-1 for a non-idempotent producer).
+            sequence: if base_sequence < 0 {
+                i as i32 - 1
+            } else {
+                base_sequence.wrapping_add(i as i32)
+            },
             timestamp: *timestamp,
             key: key.map(Bytes::copy_from_slice),
             value: value.map(Bytes::copy_from_slice),
@@ -313,10 +346,26 @@ mod tests {
         assert_eq!(header.last_offset_delta, 2);
         assert_eq!(header.base_timestamp, 1_000);
         assert_eq!(header.max_timestamp, 1_005);
+        assert_eq!((header.producer_id, header.base_sequence), (-1, -1));
         let records = decode(&batch).unwrap();
         assert_eq!(records.len(), 3);
         assert_eq!(records[1].value.as_deref(), Some(&b"world"[..]));
         assert_eq!(records[2].key.as_deref(), Some(&b"k3"[..]));
+    }
+
+    #[test]
+    fn producer_batches_carry_id_epoch_and_sequence() {
+        let batch = build_for_producer(&[(None, Some(b"a"), 1), (None, Some(b"b"), 2)], 77, 3, 10);
+        let header = validate(&batch).unwrap();
+        assert_eq!(header.record_count, 2);
+        assert_eq!(
+            (
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence
+            ),
+            (77, 3, 10)
+        );
     }
 
     #[test]

@@ -4,53 +4,18 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use crate::broker::TestBroker;
-
-fn connect(addr: &str) -> TcpStream {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-}
-
-fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> BytesMut {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("e2e")));
-    let header_version = key.request_header_version(version);
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    header.encode(&mut buf, header_version).unwrap();
-    body.encode(&mut buf, version).unwrap();
-    let len = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&len.to_be_bytes());
-    buf
-}
-
-/// Reads one response frame; `None` if the broker closed the connection.
-fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut len = [0u8; 4];
-    if stream.read_exact(&mut len).is_err() {
-        return None;
-    }
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).ok()?;
-    Some(Bytes::from(body))
-}
+use crate::wire::{connect, frame, read_response};
 
 fn closed(stream: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
@@ -156,11 +121,15 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
     s.write_all(&(-1i32).to_be_bytes()).unwrap();
     assert!(closed(&mut s));
 
-    // A truncated frame: the client goes away mid-frame.
+    // A truncated frame: one client goes away mid-frame, another stalls there for the rest of
+    // the test while everyone else is served.
     let mut s = connect(&addr);
     s.write_all(&100i32.to_be_bytes()).unwrap();
     s.write_all(&[0u8; 10]).unwrap();
     drop(s);
+    let mut stalled = connect(&addr);
+    stalled.write_all(&100i32.to_be_bytes()).unwrap();
+    stalled.write_all(&[0u8; 10]).unwrap();
 
     // An unknown API key, and a known API at a version not served.
     let mut s = connect(&addr);
@@ -243,6 +212,7 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
     let (code, after) = dump_log(&broker);
     assert_eq!(code, 0, "{after}");
     assert_eq!(before, after);
+    drop(stalled);
 }
 
 #[test]

@@ -6,4 +6,6 @@
 mod bad_input;
 mod broker;
 mod external_clients;
+mod protocol;
 mod rdkafka_clients;
+mod wire;

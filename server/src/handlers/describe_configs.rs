@@ -69,7 +69,11 @@ pub async fn handle(
                         ))))
                 }
             };
-            let wanted = resource.configuration_keys.as_ref();
+            // Null (or, leniently, an empty list) asks for every config.
+            let wanted = resource
+                .configuration_keys
+                .as_ref()
+                .filter(|keys| !keys.is_empty());
             let configs = entries
                 .into_iter()
                 .filter(|(k, _, _)| wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == *k)))

@@ -17,7 +17,11 @@ pub async fn handle(
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    if request.transactional_id.is_some() {
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !id.is_empty())
+    {
         return Some(response.with_error_code(ResponseError::InvalidRequest.code()));
     }
     let (id, epoch) = (request.producer_id.0, request.producer_epoch);

@@ -26,7 +26,11 @@ pub async fn handle(
     _version: i16,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
-    let refuse = if request.transactional_id.is_some() {
+    let refuse = if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !id.is_empty())
+    {
         Some((
             ResponseError::InvalidRequest,
             "transactions are not supported",

@@ -1,0 +1,379 @@
+//! Protocol behaviour checked message by message: idempotent producers across a restart, fetch
+//! long-polling and limits, ListOffsets, and the admin APIs.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use log_core::batch;
+
+use crate::broker::TestBroker;
+use crate::wire::{call, connect};
+
+fn topic(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+fn ensure_topic(addr: &str, name: &str) {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic(name)))
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
+    assert_eq!(response.topics[0].error_code, 0);
+}
+
+/// Produces to partition 0; returns (error code, base offset).
+fn produce(addr: &str, name: &str, records: Bytes) -> (i16, i64) {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic(name))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn fetch_request(
+    name: &str,
+    offset: i64,
+    max_wait_ms: i32,
+    partition_max_bytes: i32,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic(name))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(partition_max_bytes)])])
+}
+
+fn list_offset(addr: &str, name: &str, timestamp: i64) -> (i16, i64, i64) {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic(name))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(timestamp)])]);
+    let response: ListOffsetsResponse = call(&mut connect(addr), ApiKey::ListOffsets, 7, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp)
+}
+
+#[test]
+fn idempotent_retries_are_stored_once_even_across_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    ensure_topic(&broker.addr, "idem");
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let id: InitProducerIdResponse =
+        call(&mut connect(&broker.addr), ApiKey::InitProducerId, 4, &init);
+    assert_eq!(id.error_code, 0);
+    let (pid, epoch) = (id.producer_id.0, id.producer_epoch);
+    assert!(pid >= 0);
+    assert_eq!(epoch, 0);
+
+    let first = batch::build_for_producer(
+        &[(None, Some(b"a"), 1), (None, Some(b"b"), 2)],
+        pid,
+        epoch,
+        0,
+    );
+    assert_eq!(produce(&broker.addr, "idem", first.clone()), (0, 0));
+    // A retry: acknowledged again at the same offset, stored once.
+    assert_eq!(produce(&broker.addr, "idem", first.clone()), (0, 0));
+    assert_eq!(list_offset(&broker.addr, "idem", -1).1, 2);
+    // A gap in the sequence.
+    let gap = batch::build_for_producer(&[(None, Some(b"x"), 3)], pid, epoch, 5);
+    assert_eq!(
+        produce(&broker.addr, "idem", gap).0,
+        45,
+        "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    );
+
+    broker.stop();
+    broker.restart();
+    // The producer state was rebuilt from the log: the retry is still recognised.
+    assert_eq!(produce(&broker.addr, "idem", first), (0, 0));
+    let second = batch::build_for_producer(&[(None, Some(b"c"), 4)], pid, epoch, 2);
+    assert_eq!(produce(&broker.addr, "idem", second), (0, 2));
+    assert_eq!(list_offset(&broker.addr, "idem", -1).1, 3);
+    // An older epoch is fenced.
+    let bumped = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(pid.into())
+        .with_producer_epoch(epoch);
+    let bumped: InitProducerIdResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::InitProducerId,
+        4,
+        &bumped,
+    );
+    assert_eq!((bumped.producer_id.0, bumped.producer_epoch), (pid, 1));
+    let new_epoch = batch::build_for_producer(&[(None, Some(b"d"), 5)], pid, 1, 0);
+    assert_eq!(produce(&broker.addr, "idem", new_epoch), (0, 3));
+    let stale = batch::build_for_producer(&[(None, Some(b"e"), 6)], pid, 0, 3);
+    assert_eq!(
+        produce(&broker.addr, "idem", stale).0,
+        47,
+        "INVALID_PRODUCER_EPOCH"
+    );
+    // Ids are not reused after the restart.
+    let other: InitProducerIdResponse =
+        call(&mut connect(&broker.addr), ApiKey::InitProducerId, 4, &init);
+    assert_ne!(other.producer_id.0, pid);
+}
+
+#[test]
+fn fetch_long_polls_until_an_append_wakes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    ensure_topic(&broker.addr, "poll");
+
+    // Nothing arrives: the fetch returns empty after max_wait_ms.
+    let start = Instant::now();
+    let empty: FetchResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::Fetch,
+        12,
+        &fetch_request("poll", 0, 400, 1 << 20),
+    );
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(350),
+        "returned after {waited:?}"
+    );
+    let p = &empty.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
+
+    // An append 300 ms in wakes a fetch willing to wait 10 s.
+    let addr = broker.addr.clone();
+    let producer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&addr, "poll", batch::build(&[(None, Some(b"wake up"), 1)]))
+    });
+    let start = Instant::now();
+    let woken: FetchResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::Fetch,
+        12,
+        &fetch_request("poll", 0, 10_000, 1 << 20),
+    );
+    let waited = start.elapsed();
+    assert_eq!(producer.join().unwrap(), (0, 0));
+    assert!(
+        waited < Duration::from_secs(3),
+        "an append should wake the fetch, took {waited:?}"
+    );
+    let records = woken.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(
+        batch::decode(&records).unwrap()[0].value.as_deref(),
+        Some(&b"wake up"[..])
+    );
+    assert_eq!(woken.responses[0].partitions[0].high_watermark, 1);
+
+    // partition_max_bytes: one whole batch even when it is larger than the limit, never more.
+    for i in 0..4 {
+        produce(
+            &broker.addr,
+            "poll",
+            batch::build(&[(None, Some(format!("b{i}").as_bytes()), 2)]),
+        );
+    }
+    let limited: FetchResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::Fetch,
+        12,
+        &fetch_request("poll", 1, 0, 1),
+    );
+    let records = limited.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(batch::validate_all(&records).unwrap().len(), 1);
+    let all: FetchResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::Fetch,
+        12,
+        &fetch_request("poll", 1, 0, 1 << 20),
+    );
+    let records = all.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(batch::validate_all(&records).unwrap().len(), 4);
+
+    // Past the end, and an unknown topic.
+    let out: FetchResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::Fetch,
+        12,
+        &fetch_request("poll", 1000, 0, 1 << 20),
+    );
+    assert_eq!(
+        out.responses[0].partitions[0].error_code, 1,
+        "OFFSET_OUT_OF_RANGE"
+    );
+    let unknown: FetchResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::Fetch,
+        12,
+        &fetch_request("nope", 0, 0, 1 << 20),
+    );
+    assert_eq!(
+        unknown.responses[0].partitions[0].error_code, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+}
+
+#[test]
+fn list_offsets_earliest_latest_and_by_timestamp() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    ensure_topic(&broker.addr, "times");
+    for i in 0..5i64 {
+        let records = batch::build(&[
+            (None, Some(b"x"), 1000 * i),
+            (None, Some(b"y"), 1000 * i + 500),
+        ]);
+        produce(&broker.addr, "times", records);
+    }
+    assert_eq!(list_offset(&broker.addr, "times", -2), (0, 0, -1));
+    assert_eq!(list_offset(&broker.addr, "times", -1), (0, 10, -1));
+    assert_eq!(list_offset(&broker.addr, "times", 2000), (0, 4, 2000));
+    assert_eq!(list_offset(&broker.addr, "times", 2001), (0, 5, 2500));
+    assert_eq!(list_offset(&broker.addr, "times", 99_999), (0, -1, -1));
+    assert_eq!(
+        list_offset(&broker.addr, "times", -3),
+        (0, 9, 4500),
+        "max timestamp"
+    );
+}
+
+#[test]
+fn admin_create_describe_and_delete_topics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = TestBroker::start(&data, &["--auto-create-topics", "false"]);
+    let creatable = |name: &str, partitions: i32, replication: i16, configs: &[(&str, &str)]| {
+        CreatableTopic::default()
+            .with_name(topic(name))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string(k.to_string()))
+                            .with_value(Some(StrBytes::from_string(v.to_string())))
+                    })
+                    .collect(),
+            )
+    };
+    let create = |topics: Vec<CreatableTopic>, validate_only: bool| -> CreateTopicsResponse {
+        let request = CreateTopicsRequest::default()
+            .with_topics(topics)
+            .with_timeout_ms(5000)
+            .with_validate_only(validate_only);
+        call(
+            &mut connect(&broker.addr),
+            ApiKey::CreateTopics,
+            5,
+            &request,
+        )
+    };
+    let created = create(
+        vec![
+            creatable(
+                "cfg",
+                3,
+                1,
+                &[("segment.bytes", "1048576"), ("flush.messages", "1")],
+            ),
+            creatable("bad/name", 1, 1, &[]),
+            creatable("replicated", 1, 3, &[]),
+            creatable("compacted", 1, -1, &[("cleanup.policy", "compact")]),
+            creatable("zero", 0, 1, &[]),
+        ],
+        false,
+    );
+    let codes: Vec<i16> = created.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![0, 17, 38, 40, 37]);
+    assert_eq!(created.topics[0].num_partitions, 3);
+    assert!(data.join("cfg-2").is_dir());
+    assert_eq!(
+        create(vec![creatable("cfg", 1, 1, &[])], false).topics[0].error_code,
+        36
+    );
+    assert_eq!(
+        create(vec![creatable("dry", 2, 1, &[])], true).topics[0].error_code,
+        0
+    );
+    assert!(
+        !data.join("dry-0").exists(),
+        "validate_only creates nothing"
+    );
+
+    // Metadata does not auto-create when the broker says no.
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic("ghost")))
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let metadata: MetadataResponse =
+        call(&mut connect(&broker.addr), ApiKey::Metadata, 12, &request);
+    assert_eq!(metadata.topics[0].error_code, 3);
+
+    let describe = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("cfg"))
+            .with_configuration_keys(None),
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("ghost")),
+    ]);
+    let described: DescribeConfigsResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::DescribeConfigs,
+        4,
+        &describe,
+    );
+    let configs = &described.results[0].configs;
+    let get = |name: &str| configs.iter().find(|c| c.name.as_str() == name).unwrap();
+    assert_eq!(get("segment.bytes").value.as_deref(), Some("1048576"));
+    assert_eq!(get("segment.bytes").config_source, 1, "a topic override");
+    assert_eq!(get("flush.messages").value.as_deref(), Some("1"));
+    assert_eq!(get("retention.ms").config_source, 5, "the default");
+    assert_eq!(described.results[1].error_code, 3);
+
+    let delete = DeleteTopicsRequest::default()
+        .with_topic_names(vec![topic("cfg"), topic("ghost")])
+        .with_timeout_ms(5000);
+    let deleted: DeleteTopicsResponse =
+        call(&mut connect(&broker.addr), ApiKey::DeleteTopics, 5, &delete);
+    let codes: Vec<i16> = deleted.responses.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, vec![0, 3]);
+    assert!(!data.join("cfg-0").exists(), "files deleted with the topic");
+}

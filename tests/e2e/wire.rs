@@ -1,0 +1,59 @@
+//! Raw Kafka protocol for tests: frames encoded with kafka-protocol, one call at a time.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+pub fn connect(addr: &str) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+pub fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> BytesMut {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("e2e")));
+    let header_version = key.request_header_version(version);
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    header.encode(&mut buf, header_version).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    buf
+}
+
+/// Reads one response frame; `None` if the broker closed the connection.
+pub fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut len = [0u8; 4];
+    if stream.read_exact(&mut len).is_err() {
+        return None;
+    }
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).ok()?;
+    Some(Bytes::from(body))
+}
+
+/// Sends one request and decodes its response.
+pub fn call<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> Resp {
+    stream.write_all(&frame(key, version, 42, request)).unwrap();
+    let mut body =
+        read_response(stream).unwrap_or_else(|| panic!("{key:?} v{version}: connection closed"));
+    let header = ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 42);
+    Resp::decode(&mut body, version).unwrap()
+}
