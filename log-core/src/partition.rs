@@ -551,28 +551,39 @@ impl Partition {
     /// The active segment is never deleted.
     pub fn apply_retention(&self, now_ms: i64) -> Result<RetentionReport, FileError> {
         let config = self.config();
+        let mut total = self.size_bytes();
+        self.delete_oldest_segments(|s| {
+            let too_old = config.retention_ms.is_some_and(|ms| {
+                let newest = s.max_timestamp();
+                newest >= 0 && now_ms.saturating_sub(newest) > ms as i64
+            });
+            let too_big = config
+                .retention_bytes
+                .is_some_and(|max| total.saturating_sub(s.len()) >= max);
+            if too_old || too_big {
+                total -= s.len();
+            }
+            too_old || too_big
+        })
+    }
+
+    /// Deletes the closed segments that hold only offsets below `offset` (for an owner that
+    /// rewrote what it still needs past `offset`, as a compaction would).
+    pub fn delete_segments_before(&self, offset: i64) -> Result<RetentionReport, FileError> {
+        self.delete_oldest_segments(|s| s.next_offset() <= offset)
+    }
+
+    /// Deletes the longest prefix of closed segments for which `doomed` holds, advancing the
+    /// log start offset. The active segment is never deleted.
+    fn delete_oldest_segments(
+        &self,
+        mut doomed: impl FnMut(&Segment) -> bool,
+    ) -> Result<RetentionReport, FileError> {
         let writer = lock(&self.writer);
         let doomed: Vec<Arc<Segment>> = {
             let segments = self.segments();
-            let mut total: u64 = segments.iter().map(|s| s.len()).sum();
             let closed = &segments[..segments.len().saturating_sub(1)];
-            closed
-                .iter()
-                .take_while(|s| {
-                    let too_old = config.retention_ms.is_some_and(|ms| {
-                        let newest = s.max_timestamp();
-                        newest >= 0 && now_ms.saturating_sub(newest) > ms as i64
-                    });
-                    let too_big = config
-                        .retention_bytes
-                        .is_some_and(|max| total.saturating_sub(s.len()) >= max);
-                    if too_old || too_big {
-                        total -= s.len();
-                    }
-                    too_old || too_big
-                })
-                .cloned()
-                .collect()
+            closed.iter().take_while(|s| doomed(s)).cloned().collect()
         };
         if doomed.is_empty() {
             return Ok(RetentionReport {
@@ -611,7 +622,7 @@ impl Partition {
             report.deleted_bytes += segment.len();
         }
         io::sync_dir(&self.dir).map_err(|e| FileError::new("fsync", &self.dir, e))?;
-        tracing::info!(partition = %self.name, segments = report.deleted_segments, bytes = report.deleted_bytes, log_start, "retention deleted segments");
+        tracing::info!(partition = %self.name, segments = report.deleted_segments, bytes = report.deleted_bytes, log_start, "deleted old segments");
         Ok(report)
     }
 

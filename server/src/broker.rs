@@ -7,7 +7,18 @@ use log_core::{Log, OpenError, Partition, Topic, TopicError};
 use tokio::sync::{watch, Notify};
 
 use crate::config::BrokerConfig;
+use crate::groups::offsets::OffsetsError;
+use crate::groups::{Coordinator, OffsetStore};
 use crate::producers::{ProducerIds, Producers};
+
+/// Why the broker's state could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Offsets(#[from] OffsetsError),
+}
 
 #[derive(Debug)]
 pub struct Broker {
@@ -20,6 +31,9 @@ pub struct Broker {
     /// Idempotent-producer state, per partition.
     pub producers: Producers,
     pub producer_ids: ProducerIds,
+    /// Consumer groups and their committed offsets.
+    pub groups: Coordinator,
+    pub offsets: OffsetStore,
     /// Notified after every append, to wake fetches waiting for data.
     pub appended: Notify,
     /// Turns `true` when the broker is shutting down.
@@ -31,8 +45,10 @@ impl Broker {
         config: BrokerConfig,
         bound: SocketAddr,
         shutdown: watch::Receiver<bool>,
-    ) -> Result<Broker, OpenError> {
+    ) -> Result<Broker, StartError> {
         let log = Log::open(&config.data_dir)?;
+        let offsets = OffsetStore::open(&log)?;
+        let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let producers = Producers::default();
         for topic in log.topics() {
@@ -55,6 +71,8 @@ impl Broker {
             config,
             producers,
             producer_ids,
+            groups: Coordinator::new(group_config),
+            offsets,
             appended: Notify::new(),
             shutdown,
         })
@@ -88,6 +106,12 @@ impl Broker {
                 .ok_or_else(|| TopicError::UnknownTopic(name.to_string())),
             Err(e) => Err(e),
         }
+    }
+
+    /// Topics only the broker writes (`__consumer_offsets`): clients may not produce to or
+    /// delete them.
+    pub fn is_internal(topic: &str) -> bool {
+        topic.starts_with("__")
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {

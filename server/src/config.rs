@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use log_core::TopicConfig;
 
+pub use crate::groups::GroupConfig;
+
 /// Everything the broker needs besides its listener.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
@@ -24,6 +26,8 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// Defaults for every topic's config; CreateTopics configs override them.
     pub topic_defaults: TopicConfig,
+    /// Consumer-group timing.
+    pub groups: GroupConfig,
 }
 
 impl Default for BrokerConfig {
@@ -37,6 +41,7 @@ impl Default for BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             retention_check_interval: Duration::from_secs(300),
             topic_defaults: TopicConfig::default(),
+            groups: GroupConfig::default(),
         }
     }
 }

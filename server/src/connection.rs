@@ -38,7 +38,7 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
                 break;
             }
         };
-        match handlers::handle(&broker, frame).await {
+        match handlers::handle(&broker, frame, peer).await {
             Ok(Some(response)) => {
                 let written = async {
                     writer.write_all(&response).await?;

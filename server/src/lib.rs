@@ -11,6 +11,7 @@
 mod broker;
 pub mod config;
 mod connection;
+mod groups;
 pub mod frame;
 mod handlers;
 mod producers;
@@ -30,7 +31,7 @@ use crate::broker::Broker;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("opening the data dir: {0}")]
-    Open(#[from] log_core::OpenError),
+    Open(#[from] broker::StartError),
     #[error("listener: {0}")]
     Listener(#[from] std::io::Error),
 }
@@ -54,6 +55,7 @@ pub async fn run(
     };
     let broker = Arc::new(broker);
     let retention = tokio::spawn(run_retention(broker.clone()));
+    let group_timer = tokio::spawn(run_group_timer(broker.clone()));
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -78,6 +80,7 @@ pub async fn run(
     broker.appended.notify_waiters();
     while connections.join_next().await.is_some() {}
     retention.abort();
+    group_timer.abort();
     let owner = broker.clone();
     let closed = tokio::task::spawn_blocking(move || {
         let mut result = Ok(());
@@ -119,5 +122,14 @@ async fn run_retention(broker: Arc<Broker>) {
             Ok(Err(e)) => tracing::error!(error = %e, "retention failed"),
             _ => {}
         }
+    }
+}
+
+/// Session expiry and rebalance deadlines of consumer groups.
+async fn run_group_timer(broker: Arc<Broker>) {
+    let mut every = tokio::time::interval(std::time::Duration::from_millis(100));
+    loop {
+        every.tick().await;
+        broker.groups.tick(std::time::Instant::now());
     }
 }

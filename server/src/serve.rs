@@ -39,6 +39,14 @@ pub struct Args {
     /// How often retention deletes old segments, in ms.
     #[arg(long)]
     retention_check_interval_ms: Option<u64>,
+    /// How long a new consumer group waits for more members before its first rebalance, in ms
+    /// (Kafka's `group.initial.rebalance.delay.ms`, default 3000).
+    #[arg(long)]
+    group_initial_rebalance_delay_ms: Option<u64>,
+    /// Smallest session timeout a consumer may ask for, in ms (`group.min.session.timeout.ms`,
+    /// default 6000).
+    #[arg(long)]
+    group_min_session_timeout_ms: Option<u64>,
     /// Default `segment.bytes` of topics: roll the active segment at this size.
     #[arg(long)]
     segment_bytes: Option<String>,
@@ -84,7 +92,9 @@ impl Args {
                     .with_context(|| format!("{}:{}", path.display(), n + 1))?;
             }
         }
-        let flags: [(&str, Option<String>); 13] = [
+        let flags: [(&str, Option<String>); 15] = [
+            ("group-initial-rebalance-delay-ms", self.group_initial_rebalance_delay_ms.map(|v| v.to_string())),
+            ("group-min-session-timeout-ms", self.group_min_session_timeout_ms.map(|v| v.to_string())),
             ("advertised-host", self.advertised_host.clone()),
             ("node-id", self.node_id.map(|v| v.to_string())),
             (

@@ -16,13 +16,14 @@ use log_core::TopicConfig;
 
 use super::describe_configs::TOPIC_CONFIG_SOURCE;
 use super::errors;
+use super::RequestContext;
 use crate::broker::Broker;
 use crate::config::set_topic_config;
 
 pub async fn handle(
     broker: &Arc<Broker>,
     request: CreateTopicsRequest,
-    _version: i16,
+    _: &RequestContext,
 ) -> Option<CreateTopicsResponse> {
     let owner = broker.clone();
     let validate_only = request.validate_only;

@@ -3,17 +3,19 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::errors;
+use super::RequestContext;
 use crate::broker::Broker;
 
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DeleteTopicsRequest,
-    _version: i16,
+    _: &RequestContext,
 ) -> Option<DeleteTopicsResponse> {
     let owner = broker.clone();
     let responses = tokio::task::spawn_blocking(move || {
@@ -22,6 +24,11 @@ pub async fn handle(
             .into_iter()
             .map(|name| {
                 let result = DeletableTopicResult::default().with_name(Some(name.clone()));
+                if Broker::is_internal(&name) {
+                    return result
+                        .with_error_code(ResponseError::InvalidTopicException.code())
+                        .with_error_message(Some(StrBytes::from_static_str("internal topics cannot be deleted")));
+                }
                 match owner.log.delete_topic(&name) {
                     Ok(()) => {
                         owner.producers.forget_topic(&name);

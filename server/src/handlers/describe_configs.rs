@@ -11,6 +11,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::RequestContext;
 use crate::broker::Broker;
 
 const TOPIC: i8 = 2;
@@ -22,7 +23,7 @@ const DEFAULT_CONFIG_SOURCE: i8 = 5;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DescribeConfigsRequest,
-    _version: i16,
+    _: &RequestContext,
 ) -> Option<DescribeConfigsResponse> {
     let defaults = broker.config.topic_defaults.entries();
     let results = request

@@ -15,12 +15,13 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
 use super::errors;
+use super::RequestContext;
 use crate::broker::Broker;
 
 pub async fn handle(
     broker: &Arc<Broker>,
     request: FetchRequest,
-    _version: i16,
+    _: &RequestContext,
 ) -> Option<FetchResponse> {
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));

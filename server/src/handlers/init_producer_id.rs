@@ -7,12 +7,13 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use super::RequestContext;
 use crate::broker::Broker;
 
 pub async fn handle(
     broker: &Arc<Broker>,
     request: InitProducerIdRequest,
-    _version: i16,
+    _: &RequestContext,
 ) -> Option<InitProducerIdResponse> {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use log_core::{Partition, ReadError};
 
 use super::errors;
+use super::RequestContext;
 use crate::broker::Broker;
 
 const EARLIEST: i64 = -2;
@@ -21,7 +22,7 @@ const MAX_TIMESTAMP: i64 = -3;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ListOffsetsRequest,
-    _version: i16,
+    _: &RequestContext,
 ) -> Option<ListOffsetsResponse> {
     let topics = request
         .topics

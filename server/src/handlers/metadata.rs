@@ -14,6 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::Topic;
 
 use super::errors;
+use super::RequestContext;
 use crate::broker::Broker;
 
 /// "Not requested" for the authorized-operations fields.
@@ -22,12 +23,12 @@ const OPERATIONS_OMITTED: i32 = i32::MIN;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: MetadataRequest,
-    version: i16,
+    ctx: &RequestContext,
 ) -> Option<MetadataResponse> {
     let node = BrokerId(broker.config.node_id);
     let names: Vec<String> = match &request.topics {
         // v0: an empty list means every topic; v1+: null means every topic.
-        Some(topics) if !(version == 0 && topics.is_empty()) => topics
+        Some(topics) if !(ctx.version == 0 && topics.is_empty()) => topics
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
             .collect(),
@@ -39,11 +40,12 @@ pub async fn handle(
             .collect(),
     };
     let create =
-        broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+        broker.config.auto_create_topics && (ctx.version < 4 || request.allow_auto_topic_creation);
     let topics = names
         .into_iter()
         .map(|name| {
             let response = MetadataResponseTopic::default()
+                .with_is_internal(Broker::is_internal(&name))
                 .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
             match broker.topic_or_create(&name, create) {

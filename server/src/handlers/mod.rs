@@ -1,6 +1,7 @@
 //! From a request frame to a response frame: the registration table (which is also what
 //! ApiVersions advertises), header decoding, dispatch to one handler per API, and encoding.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -11,14 +12,25 @@ use crate::broker::Broker;
 
 mod api_versions;
 mod create_topics;
+mod delete_groups;
 mod delete_topics;
 mod describe_configs;
+mod describe_groups;
 mod errors;
 mod fetch;
+mod find_coordinator;
+mod heartbeat;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 /// One API the broker serves, with the versions it serves.
 #[derive(Debug, Clone, Copy)]
@@ -102,9 +114,21 @@ fn malformed(what: impl std::fmt::Display, reason: impl std::fmt::Display) -> Re
     }
 }
 
+/// Who sent a request, and in which version.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub version: i16,
+    pub client_id: String,
+    pub peer: SocketAddr,
+}
+
 /// Handles one request frame. Returns the response frame (length prefix included), or `None`
 /// when the request gets no response (Produce with acks=0).
-pub async fn handle(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<BytesMut>, RequestError> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    peer: SocketAddr,
+) -> Result<Option<BytesMut>, RequestError> {
     let mut peek = &frame[..];
     let raw_key = peek.get_i16();
     let version = peek.get_i16();
@@ -133,17 +157,22 @@ pub async fn handle(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<BytesMu
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, key.request_header_version(version))
         .map_err(|e| malformed(format_args!("{key:?} v{version} header"), e))?;
-    let ctx = Ctx {
+    let responder = Responder {
         key,
         version,
         correlation_id: header.correlation_id,
+    };
+    let request_context = RequestContext {
+        version,
+        client_id: header.client_id.as_deref().unwrap_or_default().to_string(),
+        peer,
     };
     macro_rules! route {
         ($module:ident, $request:ty) => {{
             let request = <$request>::decode(&mut body, version)
                 .map_err(|e| malformed(format_args!("{key:?} v{version}"), e))?;
-            match $module::handle(broker, request, version).await {
-                Some(response) => ctx.respond(&response).map(Some),
+            match $module::handle(broker, request, &request_context).await {
+                Some(response) => responder.respond(&response).map(Some),
                 None => Ok(None),
             }
         }};
@@ -159,17 +188,28 @@ pub async fn handle(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<BytesMu
         ApiKey::DeleteTopics => route!(delete_topics, m::DeleteTopicsRequest),
         ApiKey::DescribeConfigs => route!(describe_configs, m::DescribeConfigsRequest),
         ApiKey::InitProducerId => route!(init_producer_id, m::InitProducerIdRequest),
+        ApiKey::FindCoordinator => route!(find_coordinator, m::FindCoordinatorRequest),
+        ApiKey::JoinGroup => route!(join_group, m::JoinGroupRequest),
+        ApiKey::SyncGroup => route!(sync_group, m::SyncGroupRequest),
+        ApiKey::Heartbeat => route!(heartbeat, m::HeartbeatRequest),
+        ApiKey::LeaveGroup => route!(leave_group, m::LeaveGroupRequest),
+        ApiKey::OffsetCommit => route!(offset_commit, m::OffsetCommitRequest),
+        ApiKey::OffsetFetch => route!(offset_fetch, m::OffsetFetchRequest),
+        ApiKey::ListGroups => route!(list_groups, m::ListGroupsRequest),
+        ApiKey::DescribeGroups => route!(describe_groups, m::DescribeGroupsRequest),
+        ApiKey::DeleteGroups => route!(delete_groups, m::DeleteGroupsRequest),
+        ApiKey::OffsetDelete => route!(offset_delete, m::OffsetDeleteRequest),
         _ => Err(RequestError::UnknownApi(raw_key)),
     }
 }
 
-struct Ctx {
+struct Responder {
     key: ApiKey,
     version: i16,
     correlation_id: i32,
 }
 
-impl Ctx {
+impl Responder {
     fn respond<T: Encodable>(&self, body: &T) -> Result<BytesMut, RequestError> {
         let header = ResponseHeader::default().with_correlation_id(self.correlation_id);
         encode_frame(

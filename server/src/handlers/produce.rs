@@ -15,6 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
 use super::{errors, malformed, RequestError};
+use super::RequestContext;
 use crate::broker::Broker;
 use crate::producers::Verdict;
 
@@ -23,7 +24,7 @@ pub const MIN_VERSION: i16 = 3;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ProduceRequest,
-    _version: i16,
+    _: &RequestContext,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
     let refuse = if request
@@ -125,6 +126,9 @@ fn append_one(
     index: i32,
     records: Option<Bytes>,
 ) -> PartitionProduceResponse {
+    if Broker::is_internal(topic) {
+        return failure(index, ResponseError::InvalidTopicException, format!("{topic} is internal to the broker"));
+    }
     let Some(partition) = broker.partition(topic, index) else {
         return failure(
             index,

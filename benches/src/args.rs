@@ -1,0 +1,131 @@
+//! Command-line flags of `lograil-bench` (clap derive). Every flag has a doc comment: that is
+//! what `lograil-bench --help` prints.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use crate::units::ByteSize;
+
+/// Throughput and latency of any Kafka-compatible broker, driven through librdkafka.
+///
+/// Modes: `produce`, `consume`, `end-to-end`; `limits` measures the machine's raw disk and
+/// loopback TCP rates so broker figures can be quoted as a fraction of them.
+#[derive(Debug, Parser)]
+#[command(name = "lograil-bench", version)]
+pub struct Cli {
+    /// What to measure.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The modes of the harness.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Produce records (as fast as possible, or open-loop at --rate) and report throughput and
+    /// per-record delivery latency (send, or intended send time with --rate, to acknowledgement).
+    Produce(RunArgs),
+    /// Read the topic from its first offsets to the end offsets it had at the start (or until
+    /// --messages / --total-bytes) and report throughput. Run `produce` first to fill it.
+    Consume(RunArgs),
+    /// Produce and consume at once and report per-record latency from the time stamped in the
+    /// record (its send time, or its intended send time with --rate) to its consumption.
+    EndToEnd(RunArgs),
+    /// The machine's raw limits: sequential file writes (with and without fdatasync) and
+    /// loopback TCP throughput and round-trip time.
+    Limits(LimitsArgs),
+}
+
+/// Flags of the `produce`, `consume` and `end-to-end` modes.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct RunArgs {
+    /// Bootstrap broker address (any Kafka-compatible broker).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Topic to write to / read from; created with --partitions if missing.
+    #[arg(long, default_value = "lograil-bench")]
+    pub topic: String,
+    /// Partitions of the topic when the harness creates it (an existing topic keeps its own).
+    #[arg(long, default_value_t = 6)]
+    pub partitions: i32,
+    /// Producer clients, each on its own thread with its own librdkafka instance.
+    #[arg(long, default_value_t = 1)]
+    pub producers: usize,
+    /// Consumer clients, each on its own thread; the partitions are dealt out round-robin and
+    /// read with assign() (no consumer group).
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    /// Size of each record's value in bytes. The first 8 bytes carry the send time (µs since
+    /// the Unix epoch) for end-to-end latency, so end-to-end needs at least 8.
+    #[arg(long, default_value_t = 1000)]
+    pub message_size: usize,
+    /// Producer `batch.size` in bytes (librdkafka's default if not given: 1000000).
+    #[arg(long)]
+    pub batch_size: Option<u64>,
+    /// Producer `linger.ms` (librdkafka's default if not given: 5).
+    #[arg(long)]
+    pub linger_ms: Option<f64>,
+    /// Producer `acks`: 0, 1, or -1 (all).
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    pub acks: String,
+    /// Records to produce in total (all producers), or at most this many to consume.
+    /// Default 1000000 for produce and end-to-end; for consume, the whole topic.
+    #[arg(long, conflicts_with = "total_bytes")]
+    pub messages: Option<u64>,
+    /// Instead of --messages: this many bytes of record values (e.g. 1GiB, 500MB).
+    #[arg(long)]
+    pub total_bytes: Option<ByteSize>,
+    /// Open loop: send at this many records per second in total (split evenly among the
+    /// producers), latency measured from each record's intended send time (corrects
+    /// coordinated omission). Without it, producers send as fast as librdkafka accepts.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Distinct keys, cycled through record by record (partitioned by murmur2, as the Java
+    /// client does); 0 sends records without a key.
+    #[arg(long, default_value_t = 0)]
+    pub keys: u64,
+    /// Extra librdkafka property for every client, as NAME=VALUE (repeatable), e.g.
+    /// `-X fetch.wait.max.ms=10`.
+    #[arg(short = 'X', long = "config", value_name = "NAME=VALUE")]
+    pub config: Vec<String>,
+    /// PID of the broker process: report its CPU seconds per GiB moved and its peak RSS
+    /// (from /proc/PID/stat and /proc/PID/status).
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+    /// Give up after this many seconds (the run is reported as incomplete).
+    #[arg(long, default_value_t = 300)]
+    pub timeout_secs: u64,
+    /// Free text stored with the results in --json (e.g. how the broker was started).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Also write parameters, machine, broker, git revision and results to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Flags of the `limits` mode.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct LimitsArgs {
+    /// Folder for the disk test file (created if missing; the file is removed afterwards).
+    #[arg(long, default_value = "./target/bench-data")]
+    pub dir: PathBuf,
+    /// Bytes written by the buffered sequential write test (1 MiB writes).
+    #[arg(long, default_value = "1GiB")]
+    pub disk_bytes: ByteSize,
+    /// Write sizes for the write + fdatasync test, comma-separated (one fdatasync per write).
+    #[arg(long, value_delimiter = ',', default_value = "16KiB,64KiB,1MiB")]
+    pub sync_sizes: Vec<ByteSize>,
+    /// Seconds for each timed test (each fdatasync size, TCP throughput, TCP round trips).
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Size of each write in the loopback TCP throughput test.
+    #[arg(long, default_value = "256KiB")]
+    pub tcp_write_size: ByteSize,
+    /// Free text stored with the results in --json.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Also write parameters, machine, git revision and results to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}

@@ -1,0 +1,296 @@
+//! One producer client on its own thread: sends its share of the records, closed-loop (as fast
+//! as librdkafka accepts them) or open-loop at a fixed rate, and records each record's delivery
+//! latency — from its send time, or from its intended send time in open loop, so a stalled
+//! broker shows up as latency rather than as fewer samples (coordinated omission).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
+use serde::Serialize;
+
+use crate::clients::log_to_stderr;
+use crate::latency::{Latency, LatencySummary};
+use crate::payload::{Clock, Keys, Payload};
+use crate::units::{mb_per_s, per_s};
+
+/// What one producer thread does.
+#[derive(Debug, Clone)]
+pub struct ProducerJob {
+    pub config: ClientConfig,
+    pub topic: String,
+    /// Records this producer sends.
+    pub messages: u64,
+    pub message_size: usize,
+    pub keys: Keys,
+    /// Open loop: time between two sends of this producer.
+    pub interval: Option<Duration>,
+    /// Open loop: this producer's first send is this far into the run (staggers producers).
+    pub phase: Duration,
+    pub clock: Clock,
+    /// Give up (and report the run as timed out) at this instant.
+    pub deadline: Instant,
+    /// Records acknowledged by the broker, all producers together.
+    pub acked_total: Arc<AtomicU64>,
+}
+
+/// What one producer thread did.
+#[derive(Debug, Clone, Default)]
+pub struct ProducerOutcome {
+    pub sent: u64,
+    pub acked: u64,
+    pub failed: u64,
+    /// Value and key bytes of the acknowledged records.
+    pub acked_bytes: u64,
+    pub first_error: Option<String>,
+    pub latency: Latency,
+    pub first_send: Option<Instant>,
+    pub last_ack: Option<Instant>,
+    pub timed_out: bool,
+}
+
+#[derive(Debug, Default)]
+struct Deliveries {
+    latency: Latency,
+    acked: u64,
+    failed: u64,
+    acked_bytes: u64,
+    first_error: Option<String>,
+    last_ack: Option<Instant>,
+}
+
+/// Receives delivery reports on librdkafka's polling thread. The delivery opaque of a record
+/// is its (intended) send time in ns since the clock's anchor.
+#[derive(Debug)]
+struct DeliveryContext {
+    clock: Clock,
+    deliveries: Mutex<Deliveries>,
+    acked_total: Arc<AtomicU64>,
+}
+
+impl DeliveryContext {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Deliveries> {
+        self.deliveries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ClientContext for DeliveryContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        log_to_stderr(level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        eprintln!("librdkafka producer error: {error}: {reason}");
+    }
+}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent_ns: usize) {
+        let now = Instant::now();
+        let sent = self.clock.instant(sent_ns as u64);
+        let mut d = self.lock();
+        match result {
+            Ok(message) => {
+                d.latency.record(now.saturating_duration_since(sent));
+                d.acked += 1;
+                d.acked_bytes += (message.payload_len() + message.key_len()) as u64;
+                d.last_ack = Some(now);
+                self.acked_total.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((error, _)) => {
+                d.failed += 1;
+                if d.first_error.is_none() {
+                    d.first_error = Some(error.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Creates the producer, connects it (a Metadata request), waits at `start`, then sends.
+pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<ProducerOutcome> {
+    let context = DeliveryContext {
+        clock: job.clock,
+        deliveries: Mutex::default(),
+        acked_total: job.acked_total.clone(),
+    };
+    let producer: ThreadedProducer<DeliveryContext> = job
+        .config
+        .create_with_context(context)
+        .context("creating the producer")?;
+    // Connect before the clock starts.
+    producer
+        .client()
+        .fetch_metadata(Some(&job.topic), Duration::from_secs(10))
+        .context("producer metadata")?;
+    start.wait();
+
+    let mut payload = Payload::new(job.message_size);
+    let mut outcome = ProducerOutcome::default();
+    let run_start = Instant::now();
+    for n in 0..job.messages {
+        let intended = match job.interval {
+            Some(interval) => {
+                let at = run_start + job.phase + interval.mul_f64(n as f64);
+                let now = Instant::now();
+                if at > now {
+                    std::thread::sleep(at - now);
+                }
+                at
+            }
+            None => Instant::now(),
+        };
+        if intended > job.deadline {
+            outcome.timed_out = true;
+            break;
+        }
+        outcome.first_send.get_or_insert(intended);
+        payload.stamp(job.clock.wall_us(intended));
+        let sent_ns = usize::try_from(job.clock.nanos(intended)).unwrap_or(usize::MAX);
+        let mut record = BaseRecord::with_opaque_to(&job.topic, sent_ns).payload(payload.bytes());
+        if let Some(key) = job.keys.get(n) {
+            record = record.key(key);
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    // librdkafka's queue is full: the broker is behind. Wait for deliveries.
+                    record = back;
+                    if Instant::now() > job.deadline {
+                        outcome.timed_out = true;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err((e, _)) => return Err(e).context("producing a record"),
+            }
+        }
+        if outcome.timed_out {
+            break;
+        }
+        outcome.sent += 1;
+    }
+    // Wait for every delivery report (the polling thread records them).
+    loop {
+        let done = {
+            let d = producer.context().lock();
+            d.acked + d.failed
+        };
+        if done >= outcome.sent {
+            break;
+        }
+        if Instant::now() > job.deadline {
+            outcome.timed_out = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let d = std::mem::take(&mut *producer.context().lock());
+    outcome.acked = d.acked;
+    outcome.failed = d.failed;
+    outcome.acked_bytes = d.acked_bytes;
+    outcome.first_error = d.first_error;
+    outcome.latency = d.latency;
+    outcome.last_ack = d.last_ack;
+    Ok(outcome)
+}
+
+/// The producers of a run together.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProduceSummary {
+    pub producers: usize,
+    pub records_sent: u64,
+    pub records_acked: u64,
+    pub records_failed: u64,
+    /// Value and key bytes acknowledged.
+    pub bytes: u64,
+    /// From the first send to the last acknowledgement.
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub records_per_s: f64,
+    /// Open loop: the rate asked for, records/s.
+    pub target_rate: Option<f64>,
+    /// Per record, from (intended) send to acknowledgement.
+    pub delivery_latency: LatencySummary,
+    pub first_error: Option<String>,
+    pub timed_out: bool,
+}
+
+impl ProduceSummary {
+    /// Adds up the producers' outcomes.
+    pub fn of(outcomes: &[ProducerOutcome], target_rate: Option<f64>) -> ProduceSummary {
+        let mut latency = Latency::new();
+        for o in outcomes {
+            latency.merge(&o.latency);
+        }
+        let first = outcomes.iter().filter_map(|o| o.first_send).min();
+        let last = outcomes.iter().filter_map(|o| o.last_ack).max();
+        let seconds = match (first, last) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first).as_secs_f64(),
+            _ => 0.0,
+        };
+        let acked: u64 = outcomes.iter().map(|o| o.acked).sum();
+        let bytes: u64 = outcomes.iter().map(|o| o.acked_bytes).sum();
+        ProduceSummary {
+            producers: outcomes.len(),
+            records_sent: outcomes.iter().map(|o| o.sent).sum(),
+            records_acked: acked,
+            records_failed: outcomes.iter().map(|o| o.failed).sum(),
+            bytes,
+            seconds,
+            mb_per_s: mb_per_s(bytes, seconds),
+            records_per_s: per_s(acked, seconds),
+            target_rate,
+            delivery_latency: latency.summary(),
+            first_error: outcomes.iter().find_map(|o| o.first_error.clone()),
+            timed_out: outcomes.iter().any(|o| o.timed_out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_spans_first_send_to_last_ack() {
+        let t0 = Instant::now();
+        let mut a = ProducerOutcome {
+            sent: 10,
+            acked: 10,
+            acked_bytes: 10_000_000,
+            first_send: Some(t0),
+            last_ack: Some(t0 + Duration::from_millis(500)),
+            ..ProducerOutcome::default()
+        };
+        a.latency.record_micros(100);
+        let b = ProducerOutcome {
+            sent: 10,
+            acked: 9,
+            failed: 1,
+            acked_bytes: 10_000_000,
+            first_error: Some("boom".into()),
+            first_send: Some(t0 + Duration::from_millis(100)),
+            last_ack: Some(t0 + Duration::from_secs(1)),
+            ..ProducerOutcome::default()
+        };
+        let s = ProduceSummary::of(&[a, b], None);
+        assert_eq!(s.records_sent, 20);
+        assert_eq!(s.records_acked, 19);
+        assert_eq!(s.records_failed, 1);
+        assert!((s.seconds - 1.0).abs() < 1e-9);
+        assert!((s.mb_per_s - 20.0).abs() < 1e-9);
+        assert_eq!(s.delivery_latency.count, 1);
+        assert_eq!(s.first_error.as_deref(), Some("boom"));
+    }
+}

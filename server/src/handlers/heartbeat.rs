@@ -1,0 +1,24 @@
+//! Heartbeat, versions 0–3: keeps a member's session alive and tells it when to rejoin
+//! (REBALANCE_IN_PROGRESS).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: HeartbeatRequest,
+    _: &RequestContext,
+) -> Option<HeartbeatResponse> {
+    let error = broker.groups.heartbeat(
+        &request.group_id,
+        request.generation_id,
+        &request.member_id,
+        Instant::now(),
+    );
+    Some(HeartbeatResponse::default().with_error_code(error))
+}

@@ -1,0 +1,99 @@
+//! JoinGroup, versions 0–5 (the join barrier of a rebalance; see `groups::coordinator`).
+//! v4+ new members first get MEMBER_ID_REQUIRED with their id (KIP-394); v5 adds
+//! `group.instance.id` (static membership, KIP-345). The response waits until the group's
+//! rebalance completes, as in Kafka.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::groups::{Join, Joined, Reply};
+
+fn millis(ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: JoinGroupRequest,
+    ctx: &RequestContext,
+) -> Option<JoinGroupResponse> {
+    let session_timeout = millis(request.session_timeout_ms);
+    // v0 has no rebalance timeout: Kafka uses the session timeout.
+    let rebalance_timeout = if ctx.version == 0 {
+        session_timeout
+    } else {
+        millis(request.rebalance_timeout_ms)
+    };
+    let join = Join {
+        group_id: request.group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.map(|i| i.to_string()),
+        client_id: ctx.client_id.clone(),
+        client_host: format!("/{}", ctx.peer.ip()),
+        session_timeout,
+        rebalance_timeout,
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request
+            .protocols
+            .into_iter()
+            .map(|p| (p.name.to_string(), p.metadata))
+            .collect(),
+        require_known_member_id: ctx.version >= 4,
+    };
+    let member_id = join.member_id.clone();
+    let joined = match broker.groups.join(join, Instant::now()) {
+        Reply::Now(joined) => joined,
+        Reply::Later(rx) => {
+            // The coordinator answers by the rebalance deadline; the margin covers its tick.
+            let wait = rebalance_timeout + Duration::from_secs(5);
+            let mut shutdown = broker.shutdown.clone();
+            tokio::select! {
+                answer = tokio::time::timeout(wait, rx) => match answer {
+                    Ok(Ok(joined)) => joined,
+                    _ => failed(ResponseError::UnknownMemberId, &member_id),
+                },
+                _ = shutdown.changed() => failed(ResponseError::CoordinatorNotAvailable, &member_id),
+            }
+        }
+    };
+    Some(response(joined))
+}
+
+fn failed(error: ResponseError, member_id: &str) -> Joined {
+    Joined {
+        error: error.code(),
+        generation: -1,
+        member_id: member_id.to_string(),
+        ..Joined::default()
+    }
+}
+
+fn response(joined: Joined) -> JoinGroupResponse {
+    let text = |s: String| StrBytes::from_string(s);
+    JoinGroupResponse::default()
+        .with_error_code(joined.error)
+        .with_generation_id(joined.generation)
+        .with_protocol_type(joined.protocol_type.map(text))
+        .with_protocol_name(joined.protocol_name.map(text))
+        .with_leader(text(joined.leader))
+        .with_member_id(text(joined.member_id))
+        .with_members(
+            joined
+                .members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(text(id))
+                        .with_group_instance_id(instance.map(text))
+                        .with_metadata(metadata)
+                })
+                .collect(),
+        )
+}

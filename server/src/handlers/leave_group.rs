@@ -1,0 +1,47 @@
+//! LeaveGroup, versions 0–3: one member (v0–2) or a batch of members by id or instance id (v3,
+//! KIP-345). The group rebalances without them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: LeaveGroupRequest,
+    ctx: &RequestContext,
+) -> Option<LeaveGroupResponse> {
+    let members: Vec<(String, Option<String>)> = if ctx.version < 3 {
+        vec![(request.member_id.to_string(), None)]
+    } else {
+        request
+            .members
+            .iter()
+            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|i| i.to_string())))
+            .collect()
+    };
+    let response = LeaveGroupResponse::default();
+    match broker.groups.leave(&request.group_id, &members, Instant::now()) {
+        Err(error) => Some(response.with_error_code(error)),
+        Ok(codes) if ctx.version < 3 => Some(response.with_error_code(codes.first().copied().unwrap_or(0))),
+        Ok(codes) => Some(
+            response.with_members(
+                request
+                    .members
+                    .into_iter()
+                    .zip(codes)
+                    .map(|(m, code)| {
+                        MemberResponse::default()
+                            .with_member_id(m.member_id)
+                            .with_group_instance_id(m.group_instance_id)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
+    }
+}

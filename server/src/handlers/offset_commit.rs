@@ -1,0 +1,119 @@
+//! OffsetCommit, versions 2–8. A member commits within its generation; a "simple" consumer
+//! (generation -1, no member id) may commit to a group without members, as in Kafka. Offsets are
+//! stored in `__consumer_offsets` (durability `always`) before the response goes out. Metadata
+//! over 4096 bytes is OFFSET_METADATA_TOO_LARGE.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+
+use super::{errors, RequestContext};
+use crate::broker::Broker;
+use crate::groups::offsets::MAX_METADATA_BYTES;
+use crate::groups::{Committed, GroupState};
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: OffsetCommitRequest,
+    _: &RequestContext,
+) -> Option<OffsetCommitResponse> {
+    let group = request.group_id.to_string();
+    let group_error = membership_error(broker, &group, request.generation_id_or_member_epoch, &request.member_id);
+    let now = log_core::now_ms();
+    // Per partition: Ok(commit to store) or the partition's error.
+    let mut checked: Vec<(String, Vec<(i32, Result<Committed, ResponseError>)>)> = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.to_string();
+        let exists = broker.log.topic(&name);
+        let partitions = topic
+            .partitions
+            .iter()
+            .map(|p| {
+                let result = if let Some(error) = group_error {
+                    Err(error)
+                } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
+                    Err(ResponseError::OffsetMetadataTooLarge)
+                } else if !exists
+                    .as_ref()
+                    .is_some_and(|t| u32::try_from(p.partition_index).is_ok_and(|i| t.partition(i).is_some()))
+                {
+                    Err(ResponseError::UnknownTopicOrPartition)
+                } else {
+                    Ok(Committed {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                        commit_timestamp: now,
+                    })
+                };
+                (p.partition_index, result)
+            })
+            .collect();
+        checked.push((name, partitions));
+    }
+    let commits: Vec<((String, i32), Committed)> = checked
+        .iter()
+        .flat_map(|(topic, partitions)| {
+            partitions.iter().filter_map(|(index, r)| {
+                r.as_ref().ok().map(|c| ((topic.clone(), *index), c.clone()))
+            })
+        })
+        .collect();
+    let stored = if commits.is_empty() {
+        Ok(())
+    } else {
+        let owner = broker.clone();
+        let group = group.clone();
+        tokio::task::spawn_blocking(move || owner.offsets.commit(&group, commits))
+            .await
+            .unwrap_or_else(|e| Err(log_core::AppendError::Closed(e.to_string())))
+    };
+    let store_error = stored.as_ref().err().map(|e| {
+        tracing::error!(group = %group, error = %e, "storing offsets failed");
+        errors::append(e)
+    });
+    let topics = checked
+        .into_iter()
+        .map(|(name, partitions)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(name.into()))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(index, r)| {
+                            let code = match r {
+                                Err(e) => e.code(),
+                                Ok(_) => store_error.map_or(0, |e| e.code()),
+                            };
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Some(OffsetCommitResponse::default().with_topics(topics))
+}
+
+/// Why this member may not commit to this group now, if it may not.
+fn membership_error(broker: &Broker, group: &str, generation: i32, member_id: &str) -> Option<ResponseError> {
+    if group.is_empty() {
+        return Some(ResponseError::InvalidGroupId);
+    }
+    let simple = generation < 0 && member_id.is_empty();
+    match broker.groups.membership(group, member_id) {
+        None if simple => None,
+        None => Some(ResponseError::IllegalGeneration),
+        Some((GroupState::Empty | GroupState::Dead, _, _)) if simple => None,
+        Some(_) if simple => Some(ResponseError::UnknownMemberId),
+        Some((_, _, false)) => Some(ResponseError::UnknownMemberId),
+        Some((GroupState::CompletingRebalance, _, _)) => Some(ResponseError::RebalanceInProgress),
+        Some((_, current, true)) if current != generation => Some(ResponseError::IllegalGeneration),
+        Some(_) => None,
+    }
+}

@@ -1,0 +1,78 @@
+//! OffsetDelete, version 0: deletes a group's committed offsets for some partitions. Refused
+//! (GROUP_SUBSCRIBED_TO_TOPIC) for topics that members of a live consumer group subscribe to.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::Buf;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{ConsumerProtocolSubscription, OffsetDeleteRequest, OffsetDeleteResponse};
+use kafka_protocol::protocol::Decodable;
+
+use super::{errors, RequestContext};
+use crate::broker::Broker;
+use crate::groups::GroupState;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: OffsetDeleteRequest,
+    _: &RequestContext,
+) -> Option<OffsetDeleteResponse> {
+    let group = request.group_id.to_string();
+    let view = broker.groups.describe(&group);
+    if view.is_none() && !broker.offsets.groups().contains(&group) {
+        return Some(OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code()));
+    }
+    let subscribed: HashSet<String> = view
+        .filter(|v| v.state != GroupState::Empty && v.protocol_type == "consumer")
+        .map(|v| v.members.iter().flat_map(|m| subscriptions(&m.metadata)).collect())
+        .unwrap_or_default();
+    let owner = broker.clone();
+    let topics = tokio::task::spawn_blocking(move || {
+        request
+            .topics
+            .into_iter()
+            .map(|topic| {
+                let name = topic.name.to_string();
+                let partitions = topic
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        let code = if subscribed.contains(&name) {
+                            ResponseError::GroupSubscribedToTopic.code()
+                        } else {
+                            match owner.offsets.delete(&group, Some(&[(name.clone(), p.partition_index)])) {
+                                Ok(_) => 0,
+                                Err(e) => errors::append(&e).code(),
+                            }
+                        };
+                        OffsetDeleteResponsePartition::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(code)
+                    })
+                    .collect();
+                OffsetDeleteResponseTopic::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    Some(OffsetDeleteResponse::default().with_topics(topics))
+}
+
+/// Topics in a consumer-protocol subscription (member metadata); none if it does not decode.
+pub fn subscriptions(metadata: &[u8]) -> Vec<String> {
+    let mut buf = metadata;
+    if buf.remaining() < 2 {
+        return Vec::new();
+    }
+    let version = buf.get_i16();
+    ConsumerProtocolSubscription::decode(&mut buf, version)
+        .map(|s| s.topics.into_iter().map(|t| t.to_string()).collect())
+        .unwrap_or_default()
+}

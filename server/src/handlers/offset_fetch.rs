@@ -1,0 +1,64 @@
+//! OffsetFetch, versions 1–7 (one group a request): the committed offset of each asked
+//! partition (-1 when none), or (v2+, topics null) every offset the group has committed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: OffsetFetchRequest,
+    _: &RequestContext,
+) -> Option<OffsetFetchResponse> {
+    let group = request.group_id.to_string();
+    if group.is_empty() {
+        return Some(OffsetFetchResponse::default().with_error_code(ResponseError::InvalidGroupId.code()));
+    }
+    let wanted: BTreeMap<String, Vec<i32>> = match request.topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes))
+            .collect(),
+        None => {
+            let mut all: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for ((topic, partition), _) in broker.offsets.group_offsets(&group) {
+                all.entry(topic).or_default().push(partition);
+            }
+            all
+        }
+    };
+    let topics = wanted
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|index| {
+                    let response = OffsetFetchResponsePartition::default().with_partition_index(index);
+                    match broker.offsets.fetch(&group, &topic, index) {
+                        Some(c) => response
+                            .with_committed_offset(c.offset)
+                            .with_committed_leader_epoch(c.leader_epoch)
+                            .with_metadata(Some(StrBytes::from_string(c.metadata.unwrap_or_default()))),
+                        None => response
+                            .with_committed_offset(-1)
+                            .with_committed_leader_epoch(-1)
+                            .with_metadata(Some(StrBytes::default())),
+                    }
+                })
+                .collect();
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    Some(OffsetFetchResponse::default().with_topics(topics))
+}

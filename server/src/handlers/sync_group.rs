@@ -1,0 +1,59 @@
+//! SyncGroup, versions 0–3: the leader hands in the assignment; every member gets its own
+//! part once the leader has (followers wait for it).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::groups::{Reply, Synced};
+
+/// How long a follower waits for its leader's assignment before it is told to rejoin.
+const SYNC_WAIT: Duration = Duration::from_secs(300);
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: SyncGroupRequest,
+    _: &RequestContext,
+) -> Option<SyncGroupResponse> {
+    let assignments = request
+        .assignments
+        .into_iter()
+        .map(|a| (a.member_id.to_string(), a.assignment))
+        .collect();
+    let reply = broker.groups.sync(
+        &request.group_id,
+        request.generation_id,
+        &request.member_id,
+        assignments,
+        Instant::now(),
+    );
+    let synced = match reply {
+        Reply::Now(synced) => synced,
+        Reply::Later(rx) => {
+            let mut shutdown = broker.shutdown.clone();
+            let fail = |e: ResponseError| Synced {
+                error: e.code(),
+                ..Synced::default()
+            };
+            tokio::select! {
+                answer = tokio::time::timeout(SYNC_WAIT, rx) => match answer {
+                    Ok(Ok(synced)) => synced,
+                    _ => fail(ResponseError::RebalanceInProgress),
+                },
+                _ = shutdown.changed() => fail(ResponseError::CoordinatorNotAvailable),
+            }
+        }
+    };
+    Some(
+        SyncGroupResponse::default()
+            .with_error_code(synced.error)
+            .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
+            .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
+            .with_assignment(synced.assignment),
+    )
+}
