@@ -11,8 +11,8 @@
 mod broker;
 pub mod config;
 mod connection;
-mod groups;
 pub mod frame;
+mod groups;
 mod handlers;
 mod producers;
 

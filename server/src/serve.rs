@@ -93,8 +93,14 @@ impl Args {
             }
         }
         let flags: [(&str, Option<String>); 15] = [
-            ("group-initial-rebalance-delay-ms", self.group_initial_rebalance_delay_ms.map(|v| v.to_string())),
-            ("group-min-session-timeout-ms", self.group_min_session_timeout_ms.map(|v| v.to_string())),
+            (
+                "group-initial-rebalance-delay-ms",
+                self.group_initial_rebalance_delay_ms.map(|v| v.to_string()),
+            ),
+            (
+                "group-min-session-timeout-ms",
+                self.group_min_session_timeout_ms.map(|v| v.to_string()),
+            ),
             ("advertised-host", self.advertised_host.clone()),
             ("node-id", self.node_id.map(|v| v.to_string())),
             (
@@ -148,6 +154,12 @@ fn apply(config: &mut BrokerConfig, name: &str, value: &str) -> anyhow::Result<(
         "max-request-bytes" => config.max_request_bytes = value.parse()?,
         "retention-check-interval-ms" => {
             config.retention_check_interval = Duration::from_millis(value.parse::<u64>()?.max(1))
+        }
+        "group-initial-rebalance-delay-ms" => {
+            config.groups.initial_rebalance_delay = Duration::from_millis(value.parse()?)
+        }
+        "group-min-session-timeout-ms" => {
+            config.groups.min_session_timeout = Duration::from_millis(value.parse()?)
         }
         topic_config => set_topic_config(&mut config.topic_defaults, topic_config, value)
             .map_err(anyhow::Error::msg)?,

@@ -266,6 +266,7 @@ fn api_versions_advertises_exactly_what_is_routed() {
             continue; // exercised with real clients
         }
         let mut s = connect(&broker.addr);
+        use kafka_protocol::messages as m;
         let request = match key {
             ApiKey::ApiVersions => frame(key, max, 1, &ApiVersionsRequest::default()),
             ApiKey::Metadata => frame(key, max, 1, &MetadataRequest::default()),
@@ -301,6 +302,17 @@ fn api_versions_advertises_exactly_what_is_routed() {
                     .with_producer_id((-1).into())
                     .with_producer_epoch(-1),
             ),
+            ApiKey::FindCoordinator => frame(key, max, 1, &m::FindCoordinatorRequest::default()),
+            ApiKey::JoinGroup => frame(key, max, 1, &m::JoinGroupRequest::default()),
+            ApiKey::SyncGroup => frame(key, max, 1, &m::SyncGroupRequest::default()),
+            ApiKey::Heartbeat => frame(key, max, 1, &m::HeartbeatRequest::default()),
+            ApiKey::LeaveGroup => frame(key, max, 1, &m::LeaveGroupRequest::default()),
+            ApiKey::OffsetCommit => frame(key, max, 1, &m::OffsetCommitRequest::default()),
+            ApiKey::OffsetFetch => frame(key, max, 1, &m::OffsetFetchRequest::default()),
+            ApiKey::ListGroups => frame(key, max, 1, &m::ListGroupsRequest::default()),
+            ApiKey::DescribeGroups => frame(key, max, 1, &m::DescribeGroupsRequest::default()),
+            ApiKey::DeleteGroups => frame(key, max, 1, &m::DeleteGroupsRequest::default()),
+            ApiKey::OffsetDelete => frame(key, max, 1, &m::OffsetDeleteRequest::default()),
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();

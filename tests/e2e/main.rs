@@ -6,6 +6,7 @@
 mod bad_input;
 mod broker;
 mod external_clients;
+mod groups;
 mod protocol;
 mod rdkafka_clients;
 mod wire;

@@ -200,14 +200,23 @@ impl Group {
         let candidates = candidates?;
         let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
         for member in self.members.values() {
-            if let Some((name, _)) = member.protocols.iter().find(|(n, _)| candidates.contains(n)) {
+            if let Some((name, _)) = member
+                .protocols
+                .iter()
+                .find(|(n, _)| candidates.contains(n))
+            {
                 *votes.entry(name).or_default() += 1;
             }
         }
         // Most votes; ties go to the first candidate in the first member's order.
         candidates
             .iter()
-            .max_by_key(|c| (votes.get(c.as_str()).copied().unwrap_or(0), std::cmp::Reverse(candidates.iter().position(|x| x == *c))))
+            .max_by_key(|c| {
+                (
+                    votes.get(c.as_str()).copied().unwrap_or(0),
+                    std::cmp::Reverse(candidates.iter().position(|x| x == *c)),
+                )
+            })
             .cloned()
     }
 
@@ -266,7 +275,10 @@ impl Coordinator {
     }
 
     fn new_member_id(&self, client_id: &str) -> (String, u64) {
-        let mut next = self.next_member.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next = self
+            .next_member
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         *next += 1;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -276,26 +288,46 @@ impl Coordinator {
 
     pub fn join(&self, join: Join, now: Instant) -> Reply<Joined> {
         if join.group_id.is_empty() {
-            return Reply::Now(Group::error_joined(ResponseError::InvalidGroupId, &join.member_id));
+            return Reply::Now(Group::error_joined(
+                ResponseError::InvalidGroupId,
+                &join.member_id,
+            ));
         }
         if join.session_timeout < self.config.min_session_timeout
             || join.session_timeout > self.config.max_session_timeout
         {
-            return Reply::Now(Group::error_joined(ResponseError::InvalidSessionTimeout, &join.member_id));
+            return Reply::Now(Group::error_joined(
+                ResponseError::InvalidSessionTimeout,
+                &join.member_id,
+            ));
         }
         if join.protocol_type.is_empty() || join.protocols.is_empty() {
-            return Reply::Now(Group::error_joined(ResponseError::InconsistentGroupProtocol, &join.member_id));
+            return Reply::Now(Group::error_joined(
+                ResponseError::InconsistentGroupProtocol,
+                &join.member_id,
+            ));
         }
         let mut groups = self.lock();
         if !join.member_id.is_empty() && !groups.contains_key(&join.group_id) {
-            return Reply::Now(Group::error_joined(ResponseError::UnknownMemberId, &join.member_id));
+            return Reply::Now(Group::error_joined(
+                ResponseError::UnknownMemberId,
+                &join.member_id,
+            ));
         }
-        let group = groups.entry(join.group_id.clone()).or_insert_with(Group::new);
+        let group = groups
+            .entry(join.group_id.clone())
+            .or_insert_with(Group::new);
         if group.state == GroupState::Dead {
-            return Reply::Now(Group::error_joined(ResponseError::CoordinatorNotAvailable, &join.member_id));
+            return Reply::Now(Group::error_joined(
+                ResponseError::CoordinatorNotAvailable,
+                &join.member_id,
+            ));
         }
         if !group.supports(&join.protocol_type, &join.protocols) {
-            return Reply::Now(Group::error_joined(ResponseError::InconsistentGroupProtocol, &join.member_id));
+            return Reply::Now(Group::error_joined(
+                ResponseError::InconsistentGroupProtocol,
+                &join.member_id,
+            ));
         }
 
         // A static member coming back with a new incarnation replaces its old member id.
@@ -308,7 +340,10 @@ impl Coordinator {
             let (member_id, order) = self.new_member_id(&join.client_id);
             if join.require_known_member_id && join.instance_id.is_none() {
                 group.pending.insert(member_id.clone(), order);
-                return Reply::Now(Group::error_joined(ResponseError::MemberIdRequired, &member_id));
+                return Reply::Now(Group::error_joined(
+                    ResponseError::MemberIdRequired,
+                    &member_id,
+                ));
             }
             return Reply::Later(self.add_member(group, member_id, order, join, now));
         }
@@ -318,7 +353,10 @@ impl Coordinator {
             return Reply::Later(self.add_member(group, member_id, order, join, now));
         }
         let Some(member) = group.members.get_mut(&member_id) else {
-            return Reply::Now(Group::error_joined(ResponseError::UnknownMemberId, &member_id));
+            return Reply::Now(Group::error_joined(
+                ResponseError::UnknownMemberId,
+                &member_id,
+            ));
         };
         let unchanged = member.protocols == join.protocols;
         member.protocols = join.protocols;
@@ -347,7 +385,14 @@ impl Coordinator {
         }
     }
 
-    fn add_member(&self, group: &mut Group, member_id: String, order: u64, join: Join, now: Instant) -> oneshot::Receiver<Joined> {
+    fn add_member(
+        &self,
+        group: &mut Group,
+        member_id: String,
+        order: u64,
+        join: Join,
+        now: Instant,
+    ) -> oneshot::Receiver<Joined> {
         let (tx, rx) = oneshot::channel();
         if group.members.is_empty() {
             group.protocol_type = Some(join.protocol_type.clone());
@@ -382,7 +427,13 @@ impl Coordinator {
         rx
     }
 
-    fn rejoin_static(&self, group: &mut Group, old_id: &str, join: Join, now: Instant) -> Reply<Joined> {
+    fn rejoin_static(
+        &self,
+        group: &mut Group,
+        old_id: &str,
+        join: Join,
+        now: Instant,
+    ) -> Reply<Joined> {
         let Some(mut member) = group.members.remove(old_id) else {
             return Reply::Now(Group::error_joined(ResponseError::UnknownMemberId, ""));
         };
@@ -392,7 +443,10 @@ impl Coordinator {
             let _ = tx.send(Group::error_joined(ResponseError::FencedInstanceId, old_id));
         }
         if let Some(tx) = member.syncing.take() {
-            let _ = tx.send(Synced { error: ResponseError::FencedInstanceId.code(), ..Synced::default() });
+            let _ = tx.send(Synced {
+                error: ResponseError::FencedInstanceId.code(),
+                ..Synced::default()
+            });
         }
         let unchanged = member.protocols == join.protocols;
         member.protocols = join.protocols;
@@ -423,13 +477,18 @@ impl Coordinator {
         // Members waiting for an assignment of the generation being abandoned must rejoin.
         for member in group.members.values_mut() {
             if let Some(tx) = member.syncing.take() {
-                let _ = tx.send(Synced { error: ResponseError::RebalanceInProgress.code(), ..Synced::default() });
+                let _ = tx.send(Synced {
+                    error: ResponseError::RebalanceInProgress.code(),
+                    ..Synced::default()
+                });
             }
         }
         group.initial_join = group.state == GroupState::Empty;
         group.state = GroupState::PreparingRebalance;
         let wait = if group.initial_join {
-            self.config.initial_rebalance_delay.min(group.max_rebalance_timeout())
+            self.config
+                .initial_rebalance_delay
+                .min(group.max_rebalance_timeout())
         } else {
             group.max_rebalance_timeout()
         };
@@ -444,7 +503,12 @@ impl Coordinator {
         assignments: Vec<(String, Bytes)>,
         now: Instant,
     ) -> Reply<Synced> {
-        let fail = |e: ResponseError| Reply::Now(Synced { error: e.code(), ..Synced::default() });
+        let fail = |e: ResponseError| {
+            Reply::Now(Synced {
+                error: e.code(),
+                ..Synced::default()
+            })
+        };
         let mut groups = self.lock();
         let Some(group) = groups.get_mut(group_id) else {
             return fail(ResponseError::UnknownMemberId);
@@ -512,7 +576,12 @@ impl Coordinator {
 
     /// Removes members (by member id, or by instance id when the member id is empty). Returns
     /// one error code per member, or a group-level error.
-    pub fn leave(&self, group_id: &str, members: &[(String, Option<String>)], now: Instant) -> Result<Vec<i16>, i16> {
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+        now: Instant,
+    ) -> Result<Vec<i16>, i16> {
         let mut groups = self.lock();
         let Some(group) = groups.get_mut(group_id) else {
             return Err(ResponseError::UnknownMemberId.code());
@@ -521,7 +590,9 @@ impl Coordinator {
         let mut removed_any = false;
         for (member_id, instance_id) in members {
             let id = if member_id.is_empty() {
-                instance_id.as_deref().and_then(|i| group.member_by_instance(i))
+                instance_id
+                    .as_deref()
+                    .and_then(|i| group.member_by_instance(i))
             } else {
                 Some(member_id.clone())
             };
@@ -572,7 +643,9 @@ impl Coordinator {
             let expired: Vec<String> = group
                 .members
                 .iter()
-                .filter(|(_, m)| m.joining.is_none() && now.duration_since(m.last_heartbeat) > m.session_timeout)
+                .filter(|(_, m)| {
+                    m.joining.is_none() && now.duration_since(m.last_heartbeat) > m.session_timeout
+                })
                 .map(|(id, _)| id.clone())
                 .collect();
             for member_id in &expired {
@@ -594,7 +667,11 @@ impl Coordinator {
     pub fn membership(&self, group_id: &str, member_id: &str) -> Option<(GroupState, i32, bool)> {
         let groups = self.lock();
         let group = groups.get(group_id)?;
-        Some((group.state, group.generation, group.members.contains_key(member_id)))
+        Some((
+            group.state,
+            group.generation,
+            group.members.contains_key(member_id),
+        ))
     }
 
     pub fn describe(&self, group_id: &str) -> Option<GroupView> {
@@ -627,7 +704,13 @@ impl Coordinator {
         let mut out: Vec<_> = groups
             .iter()
             .filter(|(_, g)| g.state != GroupState::Dead)
-            .map(|(id, g)| (id.clone(), g.protocol_type.clone().unwrap_or_default(), g.state))
+            .map(|(id, g)| {
+                (
+                    id.clone(),
+                    g.protocol_type.clone().unwrap_or_default(),
+                    g.state,
+                )
+            })
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
@@ -654,7 +737,11 @@ fn current_generation(group: &Group, member_id: &str, with_members: bool) -> Joi
         protocol_name: group.protocol.clone(),
         leader: group.leader.clone().unwrap_or_default(),
         member_id: member_id.to_string(),
-        members: if with_members { members_of(group) } else { Vec::new() },
+        members: if with_members {
+            members_of(group)
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -674,7 +761,10 @@ fn remove_member(group: &mut Group, member_id: &str, error: ResponseError) {
             let _ = tx.send(Group::error_joined(error, member_id));
         }
         if let Some(tx) = member.syncing.take() {
-            let _ = tx.send(Synced { error: error.code(), ..Synced::default() });
+            let _ = tx.send(Synced {
+                error: error.code(),
+                ..Synced::default()
+            });
         }
     }
     if group.leader.as_deref() == Some(member_id) {
@@ -713,7 +803,10 @@ fn complete_join(group: &mut Group, now: Instant) {
         return;
     }
     group.protocol = group.select_protocol();
-    let leader_stays = group.leader.as_ref().is_some_and(|l| group.members.contains_key(l));
+    let leader_stays = group
+        .leader
+        .as_ref()
+        .is_some_and(|l| group.members.contains_key(l));
     if !leader_stays {
         group.leader = group
             .members
@@ -733,7 +826,11 @@ fn complete_join(group: &mut Group, now: Instant) {
             protocol_name: group.protocol.clone(),
             leader: leader.clone(),
             member_id: id.clone(),
-            members: if id == leader { members.clone() } else { Vec::new() },
+            members: if id == leader {
+                members.clone()
+            } else {
+                Vec::new()
+            },
         };
         if let Some(member) = group.members.get_mut(&id) {
             member.assignment = Bytes::new();
@@ -785,7 +882,9 @@ mod tests {
         let first = now_value(c.join(join("g", "", None), t));
         assert_eq!(first.error, ResponseError::MemberIdRequired.code());
         let a = first.member_id;
-        let Reply::Later(mut rx_a) = c.join(join("g", &a, None), t) else { panic!() };
+        let Reply::Later(mut rx_a) = c.join(join("g", &a, None), t) else {
+            panic!()
+        };
         // The initial delay of 0 passes at the next tick.
         c.tick(t);
         let joined_a = rx_a.try_recv().unwrap();
@@ -797,26 +896,52 @@ mod tests {
 
         // A second member: the first must rejoin (heartbeat says so), then both get gen 2.
         let b = now_value(c.join(join("g", "", None), t)).member_id;
-        let Reply::Later(mut rx_b) = c.join(join("g", &b, None), t) else { panic!() };
-        assert_eq!(c.heartbeat("g", 1, &a, t), ResponseError::RebalanceInProgress.code());
-        let Reply::Later(mut rx_a) = c.join(join("g", &a, None), t) else { panic!() };
+        let Reply::Later(mut rx_b) = c.join(join("g", &b, None), t) else {
+            panic!()
+        };
+        assert_eq!(
+            c.heartbeat("g", 1, &a, t),
+            ResponseError::RebalanceInProgress.code()
+        );
+        let Reply::Later(mut rx_a) = c.join(join("g", &a, None), t) else {
+            panic!()
+        };
         let (ja, jb) = (rx_a.try_recv().unwrap(), rx_b.try_recv().unwrap());
         assert_eq!((ja.generation, jb.generation), (2, 2));
         assert_eq!(ja.leader, a, "the leader stays");
         assert!(jb.members.is_empty());
-        let Reply::Later(mut sync_b) = c.sync("g", 2, &b, vec![], t) else { panic!() };
-        let assignments = vec![(a.clone(), Bytes::from_static(b"p0")), (b.clone(), Bytes::from_static(b"p1"))];
-        assert_eq!(now_value(c.sync("g", 2, &a, assignments, t)).assignment, Bytes::from_static(b"p0"));
-        assert_eq!(sync_b.try_recv().unwrap().assignment, Bytes::from_static(b"p1"));
-        assert_eq!(c.heartbeat("g", 1, &b, t), ResponseError::IllegalGeneration.code());
+        let Reply::Later(mut sync_b) = c.sync("g", 2, &b, vec![], t) else {
+            panic!()
+        };
+        let assignments = vec![
+            (a.clone(), Bytes::from_static(b"p0")),
+            (b.clone(), Bytes::from_static(b"p1")),
+        ];
+        assert_eq!(
+            now_value(c.sync("g", 2, &a, assignments, t)).assignment,
+            Bytes::from_static(b"p0")
+        );
+        assert_eq!(
+            sync_b.try_recv().unwrap().assignment,
+            Bytes::from_static(b"p1")
+        );
+        assert_eq!(
+            c.heartbeat("g", 1, &b, t),
+            ResponseError::IllegalGeneration.code()
+        );
         assert_eq!(c.heartbeat("g", 2, &b, t), 0);
 
         // b's session expires: a rebalance, a alone in gen 3.
         let later = t + Duration::from_secs(11);
         assert_eq!(c.heartbeat("g", 2, &a, later), 0);
         c.tick(later);
-        assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
-        let Reply::Later(mut rx_a) = c.join(join("g", &a, None), later) else { panic!() };
+        assert_eq!(
+            c.describe("g").unwrap().state,
+            GroupState::PreparingRebalance
+        );
+        let Reply::Later(mut rx_a) = c.join(join("g", &a, None), later) else {
+            panic!()
+        };
         assert_eq!(rx_a.try_recv().unwrap().generation, 3);
         assert_eq!(c.leave("g", &[(a.clone(), None)], later), Ok(vec![0]));
         assert_eq!(c.describe("g").unwrap().state, GroupState::Empty);
@@ -826,11 +951,19 @@ mod tests {
     fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
         let c = coordinator();
         let t = Instant::now();
-        let Reply::Later(mut rx) = c.join(join("s", "", Some("host-1")), t) else { panic!() };
+        let Reply::Later(mut rx) = c.join(join("s", "", Some("host-1")), t) else {
+            panic!()
+        };
         c.tick(t);
         let joined = rx.try_recv().unwrap();
         let old = joined.member_id.clone();
-        now_value(c.sync("s", joined.generation, &old, vec![(old.clone(), Bytes::from_static(b"all"))], t));
+        now_value(c.sync(
+            "s",
+            joined.generation,
+            &old,
+            vec![(old.clone(), Bytes::from_static(b"all"))],
+            t,
+        ));
         // Restart: a new JoinGroup with no member id but the same instance id.
         let again = now_value(c.join(join("s", "", Some("host-1")), t));
         assert_eq!(again.error, 0);
@@ -838,7 +971,10 @@ mod tests {
         assert_ne!(again.member_id, old);
         let synced = now_value(c.sync("s", again.generation, &again.member_id, vec![], t));
         assert_eq!(synced.assignment, Bytes::from_static(b"all"));
-        assert_eq!(c.heartbeat("s", again.generation, &old, t), ResponseError::UnknownMemberId.code());
+        assert_eq!(
+            c.heartbeat("s", again.generation, &old, t),
+            ResponseError::UnknownMemberId.code()
+        );
     }
 
     #[test]
@@ -847,8 +983,17 @@ mod tests {
         let t = Instant::now();
         let mut short = join("g", "", None);
         short.session_timeout = Duration::from_millis(10);
-        assert_eq!(now_value(c.join(short, t)).error, ResponseError::InvalidSessionTimeout.code());
-        assert_eq!(now_value(c.join(join("", "", None), t)).error, ResponseError::InvalidGroupId.code());
-        assert_eq!(now_value(c.join(join("nope", "ghost", None), t)).error, ResponseError::UnknownMemberId.code());
+        assert_eq!(
+            now_value(c.join(short, t)).error,
+            ResponseError::InvalidSessionTimeout.code()
+        );
+        assert_eq!(
+            now_value(c.join(join("", "", None), t)).error,
+            ResponseError::InvalidGroupId.code()
+        );
+        assert_eq!(
+            now_value(c.join(join("nope", "ghost", None), t)).error,
+            ResponseError::UnknownMemberId.code()
+        );
     }
 }

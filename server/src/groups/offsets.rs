@@ -101,12 +101,15 @@ impl OffsetStore {
             let read = partition
                 .read(offset, 1 << 20)
                 .map_err(|e| OffsetsError::Replay(e.to_string()))?;
-            let decoded = batch::decode(&read.records).map_err(|e| OffsetsError::Replay(e.to_string()))?;
+            let decoded =
+                batch::decode(&read.records).map_err(|e| OffsetsError::Replay(e.to_string()))?;
             let Some(last) = decoded.last() else { break };
             offset = last.offset + 1;
             for record in decoded {
                 records += 1;
-                let Some(key) = record.key.as_deref() else { continue };
+                let Some(key) = record.key.as_deref() else {
+                    continue;
+                };
                 let key: Key = match decode(key) {
                     Ok(key) => key,
                     Err(e) => {
@@ -168,7 +171,12 @@ impl OffsetStore {
             .partition
             .delete_segments_before(rewritten_from)
             .map_err(|e| OffsetsError::Replay(e.to_string()))?;
-        tracing::info!(records, live, deleted_segments = report.deleted_segments, "compacted {TOPIC}");
+        tracing::info!(
+            records,
+            live,
+            deleted_segments = report.deleted_segments,
+            "compacted {TOPIC}"
+        );
         Ok(())
     }
 
@@ -195,11 +203,17 @@ impl OffsetStore {
             .iter()
             .map(|(k, v)| (Some(k.as_slice()), v.as_deref(), now))
             .collect();
-        self.partition.append_pending(&batch::build(&records)).map(Some)
+        self.partition
+            .append_pending(&batch::build(&records))
+            .map(Some)
     }
 
     /// Stores commits for `group`, durably, then makes them visible.
-    pub fn commit(&self, group: &str, commits: Vec<((String, i32), Committed)>) -> Result<(), AppendError> {
+    pub fn commit(
+        &self,
+        group: &str,
+        commits: Vec<((String, i32), Committed)>,
+    ) -> Result<(), AppendError> {
         let entries: Vec<(Key, Option<Committed>)> = commits
             .iter()
             .map(|((topic, partition), c)| {
@@ -240,13 +254,21 @@ impl OffsetStore {
     }
 
     /// Deletes offsets of `group`: the given partitions, or all of them. Returns how many.
-    pub fn delete(&self, group: &str, partitions: Option<&[(String, i32)]>) -> Result<usize, AppendError> {
+    pub fn delete(
+        &self,
+        group: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<usize, AppendError> {
         let mut groups = self.lock();
         let Some(offsets) = groups.get(group) else {
             return Ok(0);
         };
         let doomed: Vec<(String, i32)> = match partitions {
-            Some(list) => list.iter().filter(|k| offsets.contains_key(*k)).cloned().collect(),
+            Some(list) => list
+                .iter()
+                .filter(|k| offsets.contains_key(*k))
+                .cloned()
+                .collect(),
             None => offsets.keys().cloned().collect(),
         };
         let tombstones: Vec<(Key, Option<Committed>)> = doomed
@@ -292,9 +314,21 @@ mod tests {
         {
             let log = Log::open(dir.path()).unwrap();
             let store = OffsetStore::open(&log).unwrap();
-            store.commit("g", vec![(("t".into(), 0), committed(5)), (("t".into(), 1), committed(7))]).unwrap();
-            store.commit("g", vec![(("t".into(), 0), committed(9))]).unwrap();
-            store.commit("h", vec![(("t".into(), 0), committed(1))]).unwrap();
+            store
+                .commit(
+                    "g",
+                    vec![
+                        (("t".into(), 0), committed(5)),
+                        (("t".into(), 1), committed(7)),
+                    ],
+                )
+                .unwrap();
+            store
+                .commit("g", vec![(("t".into(), 0), committed(9))])
+                .unwrap();
+            store
+                .commit("h", vec![(("t".into(), 0), committed(1))])
+                .unwrap();
             assert_eq!(store.delete("h", None).unwrap(), 1);
         }
         let log = Log::open(dir.path()).unwrap();
@@ -312,7 +346,9 @@ mod tests {
             let log = Log::open(dir.path()).unwrap();
             let store = OffsetStore::open(&log).unwrap();
             for i in 0..3000 {
-                store.commit("g", vec![(("t".into(), 0), committed(i))]).unwrap();
+                store
+                    .commit("g", vec![(("t".into(), 0), committed(i))])
+                    .unwrap();
             }
         }
         {
@@ -329,7 +365,11 @@ mod tests {
     fn unknown_formats_are_refused() {
         assert!(decode::<Key>(&[9, 1, 2]).is_err());
         assert!(decode::<Key>(&[]).is_err());
-        let key = Key { group: "g".into(), topic: "t".into(), partition: 3 };
+        let key = Key {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 3,
+        };
         assert_eq!(decode::<Key>(&encode(&key)).unwrap(), key);
     }
 }

@@ -8,8 +8,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseHeader};
 
-use super::{encode_frame, APIS};
 use super::RequestContext;
+use super::{encode_frame, APIS};
 use crate::broker::Broker;
 
 fn body(error_code: i16) -> ApiVersionsResponse {
@@ -27,7 +27,11 @@ fn body(error_code: i16) -> ApiVersionsResponse {
         .with_api_keys(api_keys)
 }
 
-pub async fn handle(_: &Arc<Broker>, _: ApiVersionsRequest, _: &RequestContext) -> Option<ApiVersionsResponse> {
+pub async fn handle(
+    _: &Arc<Broker>,
+    _: ApiVersionsRequest,
+    _: &RequestContext,
+) -> Option<ApiVersionsResponse> {
     Some(body(0))
 }
 

@@ -21,7 +21,8 @@ pub async fn handle(
             .groups_names
             .into_iter()
             .map(|id| {
-                let known = owner.groups.describe(&id).is_some() || owner.offsets.groups().contains(&id.to_string());
+                let known = owner.groups.describe(&id).is_some()
+                    || owner.offsets.groups().contains(&id.to_string());
                 let code = if !known {
                     ResponseError::GroupIdNotFound.code()
                 } else if let Err(e) = owner.groups.delete(&id) {
@@ -32,7 +33,9 @@ pub async fn handle(
                         Err(e) => errors::append(&e).code(),
                     }
                 };
-                DeletableGroupResult::default().with_group_id(id).with_error_code(code)
+                DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(code)
             })
             .collect::<Vec<_>>()
     })

@@ -27,7 +27,9 @@ pub async fn handle(
                 if Broker::is_internal(&name) {
                     return result
                         .with_error_code(ResponseError::InvalidTopicException.code())
-                        .with_error_message(Some(StrBytes::from_static_str("internal topics cannot be deleted")));
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "internal topics cannot be deleted",
+                        )));
                 }
                 match owner.log.delete_topic(&name) {
                     Ok(()) => {

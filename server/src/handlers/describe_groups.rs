@@ -44,7 +44,12 @@ pub async fn handle(
                             .collect(),
                     ),
                 None => {
-                    let state = if broker.offsets.groups().iter().any(|g| g.as_str() == id.as_str()) {
+                    let state = if broker
+                        .offsets
+                        .groups()
+                        .iter()
+                        .any(|g| g.as_str() == id.as_str())
+                    {
                         GroupState::Empty
                     } else {
                         GroupState::Dead

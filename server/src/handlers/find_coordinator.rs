@@ -22,7 +22,9 @@ pub async fn handle(
         return Some(
             response
                 .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                .with_error_message(Some(StrBytes::from_static_str("transactions are not supported")))
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "transactions are not supported",
+                )))
                 .with_node_id(BrokerId(-1))
                 .with_port(-1),
         );

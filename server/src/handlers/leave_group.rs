@@ -21,13 +21,23 @@ pub async fn handle(
         request
             .members
             .iter()
-            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|i| i.to_string())))
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|i| i.to_string()),
+                )
+            })
             .collect()
     };
     let response = LeaveGroupResponse::default();
-    match broker.groups.leave(&request.group_id, &members, Instant::now()) {
+    match broker
+        .groups
+        .leave(&request.group_id, &members, Instant::now())
+    {
         Err(error) => Some(response.with_error_code(error)),
-        Ok(codes) if ctx.version < 3 => Some(response.with_error_code(codes.first().copied().unwrap_or(0))),
+        Ok(codes) if ctx.version < 3 => {
+            Some(response.with_error_code(codes.first().copied().unwrap_or(0)))
+        }
         Ok(codes) => Some(
             response.with_members(
                 request

@@ -26,7 +26,11 @@ pub async fn handle(
     for (id, protocol_type, state) in broker.groups.list() {
         groups.insert(id, (protocol_type, state.name()));
     }
-    let filter: Vec<String> = request.states_filter.iter().map(|s| s.to_lowercase()).collect();
+    let filter: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(|s| s.to_lowercase())
+        .collect();
     let listed = groups
         .into_iter()
         .filter(|(_, (_, state))| filter.is_empty() || filter.contains(&state.to_lowercase()))

@@ -40,55 +40,34 @@ pub struct Api {
     pub max: i16,
 }
 
+const fn api(key: ApiKey, min: i16, max: i16) -> Api {
+    Api { key, min, max }
+}
+
 /// Every API served. ApiVersions advertises exactly this table.
 pub const APIS: &[Api] = &[
     // Produce 0–2 are advertised (older librdkafka turns compression off otherwise) and
     // answered with UNSUPPORTED_VERSION.
-    Api {
-        key: ApiKey::Produce,
-        min: 0,
-        max: 9,
-    },
-    Api {
-        key: ApiKey::Fetch,
-        min: 4,
-        max: 12,
-    },
-    Api {
-        key: ApiKey::ListOffsets,
-        min: 1,
-        max: 7,
-    },
-    Api {
-        key: ApiKey::Metadata,
-        min: 0,
-        max: 12,
-    },
-    Api {
-        key: ApiKey::ApiVersions,
-        min: 0,
-        max: 3,
-    },
-    Api {
-        key: ApiKey::CreateTopics,
-        min: 2,
-        max: 5,
-    },
-    Api {
-        key: ApiKey::DeleteTopics,
-        min: 1,
-        max: 5,
-    },
-    Api {
-        key: ApiKey::DescribeConfigs,
-        min: 1,
-        max: 4,
-    },
-    Api {
-        key: ApiKey::InitProducerId,
-        min: 0,
-        max: 4,
-    },
+    api(ApiKey::Produce, 0, 9),
+    api(ApiKey::Fetch, 4, 12),
+    api(ApiKey::ListOffsets, 1, 7),
+    api(ApiKey::Metadata, 0, 12),
+    api(ApiKey::ApiVersions, 0, 3),
+    api(ApiKey::CreateTopics, 2, 5),
+    api(ApiKey::DeleteTopics, 1, 5),
+    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::InitProducerId, 0, 4),
+    api(ApiKey::FindCoordinator, 0, 3),
+    api(ApiKey::JoinGroup, 0, 5),
+    api(ApiKey::SyncGroup, 0, 3),
+    api(ApiKey::Heartbeat, 0, 3),
+    api(ApiKey::LeaveGroup, 0, 3),
+    api(ApiKey::OffsetCommit, 2, 8),
+    api(ApiKey::OffsetFetch, 1, 7),
+    api(ApiKey::ListGroups, 0, 4),
+    api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// Why a request could not be answered; the connection is closed with this logged.

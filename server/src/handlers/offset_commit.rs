@@ -22,7 +22,12 @@ pub async fn handle(
     _: &RequestContext,
 ) -> Option<OffsetCommitResponse> {
     let group = request.group_id.to_string();
-    let group_error = membership_error(broker, &group, request.generation_id_or_member_epoch, &request.member_id);
+    let group_error = membership_error(
+        broker,
+        &group,
+        request.generation_id_or_member_epoch,
+        &request.member_id,
+    );
     let now = log_core::now_ms();
     // Per partition: Ok(commit to store) or the partition's error.
     let mut checked: Vec<(String, Vec<(i32, Result<Committed, ResponseError>)>)> = Vec::new();
@@ -35,12 +40,15 @@ pub async fn handle(
             .map(|p| {
                 let result = if let Some(error) = group_error {
                     Err(error)
-                } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
-                    Err(ResponseError::OffsetMetadataTooLarge)
-                } else if !exists
+                } else if p
+                    .committed_metadata
                     .as_ref()
-                    .is_some_and(|t| u32::try_from(p.partition_index).is_ok_and(|i| t.partition(i).is_some()))
+                    .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
                 {
+                    Err(ResponseError::OffsetMetadataTooLarge)
+                } else if !exists.as_ref().is_some_and(|t| {
+                    u32::try_from(p.partition_index).is_ok_and(|i| t.partition(i).is_some())
+                }) {
                     Err(ResponseError::UnknownTopicOrPartition)
                 } else {
                     Ok(Committed {
@@ -59,7 +67,9 @@ pub async fn handle(
         .iter()
         .flat_map(|(topic, partitions)| {
             partitions.iter().filter_map(|(index, r)| {
-                r.as_ref().ok().map(|c| ((topic.clone(), *index), c.clone()))
+                r.as_ref()
+                    .ok()
+                    .map(|c| ((topic.clone(), *index), c.clone()))
             })
         })
         .collect();
@@ -101,7 +111,12 @@ pub async fn handle(
 }
 
 /// Why this member may not commit to this group now, if it may not.
-fn membership_error(broker: &Broker, group: &str, generation: i32, member_id: &str) -> Option<ResponseError> {
+fn membership_error(
+    broker: &Broker,
+    group: &str,
+    generation: i32,
+    member_id: &str,
+) -> Option<ResponseError> {
     if group.is_empty() {
         return Some(ResponseError::InvalidGroupId);
     }

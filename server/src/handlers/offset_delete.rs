@@ -9,7 +9,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
-use kafka_protocol::messages::{ConsumerProtocolSubscription, OffsetDeleteRequest, OffsetDeleteResponse};
+use kafka_protocol::messages::{
+    ConsumerProtocolSubscription, OffsetDeleteRequest, OffsetDeleteResponse,
+};
 use kafka_protocol::protocol::Decodable;
 
 use super::{errors, RequestContext};
@@ -24,11 +26,18 @@ pub async fn handle(
     let group = request.group_id.to_string();
     let view = broker.groups.describe(&group);
     if view.is_none() && !broker.offsets.groups().contains(&group) {
-        return Some(OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code()));
+        return Some(
+            OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code()),
+        );
     }
     let subscribed: HashSet<String> = view
         .filter(|v| v.state != GroupState::Empty && v.protocol_type == "consumer")
-        .map(|v| v.members.iter().flat_map(|m| subscriptions(&m.metadata)).collect())
+        .map(|v| {
+            v.members
+                .iter()
+                .flat_map(|m| subscriptions(&m.metadata))
+                .collect()
+        })
         .unwrap_or_default();
     let owner = broker.clone();
     let topics = tokio::task::spawn_blocking(move || {
@@ -44,7 +53,10 @@ pub async fn handle(
                         let code = if subscribed.contains(&name) {
                             ResponseError::GroupSubscribedToTopic.code()
                         } else {
-                            match owner.offsets.delete(&group, Some(&[(name.clone(), p.partition_index)])) {
+                            match owner
+                                .offsets
+                                .delete(&group, Some(&[(name.clone(), p.partition_index)]))
+                            {
                                 Ok(_) => 0,
                                 Err(e) => errors::append(&e).code(),
                             }

@@ -21,7 +21,9 @@ pub async fn handle(
 ) -> Option<OffsetFetchResponse> {
     let group = request.group_id.to_string();
     if group.is_empty() {
-        return Some(OffsetFetchResponse::default().with_error_code(ResponseError::InvalidGroupId.code()));
+        return Some(
+            OffsetFetchResponse::default().with_error_code(ResponseError::InvalidGroupId.code()),
+        );
     }
     let wanted: BTreeMap<String, Vec<i32>> = match request.topics {
         Some(topics) => topics
@@ -42,12 +44,15 @@ pub async fn handle(
             let partitions = partitions
                 .into_iter()
                 .map(|index| {
-                    let response = OffsetFetchResponsePartition::default().with_partition_index(index);
+                    let response =
+                        OffsetFetchResponsePartition::default().with_partition_index(index);
                     match broker.offsets.fetch(&group, &topic, index) {
                         Some(c) => response
                             .with_committed_offset(c.offset)
                             .with_committed_leader_epoch(c.leader_epoch)
-                            .with_metadata(Some(StrBytes::from_string(c.metadata.unwrap_or_default()))),
+                            .with_metadata(Some(StrBytes::from_string(
+                                c.metadata.unwrap_or_default(),
+                            ))),
                         None => response
                             .with_committed_offset(-1)
                             .with_committed_leader_epoch(-1)

@@ -14,8 +14,8 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
-use super::{errors, malformed, RequestError};
 use super::RequestContext;
+use super::{errors, malformed, RequestError};
 use crate::broker::Broker;
 use crate::producers::Verdict;
 
@@ -127,7 +127,11 @@ fn append_one(
     records: Option<Bytes>,
 ) -> PartitionProduceResponse {
     if Broker::is_internal(topic) {
-        return failure(index, ResponseError::InvalidTopicException, format!("{topic} is internal to the broker"));
+        return failure(
+            index,
+            ResponseError::InvalidTopicException,
+            format!("{topic} is internal to the broker"),
+        );
     }
     let Some(partition) = broker.partition(topic, index) else {
         return failure(

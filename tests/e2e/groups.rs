@@ -1,0 +1,532 @@
+//! Consumer groups with librdkafka: partitions shared and taken over when a member dies,
+//! committed offsets that survive consumer and broker restarts (including `kill -9`),
+//! independent groups, and the error codes a bad commit gets.
+//!
+//! A consumer that must die like a crashed process runs as one: the test binary re-runs itself
+//! with `group_worker` (an ignored test) and kills it with SIGKILL.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use crate::broker::TestBroker;
+use crate::wire::{call, connect};
+
+const BROKER_FLAGS: &[&str] = &[
+    "--default-partitions",
+    "6",
+    "--group-initial-rebalance-delay-ms",
+    "500",
+];
+
+fn produce(addr: &str, topic: &str, ids: std::ops::Range<u64>) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for id in ids {
+        let payload = id.to_string();
+        let key = format!("k{}", id % 101);
+        producer
+            .send(BaseRecord::to(topic).key(&key).payload(&payload))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+fn group_consumer(addr: &str, group: &str, reset: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", reset)
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .create()
+        .unwrap()
+}
+
+/// Polls until `count` messages arrived or `timeout` passed; returns (partition, offset, id).
+fn poll_n(consumer: &BaseConsumer, count: usize, timeout: Duration) -> Vec<(i32, i64, u64)> {
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    while out.len() < count && Instant::now() < deadline {
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let m = message.unwrap();
+            let id = std::str::from_utf8(m.payload().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            out.push((m.partition(), m.offset(), id));
+        }
+    }
+    out
+}
+
+/// Commits "the next offset to read" for each partition of `consumed`.
+fn commit_consumed(consumer: &BaseConsumer, topic: &str, consumed: &[(i32, i64, u64)]) {
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    for (p, o, _) in consumed {
+        let e = next.entry(*p).or_insert(0);
+        *e = (*e).max(o + 1);
+    }
+    let mut list = TopicPartitionList::new();
+    for (p, o) in next {
+        list.add_partition_offset(topic, p, Offset::Offset(o))
+            .unwrap();
+    }
+    consumer.commit(&list, CommitMode::Sync).unwrap();
+}
+
+/// Prints what it consumes and commits, for the test that runs it as a process.
+struct WorkerContext;
+impl ClientContext for WorkerContext {}
+impl ConsumerContext for WorkerContext {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(list) = rebalance {
+            let parts: Vec<String> = list
+                .elements()
+                .iter()
+                .map(|e| e.partition().to_string())
+                .collect();
+            println!("A {}", parts.join(","));
+        }
+    }
+}
+
+/// Not a test on its own: `shared_partitions_are_taken_over_when_a_member_dies` runs it as a
+/// consumer process. Consumes the topic in `LOGRAIL_WORKER_TOPIC`, committing every 10 records,
+/// printing `M partition offset` and `C partition next-offset` lines.
+#[test]
+#[ignore]
+fn group_worker() {
+    let Ok(addr) = std::env::var("LOGRAIL_WORKER_ADDR") else {
+        return;
+    };
+    let topic = std::env::var("LOGRAIL_WORKER_TOPIC").unwrap();
+    // libtest has printed "test groups::group_worker ... " without a newline.
+    println!();
+    let consumer: BaseConsumer<WorkerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("group.id", "shared")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .create_with_context(WorkerContext)
+        .unwrap();
+    consumer.subscribe(&[&topic]).unwrap();
+    let mut since_commit: HashMap<i32, i64> = HashMap::new();
+    loop {
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let Ok(m) = message else { continue };
+        println!("M {} {}", m.partition(), m.offset());
+        std::thread::sleep(Duration::from_millis(2));
+        since_commit.insert(m.partition(), m.offset() + 1);
+        if m.offset() % 10 == 9 {
+            let mut list = TopicPartitionList::new();
+            for (p, o) in since_commit.drain() {
+                list.add_partition_offset(&topic, p, Offset::Offset(o))
+                    .unwrap();
+            }
+            if consumer.commit(&list, CommitMode::Sync).is_ok() {
+                for e in list.elements() {
+                    if let Offset::Offset(o) = e.offset() {
+                        println!("C {} {}", e.partition(), o);
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Worker {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Worker {
+    fn start(addr: &str, topic: &str) -> Worker {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "groups::group_worker",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("LOGRAIL_WORKER_ADDR", addr)
+            .env("LOGRAIL_WORKER_TOPIC", topic)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().unwrap();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Worker { child, lines }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// (partition, offset) consumed, and the last commit per partition.
+    fn record(&self) -> (Vec<(i32, i64)>, HashMap<i32, i64>, Vec<Vec<i32>>) {
+        let mut consumed = Vec::new();
+        let mut commits = HashMap::new();
+        let mut assignments = Vec::new();
+        for line in self.lines() {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            match parts.as_slice() {
+                ["M", p, o] => consumed.push((p.parse().unwrap(), o.parse().unwrap())),
+                ["C", p, o] => {
+                    commits.insert(p.parse().unwrap(), o.parse().unwrap());
+                }
+                ["A", list] => assignments.push(
+                    list.split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(|s| s.parse().unwrap())
+                        .collect(),
+                ),
+                ["A"] => assignments.push(Vec::new()),
+                _ => {}
+            }
+        }
+        (consumed, commits, assignments)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn shared_partitions_are_taken_over_when_a_member_dies() {
+    const RECORDS: u64 = 3000;
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    produce(&broker.addr, "shared", 0..RECORDS);
+    let mut workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::start(&broker.addr, "shared"))
+        .collect();
+
+    // All three get partitions, two each.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let last: Vec<Option<Vec<i32>>> = workers
+            .iter()
+            .map(|w| w.record().2.last().cloned())
+            .collect();
+        if last
+            .iter()
+            .all(|a| a.as_ref().is_some_and(|a| a.len() == 2))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no even assignment in 30 s: {last:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Let them work a little, then kill one mid-stream.
+    while workers[0].record().0.len() < 100 {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(30),
+            "worker 0 consumes nothing"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut dead = workers.remove(0);
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
+    let killed_at = Instant::now();
+    let (dead_consumed, dead_commits, dead_assignments) = dead.record();
+    let orphaned: Vec<i32> = dead_assignments.last().unwrap().clone();
+
+    // The survivors take over the orphaned partitions within the session timeout, and between
+    // them read everything.
+    let mut taken_over_after = None;
+    loop {
+        let all: BTreeSet<(i32, i64)> = workers
+            .iter()
+            .flat_map(|w| w.record().0)
+            .chain(dead_consumed.iter().copied())
+            .collect();
+        let survivors_have_orphans = workers.iter().any(|w| {
+            w.record()
+                .2
+                .last()
+                .is_some_and(|a| a.iter().any(|p| orphaned.contains(p)))
+        });
+        if survivors_have_orphans && taken_over_after.is_none() {
+            taken_over_after = Some(killed_at.elapsed());
+        }
+        if all.len() as u64 == RECORDS {
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(60),
+            "only {} of {RECORDS} consumed",
+            all.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = taken_over_after.expect("orphaned partitions reassigned");
+    // Session timeout 6 s, plus the rebalance itself.
+    assert!(took < Duration::from_secs(15), "takeover took {took:?}");
+    println!("orphaned partitions {orphaned:?} reassigned {took:?} after the kill");
+
+    // Duplicates only past the last commit of a member that had the partition before: the
+    // dead one, or a survivor that lost the partition in the rebalance.
+    let mut members: Vec<(BTreeSet<(i32, i64)>, HashMap<i32, i64>)> = workers
+        .iter()
+        .map(|w| {
+            let (consumed, commits, _) = w.record();
+            (consumed.into_iter().collect(), commits)
+        })
+        .collect();
+    members.push((dead_consumed.iter().copied().collect(), dead_commits));
+    let mut seen: HashMap<(i32, i64), usize> = HashMap::new();
+    for (consumed, _) in &members {
+        for c in consumed {
+            *seen.entry(*c).or_default() += 1;
+        }
+    }
+    let duplicates: Vec<(i32, i64)> = seen
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(c, _)| c)
+        .collect();
+    for (p, o) in &duplicates {
+        let explained = members.iter().any(|(consumed, commits)| {
+            consumed.contains(&(*p, *o)) && commits.get(p).copied().unwrap_or(0) <= *o
+        });
+        assert!(
+            explained,
+            "({p}, {o}) redelivered although every member that read it committed past it"
+        );
+    }
+    println!(
+        "{} duplicates after the kill, all past a last commit",
+        duplicates.len()
+    );
+}
+
+#[test]
+fn committed_offsets_survive_consumer_restarts_and_broker_kill_9() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    produce(&broker.addr, "resume", 0..1000);
+
+    let first = {
+        let consumer = group_consumer(&broker.addr, "resumers", "earliest");
+        consumer.subscribe(&["resume"]).unwrap();
+        let got = poll_n(&consumer, 400, Duration::from_secs(30));
+        assert_eq!(got.len(), 400);
+        commit_consumed(&consumer, "resume", &got);
+        got
+    };
+    // A graceful broker restart, then a crash: the commits are on disk either way.
+    broker.stop();
+    broker.restart();
+    broker.kill9();
+    broker.restart();
+    let second = {
+        let consumer = group_consumer(&broker.addr, "resumers", "earliest");
+        consumer.subscribe(&["resume"]).unwrap();
+        let got = poll_n(&consumer, 600, Duration::from_secs(30));
+        // Nothing more arrives.
+        assert!(poll_n(&consumer, 1, Duration::from_secs(2)).is_empty());
+        got
+    };
+    let a: BTreeSet<u64> = first.iter().map(|r| r.2).collect();
+    let b: BTreeSet<u64> = second.iter().map(|r| r.2).collect();
+    assert_eq!(
+        a.len() + b.len(),
+        1000,
+        "no record read twice, none skipped"
+    );
+    assert!(a.is_disjoint(&b));
+    assert_eq!(a.union(&b).count(), 1000);
+}
+
+#[test]
+fn groups_are_independent_and_auto_offset_reset_behaves_as_in_kafka() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    produce(&broker.addr, "twice", 0..300);
+    let early = group_consumer(&broker.addr, "early", "earliest");
+    early.subscribe(&["twice"]).unwrap();
+    assert_eq!(poll_n(&early, 300, Duration::from_secs(30)).len(), 300);
+
+    let late = group_consumer(&broker.addr, "late", "latest");
+    late.subscribe(&["twice"]).unwrap();
+    // Wait for the assignment before producing more.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while late.assignment().unwrap().count() < 6 {
+        late.poll(Duration::from_millis(100));
+        assert!(Instant::now() < deadline, "no assignment");
+    }
+    assert!(
+        poll_n(&late, 1, Duration::from_secs(2)).is_empty(),
+        "latest skips what was there"
+    );
+    produce(&broker.addr, "twice", 300..350);
+    let got = poll_n(&late, 50, Duration::from_secs(30));
+    let ids: BTreeSet<u64> = got.iter().map(|r| r.2).collect();
+    assert_eq!(ids, (300..350).collect());
+    // The first group is unaffected and sees the new ones too.
+    assert_eq!(poll_n(&early, 50, Duration::from_secs(30)).len(), 50);
+}
+
+fn commit_request(
+    group: &str,
+    generation: i32,
+    member: &str,
+    topic: &str,
+    metadata: Option<String>,
+) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(StrBytes::from_string(member.to_string()))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(5)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(metadata.map(StrBytes::from_string))])])
+}
+
+fn commit_error(addr: &str, request: &OffsetCommitRequest) -> i16 {
+    let response: OffsetCommitResponse = call(&mut connect(addr), ApiKey::OffsetCommit, 8, request);
+    response.topics[0].partitions[0].error_code
+}
+
+#[test]
+fn bad_commits_get_kafka_errors_and_corrupt_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    produce(&broker.addr, "bad", 0..10);
+    // A live group with one member.
+    let member = group_consumer(&broker.addr, "live", "earliest");
+    member.subscribe(&["bad"]).unwrap();
+    assert_eq!(poll_n(&member, 10, Duration::from_secs(30)).len(), 10);
+    commit_consumed(&member, "bad", &[(0, 1, 0)]);
+
+    let addr = broker.addr.clone();
+    // Unknown group with a generation: ILLEGAL_GENERATION; a simple commit (-1, "") is fine.
+    assert_eq!(
+        commit_error(&addr, &commit_request("ghost", 3, "m", "bad", None)),
+        22
+    );
+    assert_eq!(
+        commit_error(&addr, &commit_request("simple", -1, "", "bad", None)),
+        0
+    );
+    // Into a live group: a stranger is UNKNOWN_MEMBER_ID, a simple commit too.
+    assert_eq!(
+        commit_error(&addr, &commit_request("live", 1, "stranger", "bad", None)),
+        25
+    );
+    assert_eq!(
+        commit_error(&addr, &commit_request("live", -1, "", "bad", None)),
+        25
+    );
+    // Oversized metadata, unknown topic, empty group id.
+    let huge = Some("x".repeat(5000));
+    assert_eq!(
+        commit_error(&addr, &commit_request("simple", -1, "", "bad", huge)),
+        12
+    );
+    assert_eq!(
+        commit_error(&addr, &commit_request("simple", -1, "", "nope", None)),
+        3
+    );
+    assert_eq!(
+        commit_error(&addr, &commit_request("", -1, "", "bad", None)),
+        24
+    );
+    // Clients may not write or delete the internal topic.
+    let metadata: MetadataResponse = call(
+        &mut connect(&addr),
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    );
+    let internal = metadata
+        .topics
+        .iter()
+        .find(|t| {
+            t.name
+                .as_ref()
+                .is_some_and(|n| n.as_str() == "__consumer_offsets")
+        })
+        .unwrap();
+    assert!(internal.is_internal);
+
+    // The good commits are all still there after a crash, and the offsets log is sound.
+    drop(member);
+    broker.kill9();
+    let out = Command::new(env!("CARGO_BIN_EXE_lograil"))
+        .arg("dump-log")
+        .arg(
+            broker
+                .data_dir
+                .join("__consumer_offsets-0/00000000000000000000.log"),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    broker.restart();
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("simple")))
+        .with_topics(None);
+    let fetched: OffsetFetchResponse =
+        call(&mut connect(&broker.addr), ApiKey::OffsetFetch, 7, &fetch);
+    assert_eq!(fetched.topics[0].partitions[0].committed_offset, 5);
+    let fetch = fetch.with_group_id(GroupId(StrBytes::from_static_str("live")));
+    let fetched: OffsetFetchResponse =
+        call(&mut connect(&broker.addr), ApiKey::OffsetFetch, 7, &fetch);
+    assert_eq!(fetched.topics[0].partitions[0].committed_offset, 2);
+    // A wrong member id in a heartbeat, for completeness.
+    let hb = HeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("live")))
+        .with_generation_id(1)
+        .with_member_id(StrBytes::from_static_str("nobody"));
+    let hb: HeartbeatResponse = call(&mut connect(&broker.addr), ApiKey::Heartbeat, 3, &hb);
+    assert_eq!(hb.error_code, 25);
+}
