@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod admin_cli;
 mod dump_log;
 mod serve;
 
@@ -22,6 +23,20 @@ struct Cli {
 enum Command {
     /// Run the broker (default: 127.0.0.1:9092, data in ./data).
     Serve(Box<serve::Args>),
+    /// Create, list, describe and delete topics on a running broker.
+    Topic {
+        #[command(flatten)]
+        connection: admin_cli::Connection,
+        #[command(subcommand)]
+        command: admin_cli::TopicCommand,
+    },
+    /// List and describe consumer groups (with lag in records and seconds), reset their offsets.
+    Group {
+        #[command(flatten)]
+        connection: admin_cli::Connection,
+        #[command(subcommand)]
+        command: admin_cli::GroupCommand,
+    },
     /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
     /// finds corruption.
     DumpLog(dump_log::Args),
@@ -40,6 +55,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::DumpLog(args) => dump_log::run(&args),
+        Command::Topic {
+            connection,
+            command,
+        } => admin_cli::topic(&connection, &command).map(|()| ExitCode::SUCCESS),
+        Command::Group {
+            connection,
+            command,
+        } => admin_cli::group(&connection, &command).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -194,29 +194,55 @@ impl Worker {
         self.lines.lock().unwrap().clone()
     }
 
-    /// (partition, offset) consumed, and the last commit per partition.
-    fn record(&self) -> (Vec<(i32, i64)>, HashMap<i32, i64>, Vec<Vec<i32>>) {
-        let mut consumed = Vec::new();
-        let mut commits = HashMap::new();
-        let mut assignments = Vec::new();
+    /// What the worker printed so far.
+    fn record(&self) -> WorkerLog {
+        let mut log = WorkerLog::default();
         for line in self.lines() {
             let parts: Vec<&str> = line.split_whitespace().collect();
+            let period = log.assignments.len();
             match parts.as_slice() {
-                ["M", p, o] => consumed.push((p.parse().unwrap(), o.parse().unwrap())),
-                ["C", p, o] => {
-                    commits.insert(p.parse().unwrap(), o.parse().unwrap());
-                }
-                ["A", list] => assignments.push(
-                    list.split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(|s| s.parse().unwrap())
-                        .collect(),
-                ),
-                ["A"] => assignments.push(Vec::new()),
+                ["M", p, o] => log
+                    .consumed
+                    .push((p.parse().unwrap(), o.parse().unwrap(), period)),
+                ["C", p, o] => log
+                    .commits
+                    .push((p.parse().unwrap(), o.parse().unwrap(), period)),
+                ["A", list] => log
+                    .assignments
+                    .push(list.split(',').map(|s| s.parse().unwrap()).collect()),
+                ["A"] => log.assignments.push(Vec::new()),
                 _ => {}
             }
         }
-        (consumed, commits, assignments)
+        log
+    }
+}
+
+/// A worker's output: what it consumed and committed, each tagged with its assignment period
+/// (how many assignments it had received by then), and its assignments in order.
+#[derive(Debug, Default)]
+struct WorkerLog {
+    consumed: Vec<(i32, i64, usize)>,
+    commits: Vec<(i32, i64, usize)>,
+    assignments: Vec<Vec<i32>>,
+}
+
+impl WorkerLog {
+    fn offsets(&self) -> impl Iterator<Item = (i32, i64)> + '_ {
+        self.consumed.iter().map(|(p, o, _)| (*p, *o))
+    }
+
+    /// Whether this worker read (p, o) and lost the partition (or died) before committing past
+    /// it: the one way a record may legitimately be delivered again.
+    fn left_uncommitted(&self, p: i32, o: i64) -> bool {
+        self.consumed.iter().any(|(cp, co, period)| {
+            *cp == p
+                && *co == o
+                && !self
+                    .commits
+                    .iter()
+                    .any(|(kp, next, kperiod)| *kp == p && *next > o && kperiod == period)
+        })
     }
 }
 
@@ -242,7 +268,7 @@ fn shared_partitions_are_taken_over_when_a_member_dies() {
     loop {
         let last: Vec<Option<Vec<i32>>> = workers
             .iter()
-            .map(|w| w.record().2.last().cloned())
+            .map(|w| w.record().assignments.last().cloned())
             .collect();
         if last
             .iter()
@@ -257,7 +283,7 @@ fn shared_partitions_are_taken_over_when_a_member_dies() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // Let them work a little, then kill one mid-stream.
-    while workers[0].record().0.len() < 100 {
+    while workers[0].record().consumed.len() < 100 {
         assert!(
             Instant::now() < deadline + Duration::from_secs(30),
             "worker 0 consumes nothing"
@@ -268,8 +294,8 @@ fn shared_partitions_are_taken_over_when_a_member_dies() {
     dead.child.kill().unwrap();
     dead.child.wait().unwrap();
     let killed_at = Instant::now();
-    let (dead_consumed, dead_commits, dead_assignments) = dead.record();
-    let orphaned: Vec<i32> = dead_assignments.last().unwrap().clone();
+    let dead = dead.record();
+    let orphaned: Vec<i32> = dead.assignments.last().unwrap().clone();
 
     // The survivors take over the orphaned partitions within the session timeout, and between
     // them read everything.
@@ -277,12 +303,12 @@ fn shared_partitions_are_taken_over_when_a_member_dies() {
     loop {
         let all: BTreeSet<(i32, i64)> = workers
             .iter()
-            .flat_map(|w| w.record().0)
-            .chain(dead_consumed.iter().copied())
+            .flat_map(|w| w.record().offsets().collect::<Vec<_>>())
+            .chain(dead.offsets())
             .collect();
         let survivors_have_orphans = workers.iter().any(|w| {
             w.record()
-                .2
+                .assignments
                 .last()
                 .is_some_and(|a| a.iter().any(|p| orphaned.contains(p)))
         });
@@ -304,20 +330,14 @@ fn shared_partitions_are_taken_over_when_a_member_dies() {
     assert!(took < Duration::from_secs(15), "takeover took {took:?}");
     println!("orphaned partitions {orphaned:?} reassigned {took:?} after the kill");
 
-    // Duplicates only past the last commit of a member that had the partition before: the
-    // dead one, or a survivor that lost the partition in the rebalance.
-    let mut members: Vec<(BTreeSet<(i32, i64)>, HashMap<i32, i64>)> = workers
-        .iter()
-        .map(|w| {
-            let (consumed, commits, _) = w.record();
-            (consumed.into_iter().collect(), commits)
-        })
-        .collect();
-    members.push((dead_consumed.iter().copied().collect(), dead_commits));
+    // Duplicates only where a member read a record and lost its partition (or died) before
+    // committing past it.
+    let mut members: Vec<WorkerLog> = workers.iter().map(Worker::record).collect();
+    members.push(dead);
     let mut seen: HashMap<(i32, i64), usize> = HashMap::new();
-    for (consumed, _) in &members {
-        for c in consumed {
-            *seen.entry(*c).or_default() += 1;
+    for member in &members {
+        for c in member.offsets() {
+            *seen.entry(c).or_default() += 1;
         }
     }
     let duplicates: Vec<(i32, i64)> = seen
@@ -326,16 +346,14 @@ fn shared_partitions_are_taken_over_when_a_member_dies() {
         .map(|(c, _)| c)
         .collect();
     for (p, o) in &duplicates {
-        let explained = members.iter().any(|(consumed, commits)| {
-            consumed.contains(&(*p, *o)) && commits.get(p).copied().unwrap_or(0) <= *o
-        });
+        let explained = members.iter().any(|m| m.left_uncommitted(*p, *o));
         assert!(
             explained,
-            "({p}, {o}) redelivered although every member that read it committed past it"
+            "({p}, {o}) redelivered although each reader committed past it"
         );
     }
     println!(
-        "{} duplicates after the kill, all past a last commit",
+        "{} duplicates, each past a commit its first reader never made",
         duplicates.len()
     );
 }
@@ -529,4 +547,116 @@ fn bad_commits_get_kafka_errors_and_corrupt_nothing() {
         .with_member_id(StrBytes::from_static_str("nobody"));
     let hb: HeartbeatResponse = call(&mut connect(&broker.addr), ApiKey::Heartbeat, 3, &hb);
     assert_eq!(hb.error_code, 25);
+}
+
+fn lograil(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lograil"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_shows_lag_in_records_and_seconds_and_resets_offsets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    let server = ["--bootstrap-server", broker.addr.as_str()];
+    let with = |args: &[&str]| -> Vec<String> {
+        args.iter().chain(&server).map(|s| s.to_string()).collect()
+    };
+    let run = |args: &[&str]| {
+        let args = with(args);
+        lograil(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let (ok, out, err) = run(&[
+        "topic",
+        "create",
+        "lagged",
+        "--partitions",
+        "1",
+        "--config",
+        "retention.ms=-1",
+    ]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = run(&["topic", "list", "--json"]);
+    assert!(ok && out.contains("\"lagged\""), "{out}");
+
+    // 100 records, one a second, the newest 100 s old.
+    let base = log_core::now_ms() - 200_000;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .create()
+        .unwrap();
+    for i in 0..100i64 {
+        let payload = i.to_string();
+        producer
+            .send(
+                BaseRecord::<(), _>::to("lagged")
+                    .payload(&payload)
+                    .timestamp(base + i * 1000),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+
+    // A group that stopped halfway.
+    let consumer = group_consumer(&broker.addr, "halfway", "earliest");
+    consumer.subscribe(&["lagged"]).unwrap();
+    let got = poll_n(&consumer, 100, Duration::from_secs(30));
+    commit_consumed(&consumer, "lagged", &got[..50]);
+    // While it has a member, offsets cannot be reset.
+    let (ok, _, err) = run(&[
+        "group",
+        "reset-offsets",
+        "halfway",
+        "--topic",
+        "lagged",
+        "--to-earliest",
+        "--execute",
+    ]);
+    assert!(!ok && err.contains("active members"), "{err}");
+    let (ok, out, _) = run(&["group", "describe", "halfway"]);
+    assert!(ok && out.contains("Stable"), "{out}");
+    drop(consumer);
+
+    let (ok, out, err) = run(&["group", "describe", "halfway", "--json"]);
+    assert!(ok, "{err}");
+    let described: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = &described["partitions"][0];
+    assert_eq!(p["current_offset"], 50);
+    assert_eq!(p["log_end_offset"], 100);
+    assert_eq!(p["lag"], 50);
+    // The oldest unconsumed record (offset 50) was written at base + 50 s: 150 s ago.
+    let seconds = p["lag_seconds"].as_f64().unwrap();
+    assert!((149.0..170.0).contains(&seconds), "lag_seconds {seconds}");
+
+    // Reset to a time: the first record at or after base + 10 s is offset 10.
+    let when = (base + 10_000).to_string();
+    let (ok, out, err) = run(&[
+        "group",
+        "reset-offsets",
+        "halfway",
+        "--topic",
+        "lagged",
+        "--to-datetime",
+        &when,
+        "--execute",
+    ]);
+    assert!(ok, "{out}{err}");
+    let (_, out, _) = run(&["group", "describe", "halfway", "--json"]);
+    let described: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(described["partitions"][0]["lag"], 90);
+    let (ok, out, _) = run(&["group", "list", "--json"]);
+    assert!(ok && out.contains("\"halfway\""), "{out}");
+
+    let (ok, out, err) = run(&["topic", "delete", "lagged"]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = run(&["topic", "list"]);
+    assert!(ok && !out.contains("lagged"), "{out}");
 }

@@ -16,6 +16,9 @@ use crate::broker::Broker;
 use crate::groups::offsets::MAX_METADATA_BYTES;
 use crate::groups::{Committed, GroupState};
 
+/// A partition of the request: the commit to store, or why it is refused.
+type PartitionCheck = (i32, Result<Committed, ResponseError>);
+
 pub async fn handle(
     broker: &Arc<Broker>,
     request: OffsetCommitRequest,
@@ -30,7 +33,7 @@ pub async fn handle(
     );
     let now = log_core::now_ms();
     // Per partition: Ok(commit to store) or the partition's error.
-    let mut checked: Vec<(String, Vec<(i32, Result<Committed, ResponseError>)>)> = Vec::new();
+    let mut checked: Vec<(String, Vec<PartitionCheck>)> = Vec::new();
     for topic in &request.topics {
         let name = topic.name.to_string();
         let exists = broker.log.topic(&name);

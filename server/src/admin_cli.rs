@@ -1,0 +1,366 @@
+//! `lograil topic …` and `lograil group …`: admin commands that talk to a running broker over
+//! the Kafka protocol (so they work against any Kafka-compatible broker), like Kafka's
+//! `kafka-topics` and `kafka-consumer-groups`.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context};
+use consumer::Admin;
+use serde_json::json;
+
+#[derive(Debug, clap::Args)]
+pub struct Connection {
+    /// The broker to talk to.
+    #[arg(long, default_value = "127.0.0.1:9092", global = true)]
+    bootstrap_server: String,
+    /// Print machine-readable JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic.
+    Create {
+        topic: String,
+        /// Number of partitions (-1: the broker's default).
+        #[arg(long, default_value_t = -1)]
+        partitions: i32,
+        /// A topic config under its Kafka name, e.g. `--config retention.ms=86400000`; repeatable.
+        #[arg(long = "config", value_name = "NAME=VALUE")]
+        configs: Vec<String>,
+    },
+    /// List topics.
+    List,
+    /// Show a topic's partitions, offsets and configs.
+    Describe { topic: String },
+    /// Delete a topic and its data.
+    Delete { topic: String },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum GroupCommand {
+    /// List consumer groups.
+    List,
+    /// Show a group's members, committed offsets, log end offsets and lag (records and
+    /// seconds: now minus the timestamp of the oldest unconsumed record).
+    Describe { group: String },
+    /// Move a group's committed offsets (only while the group has no members). Without
+    /// `--execute` it only prints the plan, as Kafka's tool does.
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        #[command(flatten)]
+        to: ResetTarget,
+        /// Apply the new offsets.
+        #[arg(long)]
+        execute: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct ResetTarget {
+    /// The log start of each partition.
+    #[arg(long)]
+    to_earliest: bool,
+    /// The log end of each partition.
+    #[arg(long)]
+    to_latest: bool,
+    /// The first record at or after this time: `YYYY-MM-DDTHH:MM:SS[.sss]` (UTC, optional `Z`)
+    /// or milliseconds since the epoch.
+    #[arg(long)]
+    to_datetime: Option<String>,
+    /// This offset, clamped to each partition's log.
+    #[arg(long)]
+    to_offset: Option<i64>,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let mut admin = Admin::connect(&connection.bootstrap_server).await?;
+        match command {
+            TopicCommand::Create { topic, partitions, configs } => {
+                let configs = configs
+                    .iter()
+                    .map(|c| {
+                        c.split_once('=')
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .with_context(|| format!("--config {c}: expected NAME=VALUE"))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                admin.create_topic(topic, *partitions, &configs).await?;
+                print(connection, json!({ "created": topic }), || format!("Created topic {topic}."));
+            }
+            TopicCommand::List => {
+                let topics = admin.list_topics().await?;
+                let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+                print(connection, json!(names), || names.join("\n"));
+            }
+            TopicCommand::Describe { topic } => {
+                let described = admin.describe_topic(topic).await?;
+                let starts = admin.list_offsets(topic, described.partitions, -2).await?;
+                let ends = admin.list_offsets(topic, described.partitions, -1).await?;
+                let partitions: Vec<_> = (0..described.partitions)
+                    .zip(starts.iter().zip(&ends))
+                    .map(|(p, (s, e))| json!({ "partition": p, "log_start_offset": s, "log_end_offset": e }))
+                    .collect();
+                let configs: BTreeMap<&str, &str> =
+                    described.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                print(
+                    connection,
+                    json!({ "topic": topic, "partitions": partitions, "internal": described.internal, "configs": configs }),
+                    || {
+                        let mut out = format!("Topic: {topic}\tPartitionCount: {}\n", described.partitions);
+                        out += &format!(
+                            "Configs: {}\n",
+                            configs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+                        );
+                        for (p, (s, e)) in (0..).zip(starts.iter().zip(&ends)) {
+                            out += &format!("\tPartition: {p}\tLogStartOffset: {s}\tLogEndOffset: {e}\n");
+                        }
+                        out.trim_end().to_string()
+                    },
+                );
+            }
+            TopicCommand::Delete { topic } => {
+                admin.delete_topic(topic).await?;
+                print(connection, json!({ "deleted": topic }), || format!("Deleted topic {topic}."));
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let mut admin = Admin::connect(&connection.bootstrap_server).await?;
+        match command {
+            GroupCommand::List => {
+                let groups = admin.list_groups().await?;
+                let rows: Vec<_> = groups
+                    .iter()
+                    .map(|(id, state, kind)| json!({ "group": id, "state": state, "protocol_type": kind }))
+                    .collect();
+                print(connection, json!(rows), || {
+                    let mut out = format!("{:<30} {:<20}", "GROUP", "STATE");
+                    for (id, state, _) in &groups {
+                        out += &format!("\n{id:<30} {state:<20}");
+                    }
+                    out
+                });
+            }
+            GroupCommand::Describe { group } => describe_group(connection, &mut admin, group).await?,
+            GroupCommand::ResetOffsets { group, topic, to, execute } => {
+                let described = admin.describe_group(group).await?;
+                if !described.members.is_empty() {
+                    bail!(
+                        "group {group} has {} active members (state {}): stop its consumers before resetting offsets",
+                        described.members.len(),
+                        described.state
+                    );
+                }
+                let partitions = admin.describe_topic(topic).await?.partitions;
+                let starts = admin.list_offsets(topic, partitions, -2).await?;
+                let ends = admin.list_offsets(topic, partitions, -1).await?;
+                let targets: Vec<i64> = if to.to_earliest {
+                    starts.clone()
+                } else if to.to_latest {
+                    ends.clone()
+                } else if let Some(when) = &to.to_datetime {
+                    let ms = parse_datetime(when)?;
+                    let found = admin.list_offsets(topic, partitions, ms).await?;
+                    // No record that late: the log end.
+                    found.iter().zip(&ends).map(|(f, e)| if *f < 0 { *e } else { *f }).collect()
+                } else if let Some(offset) = to.to_offset {
+                    starts.iter().zip(&ends).map(|(s, e)| offset.clamp(*s, *e)).collect()
+                } else {
+                    bail!("one of --to-earliest, --to-latest, --to-datetime, --to-offset is needed");
+                };
+                let plan: BTreeMap<(String, i32), i64> =
+                    (0..).zip(&targets).map(|(p, o)| ((topic.clone(), p), *o)).collect();
+                if *execute {
+                    admin.commit_offsets(group, &plan).await?;
+                }
+                let rows: Vec<_> = plan
+                    .iter()
+                    .map(|((t, p), o)| json!({ "topic": t, "partition": p, "new_offset": o }))
+                    .collect();
+                print(connection, json!({ "group": group, "executed": execute, "offsets": rows }), || {
+                    let mut out = format!("{:<20} {:<30} {:>9} {:>14}", "GROUP", "TOPIC", "PARTITION", "NEW-OFFSET");
+                    for ((t, p), o) in &plan {
+                        out += &format!("\n{group:<20} {t:<30} {p:>9} {o:>14}");
+                    }
+                    if !execute {
+                        out += "\n(dry run: add --execute to apply)";
+                    }
+                    out
+                });
+            }
+        }
+        Ok(())
+    })
+}
+
+async fn describe_group(
+    connection: &Connection,
+    admin: &mut Admin,
+    group: &str,
+) -> anyhow::Result<()> {
+    let described = admin.describe_group(group).await?;
+    let lag = admin.lag(group, log_core::now_ms()).await?;
+    let owner = |topic: &str, partition: i32| {
+        described.members.iter().find(|m| {
+            m.assignment
+                .iter()
+                .any(|(t, ps)| t == topic && ps.contains(&partition))
+        })
+    };
+    let rows: Vec<_> = lag
+        .iter()
+        .map(|l| {
+            let member = owner(&l.topic, l.partition);
+            json!({
+                "topic": l.topic,
+                "partition": l.partition,
+                "current_offset": l.committed,
+                "log_end_offset": l.log_end,
+                "lag": l.lag_records,
+                "lag_seconds": l.lag_seconds,
+                "consumer_id": member.map(|m| m.member_id.clone()),
+                "host": member.map(|m| m.host.clone()),
+                "client_id": member.map(|m| m.client_id.clone()),
+            })
+        })
+        .collect();
+    let members: Vec<_> = described
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "assignment": m.assignment.iter().map(|(t, ps)| json!({ "topic": t, "partitions": ps })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
+    print(
+        connection,
+        json!({ "group": group, "state": described.state, "protocol": described.protocol, "members": members, "partitions": rows }),
+        || {
+            let mut out = format!(
+                "Group {group} is {} with {} members.\n{:<24} {:>9} {:>14} {:>14} {:>10} {:>12}  {}",
+                described.state,
+                described.members.len(),
+                "TOPIC",
+                "PARTITION",
+                "CURRENT-OFFSET",
+                "LOG-END-OFFSET",
+                "LAG",
+                "LAG-SECONDS",
+                "CONSUMER-ID"
+            );
+            for l in &lag {
+                let member = owner(&l.topic, l.partition);
+                out += &format!(
+                    "\n{:<24} {:>9} {:>14} {:>14} {:>10} {:>12}  {}",
+                    l.topic,
+                    l.partition,
+                    dash(l.committed.map(|c| c.to_string())),
+                    l.log_end,
+                    dash(l.lag_records.map(|c| c.to_string())),
+                    dash(l.lag_seconds.map(|s| format!("{s:.1}"))),
+                    dash(member.map(|m| m.member_id.clone())),
+                );
+            }
+            out
+        },
+    );
+    Ok(())
+}
+
+fn print(connection: &Connection, value: serde_json::Value, human: impl FnOnce() -> String) {
+    if connection.json {
+        println!("{value}");
+    } else {
+        println!("{}", human());
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.sss][Z]` (UTC) or epoch milliseconds → epoch milliseconds.
+fn parse_datetime(text: &str) -> anyhow::Result<i64> {
+    if let Ok(ms) = text.parse::<i64>() {
+        return Ok(ms);
+    }
+    let bad = || format!("{text:?} is not YYYY-MM-DDTHH:MM:SS[.sss] (UTC) or epoch milliseconds");
+    let t = text.strip_suffix('Z').unwrap_or(text);
+    let (date, time) = t.split_once('T').with_context(bad)?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()
+        .with_context(bad)?;
+    let (hms, millis) = time.split_once('.').unwrap_or((time, "0"));
+    let h: Vec<i64> = hms
+        .split(':')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()
+        .with_context(bad)?;
+    let (&[year, month, day], &[hour, minute, second]) = (d.as_slice(), h.as_slice()) else {
+        bail!(bad());
+    };
+    let millis: i64 = format!("{millis:0<3}")[..3]
+        .parse()
+        .ok()
+        .with_context(bad)?;
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        bail!(bad());
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_datetime;
+
+    #[test]
+    fn datetimes_parse_as_utc() {
+        assert_eq!(parse_datetime("1970-01-01T00:00:00").unwrap(), 0);
+        assert_eq!(
+            parse_datetime("2026-11-29T10:15:30.5Z").unwrap(),
+            1_795_947_330_500
+        );
+        assert_eq!(
+            parse_datetime("2000-02-29T00:00:00Z").unwrap(),
+            951_782_400_000
+        );
+        assert_eq!(parse_datetime("1234").unwrap(), 1234);
+        assert!(parse_datetime("2026-13-01T00:00:00").is_err());
+        assert!(parse_datetime("yesterday").is_err());
+    }
+}
