@@ -660,3 +660,98 @@ fn cli_shows_lag_in_records_and_seconds_and_resets_offsets() {
     let (ok, out, _) = run(&["topic", "list"]);
     assert!(ok && !out.contains("lagged"), "{out}");
 }
+
+/// Counts the assignments a consumer receives.
+#[derive(Clone, Default)]
+struct Rebalances(Arc<Mutex<Vec<Vec<i32>>>>);
+impl ClientContext for Rebalances {}
+impl ConsumerContext for Rebalances {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(list) = rebalance {
+            let mut parts: Vec<i32> = list.elements().iter().map(|e| e.partition()).collect();
+            parts.sort_unstable();
+            self.0.lock().unwrap().push(parts);
+        }
+    }
+}
+
+fn counted_consumer(
+    addr: &str,
+    instance: Option<&str>,
+    context: Rebalances,
+) -> BaseConsumer<Rebalances> {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", addr)
+        .set("group.id", "statics")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "500");
+    if let Some(instance) = instance {
+        config.set("group.instance.id", instance);
+    }
+    config.create_with_context(context).unwrap()
+}
+
+#[test]
+fn a_restarted_static_member_rejoins_without_a_rebalance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    produce(&broker.addr, "static", 0..60);
+    let (seen_a, seen_b) = (Rebalances::default(), Rebalances::default());
+    let a = counted_consumer(&broker.addr, Some("host-a"), seen_a.clone());
+    let b = counted_consumer(&broker.addr, None, seen_b.clone());
+    a.subscribe(&["static"]).unwrap();
+    b.subscribe(&["static"]).unwrap();
+    let poll_both =
+        |a: &BaseConsumer<Rebalances>, b: &BaseConsumer<Rebalances>, for_how_long: Duration| {
+            let until = Instant::now() + for_how_long;
+            while Instant::now() < until {
+                a.poll(Duration::from_millis(20));
+                b.poll(Duration::from_millis(20));
+            }
+        };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        poll_both(&a, &b, Duration::from_millis(200));
+        let (la, lb) = (
+            seen_a.0.lock().unwrap().last().cloned(),
+            seen_b.0.lock().unwrap().last().cloned(),
+        );
+        if la.as_ref().is_some_and(|p| p.len() == 3) && lb.as_ref().is_some_and(|p| p.len() == 3) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no 3/3 assignment: {la:?} {lb:?}"
+        );
+    }
+    let a_partitions = seen_a.0.lock().unwrap().last().cloned().unwrap();
+    let b_assignments = seen_b.0.lock().unwrap().len();
+
+    // The static member restarts: its old incarnation goes without a LeaveGroup.
+    drop(a);
+    let seen_a2 = Rebalances::default();
+    let a2 = counted_consumer(&broker.addr, Some("host-a"), seen_a2.clone());
+    a2.subscribe(&["static"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen_a2.0.lock().unwrap().is_empty() {
+        poll_both(&a2, &b, Duration::from_millis(200));
+        assert!(
+            Instant::now() < deadline,
+            "the restarted member got no assignment"
+        );
+    }
+    poll_both(&a2, &b, Duration::from_secs(2));
+    assert_eq!(
+        seen_a2.0.lock().unwrap().last().unwrap(),
+        &a_partitions,
+        "same partitions back"
+    );
+    assert_eq!(
+        seen_b.0.lock().unwrap().len(),
+        b_assignments,
+        "the other member saw no rebalance"
+    );
+}

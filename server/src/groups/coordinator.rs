@@ -455,13 +455,18 @@ impl Coordinator {
         member.session_timeout = join.session_timeout;
         member.rebalance_timeout = join.rebalance_timeout;
         member.last_heartbeat = now;
+        let previous_leader = group.leader.clone();
         if group.leader.as_deref() == Some(old_id) {
             group.leader = Some(new_id.clone());
         }
         if group.state == GroupState::Stable && unchanged {
-            // KIP-345: a static member that restarts keeps its assignment, no rebalance.
+            // KIP-345: a static member that restarts keeps its assignment, no rebalance. As in
+            // Kafka, the answer names the leader as it was, so a restarted leader does not
+            // take itself for the leader and compute an assignment nobody would receive.
             group.members.insert(new_id.clone(), member);
-            return Reply::Now(current_generation(group, &new_id, false));
+            let mut joined = current_generation(group, &new_id, false);
+            joined.leader = previous_leader.unwrap_or_default();
+            return Reply::Now(joined);
         }
         let (tx, rx) = oneshot::channel();
         member.joining = Some(tx);
