@@ -106,20 +106,31 @@ impl Admin {
         Ok(topics)
     }
 
-    /// One topic with its configs.
-    pub async fn describe_topic(&mut self, name: &str) -> Result<TopicDescription, ClientError> {
+    /// A topic's metadata; an error if the broker does not know it.
+    async fn topic_metadata(
+        &mut self,
+        name: &str,
+    ) -> Result<metadata_response::MetadataResponseTopic, ClientError> {
+        let wanted = metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(text(name))));
         let request = MetadataRequest::default()
-            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-            )
-            .with_name(Some(TopicName(text(name))))]))
+            .with_topics(Some(vec![wanted]))
             .with_allow_auto_topic_creation(false);
-        let metadata = self.connection.call(&request, 12).await?;
-        let topic = metadata
+        let topic = self
+            .connection
+            .call(&request, 12)
+            .await?
             .topics
             .into_iter()
             .next()
             .ok_or_else(|| ClientError::Broker(format!("no metadata for {name}")))?;
         check(topic.error_code, &format!("topic {name}"))?;
+        Ok(topic)
+    }
+
+    /// One topic with its configs.
+    pub async fn describe_topic(&mut self, name: &str) -> Result<TopicDescription, ClientError> {
+        let topic = self.topic_metadata(name).await?;
         let request = DescribeConfigsRequest::default().with_resources(vec![
             DescribeConfigsResource::default()
                 .with_resource_type(2)
@@ -373,7 +384,7 @@ impl Admin {
         }
         let mut out = Vec::new();
         for (topic, _) in topics {
-            let partitions = self.describe_partitions(&topic).await?;
+            let partitions = self.partition_count(&topic).await?;
             let starts = self.list_offsets(&topic, partitions, -2).await?;
             let ends = self.list_offsets(&topic, partitions, -1).await?;
             for p in 0..partitions {
@@ -403,19 +414,8 @@ impl Admin {
         Ok(out)
     }
 
-    async fn describe_partitions(&mut self, topic: &str) -> Result<i32, ClientError> {
-        let request = MetadataRequest::default()
-            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-            )
-            .with_name(Some(TopicName(text(topic))))]))
-            .with_allow_auto_topic_creation(false);
-        let response = self.connection.call(&request, 12).await?;
-        let t = response
-            .topics
-            .into_iter()
-            .next()
-            .ok_or_else(|| ClientError::Broker(format!("no metadata for {topic}")))?;
-        check(t.error_code, &format!("topic {topic}"))?;
+    async fn partition_count(&mut self, topic: &str) -> Result<i32, ClientError> {
+        let t = self.topic_metadata(topic).await?;
         Ok(i32::try_from(t.partitions.len()).unwrap_or(i32::MAX))
     }
 

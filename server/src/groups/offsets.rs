@@ -32,6 +32,16 @@ struct Key {
     partition: i32,
 }
 
+impl Key {
+    fn new(group: &str, topic: &str, partition: i32) -> Key {
+        Key {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+        }
+    }
+}
+
 /// One committed offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Committed {
@@ -154,12 +164,7 @@ impl OffsetStore {
             .iter()
             .flat_map(|(group, offsets)| {
                 offsets.iter().map(|((topic, partition), c)| {
-                    let key = Key {
-                        group: group.clone(),
-                        topic: topic.clone(),
-                        partition: *partition,
-                    };
-                    (key, Some(c.clone()))
+                    (Key::new(group, topic, *partition), Some(c.clone()))
                 })
             })
             .collect();
@@ -216,14 +221,7 @@ impl OffsetStore {
     ) -> Result<(), AppendError> {
         let entries: Vec<(Key, Option<Committed>)> = commits
             .iter()
-            .map(|((topic, partition), c)| {
-                let key = Key {
-                    group: group.to_string(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                };
-                (key, Some(c.clone()))
-            })
+            .map(|((topic, partition), c)| (Key::new(group, topic, *partition), Some(c.clone())))
             .collect();
         // Held across the write (not the fsync) so the map and the log agree on the order of
         // commits, while concurrent commits still share one fsync.
@@ -273,14 +271,7 @@ impl OffsetStore {
         };
         let tombstones: Vec<(Key, Option<Committed>)> = doomed
             .iter()
-            .map(|(topic, partition)| {
-                let key = Key {
-                    group: group.to_string(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                };
-                (key, None)
-            })
+            .map(|(topic, partition)| (Key::new(group, topic, *partition), None))
             .collect();
         self.append(&tombstones)?;
         if let Some(offsets) = groups.get_mut(group) {
