@@ -19,6 +19,8 @@ use crate::partition::{Partition, RetentionReport};
 const TOPIC_EXT: &str = "topic";
 const TOPIC_FORMAT: &str = "# lograil topic, format 1";
 const LOCK_FILE: &str = ".lock";
+/// Partition directories of a deleted topic are renamed with this suffix, then removed.
+const DELETED_SUFFIX: &str = "-deleted";
 /// Most partitions a topic may have.
 pub const MAX_PARTITIONS: u32 = 100_000;
 
@@ -93,6 +95,11 @@ impl Log {
             let entry = entry.map_err(|e| FileError::new("list", &dir, e))?;
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(DELETED_SUFFIX) {
+                // A topic deleted just before a crash.
+                remove_dir(&path);
+                continue;
+            }
             if let Some(topic) = name.strip_suffix(".topic") {
                 if validate_name(topic).is_err() {
                     tracing::warn!(file = %path.display(), "ignoring a topic file with an invalid name");
@@ -183,20 +190,37 @@ impl Log {
     /// Deletes a topic and its files. Readers that hold one of its partitions keep reading
     /// what they mapped; appends to it are refused.
     pub fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
-        let topic = self
-            .shared
-            .topics_write()
-            .remove(name)
-            .ok_or_else(|| TopicError::UnknownTopic(name.to_string()))?;
         let dir = &self.shared.dir;
-        let topic_file = dir.join(format!("{name}.{TOPIC_EXT}"));
-        fs::remove_file(&topic_file).map_err(|e| FileError::new("remove", &topic_file, e))?;
-        io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))?;
+        // Under the lock, only renames: the name is free for a new topic as soon as it is
+        // released, and the slow removal of the old data cannot touch the new topic's.
+        let (topic, doomed) = {
+            let mut topics = self.shared.topics_write();
+            let topic = topics
+                .remove(name)
+                .ok_or_else(|| TopicError::UnknownTopic(name.to_string()))?;
+            let topic_file = dir.join(format!("{name}.{TOPIC_EXT}"));
+            fs::remove_file(&topic_file).map_err(|e| FileError::new("remove", &topic_file, e))?;
+            let stamp = crate::partition::now_ms();
+            let mut doomed = Vec::with_capacity(topic.partitions.len());
+            for p in 0..topic.partitions.len() {
+                let from = dir.join(format!("{name}-{p}"));
+                let to = dir.join(format!("{name}-{p}.{stamp}{DELETED_SUFFIX}"));
+                match fs::rename(&from, &to) {
+                    Ok(()) => doomed.push(to),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(FileError::new("rename", from, e).into()),
+                }
+            }
+            io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))?;
+            (topic, doomed)
+        };
         for partition in &topic.partitions {
             // The topic is gone whatever its data's durability: a failed flush does not matter.
             let _ = partition.close();
         }
-        remove_partition_dirs(dir, name, topic.partitions.len() as u32);
+        for path in doomed {
+            remove_dir(&path);
+        }
         Ok(())
     }
 
@@ -388,11 +412,14 @@ fn write_topic_file(
 
 fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {
     for p in 0..partitions {
-        let path = dir.join(format!("{name}-{p}"));
-        if let Err(e) = fs::remove_dir_all(&path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(dir = %path.display(), error = %e, "could not remove partition dir");
-            }
+        remove_dir(&dir.join(format!("{name}-{p}")));
+    }
+}
+
+fn remove_dir(path: &Path) {
+    if let Err(e) = fs::remove_dir_all(path) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %path.display(), error = %e, "could not remove partition dir");
         }
     }
 }

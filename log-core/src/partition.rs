@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -56,8 +56,12 @@ pub struct Partition {
     storage: Arc<dyn Storage>,
     config: RwLock<TopicConfig>,
     segments: RwLock<Vec<Arc<Segment>>>,
-    /// Offset after the last published batch.
+    /// Offset after the last written batch.
     end_offset: AtomicI64,
+    /// Every offset below this is on disk.
+    durable_end: AtomicI64,
+    /// The topic's durability is `Always`: readers see only what is on disk.
+    always: AtomicBool,
     writer: Mutex<Writer>,
     sync_state: Mutex<SyncState>,
     synced: Condvar,
@@ -88,8 +92,6 @@ struct Writer {
 
 #[derive(Debug)]
 struct SyncState {
-    /// Every offset below this is on disk.
-    durable_end: i64,
     syncing: bool,
     last_sync: Instant,
 }
@@ -151,6 +153,7 @@ impl Partition {
                 now_ms()
             }
         });
+        let always = config.durability == Durability::Always;
         Ok(Partition {
             name: name.to_string(),
             dir: dir.to_path_buf(),
@@ -164,8 +167,9 @@ impl Partition {
                 first_append_ms,
                 closed: false,
             }),
+            durable_end: AtomicI64::new(end),
+            always: AtomicBool::new(always),
             sync_state: Mutex::new(SyncState {
-                durable_end: end,
                 syncing: false,
                 last_sync: Instant::now(),
             }),
@@ -197,6 +201,15 @@ impl Partition {
 
     /// Replaces the config; takes effect from the next append or retention pass.
     pub fn set_config(&self, config: TopicConfig) {
+        if config.durability != Durability::Always {
+            // Whatever was waiting for an fsync to become visible is visible now.
+            self.always.store(false, Ordering::Release);
+        } else if !self.always.load(Ordering::Acquire) {
+            // Everything written so far is already visible; keep it so.
+            self.durable_end
+                .fetch_max(self.written_end(), Ordering::AcqRel);
+            self.always.store(true, Ordering::Release);
+        }
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
     }
 
@@ -204,7 +217,19 @@ impl Partition {
         self.segments().first().map_or(0, |s| s.base_offset)
     }
 
+    /// The end of what readers see: the offset after the last batch written, or under
+    /// [`Durability::Always`] after the last batch on disk, so no reader ever sees a record a
+    /// crash could take back (Kafka's high watermark, on a single node).
     pub fn log_end_offset(&self) -> i64 {
+        if self.always.load(Ordering::Acquire) {
+            self.durable_end.load(Ordering::Acquire)
+        } else {
+            self.written_end()
+        }
+    }
+
+    /// The offset the next append gets.
+    fn written_end(&self) -> i64 {
         self.end_offset.load(Ordering::Acquire)
     }
 
@@ -397,8 +422,7 @@ impl Partition {
         writer.active = new;
         writer.cursor = IndexCursor::new(config.index_interval_bytes);
         writer.first_append_ms = None;
-        let mut sync = lock(&self.sync_state);
-        sync.durable_end = sync.durable_end.max(base);
+        self.durable_end.fetch_max(base, Ordering::AcqRel);
         Ok(())
     }
 
@@ -422,7 +446,7 @@ impl Partition {
         let mut state = lock(&self.sync_state);
         loop {
             self.check_poison()?;
-            if state.durable_end >= end {
+            if self.durable_end.load(Ordering::Acquire) >= end {
                 return Ok(());
             }
             if state.syncing {
@@ -439,7 +463,7 @@ impl Partition {
             state.syncing = false;
             match result {
                 Ok(covered) => {
-                    state.durable_end = state.durable_end.max(covered);
+                    self.durable_end.fetch_max(covered, Ordering::AcqRel);
                     state.last_sync = Instant::now();
                 }
                 Err(e) => self.poison_with(e.to_string()),
@@ -465,7 +489,7 @@ impl Partition {
 
     /// Makes everything appended so far durable.
     pub fn flush(&self) -> Result<(), AppendError> {
-        self.wait_durable(self.log_end_offset())
+        self.wait_durable(self.written_end())
     }
 
     /// For [`Durability::Interval`]: flushes if there is unsynced data and the interval passed.
@@ -475,7 +499,8 @@ impl Partition {
         };
         let due = {
             let state = lock(&self.sync_state);
-            state.durable_end < self.log_end_offset() && state.last_sync.elapsed() >= every
+            self.durable_end.load(Ordering::Acquire) < self.written_end()
+                && state.last_sync.elapsed() >= every
         };
         if due {
             self.flush()
@@ -521,7 +546,7 @@ impl Partition {
             return Ok(result(Bytes::new()));
         }
         loop {
-            if let Some(bytes) = segment.read(offset, max_bytes)? {
+            if let Some(bytes) = segment.read(offset, max_bytes, end)? {
                 return Ok(result(bytes));
             }
             // Past this segment's data: the offset lives in the next one, if any.
@@ -538,9 +563,11 @@ impl Partition {
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, ReadError> {
         let segments: Vec<Arc<Segment>> = self.segments().clone();
         let from = segments.first().map_or(0, |s| s.base_offset);
+        let end = self.log_end_offset();
         for segment in segments.iter().filter(|s| s.max_timestamp() >= timestamp) {
             if let Some(found) = segment.find_timestamp(timestamp, from)? {
-                return Ok(Some(found));
+                // Not yet visible (waiting for its fsync) counts as not there.
+                return Ok(Some(found).filter(|(offset, _)| *offset < end));
             }
         }
         Ok(None)

@@ -412,14 +412,16 @@ impl Segment {
         self.max_timestamp.load(Ordering::Acquire)
     }
 
-    /// The current map and the published length, read in that order.
+    /// The published length and a map that covers it. The length is read first: a map that
+    /// grows is installed before the length that needs it is published.
     fn snapshot(&self) -> (Option<Arc<Mmap>>, u64) {
+        let len = self.len();
         let map = self
             .map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        (map, self.len())
+        (map, len)
     }
 
     /// Appends whole validated batches, writing each one's assigned base offset into its first
@@ -564,17 +566,26 @@ impl Segment {
 
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one batch).
     /// `None` if the segment holds nothing at or after `offset`.
-    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Option<Bytes>, ReadError> {
+    /// Batches at or past `visible_end` are not returned (not yet durable under `always`).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        visible_end: i64,
+    ) -> Result<Option<Bytes>, ReadError> {
         let (map, len) = self.snapshot();
         let Some(map) = map else { return Ok(None) };
         let data = &map[..len as usize];
         let Some((start, first)) = self.find(data, offset)? else {
             return Ok(None);
         };
+        if first.base_offset >= visible_end {
+            return Ok(None);
+        }
         let mut end = start + first.size as usize;
         while end < data.len() {
             let header = self.header_at(data, end)?;
-            if end + header.size as usize - start > max_bytes {
+            if end + header.size as usize - start > max_bytes || header.base_offset >= visible_end {
                 break;
             }
             end += header.size as usize;

@@ -596,3 +596,23 @@ fn interval_durability_is_flushed_in_the_background() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn under_always_readers_see_only_what_is_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let config = TopicConfig {
+        durability: Durability::Always,
+        ..TopicConfig::default()
+    };
+    let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
+    p.append(&records("synced", 1, 0)).unwrap();
+    // Written but not yet fsynced: invisible to readers and to the log end.
+    let pending = p.append_pending(&records("pending", 2, 5)).unwrap();
+    assert_eq!(p.log_end_offset(), 1);
+    assert_eq!(read_all(&p, 0), vec![(0, "synced-0".to_string())]);
+    assert_eq!(p.offset_for_timestamp(5).unwrap(), None);
+    p.await_durable(&pending).unwrap();
+    assert_eq!(p.log_end_offset(), 3);
+    assert_eq!(read_all(&p, 0).len(), 3);
+}

@@ -40,18 +40,21 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
         };
         match handlers::handle(&broker, frame, peer).await {
             Ok(Some(response)) => {
+                // Each response goes out before the next request is handled: that request may
+                // wait (a long-polling fetch, a JoinGroup) and must not hold this one back. A
+                // client that stops reading cannot hold up shutdown either.
                 let written = async {
                     writer.write_all(&response).await?;
-                    // Flush when no further request is already waiting, so pipelined
-                    // responses go out together.
-                    if reader.buffer().is_empty() {
-                        writer.flush().await?;
-                    }
-                    Ok::<_, std::io::Error>(())
+                    writer.flush().await
                 };
-                if let Err(e) = written.await {
-                    tracing::debug!(%peer, error = %e, "client went away");
-                    return;
+                tokio::select! {
+                    result = written => {
+                        if let Err(e) = result {
+                            tracing::debug!(%peer, error = %e, "client went away");
+                            return;
+                        }
+                    }
+                    _ = shutdown.changed() => return,
                 }
             }
             Ok(None) => {}
@@ -61,5 +64,6 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
             }
         }
     }
-    let _ = writer.flush().await;
+    // Whatever is buffered goes out, unless the client stopped reading.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.flush()).await;
 }

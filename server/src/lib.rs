@@ -27,6 +27,9 @@ use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 
+/// How long shutdown waits for in-flight requests before closing their connections.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Why the broker could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -78,7 +81,15 @@ pub async fn run(
     tracing::info!("shutting down: finishing in-flight requests");
     let _ = stop.send(true);
     broker.appended.notify_waiters();
-    while connections.join_next().await.is_some() {}
+    // In-flight requests finish; a connection stuck past the grace period is dropped.
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("connections still busy after {SHUTDOWN_GRACE:?}: closing them");
+        connections.shutdown().await;
+    }
     retention.abort();
     group_timer.abort();
     let owner = broker.clone();

@@ -139,6 +139,16 @@ struct Member {
 }
 
 impl Member {
+    /// Waiting in JoinGroup (a waiter whose request timed out on its side does not count).
+    fn is_joining(&self) -> bool {
+        self.joining.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// Waiting in SyncGroup for the leader's assignment.
+    fn is_syncing(&self) -> bool {
+        self.syncing.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
     fn metadata_for(&self, protocol: &str) -> Bytes {
         self.protocols
             .iter()
@@ -156,9 +166,11 @@ struct Group {
     protocol: Option<String>,
     leader: Option<String>,
     members: HashMap<String, Member>,
-    /// Member ids handed out with MEMBER_ID_REQUIRED (and their arrival order), not yet joined
-    /// with them.
-    pending: HashMap<String, u64>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined with: their arrival order
+    /// and when they lapse (one session timeout later).
+    pending: HashMap<String, (u64, Instant)>,
+    /// When the current rebalance began (the initial delay never runs past its timeout).
+    rebalance_started: Option<Instant>,
     /// When the join barrier completes whoever has arrived.
     rebalance_deadline: Option<Instant>,
     /// The first rebalance of an empty group waits `initial_rebalance_delay` for more members.
@@ -175,9 +187,16 @@ impl Group {
             leader: None,
             members: HashMap::new(),
             pending: HashMap::new(),
+            rebalance_started: None,
             rebalance_deadline: None,
             initial_join: false,
         }
+    }
+
+    /// FENCED_INSTANCE_ID when `instance_id` belongs to another member id than `member_id`.
+    fn fenced(&self, member_id: &str, instance_id: Option<&str>) -> Option<ResponseError> {
+        let owner = self.member_by_instance(instance_id?)?;
+        (owner != member_id).then_some(ResponseError::FencedInstanceId)
     }
 
     fn member_by_instance(&self, instance_id: &str) -> Option<String> {
@@ -339,7 +358,9 @@ impl Coordinator {
             }
             let (member_id, order) = self.new_member_id(&join.client_id);
             if join.require_known_member_id && join.instance_id.is_none() {
-                group.pending.insert(member_id.clone(), order);
+                group
+                    .pending
+                    .insert(member_id.clone(), (order, now + join.session_timeout));
                 return Reply::Now(Group::error_joined(
                     ResponseError::MemberIdRequired,
                     &member_id,
@@ -349,7 +370,10 @@ impl Coordinator {
         }
 
         let member_id = join.member_id.clone();
-        if let Some(order) = group.pending.remove(&member_id) {
+        if let Some(error) = group.fenced(&member_id, join.instance_id.as_deref()) {
+            return Reply::Now(Group::error_joined(error, &member_id));
+        }
+        if let Some((order, _)) = group.pending.remove(&member_id) {
             return Reply::Later(self.add_member(group, member_id, order, join, now));
         }
         let Some(member) = group.members.get_mut(&member_id) else {
@@ -368,8 +392,9 @@ impl Coordinator {
             GroupState::Stable | GroupState::CompletingRebalance
                 if unchanged && !(is_leader && group.state == GroupState::Stable) =>
             {
-                // Nothing changed: the member gets the current generation again.
-                Reply::Now(current_generation(group, &member_id, false))
+                // Nothing changed: the member gets the current generation again (the leader,
+                // while the group waits for its assignment, with the members to assign).
+                Reply::Now(current_generation(group, &member_id, is_leader))
             }
             _ => {
                 let (tx, rx) = oneshot::channel();
@@ -415,8 +440,9 @@ impl Coordinator {
         );
         match group.state {
             GroupState::PreparingRebalance if group.initial_join => {
-                // Each newcomer during the initial delay extends it, up to the rebalance timeout.
-                let limit = now + group.max_rebalance_timeout();
+                // Each newcomer during the initial delay extends it, up to the rebalance timeout
+                // counted from when the rebalance began.
+                let limit = group.rebalance_started.unwrap_or(now) + group.max_rebalance_timeout();
                 let extended = now + self.config.initial_rebalance_delay;
                 group.rebalance_deadline = Some(extended.min(limit));
             }
@@ -498,6 +524,7 @@ impl Coordinator {
             group.max_rebalance_timeout()
         };
         group.rebalance_deadline = Some(now + wait);
+        group.rebalance_started = Some(now);
     }
 
     pub fn sync(
@@ -505,6 +532,7 @@ impl Coordinator {
         group_id: &str,
         generation: i32,
         member_id: &str,
+        instance_id: Option<&str>,
         assignments: Vec<(String, Bytes)>,
         now: Instant,
     ) -> Reply<Synced> {
@@ -518,6 +546,9 @@ impl Coordinator {
         let Some(group) = groups.get_mut(group_id) else {
             return fail(ResponseError::UnknownMemberId);
         };
+        if let Some(error) = group.fenced(member_id, instance_id) {
+            return fail(error);
+        }
         let Some(member) = group.members.get_mut(member_id) else {
             return fail(ResponseError::UnknownMemberId);
         };
@@ -560,11 +591,21 @@ impl Coordinator {
         }
     }
 
-    pub fn heartbeat(&self, group_id: &str, generation: i32, member_id: &str, now: Instant) -> i16 {
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now: Instant,
+    ) -> i16 {
         let mut groups = self.lock();
         let Some(group) = groups.get_mut(group_id) else {
             return ResponseError::UnknownMemberId.code();
         };
+        if let Some(error) = group.fenced(member_id, instance_id) {
+            return error.code();
+        }
         let state = group.state;
         let current = group.generation;
         let Some(member) = group.members.get_mut(member_id) else {
@@ -594,6 +635,12 @@ impl Coordinator {
         let mut codes = Vec::with_capacity(members.len());
         let mut removed_any = false;
         for (member_id, instance_id) in members {
+            if !member_id.is_empty() {
+                if let Some(error) = group.fenced(member_id, instance_id.as_deref()) {
+                    codes.push(error.code());
+                    continue;
+                }
+            }
             let id = if member_id.is_empty() {
                 instance_id
                     .as_deref()
@@ -649,7 +696,9 @@ impl Coordinator {
                 .members
                 .iter()
                 .filter(|(_, m)| {
-                    m.joining.is_none() && now.duration_since(m.last_heartbeat) > m.session_timeout
+                    !m.is_joining()
+                        && !m.is_syncing()
+                        && now.duration_since(m.last_heartbeat) > m.session_timeout
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -665,18 +714,35 @@ impl Coordinator {
             {
                 complete_join(group, now);
             }
+            group.pending.retain(|_, (_, lapses)| now < *lapses);
         }
+        // Groups with nobody in them and nobody about to join are forgotten (their committed
+        // offsets live in the offset store).
+        groups.retain(|_, g| {
+            !(g.state == GroupState::Empty && g.members.is_empty() && g.pending.is_empty())
+        });
     }
 
-    /// The group's state for commits: (state, generation, is `member_id` a member).
-    pub fn membership(&self, group_id: &str, member_id: &str) -> Option<(GroupState, i32, bool)> {
+    /// The group's state for commits: (state, generation, is `member_id` a member), or
+    /// FENCED_INSTANCE_ID when the instance id belongs to another member.
+    pub fn membership(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<Option<(GroupState, i32, bool)>, ResponseError> {
         let groups = self.lock();
-        let group = groups.get(group_id)?;
-        Some((
+        let Some(group) = groups.get(group_id) else {
+            return Ok(None);
+        };
+        if let Some(error) = group.fenced(member_id, instance_id) {
+            return Err(error);
+        }
+        Ok(Some((
             group.state,
             group.generation,
             group.members.contains_key(member_id),
-        ))
+        )))
     }
 
     pub fn describe(&self, group_id: &str) -> Option<GroupView> {
@@ -782,7 +848,7 @@ fn try_complete_join(group: &mut Group, now: Instant) {
     if group.state != GroupState::PreparingRebalance || group.initial_join {
         return;
     }
-    if group.members.values().all(|m| m.joining.is_some()) {
+    if group.members.values().all(Member::is_joining) {
         complete_join(group, now);
     }
 }
@@ -792,7 +858,7 @@ fn complete_join(group: &mut Group, now: Instant) {
     let missing: Vec<String> = group
         .members
         .iter()
-        .filter(|(_, m)| m.joining.is_none())
+        .filter(|(_, m)| !m.is_joining())
         .map(|(id, _)| id.clone())
         .collect();
     for id in &missing {
@@ -800,6 +866,7 @@ fn complete_join(group: &mut Group, now: Instant) {
     }
     group.initial_join = false;
     group.rebalance_deadline = None;
+    group.rebalance_started = None;
     group.generation += 1;
     if group.members.is_empty() {
         group.state = GroupState::Empty;
@@ -896,7 +963,14 @@ mod tests {
         assert_eq!((joined_a.error, joined_a.generation), (0, 1));
         assert_eq!(joined_a.leader, a);
         assert_eq!(joined_a.members.len(), 1);
-        let synced = now_value(c.sync("g", 1, &a, vec![(a.clone(), Bytes::from_static(b"p0"))], t));
+        let synced = now_value(c.sync(
+            "g",
+            1,
+            &a,
+            None,
+            vec![(a.clone(), Bytes::from_static(b"p0"))],
+            t,
+        ));
         assert_eq!(synced.assignment, Bytes::from_static(b"p0"));
 
         // A second member: the first must rejoin (heartbeat says so), then both get gen 2.
@@ -905,7 +979,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            c.heartbeat("g", 1, &a, t),
+            c.heartbeat("g", 1, &a, None, t),
             ResponseError::RebalanceInProgress.code()
         );
         let Reply::Later(mut rx_a) = c.join(join("g", &a, None), t) else {
@@ -915,7 +989,7 @@ mod tests {
         assert_eq!((ja.generation, jb.generation), (2, 2));
         assert_eq!(ja.leader, a, "the leader stays");
         assert!(jb.members.is_empty());
-        let Reply::Later(mut sync_b) = c.sync("g", 2, &b, vec![], t) else {
+        let Reply::Later(mut sync_b) = c.sync("g", 2, &b, None, vec![], t) else {
             panic!()
         };
         let assignments = vec![
@@ -923,7 +997,7 @@ mod tests {
             (b.clone(), Bytes::from_static(b"p1")),
         ];
         assert_eq!(
-            now_value(c.sync("g", 2, &a, assignments, t)).assignment,
+            now_value(c.sync("g", 2, &a, None, assignments, t)).assignment,
             Bytes::from_static(b"p0")
         );
         assert_eq!(
@@ -931,14 +1005,14 @@ mod tests {
             Bytes::from_static(b"p1")
         );
         assert_eq!(
-            c.heartbeat("g", 1, &b, t),
+            c.heartbeat("g", 1, &b, None, t),
             ResponseError::IllegalGeneration.code()
         );
-        assert_eq!(c.heartbeat("g", 2, &b, t), 0);
+        assert_eq!(c.heartbeat("g", 2, &b, None, t), 0);
 
         // b's session expires: a rebalance, a alone in gen 3.
         let later = t + Duration::from_secs(11);
-        assert_eq!(c.heartbeat("g", 2, &a, later), 0);
+        assert_eq!(c.heartbeat("g", 2, &a, None, later), 0);
         c.tick(later);
         assert_eq!(
             c.describe("g").unwrap().state,
@@ -966,6 +1040,7 @@ mod tests {
             "s",
             joined.generation,
             &old,
+            None,
             vec![(old.clone(), Bytes::from_static(b"all"))],
             t,
         ));
@@ -974,10 +1049,10 @@ mod tests {
         assert_eq!(again.error, 0);
         assert_eq!(again.generation, joined.generation, "no rebalance");
         assert_ne!(again.member_id, old);
-        let synced = now_value(c.sync("s", again.generation, &again.member_id, vec![], t));
+        let synced = now_value(c.sync("s", again.generation, &again.member_id, None, vec![], t));
         assert_eq!(synced.assignment, Bytes::from_static(b"all"));
         assert_eq!(
-            c.heartbeat("s", again.generation, &old, t),
+            c.heartbeat("s", again.generation, &old, None, t),
             ResponseError::UnknownMemberId.code()
         );
     }
@@ -1000,5 +1075,91 @@ mod tests {
             now_value(c.join(join("nope", "ghost", None), t)).error,
             ResponseError::UnknownMemberId.code()
         );
+    }
+
+    #[test]
+    fn a_leader_that_rejoins_before_syncing_gets_the_members_again() {
+        let c = coordinator();
+        let t = Instant::now();
+        let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
+            panic!()
+        };
+        c.tick(t);
+        let joined = rx.try_recv().unwrap();
+        assert_eq!(joined.members.len(), 1);
+        // The leader's response got lost; it sends the same JoinGroup again.
+        let again = now_value(c.join(join("g", &joined.member_id, Some("i")), t));
+        assert_eq!(
+            (again.generation, again.members.len()),
+            (joined.generation, 1)
+        );
+    }
+
+    #[test]
+    fn a_joiner_that_gave_up_does_not_hold_the_group_forever() {
+        let c = coordinator();
+        let t = Instant::now();
+        let a = now_value(c.join(join("g", "", None), t)).member_id;
+        let Reply::Later(rx_a) = c.join(join("g", &a, None), t) else {
+            panic!()
+        };
+        // Its JoinGroup times out client-side: the receiver is dropped.
+        drop(rx_a);
+        let b = now_value(c.join(join("g", "", None), t)).member_id;
+        let Reply::Later(mut rx_b) = c.join(join("g", &b, None), t) else {
+            panic!()
+        };
+        let later = t + Duration::from_secs(11);
+        c.tick(later);
+        // a's session ran out; b forms the group alone.
+        let joined = rx_b.try_recv().unwrap();
+        assert_eq!(joined.leader, b);
+        assert_eq!(joined.members.len(), 1);
+    }
+
+    #[test]
+    fn a_second_process_with_the_same_instance_id_fences_the_first() {
+        let c = coordinator();
+        let t = Instant::now();
+        let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
+            panic!()
+        };
+        c.tick(t);
+        let first = rx.try_recv().unwrap();
+        now_value(c.sync(
+            "g",
+            first.generation,
+            &first.member_id,
+            Some("i"),
+            vec![],
+            t,
+        ));
+        let second = now_value(c.join(join("g", "", Some("i")), t));
+        assert_eq!(second.error, 0);
+        let fenced = ResponseError::FencedInstanceId.code();
+        assert_eq!(
+            c.heartbeat("g", first.generation, &first.member_id, Some("i"), t),
+            fenced
+        );
+        assert_eq!(
+            now_value(c.join(join("g", &first.member_id, Some("i")), t)).error,
+            fenced
+        );
+        assert_eq!(
+            c.heartbeat("g", second.generation, &second.member_id, Some("i"), t),
+            0
+        );
+    }
+
+    #[test]
+    fn unanswered_member_ids_and_empty_groups_are_forgotten() {
+        let c = coordinator();
+        let t = Instant::now();
+        for i in 0..50 {
+            now_value(c.join(join(&format!("g{i}"), "", None), t));
+        }
+        assert_eq!(c.list().len(), 50);
+        c.tick(t + Duration::from_secs(11));
+        assert!(c.list().is_empty());
     }
 }

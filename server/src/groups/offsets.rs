@@ -20,6 +20,8 @@ pub const MAX_METADATA_BYTES: usize = 4096;
 const FORMAT: u8 = 1;
 /// Rewrite on start-up when the topic holds more than this many records per live offset.
 const COMPACT_RATIO: usize = 4;
+/// `max.message.bytes` of `__consumer_offsets`.
+const MAX_BATCH_BYTES: u32 = 64 << 20;
 
 fn bincode_config() -> impl bincode::config::Config {
     bincode::config::standard().with_fixed_int_encoding()
@@ -51,7 +53,21 @@ pub struct Committed {
     pub commit_timestamp: i64,
 }
 
-type GroupOffsets = BTreeMap<(String, i32), Committed>;
+/// The latest write per partition: the commit (`None` after a tombstone) and the offset of the
+/// record that wrote it in `__consumer_offsets`, which orders concurrent writes.
+type GroupOffsets = BTreeMap<(String, i32), (Option<Committed>, i64)>;
+
+/// Applies a write unless a later one (by log offset) is already there.
+fn apply(groups: &mut HashMap<String, GroupOffsets>, key: Key, value: Option<Committed>, at: i64) {
+    let slot = groups
+        .entry(key.group)
+        .or_default()
+        .entry((key.topic, key.partition))
+        .or_insert((None, -1));
+    if slot.1 < at {
+        *slot = (value, at);
+    }
+}
 
 #[derive(Debug)]
 pub struct OffsetStore {
@@ -97,6 +113,7 @@ impl OffsetStore {
                 let config = TopicConfig {
                     durability: Durability::Always,
                     segment_bytes: 16 << 20,
+                    max_message_bytes: MAX_BATCH_BYTES,
                     retention_ms: None,
                     ..TopicConfig::default()
                 };
@@ -127,19 +144,17 @@ impl OffsetStore {
                         continue;
                     }
                 };
-                let entry = groups.entry(key.group).or_default();
                 match record.value.as_deref().map(decode::<Committed>) {
-                    Some(Ok(committed)) => {
-                        entry.insert((key.topic, key.partition), committed);
-                    }
+                    Some(Ok(committed)) => apply(&mut groups, key, Some(committed), record.offset),
                     Some(Err(e)) => {
                         tracing::warn!(offset = record.offset, error = %e, "skipping an unreadable offset record")
                     }
-                    None => {
-                        entry.remove(&(key.topic, key.partition));
-                    }
+                    None => apply(&mut groups, key, None, record.offset),
                 }
             }
+        }
+        for offsets in groups.values_mut() {
+            offsets.retain(|_, (value, _)| value.is_some());
         }
         groups.retain(|_, offsets| !offsets.is_empty());
         let store = OffsetStore {
@@ -147,6 +162,10 @@ impl OffsetStore {
             groups: Mutex::new(groups),
         };
         let live: usize = store.lock().values().map(BTreeMap::len).sum();
+        // A commit of many partitions is one batch: allow large ones on this topic.
+        let mut config = store.partition.config();
+        config.max_message_bytes = config.max_message_bytes.max(MAX_BATCH_BYTES);
+        store.partition.set_config(config);
         if records > COMPACT_RATIO * live.max(256) {
             store.compact(records, live)?;
         }
@@ -163,8 +182,8 @@ impl OffsetStore {
             .lock()
             .iter()
             .flat_map(|(group, offsets)| {
-                offsets.iter().map(|((topic, partition), c)| {
-                    (Key::new(group, topic, *partition), Some(c.clone()))
+                offsets.iter().filter_map(|((topic, partition), (c, _))| {
+                    Some((Key::new(group, topic, *partition), Some(c.clone()?)))
                 })
             })
             .collect();
@@ -213,42 +232,60 @@ impl OffsetStore {
             .map(Some)
     }
 
-    /// Stores commits for `group`, durably, then makes them visible.
+    /// Writes records and waits until they are durable; then makes them visible, each ordered
+    /// by the log offset it got (so a visible commit is always on disk).
+    fn write(&self, entries: Vec<(Key, Option<Committed>)>) -> Result<(), AppendError> {
+        let Some(info) = self.append_pending(&entries)? else {
+            return Ok(());
+        };
+        self.partition.await_durable(&info)?;
+        let mut groups = self.lock();
+        for (at, (key, value)) in (info.base_offset..).zip(entries) {
+            apply(&mut groups, key, value, at);
+        }
+        Ok(())
+    }
+
+    /// Stores commits for `group`.
     pub fn commit(
         &self,
         group: &str,
         commits: Vec<((String, i32), Committed)>,
     ) -> Result<(), AppendError> {
-        let entries: Vec<(Key, Option<Committed>)> = commits
-            .iter()
-            .map(|((topic, partition), c)| (Key::new(group, topic, *partition), Some(c.clone())))
-            .collect();
-        // Held across the write (not the fsync) so the map and the log agree on the order of
-        // commits, while concurrent commits still share one fsync.
-        let mut groups = self.lock();
-        let pending = self.append_pending(&entries)?;
-        groups.entry(group.to_string()).or_default().extend(commits);
-        drop(groups);
-        pending.map_or(Ok(()), |info| self.partition.await_durable(&info))
+        self.write(
+            commits
+                .into_iter()
+                .map(|((topic, partition), c)| (Key::new(group, &topic, partition), Some(c)))
+                .collect(),
+        )
     }
 
     pub fn fetch(&self, group: &str, topic: &str, partition: i32) -> Option<Committed> {
         self.lock()
             .get(group)
-            .and_then(|offsets| offsets.get(&(topic.to_string(), partition)).cloned())
+            .and_then(|offsets| offsets.get(&(topic.to_string(), partition)))
+            .and_then(|(c, _)| c.clone())
     }
 
     /// Every committed offset of `group`, by (topic, partition).
     pub fn group_offsets(&self, group: &str) -> Vec<((String, i32), Committed)> {
         self.lock()
             .get(group)
-            .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, (c, _))| Some((k.clone(), c.clone()?)))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// Groups that have committed offsets.
     pub fn groups(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+        self.lock()
+            .iter()
+            .filter(|(_, offsets)| offsets.values().any(|(c, _)| c.is_some()))
+            .map(|(g, _)| g.clone())
+            .collect()
     }
 
     /// Deletes offsets of `group`: the given partitions, or all of them. Returns how many.
@@ -257,32 +294,25 @@ impl OffsetStore {
         group: &str,
         partitions: Option<&[(String, i32)]>,
     ) -> Result<usize, AppendError> {
-        let mut groups = self.lock();
-        let Some(offsets) = groups.get(group) else {
-            return Ok(0);
+        let doomed: Vec<(String, i32)> = {
+            let groups = self.lock();
+            let Some(offsets) = groups.get(group) else {
+                return Ok(0);
+            };
+            let live = |k: &(String, i32)| offsets.get(k).is_some_and(|(c, _)| c.is_some());
+            match partitions {
+                Some(list) => list.iter().filter(|k| live(k)).cloned().collect(),
+                None => offsets.keys().filter(|k| live(k)).cloned().collect(),
+            }
         };
-        let doomed: Vec<(String, i32)> = match partitions {
-            Some(list) => list
-                .iter()
-                .filter(|k| offsets.contains_key(*k))
-                .cloned()
+        let count = doomed.len();
+        self.write(
+            doomed
+                .into_iter()
+                .map(|(topic, partition)| (Key::new(group, &topic, partition), None))
                 .collect(),
-            None => offsets.keys().cloned().collect(),
-        };
-        let tombstones: Vec<(Key, Option<Committed>)> = doomed
-            .iter()
-            .map(|(topic, partition)| (Key::new(group, topic, *partition), None))
-            .collect();
-        self.append(&tombstones)?;
-        if let Some(offsets) = groups.get_mut(group) {
-            for key in &doomed {
-                offsets.remove(key);
-            }
-            if offsets.is_empty() {
-                groups.remove(group);
-            }
-        }
-        Ok(doomed.len())
+        )?;
+        Ok(count)
     }
 }
 

@@ -18,6 +18,7 @@ pub async fn handle(
         &request.group_id,
         request.generation_id,
         &request.member_id,
+        request.group_instance_id.as_deref(),
         Instant::now(),
     );
     Some(HeartbeatResponse::default().with_error_code(error))

@@ -30,6 +30,7 @@ pub async fn handle(
         &group,
         request.generation_id_or_member_epoch,
         &request.member_id,
+        request.group_instance_id.as_deref(),
     );
     let now = log_core::now_ms();
     // Per partition: Ok(commit to store) or the partition's error.
@@ -119,12 +120,17 @@ fn membership_error(
     group: &str,
     generation: i32,
     member_id: &str,
+    instance_id: Option<&str>,
 ) -> Option<ResponseError> {
     if group.is_empty() {
         return Some(ResponseError::InvalidGroupId);
     }
     let simple = generation < 0 && member_id.is_empty();
-    match broker.groups.membership(group, member_id) {
+    let membership = match broker.groups.membership(group, member_id, instance_id) {
+        Ok(membership) => membership,
+        Err(fenced) => return Some(fenced),
+    };
+    match membership {
         None if simple => None,
         None => Some(ResponseError::IllegalGeneration),
         Some((GroupState::Empty | GroupState::Dead, _, _)) if simple => None,

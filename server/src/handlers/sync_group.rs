@@ -29,6 +29,7 @@ pub async fn handle(
         &request.group_id,
         request.generation_id,
         &request.member_id,
+        request.group_instance_id.as_deref(),
         assignments,
         Instant::now(),
     );
