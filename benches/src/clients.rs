@@ -39,10 +39,7 @@ fn base(args: &RunArgs) -> ClientConfig {
     config
 }
 
-fn with_overrides(
-    mut config: ClientConfig,
-    overrides: &[(String, String)],
-) -> ClientConfig {
+fn with_overrides(mut config: ClientConfig, overrides: &[(String, String)]) -> ClientConfig {
     for (name, value) in overrides {
         config.set(name, value);
     }
@@ -63,6 +60,10 @@ pub fn producer_config(args: &RunArgs, overrides: &[(String, String)]) -> Client
     if args.keys > 0 {
         config.set("partitioner", "murmur2_random");
     }
+    config.set(
+        "statistics.interval.ms",
+        crate::client_stats::INTERVAL_MS.to_string(),
+    );
     with_overrides(config, overrides)
 }
 
@@ -118,7 +119,7 @@ impl ConsumerContext for StderrLog {}
 
 /// Prints a librdkafka log line if it is a warning or worse.
 pub fn log_to_stderr(level: RDKafkaLogLevel, fac: &str, message: &str) {
-    if level <= RDKafkaLogLevel::Warning {
+    if (level as i32) <= (RDKafkaLogLevel::Warning as i32) {
         eprintln!("librdkafka {level:?} {fac}: {message}");
     }
 }
@@ -129,7 +130,10 @@ mod tests {
 
     #[test]
     fn properties_parse() {
-        let flags = vec!["linger.ms=0".to_string(), " fetch.wait.max.ms = 10".to_string()];
+        let flags = vec![
+            "linger.ms=0".to_string(),
+            " fetch.wait.max.ms = 10".to_string(),
+        ];
         let props = parse_properties(&flags).unwrap();
         assert_eq!(
             props,

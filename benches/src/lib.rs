@@ -1,1 +1,49 @@
-//! Benchmarks live in `benches/`; see BENCHMARKS.md.
+//! lograil's benchmarks: the criterion micro-benchmarks of log-core live in `benches/`, and
+//! this library is the `lograil-bench` harness, which drives any Kafka-compatible broker through
+//! librdkafka (the `rdkafka` crate) and measures throughput and latency.
+//!
+//! It is not a load generator for production clusters (one machine, one process), and it does
+//! not use consumer groups: consumers are assigned partitions explicitly, so it works against a
+//! broker without a group coordinator.
+//!
+//! One job per module:
+//!
+//! | module | job |
+//! |---|---|
+//! | [`args`] | the command-line flags |
+//! | [`run`] | the `produce`, `consume` and `end-to-end` modes |
+//! | [`produce`] / [`consume`] | one producer / consumer client on its thread |
+//! | [`topic`] | creating the topic, its partitions and offsets |
+//! | [`clients`] | librdkafka settings from the flags |
+//! | [`client_stats`] | librdkafka's statistics: broker round trips, producer queueing |
+//! | [`payload`] | record values and the send time stamped in them |
+//! | [`latency`] | HdrHistogram in µs and percentiles |
+//! | [`limits`] | the machine's raw disk and loopback TCP limits |
+//! | [`proc_stats`] | CPU and peak RSS of the broker and the harness from /proc |
+//! | [`machine`] | CPU, cores, memory, kernel, git revision |
+//! | [`report`] | the human table and the JSON file |
+//! | [`units`] | byte sizes and rates |
+//!
+//! ```
+//! use lograil_benches::latency::Latency;
+//! let mut l = Latency::new();
+//! for us in [120, 150, 900] {
+//!     l.record_micros(us);
+//! }
+//! assert_eq!(l.summary().max_us, 900);
+//! ```
+
+pub mod args;
+pub mod client_stats;
+pub mod clients;
+pub mod consume;
+pub mod latency;
+pub mod limits;
+pub mod machine;
+pub mod payload;
+pub mod proc_stats;
+pub mod produce;
+pub mod report;
+pub mod run;
+pub mod topic;
+pub mod units;

@@ -32,15 +32,16 @@ impl Machine {
                 .ok()
                 .map(|s| s.trim().to_string()),
             git_revision: git(&["rev-parse", "HEAD"]),
-            git_dirty: git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
+            git_dirty: git(&["status", "--porcelain", "--untracked-files=no"])
+                .map(|s| !s.is_empty()),
         }
     }
 
     /// One line for the human report.
     pub fn describe(&self) -> String {
-        let mem = self
-            .memory_bytes
-            .map_or("? GiB".to_string(), |b| format!("{:.1} GiB", crate::units::gib(b)));
+        let mem = self.memory_bytes.map_or("? GiB".to_string(), |b| {
+            format!("{:.1} GiB", crate::units::gib(b))
+        });
         let rev = match (&self.git_revision, self.git_dirty) {
             (Some(r), Some(true)) => format!("{} (dirty)", &r[..r.len().min(12)]),
             (Some(r), _) => r[..r.len().min(12)].to_string(),

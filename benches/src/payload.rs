@@ -137,7 +137,10 @@ mod tests {
         let later = clock.base() + Duration::from_millis(1500);
         assert_eq!(clock.nanos(later), 1_500_000_000);
         assert_eq!(clock.instant(1_500_000_000), later);
-        assert_eq!(clock.wall_us(later) - clock.wall_us(clock.base()), 1_500_000);
+        assert_eq!(
+            clock.wall_us(later) - clock.wall_us(clock.base()),
+            1_500_000
+        );
         let now = wall_us_now();
         assert!(clock.wall_us(Instant::now()).abs_diff(now) < 100_000);
     }

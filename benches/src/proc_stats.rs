@@ -67,7 +67,12 @@ fn clock_ticks_per_second() -> f64 {
             .arg("CLK_TCK")
             .output()
             .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
             .filter(|t| *t > 0.0)
             .unwrap_or(100.0)
     })

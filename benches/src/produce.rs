@@ -11,11 +11,12 @@ use anyhow::Context;
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
 use serde::Serialize;
 
+use crate::client_stats::{ClientStats, ClientStatsSummary};
 use crate::clients::log_to_stderr;
 use crate::latency::{Latency, LatencySummary};
 use crate::payload::{Clock, Keys, Payload};
@@ -54,6 +55,8 @@ pub struct ProducerOutcome {
     pub first_send: Option<Instant>,
     pub last_ack: Option<Instant>,
     pub timed_out: bool,
+    /// librdkafka's statistics: broker round trips and producer queueing.
+    pub client_stats: ClientStats,
 }
 
 #[derive(Debug, Default)]
@@ -72,12 +75,15 @@ struct Deliveries {
 struct DeliveryContext {
     clock: Clock,
     deliveries: Mutex<Deliveries>,
+    stats: Mutex<ClientStats>,
     acked_total: Arc<AtomicU64>,
 }
 
 impl DeliveryContext {
     fn lock(&self) -> std::sync::MutexGuard<'_, Deliveries> {
-        self.deliveries.lock().unwrap_or_else(PoisonError::into_inner)
+        self.deliveries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -88,6 +94,13 @@ impl ClientContext for DeliveryContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         eprintln!("librdkafka producer error: {error}: {reason}");
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        self.stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(&statistics);
     }
 }
 
@@ -118,21 +131,11 @@ impl ProducerContext for DeliveryContext {
 
 /// Creates the producer, connects it (a Metadata request), waits at `start`, then sends.
 pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<ProducerOutcome> {
-    let context = DeliveryContext {
-        clock: job.clock,
-        deliveries: Mutex::default(),
-        acked_total: job.acked_total.clone(),
-    };
-    let producer: ThreadedProducer<DeliveryContext> = job
-        .config
-        .create_with_context(context)
-        .context("creating the producer")?;
-    // Connect before the clock starts.
-    producer
-        .client()
-        .fetch_metadata(Some(&job.topic), Duration::from_secs(10))
-        .context("producer metadata")?;
+    // Whatever happens in the set-up, pass the barrier once, or the other threads would wait
+    // for this one forever.
+    let setup = connect(&job);
     start.wait();
+    let producer = setup?;
 
     let mut payload = Payload::new(job.message_size);
     let mut outcome = ProducerOutcome::default();
@@ -202,7 +205,31 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
     outcome.first_error = d.first_error;
     outcome.latency = d.latency;
     outcome.last_ack = d.last_ack;
+    outcome.client_stats = *producer
+        .context()
+        .stats
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     Ok(outcome)
+}
+
+/// The producer, connected (a Metadata request) so that connecting is not timed.
+fn connect(job: &ProducerJob) -> anyhow::Result<ThreadedProducer<DeliveryContext>> {
+    let context = DeliveryContext {
+        clock: job.clock,
+        deliveries: Mutex::default(),
+        stats: Mutex::default(),
+        acked_total: job.acked_total.clone(),
+    };
+    let producer: ThreadedProducer<DeliveryContext> = job
+        .config
+        .create_with_context(context)
+        .context("creating the producer")?;
+    producer
+        .client()
+        .fetch_metadata(Some(&job.topic), Duration::from_secs(10))
+        .context("producer metadata")?;
+    Ok(producer)
 }
 
 /// The producers of a run together.
@@ -222,6 +249,8 @@ pub struct ProduceSummary {
     pub target_rate: Option<f64>,
     /// Per record, from (intended) send to acknowledgement.
     pub delivery_latency: LatencySummary,
+    /// From librdkafka's statistics (approximate, see `client_stats`).
+    pub librdkafka: ClientStatsSummary,
     pub first_error: Option<String>,
     pub timed_out: bool,
 }
@@ -230,8 +259,10 @@ impl ProduceSummary {
     /// Adds up the producers' outcomes.
     pub fn of(outcomes: &[ProducerOutcome], target_rate: Option<f64>) -> ProduceSummary {
         let mut latency = Latency::new();
+        let mut stats = ClientStats::default();
         for o in outcomes {
             latency.merge(&o.latency);
+            stats.merge(&o.client_stats);
         }
         let first = outcomes.iter().filter_map(|o| o.first_send).min();
         let last = outcomes.iter().filter_map(|o| o.last_ack).max();
@@ -252,6 +283,7 @@ impl ProduceSummary {
             records_per_s: per_s(acked, seconds),
             target_rate,
             delivery_latency: latency.summary(),
+            librdkafka: stats.summary(),
             first_error: outcomes.iter().find_map(|o| o.first_error.clone()),
             timed_out: outcomes.iter().any(|o| o.timed_out),
         }

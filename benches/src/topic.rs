@@ -61,8 +61,8 @@ fn partitions(args: &RunArgs, overrides: &[(String, String)]) -> anyhow::Result<
                 Some(topic) if topic.error().is_none() && !topic.partitions().is_empty() => {
                     let led = topic.partitions().iter().all(|p| p.leader() >= 0);
                     if led {
-                        let count = i32::try_from(topic.partitions().len())
-                            .context("partition count")?;
+                        let count =
+                            i32::try_from(topic.partitions().len()).context("partition count")?;
                         if count != args.partitions {
                             eprintln!(
                                 "topic {} exists with {count} partitions (--partitions {} ignored)",
