@@ -228,6 +228,12 @@ impl Partition {
         }
     }
 
+    /// True when appends wait for an fsync (durability `Always`): callers on an async runtime
+    /// should append off its worker threads.
+    pub fn waits_for_fsync(&self) -> bool {
+        self.always.load(Ordering::Acquire)
+    }
+
     /// The offset the next append gets.
     fn written_end(&self) -> i64 {
         self.end_offset.load(Ordering::Acquire)

@@ -46,12 +46,15 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     if len < MIN_REQUEST {
         return Err(FrameError::TooSmall(size));
     }
-    let mut buf = BytesMut::zeroed(len);
-    match reader.read_exact(&mut buf).await {
-        Ok(_) => Ok(Some(buf.freeze())),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(FrameError::Truncated),
-        Err(e) => Err(e.into()),
+    // Filled straight from the socket: no zeroing of a buffer about to be overwritten.
+    let mut buf = BytesMut::with_capacity(len);
+    let mut body = reader.take(len as u64);
+    while buf.len() < len {
+        if body.read_buf(&mut buf).await? == 0 {
+            return Err(FrameError::Truncated);
+        }
     }
+    Ok(Some(buf.freeze()))
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use crate::broker::Broker;
 use crate::producers::Verdict;
 
 pub const MIN_VERSION: i16 = 3;
+/// Produce requests up to this size are appended on the async worker (see `handle`).
+const INLINE_APPEND_BYTES: usize = 64 * 1024;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -68,14 +70,31 @@ pub async fn handle(
             })
             .collect(),
         None => {
-            let owner = broker.clone();
-            // Appends write files and may wait for an fsync: off the async workers.
-            match tokio::task::spawn_blocking(move || append_all(&owner, work)).await {
-                Ok(responses) => responses,
-                Err(e) => {
-                    tracing::error!(error = %e, "produce task failed");
-                    return None;
+            // A small append to the page cache is done in place: handing it to another thread
+            // costs more than the write. One that waits for an fsync, or is large enough to
+            // stall on the page cache, goes to the blocking pool, off the async workers.
+            let bytes: usize = work
+                .iter()
+                .flat_map(|(_, partitions)| partitions.iter())
+                .map(|(_, records)| records.as_ref().map_or(0, Bytes::len))
+                .sum();
+            let waits = bytes > INLINE_APPEND_BYTES
+                || work.iter().any(|(topic, partitions)| {
+                    partitions.iter().any(|(index, _)| {
+                        broker.partition(topic, *index).is_some_and(|p| p.waits_for_fsync())
+                    })
+                });
+            if waits {
+                let owner = broker.clone();
+                match tokio::task::spawn_blocking(move || append_all(&owner, work)).await {
+                    Ok(responses) => responses,
+                    Err(e) => {
+                        tracing::error!(error = %e, "produce task failed");
+                        return None;
+                    }
                 }
+            } else {
+                append_all(broker, work)
             }
         }
     };
