@@ -102,6 +102,11 @@ pub struct RunArgs {
     /// Also write parameters, machine, broker, git revision and results to this JSON file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw the run to this SVG file: the latency percentile curve (delivery and/or
+    /// end-to-end; x from 0 to 100 on a log scale of 1/(1 - p), y in ms) and the records
+    /// acknowledged / read in each second of the run.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Flags of the `limits` mode.

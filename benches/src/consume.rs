@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::clients::StderrLog;
 use crate::latency::{Latency, LatencySummary};
 use crate::payload::{read_stamp, wall_us_now};
+use crate::timeline::PerSecond;
 use crate::units::{mb_per_s, per_s};
 
 /// A partition to read: from `start`, up to (not including) `end` if given.
@@ -62,6 +63,8 @@ pub struct ConsumerJob {
     /// Record end-to-end latency from the stamp in each value.
     pub measure_latency: bool,
     pub stop: StopRule,
+    /// Start of the run's measured phase: records read are counted per second since it.
+    pub epoch: Instant,
 }
 
 /// What one consumer thread did.
@@ -76,6 +79,8 @@ pub struct ConsumerOutcome {
     pub assigned_at: Option<Instant>,
     pub first_record: Option<Instant>,
     pub last_record: Option<Instant>,
+    /// Records read in each second since the job's epoch.
+    pub per_second: PerSecond,
     pub timed_out: bool,
 }
 
@@ -126,6 +131,7 @@ pub fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<Consume
         outcome.bytes += (message.payload_len() + message.key_len()) as u64;
         outcome.first_record.get_or_insert(now);
         outcome.last_record = Some(now);
+        outcome.per_second.record(job.epoch, now);
         job.stop.consumed_total.fetch_add(1, Ordering::Relaxed);
         let end = usize::try_from(message.partition())
             .ok()
@@ -207,14 +213,22 @@ pub struct ConsumeSummary {
     pub errors: u64,
     pub first_error: Option<String>,
     pub timed_out: bool,
+    /// End-to-end runs: the merged latency histogram (for `--plot`; not in the JSON).
+    #[serde(skip)]
+    pub end_to_end_histogram: Option<Latency>,
+    /// Records read in each second of the run (for `--plot`; not in the JSON).
+    #[serde(skip)]
+    pub read_per_second: PerSecond,
 }
 
 impl ConsumeSummary {
     /// Adds up the consumers' outcomes.
     pub fn of(outcomes: &[ConsumerOutcome], latency: bool) -> ConsumeSummary {
         let mut hist = Latency::new();
+        let mut per_second = PerSecond::new();
         for o in outcomes {
             hist.merge(&o.latency);
+            per_second.merge(&o.per_second);
         }
         let assigned = outcomes.iter().filter_map(|o| o.assigned_at).min();
         let first = outcomes.iter().filter_map(|o| o.first_record).min();
@@ -243,6 +257,8 @@ impl ConsumeSummary {
             errors: outcomes.iter().map(|o| o.errors).sum(),
             first_error: outcomes.iter().find_map(|o| o.first_error.clone()),
             timed_out: outcomes.iter().any(|o| o.timed_out),
+            end_to_end_histogram: latency.then_some(hist),
+            read_per_second: per_second,
         }
     }
 }

@@ -9,6 +9,10 @@ use serde::Serialize;
 /// Largest recordable latency: one hour, in µs. Larger values are clamped to it.
 const MAX_MICROS: u64 = 3_600_000_000;
 
+/// Points of [`Latency::percentile_curve`] below the maximum: ten per factor of ten of
+/// `1 - p/100`, up to 99.9987%.
+const CURVE_STEPS: u32 = 50;
+
 /// A latency histogram in µs.
 #[derive(Debug, Clone)]
 pub struct Latency {
@@ -57,6 +61,24 @@ impl Latency {
     /// Values recorded.
     pub fn count(&self) -> u64 {
         self.hist.len()
+    }
+
+    /// The percentile curve for plotting: (percentile in %, µs) at percentiles evenly spaced on
+    /// the scale of `-log10(1 - p/100)` (0, 20.6, 36.9, ... 90, ... 99, ... 99.99, ... 99.9987),
+    /// then (100, max). Empty when nothing was recorded.
+    pub fn percentile_curve(&self) -> Vec<(f64, u64)> {
+        let h = &self.hist;
+        if h.is_empty() {
+            return Vec::new();
+        }
+        let mut curve: Vec<(f64, u64)> = (0..CURVE_STEPS)
+            .map(|k| {
+                let q = 1.0 - 10f64.powf(-f64::from(k) / 10.0);
+                (q * 100.0, h.value_at_quantile(q))
+            })
+            .collect();
+        curve.push((100.0, h.max()));
+        curve
     }
 
     /// The percentile summary (all zero when nothing was recorded).
@@ -163,6 +185,24 @@ mod tests {
         assert_eq!(l.summary(), LatencySummary::default());
         l.record(Duration::from_secs(100_000));
         assert!(l.summary().max_us >= MAX_MICROS);
+    }
+
+    #[test]
+    fn percentile_curve_rises_to_the_max() {
+        assert!(Latency::new().percentile_curve().is_empty());
+        let mut l = Latency::new();
+        for us in 1..=10_000 {
+            l.record_micros(us);
+        }
+        let curve = l.percentile_curve();
+        assert_eq!(curve.len(), CURVE_STEPS as usize + 1);
+        assert_eq!(curve[0], (0.0, 1));
+        assert!(curve
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(curve.last().map(|p| p.0), Some(100.0));
+        let p90 = curve[10];
+        assert!((p90.0 - 90.0).abs() < 1e-9 && (8_990..=9_010).contains(&p90.1));
     }
 
     #[test]

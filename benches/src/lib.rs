@@ -18,6 +18,9 @@
 //! | [`client_stats`] | librdkafka's statistics: broker round trips, producer queueing |
 //! | [`payload`] | record values and the send time stamped in them |
 //! | [`latency`] | HdrHistogram in µs and percentiles |
+//! | [`timeline`] | records acknowledged / read per second of the run |
+//! | [`progress`] | the progress line on a terminal |
+//! | [`plot`] | the `--plot` SVG: latency percentiles and throughput over time |
 //! | [`limits`] | the machine's raw disk and loopback TCP limits |
 //! | [`proc_stats`] | CPU and peak RSS of the broker and the harness from /proc |
 //! | [`machine`] | CPU, cores, memory, kernel, git revision |
@@ -41,9 +44,12 @@ pub mod latency;
 pub mod limits;
 pub mod machine;
 pub mod payload;
+pub mod plot;
 pub mod proc_stats;
 pub mod produce;
+pub mod progress;
 pub mod report;
 pub mod run;
+pub mod timeline;
 pub mod topic;
 pub mod units;

@@ -20,6 +20,7 @@ use crate::client_stats::{ClientStats, ClientStatsSummary};
 use crate::clients::log_to_stderr;
 use crate::latency::{Latency, LatencySummary};
 use crate::payload::{Clock, Keys, Payload};
+use crate::timeline::PerSecond;
 use crate::units::{mb_per_s, per_s};
 
 /// What one producer thread does.
@@ -40,6 +41,8 @@ pub struct ProducerJob {
     pub deadline: Instant,
     /// Records acknowledged by the broker, all producers together.
     pub acked_total: Arc<AtomicU64>,
+    /// Start of the run's measured phase: acknowledgements are counted per second since it.
+    pub epoch: Instant,
 }
 
 /// What one producer thread did.
@@ -54,6 +57,8 @@ pub struct ProducerOutcome {
     pub latency: Latency,
     pub first_send: Option<Instant>,
     pub last_ack: Option<Instant>,
+    /// Records acknowledged in each second since the job's epoch.
+    pub per_second: PerSecond,
     pub timed_out: bool,
     /// librdkafka's statistics: broker round trips and producer queueing.
     pub client_stats: ClientStats,
@@ -67,6 +72,7 @@ struct Deliveries {
     acked_bytes: u64,
     first_error: Option<String>,
     last_ack: Option<Instant>,
+    per_second: PerSecond,
 }
 
 /// Receives delivery reports on librdkafka's polling thread. The delivery opaque of a record
@@ -77,6 +83,7 @@ struct DeliveryContext {
     deliveries: Mutex<Deliveries>,
     stats: Mutex<ClientStats>,
     acked_total: Arc<AtomicU64>,
+    epoch: Instant,
 }
 
 impl DeliveryContext {
@@ -117,6 +124,7 @@ impl ProducerContext for DeliveryContext {
                 d.acked += 1;
                 d.acked_bytes += (message.payload_len() + message.key_len()) as u64;
                 d.last_ack = Some(now);
+                d.per_second.record(self.epoch, now);
                 self.acked_total.fetch_add(1, Ordering::Relaxed);
             }
             Err((error, _)) => {
@@ -205,6 +213,7 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
     outcome.first_error = d.first_error;
     outcome.latency = d.latency;
     outcome.last_ack = d.last_ack;
+    outcome.per_second = d.per_second;
     outcome.client_stats = *producer
         .context()
         .stats
@@ -220,6 +229,7 @@ fn connect(job: &ProducerJob) -> anyhow::Result<ThreadedProducer<DeliveryContext
         deliveries: Mutex::default(),
         stats: Mutex::default(),
         acked_total: job.acked_total.clone(),
+        epoch: job.epoch,
     };
     let producer: ThreadedProducer<DeliveryContext> = job
         .config
@@ -253,6 +263,12 @@ pub struct ProduceSummary {
     pub librdkafka: ClientStatsSummary,
     pub first_error: Option<String>,
     pub timed_out: bool,
+    /// The merged delivery latency histogram (for `--plot`; not in the JSON).
+    #[serde(skip)]
+    pub delivery_histogram: Latency,
+    /// Records acknowledged in each second of the run (for `--plot`; not in the JSON).
+    #[serde(skip)]
+    pub acked_per_second: PerSecond,
 }
 
 impl ProduceSummary {
@@ -260,9 +276,11 @@ impl ProduceSummary {
     pub fn of(outcomes: &[ProducerOutcome], target_rate: Option<f64>) -> ProduceSummary {
         let mut latency = Latency::new();
         let mut stats = ClientStats::default();
+        let mut per_second = PerSecond::new();
         for o in outcomes {
             latency.merge(&o.latency);
             stats.merge(&o.client_stats);
+            per_second.merge(&o.per_second);
         }
         let first = outcomes.iter().filter_map(|o| o.first_send).min();
         let last = outcomes.iter().filter_map(|o| o.last_ack).max();
@@ -286,6 +304,8 @@ impl ProduceSummary {
             librdkafka: stats.summary(),
             first_error: outcomes.iter().find_map(|o| o.first_error.clone()),
             timed_out: outcomes.iter().any(|o| o.timed_out),
+            delivery_histogram: latency,
+            acked_per_second: per_second,
         }
     }
 }

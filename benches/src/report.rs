@@ -41,12 +41,10 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// The human-readable report.
-    pub fn human(&self) -> String {
+    /// The first line of the report: mode and parameters.
+    pub fn headline(&self) -> String {
         let p = &self.parameters;
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
+        format!(
             "lograil-bench {}: brokers {}, topic {} ({} partitions), {} B values, acks {}{}{}",
             self.mode,
             p.brokers,
@@ -62,7 +60,13 @@ impl RunReport {
             } else {
                 String::new()
             },
-        );
+        )
+    }
+
+    /// The human-readable report.
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.headline());
         let _ = writeln!(out, "machine: {}", self.machine.describe());
         if let Some(label) = &self.label {
             let _ = writeln!(out, "label: {label}");

@@ -15,6 +15,7 @@ use crate::machine::Machine;
 use crate::payload::{wall_us_now, Clock, Keys, STAMP_LEN};
 use crate::proc_stats::CostProbe;
 use crate::produce::{run_producer, ProduceSummary, ProducerJob};
+use crate::progress::{Counter, Progress};
 use crate::report::RunReport;
 use crate::topic;
 
@@ -71,7 +72,10 @@ pub fn run(mode: Mode, args: &RunArgs) -> anyhow::Result<RunReport> {
                 messages.unwrap_or(0),
                 deadline,
                 &acked,
+                wall,
             );
+            let _progress =
+                Progress::start(mode.name(), messages, vec![Counter::new("acked", &acked)]);
             (Some(run_producers(jobs, args.rate)?), None)
         }
         Mode::Consume => {
@@ -87,13 +91,24 @@ pub fn run(mode: Mode, args: &RunArgs) -> anyhow::Result<RunReport> {
             if ranges.iter().all(|r| r.end <= Some(r.start)) {
                 bail!("topic {} is empty: run `produce` first", args.topic);
             }
+            let available: u64 = ranges
+                .iter()
+                .map(|r| u64::try_from(r.end.unwrap_or(r.start) - r.start).unwrap_or(0))
+                .sum();
+            let consumed = Arc::new(AtomicU64::new(0));
             let stop = StopRule {
-                consumed_total: Arc::new(AtomicU64::new(0)),
+                consumed_total: consumed.clone(),
                 limit: messages,
                 producers_done: None,
                 deadline,
             };
-            let jobs = consumer_jobs(args, &consumer_config, &ranges, false, &stop);
+            let jobs = consumer_jobs(args, &consumer_config, &ranges, false, &stop, wall);
+            let total = messages.map_or(available, |m| m.min(available));
+            let _progress = Progress::start(
+                mode.name(),
+                Some(total),
+                vec![Counter::new("read", &consumed)],
+            );
             let barrier = Barrier::new(jobs.len());
             let outcomes = std::thread::scope(|s| {
                 let handles: Vec<_> = jobs
@@ -114,6 +129,7 @@ pub fn run(mode: Mode, args: &RunArgs) -> anyhow::Result<RunReport> {
                 partitions,
                 messages.unwrap_or(0),
                 deadline,
+                wall,
             )?;
             (Some(produce), Some(consume))
         }
@@ -194,13 +210,15 @@ fn message_count(mode: Mode, args: &RunArgs) -> anyhow::Result<Option<u64>> {
     })
 }
 
-/// Splits `messages` over the producers, with the open-loop interval and phase of each.
+/// Splits `messages` over the producers, with the open-loop interval and phase of each;
+/// `epoch` is the start of the run's measured phase.
 fn producer_jobs(
     args: &RunArgs,
     config: &rdkafka::ClientConfig,
     messages: u64,
     deadline: Instant,
     acked: &Arc<AtomicU64>,
+    epoch: Instant,
 ) -> Vec<ProducerJob> {
     let clock = Clock::new();
     let n = args.producers.max(1) as u64;
@@ -220,6 +238,7 @@ fn producer_jobs(
             clock,
             deadline,
             acked_total: acked.clone(),
+            epoch,
         })
         .collect()
 }
@@ -230,6 +249,7 @@ fn consumer_jobs(
     ranges: &[PartitionRange],
     measure_latency: bool,
     stop: &StopRule,
+    epoch: Instant,
 ) -> Vec<ConsumerJob> {
     deal(ranges, args.consumers)
         .into_iter()
@@ -239,6 +259,7 @@ fn consumer_jobs(
             partitions,
             measure_latency,
             stop: stop.clone(),
+            epoch,
         })
         .collect()
 }
@@ -266,6 +287,7 @@ fn end_to_end(
     partitions: i32,
     messages: u64,
     deadline: Instant,
+    epoch: Instant,
 ) -> anyhow::Result<(ProduceSummary, ConsumeSummary)> {
     let marks = topic::watermarks(args, overrides, partitions)?;
     let ranges: Vec<PartitionRange> = (0..partitions)
@@ -277,9 +299,10 @@ fn end_to_end(
         })
         .collect();
     let acked = Arc::new(AtomicU64::new(0));
+    let consumed = Arc::new(AtomicU64::new(0));
     let producers_done = Arc::new(AtomicBool::new(false));
     let stop = StopRule {
-        consumed_total: Arc::new(AtomicU64::new(0)),
+        consumed_total: consumed.clone(),
         limit: Some(messages),
         producers_done: Some((producers_done.clone(), acked.clone())),
         deadline,
@@ -290,6 +313,7 @@ fn end_to_end(
         &ranges,
         true,
         &stop,
+        epoch,
     );
     let producer_jobs = producer_jobs(
         args,
@@ -297,6 +321,15 @@ fn end_to_end(
         messages,
         deadline,
         &acked,
+        epoch,
+    );
+    let _progress = Progress::start(
+        Mode::EndToEnd.name(),
+        Some(messages),
+        vec![
+            Counter::new("acked", &acked),
+            Counter::new("read", &consumed),
+        ],
     );
     let consumers_ready = Barrier::new(consumer_jobs.len() + 1);
     std::thread::scope(|s| {
@@ -368,7 +401,7 @@ mod tests {
         let a = args(&["--producers", "3", "--messages", "10", "--rate", "300"]);
         let acked = Arc::new(AtomicU64::new(0));
         let config = rdkafka::ClientConfig::new();
-        let jobs = producer_jobs(&a, &config, 10, Instant::now(), &acked);
+        let jobs = producer_jobs(&a, &config, 10, Instant::now(), &acked, Instant::now());
         let counts: Vec<u64> = jobs.iter().map(|j| j.messages).collect();
         assert_eq!(counts, vec![4, 3, 3]);
         assert_eq!(jobs[0].interval, Some(Duration::from_millis(10)));

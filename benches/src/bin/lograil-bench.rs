@@ -7,7 +7,7 @@ use clap::Parser;
 use lograil_benches::args::{Cli, Command};
 use lograil_benches::report::write_json;
 use lograil_benches::run::{run, Mode};
-use lograil_benches::{limits, report::RunReport};
+use lograil_benches::{limits, plot, report::RunReport};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -46,6 +46,9 @@ fn execute(command: Command) -> anyhow::Result<bool> {
     print!("{}", report.human());
     if let Some(path) = &args.json {
         write_json(path, &report)?;
+    }
+    if let Some(path) = &args.plot {
+        plot::write_svg(path, &report)?;
     }
     Ok(complete(&report))
 }
