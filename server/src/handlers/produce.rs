@@ -81,7 +81,9 @@ pub async fn handle(
             let waits = bytes > INLINE_APPEND_BYTES
                 || work.iter().any(|(topic, partitions)| {
                     partitions.iter().any(|(index, _)| {
-                        broker.partition(topic, *index).is_some_and(|p| p.waits_for_fsync())
+                        broker
+                            .partition(topic, *index)
+                            .is_some_and(|p| p.waits_for_fsync())
                     })
                 });
             if waits {
