@@ -1,6 +1,6 @@
 //! Admin calls: topics, consumer groups, committed offsets and lag.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Buf;
 use kafka_protocol::error::ResponseError;
@@ -372,18 +372,23 @@ impl Admin {
     }
 
     /// Records behind and seconds behind, per partition, for every topic the group committed to.
+    ///
+    /// `also` adds topics the group has not committed to yet (those its members are assigned),
+    /// so their partitions show up with no committed offset.
     pub async fn lag(
         &mut self,
         group: &str,
+        also: &[String],
         now_ms: i64,
     ) -> Result<Vec<PartitionLag>, ClientError> {
         let committed = self.committed_offsets(group).await?;
-        let mut topics: BTreeMap<String, i32> = BTreeMap::new();
-        for (topic, _) in committed.keys() {
-            topics.entry(topic.clone()).or_default();
-        }
+        let topics: BTreeSet<String> = committed
+            .keys()
+            .map(|(topic, _)| topic.clone())
+            .chain(also.iter().cloned())
+            .collect();
         let mut out = Vec::new();
-        for (topic, _) in topics {
+        for topic in topics {
             let partitions = self.partition_count(&topic).await?;
             let starts = self.list_offsets(&topic, partitions, -2).await?;
             let ends = self.list_offsets(&topic, partitions, -1).await?;

@@ -215,7 +215,12 @@ async fn describe_group(
     group: &str,
 ) -> anyhow::Result<()> {
     let described = admin.describe_group(group).await?;
-    let lag = admin.lag(group, log_core::now_ms()).await?;
+    let assigned: Vec<String> = described
+        .members
+        .iter()
+        .flat_map(|m| m.assignment.iter().map(|(topic, _)| topic.clone()))
+        .collect();
+    let lag = admin.lag(group, &assigned, log_core::now_ms()).await?;
     let owner = |topic: &str, partition: i32| {
         described.members.iter().find(|m| {
             m.assignment

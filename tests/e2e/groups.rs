@@ -623,6 +623,10 @@ fn cli_shows_lag_in_records_and_seconds_and_resets_offsets() {
     assert!(!ok && err.contains("active members"), "{err}");
     let (ok, out, _) = run(&["group", "describe", "halfway"]);
     assert!(ok && out.contains("Stable"), "{out}");
+    let (_, out, _) = run(&["group", "describe", "halfway", "--json"]);
+    let live: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(live["members"].as_array().unwrap().len(), 1, "{out}");
+    assert!(live["partitions"][0]["consumer_id"].is_string(), "{out}");
     drop(consumer);
 
     let (ok, out, err) = run(&["group", "describe", "halfway", "--json"]);
