@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 
@@ -21,6 +22,7 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     let mut shutdown = broker.shutdown.clone();
+    let mut scratch = BytesMut::new();
     let max = broker.config.max_request_bytes;
     loop {
         if broker.is_shutting_down() {
@@ -38,7 +40,7 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
                 break;
             }
         };
-        match handlers::handle(&broker, frame, peer).await {
+        match handlers::handle(&broker, frame, peer, &mut scratch).await {
             Ok(Some(response)) => {
                 // Each response goes out before the next request is handled: that request may
                 // wait (a long-polling fetch, a JoinGroup) and must not hold this one back. A

@@ -39,7 +39,7 @@ pub async fn handle(
 pub fn unsupported(correlation_id: i32) -> BytesMut {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let body = body(ResponseError::UnsupportedVersion.code());
-    match encode_frame(&header, 0, &body, 0) {
+    match encode_frame(&header, 0, &body, 0, &mut BytesMut::new()) {
         Ok(frame) => frame,
         // A v0 ApiVersions body of a fixed table always encodes.
         Err(e) => unreachable!("ApiVersions v0 failed to encode: {e}"),

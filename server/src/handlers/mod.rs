@@ -103,10 +103,15 @@ pub struct RequestContext {
 
 /// Handles one request frame. Returns the response frame (length prefix included), or `None`
 /// when the request gets no response (Produce with acks=0).
+///
+/// The response is encoded into `scratch`, the connection's buffer, and split off it: once the
+/// response is written and dropped, the next `reserve` reclaims the same memory, so a consumer's
+/// large fetches do not fault in fresh pages for every response.
 pub async fn handle(
     broker: &Arc<Broker>,
     frame: Bytes,
     peer: SocketAddr,
+    scratch: &mut BytesMut,
 ) -> Result<Option<BytesMut>, RequestError> {
     let mut peek = &frame[..];
     let raw_key = peek.get_i16();
@@ -151,7 +156,7 @@ pub async fn handle(
             let request = <$request>::decode(&mut body, version)
                 .map_err(|e| malformed(format_args!("{key:?} v{version}"), e))?;
             match $module::handle(broker, request, &request_context).await {
-                Some(response) => responder.respond(&response).map(Some),
+                Some(response) => responder.respond(&response, scratch).map(Some),
                 None => Ok(None),
             }
         }};
@@ -189,13 +194,18 @@ struct Responder {
 }
 
 impl Responder {
-    fn respond<T: Encodable>(&self, body: &T) -> Result<BytesMut, RequestError> {
+    fn respond<T: Encodable>(
+        &self,
+        body: &T,
+        out: &mut BytesMut,
+    ) -> Result<BytesMut, RequestError> {
         let header = ResponseHeader::default().with_correlation_id(self.correlation_id);
         encode_frame(
             &header,
             self.key.response_header_version(self.version),
             body,
             self.version,
+            out,
         )
         .map_err(|e| malformed(format_args!("{:?} v{} response", self.key, self.version), e))
     }
@@ -204,19 +214,21 @@ impl Responder {
 /// kafka-protocol's encoding errors, kept as a boxed error at this edge.
 type EncodeError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Length prefix, header, body.
+/// Length prefix, header, body: encoded at the end of `out` and split off it.
 fn encode_frame<T: Encodable>(
     header: &ResponseHeader,
     header_version: i16,
     body: &T,
     version: i16,
+    out: &mut BytesMut,
 ) -> Result<BytesMut, EncodeError> {
     let size = header.compute_size(header_version)? + body.compute_size(version)?;
     let prefix =
         i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
-    let mut buf = BytesMut::with_capacity(4 + size);
-    buf.put_i32(prefix);
-    header.encode(&mut buf, header_version)?;
-    body.encode(&mut buf, version)?;
-    Ok(buf)
+    out.clear();
+    out.reserve(4 + size);
+    out.put_i32(prefix);
+    header.encode(out, header_version)?;
+    body.encode(out, version)?;
+    Ok(out.split())
 }
