@@ -70,6 +70,14 @@ fn read_all(p: &log_core::Partition, from: i64) -> Vec<(i64, String)> {
     }
 }
 
+/// A data dir with one topic `t` of one partition.
+fn one_partition(config: TopicConfig) -> (tempfile::TempDir, Log, Arc<log_core::Partition>) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
+    (dir, log, p)
+}
+
 #[test]
 fn append_assigns_offsets_and_read_returns_whole_batches() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,13 +132,7 @@ fn append_assigns_offsets_and_read_returns_whole_batches() {
 
 #[test]
 fn several_batches_in_one_append_get_contiguous_offsets() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = Log::open(dir.path()).unwrap();
-    let p = log
-        .create_topic("t", 1, TopicConfig::default())
-        .unwrap()
-        .partitions()[0]
-        .clone();
+    let (_dir, _log, p) = one_partition(TopicConfig::default());
     let mut two = records("x", 2, 0).to_vec();
     two.extend_from_slice(&records("y", 3, 0));
     let info = p.append(&two).unwrap();
@@ -232,13 +234,7 @@ fn segments_roll_by_size_with_kafka_names_and_survive_reopen() {
 
 #[test]
 fn read_by_timestamp_finds_the_first_record_at_or_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = Log::open(dir.path()).unwrap();
-    let p = log
-        .create_topic("t", 1, small_segments())
-        .unwrap()
-        .partitions()[0]
-        .clone();
+    let (_dir, _log, p) = one_partition(small_segments());
     // Batch i holds timestamps 1000*i + 0..5.
     for i in 0..60 {
         p.append(&records("r", 5, 1000 * i)).unwrap();
@@ -265,13 +261,7 @@ fn read_by_timestamp_finds_the_first_record_at_or_after() {
 
 #[test]
 fn retention_by_bytes_and_age_deletes_whole_closed_segments() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = Log::open(dir.path()).unwrap();
-    let p = log
-        .create_topic("t", 1, small_segments())
-        .unwrap()
-        .partitions()[0]
-        .clone();
+    let (dir, log, p) = one_partition(small_segments());
     for i in 0..200 {
         p.append(&records("r", 5, i * 1000)).unwrap();
     }
