@@ -109,17 +109,7 @@ pub fn run(mode: Mode, args: &RunArgs) -> anyhow::Result<RunReport> {
                 Some(total),
                 vec![Counter::new("read", &consumed)],
             );
-            let barrier = Barrier::new(jobs.len());
-            let outcomes = std::thread::scope(|s| {
-                let handles: Vec<_> = jobs
-                    .into_iter()
-                    .map(|job| {
-                        let barrier = &barrier;
-                        s.spawn(move || run_consumer(job, barrier))
-                    })
-                    .collect();
-                join_all(handles)
-            })?;
+            let outcomes = run_together(jobs, run_consumer)?;
             (None, Some(ConsumeSummary::of(&outcomes, false)))
         }
         Mode::EndToEnd => {
@@ -265,18 +255,26 @@ fn consumer_jobs(
 }
 
 fn run_producers(jobs: Vec<ProducerJob>, rate: Option<f64>) -> anyhow::Result<ProduceSummary> {
+    let outcomes = run_together(jobs, run_producer)?;
+    Ok(ProduceSummary::of(&outcomes, rate))
+}
+
+/// One thread per job, all released at once by a barrier; their outcomes in job order.
+fn run_together<J: Send, T: Send>(
+    jobs: Vec<J>,
+    run: fn(J, &Barrier) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<T>> {
     let barrier = Barrier::new(jobs.len());
-    let outcomes = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let handles: Vec<_> = jobs
             .into_iter()
             .map(|job| {
                 let barrier = &barrier;
-                s.spawn(move || run_producer(job, barrier))
+                s.spawn(move || run(job, barrier))
             })
             .collect();
         join_all(handles)
-    })?;
-    Ok(ProduceSummary::of(&outcomes, rate))
+    })
 }
 
 /// Consumers from the current end of every partition, then producers; consumers stop once
