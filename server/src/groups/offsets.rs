@@ -57,6 +57,11 @@ pub struct Committed {
 /// record that wrote it in `__consumer_offsets`, which orders concurrent writes.
 type GroupOffsets = BTreeMap<(String, i32), (Option<Committed>, i64)>;
 
+/// Whether any partition of a group still has a commit (not only tombstones).
+fn live(offsets: &GroupOffsets) -> bool {
+    offsets.values().any(|(c, _)| c.is_some())
+}
+
 /// Applies a write unless a later one (by log offset) is already there.
 fn apply(groups: &mut HashMap<String, GroupOffsets>, key: Key, value: Option<Committed>, at: i64) {
     let slot = groups
@@ -283,9 +288,14 @@ impl OffsetStore {
     pub fn groups(&self) -> Vec<String> {
         self.lock()
             .iter()
-            .filter(|(_, offsets)| offsets.values().any(|(c, _)| c.is_some()))
+            .filter(|(_, offsets)| live(offsets))
             .map(|(g, _)| g.clone())
             .collect()
+    }
+
+    /// Whether `group` has committed offsets.
+    pub fn has_offsets(&self, group: &str) -> bool {
+        self.lock().get(group).is_some_and(live)
     }
 
     /// Deletes offsets of `group`: the given partitions, or all of them. Returns how many.

@@ -21,8 +21,7 @@ pub async fn handle(
             .groups_names
             .into_iter()
             .map(|id| {
-                let known = owner.groups.describe(&id).is_some()
-                    || owner.offsets.groups().contains(&id.to_string());
+                let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
                 let code = if !known {
                     ResponseError::GroupIdNotFound.code()
                 } else if let Err(e) = owner.groups.delete(&id) {

@@ -44,12 +44,7 @@ pub async fn handle(
                             .collect(),
                     ),
                 None => {
-                    let state = if broker
-                        .offsets
-                        .groups()
-                        .iter()
-                        .any(|g| g.as_str() == id.as_str())
-                    {
+                    let state = if broker.offsets.has_offsets(&id) {
                         GroupState::Empty
                     } else {
                         GroupState::Dead

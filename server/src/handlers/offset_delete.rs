@@ -25,7 +25,7 @@ pub async fn handle(
 ) -> Option<OffsetDeleteResponse> {
     let group = request.group_id.to_string();
     let view = broker.groups.describe(&group);
-    if view.is_none() && !broker.offsets.groups().contains(&group) {
+    if view.is_none() && !broker.offsets.has_offsets(&group) {
         return Some(
             OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code()),
         );
