@@ -10,6 +10,8 @@
 
 mod admin;
 mod connection;
+mod partitioner;
 
 pub use admin::{Admin, GroupDescription, MemberDescription, PartitionLag, TopicDescription};
 pub use connection::{ClientError, Connection};
+pub use partitioner::{murmur2, partition_for_key, to_positive};

@@ -6,11 +6,11 @@
 //!
 //! **It is** a library: validate-and-append, zero-copy reads by offset (memory-mapped, no decode),
 //! reads by timestamp, segment roll and retention, a durability policy per topic with group
-//! commit, crash recovery that keeps exactly the valid prefix, and the Java client's murmur2 key
-//! partitioner.
+//! commit, and crash recovery that keeps exactly the valid prefix.
 //!
 //! **It is not** a broker: no sockets, no Kafka request types, no consumer groups. The `server`
-//! crate puts the Kafka protocol in front of it.
+//! crate puts the Kafka protocol in front of it. Choosing a partition for a key is the
+//! producer's job, as in Kafka: the murmur2 partitioner lives in the `consumer` client crate.
 //!
 //! ```
 //! use log_core::{batch, Log, TopicConfig};
@@ -19,7 +19,7 @@
 //! let log = Log::open(dir.path())?;
 //! let topic = log.create_topic("orders", 3, TopicConfig::default())?;
 //! let key = b"customer-42";
-//! let partition = topic.partition(log_core::partition_for_key(key, 3)).unwrap();
+//! let partition = topic.partition(1).unwrap();
 //!
 //! let records = batch::build(&[(Some(key), Some(b"created"), 1_700_000_000_000)]);
 //! let appended = partition.append(&records)?;
@@ -39,12 +39,10 @@ mod index;
 pub mod io;
 mod log;
 mod partition;
-mod partitioner;
 mod segment;
 
 pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
 pub use error::{AppendError, BatchError, FileError, OpenError, ReadError, TopicError};
 pub use log::{validate_name, Log, Topic, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, Partition, ReadResult, RetentionReport};
-pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use segment::Recovery;

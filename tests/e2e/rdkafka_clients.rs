@@ -129,7 +129,7 @@ fn consume_all(addr: &str, topic: &str) -> BTreeMap<i32, Vec<(i64, String, u64)>
     out
 }
 
-/// Each id once, per-key order kept, each key on log-core's murmur2 partition.
+/// Each id once, per-key order kept, each key on the murmur2 partition (the consumer crate's, = Java's).
 fn check_consumed(consumed: &BTreeMap<i32, Vec<(i64, String, u64)>>, expected: &HashSet<u64>) {
     let mut seen = HashSet::new();
     for (partition, records) in consumed {
@@ -137,7 +137,7 @@ fn check_consumed(consumed: &BTreeMap<i32, Vec<(i64, String, u64)>>, expected: &
         for (i, (offset, key, id)) in records.iter().enumerate() {
             assert_eq!(*offset, i as i64, "offsets are contiguous from 0");
             assert!(seen.insert(*id), "id {id} consumed twice");
-            let want = log_core::partition_for_key(key.as_bytes(), PARTITIONS as u32);
+            let want = consumer::partition_for_key(key.as_bytes(), PARTITIONS as u32);
             assert_eq!(
                 *partition as u32, want,
                 "key {key} on partition {partition}, murmur2 says {want}"
