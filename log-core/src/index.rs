@@ -4,13 +4,16 @@
 //! - `.index`: 8-byte entries `(offset - segment base: u32, byte position of a batch start: u32)`;
 //! - `.timeindex`: 12-byte entries `(max timestamp so far: i64, offset - segment base: u32)`.
 //!
-//! The active segment's indexes live in memory and are written out when the segment rolls; a
-//! closed segment's index files are memory-mapped when the partition opens.
+//! The active segment's indexes live in memory, extended by an [`IndexCursor`] as batches are
+//! appended, and are written out when the segment rolls; a closed segment's index files are
+//! memory-mapped when the partition opens.
 
 use std::ops::Deref;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use memmap2::Mmap;
+
+use crate::batch::BatchHeader;
 
 pub(crate) const OFFSET_ENTRY_LEN: usize = 8;
 pub(crate) const TIME_ENTRY_LEN: usize = 12;
@@ -214,6 +217,87 @@ impl TimeIndex {
 
 fn decode_time(entry: &[u8]) -> (i64, u32) {
     (i64::from_be_bytes(to_array(&entry[..8])), u32_at(entry, 8))
+}
+
+/// A segment's two indexes.
+#[derive(Debug)]
+pub(crate) struct Indexes {
+    pub offsets: OffsetIndex,
+    pub times: TimeIndex,
+}
+
+impl Indexes {
+    pub fn new() -> Self {
+        Indexes {
+            offsets: OffsetIndex::new(),
+            times: TimeIndex::new(),
+        }
+    }
+}
+
+/// `offset - base` as stored in the indexes. The writer rolls before it could overflow.
+pub(crate) fn relative(base: i64, offset: i64) -> u32 {
+    u32::try_from(offset - base).unwrap_or(u32::MAX)
+}
+
+/// Where the writer stands in a segment's indexes: when the next `.index` entry is due and the
+/// largest timestamp so far, for `.timeindex`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexCursor {
+    base_offset: i64,
+    interval: u32,
+    bytes_since_entry: u32,
+    /// Largest timestamp so far and the relative offset of the batch that carried it.
+    max_timestamp: i64,
+    max_timestamp_rel: u32,
+    /// Timestamp of the last `.timeindex` entry.
+    last_time_entry: i64,
+}
+
+impl IndexCursor {
+    /// A cursor at the start of the segment whose first offset is `base_offset`, with an
+    /// `.index` entry every `interval` bytes of log.
+    pub fn new(base_offset: i64, interval: u32) -> Self {
+        IndexCursor {
+            base_offset,
+            interval,
+            bytes_since_entry: 0,
+            max_timestamp: -1,
+            max_timestamp_rel: 0,
+            last_time_entry: -1,
+        }
+    }
+
+    /// The largest batch timestamp seen so far, -1 if none.
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+
+    /// Accounts for the batch at `position` and adds index entries when one is due.
+    pub fn add(&mut self, indexes: &Indexes, header: &BatchHeader, position: u32) {
+        let rel = relative(self.base_offset, header.base_offset);
+        if header.max_timestamp > self.max_timestamp {
+            self.max_timestamp = header.max_timestamp;
+            self.max_timestamp_rel = rel;
+        }
+        if self.bytes_since_entry >= self.interval {
+            indexes.offsets.push(rel, position);
+            self.add_time_entry(indexes);
+            self.bytes_since_entry = 0;
+        }
+        self.bytes_since_entry = self.bytes_since_entry.saturating_add(header.size);
+    }
+
+    /// Adds a `.timeindex` entry for the largest timestamp so far, if it is new (also when a
+    /// segment is sealed, so its last timestamp is indexed).
+    pub fn add_time_entry(&mut self, indexes: &Indexes) {
+        if self.max_timestamp > self.last_time_entry {
+            indexes
+                .times
+                .push(self.max_timestamp, self.max_timestamp_rel);
+            self.last_time_entry = self.max_timestamp;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::config::TopicConfig;
-use crate::error::{AppendError, FileError, OpenError, TopicError};
+use crate::error::{AppendError, ConfigError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
 use crate::partition::{Partition, RetentionReport};
 
@@ -361,19 +361,21 @@ fn open_topic(
 
 fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
     let text = fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
-    let bad = |reason: String| OpenError::BadConfig {
+    let bad = |source: ConfigError| OpenError::BadConfig {
         path: path.to_path_buf(),
-        reason,
+        source,
     };
     let mut lines = text.lines();
     if lines.next() != Some(TOPIC_FORMAT) {
-        return Err(bad(format!("first line must be {TOPIC_FORMAT:?}")));
+        return Err(bad(ConfigError::Format {
+            expected: TOPIC_FORMAT,
+        }));
     }
     let mut partitions = None;
     let mut rest = String::new();
     for line in lines {
         match line.strip_prefix("partitions=") {
-            Some(n) => partitions = Some(n.trim().parse::<u32>().map_err(|e| bad(e.to_string()))?),
+            Some(n) => partitions = n.trim().parse::<u32>().ok(),
             None => {
                 rest.push_str(line);
                 rest.push('\n');
@@ -382,7 +384,7 @@ fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
     }
     let partitions = partitions
         .filter(|n| (1..=MAX_PARTITIONS).contains(n))
-        .ok_or_else(|| bad("missing or invalid partitions=".into()))?;
+        .ok_or_else(|| bad(ConfigError::Missing { name: "partitions" }))?;
     let config = TopicConfig::from_properties(&rest).map_err(bad)?;
     Ok((partitions, config))
 }

@@ -233,6 +233,33 @@ fn segments_roll_by_size_with_kafka_names_and_survive_reopen() {
 }
 
 #[test]
+fn batch_headers_walk_every_batch_across_segments() {
+    let (_dir, _log, p) = one_partition(small_segments());
+    for i in 0..60 {
+        p.append(&records(&format!("r{i}"), 3, i * 10)).unwrap();
+    }
+    assert!(p.segment_count() > 3, "{} segments", p.segment_count());
+    let bases: Vec<i64> = p.batch_headers(0).map(|h| h.unwrap().base_offset).collect();
+    assert_eq!(bases, (0..60).map(|i| i * 3).collect::<Vec<i64>>());
+    // From inside a batch: that batch first.
+    let from_inside: Vec<i64> = p
+        .batch_headers(100)
+        .map(|h| h.unwrap().base_offset)
+        .collect();
+    assert_eq!(from_inside.first(), Some(&99));
+    assert_eq!(from_inside.len(), 27);
+    // From the start of the last segment (what producer-state rebuilding does).
+    let last = *p.segment_base_offsets().last().unwrap();
+    let tail: Vec<i64> = p
+        .batch_headers(last)
+        .map(|h| h.unwrap().base_offset)
+        .collect();
+    assert_eq!(tail.first(), Some(&last));
+    assert_eq!(tail.last(), Some(&177));
+    assert_eq!(p.batch_headers(180).count(), 0, "nothing at the log end");
+}
+
+#[test]
 fn read_by_timestamp_finds_the_first_record_at_or_after() {
     let (_dir, _log, p) = one_partition(small_segments());
     // Batch i holds timestamps 1000*i + 0..5.
