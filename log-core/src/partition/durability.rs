@@ -82,7 +82,7 @@ impl Partition {
         let (file, end, segment): (Arc<dyn StoredFile>, i64, Arc<Segment>) = {
             let writer = lock(&self.writer);
             (
-                writer.active.file(),
+                writer.active.file()?,
                 writer.active.next_offset(),
                 writer.active.clone(),
             )

@@ -50,7 +50,10 @@ pub fn offsets(e: &OffsetsError) -> ResponseError {
 pub fn read(e: &ReadError) -> ResponseError {
     match e {
         ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-        ReadError::Corrupt { .. } => ResponseError::KafkaStorageError,
+        // Damaged data: the client sees the error (librdkafka hands it to the application)
+        // and can seek past it; a storage error would be retried silently forever.
+        ReadError::Damaged { .. } | ReadError::Corrupt { .. } => ResponseError::CorruptMessage,
+        ReadError::Io(_) => ResponseError::KafkaStorageError,
     }
 }
 
@@ -61,6 +64,8 @@ pub fn topic(e: &TopicError) -> ResponseError {
         TopicError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
         TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        TopicError::Io(_) | TopicError::Open(_) => ResponseError::KafkaStorageError,
+        TopicError::Offline { .. } | TopicError::Io(_) | TopicError::Open(_) => {
+            ResponseError::KafkaStorageError
+        }
     }
 }
