@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
 use consumer::Admin;
+use jiff::fmt::temporal::Pieces;
+use jiff::tz::Offset;
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]
@@ -68,8 +70,9 @@ pub struct ResetTarget {
     /// The log end of each partition.
     #[arg(long)]
     to_latest: bool,
-    /// The first record at or after this time: `YYYY-MM-DDTHH:MM:SS[.sss]` (UTC, optional `Z`)
-    /// or milliseconds since the epoch.
+    /// The first record at or after this time: `YYYY-MM-DDTHH:mm:SS[.sss]` with an optional
+    /// offset (`Z`, `+01:00`, `-0530`), or milliseconds since the epoch. Without an offset the
+    /// time is UTC, as in Kafka's kafka-consumer-groups (not the local time zone).
     #[arg(long)]
     to_datetime: Option<String>,
     /// This offset, clamped to each partition's log.
@@ -302,51 +305,27 @@ fn print(connection: &Connection, value: serde_json::Value, human: impl FnOnce()
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.sss][Z]` (UTC) or epoch milliseconds → epoch milliseconds.
+/// `YYYY-MM-DDTHH:mm:SS[.sss][offset]` or epoch milliseconds → epoch milliseconds. As in
+/// Kafka's `kafka-consumer-groups --to-datetime`, a time without an offset is UTC and the offset
+/// is `Z`, `+01:00`, `+0100` or `+01`; parsing (calendar, ranges, year -9999..=9999) is jiff's
+/// Temporal ISO 8601 grammar.
 fn parse_datetime(text: &str) -> anyhow::Result<i64> {
     if let Ok(ms) = text.parse::<i64>() {
         return Ok(ms);
     }
-    let bad = || format!("{text:?} is not YYYY-MM-DDTHH:MM:SS[.sss] (UTC) or epoch milliseconds");
-    let t = text.strip_suffix('Z').unwrap_or(text);
-    let (date, time) = t.split_once('T').with_context(bad)?;
-    let d: Vec<i64> = date
-        .split('-')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()
-        .with_context(bad)?;
-    let (hms, millis) = time.split_once('.').unwrap_or((time, "0"));
-    let h: Vec<i64> = hms
-        .split(':')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()
-        .with_context(bad)?;
-    let (&[year, month, day], &[hour, minute, second]) = (d.as_slice(), h.as_slice()) else {
+    let bad =
+        || format!("{text:?} is not YYYY-MM-DDTHH:mm:SS[.sss][Z|+HH:MM] or epoch milliseconds");
+    let pieces = Pieces::parse(text).with_context(bad)?;
+    // A date alone is not a point in time (Kafka's tool asks for the `T` too); a named zone
+    // (`[Europe/Paris]`) would need a time zone database this binary does not carry.
+    let (Some(time), None) = (pieces.time(), pieces.time_zone_annotation()) else {
         bail!(bad());
     };
-    let millis: i64 = format!("{millis:0<3}")[..3]
-        .parse()
-        .ok()
+    let offset = pieces.to_numeric_offset().unwrap_or(Offset::UTC);
+    let at = offset
+        .to_timestamp(pieces.date().to_datetime(time))
         .with_context(bad)?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        bail!(bad());
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Ok(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+    Ok(at.as_millisecond())
 }
 
 #[cfg(test)]
@@ -367,5 +346,58 @@ mod tests {
         assert_eq!(parse_datetime("1234").unwrap(), 1234);
         assert!(parse_datetime("2026-13-01T00:00:00").is_err());
         assert!(parse_datetime("yesterday").is_err());
+    }
+
+    #[test]
+    fn a_multibyte_fraction_is_an_error_not_a_panic() {
+        // The old parser cut the fraction at byte 3, inside the `é`.
+        assert!(parse_datetime("2026-01-01T00:00:00.00é").is_err());
+        assert!(parse_datetime("2026-01-01T00:00:00.é").is_err());
+    }
+
+    #[test]
+    fn days_past_the_end_of_the_month_are_errors() {
+        assert!(parse_datetime("2026-02-31T00:00:00").is_err());
+        assert!(parse_datetime("2026-02-29T00:00:00").is_err());
+        assert!(parse_datetime("2026-04-31T00:00:00").is_err());
+        assert_eq!(
+            parse_datetime("2024-02-29T00:00:00").unwrap(),
+            1_709_164_800_000
+        );
+    }
+
+    #[test]
+    fn negative_fields_are_errors() {
+        assert!(parse_datetime("2026-01-01T-1:00:00").is_err());
+        assert!(parse_datetime("2026-01-01T00:-5:00").is_err());
+        assert!(parse_datetime("2026-01-01T00:00:-7").is_err());
+        assert!(parse_datetime("2026-01-01T00:00:00.-5").is_err());
+    }
+
+    #[test]
+    fn a_huge_year_is_an_error_not_an_overflow() {
+        assert!(parse_datetime("99999999999999-01-01T00:00:00").is_err());
+        assert!(parse_datetime("10000-01-01T00:00:00").is_err());
+    }
+
+    #[test]
+    fn zone_offsets_as_kafkas_tool_accepts_them() {
+        let utc = 1_795_947_330_500; // 2026-11-29T10:15:30.5Z
+        assert_eq!(parse_datetime("2026-11-29T10:15:30.500").unwrap(), utc);
+        assert_eq!(parse_datetime("2026-11-29T10:15:30.500Z").unwrap(), utc);
+        assert_eq!(
+            parse_datetime("2026-11-29T11:15:30.500+01:00").unwrap(),
+            utc
+        );
+        assert_eq!(parse_datetime("2026-11-29T11:15:30.500+0100").unwrap(), utc);
+        assert_eq!(parse_datetime("2026-11-29T11:15:30.500+01").unwrap(), utc);
+        assert_eq!(
+            parse_datetime("2026-11-29T04:45:30.500-05:30").unwrap(),
+            utc
+        );
+        assert!(parse_datetime("2026-11-29T10:15:30.500+01:60").is_err());
+        assert!(parse_datetime("2026-11-29T10:15:30.500+1:00").is_err());
+        // A time is needed, as in Kafka's tool.
+        assert!(parse_datetime("2026-11-29").is_err());
     }
 }
