@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
+use comfy_table::{presets, CellAlignment, Table};
 use consumer::Admin;
 use jiff::fmt::temporal::Pieces;
 use jiff::tz::Offset;
@@ -120,17 +121,7 @@ pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<
                 print(
                     connection,
                     json!({ "topic": topic, "partitions": partitions, "internal": described.internal, "configs": configs }),
-                    || {
-                        let mut out = format!("Topic: {topic}\tPartitionCount: {}\n", described.partitions);
-                        out += &format!(
-                            "Configs: {}\n",
-                            configs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
-                        );
-                        for (p, (s, e)) in (0..).zip(starts.iter().zip(&ends)) {
-                            out += &format!("\tPartition: {p}\tLogStartOffset: {s}\tLogEndOffset: {e}\n");
-                        }
-                        out.trim_end().to_string()
-                    },
+                    || topic_text(topic, described.partitions, &configs, &starts, &ends),
                 );
             }
             TopicCommand::Delete { topic } => {
@@ -153,11 +144,11 @@ pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<
                     .map(|(id, state, kind)| json!({ "group": id, "state": state, "protocol_type": kind }))
                     .collect();
                 print(connection, json!(rows), || {
-                    let mut out = format!("{:<30} {:<20}", "GROUP", "STATE");
-                    for (id, state, _) in &groups {
-                        out += &format!("\n{id:<30} {state:<20}");
-                    }
-                    out
+                    table(
+                        &["GROUP", "STATE"],
+                        &[],
+                        groups.iter().map(|(id, state, _)| vec![id.clone(), state.clone()]),
+                    )
                 });
             }
             GroupCommand::Describe { group } => describe_group(connection, &mut admin, group).await?,
@@ -197,14 +188,7 @@ pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<
                     .map(|((t, p), o)| json!({ "topic": t, "partition": p, "new_offset": o }))
                     .collect();
                 print(connection, json!({ "group": group, "executed": execute, "offsets": rows }), || {
-                    let mut out = format!("{:<20} {:<30} {:>9} {:>14}", "GROUP", "TOPIC", "PARTITION", "NEW-OFFSET");
-                    for ((t, p), o) in &plan {
-                        out += &format!("\n{group:<20} {t:<30} {p:>9} {o:>14}");
-                    }
-                    if !execute {
-                        out += "\n(dry run: add --execute to apply)";
-                    }
-                    out
+                    reset_text(group, &plan, *execute)
                 });
             }
         }
@@ -266,35 +250,108 @@ async fn describe_group(
         connection,
         json!({ "group": group, "state": described.state, "protocol": described.protocol, "members": members, "partitions": rows }),
         || {
-            let mut out = format!(
-                "Group {group} is {} with {} members.\n{:<24} {:>9} {:>14} {:>14} {:>10} {:>12}  {}",
-                described.state,
-                described.members.len(),
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "LAG-SECONDS",
-                "CONSUMER-ID"
-            );
-            for l in &lag {
-                let member = owner(&l.topic, l.partition);
-                out += &format!(
-                    "\n{:<24} {:>9} {:>14} {:>14} {:>10} {:>12}  {}",
-                    l.topic,
-                    l.partition,
+            let rows = lag.iter().map(|l| {
+                vec![
+                    l.topic.clone(),
+                    l.partition.to_string(),
                     dash(l.committed.map(|c| c.to_string())),
-                    l.log_end,
+                    l.log_end.to_string(),
                     dash(l.lag_records.map(|c| c.to_string())),
                     dash(l.lag_seconds.map(|s| format!("{s:.1}"))),
-                    dash(member.map(|m| m.member_id.clone())),
-                );
-            }
-            out
+                    dash(owner(&l.topic, l.partition).map(|m| m.member_id.clone())),
+                ]
+            });
+            format!(
+                "Group {group} is {} with {} members.\n{}",
+                described.state,
+                described.members.len(),
+                table(&DESCRIBE_HEADER, &[1, 2, 3, 4, 5], rows)
+            )
         },
     );
     Ok(())
+}
+
+/// The columns of `group describe`.
+const DESCRIBE_HEADER: [&str; 7] = [
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "LAG-SECONDS",
+    "CONSUMER-ID",
+];
+
+/// A borderless table as Kafka's tools print one: a header row, each column as wide as its
+/// widest cell (by display width) and two spaces from the next, the columns numbered in `right`
+/// right-aligned; no trailing spaces, no wrapping, no colors.
+fn table(header: &[&str], right: &[usize], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let mut table = Table::new();
+    table
+        .load_style(presets::NOTHING)
+        .set_header(header.to_vec());
+    for row in rows {
+        table.add_row(row);
+    }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        if right.contains(&i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table.trim_fmt()
+}
+
+/// `topic describe`: Kafka's `Name: value` cells, the partitions' cells in aligned columns.
+fn topic_text(
+    topic: &str,
+    partitions: i32,
+    configs: &BTreeMap<&str, &str>,
+    starts: &[i64],
+    ends: &[i64],
+) -> String {
+    let mut out = format!("Topic: {topic}\tPartitionCount: {partitions}\n");
+    out += &format!(
+        "Configs: {}",
+        configs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let mut cells = Table::new();
+    cells.load_style(presets::NOTHING);
+    for (p, (s, e)) in (0..).zip(starts.iter().zip(ends)) {
+        cells.add_row(vec![
+            format!("Partition: {p}"),
+            format!("LogStartOffset: {s}"),
+            format!("LogEndOffset: {e}"),
+        ]);
+    }
+    for column in cells.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    for line in cells.trim_fmt().lines().filter(|l| !l.is_empty()) {
+        out += &format!("\n\t{line}");
+    }
+    out
+}
+
+/// `group reset-offsets`: the plan, and whether it was applied.
+fn reset_text(group: &str, plan: &BTreeMap<(String, i32), i64>, executed: bool) -> String {
+    let rows = plan
+        .iter()
+        .map(|((t, p), o)| vec![group.to_string(), t.clone(), p.to_string(), o.to_string()]);
+    let mut out = table(
+        &["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        &[2, 3],
+        rows,
+    );
+    if !executed {
+        out += "\n(dry run: add --execute to apply)";
+    }
+    out
 }
 
 fn print(connection: &Connection, value: serde_json::Value, human: impl FnOnce() -> String) {
@@ -330,7 +387,90 @@ fn parse_datetime(text: &str) -> anyhow::Result<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_datetime;
+    use std::collections::BTreeMap;
+
+    use super::{parse_datetime, reset_text, table, topic_text, DESCRIBE_HEADER};
+
+    #[test]
+    fn a_long_topic_name_keeps_the_columns_aligned() {
+        let row = |topic: &str, partition: i32, committed: &str, lag_s: &str, member: &str| {
+            [
+                topic,
+                &partition.to_string(),
+                committed,
+                "1234567",
+                "17",
+                lag_s,
+                member,
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let long = "orders.eu-west-1.payments.settlements.v2";
+        let text = table(
+            &DESCRIBE_HEADER,
+            &[1, 2, 3, 4, 5],
+            vec![
+                row("t", 0, "1234550", "150.0", "rdkafka-1"),
+                row(long, 11, "-", "-", "-"),
+                row("日本語トピック", 2, "3", "0.5", "m"),
+            ],
+        );
+        let expected = [
+            "TOPIC                                     PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  LAG-SECONDS  CONSUMER-ID",
+            "t                                                 0         1234550         1234567   17        150.0  rdkafka-1",
+            "orders.eu-west-1.payments.settlements.v2         11               -         1234567   17            -  -",
+            "日本語トピック                                    2               3         1234567   17          0.5  m",
+        ];
+        assert_eq!(text, expected.join("\n"), "\n{text}");
+    }
+
+    #[test]
+    fn a_long_group_name_keeps_the_columns_aligned() {
+        let plan: BTreeMap<(String, i32), i64> = [
+            (("lagged".to_string(), 0), 5),
+            (("lagged".to_string(), 1), 1_000_000_000),
+        ]
+        .into();
+        let group = "a-consumer-group-with-a-name-longer-than-twenty";
+        let expected = [
+            "GROUP                                            TOPIC   PARTITION  NEW-OFFSET",
+            "a-consumer-group-with-a-name-longer-than-twenty  lagged          0           5",
+            "a-consumer-group-with-a-name-longer-than-twenty  lagged          1  1000000000",
+            "(dry run: add --execute to apply)",
+        ];
+        assert_eq!(reset_text(group, &plan, false), expected.join("\n"));
+        let listed = table(
+            &["GROUP", "STATE"],
+            &[],
+            [
+                vec![group.to_string(), "Empty".into()],
+                vec!["g".into(), "Stable".into()],
+            ],
+        );
+        assert_eq!(
+            listed,
+            [
+                "GROUP                                            STATE",
+                "a-consumer-group-with-a-name-longer-than-twenty  Empty",
+                "g                                                Stable",
+            ]
+            .join("\n")
+        );
+    }
+
+    #[test]
+    fn topic_partitions_line_up_whatever_their_offsets() {
+        let configs = BTreeMap::from([("cleanup.policy", "delete"), ("retention.ms", "-1")]);
+        let text = topic_text("t", 11, &configs, &[0, 123_456_789], &[5, 123_456_790]);
+        let expected = [
+            "Topic: t\tPartitionCount: 11",
+            "Configs: cleanup.policy=delete,retention.ms=-1",
+            "\tPartition: 0  LogStartOffset: 0          LogEndOffset: 5",
+            "\tPartition: 1  LogStartOffset: 123456789  LogEndOffset: 123456790",
+        ];
+        assert_eq!(text, expected.join("\n"), "\n{text}");
+    }
 
     #[test]
     fn datetimes_parse_as_utc() {
