@@ -19,9 +19,10 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 const TICK: Duration = Duration::from_secs(1);
 
 /// A line when the total is known, e.g.
-/// `end-to-end 00:00:12 read  [#######>----------------------] 239,812/1,000,000 (24%) 19,990/s`.
+/// `end-to-end 00:00:12 read  [#######>-------] 239,812/1,000,000 (24%) 19,990/s`: the bar takes
+/// what the terminal's width leaves, so the line does not wrap.
 const WITH_TOTAL: &str =
-    "{prefix} {elapsed_precise} {msg:5} [{bar:30}] {human_pos}/{human_len} ({percent}%) {per_sec:0}";
+    "{prefix} {elapsed_precise} {msg:5} [{wide_bar}] {human_pos}/{human_len} ({percent}%) {per_sec:0}";
 /// A line when it is not (a run bounded by time): `produce 00:03:05 acked 3,702,221 20,012/s`.
 const WITHOUT_TOTAL: &str = "{prefix} {elapsed_precise} {msg:5} {human_pos} {per_sec:0}";
 
