@@ -83,6 +83,12 @@ impl Broker {
         if let Some(topic) = self.log.topic(name) {
             return Ok(topic);
         }
+        if let Some(reason) = self.log.offline_reason(name) {
+            return Err(TopicError::Offline {
+                name: name.to_string(),
+                reason,
+            });
+        }
         if !create {
             return Err(TopicError::UnknownTopic(name.to_string()));
         }

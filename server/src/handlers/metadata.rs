@@ -32,11 +32,19 @@ pub async fn handle(
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
             .collect(),
+        // Every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
         _ => broker
             .log
             .topics()
             .iter()
             .map(|t| t.name().to_string())
+            .chain(
+                broker
+                    .log
+                    .offline_topics()
+                    .into_iter()
+                    .map(|(name, _)| name),
+            )
             .collect(),
     };
     let create =
