@@ -136,6 +136,9 @@ pub enum AppendError {
     Closed(String),
     #[error("offset overflow: the partition is past i64::MAX or a segment past 4 GiB")]
     OffsetOverflow,
+    /// Only from [`crate::Partition::try_append_pending`]: nothing was written.
+    #[error("the append would block (the writer is busy or the segment must roll)")]
+    WouldBlock,
 }
 
 impl AppendError {

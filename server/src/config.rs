@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use log_core::{ConfigError, TopicConfig};
+use log_core::{ConfigError, LogOptions, TopicConfig};
 
 pub use crate::groups::GroupConfig;
 
@@ -28,6 +28,9 @@ pub struct BrokerConfig {
     pub topic_defaults: TopicConfig,
     /// Consumer-group timing.
     pub groups: GroupConfig,
+    /// How the data dir is opened: the storage seam (tests inject faults) and how many closed
+    /// segments may be loaded at once.
+    pub log: LogOptions,
 }
 
 impl Default for BrokerConfig {
@@ -42,6 +45,7 @@ impl Default for BrokerConfig {
             retention_check_interval: Duration::from_secs(300),
             topic_defaults: TopicConfig::default(),
             groups: GroupConfig::default(),
+            log: LogOptions::default(),
         }
     }
 }

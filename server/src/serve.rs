@@ -47,6 +47,10 @@ struct Settings {
     /// How often retention deletes old segments, in ms.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     retention_check_interval_ms: Option<u64>,
+    /// Most closed segments kept loaded (log memory-mapped, indexes in memory) at once; the
+    /// least recently read are unloaded beyond it (default 10000; each is one memory map).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_loaded_segments: Option<u64>,
     /// How long a new consumer group waits for more members before its first rebalance, in ms
     /// (Kafka's `group.initial.rebalance.delay.ms`, default 3000).
     #[arg(long)]
@@ -125,6 +129,7 @@ impl Settings {
             retention_check_interval_ms: self
                 .retention_check_interval_ms
                 .or(other.retention_check_interval_ms),
+            max_loaded_segments: self.max_loaded_segments.or(other.max_loaded_segments),
             group_initial_rebalance_delay_ms: self
                 .group_initial_rebalance_delay_ms
                 .or(other.group_initial_rebalance_delay_ms),
@@ -162,6 +167,9 @@ impl Settings {
         }
         if let Some(every) = self.retention_check_interval_ms {
             config.retention_check_interval = ms(every);
+        }
+        if let Some(loaded) = self.max_loaded_segments {
+            config.log.loaded_segments = usize::try_from(loaded).unwrap_or(usize::MAX);
         }
         if let Some(delay) = self.group_initial_rebalance_delay_ms {
             config.groups.initial_rebalance_delay = ms(delay);

@@ -22,7 +22,8 @@ pub fn append(e: &AppendError) -> ResponseError {
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge,
         AppendError::Closed(_) => ResponseError::UnknownTopicOrPartition,
         AppendError::Io(_) | AppendError::Poisoned { .. } => ResponseError::KafkaStorageError,
-        AppendError::OffsetOverflow => ResponseError::UnknownServerError,
+        // Retried on the blocking pool before it could reach a client.
+        AppendError::OffsetOverflow | AppendError::WouldBlock => ResponseError::UnknownServerError,
     }
 }
 
