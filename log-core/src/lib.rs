@@ -33,6 +33,7 @@
 
 pub mod batch;
 mod config;
+pub mod decompress;
 pub mod dump;
 mod error;
 mod index;

@@ -98,6 +98,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A compressed batch's records may decompress to this many times `max.message.bytes` (which
+/// bounds the compressed batch, as in Kafka): room for any producer's batch (librdkafka's and
+/// the Java client's batch sizes are counted uncompressed, 1 MB at most by default), no room
+/// for a decompression bomb.
+pub const DECOMPRESSED_PER_MESSAGE_BYTE: usize = 8;
+
 /// What every partition of a data dir opens with.
 #[derive(Debug, Clone)]
 pub(crate) struct OpenContext {
@@ -312,6 +318,10 @@ impl Partition {
                 size: h.size as usize,
                 max: max_size,
             });
+        }
+        if headers.iter().any(BatchHeader::is_compressed) {
+            let max = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
+            batch::validate_compressed(records, &headers, max)?;
         }
         let total = records.len() as u64;
         let count: i64 = headers

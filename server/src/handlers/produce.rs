@@ -89,18 +89,22 @@ type TopicResults = (String, Vec<PartitionProduceResponse>);
 /// Per partition of a request: its index, and where its records went or why they did not.
 type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 
-/// Appends every partition's records, then waits for their durability. A small request is
-/// appended in place (handing it to another thread costs more than a page-cache write); a large
-/// one, and any partition whose append would block (its writer busy, or a segment to roll),
-/// goes to the blocking pool. Fsync waits hold no thread. `None` if a blocking task failed.
+/// Appends every partition's records, then waits for their durability. A small uncompressed
+/// request is appended in place (handing it to another thread costs more than a page-cache
+/// write); a large or compressed one (its records are decompressed to be checked), and any
+/// partition whose append would block (its writer busy, or a segment to roll), goes to the
+/// blocking pool. Fsync waits hold no thread. `None` if a blocking task failed.
 async fn append_and_wait(broker: &Arc<Broker>, work: Vec<TopicWork>) -> Option<Vec<TopicResults>> {
-    let bytes: usize = work
-        .iter()
-        .flat_map(|(_, partitions)| partitions.iter())
-        .map(|(_, records)| records.as_ref().map_or(0, Bytes::len))
-        .sum();
+    let records = || {
+        work.iter()
+            .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()))
+    };
+    let bytes: usize = records().map(Bytes::len).sum();
+    let compressed = records().any(|r| {
+        log_core::batch::parse_all(r).is_ok_and(|headers| headers.iter().any(|h| h.is_compressed()))
+    });
     let work = Arc::new(work);
-    let mut outcomes = if bytes <= INLINE_APPEND_BYTES {
+    let mut outcomes = if bytes <= INLINE_APPEND_BYTES && !compressed {
         append_all(broker, &work, AppendMode::Inline, |_, _| true)
     } else {
         blocking(broker, &work, |_, _| true).await?
