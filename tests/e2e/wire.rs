@@ -1,6 +1,6 @@
 //! Raw Kafka protocol for tests: frames encoded with kafka-protocol, one call at a time.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -30,6 +30,29 @@ pub fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body:
     let len = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&len.to_be_bytes());
     buf
+}
+
+/// Whether the broker closed the connection: end of stream or a reset. A read that times out
+/// fails the test instead: a broker that hangs must not pass a "closes the connection" check.
+/// Bytes from the broker (a response) mean it did not close.
+pub fn closed(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe
+            ) =>
+        {
+            true
+        }
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!("the connection was neither closed nor answered within the read timeout: the broker hung")
+        }
+        Err(e) => panic!("reading from the broker: {e}"),
+    }
 }
 
 /// Reads one response frame; `None` if the broker closed the connection.
