@@ -41,23 +41,64 @@ pub enum ServeError {
 }
 
 /// Serves Kafka clients on `listener` until `shutdown` completes, then stops accepting,
-/// lets in-flight requests finish, flushes every partition and returns.
+/// lets in-flight requests finish, flushes every partition and returns. The same as
+/// [`Server::open`] then [`Server::serve`].
 pub async fn run(
     listener: TcpListener,
     config: BrokerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let bound = listener.local_addr()?;
-    let (stop, stopped) = watch::channel(false);
-    let broker = {
-        let bound_config = config.clone();
-        let stopped = stopped.clone();
-        // Opening recovers every partition: blocking file work.
-        tokio::task::spawn_blocking(move || Broker::open(bound_config, bound, stopped))
+    Server::open(listener, config).await?.serve(shutdown).await
+}
+
+/// A broker whose data dir is open (every partition recovered) on a bound listener, not yet
+/// accepting connections: what lies between "the data dir opened" and "serving", so a caller
+/// can say it is ready only once it is.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    stop: watch::Sender<bool>,
+}
+
+impl Server {
+    /// Opens the data dir (recovering every partition, on the blocking pool).
+    pub async fn open(listener: TcpListener, config: BrokerConfig) -> Result<Server, ServeError> {
+        let bound = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        let broker = tokio::task::spawn_blocking(move || Broker::open(config, bound, stopped))
             .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??
-    };
-    let broker = Arc::new(broker);
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        Ok(Server {
+            listener,
+            broker: Arc::new(broker),
+            stop,
+        })
+    }
+
+    /// The address clients connect to.
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests
+    /// finish, flushes every partition and returns.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let Server {
+            listener,
+            broker,
+            stop,
+        } = self;
+        serve(listener, broker, stop, shutdown).await
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    stop: watch::Sender<bool>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     let retention = tokio::spawn(run_retention(broker.clone()));
     let group_timer = tokio::spawn(run_group_timer(broker.clone()));
     let mut connections = JoinSet::new();

@@ -215,13 +215,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
-        let addr = listener.local_addr()?;
+        let data_dir = config.data_dir.clone();
+        let server = lograil::Server::open(listener, config).await?;
+        // Only now: tests and scripts take this line to mean the broker is ready.
         println!(
-            "lograil listening on {addr} (data dir {})",
-            config.data_dir.display()
+            "lograil listening on {} (data dir {})",
+            server.local_addr()?,
+            data_dir.display()
         );
         std::io::stdout().flush()?;
-        lograil::run(listener, config, shutdown_signal()).await?;
+        server.serve(shutdown_signal()).await?;
         Ok(())
     })
 }

@@ -7,6 +7,7 @@ mod bad_input;
 mod broker;
 mod external_clients;
 mod groups;
+mod limits;
 mod protocol;
 mod rdkafka_clients;
 mod wire;

@@ -55,15 +55,24 @@ pub fn closed(stream: &mut TcpStream) -> bool {
     }
 }
 
-/// Reads one response frame; `None` if the broker closed the connection.
+/// Reads one response frame; `None` if the broker closed the connection. A read that times
+/// out fails the test: no answer is not the same as a closed connection.
 pub fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
     let mut len = [0u8; 4];
-    if stream.read_exact(&mut len).is_err() {
-        return None;
-    }
+    read_or_timeout(stream, &mut len)?;
     let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).ok()?;
+    read_or_timeout(stream, &mut body)?;
     Some(Bytes::from(body))
+}
+
+fn read_or_timeout(stream: &mut TcpStream, buf: &mut [u8]) -> Option<()> {
+    match stream.read_exact(buf) {
+        Ok(()) => Some(()),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!("no response within the read timeout: the broker hung")
+        }
+        Err(_) => None,
+    }
 }
 
 /// Sends one request and decodes its response.

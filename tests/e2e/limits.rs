@@ -1,0 +1,268 @@
+//! Resource limits a client can hit, each hit with real sockets: connection caps, bytes of
+//! requests being read, idle and partial-request timeouts, request sizes and array lengths per
+//! API, fetch response size, partitions per request and per broker, topic auto-creation,
+//! producer ids and group sizes; and long file work (creating thousands of partitions, a time
+//! lookup in a big compressed batch) that must not stall other requests.
+//!
+//! Memory is read from `/proc/PID/status` (`RssAnon`: the heap, not the mapped segment files),
+//! sampled in a thread so peaks are seen. Waits are on conditions, with generous deadlines that
+//! only turn a hang into a failure.
+
+// Helpers for the tests still to come in this series.
+#![allow(dead_code, unused_imports)]
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use log_core::batch;
+
+use crate::broker::TestBroker;
+use crate::wire::{call, closed, connect, frame, read_response};
+
+const MIB: u64 = 1 << 20;
+
+fn topic(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// Anonymous resident memory of a process (its heap; mapped segment files are not counted).
+fn rss_anon(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("RssAnon in /proc/PID/status");
+    kb * 1024
+}
+
+/// The highest `RssAnon` of a process, sampled every 5 ms until dropped.
+struct PeakRss {
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PeakRss {
+    fn watch(pid: u32) -> PeakRss {
+        let peak = Arc::new(AtomicU64::new(rss_anon(pid)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (peak, stop) = (peak.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    peak.fetch_max(rss_anon(pid), Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        PeakRss {
+            peak,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for PeakRss {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Polls `condition` every 20 ms; fails the test if it does not hold within `deadline`.
+fn wait_until(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < deadline,
+            "not within {deadline:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn api_versions_answered(addr: &str) -> bool {
+    let mut s = connect(addr);
+    s.write_all(&frame(
+        ApiKey::ApiVersions,
+        3,
+        1,
+        &ApiVersionsRequest::default(),
+    ))
+    .unwrap();
+    read_response(&mut s).is_some()
+}
+
+fn ensure_topic(addr: &str, name: &str) {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic(name)))
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
+    assert_eq!(response.topics[0].error_code, 0, "{name} created");
+}
+
+fn produce_request(name: &str, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic(name))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])])
+}
+
+/// Produces to partition 0 at `version`; returns the partition's error code.
+fn produce_at(stream: &mut TcpStream, version: i16, name: &str, records: Bytes) -> i16 {
+    let response: ProduceResponse = call(
+        stream,
+        ApiKey::Produce,
+        version,
+        &produce_request(name, records),
+    );
+    response.responses[0].partition_responses[0].error_code
+}
+
+fn create_topics(addr: &str, topics: &[(&str, i32)]) -> CreateTopicsResponse {
+    let request = CreateTopicsRequest::default()
+        .with_topics(
+            topics
+                .iter()
+                .map(|(name, partitions)| {
+                    CreatableTopic::default()
+                        .with_name(topic(name))
+                        .with_num_partitions(*partitions)
+                        .with_replication_factor(-1)
+                })
+                .collect(),
+        )
+        .with_timeout_ms(600_000);
+    let mut s = connect(addr);
+    s.set_read_timeout(Some(Duration::from_secs(600))).unwrap();
+    call(&mut s, ApiKey::CreateTopics, 5, &request)
+}
+
+/// While `busy` says the broker is still working on something slow, other requests on other
+/// connections are answered: a produce to another topic and an ApiVersions, five times over.
+/// Fails if the slow work ends before that (the requests were held up behind it).
+fn answered_while(addr: &str, other_topic: &str, what: &str, busy: impl Fn() -> bool) {
+    let mut s = connect(addr);
+    for round in 0..5 {
+        let records = batch::build(&[(None, Some(b"meanwhile"), 1)]);
+        assert_eq!(produce_at(&mut s, 9, other_topic, records), 0);
+        assert!(api_versions_answered(addr));
+        assert!(
+            busy(),
+            "round {round}: {what} was over before other requests were answered: they waited for it"
+        );
+    }
+}
+
+#[test]
+fn the_listening_line_is_printed_only_once_the_data_dir_is_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let _first = TestBroker::start(&data, &[]);
+    // A second broker on the same data dir cannot open it (it is locked): it must exit with an
+    // error and never say it is listening, since tests and scripts take that line as "ready".
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_lograil"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(!second.status.success(), "a second broker on a locked dir");
+    assert!(
+        !stdout.contains("listening"),
+        "printed {stdout:?} before failing to open the data dir"
+    );
+}
+
+/// A Produce frame header declaring `size` bytes; the body is whatever follows.
+fn declared_produce(size: i32) -> Vec<u8> {
+    let mut head = Vec::new();
+    head.put_i32(size);
+    head.put_i16(ApiKey::Produce as i16);
+    head.put_i16(9);
+    head.put_i32(1);
+    head
+}
+
+/// A DescribeGroups v5 request of `count` one-byte (empty) group ids.
+fn describe_empty_groups(count: u32) -> BytesMut {
+    fn varint(buf: &mut BytesMut, mut v: u32) {
+        while v >= 0x80 {
+            buf.put_u8((v as u8) | 0x80);
+            v >>= 7;
+        }
+        buf.put_u8(v as u8);
+    }
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    buf.put_i16(ApiKey::DescribeGroups as i16);
+    buf.put_i16(5);
+    buf.put_i32(9);
+    buf.put_i16(-1); // client id
+    buf.put_u8(0); // header tagged fields
+    varint(&mut buf, count + 1);
+    buf.put_bytes(1, count as usize); // each id: compact string of length 0
+    buf.put_u8(0); // include_authorized_operations
+    buf.put_u8(0); // tagged fields
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    buf
+}
+
+fn fetch_everything(name: &str) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(i32::MAX)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic(name))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(i32::MAX)])])
+}
+
+fn join_group(stream: &mut TcpStream, group: &str) -> JoinGroupResponse {
+    let request = JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_member_id(StrBytes::default())
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![
+            kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(Bytes::from_static(b"m")),
+        ]);
+    call(stream, ApiKey::JoinGroup, 5, &request)
+}
