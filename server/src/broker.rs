@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use log_core::{Log, OpenError, Partition, Topic, TopicError};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::BrokerConfig;
 use crate::groups::offsets::OffsetsError;
@@ -38,6 +38,8 @@ pub struct Broker {
     pub appended: Notify,
     /// Turns `true` when the broker is shutting down.
     pub shutdown: watch::Receiver<bool>,
+    /// `queued.max.request.bytes`: one permit per byte of large requests being read or handled.
+    pub request_budget: Arc<Semaphore>,
 }
 
 impl Broker {
@@ -63,6 +65,10 @@ impl Broker {
                 bound.ip().to_string()
             }
         });
+        let budget = config
+            .limits
+            .queued_max_request_bytes
+            .min(Semaphore::MAX_PERMITS);
         Ok(Broker {
             log,
             host,
@@ -75,6 +81,7 @@ impl Broker {
             offsets,
             appended: Notify::new(),
             shutdown,
+            request_budget: Arc::new(Semaphore::new(budget)),
         })
     }
 

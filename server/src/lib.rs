@@ -15,18 +15,23 @@ mod connection;
 pub mod frame;
 mod groups;
 mod handlers;
+mod limits;
 mod producers;
 
 use std::future::Future;
 use std::sync::Arc;
 
-pub use config::BrokerConfig;
+pub use config::{BrokerConfig, Limits};
 pub use handlers::{Api, APIS};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
+use crate::limits::{ConnectionGate, RefusalLog};
+
+/// After a refused connection is logged, further refusals are only counted for this long.
+const REFUSAL_LOG_QUIET: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long shutdown waits for in-flight requests before closing their connections.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -38,6 +43,8 @@ pub enum ServeError {
     Open(#[from] broker::StartError),
     #[error("listener: {0}")]
     Listener(#[from] std::io::Error),
+    #[error(transparent)]
+    Config(#[from] config::LimitsError),
 }
 
 /// Serves Kafka clients on `listener` until `shutdown` completes, then stops accepting,
@@ -64,6 +71,7 @@ pub struct Server {
 impl Server {
     /// Opens the data dir (recovering every partition, on the blocking pool).
     pub async fn open(listener: TcpListener, config: BrokerConfig) -> Result<Server, ServeError> {
+        config.validate()?;
         let bound = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
         let broker = tokio::task::spawn_blocking(move || Broker::open(config, bound, stopped))
@@ -102,13 +110,29 @@ async fn serve(
     let retention = tokio::spawn(run_retention(broker.clone()));
     let group_timer = tokio::spawn(run_group_timer(broker.clone()));
     let mut connections = JoinSet::new();
+    let limits = &broker.config.limits;
+    let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
+    let mut refusals = RefusalLog::new(REFUSAL_LOG_QUIET);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => {
-                    connections.spawn(connection::serve(broker.clone(), socket, peer));
-                }
+                Ok((socket, peer)) => match gate.admit(peer.ip()) {
+                    Ok(slot) => {
+                        connections.spawn(connection::serve(broker.clone(), socket, peer, slot));
+                    }
+                    Err(refused) => {
+                        // Closed at once: the client sees the connection end, not a hang.
+                        drop(socket);
+                        if let Some(count) = refusals.note(std::time::Instant::now()) {
+                            tracing::warn!(
+                                %peer,
+                                refused = count,
+                                "refusing connections: {refused}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
+                            );
+                        }
+                    }
+                },
                 Err(e) => {
                     // Out of file descriptors and the like: back off, keep serving.
                     tracing::warn!(error = %e, "accept failed");

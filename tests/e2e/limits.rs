@@ -211,6 +211,124 @@ fn declared_produce(size: i32) -> Vec<u8> {
     head
 }
 
+#[test]
+fn partial_requests_are_bounded_in_memory_and_time_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(
+        &tmp.path().join("data"),
+        &[
+            "--max-request-bytes",
+            "60000000",
+            "--queued-max-request-bytes",
+            "64000000",
+            "--request-read-timeout-ms",
+            "3000",
+            "--connections-max-idle-ms",
+            "2000",
+        ],
+    );
+    let pid = broker.pid();
+    // Warm up, so the baseline includes the broker's working set.
+    ensure_topic(&broker.addr, "warm");
+    let baseline = rss_anon(pid);
+    let peak = PeakRss::watch(pid);
+    let mut idle = connect(&broker.addr);
+    // 20 connections each declare a 50 MB request and send all of it but its last byte
+    // (1 GB in all). A connection the broker stops reading blocks in write until it is closed.
+    const DECLARED: usize = 50_000_000;
+    let senders: Vec<_> = (0..20)
+        .map(|_| {
+            let addr = broker.addr.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                s.write_all(&declared_produce(DECLARED as i32)).unwrap();
+                let chunk = vec![0u8; 1 << 20];
+                let mut sent = 8;
+                while sent < DECLARED - 1 {
+                    let n = chunk.len().min(DECLARED - 1 - sent);
+                    match s.write(&chunk[..n]) {
+                        Ok(n) => sent += n,
+                        Err(_) => break,
+                    }
+                }
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                closed(&mut s)
+            })
+        })
+        .collect();
+    for sender in senders {
+        assert!(sender.join().unwrap(), "a stalled request is closed");
+    }
+    let grew = peak.peak().saturating_sub(baseline);
+    drop(peak);
+    println!("partial requests: RssAnon baseline {baseline} B, peak +{grew} B");
+    assert!(
+        grew < 64 * MIB + 32 * MIB,
+        "1 GB of partial requests grew the broker by {} MiB",
+        grew / MIB
+    );
+    // The connection that never sent anything was closed for being idle.
+    assert!(closed(&mut idle), "an idle connection is closed");
+    // Still serving, and a large request that arrives whole is taken once the budget is free.
+    assert!(api_versions_answered(&broker.addr));
+    let value = vec![b'v'; 10 << 20];
+    let big = batch::build(&[(None, Some(value.as_slice()), 1)]);
+    let mut s = connect(&broker.addr);
+    ensure_topic(&broker.addr, "big");
+    let request = produce_request("big", big);
+    s.write_all(&frame(ApiKey::Produce, 9, 42, &request))
+        .unwrap();
+    assert!(read_response(&mut s).is_some(), "a whole 10 MB produce");
+}
+
+#[test]
+fn connections_over_the_caps_are_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &["--max-connections-per-ip", "5"]);
+    let answered = |s: &mut TcpStream| {
+        s.write_all(&frame(
+            ApiKey::ApiVersions,
+            3,
+            1,
+            &ApiVersionsRequest::default(),
+        ))
+        .is_ok()
+            && read_response(s).is_some()
+    };
+    let mut held: Vec<TcpStream> = (0..5).map(|_| connect(&broker.addr)).collect();
+    for s in &mut held {
+        assert!(answered(s));
+    }
+    // A burst over the cap: each closed at once (EOF, not a timeout), one log line for all.
+    for _ in 0..20 {
+        let mut s = connect(&broker.addr);
+        assert!(closed(&mut s), "the sixth connection from one address");
+    }
+    // A slot frees when a connection closes.
+    drop(held.pop());
+    wait_until("a freed slot is usable", Duration::from_secs(30), || {
+        answered(&mut connect(&broker.addr))
+    });
+    let log = std::fs::read_to_string(broker.log_path()).unwrap();
+    let lines = log.matches("refusing connections").count();
+    assert!(
+        (1..=2).contains(&lines),
+        "{lines} log lines for one burst:\n{log}"
+    );
+    drop(held);
+
+    let broker = TestBroker::start(&tmp.path().join("data2"), &["--max-connections", "3"]);
+    let mut held: Vec<TcpStream> = (0..3).map(|_| connect(&broker.addr)).collect();
+    for s in &mut held {
+        assert!(answered(s));
+    }
+    assert!(closed(&mut connect(&broker.addr)), "over max-connections");
+    drop(held.pop());
+    wait_until("a freed slot is usable", Duration::from_secs(30), || {
+        answered(&mut connect(&broker.addr))
+    });
+}
+
 /// A DescribeGroups v5 request of `count` one-byte (empty) group ids.
 fn describe_empty_groups(count: u32) -> BytesMut {
     fn varint(buf: &mut BytesMut, mut v: u32) {

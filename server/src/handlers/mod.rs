@@ -128,6 +128,12 @@ pub struct RequestContext {
     pub peer: SocketAddr,
 }
 
+/// A response buffer up to this size is kept from one response to the next; a larger one only
+/// while responses stay larger (see [`Session::recycle`]).
+const SCRATCH_KEEP: usize = 1024 * 1024;
+/// A connection quiet for this long gives back a large response buffer.
+pub const SCRATCH_IDLE_RELEASE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a connection keeps from one request to the next.
 #[derive(Debug)]
 pub struct Session {
@@ -138,6 +144,8 @@ pub struct Session {
     /// dropped, the next `reserve` reclaims the same memory, so a consumer's large fetches do
     /// not fault in fresh pages for every response.
     scratch: BytesMut,
+    /// `scratch` grew past [`SCRATCH_KEEP`] for a response.
+    large: bool,
 }
 
 impl Session {
@@ -146,7 +154,32 @@ impl Session {
             peer,
             client_id: None,
             scratch: BytesMut::new(),
+            large: false,
         }
+    }
+
+    /// Called once a response of `len` bytes is written and dropped. A buffer that grew past
+    /// [`SCRATCH_KEEP`] is kept while responses stay that large (a consumer catching up with
+    /// large fetches reuses it: see BENCHMARKS.md, "large fetches"), and given back at the first
+    /// smaller one, or when the connection goes quiet ([`SCRATCH_IDLE_RELEASE`]), so that one
+    /// large response does not hold its memory for the life of the connection.
+    pub fn recycle(&mut self, len: usize) {
+        if len > SCRATCH_KEEP {
+            self.large = true;
+        } else if self.large {
+            self.release_buffer();
+        }
+    }
+
+    /// Whether the response buffer is one to give back when the connection goes quiet.
+    pub fn holds_large_buffer(&self) -> bool {
+        self.large
+    }
+
+    /// Gives the response buffer's memory back.
+    pub fn release_buffer(&mut self) {
+        self.scratch = BytesMut::new();
+        self.large = false;
     }
 }
 
