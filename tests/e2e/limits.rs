@@ -354,6 +354,78 @@ fn describe_empty_groups(count: u32) -> BytesMut {
     buf
 }
 
+#[test]
+fn requests_cannot_decode_into_far_more_memory_than_they_take() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let pid = broker.pid();
+    ensure_topic(&broker.addr, "warm");
+    let baseline = rss_anon(pid);
+    let peak = PeakRss::watch(pid);
+    // 10 MB of one-byte empty group ids: ten million groups to describe.
+    let mut s = connect(&broker.addr);
+    // The broker may close before all of it is sent: a failed write is fine.
+    let _ = s.write_all(&describe_empty_groups(10_000_000));
+    assert!(closed(&mut s), "refused without an answer");
+    let grew = peak.peak().saturating_sub(baseline);
+    drop(peak);
+    println!("10 MB DescribeGroups: RssAnon baseline {baseline} B, peak +{grew} B");
+    assert!(grew < 64 * MIB, "grew by {} MiB", grew / MIB);
+    assert!(api_versions_answered(&broker.addr), "still serving");
+
+    // A 20 MB Produce (under --max-request-bytes) of 2.5 million empty partitions: counted,
+    // and refused, before it is decoded into ten times its size.
+    let peak = PeakRss::watch(pid);
+    let mut produce = BytesMut::new();
+    produce.put_i32(0);
+    produce.put_i16(ApiKey::Produce as i16);
+    produce.put_i16(7);
+    produce.put_i32(11);
+    produce.put_i16(-1); // client id
+    produce.put_i16(-1); // transactional id
+    produce.put_i16(1); // acks
+    produce.put_i32(1000);
+    produce.put_i32(1); // one topic
+    produce.put_i16(1);
+    produce.put_slice(b"t");
+    let partitions = 2_500_000;
+    produce.put_i32(partitions);
+    for index in 0..partitions {
+        produce.put_i32(index);
+        produce.put_i32(-1); // no records
+    }
+    let len = (produce.len() - 4) as i32;
+    produce[..4].copy_from_slice(&len.to_be_bytes());
+    let mut s = connect(&broker.addr);
+    let _ = s.write_all(&produce);
+    assert!(closed(&mut s), "2.5 million partitions refused");
+    let grew = peak.peak().saturating_sub(baseline);
+    drop(peak);
+    println!("20 MB Produce of empty partitions: RssAnon peak +{grew} B");
+    assert!(grew < 64 * MIB, "grew by {} MiB", grew / MIB);
+
+    // Under the size cap but over the ids-per-request cap.
+    let many: Vec<GroupId> = (0..20_000)
+        .map(|i| GroupId(StrBytes::from_string(format!("group-{i:05}"))))
+        .collect();
+    let request = DescribeGroupsRequest::default().with_groups(many);
+    let mut s = connect(&broker.addr);
+    s.write_all(&frame(ApiKey::DescribeGroups, 5, 3, &request))
+        .unwrap();
+    assert!(closed(&mut s), "20,000 group ids");
+    // A reasonable one is answered.
+    let few: Vec<GroupId> = (0..100)
+        .map(|i| GroupId(StrBytes::from_string(format!("group-{i}"))))
+        .collect();
+    let described: DescribeGroupsResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(few),
+    );
+    assert_eq!(described.groups.len(), 100);
+}
+
 fn fetch_everything(name: &str) -> FetchRequest {
     FetchRequest::default()
         .with_replica_id((-1).into())

@@ -12,6 +12,7 @@ use tracing::Instrument;
 use crate::broker::Broker;
 
 mod api_versions;
+mod bounds;
 mod create_topics;
 mod delete_groups;
 mod delete_topics;
@@ -93,6 +94,15 @@ pub enum RequestError {
     },
     #[error("malformed Produce v{version}: {reason}")]
     MalformedLegacyProduce { version: i16, reason: &'static str },
+    #[error("{key:?} v{version} names {count} {what}, over the cap of {max} ({setting})")]
+    TooMany {
+        key: ApiKey,
+        version: i16,
+        what: &'static str,
+        count: usize,
+        max: usize,
+        setting: &'static str,
+    },
     #[error("{key:?} v{version} response could not be encoded: {source}")]
     Encode {
         key: ApiKey,
@@ -216,6 +226,28 @@ pub async fn handle(
         return produce_legacy::reject(frame, version);
     }
 
+    if key == ApiKey::Produce {
+        // Counted before it is decoded: a large Produce of empty partitions decodes to ten
+        // times its size.
+        let cap = usize::try_from(broker.config.limits.max_broker_partitions).unwrap_or(usize::MAX);
+        if let Some(counts) = bounds::scan_produce(&frame, version, cap) {
+            let named = counts.topics.max(counts.partitions);
+            if named > cap {
+                return Err(RequestError::TooMany {
+                    key,
+                    version,
+                    what: if counts.partitions > cap {
+                        "partitions"
+                    } else {
+                        "topics"
+                    },
+                    count: named,
+                    max: cap,
+                    setting: "--max-broker-partitions",
+                });
+            }
+        }
+    }
     let mut body = frame;
     let malformed = |part, e: anyhow::Error| RequestError::Malformed {
         key,
@@ -246,6 +278,14 @@ pub async fn handle(
         ($module:ident, $request:ty) => {{
             let request =
                 <$request>::decode(&mut body, version).map_err(|e| malformed(Part::Body, e))?;
+            bounds::check(&request, &broker.config).map_err(|over| RequestError::TooMany {
+                key,
+                version,
+                what: over.what,
+                count: over.count,
+                max: over.max,
+                setting: over.setting,
+            })?;
             let handled = $module::handle(broker, request, &request_context)
                 .instrument(span)
                 .await;
