@@ -442,6 +442,46 @@ fn fetch_everything(name: &str) -> FetchRequest {
                 .with_partition_max_bytes(i32::MAX)])])
 }
 
+#[test]
+fn fetch_responses_are_capped_and_their_memory_released() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &["--fetch-max-bytes", "20971520"]);
+    let pid = broker.pid();
+    ensure_topic(&broker.addr, "wide");
+    // 40 batches of ~1 MB: 40 MB in the partition.
+    let value = vec![b'w'; 1_000_000];
+    let mut s = connect(&broker.addr);
+    for i in 0..40 {
+        let records = batch::build(&[(None, Some(value.as_slice()), i)]);
+        assert_eq!(produce_at(&mut s, 9, "wide", records), 0);
+    }
+    let before = rss_anon(pid);
+    let mut consumer = connect(&broker.addr);
+    let response: FetchResponse = call(&mut consumer, ApiKey::Fetch, 12, &fetch_everything("wide"));
+    let records = response.responses[0].partitions[0].records.clone().unwrap();
+    println!("fetch of max_bytes 2^31-1: {} bytes", records.len());
+    assert!(
+        records.len() <= 20 << 20,
+        "{} bytes over a 20 MiB fetch.max.bytes",
+        records.len()
+    );
+    assert!(records.len() >= 19 << 20, "filled up to the cap");
+    // The one-batch exception (KIP-74): a first batch larger than the cap still comes whole.
+    let mut small = fetch_everything("wide");
+    small.max_bytes = 10;
+    small.topics[0].partitions[0].partition_max_bytes = 10;
+    let one: FetchResponse = call(&mut consumer, ApiKey::Fetch, 12, &small);
+    let records = one.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(batch::validate_all(&records).unwrap().len(), 1);
+    // The connection stays open, idle: the buffer of that 20 MB response is given back.
+    wait_until(
+        "the response buffer is released",
+        Duration::from_secs(30),
+        || rss_anon(pid) < before + 8 * MIB,
+    );
+    drop(consumer);
+}
+
 fn join_group(stream: &mut TcpStream, group: &str) -> JoinGroupResponse {
     let request = JoinGroupRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
