@@ -1,6 +1,6 @@
 //! Small mechanisms behind the broker's limits (`config::Limits`): the connection gate
-//! (`max.connections`, `max.connections.per.ip`) with its once-per-burst log line. Time is
-//! passed in, so tests drive the clock.
+//! (`max.connections`, `max.connections.per.ip`) with its once-per-burst log line, and the token
+//! bucket that paces topic auto-creation. Time is passed in, so tests drive the clock.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -125,6 +125,40 @@ impl RefusalLog {
     }
 }
 
+/// A token bucket: up to `rate` tokens, refilled at `rate` per second.
+#[derive(Debug)]
+pub struct RateLimiter {
+    rate: f64,
+    state: Mutex<(f64, Option<Instant>)>,
+}
+
+impl RateLimiter {
+    pub fn per_second(rate: u32) -> RateLimiter {
+        let rate = f64::from(rate.max(1));
+        RateLimiter {
+            rate,
+            state: Mutex::new((rate, None)),
+        }
+    }
+
+    /// Takes one token at `now` if there is one.
+    pub fn try_take(&self, now: Instant) -> bool {
+        let mut state = lock(&self.state);
+        let (tokens, last) = &mut *state;
+        if let Some(last) = *last {
+            let refill = now.saturating_duration_since(last).as_secs_f64() * self.rate;
+            *tokens = (*tokens + refill).min(self.rate);
+        }
+        *last = Some(now);
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +187,21 @@ mod tests {
             assert_eq!(log.note(t + Duration::from_millis(i * 100)), None);
         }
         assert_eq!(log.note(t + Duration::from_secs(11)), Some(51));
+    }
+
+    #[test]
+    fn the_bucket_refills_at_its_rate() {
+        let bucket = RateLimiter::per_second(2);
+        let t = Instant::now();
+        assert!(bucket.try_take(t));
+        assert!(bucket.try_take(t));
+        assert!(!bucket.try_take(t));
+        assert!(!bucket.try_take(t + Duration::from_millis(400)));
+        assert!(bucket.try_take(t + Duration::from_millis(600)));
+        // It never holds more than one second's worth.
+        let later = t + Duration::from_secs(60);
+        assert!(bucket.try_take(later));
+        assert!(bucket.try_take(later));
+        assert!(!bucket.try_take(later));
     }
 }

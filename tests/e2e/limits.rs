@@ -201,6 +201,146 @@ fn the_listening_line_is_printed_only_once_the_data_dir_is_open() {
     );
 }
 
+#[test]
+fn creating_thousands_of_partitions_does_not_stall_other_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = TestBroker::start(&data, &[]);
+    ensure_topic(&broker.addr, "other");
+    let addr = broker.addr.clone();
+    let create = std::thread::spawn(move || create_topics(&addr, &[("big", 8000)]));
+    wait_until("the creation started", Duration::from_secs(60), || {
+        data.join("big-0").exists()
+    });
+    // `big.topic` is written once every partition exists.
+    answered_while(&broker.addr, "other", "creating 8000 partitions", || {
+        !data.join("big.topic").exists()
+    });
+    let created = create.join().unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    assert!(data.join("big-7999").is_dir());
+}
+
+#[test]
+fn auto_creating_a_big_topic_does_not_stall_other_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = TestBroker::start(&data, &["--default-partitions", "8000"]);
+    let small = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(topic("other"))
+            .with_num_partitions(1)
+            .with_replication_factor(-1)])
+        .with_timeout_ms(5000);
+    let made: CreateTopicsResponse =
+        call(&mut connect(&broker.addr), ApiKey::CreateTopics, 5, &small);
+    assert_eq!(made.topics[0].error_code, 0);
+    let addr = broker.addr.clone();
+    let metadata = std::thread::spawn(move || {
+        let mut s = connect(&addr);
+        s.set_read_timeout(Some(Duration::from_secs(600))).unwrap();
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic("auto")))
+            ]))
+            .with_allow_auto_topic_creation(true);
+        let response: MetadataResponse = call(&mut s, ApiKey::Metadata, 12, &request);
+        response.topics[0].error_code
+    });
+    wait_until("the auto-creation started", Duration::from_secs(60), || {
+        data.join("auto-0").exists()
+    });
+    answered_while(
+        &broker.addr,
+        "other",
+        "auto-creating 8000 partitions",
+        || !data.join("auto.topic").exists(),
+    );
+    assert_eq!(metadata.join().unwrap(), 0);
+}
+
+#[test]
+fn partitions_per_request_and_per_broker_are_capped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = TestBroker::start(
+        &data,
+        &[
+            "--max-broker-partitions",
+            "50",
+            "--max-partitions-per-request",
+            "30",
+        ],
+    );
+    // Kafka's per-request answer: every topic of the request fails with POLICY_VIOLATION.
+    let over = create_topics(&broker.addr, &[("a", 20), ("b", 11)]);
+    let codes: Vec<i16> = over.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![44, 44]);
+    assert!(!data.join("a-0").exists());
+    let huge = create_topics(&broker.addr, &[("huge", 100_000)]);
+    assert_eq!(huge.topics[0].error_code, 44, "POLICY_VIOLATION");
+    assert!(!data.join("huge-0").exists());
+    // Within both caps (the broker already holds __consumer_offsets' one partition).
+    let ok = create_topics(&broker.addr, &[("a", 20), ("b", 10)]);
+    let codes: Vec<i16> = ok.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![0, 0]);
+    // 31 of 50 taken: 19 more fit, 20 do not.
+    let full = create_topics(&broker.addr, &[("c", 20)]);
+    assert_eq!(full.topics[0].error_code, 44);
+    assert!(full.topics[0]
+        .error_message
+        .as_deref()
+        .is_some_and(|m| m.contains("max-broker-partitions")));
+    assert_eq!(
+        create_topics(&broker.addr, &[("c", 19)]).topics[0].error_code,
+        0
+    );
+    // Auto-creation counts too.
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic("auto")))
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let metadata: MetadataResponse =
+        call(&mut connect(&broker.addr), ApiKey::Metadata, 12, &request);
+    assert_eq!(metadata.topics[0].error_code, 44);
+    assert!(!data.join("auto-0").exists());
+    // Zero partitions is still INVALID_PARTITIONS.
+    assert_eq!(
+        create_topics(&broker.addr, &[("z", 0)]).topics[0].error_code,
+        37
+    );
+}
+
+#[test]
+fn topic_auto_creation_is_rate_limited() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let broker = TestBroker::start(&data, &["--auto-create-topics-per-second", "2"]);
+    let names = ["t1", "t2", "t3", "t4", "t5"];
+    let request = MetadataRequest::default()
+        .with_topics(Some(
+            names
+                .iter()
+                .map(|n| MetadataRequestTopic::default().with_name(Some(topic(n))))
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(true);
+    let metadata: MetadataResponse =
+        call(&mut connect(&broker.addr), ApiKey::Metadata, 12, &request);
+    let codes: Vec<i16> = metadata.topics.iter().map(|t| t.error_code).collect();
+    // Two created, the rest answered LEADER_NOT_AVAILABLE (retriable: clients ask again).
+    assert_eq!(codes, vec![0, 0, 5, 5, 5]);
+    assert!(data.join("t2-0").exists());
+    assert!(!data.join("t3-0").exists());
+    // Tokens come back with time: a later ask creates the rest.
+    wait_until("every topic created", Duration::from_secs(30), || {
+        let metadata: MetadataResponse =
+            call(&mut connect(&broker.addr), ApiKey::Metadata, 12, &request);
+        metadata.topics.iter().all(|t| t.error_code == 0)
+    });
+}
+
 /// A Produce frame header declaring `size` bytes; the body is whatever follows.
 fn declared_produce(size: i32) -> Vec<u8> {
     let mut head = Vec::new();

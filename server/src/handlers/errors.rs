@@ -4,6 +4,7 @@ use kafka_protocol::error::ResponseError;
 use log_core::{AppendError, ReadError, TopicError};
 
 use crate::appender::ProduceError;
+use crate::broker::CreateError;
 use crate::groups::offsets::OffsetsError;
 
 /// The code of an outcome: 0 for success.
@@ -62,5 +63,13 @@ pub fn topic(e: &TopicError) -> ResponseError {
         TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
         TopicError::Io(_) | TopicError::Open(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn create(e: &CreateError) -> ResponseError {
+    match e {
+        CreateError::BrokerFull { .. } => ResponseError::PolicyViolation,
+        CreateError::BeingCreated(_) => ResponseError::LeaderNotAvailable,
+        CreateError::Topic(e) => topic(e),
     }
 }
