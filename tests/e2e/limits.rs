@@ -260,6 +260,55 @@ fn auto_creating_a_big_topic_does_not_stall_other_requests() {
 }
 
 #[test]
+fn time_lookups_in_big_compressed_batches_do_not_stall_other_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    ensure_topic(&broker.addr, "zipped");
+    ensure_topic(&broker.addr, "other");
+    // One gzip batch of 100,000 records (20 MB before compression, a few hundred KB after):
+    // finding a timestamp inside it means decompressing and decoding all of it.
+    let value = vec![b'z'; 200];
+    let records: Vec<log_core::batch::NewRecord> = (0..100_000i64)
+        .map(|i| (None, Some(value.as_slice()), i))
+        .collect();
+    let zipped = batch::build_with(&records, batch::Compression::Gzip);
+    assert_eq!(
+        produce_at(&mut connect(&broker.addr), 9, "zipped", zipped),
+        0
+    );
+    // More lookups at once than the broker has async workers (one per core).
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let pending = Arc::new(AtomicU64::new(0));
+    let lookups: Vec<_> = (0..cores * 2)
+        .map(|_| {
+            let addr = broker.addr.clone();
+            let pending = pending.clone();
+            pending.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let request = ListOffsetsRequest::default()
+                    .with_replica_id((-1).into())
+                    .with_topics(vec![ListOffsetsTopic::default()
+                        .with_name(topic("zipped"))
+                        .with_partitions(vec![ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_timestamp(99_999)])]);
+                let mut s = connect(&addr);
+                s.set_read_timeout(Some(Duration::from_secs(600))).unwrap();
+                let response: ListOffsetsResponse = call(&mut s, ApiKey::ListOffsets, 7, &request);
+                pending.fetch_sub(1, Ordering::SeqCst);
+                response.topics[0].partitions[0].offset
+            })
+        })
+        .collect();
+    answered_while(&broker.addr, "other", "the time lookups", || {
+        pending.load(Ordering::SeqCst) == (cores * 2) as u64
+    });
+    for lookup in lookups {
+        assert_eq!(lookup.join().unwrap(), 99_999);
+    }
+}
+
+#[test]
 fn partitions_per_request_and_per_broker_are_capped() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
