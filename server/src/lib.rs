@@ -109,6 +109,7 @@ async fn serve(
 ) -> Result<(), ServeError> {
     let retention = tokio::spawn(run_retention(broker.clone()));
     let group_timer = tokio::spawn(run_group_timer(broker.clone()));
+    let producer_expiry = tokio::spawn(run_producer_expiry(broker.clone()));
     let mut connections = JoinSet::new();
     let limits = &broker.config.limits;
     let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
@@ -158,6 +159,7 @@ async fn serve(
     }
     retention.abort();
     group_timer.abort();
+    producer_expiry.abort();
     let owner = broker.clone();
     let closed = tokio::task::spawn_blocking(move || {
         let mut result = Ok(());
@@ -198,6 +200,25 @@ async fn run_retention(broker: Arc<Broker>) {
             }
             Ok(Err(e)) => tracing::error!(error = %e, "retention failed"),
             _ => {}
+        }
+    }
+}
+
+/// Drops idempotent-producer state unused for `producer.id.expiration.ms`.
+async fn run_producer_expiry(broker: Arc<Broker>) {
+    let limits = &broker.config.limits;
+    let expiration_ms =
+        i64::try_from(limits.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
+    let mut every = tokio::time::interval(limits.producer_id_expiration_check_interval);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let dropped = broker.producers.expire(log_core::now_ms(), expiration_ms);
+        if dropped > 0 {
+            tracing::info!(
+                dropped,
+                "expired idle producers (--producer-id-expiration-ms)"
+            );
         }
     }
 }

@@ -685,3 +685,34 @@ fn join_group(stream: &mut TcpStream, group: &str) -> JoinGroupResponse {
         ]);
     call(stream, ApiKey::JoinGroup, 5, &request)
 }
+
+#[test]
+fn only_producer_ids_the_broker_handed_out_are_tracked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    ensure_topic(&broker.addr, "idem");
+    let mut s = connect(&broker.addr);
+    // Never handed out: refused, and no state kept for it.
+    let made_up = batch::build_for_producer(&[(None, Some(b"x"), 1)], 123_456_789, 0, 0);
+    assert_eq!(
+        produce_at(&mut s, 9, "idem", made_up.clone()),
+        59,
+        "UNKNOWN_PRODUCER_ID"
+    );
+    assert_eq!(
+        produce_at(&mut s, 3, "idem", made_up),
+        45,
+        "OUT_OF_ORDER_SEQUENCE_NUMBER before UNKNOWN_PRODUCER_ID existed (v3-4)"
+    );
+    // Presenting a made-up id to InitProducerId gets a fresh one instead of an epoch bump.
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(123_456_789.into())
+        .with_producer_epoch(0);
+    let id: InitProducerIdResponse = call(&mut s, ApiKey::InitProducerId, 4, &init);
+    assert_eq!(id.error_code, 0);
+    assert_ne!(id.producer_id.0, 123_456_789);
+    let real = batch::build_for_producer(&[(None, Some(b"y"), 2)], id.producer_id.0, 0, 0);
+    assert_eq!(produce_at(&mut s, 9, "idem", real), 0);
+}

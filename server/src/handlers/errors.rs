@@ -27,8 +27,13 @@ pub fn append(e: &AppendError) -> ResponseError {
     }
 }
 
-pub fn produce(e: &ProduceError) -> ResponseError {
+/// The code of a failed produce at `version` of the request.
+pub fn produce(e: &ProduceError, version: i16) -> ResponseError {
     match e {
+        // UNKNOWN_PRODUCER_ID came with Produce v5 (Kafka 1.0); older clients know
+        // OUT_OF_ORDER_SEQUENCE_NUMBER.
+        ProduceError::UnknownProducer(_) if version < 5 => ResponseError::OutOfOrderSequenceNumber,
+        ProduceError::UnknownProducer(_) => ResponseError::UnknownProducerId,
         ProduceError::InternalTopic(_) => ResponseError::InvalidTopicException,
         ProduceError::UnknownPartition { .. } => ResponseError::UnknownTopicOrPartition,
         ProduceError::NoRecords | ProduceError::Corrupt(_) => ResponseError::CorruptMessage,

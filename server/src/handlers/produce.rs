@@ -2,7 +2,9 @@
 //! and -1; with -1 (and with 1: lograil has no replicas to wait for) the answer comes once the
 //! batch is as durable as the topic's `flush.messages`/`flush.ms` policy asks. acks=0 gets no
 //! response, as in Kafka. Idempotent producers are checked per (producer id, epoch, partition)
-//! (`appender`); transactions are not supported (INVALID_REQUEST).
+//! (`appender`); a producer id the broker never handed out is UNKNOWN_PRODUCER_ID (v5+;
+//! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). Transactions are not
+//! supported (INVALID_REQUEST).
 
 use std::sync::Arc;
 
@@ -23,8 +25,9 @@ const INLINE_APPEND_BYTES: usize = 64 * 1024;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ProduceRequest,
-    _: &RequestContext,
+    ctx: &RequestContext,
 ) -> Option<ProduceResponse> {
+    let version = ctx.version;
     let acks = request.acks;
     let refuse = if request
         .transactional_id
@@ -85,7 +88,7 @@ pub async fn handle(
                 });
             if waits {
                 let owner = broker.clone();
-                match tokio::task::spawn_blocking(move || append_all(&owner, work)).await {
+                match tokio::task::spawn_blocking(move || append_all(&owner, work, version)).await {
                     Ok(responses) => responses,
                     Err(e) => {
                         tracing::error!(error = %e, "produce task failed");
@@ -93,7 +96,7 @@ pub async fn handle(
                     }
                 }
             } else {
-                append_all(broker, work)
+                append_all(broker, work, version)
             }
         }
     };
@@ -116,12 +119,12 @@ pub async fn handle(
 type TopicWork = (String, Vec<(i32, Option<Bytes>)>);
 type TopicResults = (String, Vec<PartitionProduceResponse>);
 
-fn append_all(broker: &Broker, work: Vec<TopicWork>) -> Vec<TopicResults> {
+fn append_all(broker: &Broker, work: Vec<TopicWork>, version: i16) -> Vec<TopicResults> {
     work.into_iter()
         .map(|(topic, partitions)| {
             let results = partitions
                 .into_iter()
-                .map(|(index, records)| append_one(broker, &topic, index, records))
+                .map(|(index, records)| append_one(broker, &topic, index, records, version))
                 .collect();
             (topic, results)
         })
@@ -143,6 +146,7 @@ fn append_one(
     topic: &str,
     index: i32,
     records: Option<Bytes>,
+    version: i16,
 ) -> PartitionProduceResponse {
     match broker.append_records(topic, index, records) {
         Ok(info) => PartitionProduceResponse::default()
@@ -156,7 +160,7 @@ fn append_one(
                     tracing::warn!(topic, partition = index, error = %e, "append failed");
                 }
             }
-            failure(index, errors::produce(&e), e.to_string())
+            failure(index, errors::produce(&e, version), e.to_string())
         }
     }
 }
