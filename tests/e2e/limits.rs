@@ -687,6 +687,23 @@ fn join_group(stream: &mut TcpStream, group: &str) -> JoinGroupResponse {
 }
 
 #[test]
+fn groups_are_capped_at_group_max_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &["--group-max-size", "2"]);
+    let mut s = connect(&broker.addr);
+    // New members first get an id (MEMBER_ID_REQUIRED); those pending ids count.
+    assert_eq!(join_group(&mut s, "g").error_code, 79);
+    assert_eq!(join_group(&mut s, "g").error_code, 79);
+    assert_eq!(
+        join_group(&mut s, "g").error_code,
+        81,
+        "GROUP_MAX_SIZE_REACHED"
+    );
+    // Another group is not affected.
+    assert_eq!(join_group(&mut s, "h").error_code, 79);
+}
+
+#[test]
 fn only_producer_ids_the_broker_handed_out_are_tracked() {
     let tmp = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(&tmp.path().join("data"), &[]);
