@@ -192,6 +192,15 @@ impl Broker {
         }
     }
 
+    /// Deletes the committed offsets of groups empty for `offsets.retention.minutes` at
+    /// `now_ms` (tombstones in `__consumer_offsets`, durable: call it on the blocking pool).
+    pub fn expire_offsets(&self, now_ms: i64) -> Result<Vec<String>, OffsetsError> {
+        let retention = &self.config.limits.offsets_retention;
+        let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let with_members = self.groups.groups_with_members();
+        self.offsets.expire(now_ms, retention_ms, &with_members)
+    }
+
     /// Topics only the broker writes (`__consumer_offsets`): clients may not produce to or
     /// delete them.
     pub fn is_internal(topic: &str) -> bool {

@@ -110,6 +110,7 @@ async fn serve(
     let retention = tokio::spawn(run_retention(broker.clone()));
     let group_timer = tokio::spawn(run_group_timer(broker.clone()));
     let producer_expiry = tokio::spawn(run_producer_expiry(broker.clone()));
+    let offsets_expiry = tokio::spawn(run_offsets_expiry(broker.clone()));
     let mut connections = JoinSet::new();
     let limits = &broker.config.limits;
     let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
@@ -160,6 +161,7 @@ async fn serve(
     retention.abort();
     group_timer.abort();
     producer_expiry.abort();
+    offsets_expiry.abort();
     let owner = broker.clone();
     let closed = tokio::task::spawn_blocking(move || {
         let mut result = Ok(());
@@ -219,6 +221,23 @@ async fn run_producer_expiry(broker: Arc<Broker>) {
                 dropped,
                 "expired idle producers (--producer-id-expiration-ms)"
             );
+        }
+    }
+}
+
+/// Deletes the offsets of groups empty for `offsets.retention.minutes`.
+async fn run_offsets_expiry(broker: Arc<Broker>) {
+    let mut every = tokio::time::interval(broker.config.limits.offsets_retention_check_interval);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let owner = broker.clone();
+        let expired =
+            tokio::task::spawn_blocking(move || owner.expire_offsets(log_core::now_ms())).await;
+        match expired {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "expiring offsets failed"),
+            Err(e) => tracing::error!(error = %e, "offset expiry task failed"),
         }
     }
 }

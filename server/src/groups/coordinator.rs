@@ -399,6 +399,15 @@ impl Coordinator {
         })
     }
 
+    /// The groups that have members.
+    pub fn groups_with_members(&self) -> std::collections::HashSet<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, g)| !g.members.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Every group with members or state: (id, protocol type, state).
     pub fn list(&self) -> Vec<(String, String, GroupState)> {
         let groups = self.lock();
