@@ -8,9 +8,6 @@
 //! sampled in a thread so peaks are seen. Waits are on conditions, with generous deadlines that
 //! only turn a hang into a failure.
 
-// Helpers for the tests still to come in this series.
-#![allow(dead_code, unused_imports)]
-
 use std::io::Write;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -143,7 +143,7 @@ impl Cursor<'_> {
     /// A length: compact (varint, plus one, 0 for null) or `i16`/`i32` (-1 for null).
     fn len(&mut self, flexible: bool, wide: bool) -> Option<usize> {
         if flexible {
-            return usize::try_from(self.varint()?.checked_sub(1).unwrap_or(0)).ok();
+            return usize::try_from(self.varint()?.saturating_sub(1)).ok();
         }
         let n = if wide {
             i32::from_be_bytes(self.take()?)
