@@ -3,6 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
+use crate::segment::Damage;
+
 /// Why bytes are not a valid Kafka RecordBatch v2.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum BatchError {
@@ -134,6 +136,9 @@ pub enum AppendError {
     Closed(String),
     #[error("offset overflow: the partition is past i64::MAX or a segment past 4 GiB")]
     OffsetOverflow,
+    /// Only from [`crate::Partition::try_append_pending`]: nothing was written.
+    #[error("the append would block (the writer is busy or the segment must roll)")]
+    WouldBlock,
 }
 
 impl AppendError {
@@ -158,6 +163,12 @@ pub enum ReadError {
         position: u64,
         reason: String,
     },
+    /// The offset lies in a damaged stretch of a segment: it cannot be served, and reads on
+    /// either side of the stretch go on working.
+    #[error("{path}: offsets {}..{} are damaged (bytes {}..{}): {}", damage.first_offset, damage.end_offset, damage.position, damage.resume_at, damage.reason)]
+    Damaged { path: PathBuf, damage: Damage },
+    #[error(transparent)]
+    Io(#[from] FileError),
 }
 
 /// Creating or deleting a topic failed.
@@ -173,6 +184,8 @@ pub enum TopicError {
     InvalidPartitions(u32),
     #[error("invalid config: {0}")]
     InvalidConfig(#[from] ConfigError),
+    #[error("topic {name} is offline: {reason}")]
+    Offline { name: String, reason: String },
     #[error(transparent)]
     Io(#[from] FileError),
     #[error(transparent)]

@@ -6,64 +6,39 @@
 //!
 //! The active segment's indexes live in memory, extended by an [`IndexCursor`] as batches are
 //! appended, and are written out when the segment rolls; a closed segment's index files are
-//! memory-mapped when the partition opens.
+//! read when the segment is loaded.
 
-use std::ops::Deref;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
-
-use memmap2::Mmap;
 
 use crate::batch::BatchHeader;
 
 pub(crate) const OFFSET_ENTRY_LEN: usize = 8;
 pub(crate) const TIME_ENTRY_LEN: usize = 12;
 
-#[derive(Debug)]
-enum Entries {
-    Owned(Vec<u8>),
-    Mapped(Mmap),
-}
-
-impl Deref for Entries {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Entries::Owned(v) => v,
-            Entries::Mapped(m) => m,
-        }
-    }
-}
-
-impl From<Option<Mmap>> for Entries {
-    /// An empty file cannot be mapped; it is an empty owned list.
-    fn from(map: Option<Mmap>) -> Self {
-        map.map_or(Entries::Owned(Vec::new()), Entries::Mapped)
-    }
-}
-
 /// Entries of `LEN` bytes, appended by the writer, searched by readers.
 #[derive(Debug)]
-struct EntryList<const LEN: usize>(RwLock<Entries>);
+struct EntryList<const LEN: usize>(RwLock<Vec<u8>>);
 
 impl<const LEN: usize> EntryList<LEN> {
     fn owned(bytes: Vec<u8>) -> Self {
-        EntryList(RwLock::new(Entries::Owned(bytes)))
+        EntryList(RwLock::new(bytes))
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, Entries> {
+    fn read(&self) -> RwLockReadGuard<'_, Vec<u8>> {
         self.0.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn push(&self, entry: [u8; LEN]) {
-        let mut guard = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        match &mut *guard {
-            Entries::Owned(v) => v.extend_from_slice(&entry),
-            Entries::Mapped(m) => {
-                let mut v = m.to_vec();
-                v.extend_from_slice(&entry);
-                *guard = Entries::Owned(v);
-            }
-        }
+        self.write().extend_from_slice(&entry);
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<u8>> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes `other`'s entries (loading or unloading a segment).
+    fn replace(&self, other: &Self) {
+        *self.write() = std::mem::take(&mut *other.write());
     }
 
     /// Index of the last entry for which `before(entry)` holds, entries being sorted so that
@@ -113,10 +88,10 @@ impl OffsetIndex {
         OffsetIndex(EntryList::owned(Vec::new()))
     }
 
-    /// Checks a mapped `.index` against the segment it indexes; `Err` says why it does not fit.
-    pub fn from_map(map: Option<Mmap>, log_len: u64, span: u64) -> Result<Self, String> {
-        let entries = Entries::from(map);
-        if entries.len() % OFFSET_ENTRY_LEN != 0 {
+    /// Checks the bytes of an `.index` file against the segment it indexes; `Err` says why
+    /// they do not fit.
+    pub fn from_bytes(entries: Vec<u8>, log_len: u64, span: u64) -> Result<Self, String> {
+        if !entries.len().is_multiple_of(OFFSET_ENTRY_LEN) {
             return Err(format!(
                 "size {} is not a multiple of {OFFSET_ENTRY_LEN}",
                 entries.len()
@@ -168,10 +143,10 @@ impl TimeIndex {
         TimeIndex(EntryList::owned(Vec::new()))
     }
 
-    /// Checks a mapped `.timeindex`; `Err` if it does not fit a segment of `span` offsets.
-    pub fn from_map(map: Option<Mmap>, span: u64) -> Result<Self, String> {
-        let entries = Entries::from(map);
-        if entries.len() % TIME_ENTRY_LEN != 0 {
+    /// Checks the bytes of a `.timeindex` file; `Err` if they do not fit a segment of `span`
+    /// offsets.
+    pub fn from_bytes(entries: Vec<u8>, span: u64) -> Result<Self, String> {
+        if !entries.len().is_multiple_of(TIME_ENTRY_LEN) {
             return Err(format!(
                 "size {} is not a multiple of {TIME_ENTRY_LEN}",
                 entries.len()
@@ -232,6 +207,17 @@ impl Indexes {
             offsets: OffsetIndex::new(),
             times: TimeIndex::new(),
         }
+    }
+
+    /// Takes `other`'s entries in place of these.
+    pub fn replace(&self, other: Indexes) {
+        self.offsets.0.replace(&other.offsets.0);
+        self.times.0.replace(&other.times.0);
+    }
+
+    /// Drops every entry (a segment being unloaded).
+    pub fn clear(&self) {
+        self.replace(Indexes::new());
     }
 }
 

@@ -45,6 +45,6 @@ pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
 pub use error::{
     AppendError, BatchError, ConfigError, FileError, OpenError, ReadError, TopicError,
 };
-pub use log::{validate_name, Log, Topic, MAX_PARTITIONS};
+pub use log::{validate_name, Log, LogOptions, Topic, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
-pub use segment::Recovery;
+pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};

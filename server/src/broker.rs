@@ -7,6 +7,7 @@ use log_core::{Log, OpenError, Partition, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::BrokerConfig;
+use crate::durable::Syncer;
 use crate::groups::offsets::OffsetsError;
 use crate::groups::{Coordinator, OffsetStore};
 use crate::limits::RateLimiter;
@@ -55,6 +56,8 @@ pub struct Broker {
     pub offsets: OffsetStore,
     /// Notified after every append, to wake fetches waiting for data.
     pub appended: Notify,
+    /// Produces waiting for their fsync (durability `always`).
+    pub syncer: Syncer,
     /// Turns `true` when the broker is shutting down.
     pub shutdown: watch::Receiver<bool>,
     /// `queued.max.request.bytes`: one permit per byte of large requests being read or handled.
@@ -89,7 +92,7 @@ impl Broker {
         bound: SocketAddr,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Broker, StartError> {
-        let log = Log::open(&config.data_dir)?;
+        let log = Log::open_with_options(&config.data_dir, config.log.clone())?;
         let offsets = OffsetStore::open(&log)?;
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
@@ -122,6 +125,7 @@ impl Broker {
             groups: Coordinator::new(group_config),
             offsets,
             appended: Notify::new(),
+            syncer: Syncer::default(),
             shutdown,
             request_budget: Arc::new(Semaphore::new(budget)),
             creating_partitions: Mutex::new(0),

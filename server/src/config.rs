@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use log_core::{ConfigError, TopicConfig};
+use log_core::{ConfigError, LogOptions, TopicConfig};
 
 pub use crate::groups::GroupConfig;
 
@@ -30,6 +30,9 @@ pub struct BrokerConfig {
     pub groups: GroupConfig,
     /// What one client may use of the broker (see [`Limits`]).
     pub limits: Limits,
+    /// How the data dir is opened: the storage seam (tests inject faults) and how many closed
+    /// segments may be loaded at once.
+    pub log: LogOptions,
 }
 
 impl Default for BrokerConfig {
@@ -45,6 +48,7 @@ impl Default for BrokerConfig {
             topic_defaults: TopicConfig::default(),
             groups: GroupConfig::default(),
             limits: Limits::default(),
+            log: LogOptions::default(),
         }
     }
 }

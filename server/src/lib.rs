@@ -12,6 +12,7 @@ mod appender;
 mod broker;
 pub mod config;
 mod connection;
+mod durable;
 pub mod frame;
 mod groups;
 mod handlers;

@@ -47,6 +47,10 @@ struct Settings {
     /// How often retention deletes old segments, in ms.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     retention_check_interval_ms: Option<u64>,
+    /// Most closed segments kept loaded (log memory-mapped, indexes in memory) at once; the
+    /// least recently read are unloaded beyond it (default 10000; each is one memory map).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_loaded_segments: Option<u64>,
     /// How long a new consumer group waits for more members before its first rebalance, in ms
     /// (Kafka's `group.initial.rebalance.delay.ms`, default 3000).
     #[arg(long)]
@@ -192,6 +196,7 @@ impl Settings {
             retention_check_interval_ms: self
                 .retention_check_interval_ms
                 .or(other.retention_check_interval_ms),
+            max_loaded_segments: self.max_loaded_segments.or(other.max_loaded_segments),
             group_initial_rebalance_delay_ms: self
                 .group_initial_rebalance_delay_ms
                 .or(other.group_initial_rebalance_delay_ms),
@@ -265,6 +270,9 @@ impl Settings {
         }
         if let Some(every) = self.retention_check_interval_ms {
             config.retention_check_interval = ms(every);
+        }
+        if let Some(loaded) = self.max_loaded_segments {
+            config.log.loaded_segments = usize::try_from(loaded).unwrap_or(usize::MAX);
         }
         if let Some(delay) = self.group_initial_rebalance_delay_ms {
             config.groups.initial_rebalance_delay = ms(delay);
@@ -376,6 +384,12 @@ impl Args {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let config = args.broker_config()?;
+    // Every partition keeps its active segment's file open, and every client a socket: take
+    // all the open files the system allows this process (the soft limit is often 1024).
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(limit, "open files"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -452,13 +466,17 @@ mod tests {
     #[test]
     fn the_config_file_uses_the_flags_definitions_and_flags_win() {
         let config = config_from(
-            "# defaults\ndefault-partitions=3\nsegment.bytes=2048\nflush.messages=1\n\
+            "# defaults\ndefault-partitions=3\nsegment.bytes=2097152\nflush.messages=1\n\
              group-initial-rebalance-delay-ms=0\nretention.ms=-1\n",
-            &["--segment-bytes", "4096", "--retention-bytes", "-1"],
+            &["--segment-bytes", "4194304", "--retention-bytes", "-1"],
         )
         .unwrap();
         assert_eq!(config.default_partitions, 3);
-        assert_eq!(config.topic_defaults.segment_bytes, 4096, "the flag wins");
+        assert_eq!(
+            config.topic_defaults.segment_bytes,
+            4 << 20,
+            "the flag wins"
+        );
         assert_eq!(config.topic_defaults.durability, Durability::Always);
         assert_eq!(config.topic_defaults.retention_ms, None);
         assert_eq!(config.groups.initial_rebalance_delay, Duration::ZERO);
@@ -484,7 +502,7 @@ mod tests {
     #[test]
     fn bad_settings_are_refused() {
         for file in [
-            "segment.bytes=10\n",
+            "segment.bytes=1048575\n",
             "default-partitions=0\n",
             "no-such-setting=1\n",
             "listen=127.0.0.1:1\n",

@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod broker;
+mod damaged;
 mod external_clients;
 mod groups;
 mod limits;

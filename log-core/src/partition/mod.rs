@@ -19,7 +19,7 @@ pub use retention::RetentionReport;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, TryLockError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -29,7 +29,7 @@ use crate::config::{Durability, TopicConfig};
 use crate::error::{AppendError, FileError, OpenError, ReadError};
 use crate::index::IndexCursor;
 use crate::io::Storage;
-use crate::segment::{self, Recovery, Segment};
+use crate::segment::{self, Damage, Place, Recovery, Segment, SegmentCache};
 
 /// Where an append landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,8 @@ pub struct ReadResult {
 pub struct Partition {
     name: String,
     dir: PathBuf,
-    storage: Arc<dyn Storage>,
+    /// Where new segments go and how they are opened.
+    place: Place,
     config: RwLock<TopicConfig>,
     segments: RwLock<Vec<Arc<Segment>>>,
     /// Offset after the last written batch.
@@ -97,6 +98,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What every partition of a data dir opens with.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenContext {
+    pub storage: Arc<dyn Storage>,
+    pub cache: Arc<SegmentCache>,
+    /// The data dir was shut down cleanly: recovery need not check CRCs.
+    pub clean: bool,
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -107,37 +117,35 @@ pub fn now_ms() -> i64 {
 impl Partition {
     /// Opens the partition in `dir` (creating it if missing) and recovers its last segment.
     /// `name` (`topic-N`) is used in errors and logs.
-    pub fn open(
+    pub(crate) fn open(
         dir: &Path,
         name: &str,
         config: TopicConfig,
-        storage: Arc<dyn Storage>,
+        context: &OpenContext,
     ) -> Result<Partition, OpenError> {
         fs::create_dir_all(dir).map_err(|e| FileError::new("create", dir, e))?;
+        let place = Place {
+            dir: dir.to_path_buf(),
+            storage: context.storage.clone(),
+            cache: context.cache.clone(),
+            index_interval: config.index_interval_bytes,
+        };
         let mut bases = list_segments(dir)?;
         if bases.is_empty() {
-            drop(Segment::create(storage.as_ref(), dir, 0, 0)?);
+            drop(Segment::create(&place, 0, 0)?);
             bases.push(0);
         }
         let mut segments = Vec::with_capacity(bases.len());
         for pair in bases.windows(2) {
-            segments.push(Arc::new(Segment::open_closed(
-                storage.as_ref(),
-                dir,
-                pair[0],
-                pair[1],
-                config.index_interval_bytes,
-            )?));
+            segments.push(Segment::open_closed(&place, pair[0], pair[1])?);
         }
         let last_base = *bases.last().unwrap_or(&0);
         let (active, cursor, recovery) = Segment::recover(
-            storage.as_ref(),
-            dir,
+            &place,
             last_base,
             u64::from(config.segment_bytes),
-            config.index_interval_bytes,
+            context.clean,
         )?;
-        let active = Arc::new(active);
         segments.push(active.clone());
         let end = active.next_offset();
         let first_append_ms = (active.len() > 0).then(|| {
@@ -154,7 +162,7 @@ impl Partition {
         Ok(Partition {
             name: name.to_string(),
             dir: dir.to_path_buf(),
-            storage,
+            place,
             config: RwLock::new(config),
             segments: RwLock::new(segments),
             end_offset: AtomicI64::new(end),
@@ -231,7 +239,12 @@ impl Partition {
         self.always.load(Ordering::Acquire)
     }
 
-    /// The offset the next append gets.
+    /// The offset the next append gets. Under [`Durability::Always`] it runs ahead of
+    /// [`Partition::log_end_offset`] by what awaits its fsync.
+    pub fn next_offset(&self) -> i64 {
+        self.written_end()
+    }
+
     fn written_end(&self) -> i64 {
         self.end_offset.load(Ordering::Acquire)
     }
@@ -278,6 +291,18 @@ impl Partition {
     /// Lets a caller keep its own per-partition state in step with the log without holding a
     /// lock across an fsync.
     pub fn append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, true)
+    }
+
+    /// [`Partition::append_pending`] for a caller that must not block (an async worker): fails
+    /// with [`AppendError::WouldBlock`], writing nothing, when another append holds the writer
+    /// or the append would roll the segment (fsync, index files, a new file). Retry those on a
+    /// thread that may block.
+    pub fn try_append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, false)
+    }
+
+    fn append_unsynced(&self, records: &[u8], may_block: bool) -> Result<AppendInfo, AppendError> {
         self.check_poison()?;
         let config = self.config();
         let headers = batch::validate_all(records)?;
@@ -294,7 +319,15 @@ impl Partition {
             .map(|h| h.next_offset() - h.base_offset)
             .sum();
 
-        let mut writer = lock(&self.writer);
+        let mut writer = if may_block {
+            lock(&self.writer)
+        } else {
+            match self.writer.try_lock() {
+                Ok(writer) => writer,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return Err(AppendError::WouldBlock),
+            }
+        };
         if writer.closed {
             return Err(AppendError::Closed(self.name.clone()));
         }
@@ -304,6 +337,9 @@ impl Partition {
             return Err(AppendError::OffsetOverflow);
         }
         if self.should_roll(&writer, &config, total, count) {
+            if !may_block {
+                return Err(AppendError::WouldBlock);
+            }
             self.roll(&mut writer, &config)?;
         }
         let segment = writer.active.clone();
@@ -360,11 +396,12 @@ impl Partition {
         too_big || too_old || offsets_full
     }
 
-    /// Closes the active segment (indexes written, data fsynced) and starts a new one.
+    /// Closes the active segment (indexes written, data fsynced, file closed) and starts a new
+    /// one.
     fn roll(&self, writer: &mut Writer, config: &TopicConfig) -> Result<(), AppendError> {
         let old = writer.active.clone();
-        if let Err(e) = old.seal(self.storage.as_ref(), &self.dir, &mut writer.cursor) {
-            // The log is intact; the index will be rebuilt when the partition next opens.
+        if let Err(e) = old.seal(&mut writer.cursor) {
+            // The log is intact; the indexes are rebuilt when the segment next loads.
             tracing::warn!(partition = %self.name, error = %e, "could not write segment indexes");
         }
         // Closed segments are always durable, so recovery only ever has to check the last one.
@@ -373,9 +410,12 @@ impl Partition {
             return Err(e.into());
         }
         let base = old.next_offset();
+        let place = Place {
+            index_interval: config.index_interval_bytes,
+            ..self.place.clone()
+        };
         let new = Arc::new(Segment::create(
-            self.storage.as_ref(),
-            &self.dir,
+            &place,
             base,
             u64::from(config.segment_bytes),
         )?);
@@ -383,11 +423,21 @@ impl Partition {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .push(new.clone());
+        old.close_file();
         writer.active = new;
         writer.cursor = IndexCursor::new(base, config.index_interval_bytes);
         writer.first_append_ms = None;
         self.durable_end.fetch_max(base, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Damaged stretches found so far in this partition's segments (by reads, index rebuilds
+    /// and recovery), with the segment file each is in.
+    pub fn damage(&self) -> Vec<(PathBuf, Damage)> {
+        self.segments()
+            .iter()
+            .flat_map(|s| s.damages().into_iter().map(|d| (s.log_path.clone(), d)))
+            .collect()
     }
 
     /// Reads whole batches starting with the one that contains `offset`, up to `max_bytes`

@@ -23,7 +23,8 @@ pub fn append(e: &AppendError) -> ResponseError {
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge,
         AppendError::Closed(_) => ResponseError::UnknownTopicOrPartition,
         AppendError::Io(_) | AppendError::Poisoned { .. } => ResponseError::KafkaStorageError,
-        AppendError::OffsetOverflow => ResponseError::UnknownServerError,
+        // Retried on the blocking pool before it could reach a client.
+        AppendError::OffsetOverflow | AppendError::WouldBlock => ResponseError::UnknownServerError,
     }
 }
 
@@ -56,7 +57,10 @@ pub fn offsets(e: &OffsetsError) -> ResponseError {
 pub fn read(e: &ReadError) -> ResponseError {
     match e {
         ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-        ReadError::Corrupt { .. } => ResponseError::KafkaStorageError,
+        // Damaged data: the client sees the error (librdkafka hands it to the application)
+        // and can seek past it; a storage error would be retried silently forever.
+        ReadError::Damaged { .. } | ReadError::Corrupt { .. } => ResponseError::CorruptMessage,
+        ReadError::Io(_) => ResponseError::KafkaStorageError,
     }
 }
 
@@ -67,7 +71,9 @@ pub fn topic(e: &TopicError) -> ResponseError {
         TopicError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
         TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        TopicError::Io(_) | TopicError::Open(_) => ResponseError::KafkaStorageError,
+        TopicError::Offline { .. } | TopicError::Io(_) | TopicError::Open(_) => {
+            ResponseError::KafkaStorageError
+        }
     }
 }
 

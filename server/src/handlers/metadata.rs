@@ -15,7 +15,7 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use log_core::Topic;
+use log_core::{Topic, TopicError};
 
 use super::errors;
 use super::RequestContext;
@@ -36,11 +36,19 @@ pub async fn handle(
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
             .collect(),
+        // Every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
         _ => broker
             .log
             .topics()
             .iter()
             .map(|t| t.name().to_string())
+            .chain(
+                broker
+                    .log
+                    .offline_topics()
+                    .into_iter()
+                    .map(|(name, _)| name),
+            )
             .collect(),
     };
     let create =
@@ -126,6 +134,14 @@ enum Found {
 fn lookup(broker: &Broker, name: &str, create: bool) -> Found {
     if let Some(topic) = broker.log.topic(name) {
         return Found::Topic(topic);
+    }
+    // A topic whose files could not be opened: never re-created over its data.
+    if let Some(reason) = broker.log.offline_reason(name) {
+        let offline = TopicError::Offline {
+            name: name.to_string(),
+            reason,
+        };
+        return Found::Error(errors::topic(&offline));
     }
     if !create {
         return Found::Error(ResponseError::UnknownTopicOrPartition);

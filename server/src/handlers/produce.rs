@@ -13,10 +13,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use log_core::AppendError;
+use log_core::{AppendError, AppendInfo};
 
 use super::{errors, RequestContext};
-use crate::appender::ProduceError;
+use crate::appender::{AppendMode, Appended, ProduceError};
 use crate::broker::Broker;
 
 /// Produce requests up to this size are appended on the async worker (see `handle`).
@@ -27,7 +27,6 @@ pub async fn handle(
     request: ProduceRequest,
     ctx: &RequestContext,
 ) -> Option<ProduceResponse> {
-    let version = ctx.version;
     let acks = request.acks;
     let refuse = if request
         .transactional_id
@@ -69,36 +68,7 @@ pub async fn handle(
                 (topic, results)
             })
             .collect(),
-        None => {
-            // A small append to the page cache is done in place: handing it to another thread
-            // costs more than the write. One that waits for an fsync, or is large enough to
-            // stall on the page cache, goes to the blocking pool, off the async workers.
-            let bytes: usize = work
-                .iter()
-                .flat_map(|(_, partitions)| partitions.iter())
-                .map(|(_, records)| records.as_ref().map_or(0, Bytes::len))
-                .sum();
-            let waits = bytes > INLINE_APPEND_BYTES
-                || work.iter().any(|(topic, partitions)| {
-                    partitions.iter().any(|(index, _)| {
-                        broker
-                            .partition(topic, *index)
-                            .is_some_and(|p| p.waits_for_fsync())
-                    })
-                });
-            if waits {
-                let owner = broker.clone();
-                match tokio::task::spawn_blocking(move || append_all(&owner, work, version)).await {
-                    Ok(responses) => responses,
-                    Err(e) => {
-                        tracing::error!(error = %e, "produce task failed");
-                        return None;
-                    }
-                }
-            } else {
-                append_all(broker, work, version)
-            }
-        }
+        None => append_and_wait(broker, work, ctx.version).await?,
     };
     broker.appended.notify_waiters();
     if acks == 0 {
@@ -118,37 +88,134 @@ pub async fn handle(
 /// A topic and its partitions' record sets, as the request carried them.
 type TopicWork = (String, Vec<(i32, Option<Bytes>)>);
 type TopicResults = (String, Vec<PartitionProduceResponse>);
+/// Per partition of a request: its index, and where its records went or why they did not.
+type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 
-fn append_all(broker: &Broker, work: Vec<TopicWork>, version: i16) -> Vec<TopicResults> {
-    work.into_iter()
-        .map(|(topic, partitions)| {
-            let results = partitions
-                .into_iter()
-                .map(|(index, records)| append_one(broker, &topic, index, records, version))
+/// Appends every partition's records, then waits for their durability. A small request is
+/// appended in place (handing it to another thread costs more than a page-cache write); a large
+/// one, and any partition whose append would block (its writer busy, or a segment to roll),
+/// goes to the blocking pool. Fsync waits hold no thread. `None` if a blocking task failed.
+async fn append_and_wait(
+    broker: &Arc<Broker>,
+    work: Vec<TopicWork>,
+    version: i16,
+) -> Option<Vec<TopicResults>> {
+    let bytes: usize = work
+        .iter()
+        .flat_map(|(_, partitions)| partitions.iter())
+        .map(|(_, records)| records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    let work = Arc::new(work);
+    let mut outcomes = if bytes <= INLINE_APPEND_BYTES {
+        append_all(broker, &work, AppendMode::Inline, |_, _| true)
+    } else {
+        blocking(broker, &work, |_, _| true).await?
+    };
+    if outcomes
+        .iter()
+        .flatten()
+        .any(|(_, r)| r.as_ref().is_err_and(ProduceError::would_block))
+    {
+        let retried = {
+            let blocked: Vec<Vec<bool>> = outcomes
+                .iter()
+                .map(|t| {
+                    t.iter()
+                        .map(|(_, r)| r.as_ref().is_err_and(ProduceError::would_block))
+                        .collect()
+                })
                 .collect();
-            (topic, results)
+            blocking(broker, &work, move |t, p| blocked[t][p]).await?
+        };
+        for (topic, retried) in outcomes.iter_mut().zip(retried) {
+            for (slot, again) in topic.iter_mut().zip(retried) {
+                if slot.1.as_ref().is_err_and(ProduceError::would_block) {
+                    *slot = again;
+                }
+            }
+        }
+    }
+    broker.appended.notify_waiters();
+    // Start every fsync first, then wait for each: the partitions' fsyncs overlap.
+    for (_, outcome) in outcomes.iter().flatten() {
+        if let Ok(appended) = outcome {
+            broker
+                .syncer
+                .start(&appended.partition, appended.info.last_offset + 1);
+        }
+    }
+    let mut results = Vec::with_capacity(work.len());
+    for ((topic, _), partitions) in work.iter().zip(outcomes) {
+        let mut responses = Vec::with_capacity(partitions.len());
+        for (index, outcome) in partitions {
+            let durable = match outcome {
+                Ok(appended) => broker
+                    .await_durable(&appended)
+                    .await
+                    .map(|()| appended.info),
+                Err(e) => Err(e),
+            };
+            responses.push(response(topic, index, durable, version));
+        }
+        results.push((topic.clone(), responses));
+    }
+    Some(results)
+}
+
+/// Appends the partitions `chosen(topic index, partition index)` selects; the others get a
+/// would-block outcome, replaced by the caller.
+fn append_all(
+    broker: &Broker,
+    work: &[TopicWork],
+    mode: AppendMode,
+    chosen: impl Fn(usize, usize) -> bool,
+) -> Outcomes {
+    work.iter()
+        .enumerate()
+        .map(|(t, (topic, partitions))| {
+            partitions
+                .iter()
+                .enumerate()
+                .map(|(p, (index, records))| {
+                    let outcome = if chosen(t, p) {
+                        broker.append_records(topic, *index, records.as_ref(), mode)
+                    } else {
+                        Err(AppendError::WouldBlock.into())
+                    };
+                    (*index, outcome)
+                })
+                .collect()
         })
         .collect()
 }
 
-fn failure(index: i32, error: ResponseError, message: String) -> PartitionProduceResponse {
-    PartitionProduceResponse::default()
-        .with_index(index)
-        .with_error_code(error.code())
-        .with_error_message(Some(StrBytes::from_string(message)))
-        .with_base_offset(-1)
-        .with_log_append_time_ms(-1)
-        .with_log_start_offset(-1)
+/// [`append_all`] on the blocking pool.
+async fn blocking(
+    broker: &Arc<Broker>,
+    work: &Arc<Vec<TopicWork>>,
+    chosen: impl Fn(usize, usize) -> bool + Send + 'static,
+) -> Option<Outcomes> {
+    let (owner, work) = (broker.clone(), work.clone());
+    match tokio::task::spawn_blocking(move || {
+        append_all(&owner, &work, AppendMode::Blocking, chosen)
+    })
+    .await
+    {
+        Ok(outcomes) => Some(outcomes),
+        Err(e) => {
+            tracing::error!(error = %e, "produce task failed");
+            None
+        }
+    }
 }
 
-fn append_one(
-    broker: &Broker,
+fn response(
     topic: &str,
     index: i32,
-    records: Option<Bytes>,
+    outcome: Result<AppendInfo, ProduceError>,
     version: i16,
 ) -> PartitionProduceResponse {
-    match broker.append_records(topic, index, records) {
+    match outcome {
         Ok(info) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(info.base_offset)
@@ -163,4 +230,14 @@ fn append_one(
             failure(index, errors::produce(&e, version), e.to_string())
         }
     }
+}
+
+fn failure(index: i32, error: ResponseError, message: String) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error.code())
+        .with_error_message(Some(StrBytes::from_string(message)))
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
 }
