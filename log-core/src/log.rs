@@ -3,7 +3,7 @@
 //! partitions. The `.topic` file is written last when a topic is created and removed first when
 //! it is deleted, so it is the commit point of both.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -87,6 +87,9 @@ struct Shared {
     dir: PathBuf,
     context: OpenContext,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Names of topics being created: taken before their files are made, without holding
+    /// `topics`, so a slow creation blocks neither readers nor a create of another name.
+    creating: Mutex<BTreeSet<String>>,
     /// Topics whose files could not be opened, with why: not served, and their names cannot
     /// be taken by a new topic (which would remove their data).
     offline: RwLock<BTreeMap<String, String>>,
@@ -172,6 +175,7 @@ impl Log {
             dir,
             context,
             topics: RwLock::new(topics),
+            creating: Mutex::new(BTreeSet::new()),
             offline: RwLock::new(offline),
             _lock: lock,
             stop: Mutex::new(false),
@@ -194,7 +198,11 @@ impl Log {
         &self.shared.dir
     }
 
-    /// Creates a topic of `partitions` empty partitions.
+    /// Creates a topic of `partitions` empty partitions. Blocking file work (a directory and a
+    /// file per partition, fsyncs), done without holding the lock of the topic map: other
+    /// topics stay readable and creatable meanwhile. The topic appears once every partition
+    /// exists. A topic of the same name already there, or being created by another caller at
+    /// the same moment, is [`TopicError::AlreadyExists`].
     pub fn create_topic(
         &self,
         name: &str,
@@ -211,10 +219,7 @@ impl Log {
         if partitions == 0 || partitions > MAX_PARTITIONS {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let mut topics = self.shared.topics_write();
-        if topics.contains_key(name) {
-            return Err(TopicError::AlreadyExists(name.to_string()));
-        }
+        let _reserved = self.shared.reserve(name)?;
         let dir = &self.shared.dir;
         for p in 0..partitions {
             let partition_dir = dir.join(format!("{name}-{p}"));
@@ -236,8 +241,10 @@ impl Log {
                 return Err(e);
             }
         };
-        topics.insert(name.to_string(), topic.clone());
-        drop(topics);
+        // Published while the name is still reserved: it is never free in between.
+        self.shared
+            .topics_write()
+            .insert(name.to_string(), topic.clone());
         self.shared.wake.notify_all();
         Ok(topic)
     }
@@ -366,7 +373,36 @@ impl Drop for Log {
     }
 }
 
+/// A topic name taken for a creation in progress; freed when dropped.
+struct Reserved<'a> {
+    shared: &'a Shared,
+    name: String,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .creating
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.name);
+    }
+}
+
 impl Shared {
+    /// Takes `name` for a creation, unless a topic has it or another creation took it.
+    fn reserve(&self, name: &str) -> Result<Reserved<'_>, TopicError> {
+        let mut creating = self.creating.lock().unwrap_or_else(PoisonError::into_inner);
+        if creating.contains(name) || self.topics_read().contains_key(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        creating.insert(name.to_string());
+        Ok(Reserved {
+            shared: self,
+            name: name.to_string(),
+        })
+    }
+
     fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Topic>>> {
         self.topics.read().unwrap_or_else(PoisonError::into_inner)
     }

@@ -29,6 +29,8 @@ pub enum ProduceError {
     NoRecords,
     #[error(transparent)]
     Corrupt(#[from] BatchError),
+    #[error("producer id {0} was not handed out by this broker")]
+    UnknownProducer(i64),
     #[error("producer {producer_id} rejected: {error}")]
     Producer {
         producer_id: i64,
@@ -83,6 +85,13 @@ impl Broker {
                 })?;
         let records = records.ok_or(ProduceError::NoRecords)?;
         let headers = batch::parse_all(records)?;
+        if let Some(id) = headers
+            .first()
+            .map(|h| h.producer_id)
+            .filter(|id| *id >= 0 && !self.producer_ids.issued(*id))
+        {
+            return Err(ProduceError::UnknownProducer(id));
+        }
         let state = self.producers.partition(topic, index);
         let mut producers = match mode {
             AppendMode::Blocking => state.lock().unwrap_or_else(PoisonError::into_inner),
@@ -105,7 +114,7 @@ impl Broker {
                     AppendMode::Blocking => partition.append_pending(records)?,
                     AppendMode::Inline => partition.try_append_pending(records)?,
                 };
-                producers.record(&headers, info);
+                producers.record(&headers, info, log_core::now_ms());
                 info
             }
         };

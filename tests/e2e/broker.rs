@@ -31,7 +31,7 @@ impl TestBroker {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.data_dir.with_extension("broker.log"))
+            .open(self.log_path())
             .expect("broker log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_lograil"))
             .arg("serve")
@@ -60,6 +60,16 @@ impl TestBroker {
             .unwrap_or_else(|| panic!("no address in start-up line {line:?}"));
         self.addr = addr.to_string();
         self.child = Some(child);
+    }
+
+    /// The broker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("broker running").id()
+    }
+
+    /// Where the broker's log lines (stderr) go.
+    pub fn log_path(&self) -> PathBuf {
+        self.data_dir.with_extension("broker.log")
     }
 
     /// SIGTERM, then wait for a clean exit.

@@ -8,6 +8,7 @@ mod broker;
 mod damaged;
 mod external_clients;
 mod groups;
+mod limits;
 mod protocol;
 mod rdkafka_clients;
 mod wire;

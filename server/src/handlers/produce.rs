@@ -2,7 +2,9 @@
 //! and -1; with -1 (and with 1: lograil has no replicas to wait for) the answer comes once the
 //! batch is as durable as the topic's `flush.messages`/`flush.ms` policy asks. acks=0 gets no
 //! response, as in Kafka. Idempotent producers are checked per (producer id, epoch, partition)
-//! (`appender`); transactions are not supported (INVALID_REQUEST).
+//! (`appender`); a producer id the broker never handed out is UNKNOWN_PRODUCER_ID (v5+;
+//! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). Transactions are not
+//! supported (INVALID_REQUEST).
 
 use std::sync::Arc;
 
@@ -23,7 +25,7 @@ const INLINE_APPEND_BYTES: usize = 64 * 1024;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ProduceRequest,
-    _: &RequestContext,
+    ctx: &RequestContext,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
     let refuse = if request
@@ -66,7 +68,7 @@ pub async fn handle(
                 (topic, results)
             })
             .collect(),
-        None => append_and_wait(broker, work).await?,
+        None => append_and_wait(broker, work, ctx.version).await?,
     };
     broker.appended.notify_waiters();
     if acks == 0 {
@@ -94,7 +96,11 @@ type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 /// write); a large or compressed one (its records are decompressed to be checked), and any
 /// partition whose append would block (its writer busy, or a segment to roll), goes to the
 /// blocking pool. Fsync waits hold no thread. `None` if a blocking task failed.
-async fn append_and_wait(broker: &Arc<Broker>, work: Vec<TopicWork>) -> Option<Vec<TopicResults>> {
+async fn append_and_wait(
+    broker: &Arc<Broker>,
+    work: Vec<TopicWork>,
+    version: i16,
+) -> Option<Vec<TopicResults>> {
     let records = || {
         work.iter()
             .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()))
@@ -153,7 +159,7 @@ async fn append_and_wait(broker: &Arc<Broker>, work: Vec<TopicWork>) -> Option<V
                     .map(|()| appended.info),
                 Err(e) => Err(e),
             };
-            responses.push(response(topic, index, durable));
+            responses.push(response(topic, index, durable, version));
         }
         results.push((topic.clone(), responses));
     }
@@ -211,6 +217,7 @@ fn response(
     topic: &str,
     index: i32,
     outcome: Result<AppendInfo, ProduceError>,
+    version: i16,
 ) -> PartitionProduceResponse {
     match outcome {
         Ok(info) => PartitionProduceResponse::default()
@@ -224,7 +231,7 @@ fn response(
                     tracing::warn!(topic, partition = index, error = %e, "append failed");
                 }
             }
-            failure(index, errors::produce(&e), e.to_string())
+            failure(index, errors::produce(&e, version), e.to_string())
         }
     }
 }
