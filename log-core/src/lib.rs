@@ -49,3 +49,4 @@ pub use error::{
 pub use log::{validate_name, Log, LogOptions, Topic, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
 pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};
+pub use uuid::Uuid;

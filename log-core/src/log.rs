@@ -11,6 +11,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use uuid::Uuid;
+
 use crate::config::TopicConfig;
 use crate::error::{AppendError, ConfigError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
@@ -19,7 +21,10 @@ use crate::partition::{Partition, RetentionReport};
 use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
 
 const TOPIC_EXT: &str = "topic";
-const TOPIC_FORMAT: &str = "# lograil topic, format 1";
+/// The first line of a `.topic` file. Format 2 added the topic id; a format-1 file is given an
+/// id and rewritten when it is opened.
+const TOPIC_FORMAT: &str = "# lograil topic, format 2";
+const TOPIC_FORMAT_1: &str = "# lograil topic, format 1";
 const LOCK_FILE: &str = ".lock";
 /// Written when the log closes with every partition flushed; removed when it opens. Its absence
 /// at open means the last run did not shut down cleanly, and recovery checks CRCs.
@@ -33,12 +38,19 @@ pub const MAX_PARTITIONS: u32 = 100_000;
 #[derive(Debug)]
 pub struct Topic {
     name: String,
+    /// Kafka's topic id: random, kept for the topic's life, new when a topic of the same name
+    /// is created again.
+    id: Uuid,
     partitions: Vec<Arc<Partition>>,
 }
 
 impl Topic {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.id
     }
 
     pub fn partitions(&self) -> &[Arc<Partition>] {
@@ -152,8 +164,16 @@ impl Log {
                     tracing::warn!(file = %path.display(), "ignoring a topic file with an invalid name");
                     continue;
                 }
-                let opened = read_topic_file(&path).and_then(|(partitions, config)| {
-                    open_topic(&dir, topic, partitions, config, &context)
+                let opened = read_topic_file(&path).and_then(|file| {
+                    let id = match file.id {
+                        Some(id) => id,
+                        None => {
+                            let id = Uuid::new_v4();
+                            write_topic_file(&dir, topic, file.partitions, &file.config, id)?;
+                            id
+                        }
+                    };
+                    open_topic(&dir, topic, id, file.partitions, file.config, &context)
                 });
                 match opened {
                     Ok(opened) => {
@@ -229,12 +249,20 @@ impl Log {
                     .map_err(|e| FileError::new("remove", &partition_dir, e))?;
             }
         }
-        let topic = match open_topic(dir, name, partitions, config.clone(), &self.shared.context)
-            .map_err(TopicError::from)
-            .and_then(|topic| {
-                write_topic_file(dir, name, partitions, &config)?;
-                Ok(topic)
-            }) {
+        let id = Uuid::new_v4();
+        let topic = match open_topic(
+            dir,
+            name,
+            id,
+            partitions,
+            config.clone(),
+            &self.shared.context,
+        )
+        .map_err(TopicError::from)
+        .and_then(|topic| {
+            write_topic_file(dir, name, partitions, &config, id)?;
+            Ok(topic)
+        }) {
             Ok(topic) => Arc::new(topic),
             Err(e) => {
                 remove_partition_dirs(dir, name, partitions);
@@ -251,6 +279,15 @@ impl Log {
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.shared.topics_read().get(name).cloned()
+    }
+
+    /// The topic with Kafka topic id `id`, if it exists.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.shared
+            .topics_read()
+            .values()
+            .find(|t| t.id == id)
+            .cloned()
     }
 
     /// Topics that could not be opened, with why.
@@ -471,6 +508,7 @@ pub fn validate_name(name: &str) -> Result<(), TopicError> {
 fn open_topic(
     dir: &Path,
     name: &str,
+    id: Uuid,
     partitions: u32,
     config: TopicConfig,
     context: &OpenContext,
@@ -483,38 +521,59 @@ fn open_topic(
         .collect::<Result<_, _>>()?;
     Ok(Topic {
         name: name.to_string(),
+        id,
         partitions,
     })
 }
 
-fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
+/// What a `.topic` file holds.
+struct TopicFile {
+    partitions: u32,
+    config: TopicConfig,
+    /// `None` in a format-1 file.
+    id: Option<Uuid>,
+}
+
+fn read_topic_file(path: &Path) -> Result<TopicFile, OpenError> {
     let text = fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
     let bad = |source: ConfigError| OpenError::BadConfig {
         path: path.to_path_buf(),
         source,
     };
     let mut lines = text.lines();
-    if lines.next() != Some(TOPIC_FORMAT) {
+    let format = lines.next();
+    if format != Some(TOPIC_FORMAT) && format != Some(TOPIC_FORMAT_1) {
         return Err(bad(ConfigError::Format {
             expected: TOPIC_FORMAT,
         }));
     }
-    let mut partitions = None;
+    let (mut partitions, mut id) = (None, None);
     let mut rest = String::new();
     for line in lines {
-        match line.strip_prefix("partitions=") {
-            Some(n) => partitions = n.trim().parse::<u32>().ok(),
-            None => {
-                rest.push_str(line);
-                rest.push('\n');
-            }
+        if let Some(n) = line.strip_prefix("partitions=") {
+            partitions = n.trim().parse::<u32>().ok();
+        } else if let Some(text) = line.strip_prefix("id=") {
+            id = Some(
+                Uuid::parse_str(text.trim())
+                    .map_err(|_| bad(ConfigError::Missing { name: "id" }))?,
+            );
+        } else {
+            rest.push_str(line);
+            rest.push('\n');
         }
     }
     let partitions = partitions
         .filter(|n| (1..=MAX_PARTITIONS).contains(n))
         .ok_or_else(|| bad(ConfigError::Missing { name: "partitions" }))?;
+    if format == Some(TOPIC_FORMAT) && id.is_none() {
+        return Err(bad(ConfigError::Missing { name: "id" }));
+    }
     let config = TopicConfig::from_properties(&rest).map_err(bad)?;
-    Ok((partitions, config))
+    Ok(TopicFile {
+        partitions,
+        config,
+        id,
+    })
 }
 
 /// Writes `<topic>.topic` atomically: temporary file, fsync, rename, fsync of the directory.
@@ -523,11 +582,13 @@ fn write_topic_file(
     name: &str,
     partitions: u32,
     config: &TopicConfig,
+    id: Uuid,
 ) -> Result<(), FileError> {
     let path = dir.join(format!("{name}.{TOPIC_EXT}"));
     let tmp = dir.join(format!("{name}.{TOPIC_EXT}.tmp"));
     let text = format!(
-        "{TOPIC_FORMAT}\npartitions={partitions}\n{}",
+        "{TOPIC_FORMAT}\nid={}\npartitions={partitions}\n{}",
+        id.hyphenated(),
         config.to_properties()
     );
     let write = || -> std::io::Result<()> {

@@ -484,6 +484,44 @@ fn topics_are_created_listed_reopened_and_deleted() {
 }
 
 #[test]
+fn topics_have_ids_that_last_and_change_on_re_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = {
+        let log = Log::open(dir.path()).unwrap();
+        let t = log.create_topic("t", 2, TopicConfig::default()).unwrap();
+        assert!(!t.id().is_nil());
+        assert_eq!(log.topic_by_id(t.id()).unwrap().name(), "t");
+        t.id()
+    };
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(log.topic("t").unwrap().id(), first, "kept across a reopen");
+    log.delete_topic("t").unwrap();
+    let again = log.create_topic("t", 2, TopicConfig::default()).unwrap();
+    assert_ne!(
+        again.id(),
+        first,
+        "a new topic of the same name has a new id"
+    );
+    assert!(log.topic_by_id(first).is_none());
+    drop(log);
+
+    // A topic file written before ids existed gets one, kept from then on.
+    fs::write(
+        dir.path().join("old.topic"),
+        "# lograil topic, format 1\npartitions=1\n",
+    )
+    .unwrap();
+    let given = Log::open(dir.path()).unwrap().topic("old").unwrap().id();
+    assert!(fs::read_to_string(dir.path().join("old.topic"))
+        .unwrap()
+        .contains(&given.to_string()));
+    assert_eq!(
+        Log::open(dir.path()).unwrap().topic("old").unwrap().id(),
+        given
+    );
+}
+
+#[test]
 fn a_data_dir_is_locked_to_one_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();

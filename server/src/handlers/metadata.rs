@@ -1,6 +1,6 @@
 //! Metadata, versions 0–12. lograil is a single broker: it leads every partition, its replica
-//! set is itself, leader epochs are -1 (unknown) and topic ids are zero (topics have no ids
-//! yet). Missing topics are auto-created when both the broker (`--auto-create-topics`) and the
+//! set is itself, leader epochs are -1 (unknown); every topic has its id (v10+; share groups
+//! address topics by id). Missing topics are auto-created when both the broker (`--auto-create-topics`) and the
 //! request (v4+ `allow_auto_topic_creation`) allow it: on the blocking pool, paced by
 //! `--auto-create-topics-per-second` and within `max.broker.partitions`. A topic over the pace,
 //! or being created by another request, is answered LEADER_NOT_AVAILABLE (clients retry), as
@@ -99,7 +99,9 @@ pub async fn handle(
                 .with_name(Some(TopicName(StrBytes::from_string(name))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
             match topic {
-                Found::Topic(topic) => response.with_partitions(partitions(&topic, node)),
+                Found::Topic(topic) => response
+                    .with_topic_id(topic.id())
+                    .with_partitions(partitions(&topic, node)),
                 Found::Error(e) => response.with_error_code(e.code()),
                 // Every topic to create was replaced by its outcome above.
                 Found::ToCreate => {
