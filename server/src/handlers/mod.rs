@@ -75,7 +75,7 @@ pub const APIS: &[Api] = &[
     api(ApiKey::LeaveGroup, 0, 3),
     api(ApiKey::OffsetCommit, 2, 8),
     api(ApiKey::OffsetFetch, 1, 7),
-    api(ApiKey::ListGroups, 0, 4),
+    api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
