@@ -228,6 +228,33 @@ impl Member {
     }
 }
 
+impl Member {
+    /// Releases `offset` with lograil's delay tag (10000): not deliverable again for `delay_ms`.
+    fn release_after(&mut self, offset: i64, delay_ms: i64) -> (i16, i16) {
+        let request = ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(text(&self.group))))
+            .with_member_id(Some(text(&self.id)))
+            .with_share_session_epoch(self.session_epoch)
+            .with_topics(vec![AcknowledgeTopic::default()
+                .with_topic_id(self.topic)
+                .with_partitions(vec![AcknowledgePartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(vec![AckBatchAck::default()
+                        .with_first_offset(offset)
+                        .with_last_offset(offset)
+                        .with_acknowledge_types(vec![2])
+                        .with_unknown_tagged_field(
+                            10_000,
+                            bytes::Bytes::copy_from_slice(&delay_ms.to_be_bytes()),
+                        )])])]);
+        let response: ShareAcknowledgeResponse =
+            call(&mut self.stream, ApiKey::ShareAcknowledge, 1, &request);
+        self.session_epoch += 1;
+        let partition = response.responses[0].partitions[0].error_code;
+        (response.error_code, partition)
+    }
+}
+
 /// Every record of partition 0 of `topic`: (value, headers).
 fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
     let request = FetchRequest::default()
@@ -457,4 +484,38 @@ fn bad_acknowledgements_get_kafkas_errors_and_change_nothing() {
         .map(|(o, _, _)| o)
         .collect();
     assert_eq!(got, vec![3], "0..2 were accepted once, by their holder");
+}
+
+#[test]
+fn a_release_can_carry_a_delay_before_the_record_comes_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "later");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[("share.auto.offset.reset", "earliest")],
+    );
+    produce(
+        &broker.addr,
+        "later",
+        &[("backoff", vec![]), ("now", vec![])],
+    );
+    let mut m = Member::join(&broker.addr, "g", "m", "later");
+    assert_eq!(m.fetch(&[], 2000).len(), 2);
+    assert_eq!(m.release_after(0, 1500), (0, 0));
+    assert_eq!(m.acknowledge(&[(1, 1, vec![2])]), (0, 0));
+    // Only the record released without a delay is there at once.
+    let at_once: Vec<(i64, i16)> = m
+        .fetch(&[], 0)
+        .into_iter()
+        .map(|(o, _, d)| (o, d))
+        .collect();
+    assert_eq!(at_once, vec![(1, 2)]);
+    // The other comes back once its delay is over.
+    let later: Vec<(i64, i16)> = fetch_until(&mut m, 1)
+        .into_iter()
+        .map(|(o, _, d)| (o, d))
+        .collect();
+    assert_eq!(later, vec![(0, 2)]);
 }

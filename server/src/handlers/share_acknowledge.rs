@@ -13,9 +13,9 @@ use kafka_protocol::messages::share_acknowledge_response::{
 };
 use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::StrBytes;
-use task_queue::{AckBatch, AckType};
+use task_queue::AckBatch;
 
-use super::share_fetch::{acknowledge, wait_durable};
+use super::share_fetch::{ack_batch, acknowledge, wait_durable};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::{Pending, TopicPartition};
@@ -61,16 +61,12 @@ pub async fn handle(
                     .acknowledgement_batches
                     .iter()
                     .map(|b| {
-                        let types = b
-                            .acknowledge_types
-                            .iter()
-                            .map(|t| AckType::from_wire(*t).ok_or(ResponseError::InvalidRequest))
-                            .collect::<Result<Vec<_>, _>>()?;
-                        Ok(AckBatch {
-                            first_offset: b.first_offset,
-                            last_offset: b.last_offset,
-                            types,
-                        })
+                        ack_batch(
+                            b.first_offset,
+                            b.last_offset,
+                            &b.acknowledge_types,
+                            &b.unknown_tagged_fields,
+                        )
                     })
                     .collect();
                 ((t.topic_id, p.partition_index), batches)

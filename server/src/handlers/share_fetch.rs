@@ -88,7 +88,14 @@ pub async fn handle(
                     let batches = p
                         .acknowledgement_batches
                         .iter()
-                        .map(|b| ack_batch(b.first_offset, b.last_offset, &b.acknowledge_types))
+                        .map(|b| {
+                            ack_batch(
+                                b.first_offset,
+                                b.last_offset,
+                                &b.acknowledge_types,
+                                &b.unknown_tagged_fields,
+                            )
+                        })
                         .collect();
                     ((t.topic_id, p.partition_index), batches)
                 })
@@ -178,11 +185,30 @@ pub async fn handle(
     Some(response.with_responses(answer(broker, ack_results, fetched)))
 }
 
-/// Acknowledgement types on the wire to ours; INVALID_REQUEST for an unknown type.
-fn ack_batch(first: i64, last: i64, types: &[i8]) -> Result<AckBatch, ResponseError> {
+/// The tagged field in which lograil's queue consumer gives a release its delay (ms, 8 bytes
+/// big-endian); see `vendor/kafka-protocol/LOGRAIL-PATCH.md`.
+pub const RELEASE_DELAY_TAG: i32 = 10_000;
+
+/// Acknowledgement types on the wire to ours (a release with lograil's delay tag waits that
+/// long before it can be delivered again); INVALID_REQUEST for an unknown type.
+pub fn ack_batch(
+    first: i64,
+    last: i64,
+    types: &[i8],
+    tags: &std::collections::BTreeMap<i32, Bytes>,
+) -> Result<AckBatch, ResponseError> {
+    let delay = tags
+        .get(&RELEASE_DELAY_TAG)
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map_or(0, i64::from_be_bytes)
+        .clamp(0, 24 * 3_600_000);
     let types = types
         .iter()
-        .map(|t| AckType::from_wire(*t).ok_or(ResponseError::InvalidRequest))
+        .map(|t| match AckType::from_wire(*t) {
+            Some(AckType::Release { .. }) => Ok(AckType::Release { delay }),
+            Some(other) => Ok(other),
+            None => Err(ResponseError::InvalidRequest),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(AckBatch {
         first_offset: first,
