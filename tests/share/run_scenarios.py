@@ -452,7 +452,7 @@ class Run:
         values[10] = "POISON-10"
         produced = self.b.produce(topic, values, batch=5)
         poison = next(k for k, v in produced.items() if v[1].startswith("POISON"))
-        ws, crashes = [], 0
+        ws, crashes, restarts = [], 0, []
         for attempt in range(self.limit + 2):
             w = self.worker(client, topic, group, mode="explicit", crash_on="POISON", max_poll_records=5,
                             idle_ms=lock + 4000, start_idle_ms=lock + 20000, timeout_ms=lock + 90000)
@@ -460,6 +460,12 @@ class Run:
             rc = w.wait(lock / 1000 + 120)
             if rc == 3:
                 crashes += 1
+                if self.a.restart_cmd and crashes < self.limit:
+                    t0 = time.time()
+                    r = subprocess.run(self.a.restart_cmd, shell=True, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+                    restarts.append(f"{time.time() - t0:.0f}s")
+                    check(r.returncode == 0, f"--restart-cmd failed ({r.returncode}): {r.stdout[-300:]}")
                 continue
             check(rc == 0, f"{w.label} exit {rc}")
             break
@@ -481,7 +487,8 @@ class Run:
         check(not redeliv, f"non-poison records delivered more than once: {show_ids(redeliv)}")
         self.b.expect_no_lag(group, topic, 1)
         return (f"poison delivered {len(pd)} times (counts {pd}) to {crashes} crashing consumers, then "
-                f"archived; {len(rest)} others completed once; lag 0")
+                f"archived; {len(rest)} others completed once; lag 0"
+                + (f"; broker restarted between crashes ({', '.join(restarts)})" if restarts else ""))
 
     # -- REJECT is final, RELEASE comes back with delivery count + 1 --
     def reject_release(self, client):
@@ -575,6 +582,9 @@ def main():
     ap.add_argument("--limit-config",
                     help="also set --delivery-limit on each group under this group config name (Kafka 4.2 "
                          "has only the broker config group.share.delivery.count.limit)")
+    ap.add_argument("--restart-cmd",
+                    help="shell command run after each crash but the last in poison-*, e.g. one that restarts "
+                         "or kill -9s and restarts the broker: the delivery counts must survive it")
     ap.add_argument("--group-config", action="append", default=[], help="K=V for every group (repeatable)")
     ap.add_argument("--logs", help="directory for worker output and logs (default /tmp/lograil-share-...)")
     a = ap.parse_args()
