@@ -29,8 +29,25 @@ use crate::limits::Slot;
 /// the connection's place under the connection caps, freed when it ends.
 pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr, slot: Slot) {
     let span = tracing::info_span!("connection", %peer, client_id = tracing::field::Empty);
-    serve_in_span(broker, socket, peer).instrument(span).await;
+    serve_in_span(broker.clone(), socket, peer)
+        .instrument(span)
+        .await;
+    release_share_sessions(&broker, peer).await;
     drop(slot);
+}
+
+/// Share-group records fetched over this connection go back to the queue now that it is gone
+/// (on shutdown they stay as stored: a restart makes them available again).
+async fn release_share_sessions(broker: &Arc<Broker>, peer: SocketAddr) {
+    if broker.is_shutting_down() || !broker.shares.members.has_sessions() {
+        return;
+    }
+    let owner = broker.clone();
+    let released =
+        tokio::task::spawn_blocking(move || owner.shares.connection_closed(&owner.log, peer)).await;
+    if let Ok(pending) = released {
+        pending.durable(&broker.syncer).await;
+    }
 }
 
 async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {

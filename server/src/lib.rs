@@ -256,11 +256,7 @@ async fn run_group_timer(broker: Arc<Broker>) {
             tokio::task::spawn_blocking(move || owner.shares.tick(&owner.log, log_core::now_ms()))
                 .await;
         if let Ok(pending) = ticked {
-            for (partition, end) in pending.0 {
-                if let Err(e) = broker.syncer.wait(&partition, end).await {
-                    tracing::error!(partition = partition.name(), error = %e, "share state not durable");
-                }
-            }
+            pending.durable(&broker.syncer).await;
         }
     }
 }

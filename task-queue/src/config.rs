@@ -40,6 +40,8 @@ pub struct ShareConfig {
     pub auto_offset_reset: AutoOffsetReset,
     /// `errors.deadletterqueue.topic.name` (KIP-1191): where archived records are copied.
     pub dead_letter_topic: Option<String>,
+    /// `share.isolation.level`: lograil has no transactions, so both levels read the same.
+    pub isolation_level: String,
     /// Records between SPSO and SPEO at most (lograil's bound on a partition's state):
     /// 16 x `max_record_locks`.
     pub max_window: usize,
@@ -55,6 +57,7 @@ impl Default for ShareConfig {
             heartbeat_interval_ms: 5_000,
             auto_offset_reset: AutoOffsetReset::Latest,
             dead_letter_topic: None,
+            isolation_level: "read_uncommitted".to_string(),
             max_window: 32_000,
         }
     }
@@ -74,18 +77,35 @@ pub enum ShareConfigError {
 }
 
 impl ShareConfig {
-    /// Every config name a share group takes.
-    pub const NAMES: [&'static str; 7] = [
-        "group.share.record.lock.duration.ms",
+    /// Every config a share group takes, by the name it is reported under: Kafka 4.2's group
+    /// config names (`share.*`), then lograil's (Kafka has the delivery limit and the lock cap
+    /// as broker settings only; KIP-1191's dead-letter topic).
+    pub const NAMES: [&'static str; 8] = [
+        "share.record.lock.duration.ms",
+        "share.session.timeout.ms",
+        "share.heartbeat.interval.ms",
+        "share.auto.offset.reset",
+        "share.isolation.level",
         "group.share.delivery.count.limit",
         "group.share.partition.max.record.locks",
-        "group.share.session.timeout.ms",
-        "group.share.heartbeat.interval.ms",
-        "share.auto.offset.reset",
         "errors.deadletterqueue.topic.name",
     ];
 
-    /// Sets one config by its Kafka name (`None`: back to `defaults`' value).
+    /// The name a config is reported and stored under, for any name it is known by: Kafka's
+    /// group names, and the broker-level `group.share.*` names (also taken per group).
+    pub fn canonical(name: &str) -> Option<&'static str> {
+        let name = match name {
+            "group.share.record.lock.duration.ms" => "share.record.lock.duration.ms",
+            "group.share.session.timeout.ms" => "share.session.timeout.ms",
+            "group.share.heartbeat.interval.ms" => "share.heartbeat.interval.ms",
+            "share.delivery.count.limit" => "group.share.delivery.count.limit",
+            "share.partition.max.record.locks" => "group.share.partition.max.record.locks",
+            other => other,
+        };
+        Self::NAMES.iter().copied().find(|n| *n == name)
+    }
+
+    /// Sets one config by any of its names (`None`: back to `defaults`' value).
     pub fn set(
         &mut self,
         name: &str,
@@ -103,11 +123,13 @@ impl ShareConfig {
                 .filter(|n| (min..=max).contains(n))
                 .ok_or_else(|| invalid(expected))
         };
-        match (name, value) {
-            ("group.share.record.lock.duration.ms", None) => {
+        let canonical =
+            Self::canonical(name).ok_or_else(|| ShareConfigError::Unknown(name.to_string()))?;
+        match (canonical, value) {
+            ("share.record.lock.duration.ms", None) => {
                 self.lock_duration_ms = defaults.lock_duration_ms
             }
-            ("group.share.record.lock.duration.ms", Some(_)) => {
+            ("share.record.lock.duration.ms", Some(_)) => {
                 self.lock_duration_ms = number(1000, 3_600_000, "in 1000..=3600000")?
             }
             ("group.share.delivery.count.limit", None) => {
@@ -124,16 +146,16 @@ impl ShareConfig {
                 self.max_record_locks = number(100, 10_000, "in 100..=10000")? as usize;
                 self.max_window = self.max_record_locks * 16;
             }
-            ("group.share.session.timeout.ms", None) => {
+            ("share.session.timeout.ms", None) => {
                 self.session_timeout_ms = defaults.session_timeout_ms
             }
-            ("group.share.session.timeout.ms", Some(_)) => {
+            ("share.session.timeout.ms", Some(_)) => {
                 self.session_timeout_ms = number(1000, 3_600_000, "in 1000..=3600000")?
             }
-            ("group.share.heartbeat.interval.ms", None) => {
+            ("share.heartbeat.interval.ms", None) => {
                 self.heartbeat_interval_ms = defaults.heartbeat_interval_ms
             }
-            ("group.share.heartbeat.interval.ms", Some(_)) => {
+            ("share.heartbeat.interval.ms", Some(_)) => {
                 self.heartbeat_interval_ms = number(100, 3_600_000, "in 100..=3600000")?
             }
             ("share.auto.offset.reset", None) => {
@@ -144,6 +166,16 @@ impl ShareConfig {
                     invalid("latest, earliest or by_duration:<ISO-8601 duration, e.g. PT1H>")
                 })?
             }
+            ("share.isolation.level", None) => {
+                self.isolation_level = defaults.isolation_level.clone()
+            }
+            ("share.isolation.level", Some(v)) => {
+                let level = v.trim().to_ascii_lowercase();
+                if level != "read_uncommitted" && level != "read_committed" {
+                    return Err(invalid("read_uncommitted or read_committed"));
+                }
+                self.isolation_level = level;
+            }
             ("errors.deadletterqueue.topic.name", v) => {
                 self.dead_letter_topic =
                     v.map(str::trim).filter(|v| !v.is_empty()).map(String::from)
@@ -153,17 +185,18 @@ impl ShareConfig {
         Ok(())
     }
 
-    /// Every config as (Kafka name, value).
+    /// Every config as (name it is reported under, value).
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         vec![
             (Self::NAMES[0], self.lock_duration_ms.to_string()),
-            (Self::NAMES[1], self.delivery_limit.to_string()),
-            (Self::NAMES[2], self.max_record_locks.to_string()),
-            (Self::NAMES[3], self.session_timeout_ms.to_string()),
-            (Self::NAMES[4], self.heartbeat_interval_ms.to_string()),
-            (Self::NAMES[5], self.auto_offset_reset.to_string()),
+            (Self::NAMES[1], self.session_timeout_ms.to_string()),
+            (Self::NAMES[2], self.heartbeat_interval_ms.to_string()),
+            (Self::NAMES[3], self.auto_offset_reset.to_string()),
+            (Self::NAMES[4], self.isolation_level.clone()),
+            (Self::NAMES[5], self.delivery_limit.to_string()),
+            (Self::NAMES[6], self.max_record_locks.to_string()),
             (
-                Self::NAMES[6],
+                Self::NAMES[7],
                 self.dead_letter_topic.clone().unwrap_or_default(),
             ),
         ]

@@ -342,16 +342,18 @@ fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and
         vec![(0, 1), (1, 1), (2, 1)]
     );
     a.acknowledge(&[(0, 0, vec![1]), (2, 2, vec![1])]);
-    drop(a);
-    // The broker restarts gracefully; the lock did not survive, the delivery count did.
+    // The broker restarts gracefully while worker-a hangs; the lock did not survive, the
+    // delivery count did.
     broker.stop();
+    drop(a);
     broker.restart();
     let mut b = Member::join(&broker.addr, "workers", "worker-b", "tasks");
     assert_eq!(fetch_until(&mut b, 1), vec![(1, "poison".to_string(), 2)]);
-    drop(b);
+    // worker-b hangs with its connection open: the record comes back when its lock runs out.
     // Delivery 3, then the broker is killed.
     let mut c = Member::join(&broker.addr, "workers", "worker-c", "tasks");
     assert_eq!(fetch_until(&mut c, 1), vec![(1, "poison".to_string(), 3)]);
+    drop(b);
     broker.kill9();
     broker.restart();
     // Its deliveries are used up: the next fetch archives it, dead-letters it, and returns
@@ -518,4 +520,40 @@ fn a_release_can_carry_a_delay_before_the_record_comes_back() {
         .map(|(o, _, d)| (o, d))
         .collect();
     assert_eq!(later, vec![(0, 2)]);
+}
+
+#[test]
+fn records_come_back_at_once_when_their_consumers_connection_closes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "jobs");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            // Far longer than the test may take: only the closed connection can free them.
+            ("share.record.lock.duration.ms", "3600000"),
+            ("errors.deadletterqueue.topic.name", "jobs-dlq"),
+            ("group.share.delivery.count.limit", "2"),
+        ],
+    );
+    produce(&broker.addr, "jobs", &[("a", vec![]), ("b", vec![])]);
+    let mut crashed = Member::join(&broker.addr, "g", "crashed", "jobs");
+    assert_eq!(crashed.fetch(&[], 2000).len(), 2);
+    drop(crashed);
+    let mut next = Member::join(&broker.addr, "g", "next", "jobs");
+    let got: Vec<(i64, i16)> = fetch_until(&mut next, 2)
+        .into_iter()
+        .map(|(o, _, d)| (o, d))
+        .collect();
+    assert_eq!(got, vec![(0, 2), (1, 2)]);
+    // Reject one: its history names the closed session.
+    assert_eq!(next.acknowledge(&[(0, 0, vec![3])]), (0, 0));
+    let dead = read_all(&broker.addr, "jobs-dlq");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let attempts: serde_json::Value =
+        serde_json::from_str(header(&dead[0].1, "lograil.dlq.attempts").unwrap()).unwrap();
+    assert_eq!(attempts[0]["member"], "crashed");
+    assert_eq!(attempts[0]["outcome"], "session closed");
 }

@@ -11,7 +11,6 @@ use kafka_protocol::messages::alter_share_group_offsets_response::{
 };
 use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse};
 
-use super::share_fetch::wait_durable;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::Pending;
@@ -76,6 +75,6 @@ pub async fn handle(
     })
     .await
     .ok()?;
-    wait_durable(broker, pending).await;
+    pending.durable(&broker.syncer).await;
     Some(AlterShareGroupOffsetsResponse::default().with_responses(responses))
 }

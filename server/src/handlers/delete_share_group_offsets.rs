@@ -8,7 +8,6 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic;
 use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse};
 
-use super::share_fetch::wait_durable;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::Pending;
@@ -57,6 +56,6 @@ pub async fn handle(
             }
         })
         .collect();
-    wait_durable(broker, pending).await;
+    pending.durable(&broker.syncer).await;
     Some(DeleteShareGroupOffsetsResponse::default().with_responses(responses))
 }

@@ -12,7 +12,6 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::share_fetch::wait_durable;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::Pending;
@@ -85,6 +84,6 @@ pub async fn handle(
             }
         })
         .collect();
-    wait_durable(broker, pending).await;
+    pending.durable(&broker.syncer).await;
     Some(IncrementalAlterConfigsResponse::default().with_responses(responses))
 }

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowled
 use kafka_protocol::protocol::StrBytes;
 use task_queue::AckBatch;
 
-use super::share_fetch::{ack_batch, acknowledge, wait_durable};
+use super::share_fetch::{ack_batch, acknowledge};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::{Pending, TopicPartition};
@@ -23,7 +23,7 @@ use crate::shares::{Pending, TopicPartition};
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ShareAcknowledgeRequest,
-    _: &RequestContext,
+    ctx: &RequestContext,
 ) -> Option<ShareAcknowledgeResponse> {
     let group = request
         .group_id
@@ -45,10 +45,11 @@ pub async fn handle(
                 .with_error_message(Some(StrBytes::from_string(error.to_string()))),
         )
     };
-    if let Err(error) = broker
-        .shares
-        .members
-        .session(&group, &member, epoch, &[], &[], false)
+    if let Err(error) =
+        broker
+            .shares
+            .members
+            .session(&group, &member, epoch, &[], &[], false, Some(ctx.peer))
     {
         return fail(error);
     }
@@ -88,7 +89,7 @@ pub async fn handle(
         .ok()?;
         pending.0.extend(released.0);
     }
-    wait_durable(broker, pending).await;
+    pending.durable(&broker.syncer).await;
     let leader = LeaderIdAndEpoch::default()
         .with_leader_id(broker.config.node_id)
         .with_leader_epoch(0);

@@ -38,7 +38,7 @@ const DEFAULT_MAX_RECORDS: usize = 500;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ShareFetchRequest,
-    _: &RequestContext,
+    ctx: &RequestContext,
 ) -> Option<ShareFetchResponse> {
     let group = request
         .group_id
@@ -104,11 +104,15 @@ pub async fn handle(
     if epoch == 0 && !acks.is_empty() {
         return fail(ResponseError::InvalidRequest);
     }
-    let session = match broker
-        .shares
-        .members
-        .session(&group, &member, epoch, &requested, &forgotten, true)
-    {
+    let session = match broker.shares.members.session(
+        &group,
+        &member,
+        epoch,
+        &requested,
+        &forgotten,
+        true,
+        Some(ctx.peer),
+    ) {
         Ok(partitions) => partitions,
         Err(error) => return fail(error),
     };
@@ -181,7 +185,7 @@ pub async fn handle(
             }
         }
     }
-    wait_durable(broker, pending).await;
+    pending.durable(&broker.syncer).await;
     Some(response.with_responses(answer(broker, ack_results, fetched)))
 }
 
@@ -255,15 +259,6 @@ pub async fn acknowledge(
     })
     .await
     .ok()
-}
-
-/// Waits until every append an answer reports is durable.
-pub async fn wait_durable(broker: &Broker, pending: Pending) {
-    for (partition, end) in pending.0 {
-        if let Err(e) = broker.syncer.wait(&partition, end).await {
-            tracing::error!(partition = partition.name(), error = %e, "share state not durable");
-        }
-    }
 }
 
 /// The response's topics: every partition acknowledged or fetched, with its records (never

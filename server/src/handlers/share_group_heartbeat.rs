@@ -62,7 +62,7 @@ pub async fn handle(
         })
         .await;
         if let Ok(pending) = released {
-            super::share_fetch::wait_durable(broker, pending).await;
+            pending.durable(&broker.syncer).await;
         }
     }
     let assignment = heartbeat.assignment.map(|partitions| {

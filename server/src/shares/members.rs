@@ -7,6 +7,7 @@
 //! assignment again. A member silent for the session timeout is removed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kafka_protocol::error::ResponseError;
@@ -32,12 +33,14 @@ pub struct ShareGroup {
     pub members: BTreeMap<String, Member>,
 }
 
-/// One member's share session: the partitions it fetches, and the epoch its next request must
-/// carry.
-#[derive(Debug, Clone, Default)]
+/// One member's share session: the partitions it fetches, the epoch its next request must
+/// carry, and the connection that opened it (its records are released when that connection
+/// closes, as Kafka does).
+#[derive(Debug, Clone)]
 pub struct Session {
     pub epoch: i32,
     pub partitions: BTreeSet<TopicPartition>,
+    pub peer: Option<SocketAddr>,
 }
 
 /// What a heartbeat answers.
@@ -202,6 +205,7 @@ impl Membership {
     /// epoch 0 opens a new session with `add` (a fetch only), N must be the session's epoch
     /// (then `add` joins and `forget` leaves it), -1 closes it after this request. Returns the
     /// session's partitions.
+    #[allow(clippy::too_many_arguments)]
     pub fn session(
         &self,
         group_id: &str,
@@ -210,6 +214,7 @@ impl Membership {
         add: &[TopicPartition],
         forget: &[TopicPartition],
         opening_allowed: bool,
+        peer: Option<SocketAddr>,
     ) -> Result<BTreeSet<TopicPartition>, ResponseError> {
         let key = (group_id.to_string(), member_id.to_string());
         let mut sessions = lock(&self.sessions);
@@ -219,6 +224,7 @@ impl Membership {
                 let session = Session {
                     epoch: 1,
                     partitions: add.iter().copied().collect(),
+                    peer,
                 };
                 let partitions = session.partitions.clone();
                 sessions.insert(key, session);
@@ -247,6 +253,24 @@ impl Membership {
 
     pub fn close_session(&self, group_id: &str, member_id: &str) {
         lock(&self.sessions).remove(&(group_id.to_string(), member_id.to_string()));
+    }
+
+    pub fn has_sessions(&self) -> bool {
+        !lock(&self.sessions).is_empty()
+    }
+
+    /// Closes the sessions opened on the connection from `peer`; returns their (group, member).
+    pub fn close_sessions_of(&self, peer: SocketAddr) -> Vec<(String, String)> {
+        let mut sessions = lock(&self.sessions);
+        let closed: Vec<(String, String)> = sessions
+            .iter()
+            .filter(|(_, s)| s.peer == Some(peer))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &closed {
+            sessions.remove(key);
+        }
+        closed
     }
 }
 
@@ -324,23 +348,29 @@ mod tests {
     fn sessions_open_at_zero_advance_and_close_at_minus_one() {
         let m = Membership::default();
         let p = (Uuid::from_u128(1), 0);
-        assert_eq!(m.session("g", "a", 0, &[p], &[], true).unwrap().len(), 1);
         assert_eq!(
-            m.session("g", "a", 2, &[], &[], true).unwrap_err(),
+            m.session("g", "a", 0, &[p], &[], true, None).unwrap().len(),
+            1
+        );
+        assert_eq!(
+            m.session("g", "a", 2, &[], &[], true, None).unwrap_err(),
             ResponseError::InvalidShareSessionEpoch
         );
-        assert!(m.session("g", "a", 1, &[], &[p], true).unwrap().is_empty());
+        assert!(m
+            .session("g", "a", 1, &[], &[p], true, None)
+            .unwrap()
+            .is_empty());
         assert_eq!(
-            m.session("g", "b", 1, &[], &[], true).unwrap_err(),
+            m.session("g", "b", 1, &[], &[], true, None).unwrap_err(),
             ResponseError::ShareSessionNotFound
         );
         assert_eq!(
-            m.session("g", "a", 0, &[], &[], false).unwrap_err(),
+            m.session("g", "a", 0, &[], &[], false, None).unwrap_err(),
             ResponseError::InvalidShareSessionEpoch
         );
-        m.session("g", "a", -1, &[], &[], true).unwrap();
+        m.session("g", "a", -1, &[], &[], true, None).unwrap();
         assert_eq!(
-            m.session("g", "a", 2, &[], &[], true).unwrap_err(),
+            m.session("g", "a", 2, &[], &[], true, None).unwrap_err(),
             ResponseError::ShareSessionNotFound
         );
     }

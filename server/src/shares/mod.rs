@@ -12,6 +12,7 @@ pub mod delivery;
 pub mod members;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
@@ -38,6 +39,16 @@ pub struct Pending(pub Vec<(Arc<Partition>, i64)>);
 impl Pending {
     fn push(&mut self, partition: &Arc<Partition>, info: log_core::AppendInfo) {
         self.0.push((partition.clone(), info.last_offset + 1));
+    }
+
+    /// Waits until every state record appended is durable (an answer must not report a
+    /// change that a crash could undo).
+    pub async fn durable(self, syncer: &crate::durable::Syncer) {
+        for (partition, end) in self.0 {
+            if let Err(e) = syncer.wait(&partition, end).await {
+                tracing::error!(partition = partition.name(), error = %e, "share state not durable");
+            }
+        }
     }
 }
 
@@ -130,9 +141,11 @@ impl Shares {
         let mut overrides = lock(&self.overrides);
         let group_overrides = overrides.entry(group.to_string()).or_default();
         for (name, value) in changes {
+            // Stored under the name it is reported under, whichever alias set it.
+            let name = ShareConfig::canonical(name).unwrap_or(name.as_str());
             group_overrides.retain(|(n, _)| n != name);
             if let Some(value) = value {
-                group_overrides.push((name.clone(), value.clone()));
+                group_overrides.push((name.to_string(), value.clone()));
             }
         }
         let change = Change::GroupConfig {
@@ -468,6 +481,16 @@ impl Shares {
             );
         }
         self.released.notify_waiters();
+    }
+
+    /// A connection closed: the share sessions opened on it close and their members' records
+    /// are released at once (as Kafka does), not when their locks run out.
+    pub fn connection_closed(&self, log: &Log, peer: SocketAddr) -> Pending {
+        let mut pending = Pending::default();
+        for (group, member) in self.members.close_sessions_of(peer) {
+            self.release_member(log, &group, &member, log_core::now_ms(), &mut pending);
+        }
+        pending
     }
 
     /// Timers: releases records whose lock ran out and removes members silent past their
