@@ -591,6 +591,17 @@ impl SharePartition {
         counts
     }
 
+    /// Records from the SPSO up to `log_end` not yet completed (Kafka's share-partition lag,
+    /// KIP-1226): the span less the acknowledged and archived records inside it.
+    pub fn lag(&self, log_end: i64) -> i64 {
+        let done = self
+            .entries
+            .range(self.start..log_end)
+            .filter(|(_, e)| e.state.is_final())
+            .count();
+        (log_end - self.start).max(0) - done as i64
+    }
+
     /// When the oldest lock held now began, if any.
     pub fn oldest_lock(&self) -> Option<i64> {
         self.entries

@@ -166,7 +166,9 @@ pub async fn handle(
                 },
                 BROKER => defaults
                     .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone(), STATIC_BROKER_CONFIG_SOURCE, true))
+                    .cloned()
+                    .chain(broker.config.share.broker_entries())
+                    .map(|(k, v)| (k.to_string(), v, STATIC_BROKER_CONFIG_SOURCE, true))
                     .collect(),
                 GROUP => group_entries(broker, &resource.resource_name),
                 other => {

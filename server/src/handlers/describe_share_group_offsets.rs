@@ -1,6 +1,6 @@
-//! DescribeShareGroupOffsets, version 0: each share partition's start offset (SPSO) for the
-//! groups asked, all of a group's topics when it names none. A partition the group has never
-//! read answers -1.
+//! DescribeShareGroupOffsets, versions 0-1: each share partition's start offset (SPSO) and,
+//! from v1, its lag, for the groups asked, all of a group's topics when it names none. A
+//! partition the group has never read answers -1 for both.
 
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ pub async fn handle(
             if !broker.shares.groups().contains(&g.group_id.to_string()) {
                 return group.with_error_code(ResponseError::GroupIdNotFound.code());
             }
-            let offsets = broker.shares.offsets(&g.group_id);
+            let offsets = broker.shares.offsets(&broker.log, &g.group_id);
             // (topic name, partitions) asked, or every topic the group has state for.
             let asked: Vec<(String, Option<Vec<i32>>)> = match g.topics {
                 Some(topics) => topics
@@ -69,13 +69,14 @@ pub async fn handle(
                         partitions
                             .into_iter()
                             .map(|p| {
-                                let start = offsets
+                                let offset = offsets
                                     .iter()
                                     .find(|(k, _)| k.topic_id() == topic.id() && k.partition == p)
-                                    .map_or(-1, |(_, s)| *s);
+                                    .map(|(_, o)| *o);
                                 DescribeShareGroupOffsetsResponsePartition::default()
                                     .with_partition_index(p)
-                                    .with_start_offset(start)
+                                    .with_start_offset(offset.map_or(-1, |o| o.start))
+                                    .with_lag(offset.and_then(|o| o.lag).unwrap_or(-1))
                                     .with_leader_epoch(-1)
                             })
                             .collect(),

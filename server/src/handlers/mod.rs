@@ -82,9 +82,9 @@ pub const APIS: &[Api] = &[
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::ShareGroupHeartbeat, 1, 1),
     api(ApiKey::ShareGroupDescribe, 1, 1),
-    api(ApiKey::ShareFetch, 1, 1),
-    api(ApiKey::ShareAcknowledge, 1, 1),
-    api(ApiKey::DescribeShareGroupOffsets, 0, 0),
+    api(ApiKey::ShareFetch, 1, 2),
+    api(ApiKey::ShareAcknowledge, 1, 2),
+    api(ApiKey::DescribeShareGroupOffsets, 0, 1),
     api(ApiKey::AlterShareGroupOffsets, 0, 0),
     api(ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];

@@ -15,10 +15,10 @@ use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowled
 use kafka_protocol::protocol::StrBytes;
 use task_queue::AckBatch;
 
-use super::share_fetch::{ack_batch, acknowledge};
+use super::share_fetch::{ack_batch, acknowledge, release_member};
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::shares::{Pending, TopicPartition};
+use crate::shares::TopicPartition;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -32,8 +32,10 @@ pub async fn handle(
         .unwrap_or_default();
     let member = request.member_id.as_deref().unwrap_or_default().to_string();
     let epoch = request.share_session_epoch;
-    let response =
-        ShareAcknowledgeResponse::default().with_node_endpoints(vec![NodeEndpoint::default()
+    let lock_ms = broker.shares.config(&group).lock_duration_ms;
+    let response = ShareAcknowledgeResponse::default()
+        .with_acquisition_lock_timeout_ms(i32::try_from(lock_ms).unwrap_or(i32::MAX))
+        .with_node_endpoints(vec![NodeEndpoint::default()
             .with_node_id(BrokerId(broker.config.node_id))
             .with_host(StrBytes::from_string(broker.host.clone()))
             .with_port(broker.port)]);
@@ -67,6 +69,7 @@ pub async fn handle(
                             b.last_offset,
                             &b.acknowledge_types,
                             &b.unknown_tagged_fields,
+                            request.is_renew_ack,
                         )
                     })
                     .collect();
@@ -76,18 +79,7 @@ pub async fn handle(
         .collect();
     let (results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
     if epoch == -1 {
-        let owner = broker.clone();
-        let (g, m) = (group.clone(), member.clone());
-        let released = tokio::task::spawn_blocking(move || {
-            let mut pending = Pending::default();
-            owner
-                .shares
-                .release_member(&owner.log, &g, &m, log_core::now_ms(), &mut pending);
-            pending
-        })
-        .await
-        .ok()?;
-        pending.0.extend(released.0);
+        pending.0.extend(release_member(broker, &group, &member).await?.0);
     }
     pending.durable(&broker.syncer).await;
     let leader = LeaderIdAndEpoch::default()

@@ -94,6 +94,7 @@ pub async fn handle(
                                 b.last_offset,
                                 &b.acknowledge_types,
                                 &b.unknown_tagged_fields,
+                                request.is_renew_ack,
                             )
                         })
                         .collect();
@@ -120,18 +121,9 @@ pub async fn handle(
     let (ack_results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
     let mut fetched = Vec::new();
     if epoch == -1 {
-        let owner = broker.clone();
-        let (g, m) = (group.clone(), member.clone());
-        let released = tokio::task::spawn_blocking(move || {
-            let mut pending = Pending::default();
-            owner
-                .shares
-                .release_member(&owner.log, &g, &m, log_core::now_ms(), &mut pending);
-            pending
-        })
-        .await
-        .ok()?;
-        pending.0.extend(released.0);
+        pending.0.extend(release_member(broker, &group, &member).await?.0);
+    } else if request.is_renew_ack {
+        // A request renewing locks fetches nothing (KIP-1222).
     } else {
         let partitions: Vec<TopicPartition> = session.into_iter().collect();
         let max_records = usize::try_from(request.max_records)
@@ -194,12 +186,14 @@ pub async fn handle(
 pub const RELEASE_DELAY_TAG: i32 = 10_000;
 
 /// Acknowledgement types on the wire to ours (a release with lograil's delay tag waits that
-/// long before it can be delivered again); INVALID_REQUEST for an unknown type.
+/// long before it can be delivered again); INVALID_REQUEST for an unknown type, and for RENEW
+/// unless the request says it renews (`IsRenewAck`, v2).
 pub fn ack_batch(
     first: i64,
     last: i64,
     types: &[i8],
     tags: &std::collections::BTreeMap<i32, Bytes>,
+    renew_allowed: bool,
 ) -> Result<AckBatch, ResponseError> {
     let delay = tags
         .get(&RELEASE_DELAY_TAG)
@@ -210,6 +204,7 @@ pub fn ack_batch(
         .iter()
         .map(|t| match AckType::from_wire(*t) {
             Some(AckType::Release { .. }) => Ok(AckType::Release { delay }),
+            Some(AckType::Renew) if !renew_allowed => Err(ResponseError::InvalidRequest),
             Some(other) => Ok(other),
             None => Err(ResponseError::InvalidRequest),
         })
@@ -219,6 +214,22 @@ pub fn ack_batch(
         last_offset: last,
         types,
     })
+}
+
+/// Releases every record `member` holds in `group` (its session or membership ended), on the
+/// blocking pool. `None` if the task failed.
+pub async fn release_member(broker: &Arc<Broker>, group: &str, member: &str) -> Option<Pending> {
+    let owner = broker.clone();
+    let (group, member) = (group.to_string(), member.to_string());
+    tokio::task::spawn_blocking(move || {
+        let mut pending = Pending::default();
+        owner
+            .shares
+            .release_member(&owner.log, &group, &member, log_core::now_ms(), &mut pending);
+        pending
+    })
+    .await
+    .ok()
 }
 
 type AckResults = Vec<(TopicPartition, Result<(), ResponseError>)>;

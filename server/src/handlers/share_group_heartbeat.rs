@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::shares::{Pending, TopicPartition};
+use crate::shares::TopicPartition;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -51,17 +51,7 @@ pub async fn handle(
         }
     };
     if request.member_epoch == -1 {
-        let owner = broker.clone();
-        let (g, m) = (group.clone(), member.clone());
-        let released = tokio::task::spawn_blocking(move || {
-            let mut pending = Pending::default();
-            owner
-                .shares
-                .release_member(&owner.log, &g, &m, log_core::now_ms(), &mut pending);
-            pending
-        })
-        .await;
-        if let Ok(pending) = released {
+        if let Some(pending) = super::share_fetch::release_member(broker, &group, &member).await {
             pending.durable(&broker.syncer).await;
         }
     }

@@ -52,6 +52,14 @@ impl Pending {
     }
 }
 
+/// A share partition's start offset (SPSO) and lag (records from it to the log end not yet
+/// completed; `None` when the topic is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ShareOffset {
+    pub start: i64,
+    pub lag: Option<i64>,
+}
+
 /// What one ShareFetch got from one partition.
 #[derive(Debug, Clone)]
 pub struct PartitionFetch {
@@ -534,11 +542,16 @@ impl Shares {
     }
 
     /// A group's share partitions: (key, SPSO).
-    pub fn offsets(&self, group: &str) -> Vec<(ShareKey, i64)> {
-        let mut offsets: Vec<(ShareKey, i64)> = lock(&self.partitions)
+    pub fn offsets(&self, log: &Log, group: &str) -> Vec<(ShareKey, ShareOffset)> {
+        let mut offsets: Vec<(ShareKey, ShareOffset)> = lock(&self.partitions)
             .iter()
             .filter(|(k, _)| k.group == group)
-            .map(|(k, s)| (k.clone(), lock(s).start()))
+            .map(|(k, s)| {
+                let state = lock(s);
+                let lag = resolve(log, k).map(|(_, p)| state.lag(p.log_end_offset()));
+                let start = state.start();
+                (k.clone(), ShareOffset { start, lag })
+            })
             .collect();
         offsets.sort();
         offsets
