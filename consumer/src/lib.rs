@@ -1,17 +1,47 @@
 //! # consumer
 //!
-//! lograil's async Rust client, speaking only the Kafka protocol, so it works against lograil
-//! and against a Kafka or Redpanda cluster alike.
-//!
-//! **It is**, for now, a [`Connection`] that negotiates versions with ApiVersions, and an
-//! [`Admin`] with the calls `lograil topic` and `lograil group` need: topics, groups,
-//! committed offsets, log offsets and lag. **It is not** yet a producer or a group consumer:
-//! use librdkafka (the `rdkafka` crate) for those until they land here.
+//! lograil's async Rust client, speaking only the Kafka protocol.
 
 mod admin;
+mod cluster;
+pub mod config;
 mod connection;
+mod error;
+mod offsets;
 mod partitioner;
+mod producer;
+mod util;
 
-pub use admin::{Admin, GroupDescription, MemberDescription, PartitionLag, TopicDescription};
-pub use connection::{ClientError, Connection};
+pub use admin::{
+    Admin, AdminError, GroupDescription, MemberDescription, NewTopic, PartitionLag,
+    TopicDescription,
+};
+pub use config::{ClientConfig, ConfigError, ConsumerConfig, ProducerConfig};
+pub use error::{CallError, ErrorCode, NetError};
 pub use partitioner::{murmur2, partition_for_key, to_positive};
+pub use producer::{
+    DeliveryError, DeliveryFuture, FatalError, Producer, ProducerError, ProducerRecord,
+    RecordMetadata, SendError,
+};
+
+/// A partition of a topic.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}

@@ -1,0 +1,365 @@
+//! Records waiting to be sent: one queue of batches per partition, filled by `send` and
+//! drained by the sender. Also the partitioners that need state (sticky, round robin) and the
+//! flush bookkeeping.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::{oneshot, Notify};
+
+use super::{DeliveryError, RecordMetadata};
+use crate::util::lock;
+
+/// A record accepted by `send`, waiting for its batch to be acknowledged.
+#[derive(Debug)]
+pub(super) struct PendingRecord {
+    /// Taken out when the batch is encoded (the encoded batch holds them from then on).
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    pub timestamp: i64,
+    /// Bytes of `buffer.memory` it holds.
+    pub size: usize,
+    pub reply: oneshot::Sender<Result<RecordMetadata, DeliveryError>>,
+}
+
+/// A batch once encoded: its bytes are what every attempt sends (the same sequence numbers on
+/// every retry, so the broker can drop duplicates).
+#[derive(Debug, Clone)]
+pub(super) struct Encoded {
+    pub bytes: Bytes,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// -1 without idempotence.
+    pub base_sequence: i32,
+}
+
+/// Records for one partition, sent together.
+#[derive(Debug)]
+pub(super) struct Batch {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub records: Vec<PendingRecord>,
+    /// Estimated bytes (the sum of the records' sizes).
+    pub bytes: usize,
+    pub created: Instant,
+    pub flush_generation: u64,
+    /// Attempts that failed so far.
+    pub attempts: u32,
+    /// Not to be sent again before this (retry backoff).
+    pub retry_at: Option<Instant>,
+    pub encoded: Option<Encoded>,
+}
+
+impl Batch {
+    pub(super) fn sequence(&self) -> Option<i32> {
+        self.encoded
+            .as_ref()
+            .map(|e| e.base_sequence)
+            .filter(|s| *s >= 0)
+    }
+
+    pub(super) fn record_count(&self) -> i32 {
+        i32::try_from(self.records.len()).unwrap_or(i32::MAX)
+    }
+}
+
+/// One partition's queue and its idempotence state.
+#[derive(Debug, Default)]
+pub(super) struct PartitionQueue {
+    pub batches: VecDeque<Batch>,
+    /// The sequence number the next new batch gets.
+    pub next_sequence: i32,
+    /// The sequence after the last acknowledged batch (what the broker expects next).
+    pub acked_sequence: i32,
+    /// Batches of this partition in flight.
+    pub in_flight: usize,
+}
+
+impl PartitionQueue {
+    /// Puts a batch that failed back for a retry, in sequence order ahead of new batches.
+    pub(super) fn requeue(&mut self, batch: Batch) {
+        let seq = batch.sequence();
+        let position = match seq {
+            None => 0,
+            Some(s) => self
+                .batches
+                .iter()
+                .position(|b| b.sequence().is_none_or(|other| other > s))
+                .unwrap_or(self.batches.len()),
+        };
+        self.batches.insert(position, batch);
+    }
+}
+
+pub(super) type PartitionKey = (Arc<str>, i32);
+
+#[derive(Debug, Default)]
+pub(super) struct Accumulator {
+    pub partitions: HashMap<PartitionKey, PartitionQueue>,
+    topics: HashMap<String, Arc<str>>,
+    /// Topic → (sticky partition, bytes sent to it since it was chosen).
+    sticky: HashMap<String, (i32, usize)>,
+    round_robin: HashMap<String, usize>,
+    /// Where the next drain starts, so no partition is always last.
+    pub drain_start: usize,
+}
+
+impl Accumulator {
+    fn topic(&mut self, topic: &str) -> Arc<str> {
+        if let Some(t) = self.topics.get(topic) {
+            return t.clone();
+        }
+        let t: Arc<str> = Arc::from(topic);
+        self.topics.insert(topic.to_string(), t.clone());
+        t
+    }
+
+    /// Adds a record to its partition's last batch, or a new one if that is full. True when
+    /// the sender should look again (a new batch whose linger starts, or a full batch).
+    pub(super) fn append(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        record: PendingRecord,
+        batch_size: usize,
+        flush: &FlushTracker,
+    ) -> bool {
+        let topic = self.topic(topic);
+        let queue = self
+            .partitions
+            .entry((topic.clone(), partition))
+            .or_default();
+        let size = record.size;
+        if let Some(last) = queue
+            .batches
+            .back_mut()
+            .filter(|b| b.encoded.is_none() && b.bytes + size <= batch_size)
+        {
+            last.bytes += size;
+            last.records.push(record);
+            return last.bytes >= batch_size;
+        }
+        let generation = flush.register();
+        queue.batches.push_back(Batch {
+            topic,
+            partition,
+            records: vec![record],
+            bytes: size,
+            created: Instant::now(),
+            flush_generation: generation,
+            attempts: 0,
+            retry_at: None,
+            encoded: None,
+        });
+        true
+    }
+
+    /// The sticky partition for an unkeyed record (KIP-794): the same partition until
+    /// `batch_size` bytes went there, then another one with a leader, at random.
+    pub(super) fn sticky(
+        &mut self,
+        topic: &str,
+        count: usize,
+        available: &[i32],
+        size: usize,
+        batch_size: usize,
+    ) -> i32 {
+        let pick = |current: Option<i32>| -> i32 {
+            let candidates: Vec<i32> = available
+                .iter()
+                .copied()
+                .filter(|p| Some(*p) != current)
+                .collect();
+            if candidates.is_empty() {
+                return current
+                    .unwrap_or_else(|| i32::try_from(fastrand::usize(..count.max(1))).unwrap_or(0));
+            }
+            candidates[fastrand::usize(..candidates.len())]
+        };
+        let entry = self.sticky.get(topic).copied();
+        let (partition, sent) = match entry {
+            Some((p, sent))
+                if sent < batch_size && usize::try_from(p).is_ok_and(|p| p < count) =>
+            {
+                (p, sent)
+            }
+            Some((p, _)) => (pick(Some(p)), 0),
+            None => (pick(None), 0),
+        };
+        self.sticky
+            .insert(topic.to_string(), (partition, sent + size));
+        partition
+    }
+
+    pub(super) fn round_robin(&mut self, topic: &str, count: usize) -> i32 {
+        let next = self.round_robin.entry(topic.to_string()).or_insert(0);
+        let p = *next % count.max(1);
+        *next = next.wrapping_add(1);
+        i32::try_from(p).unwrap_or(0)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.partitions.values().all(|q| q.batches.is_empty())
+    }
+}
+
+/// Which batches a flush waits for: each batch is registered in the generation current at its
+/// creation, and `flush` waits until every batch of an earlier generation has completed.
+#[derive(Debug, Default)]
+pub(super) struct FlushTracker {
+    state: Mutex<FlushState>,
+    done: Notify,
+}
+
+#[derive(Debug, Default)]
+struct FlushState {
+    generation: u64,
+    outstanding: BTreeMap<u64, usize>,
+}
+
+impl FlushTracker {
+    /// A new batch: counted in the current generation, which is returned.
+    pub(super) fn register(&self) -> u64 {
+        let mut state = lock(&self.state);
+        let generation = state.generation;
+        *state.outstanding.entry(generation).or_default() += 1;
+        generation
+    }
+
+    /// A batch completed (acknowledged or failed).
+    pub(super) fn complete(&self, generation: u64) {
+        let mut state = lock(&self.state);
+        if let Some(n) = state.outstanding.get_mut(&generation) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                state.outstanding.remove(&generation);
+                drop(state);
+                self.done.notify_waiters();
+            }
+        }
+    }
+
+    /// Batches of generations below the current one are to be sent at once.
+    pub(super) fn current(&self) -> u64 {
+        lock(&self.state).generation
+    }
+
+    /// Starts a flush; wait for it with the returned generation.
+    pub(super) fn begin(&self) -> u64 {
+        let mut state = lock(&self.state);
+        state.generation += 1;
+        state.generation
+    }
+
+    /// Waits until every batch registered before generation `generation` has completed.
+    pub(super) async fn wait(&self, generation: u64) {
+        loop {
+            let notified = self.done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let pending = lock(&self.state)
+                .outstanding
+                .range(..generation)
+                .next()
+                .is_some();
+            if !pending {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(size: usize) -> PendingRecord {
+        let (reply, _) = oneshot::channel();
+        PendingRecord {
+            key: None,
+            value: Some(Bytes::from(vec![0; size])),
+            headers: Vec::new(),
+            timestamp: 0,
+            size,
+            reply,
+        }
+    }
+
+    #[test]
+    fn batches_fill_up_to_batch_size() {
+        let flush = FlushTracker::default();
+        let mut acc = Accumulator::default();
+        assert!(acc.append("t", 0, record(40), 100, &flush));
+        assert!(!acc.append("t", 0, record(40), 100, &flush));
+        // Would exceed: a new batch.
+        assert!(acc.append("t", 0, record(40), 100, &flush));
+        // Exactly full.
+        assert!(acc.append("t", 0, record(60), 100, &flush));
+        let queue = &acc.partitions[&(Arc::from("t"), 0)];
+        let sizes: Vec<usize> = queue.batches.iter().map(|b| b.bytes).collect();
+        assert_eq!(sizes, vec![80, 100]);
+        // A record larger than batch.size gets a batch of its own.
+        assert!(acc.append("t", 1, record(500), 100, &flush));
+        assert_eq!(acc.partitions[&(Arc::from("t"), 1)].batches[0].records.len(), 1);
+    }
+
+    #[test]
+    fn sticky_partition_changes_after_a_batch() {
+        let mut acc = Accumulator::default();
+        let available = [0, 1, 2];
+        let first = acc.sticky("t", 3, &available, 60, 100);
+        assert_eq!(acc.sticky("t", 3, &available, 30, 100), first);
+        // 90 bytes sent: still under 100.
+        assert_eq!(acc.sticky("t", 3, &available, 30, 100), first);
+        // 120 ≥ 100: another partition.
+        assert_ne!(acc.sticky("t", 3, &available, 30, 100), first);
+    }
+
+    #[test]
+    fn retries_go_back_in_sequence_order() {
+        let mut queue = PartitionQueue::default();
+        let batch = |seq: Option<i32>| Batch {
+            topic: Arc::from("t"),
+            partition: 0,
+            records: Vec::new(),
+            bytes: 0,
+            created: Instant::now(),
+            flush_generation: 0,
+            attempts: 0,
+            retry_at: None,
+            encoded: seq.map(|s| Encoded {
+                bytes: Bytes::new(),
+                producer_id: 1,
+                producer_epoch: 0,
+                base_sequence: s,
+            }),
+        };
+        queue.batches.push_back(batch(None));
+        queue.requeue(batch(Some(20)));
+        queue.requeue(batch(Some(10)));
+        queue.requeue(batch(Some(30)));
+        let order: Vec<Option<i32>> = queue.batches.iter().map(Batch::sequence).collect();
+        assert_eq!(order, vec![Some(10), Some(20), Some(30), None]);
+    }
+
+    #[tokio::test]
+    async fn flush_waits_for_earlier_batches_only() {
+        let tracker = Arc::new(FlushTracker::default());
+        let a = tracker.register();
+        let generation = tracker.begin();
+        let b = tracker.register();
+        let waiter = {
+            let tracker = tracker.clone();
+            tokio::spawn(async move { tracker.wait(generation).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        tracker.complete(a);
+        waiter.await.unwrap();
+        tracker.complete(b);
+    }
+}
