@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FindCoordinatorRequest, MetadataRequest, MetadataResponse, TopicName,
+    ApiKey, FindCoordinatorRequest, MetadataRequest, MetadataResponse, TopicName,
 };
 
 use crate::config::NetConfig;
@@ -136,15 +136,6 @@ impl Cluster {
         self.fetch_metadata(Some(topics), self.net.allow_auto_create_topics)
             .await
             .map(|(m, _)| m)
-    }
-
-    /// Refreshes if the snapshot is older than `metadata.max.age.ms`.
-    pub(crate) async fn refresh_if_old(&self) -> Result<Arc<Metadata>, CallError> {
-        let current = self.metadata();
-        match current.refreshed {
-            Some(t) if t.elapsed() < self.net.metadata_max_age => Ok(current),
-            _ => self.refresh(current.version).await,
-        }
     }
 
     /// Asks any broker for the metadata of `topics` (`None`: every topic) and merges the answer
@@ -360,20 +351,4 @@ impl Cluster {
             *slot = Arc::new(next);
         }
     }
-
-    /// Closes the connection to `node` (after a timeout or a protocol error).
-    pub(crate) fn disconnect(&self, node: i32) {
-        if let Some(slot) = lock(&self.slots).get(&node) {
-            if let Ok(guard) = slot.try_lock() {
-                if let Some(c) = guard.as_ref() {
-                    c.close();
-                }
-            }
-        }
-    }
-}
-
-/// `BrokerId` as the plain id.
-pub(crate) fn broker_id(id: i32) -> BrokerId {
-    BrokerId(id)
 }

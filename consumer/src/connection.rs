@@ -131,7 +131,7 @@ impl BrokerConnection {
         let mut connection = BrokerConnection {
             addr: addr.to_string(),
             client_id: StrBytes::from_string(client_id.to_string()),
-            request_timeout: request_timeout.min(setup_timeout.max(request_timeout)),
+            request_timeout,
             versions: HashMap::new(),
             correlation: AtomicI32::new(0),
             tx,
@@ -155,10 +155,6 @@ impl BrokerConnection {
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
         Ok(connection)
-    }
-
-    pub(crate) fn addr(&self) -> &str {
-        &self.addr
     }
 
     /// False once the socket failed or a request timed out; the next call reconnects.

@@ -6,7 +6,9 @@ mod admin;
 mod cluster;
 pub mod config;
 mod connection;
+mod consumer;
 mod error;
+mod group;
 mod offsets;
 mod partitioner;
 mod producer;
@@ -17,6 +19,11 @@ pub use admin::{
     TopicDescription,
 };
 pub use config::{ClientConfig, ConfigError, ConsumerConfig, ProducerConfig};
+pub use consumer::{
+    AssignmentError, CommitError, ConsumeError, Consumer, ConsumerError, ConsumerRecord,
+    TimestampType,
+};
+pub use group::RebalanceListener;
 pub use error::{CallError, ErrorCode, NetError};
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{
