@@ -29,6 +29,8 @@ pub struct TopicDescription {
     pub internal: bool,
     /// Replicas of partition 0 (the replication factor is its length).
     pub replicas: Vec<i32>,
+    /// The leader of each partition (-1: none).
+    pub leaders: Vec<i32>,
     /// Kafka config names and values (only from [`Admin::describe_topic`]).
     pub configs: Vec<(String, String)>,
 }
@@ -159,7 +161,9 @@ impl Admin {
             .into_iter()
             .next()
             .ok_or(AdminError::EmptyResponse(ApiKey::Metadata))?;
-        check(topic.error_code, ApiKey::Metadata, || format!("topic {name}"))?;
+        check(topic.error_code, ApiKey::Metadata, || {
+            format!("topic {name}")
+        })?;
         Ok(topic)
     }
 
@@ -292,7 +296,9 @@ impl Admin {
         let connection = self.cluster.controller_connection().await?;
         let response = connection.call(&request, 5).await?;
         let code = response.responses.first().map_or(0, |r| r.error_code);
-        Ok(check(code, ApiKey::DeleteTopics, || format!("topic {name}"))?)
+        Ok(check(code, ApiKey::DeleteTopics, || {
+            format!("topic {name}")
+        })?)
     }
 
     /// (group id, state, protocol type) of every group, from every broker (each lists the
@@ -456,12 +462,11 @@ impl Admin {
             return Ok(None);
         };
         while records.remaining() >= 12 {
-            let set = RecordBatchDecoder::decode(&mut records).map_err(|e| {
-                AdminError::Undecodable {
+            let set =
+                RecordBatchDecoder::decode(&mut records).map_err(|e| AdminError::Undecodable {
                     partition: tp.clone(),
                     reason: e.to_string(),
-                }
-            })?;
+                })?;
             if let Some(r) = set.records.iter().find(|r| r.offset >= offset) {
                 return Ok(Some(r.timestamp));
             }
@@ -553,11 +558,18 @@ fn describe_partitions(
         .find(|p| p.partition_index == 0)
         .map(|p| p.replica_nodes.iter().map(|b| b.0).collect())
         .unwrap_or_default();
+    let mut by_index: Vec<(i32, i32)> = t
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0))
+        .collect();
+    by_index.sort_unstable();
     TopicDescription {
         name: t.name.map(|n| n.to_string()).unwrap_or_default(),
         partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
         internal: t.is_internal,
         replicas,
+        leaders: by_index.into_iter().map(|(_, l)| l).collect(),
         configs,
     }
 }

@@ -258,6 +258,13 @@ impl Cluster {
         Ok(connection)
     }
 
+    /// The connection to `node` if one is open and alive (no waiting).
+    pub(crate) fn live_connection(&self, node: i32) -> Option<Arc<BrokerConnection>> {
+        let slot = self.slot(node);
+        let guard = slot.try_lock().ok()?;
+        guard.as_ref().filter(|c| c.is_alive()).cloned()
+    }
+
     /// An existing live connection if there is one, else the first broker (metadata brokers in
     /// random order, then the bootstrap servers) that accepts one.
     pub(crate) async fn any_connection(&self) -> Result<Arc<BrokerConnection>, NetError> {

@@ -512,20 +512,20 @@ impl ConsumerConfig {
 
     fn defaults(net: NetConfig) -> ConsumerConfig {
         ConsumerConfig {
-                net,
-                group_id: None,
-                group_instance_id: None,
-                session_timeout: Duration::from_secs(45),
-                heartbeat_interval: Duration::from_secs(3),
-                max_poll_interval: Duration::from_secs(300),
-                enable_auto_commit: true,
-                auto_commit_interval: Duration::from_secs(5),
-                auto_offset_reset: OffsetReset::Latest,
-                assignors: vec![AssignorKind::Range, AssignorKind::CooperativeSticky],
-                fetch_min_bytes: 1,
-                fetch_max_bytes: 52_428_800,
-                fetch_max_wait: Duration::from_millis(500),
-                max_partition_fetch_bytes: 1 << 20,
+            net,
+            group_id: None,
+            group_instance_id: None,
+            session_timeout: Duration::from_secs(45),
+            heartbeat_interval: Duration::from_secs(3),
+            max_poll_interval: Duration::from_secs(300),
+            enable_auto_commit: true,
+            auto_commit_interval: Duration::from_secs(5),
+            auto_offset_reset: OffsetReset::Latest,
+            assignors: vec![AssignorKind::Range, AssignorKind::CooperativeSticky],
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 52_428_800,
+            fetch_max_wait: Duration::from_millis(500),
+            max_partition_fetch_bytes: 1 << 20,
         }
     }
 

@@ -84,7 +84,7 @@ pub(crate) struct BrokerConnection {
     /// API key → (min, max) the broker serves.
     versions: HashMap<i16, (i16, i16)>,
     correlation: AtomicI32,
-    tx: mpsc::Sender<Outgoing>,
+    tx: mpsc::UnboundedSender<Outgoing>,
     alive: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -125,7 +125,7 @@ impl BrokerConnection {
             Ok(Ok(stream)) => stream,
         };
         let _ = stream.set_nodelay(true);
-        let (tx, rx) = mpsc::channel(64);
+        let (tx, rx) = mpsc::unbounded_channel();
         let alive = Arc::new(AtomicBool::new(true));
         let task = tokio::spawn(run(stream, rx, alive.clone()));
         let mut connection = BrokerConnection {
@@ -175,7 +175,11 @@ impl BrokerConnection {
             addr: self.addr.clone(),
             api,
         };
-        let (min, max) = self.versions.get(&R::KEY).copied().ok_or_else(unsupported)?;
+        let (min, max) = self
+            .versions
+            .get(&R::KEY)
+            .copied()
+            .ok_or_else(unsupported)?;
         let version = max.min(max_version).min(R::VERSIONS.max);
         if version < min || version < R::VERSIONS.min {
             return Err(unsupported());
@@ -212,7 +216,16 @@ impl BrokerConnection {
         version: i16,
         timeout: Duration,
     ) -> Result<R::Response, NetError> {
-        let api = api_key::<R>();
+        self.start::<R>(request, version)?.wait(self, timeout).await
+    }
+
+    /// Queues `request` on the connection now (requests go out in the order `start` is
+    /// called) and returns what waits for its response.
+    pub(crate) fn start<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<PendingResponse<R::Response>, NetError> {
         let (frame, correlation_id) = self.frame(request, version)?;
         let (reply, response) = oneshot::channel();
         self.submit(Outgoing {
@@ -221,47 +234,26 @@ impl BrokerConnection {
                 correlation_id,
                 reply,
             }),
+        })?;
+        Ok(PendingResponse {
+            response,
+            version,
+            api: api_key::<R>(),
+            _type: std::marker::PhantomData,
         })
-        .await?;
-        let body = match tokio::time::timeout(timeout, response).await {
-            Err(_) => {
-                self.close();
-                return Err(NetError::Timeout {
-                    addr: self.addr.clone(),
-                    api,
-                    after: timeout,
-                });
-            }
-            Ok(Err(_)) => return Err(self.disconnected()),
-            Ok(Ok(result)) => result?,
-        };
-        let mut body = body;
-        ResponseHeader::decode(&mut body, R::Response::header_version(version))
-            .map_err(|e| NetError::malformed(&self.addr, api, e))?;
-        let response = R::Response::decode(&mut body, version)
-            .map_err(|e| NetError::malformed(&self.addr, api, e))?;
-        if body.has_remaining() {
-            return Err(NetError::malformed(
-                &self.addr,
-                api,
-                format!("{} bytes left over", body.remaining()),
-            ));
-        }
-        Ok(response)
     }
 
-    /// Sends a request the broker does not answer (Produce with acks=0).
-    pub(crate) async fn send_only<R: Request>(
-        &self,
-        request: &R,
-        version: i16,
-    ) -> Result<(), NetError> {
+    /// Queues a request the broker does not answer (Produce with acks=0).
+    pub(crate) fn send_only<R: Request>(&self, request: &R, version: i16) -> Result<(), NetError> {
         let (frame, _) = self.frame(request, version)?;
         self.submit(Outgoing {
             frame,
             pending: None,
         })
-        .await
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
     }
 
     fn disconnected(&self) -> NetError {
@@ -270,14 +262,11 @@ impl BrokerConnection {
         }
     }
 
-    async fn submit(&self, outgoing: Outgoing) -> Result<(), NetError> {
+    fn submit(&self, outgoing: Outgoing) -> Result<(), NetError> {
         if !self.is_alive() {
             return Err(self.disconnected());
         }
-        self.tx
-            .send(outgoing)
-            .await
-            .map_err(|_| self.disconnected())
+        self.tx.send(outgoing).map_err(|_| self.disconnected())
     }
 
     /// The request as a length-prefixed frame, and its correlation id.
@@ -302,13 +291,58 @@ impl BrokerConnection {
     }
 }
 
+/// A request on its way; `wait` for its response.
+#[derive(Debug)]
+pub(crate) struct PendingResponse<T> {
+    response: oneshot::Receiver<Result<Bytes, NetError>>,
+    version: i16,
+    api: ApiKey,
+    _type: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Decodable + HeaderVersion> PendingResponse<T> {
+    /// The response, decoded; after `timeout` without one the connection is closed.
+    pub(crate) async fn wait(
+        self,
+        connection: &BrokerConnection,
+        timeout: Duration,
+    ) -> Result<T, NetError> {
+        let addr = &connection.addr;
+        let api = self.api;
+        let mut body = match tokio::time::timeout(timeout, self.response).await {
+            Err(_) => {
+                connection.close();
+                return Err(NetError::Timeout {
+                    addr: addr.clone(),
+                    api,
+                    after: timeout,
+                });
+            }
+            Ok(Err(_)) => return Err(connection.disconnected()),
+            Ok(Ok(result)) => result?,
+        };
+        ResponseHeader::decode(&mut body, T::header_version(self.version))
+            .map_err(|e| NetError::malformed(addr, api, e))?;
+        let response =
+            T::decode(&mut body, self.version).map_err(|e| NetError::malformed(addr, api, e))?;
+        if body.has_remaining() {
+            return Err(NetError::malformed(
+                addr,
+                api,
+                format!("{} bytes left over", body.remaining()),
+            ));
+        }
+        Ok(response)
+    }
+}
+
 fn api_key<R: Request>() -> ApiKey {
     ApiKey::try_from(R::KEY).unwrap_or(ApiKey::ApiVersions)
 }
 
 /// The socket task: writes frames in order, reads responses in order, and fails every pending
 /// request when either side stops.
-async fn run(stream: TcpStream, mut rx: mpsc::Receiver<Outgoing>, alive: Arc<AtomicBool>) {
+async fn run(stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Outgoing>, alive: Arc<AtomicBool>) {
     let addr = stream
         .peer_addr()
         .map(|a| a.to_string())

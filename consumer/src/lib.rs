@@ -23,12 +23,12 @@ pub use consumer::{
     AssignmentError, CommitError, ConsumeError, Consumer, ConsumerError, ConsumerRecord,
     TimestampType,
 };
-pub use group::RebalanceListener;
 pub use error::{CallError, ErrorCode, NetError};
+pub use group::RebalanceListener;
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{
     DeliveryError, DeliveryFuture, FatalError, Producer, ProducerError, ProducerRecord,
-    RecordMetadata, SendError,
+    ProducerStats, RecordMetadata, SendError,
 };
 
 /// A partition of a topic.

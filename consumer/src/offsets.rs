@@ -34,7 +34,10 @@ fn coordinator_moved(e: &CallError) -> bool {
     match e {
         CallError::Net(_) => true,
         CallError::Broker { code, .. } => {
-            matches!(code, ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable)
+            matches!(
+                code,
+                ErrorCode::NotCoordinator | ErrorCode::CoordinatorNotAvailable
+            )
         }
     }
 }
@@ -64,7 +67,11 @@ where
         if coordinator_moved(&e) {
             cluster.forget_coordinator(group);
         }
-        let pause = backoff(cluster.net.retry_backoff, cluster.net.retry_backoff_max, attempt);
+        let pause = backoff(
+            cluster.net.retry_backoff,
+            cluster.net.retry_backoff_max,
+            attempt,
+        );
         attempt += 1;
         if !e.is_retriable() || Instant::now() + pause >= deadline {
             return Err(e);
@@ -144,7 +151,11 @@ pub(crate) async fn list_offsets(
             return Ok(found);
         }
         remaining = retry;
-        let pause = backoff(cluster.net.retry_backoff, cluster.net.retry_backoff_max, attempt);
+        let pause = backoff(
+            cluster.net.retry_backoff,
+            cluster.net.retry_backoff_max,
+            attempt,
+        );
         attempt += 1;
         if Instant::now() + pause >= deadline {
             return Err(last_error.unwrap_or(CallError::Net(NetError::NoBroker {
@@ -231,7 +242,9 @@ pub(crate) async fn fetch_committed(
         let request = &request;
         async move {
             let response = connection.call(request, 7).await?;
-            check(response.error_code, ApiKey::OffsetFetch, || format!("group {group}"))?;
+            check(response.error_code, ApiKey::OffsetFetch, || {
+                format!("group {group}")
+            })?;
             let mut out = BTreeMap::new();
             for topic in response.topics {
                 for p in topic.partitions {

@@ -62,6 +62,11 @@ impl TestBroker {
         self.child = Some(child);
     }
 
+    /// The broker's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGTERM, then wait for a clean exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -119,8 +119,7 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), ()> {
         let committed = match config.group_id.as_deref() {
             Some(group) => {
                 let tps: Vec<TopicPartition> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
-                match offsets::fetch_committed(&shared.cluster, group, Some(&tps), deadline).await
-                {
+                match offsets::fetch_committed(&shared.cluster, group, Some(&tps), deadline).await {
                     Ok(c) => c,
                     Err(e) => return Err(report(shared, e)),
                 }
@@ -151,7 +150,9 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), ()> {
         let mut no_offset = None;
         for (tp, p) in &st.partitions {
             match p.position {
-                Position::Reset(OffsetReset::Earliest) => lookups.push((tp.clone(), p.epoch, EARLIEST)),
+                Position::Reset(OffsetReset::Earliest) => {
+                    lookups.push((tp.clone(), p.epoch, EARLIEST))
+                }
                 Position::Reset(OffsetReset::Latest) => lookups.push((tp.clone(), p.epoch, LATEST)),
                 Position::Time(ts) => lookups.push((tp.clone(), p.epoch, ts)),
                 Position::Reset(OffsetReset::None) if p.retry_at.is_none() => {
@@ -172,15 +173,20 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), ()> {
     if lookups.is_empty() {
         return Ok(());
     }
-    let wanted: Vec<(TopicPartition, i64)> =
-        lookups.iter().map(|(tp, _, ts)| (tp.clone(), *ts)).collect();
+    let wanted: Vec<(TopicPartition, i64)> = lookups
+        .iter()
+        .map(|(tp, _, ts)| (tp.clone(), *ts))
+        .collect();
     shared
         .cluster
         .add_interest(wanted.iter().map(|(tp, _)| tp.topic.as_str()));
-    if wanted
-        .iter()
-        .any(|(tp, _)| shared.cluster.metadata().leader(&tp.topic, tp.partition).is_none())
-    {
+    if wanted.iter().any(|(tp, _)| {
+        shared
+            .cluster
+            .metadata()
+            .leader(&tp.topic, tp.partition)
+            .is_none()
+    }) {
         let seen = shared.cluster.metadata().version;
         if let Err(e) = shared.cluster.refresh(seen).await {
             return Err(report(shared, e));

@@ -270,12 +270,13 @@ impl State {
     /// The next record to hand out, if one is buffered.
     fn next_record(&mut self) -> Option<ConsumerRecord> {
         while let Some(chunk) = self.buffer.front_mut() {
-            let usable = self.partitions.get(&chunk.partition).and_then(|p| {
-                match p.position {
+            let usable = self
+                .partitions
+                .get(&chunk.partition)
+                .and_then(|p| match p.position {
                     Position::Known(pos) if p.epoch == chunk.epoch && !p.paused => Some(pos),
                     _ => None,
-                }
-            });
+                });
             if let Some(position) = usable {
                 while let Some(record) = chunk.records.pop_front() {
                     if record.offset < position {
@@ -338,7 +339,11 @@ impl Shared {
             let st = self.state();
             (
                 Committer {
-                    generation: if st.manual { -1 } else { st.membership.generation },
+                    generation: if st.manual {
+                        -1
+                    } else {
+                        st.membership.generation
+                    },
                     member_id: if st.manual {
                         String::new()
                     } else {
@@ -531,7 +536,9 @@ impl Consumer {
     }
 
     /// [`Consumer::recv`] as a `Stream` (use `futures_util::StreamExt::next`).
-    pub fn stream(&self) -> impl futures_core::Stream<Item = Result<ConsumerRecord, ConsumeError>> + '_ {
+    pub fn stream(
+        &self,
+    ) -> impl futures_core::Stream<Item = Result<ConsumerRecord, ConsumeError>> + '_ {
         futures_util::stream::unfold(self, |consumer| async move {
             Some((consumer.recv().await, consumer))
         })
@@ -590,8 +597,7 @@ impl Consumer {
             return Err(AssignmentError::NotAssigned(partition.clone()));
         }
         st.reposition(partition, to);
-        if matches!(st.error, Some(ConsumeError::NoOffset { partition: ref p }) if p == partition)
-        {
+        if matches!(st.error, Some(ConsumeError::NoOffset { partition: ref p }) if p == partition) {
             st.error = None;
         }
         drop(st);
@@ -706,8 +712,10 @@ impl Consumer {
         {
             cluster.refresh(seen).await?;
         }
-        let wanted: Vec<(TopicPartition, i64)> =
-            partitions.iter().map(|tp| (tp.clone(), timestamp)).collect();
+        let wanted: Vec<(TopicPartition, i64)> = partitions
+            .iter()
+            .map(|tp| (tp.clone(), timestamp))
+            .collect();
         let deadline = Instant::now() + self.shared.config.net.request_timeout;
         let found = offsets::list_offsets(cluster, &wanted, deadline).await?;
         Ok(found.into_iter().map(|(tp, (o, _))| (tp, o)).collect())
@@ -722,8 +730,7 @@ impl Consumer {
         if let Some(group) = self.group.take() {
             let limit = self.shared.config.net.request_timeout + Duration::from_secs(5);
             let _ = tokio::time::timeout(limit, group).await;
-        } else if self.shared.config.enable_auto_commit && self.shared.config.group_id.is_some()
-        {
+        } else if self.shared.config.enable_auto_commit && self.shared.config.group_id.is_some() {
             let offsets = self.shared.state().commit_offsets(true);
             let _ = self.shared.commit(offsets).await;
         }

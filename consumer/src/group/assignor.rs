@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopic;
 use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as OwnedTopic;
-use kafka_protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName};
+use kafka_protocol::messages::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::config::AssignorKind;
@@ -61,8 +63,10 @@ fn range(members: &[Member], partitions: &BTreeMap<String, i32>) -> Assignment {
         .map(|m| (m.member_id.clone(), Vec::new()))
         .collect();
     for (topic, count) in partitions {
-        let mut subscribers: Vec<&Member> =
-            members.iter().filter(|m| m.topics.contains(topic)).collect();
+        let mut subscribers: Vec<&Member> = members
+            .iter()
+            .filter(|m| m.topics.contains(topic))
+            .collect();
         if subscribers.is_empty() {
             continue;
         }
@@ -329,11 +333,17 @@ mod tests {
     }
 
     fn parts(a: &Assignment, id: &str) -> Vec<(String, i32)> {
-        a[id].iter().map(|tp| (tp.topic.clone(), tp.partition)).collect()
+        a[id]
+            .iter()
+            .map(|tp| (tp.topic.clone(), tp.partition))
+            .collect()
     }
 
     fn counts(partitions: &[(&str, i32)]) -> BTreeMap<String, i32> {
-        partitions.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+        partitions
+            .iter()
+            .map(|(t, n)| (t.to_string(), *n))
+            .collect()
     }
 
     #[test]
@@ -342,7 +352,11 @@ mod tests {
             member("b", &["t", "u"], &[], -1),
             member("a", &["t", "u"], &[], -1),
         ];
-        let a = assign(AssignorKind::Range, &members, &counts(&[("t", 3), ("u", 2)]));
+        let a = assign(
+            AssignorKind::Range,
+            &members,
+            &counts(&[("t", 3), ("u", 2)]),
+        );
         assert_eq!(
             parts(&a, "a"),
             vec![("t".into(), 0), ("t".into(), 1), ("u".into(), 0)]
@@ -365,7 +379,10 @@ mod tests {
         let all: BTreeSet<&TopicPartition> = a.values().flatten().collect();
         assert_eq!(all.len(), sizes.iter().sum::<usize>(), "no partition twice");
         assert_eq!(all.len(), total);
-        assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1, "{a:?}");
+        assert!(
+            sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1,
+            "{a:?}"
+        );
     }
 
     #[test]
@@ -374,7 +391,11 @@ mod tests {
             .iter()
             .map(|id| member(id, &["t"], &[], -1))
             .collect();
-        let a = assign(AssignorKind::CooperativeSticky, &members, &counts(&[("t", 7)]));
+        let a = assign(
+            AssignorKind::CooperativeSticky,
+            &members,
+            &counts(&[("t", 7)]),
+        );
         check_balanced_and_complete(&a, 7);
     }
 
@@ -383,14 +404,22 @@ mod tests {
         // a owned all six; b joins.
         let owned: Vec<(&str, i32)> = (0..6).map(|p| ("t", p)).collect();
         let members = [member("a", &["t"], &owned, 1), member("b", &["t"], &[], -1)];
-        let first = assign(AssignorKind::CooperativeSticky, &members, &counts(&[("t", 6)]));
+        let first = assign(
+            AssignorKind::CooperativeSticky,
+            &members,
+            &counts(&[("t", 6)]),
+        );
         // a keeps three of its own; b gets nothing yet (a must revoke first).
         assert_eq!(first["a"].len(), 3);
         assert!(first["b"].is_empty());
         // Second round: a owns its three, b owns none: b gets the other three.
         let kept: Vec<(&str, i32)> = first["a"].iter().map(|tp| ("t", tp.partition)).collect();
         let members = [member("a", &["t"], &kept, 2), member("b", &["t"], &[], -1)];
-        let second = assign(AssignorKind::CooperativeSticky, &members, &counts(&[("t", 6)]));
+        let second = assign(
+            AssignorKind::CooperativeSticky,
+            &members,
+            &counts(&[("t", 6)]),
+        );
         assert_eq!(second["a"], first["a"], "a keeps what it had");
         check_balanced_and_complete(&second, 6);
     }
@@ -402,7 +431,11 @@ mod tests {
             member("b", &["t"], &[("t", 2), ("t", 3)], 3),
         ];
         // c (owning 4 and 5) is gone.
-        let a = assign(AssignorKind::CooperativeSticky, &members, &counts(&[("t", 6)]));
+        let a = assign(
+            AssignorKind::CooperativeSticky,
+            &members,
+            &counts(&[("t", 6)]),
+        );
         check_balanced_and_complete(&a, 6);
         assert!(a["a"].contains(&TopicPartition::new("t", 0)));
         assert!(a["a"].contains(&TopicPartition::new("t", 1)));
@@ -416,7 +449,11 @@ mod tests {
             member("a", &["t"], &[("t", 0)], 1),
             member("b", &["t"], &[("t", 0)], 2),
         ];
-        let a = assign(AssignorKind::CooperativeSticky, &members, &counts(&[("t", 2)]));
+        let a = assign(
+            AssignorKind::CooperativeSticky,
+            &members,
+            &counts(&[("t", 2)]),
+        );
         assert_eq!(a["b"], vec![TopicPartition::new("t", 0)]);
         assert_eq!(a["a"], vec![TopicPartition::new("t", 1)]);
     }

@@ -303,7 +303,8 @@ impl Member {
                     request.member_id = response.member_id.clone();
                 }
                 Some(code) => {
-                    let error = CallError::broker(ApiKey::JoinGroup, format!("group {}", self.group), code);
+                    let error =
+                        CallError::broker(ApiKey::JoinGroup, format!("group {}", self.group), code);
                     return Err(self.join_error(code, error));
                 }
             }

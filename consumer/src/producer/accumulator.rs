@@ -174,16 +174,15 @@ impl Accumulator {
                 .filter(|p| Some(*p) != current)
                 .collect();
             if candidates.is_empty() {
-                return current
-                    .unwrap_or_else(|| i32::try_from(fastrand::usize(..count.max(1))).unwrap_or(0));
+                return current.unwrap_or_else(|| {
+                    i32::try_from(fastrand::usize(..count.max(1))).unwrap_or(0)
+                });
             }
             candidates[fastrand::usize(..candidates.len())]
         };
         let entry = self.sticky.get(topic).copied();
         let (partition, sent) = match entry {
-            Some((p, sent))
-                if sent < batch_size && usize::try_from(p).is_ok_and(|p| p < count) =>
-            {
+            Some((p, sent)) if sent < batch_size && usize::try_from(p).is_ok_and(|p| p < count) => {
                 (p, sent)
             }
             Some((p, _)) => (pick(Some(p)), 0),
@@ -304,7 +303,12 @@ mod tests {
         assert_eq!(sizes, vec![80, 100]);
         // A record larger than batch.size gets a batch of its own.
         assert!(acc.append("t", 1, record(500), 100, &flush));
-        assert_eq!(acc.partitions[&(Arc::from("t"), 1)].batches[0].records.len(), 1);
+        assert_eq!(
+            acc.partitions[&(Arc::from("t"), 1)].batches[0]
+                .records
+                .len(),
+            1
+        );
     }
 
     #[test]

@@ -51,7 +51,11 @@ pub(super) fn encode(
     let (producer_id, producer_epoch) = identity.map_or((-1, -1), |i| (i.id, i.epoch));
     // Without idempotence the base sequence is -1; the encoder derives it from the first
     // record's sequence, so records count up from it either way.
-    let base = if identity.is_some() { base_sequence } else { -1 };
+    let base = if identity.is_some() {
+        base_sequence
+    } else {
+        -1
+    };
     let mut records = Vec::with_capacity(batch.records.len());
     for (i, r) in (0i32..).zip(batch.records.iter_mut()) {
         let mut record = Record {

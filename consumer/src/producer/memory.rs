@@ -127,7 +127,8 @@ impl BufferPool {
         if rate <= 0.0 {
             return self.fallback;
         }
-        Duration::from_secs_f64(missing as f64 / rate).clamp(Duration::from_millis(1), Duration::from_secs(60))
+        Duration::from_secs_f64(missing as f64 / rate)
+            .clamp(Duration::from_millis(1), Duration::from_secs(60))
     }
 
     pub(super) fn used(&self) -> usize {

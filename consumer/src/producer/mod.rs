@@ -14,7 +14,7 @@ mod sender;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -198,6 +198,24 @@ impl Future for DeliveryFuture {
     }
 }
 
+/// Counters of what the producer did, for tests and monitoring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerStats {
+    /// Batches put back for another attempt after a retriable failure.
+    pub retries: u64,
+    /// Epoch bumps after a batch failed for good (KIP-360).
+    pub epoch_bumps: u64,
+    /// Produce requests sent.
+    pub requests: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    retries: AtomicU64,
+    epoch_bumps: AtomicU64,
+    requests: AtomicU64,
+}
+
 /// State shared by the producer handles and the sender task.
 #[derive(Debug)]
 struct Inner {
@@ -213,6 +231,7 @@ struct Inner {
     flush: accumulator::FlushTracker,
     /// Refreshing metadata in the background (one at a time).
     refreshing: AtomicBool,
+    counters: Counters,
 }
 
 impl Inner {
@@ -273,6 +292,7 @@ impl Producer {
             closing: AtomicBool::new(false),
             flush: accumulator::FlushTracker::default(),
             refreshing: AtomicBool::new(false),
+            counters: Counters::default(),
             config,
             cluster,
         });
@@ -388,10 +408,10 @@ impl Producer {
         let partition = match (inner.config.partitioner, record.key.as_deref()) {
             (Partitioner::Default | Partitioner::Murmur2, Some(key)) => hashed(key),
             (Partitioner::Murmur2, None) => hashed(&[]),
-            (Partitioner::Random, _) => {
-                i32::try_from(fastrand::usize(..count)).unwrap_or(0)
+            (Partitioner::Random, _) => i32::try_from(fastrand::usize(..count)).unwrap_or(0),
+            (Partitioner::RoundRobin, _) => {
+                lock(&inner.accumulator).round_robin(&record.topic, count)
             }
-            (Partitioner::RoundRobin, _) => lock(&inner.accumulator).round_robin(&record.topic, count),
             (Partitioner::Default, None) => {
                 let available: Vec<i32> = (0..count32)
                     .filter_map(|p| i32::try_from(p).ok())
@@ -417,11 +437,8 @@ impl Producer {
         let mut attempt = 0;
         loop {
             let seen = inner.cluster.metadata().version;
-            let outcome = tokio::time::timeout_at(
-                deadline.into(),
-                inner.cluster.refresh(seen),
-            )
-            .await;
+            let outcome =
+                tokio::time::timeout_at(deadline.into(), inner.cluster.refresh(seen)).await;
             match outcome {
                 Err(_) => return Err(SendError::Timeout(inner.config.max_block)),
                 Ok(Ok(m)) if m.partition_count(topic).is_some() => return Ok(()),
@@ -519,6 +536,15 @@ impl Producer {
         let task = lock(&self.handle.task).take();
         if let Some(task) = task {
             let _ = task.await;
+        }
+    }
+
+    pub fn stats(&self) -> ProducerStats {
+        let c = &self.inner().counters;
+        ProducerStats {
+            retries: c.retries.load(Ordering::Relaxed),
+            epoch_bumps: c.epoch_bumps.load(Ordering::Relaxed),
+            requests: c.requests.load(Ordering::Relaxed),
         }
     }
 

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -32,6 +32,7 @@ use super::accumulator::{Batch, PartitionKey};
 use super::idempotence::{self, wrap_sequence, Identity};
 use super::{DeliveryError, FatalError, Inner, RecordMetadata};
 use crate::config::Acks;
+use crate::connection::BrokerConnection;
 use crate::error::{CallError, ErrorCode, NetError};
 use crate::util::{backoff, lock};
 
@@ -54,6 +55,14 @@ struct Sender {
     init_attempts: u32,
     init_retry_at: Option<Instant>,
     throttled_until: HashMap<i32, Instant>,
+    /// Connections being opened, or failed and waiting out a backoff.
+    connects: Arc<Mutex<HashMap<i32, Connect>>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Connect {
+    Pending,
+    Failed { retry_at: Instant, attempts: u32 },
 }
 
 pub(super) async fn run(inner: Arc<Inner>) {
@@ -66,6 +75,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
         init_attempts: 0,
         init_retry_at: None,
         throttled_until: HashMap::new(),
+        connects: Arc::default(),
     };
     sender.run().await;
 }
@@ -190,6 +200,12 @@ impl Sender {
         };
         match attempt.await {
             Ok(identity) => {
+                if self.bump_needed {
+                    self.inner
+                        .counters
+                        .epoch_bumps
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 self.identity = Some(identity);
                 self.bump_needed = false;
                 self.init_attempts = 0;
@@ -208,8 +224,10 @@ impl Sender {
                 }
             }
             Err(e) if e.is_retriable() => {
-                self.init_retry_at =
-                    Some(Instant::now() + backoff(net.retry_backoff, net.retry_backoff_max, self.init_attempts));
+                self.init_retry_at = Some(
+                    Instant::now()
+                        + backoff(net.retry_backoff, net.retry_backoff_max, self.init_attempts),
+                );
                 self.init_attempts += 1;
             }
             Err(e) => {
@@ -276,8 +294,9 @@ impl Sender {
         let closing = self.inner.closing.load(Ordering::Acquire);
         let mut wake: Option<Instant> = None;
         let mut need_metadata = false;
-        // Leader → (batches, bytes) for this pass.
+        // Leader → (batches, bytes) for this pass, and its connection.
         let mut requests: HashMap<i32, (Vec<(Batch, i32)>, usize)> = HashMap::new();
+        let mut connections: HashMap<i32, Option<Arc<BrokerConnection>>> = HashMap::new();
         {
             let mut acc = lock(&self.inner.accumulator);
             let mut keys: Vec<PartitionKey> = acc.partitions.keys().cloned().collect();
@@ -321,6 +340,13 @@ impl Sender {
                     wake = earliest(wake, Some(*t));
                     continue;
                 }
+                let connection = connections
+                    .entry(leader)
+                    .or_insert_with(|| self.inner.cluster.live_connection(leader));
+                if connection.is_none() {
+                    wake = earliest(wake, self.connect(leader, now));
+                    continue;
+                }
                 let building = requests.contains_key(&leader);
                 let in_flight = self.node_in_flight.get(&leader).copied().unwrap_or(0);
                 if !building && in_flight >= config.max_in_flight {
@@ -352,15 +378,15 @@ impl Sender {
         }
         let sent = !requests.is_empty();
         for (node, (batches, _)) in requests {
+            let Some(Some(connection)) = connections.remove(&node) else {
+                continue;
+            };
             let mut ready = Vec::with_capacity(batches.len());
             for (mut batch, sequence) in batches {
                 if batch.encoded.is_none() {
-                    if let Err(e) = idempotence::encode(
-                        &mut batch,
-                        self.identity,
-                        sequence,
-                        config.compression,
-                    ) {
+                    if let Err(e) =
+                        idempotence::encode(&mut batch, self.identity, sequence, config.compression)
+                    {
                         self.settle_in_flight(&batch);
                         if self.identity.is_some() {
                             self.bump_needed = true;
@@ -372,20 +398,75 @@ impl Sender {
                 ready.push(batch);
             }
             if !ready.is_empty() {
-                self.send(node, ready);
+                self.send(node, &connection, ready);
             }
         }
         (sent, wake)
     }
 
-    fn send(&mut self, node: i32, batches: Vec<Batch>) {
+    /// Opens the connection to `node` in the background (unless that is under way or backing
+    /// off after a failure); returns when to look again if backing off.
+    fn connect(&self, node: i32, now: Instant) -> Option<Instant> {
+        let attempts = {
+            let mut connects = lock(&self.connects);
+            match connects.get(&node).copied() {
+                Some(Connect::Pending) => return None,
+                Some(Connect::Failed { retry_at, .. }) if retry_at > now => return Some(retry_at),
+                Some(Connect::Failed { attempts, .. }) => {
+                    connects.insert(node, Connect::Pending);
+                    attempts
+                }
+                None => {
+                    connects.insert(node, Connect::Pending);
+                    0
+                }
+            }
+        };
+        let inner = self.inner.clone();
+        let connects = self.connects.clone();
+        tokio::spawn(async move {
+            let outcome = inner.cluster.connection(node).await;
+            {
+                let mut connects = lock(&connects);
+                match outcome {
+                    Ok(_) => {
+                        connects.remove(&node);
+                    }
+                    Err(e) => {
+                        tracing::debug!(node, error = %e, "cannot connect to the leader");
+                        let net = &inner.config.net;
+                        let retry_at = Instant::now()
+                            + backoff(net.retry_backoff, net.retry_backoff_max, attempts);
+                        connects.insert(
+                            node,
+                            Connect::Failed {
+                                retry_at,
+                                attempts: attempts + 1,
+                            },
+                        );
+                    }
+                }
+            }
+            // The broker may be gone: the metadata says who leads now.
+            inner.refresh_metadata();
+            inner.wake.notify_one();
+        });
+        None
+    }
+
+    /// Queues one Produce request on the leader's connection now (so requests to a broker go
+    /// out in the order their sequence numbers were assigned) and waits for it in a task.
+    fn send(&mut self, node: i32, connection: &Arc<BrokerConnection>, batches: Vec<Batch>) {
         let config = &self.inner.config;
         let mut topics: Vec<TopicProduceData> = Vec::new();
         for batch in &batches {
             let data = PartitionProduceData::default()
                 .with_index(batch.partition)
                 .with_records(batch.encoded.as_ref().map(|e| e.bytes.clone()));
-            match topics.iter_mut().find(|t| t.name.0.as_str() == &*batch.topic) {
+            match topics
+                .iter_mut()
+                .find(|t| t.name.0.as_str() == &*batch.topic)
+            {
                 Some(t) => t.partition_data.push(data),
                 None => topics.push(
                     TopicProduceData::default()
@@ -398,22 +479,30 @@ impl Sender {
         let request = ProduceRequest::default()
             .with_transactional_id(None)
             .with_acks(acks.wire())
-            .with_timeout_ms(i32::try_from(config.net.request_timeout.as_millis()).unwrap_or(i32::MAX))
+            .with_timeout_ms(
+                i32::try_from(config.net.request_timeout.as_millis()).unwrap_or(i32::MAX),
+            )
             .with_topic_data(topics);
-        let cluster = self.inner.cluster.clone();
         *self.node_in_flight.entry(node).or_default() += 1;
-        self.in_flight.spawn(async move {
-            let result = async {
-                let connection = cluster.connection(node).await?;
-                let version = connection.version::<ProduceRequest>(9)?;
-                if acks == Acks::None {
-                    connection.send_only(&request, version).await?;
-                    Ok(None)
-                } else {
-                    connection.call_at(&request, version).await.map(Some)
-                }
+        self.inner.counters.requests.fetch_add(1, Ordering::Relaxed);
+        tracing::trace!(node, batches = batches.len(), "produce request");
+        let started = connection.version::<ProduceRequest>(9).and_then(|version| {
+            if acks == Acks::None {
+                connection.send_only(&request, version).map(|()| None)
+            } else {
+                connection.start(&request, version).map(Some)
             }
-            .await;
+        });
+        let connection = connection.clone();
+        self.in_flight.spawn(async move {
+            let result = match started {
+                Err(e) => Err(e),
+                Ok(None) => Ok(None),
+                Ok(Some(pending)) => {
+                    let timeout = connection.request_timeout();
+                    pending.wait(&connection, timeout).await.map(Some)
+                }
+            };
             Completion {
                 node,
                 batches,
@@ -423,6 +512,11 @@ impl Sender {
     }
 
     fn complete(&mut self, done: Completion) {
+        tracing::trace!(
+            node = done.node,
+            ok = done.result.is_ok(),
+            "produce response"
+        );
         if let Some(n) = self.node_in_flight.get_mut(&done.node) {
             *n = n.saturating_sub(1);
         }
@@ -446,7 +540,9 @@ impl Sender {
                     self.throttled_until.insert(
                         done.node,
                         Instant::now()
-                            + Duration::from_millis(u64::try_from(response.throttle_time_ms).unwrap_or(0)),
+                            + Duration::from_millis(
+                                u64::try_from(response.throttle_time_ms).unwrap_or(0),
+                            ),
                     );
                 }
                 let mut answers: HashMap<(&str, i32), &PartitionProduceResponse> = HashMap::new();
@@ -458,7 +554,8 @@ impl Sender {
                 let mut refresh = false;
                 for batch in done.batches {
                     self.settle_in_flight(&batch);
-                    let Some(answer) = answers.get(&(&*batch.topic, batch.partition)).copied() else {
+                    let Some(answer) = answers.get(&(&*batch.topic, batch.partition)).copied()
+                    else {
                         let error = NetError::Malformed {
                             addr: format!("broker {}", done.node),
                             api: ApiKey::Produce,
@@ -565,8 +662,17 @@ impl Sender {
             config.net.retry_backoff_max,
             batch.attempts,
         );
+        tracing::debug!(
+            partition = %format_args!("{}-{}", batch.topic, batch.partition),
+            sequence = ?batch.sequence(),
+            attempt = batch.attempts + 1,
+            ?pause,
+            %error,
+            "retrying a batch"
+        );
         batch.attempts += 1;
         batch.retry_at = Some(now + pause);
+        self.inner.counters.retries.fetch_add(1, Ordering::Relaxed);
         let mut acc = lock(&self.inner.accumulator);
         acc.partitions
             .entry((batch.topic.clone(), batch.partition))
@@ -591,13 +697,18 @@ impl Sender {
                 }
             }
         }
-        let mut freed = 0;
+        // Memory first: whoever the delivery wakes finds the room already free.
+        let freed: usize = batch.records.iter().map(|r| r.size).sum();
+        self.inner.memory.release(freed);
         for (i, record) in (0i64..).zip(batch.records) {
-            freed += record.size;
             let _ = record.reply.send(Ok(RecordMetadata {
                 topic: batch.topic.to_string(),
                 partition: batch.partition,
-                offset: if base_offset >= 0 { base_offset + i } else { -1 },
+                offset: if base_offset >= 0 {
+                    base_offset + i
+                } else {
+                    -1
+                },
                 timestamp: if log_append_time >= 0 {
                     log_append_time
                 } else {
@@ -605,17 +716,15 @@ impl Sender {
                 },
             }));
         }
-        self.inner.memory.release(freed);
         self.inner.flush.complete(batch.flush_generation);
     }
 
     fn fail(&mut self, batch: Batch, error: DeliveryError) {
-        let mut freed = 0;
+        let freed: usize = batch.records.iter().map(|r| r.size).sum();
+        self.inner.memory.release(freed);
         for record in batch.records {
-            freed += record.size;
             let _ = record.reply.send(Err(error.clone()));
         }
-        self.inner.memory.release(freed);
         self.inner.flush.complete(batch.flush_generation);
     }
 }

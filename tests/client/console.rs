@@ -1,0 +1,1 @@
+//! `lograil produce` and `lograil consume` (added with the console commands).
