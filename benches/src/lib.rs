@@ -19,8 +19,8 @@
 //! | [`payload`] | record values and the send time stamped in them |
 //! | [`latency`] | HdrHistogram in µs and percentiles |
 //! | [`timeline`] | records acknowledged / read per second of the run |
-//! | [`progress`] | the progress line on a terminal |
-//! | [`plot`] | the `--plot` SVG: latency percentiles and throughput over time |
+//! | [`progress`] | the progress lines on a terminal (indicatif) |
+//! | [`plot`] | the `--plot` SVG (plotters): latency percentiles and throughput over time |
 //! | [`limits`] | the machine's raw disk and loopback TCP limits |
 //! | [`proc_stats`] | CPU and peak RSS of the broker and the harness from /proc |
 //! | [`machine`] | CPU, cores, memory, kernel, git revision |

@@ -1,4 +1,4 @@
-//! `--plot FILE.svg`: one hand-written SVG per run with two panels,
+//! `--plot FILE.svg`: one SVG per run, drawn with plotters' SVG backend, with two panels,
 //!
 //! - the latency percentile curve of each histogram the run has (delivery for produce and
 //!   end-to-end, end-to-end latency for end-to-end): x is the percentile on a log scale of
@@ -8,33 +8,48 @@
 //!   partial), with the --rate target as a dashed line.
 //!
 //! The title is the report's first line (mode and parameters), then the results and the machine.
+//! Each panel's legend sits between its title and its plotting area, so it never hides a line.
 
-use std::fmt::Write as _;
+use std::ops::Range;
 use std::path::Path;
 
 use anyhow::Context;
+use plotters::coord::ranged1d::{AsRangedCoord, DefaultFormatting, KeyPointHint, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::latency::{human_micros, LatencySummary};
 use crate::report::RunReport;
 
-/// Width of the picture, px (its height follows from the lines of the title).
-const WIDTH: f64 = 960.0;
-/// Left edge and width of both panels' plotting areas.
-const LEFT: f64 = 80.0;
-const PANEL_WIDTH: f64 = 850.0;
-const PANEL_HEIGHT: f64 = 280.0;
+/// Width of the picture, px (its height follows from the lines of the title and the legends).
+const WIDTH: i32 = 960;
+/// Left edge and width of both panels' plotting areas, and the height of those areas.
+const LEFT: i32 = 80;
+const PANEL_WIDTH: i32 = 850;
+const PANEL_HEIGHT: i32 = 280;
+/// Under a plotting area: tick labels and the axis description.
+const X_LABELS: i32 = 50;
+/// A panel's title, above its legend.
+const PANEL_TITLE: i32 = 28;
+/// Height of a row of a legend, px.
+const LEGEND_ROW: i32 = 18;
+/// Space between the two panels.
+const GAP: i32 = 40;
 /// Characters per line of the title (15 px bold) and of the lines under it (12 px): longer
 /// ones are wrapped after a comma or semicolon so they stay inside the picture.
 const TITLE_CHARS: usize = 100;
 const SUBTITLE_CHARS: usize = 130;
 
 /// Producer-side lines are blue, consumer-side lines red, the --rate target dashed grey.
-const PRODUCER_COLOR: &str = "#1f77b4";
-const CONSUMER_COLOR: &str = "#d62728";
-const TARGET_COLOR: &str = "#7f7f7f";
-const TARGET_DASH: &str = "6 4";
-/// Height of a row of a legend (above its panel), px.
-const LEGEND_ROW: f64 = 18.0;
+const PRODUCER_COLOR: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const CONSUMER_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const TARGET_COLOR: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
+const GRID_COLOR: RGBColor = RGBColor(0xe0, 0xe0, 0xe0);
+/// The target's dashes and the gaps between them, px.
+const DASH: (u32, u32) = (6, 4);
 
 /// Where the 100th percentile (the maximum) sits on the percentile axis, in units of
 /// `log10(1 / (1 - p))`: one step right of 99.99%.
@@ -70,7 +85,7 @@ pub struct Chart {
 pub struct LatencyLine {
     /// Legend text.
     pub name: String,
-    pub color: &'static str,
+    pub color: RGBColor,
     /// (percentile in %, µs), percentiles ascending (see `Latency::percentile_curve`).
     pub curve: Vec<(f64, u64)>,
 }
@@ -80,7 +95,7 @@ pub struct LatencyLine {
 pub struct RateLine {
     /// Legend text.
     pub name: String,
-    pub color: &'static str,
+    pub color: RGBColor,
     /// Records in each second since the clients started.
     pub per_second: Vec<u64>,
 }
@@ -164,48 +179,41 @@ impl Chart {
     }
 
     /// The SVG text.
-    pub fn svg(&self) -> String {
-        let layout = self.layout();
-        let height = layout.height;
+    pub fn svg(&self) -> anyhow::Result<String> {
+        let title = wrap(&self.title, TITLE_CHARS);
+        let subtitles: Vec<String> = self
+            .subtitles
+            .iter()
+            .flat_map(|s| wrap(s, SUBTITLE_CHARS))
+            .collect();
+        let (latency_legend, throughput_legend) = (self.latency_legend(), self.throughput_legend());
+        let header = 14 + 19 * count(&title) + 3 + 17 * count(&subtitles) + 20;
+        let latency_height = panel_height(&latency_legend);
+        let height = header + latency_height + GAP + panel_height(&throughput_legend) + 10;
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        for (y, size, weight, line) in &layout.header {
-            text(&mut out, LEFT - 60.0, *y, *size, "start", weight, line);
+        {
+            let size = (WIDTH.unsigned_abs(), height.unsigned_abs());
+            let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+            root.fill(&WHITE)?;
+            let mut y = 14;
+            for line in &title {
+                let style = font(15.0).style(FontStyle::Bold);
+                root.draw(&Text::new(clean(line), (LEFT - 60, y), style))?;
+                y += 19;
+            }
+            y += 3;
+            for line in &subtitles {
+                root.draw(&Text::new(clean(line), (LEFT - 60, y), font(12.0)))?;
+                y += 17;
+            }
+            let (_, panels) = root.split_vertically(header);
+            let (latency, rest) = panels.split_vertically(latency_height);
+            let (_, throughput) = rest.split_vertically(GAP);
+            self.latency_panel(&latency, &latency_legend)?;
+            self.throughput_panel(&throughput, &throughput_legend)?;
+            root.present()?;
         }
-        self.latency_panel(&mut out, layout.latency_top);
-        self.throughput_panel(&mut out, layout.throughput_top);
-        out.push_str("</svg>\n");
-        out
-    }
-
-    /// Where things go: the header lines, wrapped, then the two panels.
-    fn layout(&self) -> Layout {
-        let mut header = Vec::new();
-        let mut y = 26.0;
-        for line in wrap(&self.title, TITLE_CHARS) {
-            header.push((y, 15.0, "bold", line));
-            y += 19.0;
-        }
-        y += 3.0;
-        for line in self.subtitles.iter().flat_map(|s| wrap(s, SUBTITLE_CHARS)) {
-            header.push((y, 12.0, "normal", line));
-            y += 17.0;
-        }
-        let latency_top = y + 41.0 + LEGEND_ROW * legend_rows(&self.latency_legend()) as f64;
-        let throughput_top = latency_top
-            + PANEL_HEIGHT
-            + 110.0
-            + LEGEND_ROW * legend_rows(&self.throughput_legend()) as f64;
-        Layout {
-            header,
-            latency_top,
-            throughput_top,
-            height: throughput_top + PANEL_HEIGHT + 60.0,
-        }
+        Ok(out)
     }
 
     /// The legend of the latency panel: one entry per curve with points.
@@ -215,7 +223,7 @@ impl Chart {
             .filter(|l| !l.curve.is_empty())
             .map(|l| Entry {
                 color: l.color,
-                dash: "",
+                dashed: false,
                 name: l.name.clone(),
             })
             .collect()
@@ -230,7 +238,7 @@ impl Chart {
     fn throughput_legend(&self) -> Vec<Entry> {
         let target = self.target().map(|r| Entry {
             color: TARGET_COLOR,
-            dash: TARGET_DASH,
+            dashed: true,
             name: format!("target rate ({} records/s)", compact(r)),
         });
         let lines = self
@@ -239,54 +247,38 @@ impl Chart {
             .filter(|l| !l.per_second.is_empty())
             .map(|l| Entry {
                 color: l.color,
-                dash: "",
+                dashed: false,
                 name: l.name.clone(),
             });
         target.into_iter().chain(lines).collect()
     }
 
-    fn latency_panel(&self, out: &mut String, top: f64) {
-        let max_us = self
+    fn latency_panel(&self, area: &Area, legend: &[Entry]) -> anyhow::Result<()> {
+        let max_ms = self
             .latencies
             .iter()
-            .flat_map(|l| l.curve.iter().map(|p| p.1))
-            .max();
-        let (y_max, y_ticks) = axis(max_us.map_or(0.0, |us| us as f64 / 1e3));
-        let frame = Frame {
-            top,
-            x_max: MAX_POSITION,
-            y_max,
-        };
-        let x_ticks: Vec<(f64, String)> = PERCENTILE_TICKS
-            .iter()
-            .map(|&(p, label)| (percentile_position(p), label.to_string()))
-            .collect();
-        let y_ticks = labelled(&y_ticks);
-        let legend = self.latency_legend();
-        frame.title(out, "Latency by percentile", legend_rows(&legend));
-        frame.axes(
-            out,
-            &x_ticks,
-            &y_ticks,
+            .flat_map(|l| l.curve.iter().map(|p| p.1 as f64 / 1e3))
+            .fold(0.0, f64::max);
+        let y = 0.0..top(max_ms);
+        let mut chart = panel(area, "Latency by percentile", legend, PercentileAxis, y)?;
+        axes(
+            &mut chart,
+            &percentile_label,
             "percentile (%), log scale of 1 / (1 - p)",
             "latency (ms)",
-        );
+        )?;
         let curves = self.latencies.iter().filter(|l| !l.curve.is_empty());
         for (i, line) in curves.enumerate() {
-            let points: Vec<(f64, f64)> = line
-                .curve
-                .iter()
-                .map(|&(p, us)| (percentile_position(p), us as f64 / 1e3))
-                .collect();
-            frame.polyline(out, line.color, "", width(i), &points);
+            let points = line.curve.iter().map(|&(p, us)| (p, us as f64 / 1e3));
+            chart.draw_series(LineSeries::new(points, line.color.stroke_width(width(i))))?;
         }
         if legend.is_empty() {
-            frame.note(out, &self.no_latency);
+            note(&chart, &self.no_latency)?;
         }
-        frame.legend(out, &legend);
+        Ok(())
     }
 
-    fn throughput_panel(&self, out: &mut String, top: f64) {
+    fn throughput_panel(&self, area: &Area, legend: &[Entry]) -> anyhow::Result<()> {
         let seconds = self
             .throughput
             .iter()
@@ -300,92 +292,199 @@ impl Chart {
             .max()
             .unwrap_or(0) as f64;
         let target = self.target();
-        // Some room above the highest line.
-        let (y_max, y_ticks) = axis(max_rate.max(target.unwrap_or(0.0)) * 1.1);
         // Time ends with the last second recorded, not at the next round number.
-        let (_, x_ticks) = axis(seconds as f64);
         let x_max = (seconds as f64).max(1.0);
-        let x_ticks: Vec<f64> = x_ticks.into_iter().filter(|t| *t <= x_max).collect();
-        let frame = Frame { top, x_max, y_max };
-        let legend = self.throughput_legend();
-        frame.title(out, "Throughput over time", legend_rows(&legend));
-        frame.axes(
-            out,
-            &labelled(&x_ticks),
-            &labelled(&y_ticks),
+        let y_max = top(max_rate.max(target.unwrap_or(0.0)));
+        let mut chart = panel(area, "Throughput over time", legend, 0.0..x_max, 0.0..y_max)?;
+        axes(
+            &mut chart,
+            &|v| compact(*v),
             "seconds since the clients started (first and last seconds partial)",
             "records / s",
-        );
+        )?;
         if let Some(rate) = target {
-            frame.polyline(
-                out,
-                TARGET_COLOR,
-                TARGET_DASH,
-                1.5,
-                &[(0.0, rate), (x_max, rate)],
-            );
+            let line = [(0.0, rate), (x_max, rate)];
+            let style = TARGET_COLOR.stroke_width(2);
+            chart.draw_series(DashedLineSeries::new(line, DASH.0, DASH.1, style))?;
         }
         let lines = self.throughput.iter().filter(|l| !l.per_second.is_empty());
         for (i, line) in lines.enumerate() {
-            let mut points = Vec::with_capacity(line.per_second.len() * 2);
-            for (i, &count) in line.per_second.iter().enumerate() {
-                points.push((i as f64, count as f64));
-                points.push((i as f64 + 1.0, count as f64));
-            }
-            frame.polyline(out, line.color, "", width(i), &points);
+            let steps = (0..).zip(&line.per_second).flat_map(|(s, &n)| {
+                let (s, n) = (f64::from(s), n as f64);
+                [(s, n), (s + 1.0, n)]
+            });
+            chart.draw_series(LineSeries::new(steps, line.color.stroke_width(width(i))))?;
         }
         if self.throughput.iter().all(|l| l.per_second.is_empty()) {
-            frame.note(out, "no records");
+            note(&chart, "no records")?;
         }
-        frame.legend(out, &legend);
+        Ok(())
     }
 }
 
-/// One legend entry: a short line in the color (and dash) of a series, and its name.
+/// The percentile axis: values in %, each placed at [`percentile_position`], a tick at each of
+/// [`PERCENTILE_TICKS`].
+#[derive(Debug, Clone, Copy)]
+struct PercentileAxis;
+
+impl Ranged for PercentileAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, p: &f64, limit: (i32, i32)) -> i32 {
+        RangedCoordf64::from(0.0..MAX_POSITION).map(&percentile_position(*p), limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _: Hint) -> Vec<f64> {
+        PERCENTILE_TICKS.map(|(p, _)| p).to_vec()
+    }
+
+    fn range(&self) -> Range<f64> {
+        0.0..100.0
+    }
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Panel<'a, 'b, X> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, RangedCoordf64>>;
+
+/// Lines of text, as a pixel multiplier.
+fn count(lines: &[String]) -> i32 {
+    i32::try_from(lines.len()).unwrap_or(i32::MAX / 1024)
+}
+
+/// Height of a panel: title, legend, plotting area, x labels.
+fn panel_height(legend: &[Entry]) -> i32 {
+    PANEL_TITLE + LEGEND_ROW * legend_rows(legend) + 10 + PANEL_HEIGHT + X_LABELS
+}
+
+/// A sans-serif font of `px` pixels (plotters' SVG backend writes the size divided by 1.24).
+fn font(px: f64) -> FontDesc<'static> {
+    ("sans-serif", px * 1.24).into_font()
+}
+
+/// Text as it can go into the SVG: plotters escapes markup characters, not control ones.
+fn clean(s: &str) -> String {
+    s.replace(char::is_control, " ")
+}
+
+/// The top of a value axis from 0 covering `max`, with some room above the highest line; an
+/// empty or invalid range becomes 0..1.
+fn top(max: f64) -> f64 {
+    if max.is_finite() && max > 0.0 {
+        max * 1.1
+    } else {
+        1.0
+    }
+}
+
+/// A panel in `area`: its title, its legend, and under them a chart of `x` by `y` whose
+/// plotting area is `PANEL_WIDTH` × `PANEL_HEIGHT` at `LEFT`.
+fn panel<'a, 'b, X: Ranged<ValueType = f64>>(
+    area: &'a Area<'b>,
+    title: &str,
+    legend: &[Entry],
+    x: impl AsRangedCoord<CoordDescType = X, Value = f64>,
+    y: Range<f64>,
+) -> anyhow::Result<Panel<'a, 'b, X>> {
+    let bold = font(14.0).style(FontStyle::Bold);
+    area.draw(&Text::new(title, (LEFT, 0), bold))?;
+    for (e, (dx, row)) in legend.iter().zip(legend_places(legend)) {
+        let (x, y) = (LEFT + dx, PANEL_TITLE + LEGEND_ROW * row + LEGEND_ROW / 2);
+        let style = e.color.stroke_width(2);
+        let line = [(x, y), (x + 24, y)];
+        if e.dashed {
+            area.draw(&DashedPathElement::new(line, DASH.0, DASH.1, style))?;
+        } else {
+            area.draw(&PathElement::new(line, style))?;
+        }
+        let text = TextStyle::from(font(11.0)).pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(clean(&e.name), (x + 30, y), text))?;
+    }
+    let (_, below) = area.split_vertically(PANEL_TITLE + LEGEND_ROW * legend_rows(legend) + 10);
+    let chart = ChartBuilder::on(&below)
+        .margin_left(10)
+        .y_label_area_size(LEFT - 10)
+        .x_label_area_size(X_LABELS)
+        .margin_right(WIDTH - LEFT - PANEL_WIDTH)
+        .build_cartesian_2d(x, y)?;
+    Ok(chart)
+}
+
+/// Grid, axes, tick labels (the x ones from `x_label`) and axis descriptions.
+fn axes<X: Ranged<ValueType = f64> + ValueFormatter<f64>>(
+    chart: &mut Panel<'_, '_, X>,
+    x_label: &dyn Fn(&f64) -> String,
+    x_desc: &str,
+    y_desc: &str,
+) -> anyhow::Result<()> {
+    chart
+        .configure_mesh()
+        .bold_line_style(GRID_COLOR)
+        .light_line_style(TRANSPARENT)
+        .x_labels(8)
+        .y_labels(6)
+        .x_label_formatter(x_label)
+        .y_label_formatter(&|v| compact(*v))
+        .label_style(font(11.0))
+        .axis_desc_style(font(12.0))
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(())
+}
+
+/// A note in the middle of an empty panel.
+fn note<X: Ranged<ValueType = f64>>(chart: &Panel<'_, '_, X>, note: &str) -> anyhow::Result<()> {
+    let (x, y) = (chart.x_range(), chart.y_range());
+    let middle = ((x.start + x.end) / 2.0, (y.start + y.end) / 2.0);
+    let style = TextStyle::from(font(13.0)).pos(Pos::new(HPos::Center, VPos::Center));
+    chart
+        .plotting_area()
+        .draw(&Text::new(note, middle, style))?;
+    Ok(())
+}
+
+/// One legend entry: a short line in the color (dashed or not) of a series, and its name.
 #[derive(Debug, Clone)]
 struct Entry {
-    color: &'static str,
-    dash: &'static str,
+    color: RGBColor,
+    dashed: bool,
     name: String,
 }
 
 /// Where each legend entry goes: (x offset from the panel's left edge, row), entries flowing
-/// left to right and wrapping at the panel's width.
-fn legend_places(entries: &[Entry]) -> Vec<(f64, usize)> {
+/// left to right and wrapping at the panel's width (6.2 px a character at 11 px).
+fn legend_places(entries: &[Entry]) -> Vec<(i32, i32)> {
     let mut places = Vec::with_capacity(entries.len());
-    let (mut x, mut row) = (0.0, 0);
+    let (mut x, mut row) = (0, 0);
     for e in entries {
-        let w = 34.0 + 6.2 * e.name.chars().count() as f64;
-        if x > 0.0 && x + w > PANEL_WIDTH {
-            x = 0.0;
+        let chars = i32::try_from(e.name.chars().count()).unwrap_or(PANEL_WIDTH);
+        let w = 34 + chars.saturating_mul(31) / 5;
+        if x > 0 && x + w > PANEL_WIDTH {
+            x = 0;
             row += 1;
         }
         places.push((x, row));
-        x += w + 24.0;
+        x += w + 24;
     }
     places
 }
 
 /// Rows a legend takes.
-fn legend_rows(entries: &[Entry]) -> usize {
+fn legend_rows(entries: &[Entry]) -> i32 {
     legend_places(entries).last().map_or(0, |p| p.1 + 1)
-}
-
-/// Where the parts of the picture go.
-#[derive(Debug, Clone)]
-struct Layout {
-    /// (baseline, font size, font weight, text) of each line above the panels.
-    header: Vec<(f64, f64, &'static str, String)>,
-    /// Top edges of the two panels' plotting areas.
-    latency_top: f64,
-    throughput_top: f64,
-    height: f64,
 }
 
 /// Stroke width of the `i`-th line of a panel: each thinner than the one before, so a line
 /// drawn exactly over another (producers and consumers at the same rate) leaves it visible.
-fn width(i: usize) -> f64 {
-    (3.5 - 1.5 * i as f64).max(1.0)
+fn width(i: usize) -> u32 {
+    if i == 0 {
+        4
+    } else if i == 1 {
+        2
+    } else {
+        1
+    }
 }
 
 /// `s` cut into lines of at most `max` characters after ", " or "; " (a longer piece stays
@@ -416,7 +515,7 @@ fn wrap(s: &str, max: usize) -> Vec<String> {
 
 /// Writes the chart of `report` to `path`.
 pub fn write_svg(path: &Path, report: &RunReport) -> anyhow::Result<()> {
-    std::fs::write(path, Chart::of(report).svg())
+    std::fs::write(path, Chart::of(report).svg()?)
         .with_context(|| format!("writing {}", path.display()))
 }
 
@@ -441,220 +540,15 @@ fn percentile_position(p: f64) -> f64 {
     (-(1.0 - p / 100.0).log10()).clamp(0.0, MAX_POSITION)
 }
 
-/// The plotting area of a panel and its data ranges (both axes start at 0).
-#[derive(Debug, Clone, Copy)]
-struct Frame {
-    top: f64,
-    x_max: f64,
-    y_max: f64,
-}
-
-impl Frame {
-    fn x(&self, v: f64) -> f64 {
-        LEFT + PANEL_WIDTH * (v / self.x_max).clamp(0.0, 1.0)
-    }
-
-    fn y(&self, v: f64) -> f64 {
-        self.top + PANEL_HEIGHT * (1.0 - (v / self.y_max).clamp(0.0, 1.0))
-    }
-
-    fn bottom(&self) -> f64 {
-        self.top + PANEL_HEIGHT
-    }
-
-    /// The panel's title, above `legend_rows` rows of legend.
-    fn title(&self, out: &mut String, title: &str, legend_rows: usize) {
-        let y = self.top - 14.0 - LEGEND_ROW * legend_rows as f64;
-        text(out, LEFT, y, 14.0, "start", "bold", title);
-    }
-
-    /// Grid, axes, tick labels and axis labels.
-    fn axes(
-        &self,
-        out: &mut String,
-        x_ticks: &[(f64, String)],
-        y_ticks: &[(f64, String)],
-        x_label: &str,
-        y_label: &str,
-    ) {
-        let (top, bottom, right) = (self.top, self.bottom(), LEFT + PANEL_WIDTH);
-        for (v, label) in x_ticks {
-            let x = self.x(*v);
-            line(out, x, top, x, bottom, "#e0e0e0");
-            line(out, x, bottom, x, bottom + 5.0, "black");
-            text(out, x, bottom + 19.0, 11.0, "middle", "normal", label);
-        }
-        for (v, label) in y_ticks {
-            let y = self.y(*v);
-            line(out, LEFT, y, right, y, "#e0e0e0");
-            line(out, LEFT - 5.0, y, LEFT, y, "black");
-            text(out, LEFT - 8.0, y + 4.0, 11.0, "end", "normal", label);
-        }
-        line(out, LEFT, top, LEFT, bottom, "black");
-        line(out, LEFT, bottom, right, bottom, "black");
-        text(
-            out,
-            LEFT + PANEL_WIDTH / 2.0,
-            bottom + 40.0,
-            12.0,
-            "middle",
-            "normal",
-            x_label,
-        );
-        let (x, y) = (LEFT - 58.0, top + PANEL_HEIGHT / 2.0);
-        let _ = writeln!(
-            out,
-            r#"<text x="{x:.1}" y="{y:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 {x:.1} {y:.1})">{}</text>"#,
-            escape(y_label)
-        );
-    }
-
-    /// A line through data points (`dash`: an SVG stroke-dasharray, or "" for solid).
-    fn polyline(
-        &self,
-        out: &mut String,
-        color: &str,
-        dash: &str,
-        width: f64,
-        points: &[(f64, f64)],
-    ) {
-        let mut coords = String::with_capacity(points.len() * 14);
-        for (i, &(x, y)) in points.iter().enumerate() {
-            if i > 0 {
-                coords.push(' ');
-            }
-            let _ = write!(coords, "{:.1},{:.1}", self.x(x), self.y(y));
-        }
-        let dash = if dash.is_empty() {
-            String::new()
-        } else {
-            format!(r#" stroke-dasharray="{dash}""#)
-        };
-        let _ = writeln!(
-            out,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="{width}" stroke-linejoin="round"{dash} points="{coords}"/>"#
-        );
-    }
-
-    /// The legend, in rows between the panel's title and its plotting area.
-    fn legend(&self, out: &mut String, entries: &[Entry]) {
-        let places = legend_places(entries);
-        let rows = legend_rows(entries);
-        for (e, (dx, row)) in entries.iter().zip(places) {
-            let x = LEFT + dx;
-            let y = self.top - 14.0 - LEGEND_ROW * (rows - 1 - row) as f64;
-            let dash = if e.dash.is_empty() {
-                String::new()
-            } else {
-                format!(r#" stroke-dasharray="{}""#, e.dash)
-            };
-            let _ = writeln!(
-                out,
-                r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2"{dash}/>"#,
-                y - 4.0,
-                x + 24.0,
-                y - 4.0,
-                e.color
-            );
-            text(out, x + 30.0, y, 11.0, "start", "normal", &e.name);
-        }
-    }
-
-    /// A note in the middle of an empty panel.
-    fn note(&self, out: &mut String, note: &str) {
-        let (x, y) = (LEFT + PANEL_WIDTH / 2.0, self.top + PANEL_HEIGHT / 2.0);
-        text(out, x, y, 13.0, "middle", "normal", note);
-    }
-}
-
-fn line(out: &mut String, x1: f64, y1: f64, x2: f64, y2: f64, color: &str) {
-    let _ = writeln!(
-        out,
-        r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{color}" stroke-width="1"/>"#
-    );
-}
-
-fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, weight: &str, s: &str) {
-    let _ = writeln!(
-        out,
-        r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}">{}</text>"#,
-        escape(s)
-    );
-}
-
-/// Text safe inside an XML element or attribute.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// An axis from 0 covering `max`: its end (a round number) and the ticks, about 5 of them, at
-/// 1, 2, 2.5 or 5 times a power of ten. An empty or invalid range becomes 0..1.
-fn axis(max: f64) -> (f64, Vec<f64>) {
-    let max = if max.is_finite() && max > 0.0 {
-        max
-    } else {
-        1.0
-    };
-    let raw = max / 5.0;
-    let magnitude = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+/// The label of the percentile tick at `percentile`.
+fn percentile_label(percentile: &f64) -> String {
+    PERCENTILE_TICKS
         .iter()
-        .map(|m| m * magnitude)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * magnitude);
-    let n = (max / step - 1e-9).ceil().max(1.0) as u32;
-    let ticks = (0..=n).map(|i| f64::from(i) * step).collect();
-    (f64::from(n) * step, ticks)
+        .find(|(p, _)| (p - percentile).abs() < 1e-9)
+        .map_or_else(String::new, |(_, label)| (*label).to_string())
 }
 
-/// Tick labels for evenly spaced ticks, with the decimals their step needs.
-fn labelled(ticks: &[f64]) -> Vec<(f64, String)> {
-    let step = match ticks {
-        [a, b, ..] => b - a,
-        _ => 1.0,
-    };
-    ticks.iter().map(|&v| (v, tick_label(v, step))).collect()
-}
-
-fn tick_label(v: f64, step: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    let (scaled, scaled_step, suffix) = if step >= 1e6 {
-        (v / 1e6, step / 1e6, "M")
-    } else if step >= 1e3 {
-        (v / 1e3, step / 1e3, "k")
-    } else {
-        (v, step, "")
-    };
-    let decimals = decimals_for(scaled_step);
-    format!("{scaled:.decimals$}{suffix}")
-}
-
-/// Decimals that show multiples of `step` exactly (for steps of 1, 2, 2.5 or 5 × 10^k).
-fn decimals_for(step: f64) -> usize {
-    let mut decimals = 0;
-    let mut s = step;
-    while decimals < 6 && (s - s.round()).abs() > 1e-6 * s.max(1.0) {
-        s *= 10.0;
-        decimals += 1;
-    }
-    decimals
-}
-
-/// A rate in few characters: `950`, `20k`, `1.25M`.
+/// A number in few characters: `0.25`, `950`, `20k`, `1.25M`.
 fn compact(v: f64) -> String {
     let (scaled, suffix) = if v >= 1e6 {
         (v / 1e6, "M")
@@ -697,7 +591,7 @@ mod tests {
             assert!(!tag.contains('<'), "< inside a tag: {tag:?}");
             if let Some(name) = tag.strip_prefix('/') {
                 assert_eq!(open.pop(), Some(name.trim()), "closing {name}");
-            } else if !tag.ends_with('/') {
+            } else if !tag.ends_with('/') && !tag.starts_with('?') {
                 let name = tag.split_whitespace().next().expect("tag name");
                 open.push(name);
             }
@@ -705,6 +599,36 @@ mod tests {
         }
         assert!(open.is_empty(), "unclosed: {open:?}");
         assert!(rest.trim().is_empty());
+    }
+
+    /// The points of each polyline stroked in `color`, in drawing order.
+    fn polylines(svg: &str, color: RGBColor) -> Vec<Vec<(i32, i32)>> {
+        let stroke = format!(
+            r##"stroke="#{:02X}{:02X}{:02X}""##,
+            color.0, color.1, color.2
+        );
+        svg.lines()
+            .filter(|l| l.starts_with("<polyline") && l.contains(&stroke))
+            .map(|l| {
+                let points = l.split(r#"points=""#).nth(1).expect("points");
+                let points = &points[..points.find('"').expect("points end")];
+                points
+                    .split_whitespace()
+                    .map(|p| {
+                        let (x, y) = p.split_once(',').expect("x,y");
+                        (x.parse().expect("x"), y.parse().expect("y"))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The text of each text element.
+    fn texts(svg: &str) -> Vec<&str> {
+        svg.split("<text ")
+            .skip(1)
+            .filter_map(|t| Some(t[t.find('>')? + 1..t.find("</text>")?].trim()))
+            .collect()
     }
 
     fn synthetic() -> Chart {
@@ -740,41 +664,60 @@ mod tests {
     #[test]
     fn svg_of_synthetic_data() {
         let chart = synthetic();
-        let svg = chart.svg();
+        let svg = chart.svg().unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
         assert!(svg.trim_end().ends_with("</svg>"));
         assert_well_formed(&svg);
         assert!(svg.contains("topic &lt;t&gt; &amp; &quot;friends&quot;"));
-        // Two throughput lines, one latency line, one target line.
-        assert_eq!(svg.matches("<polyline").count(), 4);
-        // The throughput panel: 4 seconds, y axis up to 25k (20k * 1.25).
-        let layout = chart.layout();
-        let frame = Frame {
-            top: layout.throughput_top,
-            x_max: 4.0,
-            y_max: 25_000.0,
-        };
-        let first_step = format!(
-            "{:.1},{:.1} {:.1},{:.1}",
-            frame.x(0.0),
-            frame.y(12_000.0),
-            frame.x(1.0),
-            frame.y(12_000.0)
+        // Blue: a legend line and the latency curve, a legend line and the acknowledged steps;
+        // red: a legend line and the read steps.
+        let blue = polylines(&svg, PRODUCER_COLOR);
+        let red = polylines(&svg, CONSUMER_COLOR);
+        assert_eq!((blue.len(), red.len()), (4, 2), "{svg}");
+        let (curve, acked) = (&blue[1], &blue[3]);
+        // Steps: two points a second, level within each second, the second twice as far
+        // right as the first; 12k (first second) is lower on the page than 20k (second).
+        assert_eq!(acked.len(), 8);
+        for step in acked.chunks(2) {
+            assert_eq!(step[0].1, step[1].1, "{acked:?}");
+        }
+        let x0 = acked[0].0;
+        assert_eq!(acked[3].0 - x0, 2 * (acked[1].0 - x0), "{acked:?}");
+        assert!(acked[0].1 > acked[2].1, "{acked:?}");
+        // The read steps start at the same time, lower (11k < 12k).
+        assert_eq!(red[1][0].0, x0);
+        assert!(red[1][0].1 > acked[0].1);
+        // Both panels share the plotting width: the latency curve starts at 0% where the
+        // throughput starts at 0 s, and ends with the max where the throughput ends.
+        assert_eq!(curve[0].0, x0);
+        assert_eq!(curve.last().unwrap().0, acked.last().unwrap().0);
+        assert_eq!(acked.last().unwrap().0 - x0, PANEL_WIDTH - 1);
+        // The curve rises to the max: its last point is its highest on the page.
+        assert_eq!(
+            curve.iter().map(|p| p.1).min(),
+            Some(curve.last().unwrap().1)
         );
-        assert!(svg.contains(&format!(r#"points="{first_step}"#)), "{svg}");
-        // The latency curve starts at 0% and ends at the max, at the right edge.
-        let curve = &chart.latencies[0].curve;
-        let max_ms = curve[curve.len() - 1].1 as f64 / 1e3;
-        let (y_max, _) = axis(max_ms);
-        let latency = Frame {
-            top: layout.latency_top,
-            x_max: MAX_POSITION,
-            y_max,
-        };
-        let end = format!("{:.1},{:.1}\"", latency.x(MAX_POSITION), latency.y(max_ms));
-        assert!(svg.contains(&end), "{end} in {svg}");
-        for label in ["99.99", ">100<", "20k", "target rate (20k records/s)"] {
-            assert!(svg.contains(label), "{label}");
+        // The target: dashes of a grey line, level at 20k, over the whole width.
+        let dashes = polylines(&svg, TARGET_COLOR);
+        assert!(dashes.len() > 50, "{}", dashes.len());
+        let target_y = dashes[dashes.len() - 1][0].1;
+        assert_eq!(target_y, acked[2].1, "target at 20k like the second second");
+        let texts = texts(&svg);
+        for label in [
+            "0",
+            "50",
+            "90",
+            "99",
+            "99.9",
+            "99.99",
+            "100",
+            "20k",
+            "target rate (20k records/s)",
+            "Latency by percentile",
+            "Throughput over time",
+            "records / s",
+        ] {
+            assert!(texts.contains(&label), "{label} in {texts:?}");
         }
     }
 
@@ -794,13 +737,25 @@ mod tests {
             }],
             ..Chart::default()
         };
-        let svg = chart.svg();
+        let svg = chart.svg().unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_well_formed(&svg);
-        assert!(!svg.contains("<polyline"));
+        assert!(polylines(&svg, PRODUCER_COLOR).is_empty());
+        assert!(polylines(&svg, CONSUMER_COLOR).is_empty());
         assert!(svg.contains("no latency") && svg.contains("no records"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
-        assert_well_formed(&Chart::default().svg());
+        assert_well_formed(&Chart::default().svg().unwrap());
+    }
+
+    #[test]
+    fn control_characters_do_not_reach_the_svg() {
+        let chart = Chart {
+            title: "label\u{1}with\ta tab".into(),
+            ..Chart::default()
+        };
+        let svg = chart.svg().unwrap();
+        assert!(svg.contains("label with a tab"), "{svg}");
+        assert!(!svg.contains('\u{1}'));
     }
 
     #[test]
@@ -822,24 +777,20 @@ mod tests {
     }
 
     #[test]
-    fn axes_are_round() {
-        let (max, ticks) = axis(0.0);
-        assert_eq!((max, ticks.len()), (1.0, 6));
-        let (max, ticks) = axis(23_400.0);
-        assert_eq!(max, 25_000.0);
-        assert_eq!(ticks.len(), 6);
-        let (max, ticks) = axis(7.0);
-        assert_eq!((max, ticks.len()), (8.0, 5));
-        assert_eq!(axis(f64::NAN).0, 1.0);
-        assert_eq!(tick_label(25_000.0, 5_000.0), "25k");
-        assert_eq!(tick_label(0.0, 5_000.0), "0");
-        assert_eq!(tick_label(12_500.0, 2_500.0), "12.5k");
-        assert_eq!(tick_label(0.4, 0.2), "0.4");
-        assert_eq!(tick_label(1.25, 0.25), "1.25");
+    fn labels_and_positions() {
         assert_eq!(compact(20_000.0), "20k");
+        assert_eq!(compact(12_500.0), "12.5k");
         assert_eq!(compact(1_250_000.0), "1.25M");
+        assert_eq!(compact(0.25), "0.25");
+        assert_eq!(compact(0.0), "0");
         assert!((percentile_position(99.9) - 3.0).abs() < 1e-9);
         assert_eq!(percentile_position(0.0), 0.0);
         assert_eq!(percentile_position(100.0), MAX_POSITION);
+        assert_eq!(percentile_label(&99.99), "99.99");
+        assert_eq!(percentile_label(&100.0), "100");
+        assert_eq!(percentile_label(&1.5), "");
+        // The axis: 99.9% three fifths of the way, the max at the right end.
+        assert_eq!(PercentileAxis.map(&99.9, (0, 500)), 300);
+        assert_eq!(PercentileAxis.map(&100.0, (0, 500)), 500);
     }
 }

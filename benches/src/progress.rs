@@ -1,20 +1,30 @@
-//! A progress line for long runs: when stderr is a terminal, a thread redraws one line (`\r`)
-//! about once a second with the elapsed time and, for each counter (records acknowledged,
-//! records read), how many of the total are done and the rate over the last second. When stderr
-//! is not a terminal (CI, redirected output) nothing is printed and no thread is started.
+//! Progress lines for long runs, drawn by indicatif: when stderr is a terminal, one line per
+//! counter (records acknowledged, records read) with the elapsed time, how many of the total are
+//! done and the rate (indicatif's moving average: 90% of its weight on the last 15 s), updated
+//! about once a second. When stderr is not a terminal (CI, redirected output) nothing is drawn
+//! and no thread is started.
 //!
-//! The line is erased when the [`Progress`] is dropped, so the report starts on a clean line.
+//! The lines are cleared when the [`Progress`] is dropped, so the report starts on a clean line.
 
-use std::fmt::Write as _;
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Time between two redraws.
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Time between two updates.
 const TICK: Duration = Duration::from_secs(1);
+
+/// A line when the total is known, e.g.
+/// `end-to-end 00:00:12 read  [#######>-------] 239,812/1,000,000 (24%) 19,990/s`: the bar takes
+/// what the terminal's width leaves, so the line does not wrap.
+const WITH_TOTAL: &str =
+    "{prefix} {elapsed_precise} {msg:5} [{wide_bar}] {human_pos}/{human_len} ({percent}%) {per_sec:0}";
+/// A line when it is not (a run bounded by time): `produce 00:03:05 acked 3,702,221 20,012/s`.
+const WITHOUT_TOTAL: &str = "{prefix} {elapsed_precise} {msg:5} {human_pos} {per_sec:0}";
 
 /// A counter shown on the progress line: its name (`acked`, `read`) and its running total.
 #[derive(Debug, Clone)]
@@ -33,26 +43,33 @@ impl Counter {
     }
 }
 
-/// The progress line's thread, if stderr is a terminal. Dropping it stops the thread and
-/// erases the line.
+/// The progress lines and the thread that copies the counters into them, if stderr is a
+/// terminal. Dropping it stops the thread and clears the lines.
 #[derive(Debug)]
 pub struct Progress {
     running: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
 impl Progress {
-    /// Starts redrawing the line for `mode` if stderr is a terminal; `total` is the number of
-    /// records each counter goes up to, if known.
+    /// Starts drawing a line per counter for `mode` if stderr is a terminal; `total` is the
+    /// number of records each counter goes up to, if known.
     pub fn start(mode: &'static str, total: Option<u64>, counters: Vec<Counter>) -> Progress {
         if !std::io::stderr().is_terminal() || counters.is_empty() {
             return Progress { running: None };
         }
+        let bars = Bars::new(ProgressDrawTarget::stderr(), mode, total, counters);
         let (stop, stopped) = mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name("progress".into())
-            .spawn(move || draw_until_stopped(mode, total, &counters, &stopped));
+            .spawn(move || {
+                // Nothing is ever sent: the channel closes when the `Progress` is dropped.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(TICK) {
+                    bars.update();
+                }
+                bars.clear();
+            });
         Progress {
-            // No thread, no progress line: the run itself does not need it.
+            // No thread, no progress lines: the run itself does not need them.
             running: spawned.ok().map(|handle| (stop, handle)),
         }
     }
@@ -61,190 +78,174 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         if let Some((stop, handle)) = self.running.take() {
-            drop(stop); // the thread sees the channel close, erases its line and returns
+            drop(stop); // the thread sees the channel close, clears the lines and returns
             let _ = handle.join();
         }
     }
 }
 
-fn draw_until_stopped(
-    mode: &str,
-    total: Option<u64>,
-    counters: &[Counter],
-    stopped: &mpsc::Receiver<()>,
-) {
-    let start = Instant::now();
-    let mut last_at = start;
-    let mut last: Vec<u64> = vec![0; counters.len()];
-    let mut width: usize = 0;
-    // Nothing is ever sent: the channel closes when the `Progress` is dropped.
-    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(TICK) {
-        let now = Instant::now();
-        let dt = now.saturating_duration_since(last_at).as_secs_f64();
-        let shown: Vec<Shown> = counters
-            .iter()
-            .zip(&mut last)
-            .map(|(c, last)| {
-                let done = c.value.load(Ordering::Relaxed);
-                let rate = if dt > 0.0 {
-                    done.saturating_sub(*last) as f64 / dt
-                } else {
-                    0.0
-                };
-                *last = done;
-                Shown {
-                    name: c.name,
-                    done,
-                    rate,
-                }
+/// One bar per counter, drawn together.
+#[derive(Debug)]
+struct Bars {
+    lines: MultiProgress,
+    bars: Vec<(ProgressBar, Counter)>,
+}
+
+impl Bars {
+    fn new(
+        target: ProgressDrawTarget,
+        mode: &'static str,
+        total: Option<u64>,
+        counters: Vec<Counter>,
+    ) -> Bars {
+        let lines = MultiProgress::with_draw_target(target);
+        let template = if total.is_some() {
+            WITH_TOTAL
+        } else {
+            WITHOUT_TOTAL
+        };
+        // The templates are constants (a test parses them); the default is only a fallback.
+        let style = ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("#>-");
+        let bars = counters
+            .into_iter()
+            .map(|counter| {
+                let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::hidden())
+                    .with_style(style.clone())
+                    .with_prefix(mode)
+                    .with_message(counter.name);
+                (lines.add(bar), counter)
             })
             .collect();
-        last_at = now;
-        let text = line(mode, now.saturating_duration_since(start), total, &shown);
-        // Pad over what is left of a longer previous line.
-        let pad = width.saturating_sub(text.chars().count());
-        width = text.chars().count();
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{text}{:pad$}", "");
-        let _ = err.flush();
+        Bars { lines, bars }
     }
-    if width > 0 {
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{:width$}\r", "");
-        let _ = err.flush();
-    }
-}
 
-/// One counter as the line shows it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Shown {
-    name: &'static str,
-    done: u64,
-    /// Records per second over the last tick.
-    rate: f64,
-}
-
-/// The longest line drawn: one that wraps on an 80-column terminal could not be overwritten.
-const MAX_CHARS: usize = 79;
-
-/// The text of the line, e.g. `end-to-end 12 s | acked 240.1k/1M 20.0k/s | read 239.8k/1M
-/// (24%) 20.0k/s`: the percentage is that of the last counter (the one that ends the run).
-fn line(mode: &str, elapsed: Duration, total: Option<u64>, counters: &[Shown]) -> String {
-    let mut out = format!("{mode} {}", clock(elapsed));
-    for (i, c) in counters.iter().enumerate() {
-        let _ = write!(out, " | {} {}", c.name, count(c.done));
-        if let Some(total) = total {
-            let _ = write!(out, "/{}", count(total));
-            if total > 0 && i + 1 == counters.len() {
-                let pct = (c.done as f64 / total as f64 * 100.0).min(100.0);
-                let _ = write!(out, " ({pct:.0}%)");
-            }
+    /// Copies each counter into its bar, which redraws the lines.
+    fn update(&self) {
+        for (bar, counter) in &self.bars {
+            bar.set_position(counter.value.load(Ordering::Relaxed));
         }
-        let _ = write!(out, " {}/s", compact(c.rate));
     }
-    match out.char_indices().nth(MAX_CHARS) {
-        Some((cut, _)) => out[..cut].to_string(),
-        None => out,
-    }
-}
 
-/// A record count: exact below 100000, else `657.7k`, `1.178M`, `10M`.
-fn count(n: u64) -> String {
-    let trim = |s: String| s.trim_end_matches('0').trim_end_matches('.').to_string();
-    if n < 100_000 {
-        n.to_string()
-    } else if n < 1_000_000 {
-        format!("{}k", trim(format!("{:.1}", n as f64 / 1e3)))
-    } else {
-        format!("{}M", trim(format!("{:.3}", n as f64 / 1e6)))
-    }
-}
-
-/// Elapsed time as `42 s` or `3 m 05 s`.
-fn clock(elapsed: Duration) -> String {
-    let s = elapsed.as_secs();
-    if s < 60 {
-        format!("{s} s")
-    } else {
-        format!("{} m {:02} s", s / 60, s % 60)
-    }
-}
-
-/// A rate in few characters: `950`, `20.0k`, `1.25M`.
-fn compact(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
+    fn clear(&self) {
+        for (bar, _) in &self.bars {
+            bar.finish_and_clear();
+        }
+        let _ = self.lines.clear();
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use indicatif::TermLike;
+
     use super::*;
 
+    /// A terminal that keeps what is written to it.
+    #[derive(Debug, Clone, Default)]
+    struct Screen(Arc<Mutex<Vec<String>>>);
+
+    impl Screen {
+        fn lines(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl TermLike for Screen {
+        fn width(&self) -> u16 {
+            120
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.write_str(s)
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            if !s.is_empty() {
+                self.0.lock().unwrap().push(s.to_string());
+            }
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
-    fn line_shows_counts_totals_and_rates() {
-        let counters = [
-            Shown {
-                name: "acked",
-                done: 240_000,
-                rate: 20_012.0,
-            },
-            Shown {
-                name: "read",
-                done: 239_812,
-                rate: 19_990.0,
-            },
-        ];
-        assert_eq!(
-            line(
-                "end-to-end",
-                Duration::from_millis(12_400),
-                Some(1_000_000),
-                &counters
-            ),
-            "end-to-end 12 s | acked 240k/1M 20.0k/s | read 239.8k/1M (24%) 20.0k/s"
-        );
-        assert_eq!(
-            line("consume", Duration::from_secs(185), None, &counters[1..]),
-            "consume 3 m 05 s | read 239.8k 20.0k/s"
-        );
-        let big = Shown {
-            name: "acked",
-            done: 9_984_321,
-            rate: 1_250_000.0,
-        };
-        let long = line(
+    fn templates_parse() {
+        for template in [WITH_TOTAL, WITHOUT_TOTAL] {
+            assert!(ProgressStyle::with_template(template).is_ok(), "{template}");
+        }
+    }
+
+    #[test]
+    fn a_line_per_counter_with_counts_totals_and_percentages() {
+        let (acked, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let screen = Screen::default();
+        let bars = Bars::new(
+            ProgressDrawTarget::term_like(Box::new(screen.clone())),
             "end-to-end",
-            Duration::from_secs(185),
-            Some(10_000_000),
-            &[
-                big,
-                Shown {
-                    name: "read",
-                    ..big
-                },
-            ],
+            Some(1_000_000),
+            vec![Counter::new("acked", &acked), Counter::new("read", &read)],
         );
-        assert!(long.chars().count() <= MAX_CHARS, "{long}");
-        assert!(long.starts_with("end-to-end 3 m 05 s | acked 9.984M/10M 1.25M/s | read"));
-        assert_eq!(count(99_999), "99999");
-        assert_eq!(count(1_177_765), "1.178M");
-        assert_eq!(count(1_000_000), "1M");
-        let zero = Shown {
-            name: "acked",
-            done: 0,
-            rate: 0.0,
+        acked.store(240_000, Ordering::Relaxed);
+        read.store(239_812, Ordering::Relaxed);
+        bars.update();
+        let drawn = screen.lines();
+        let line = |name: &str| {
+            drawn
+                .iter()
+                .rfind(|l| l.contains(name))
+                .unwrap_or_else(|| panic!("no {name} line in {drawn:?}"))
+                .clone()
         };
-        assert_eq!(
-            line("produce", Duration::ZERO, Some(0), &[zero]),
-            "produce 0 s | acked 0/0 0/s"
+        let (acked_line, read_line) = (line("acked"), line("read"));
+        assert!(
+            acked_line.starts_with("end-to-end 00:00:00 acked [#######"),
+            "{acked_line}"
         );
-        assert_eq!(compact(1_250_000.0), "1.25M");
-        assert_eq!(compact(950.4), "950");
+        assert!(
+            acked_line.contains("] 240,000/1,000,000 (24%) "),
+            "{acked_line}"
+        );
+        assert!(read_line.contains("read  [") && read_line.contains(" 239,812/1,000,000 (24%) "));
+        assert!(acked_line.ends_with("/s") && read_line.ends_with("/s"));
+    }
+
+    #[test]
+    fn without_a_total_the_count_and_rate_only() {
+        let acked = Arc::new(AtomicU64::new(3_702_221));
+        let screen = Screen::default();
+        let bars = Bars::new(
+            ProgressDrawTarget::term_like(Box::new(screen.clone())),
+            "produce",
+            None,
+            vec![Counter::new("acked", &acked)],
+        );
+        bars.update();
+        let drawn = screen.lines();
+        assert!(
+            drawn
+                .iter()
+                .any(|l| l.starts_with("produce 00:00:00 acked 3,702,221 ")),
+            "{drawn:?}"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Per-topic configuration, under Kafka's own config names.
 
-use std::fmt;
 use std::time::Duration;
+
+use crate::error::ConfigError;
 
 /// When an append reaches the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -54,36 +55,64 @@ impl Default for TopicConfig {
 pub const MIN_SEGMENT_BYTES: u32 = 1024;
 
 impl TopicConfig {
-    /// Sets one config by its Kafka name. `-1` means "no limit" for the optional ones.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let bad = |e: &dyn fmt::Display| format!("{name}={value}: {e}");
-        let number = || value.trim().parse::<i64>().map_err(|e| bad(&e));
-        let optional = || -> Result<Option<u64>, String> {
-            match number()? {
+    /// Sets one config by its Kafka name from its text form. `-1` means "no limit" for the
+    /// optional ones.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        if !self.entries().iter().any(|(known, _)| *known == name) {
+            return Err(ConfigError::Unknown { name: name.into() });
+        }
+        let number = value
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| ConfigError::NotANumber {
+                name: name.into(),
+                value: value.into(),
+            })?;
+        self.set_number(name, number)
+    }
+
+    /// Sets one config by its Kafka name (every topic config lograil acts on is a number).
+    pub fn set_number(&mut self, name: &str, value: i64) -> Result<(), ConfigError> {
+        let optional = || -> Result<Option<u64>, ConfigError> {
+            match value {
                 -1 => Ok(None),
-                n if n >= 0 => Ok(Some(n as u64)),
-                _ => Err(bad(&"must be -1 or >= 0")),
+                n => u64::try_from(n)
+                    .map(Some)
+                    .map_err(|_| ConfigError::NegativeLimit {
+                        name: name.into(),
+                        value,
+                    }),
             }
         };
-        let positive_u32 = |min: u32| -> Result<u32, String> {
-            let n = number()?;
-            u32::try_from(n)
+        let bounded = |min: u32| -> Result<u32, ConfigError> {
+            u32::try_from(value)
                 .ok()
                 .filter(|n| *n >= min && *n <= i32::MAX as u32)
-                .ok_or_else(|| bad(&format!("must be in {min}..={}", i32::MAX)))
+                .ok_or(ConfigError::OutOfRange {
+                    name: name.into(),
+                    value,
+                    min: min.into(),
+                    max: i32::MAX.into(),
+                })
         };
         match name {
-            "segment.bytes" => self.segment_bytes = positive_u32(MIN_SEGMENT_BYTES)?,
+            "segment.bytes" => self.segment_bytes = bounded(MIN_SEGMENT_BYTES)?,
             "segment.ms" => self.segment_ms = optional()?.filter(|ms| *ms > 0),
             "retention.bytes" => self.retention_bytes = optional()?,
             "retention.ms" => self.retention_ms = optional()?,
-            "max.message.bytes" => self.max_message_bytes = positive_u32(0)?,
-            "index.interval.bytes" => self.index_interval_bytes = positive_u32(0)?,
+            "max.message.bytes" => self.max_message_bytes = bounded(0)?,
+            "index.interval.bytes" => self.index_interval_bytes = bounded(0)?,
             // `flush.messages` and `flush.ms` each switch their own policy on or off, so the
             // order in which they are set does not matter.
-            "flush.messages" => match number()? {
+            "flush.messages" => match value {
                 1 => self.durability = Durability::Always,
-                n if n > 1 => return Err(bad(&"only 1 (fsync every append) is supported")),
+                n if n > 1 => {
+                    return Err(ConfigError::Unsupported {
+                        name: name.into(),
+                        value: value.to_string(),
+                        supported: "1, fsync every append",
+                    })
+                }
                 _ if self.durability == Durability::Always => self.durability = Durability::Never,
                 _ => {}
             },
@@ -94,7 +123,7 @@ impl TopicConfig {
                 }
                 None => {}
             },
-            _ => return Err(format!("unknown config {name}")),
+            _ => return Err(ConfigError::Unknown { name: name.into() }),
         }
         Ok(())
     }
@@ -131,7 +160,7 @@ impl TopicConfig {
     }
 
     /// Parses [`TopicConfig::to_properties`] output; `#` starts a comment line.
-    pub fn from_properties(text: &str) -> Result<Self, String> {
+    pub fn from_properties(text: &str) -> Result<Self, ConfigError> {
         let mut config = TopicConfig::default();
         for line in text.lines().map(str::trim) {
             if line.is_empty() || line.starts_with('#') {
@@ -139,7 +168,7 @@ impl TopicConfig {
             }
             let (name, value) = line
                 .split_once('=')
-                .ok_or_else(|| format!("line {line:?} is not name=value"))?;
+                .ok_or_else(|| ConfigError::NotNameValue { line: line.into() })?;
             config.set(name.trim(), value.trim())?;
         }
         Ok(config)
@@ -175,10 +204,34 @@ mod tests {
     #[test]
     fn bad_values_are_refused() {
         let mut config = TopicConfig::default();
-        assert!(config.set("segment.bytes", "10").is_err());
-        assert!(config.set("segment.bytes", "abc").is_err());
-        assert!(config.set("retention.ms", "-5").is_err());
-        assert!(config.set("no.such.config", "1").is_err());
-        assert!(TopicConfig::from_properties("garbage").is_err());
+        assert!(matches!(
+            config.set("segment.bytes", "10"),
+            Err(ConfigError::OutOfRange { min: 1024, .. })
+        ));
+        assert!(matches!(
+            config.set("segment.bytes", "abc"),
+            Err(ConfigError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            config.set("retention.ms", "-5"),
+            Err(ConfigError::NegativeLimit { value: -5, .. })
+        ));
+        assert!(matches!(
+            config.set("no.such.config", "x"),
+            Err(ConfigError::Unknown { .. })
+        ));
+        assert!(matches!(
+            config.set("flush.messages", "100"),
+            Err(ConfigError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            TopicConfig::from_properties("garbage"),
+            Err(ConfigError::NotNameValue { .. })
+        ));
+        assert_eq!(
+            config,
+            TopicConfig::default(),
+            "refused values change nothing"
+        );
     }
 }

@@ -1,13 +1,15 @@
 //! Inspecting a segment file as Kafka's `DumpLogSegments` does: every batch with its offsets,
-//! timestamps, size and CRC, and a check of the segment's index files against the log.
+//! timestamps, size and CRC, and a check of the segment's index files against the log. Damage
+//! is reported with its byte and offset ranges, and the dump goes on after it.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::batch::{self, BatchHeader};
-use crate::error::FileError;
+use crate::error::{BatchError, FileError};
 use crate::index::{OFFSET_ENTRY_LEN, TIME_ENTRY_LEN};
+use crate::segment::chain::{Chain, DamageReason, Link};
 use crate::segment::{file_name, parse_file_name, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 
 /// One batch as found in the file.
@@ -56,49 +58,66 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
             .problems
             .push(format!("{name} is not named <20-digit base offset>.log"));
     }
-    let mut expected = base;
-    let mut pos = 0usize;
-    while pos < data.len() {
-        let header = match BatchHeader::parse(&data[pos..]) {
-            Ok(h) => h,
-            Err(e) => {
-                report.problems.push(format!("byte {pos}: {e}"));
-                break;
+    // The walk checks structure and offsets; CRCs are checked here so that a batch with a bad
+    // CRC is still listed. Where the structure breaks, the walk resumes at the next valid batch.
+    let limit = path
+        .parent()
+        .and_then(|dir| next_segment_base(dir, base?))
+        .unwrap_or(i64::MAX);
+    for link in Chain::new(&data, 0, base.unwrap_or(0), limit, false) {
+        match link {
+            Link::Batch(pos, header) => {
+                let crc_ok =
+                    batch::compute_crc(&data[pos..pos + header.size as usize]) == header.crc;
+                if !crc_ok {
+                    report.problems.push(format!(
+                        "byte {pos}: CRC mismatch in batch at offset {}",
+                        header.base_offset
+                    ));
+                }
+                report.batches.push(BatchReport {
+                    position: pos as u64,
+                    header,
+                    crc_ok,
+                });
             }
-        };
-        let size = header.size as usize;
-        if pos + size > data.len() {
-            report.problems.push(format!(
-                "byte {pos}: batch of {size} bytes runs {} bytes past the end of the file (torn write)",
-                pos + size - data.len()
-            ));
-            break;
+            Link::Damage(damage) => {
+                let torn = damage.resume_at == data.len() as u64
+                    && matches!(
+                        damage.reason,
+                        DamageReason::Batch(BatchError::Truncated { .. })
+                    );
+                report.problems.push(format!(
+                    "bytes {}..{}: offsets {}..{} damaged: {}{}",
+                    damage.position,
+                    damage.resume_at,
+                    damage.first_offset,
+                    damage.end_offset,
+                    damage.reason,
+                    if torn {
+                        " (torn write)"
+                    } else if damage.resume_at < data.len() as u64 {
+                        "; the next valid batch follows"
+                    } else {
+                        ""
+                    },
+                ));
+            }
         }
-        let crc_ok = batch::compute_crc(&data[pos..pos + size]) == header.crc;
-        if !crc_ok {
-            report.problems.push(format!(
-                "byte {pos}: CRC mismatch in batch at offset {}",
-                header.base_offset
-            ));
-        }
-        if let Some(want) = expected.filter(|want| *want != header.base_offset) {
-            report.problems.push(format!(
-                "byte {pos}: batch base offset {} where {want} was expected",
-                header.base_offset
-            ));
-        }
-        expected = Some(header.next_offset());
-        report.batches.push(BatchReport {
-            position: pos as u64,
-            header,
-            crc_ok,
-        });
-        pos += size;
     }
     if let (Some(base), Some(dir)) = (base, path.parent()) {
         check_indexes(dir, base, &mut report);
     }
     Ok(report)
+}
+
+/// The base offset of the segment after `base` in `dir`, if there is one.
+fn next_segment_base(dir: &Path, base: i64) -> Option<i64> {
+    fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| parse_file_name(&e.ok()?.file_name().to_string_lossy(), LOG_EXT))
+        .filter(|b| *b > base)
+        .min()
 }
 
 fn check_indexes(dir: &Path, base: i64, report: &mut SegmentReport) {

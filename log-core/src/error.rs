@@ -3,6 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
+use crate::segment::Damage;
+
 /// Why bytes are not a valid Kafka RecordBatch v2.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum BatchError {
@@ -74,6 +76,36 @@ impl FileError {
     }
 }
 
+/// A config value, or a file of settings, that is not valid.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("unknown config {name}")]
+    Unknown { name: String },
+    #[error("{name}={value}: not a number")]
+    NotANumber { name: String, value: String },
+    #[error("{name}={value}: must be in {min}..={max}")]
+    OutOfRange {
+        name: String,
+        value: i64,
+        min: i64,
+        max: i64,
+    },
+    #[error("{name}={value}: must be -1 (no limit) or >= 0")]
+    NegativeLimit { name: String, value: i64 },
+    #[error("{name}={value} is not supported (only {supported})")]
+    Unsupported {
+        name: String,
+        value: String,
+        supported: &'static str,
+    },
+    #[error("line {line:?} is not name=value")]
+    NotNameValue { line: String },
+    #[error("the first line must be {expected:?}")]
+    Format { expected: &'static str },
+    #[error("missing or invalid {name}")]
+    Missing { name: &'static str },
+}
+
 /// Opening a log, a topic or a partition failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -83,8 +115,8 @@ pub enum OpenError {
     Locked { path: PathBuf },
     #[error("{path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },
-    #[error("{path}: bad config: {reason}")]
-    BadConfig { path: PathBuf, reason: String },
+    #[error("{path}: {source}")]
+    BadConfig { path: PathBuf, source: ConfigError },
 }
 
 /// An append was refused; nothing of it was stored.
@@ -128,6 +160,12 @@ pub enum ReadError {
         position: u64,
         reason: String,
     },
+    /// The offset lies in a damaged stretch of a segment: it cannot be served, and reads on
+    /// either side of the stretch go on working.
+    #[error("{path}: offsets {}..{} are damaged (bytes {}..{}): {}", damage.first_offset, damage.end_offset, damage.position, damage.resume_at, damage.reason)]
+    Damaged { path: PathBuf, damage: Damage },
+    #[error(transparent)]
+    Io(#[from] FileError),
 }
 
 /// Creating or deleting a topic failed.
@@ -142,7 +180,9 @@ pub enum TopicError {
     #[error("invalid partition count {0}: must be 1..=100000")]
     InvalidPartitions(u32),
     #[error("invalid config: {0}")]
-    InvalidConfig(String),
+    InvalidConfig(#[from] ConfigError),
+    #[error("topic {name} is offline: {reason}")]
+    Offline { name: String, reason: String },
     #[error(transparent)]
     Io(#[from] FileError),
     #[error(transparent)]

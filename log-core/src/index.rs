@@ -4,63 +4,41 @@
 //! - `.index`: 8-byte entries `(offset - segment base: u32, byte position of a batch start: u32)`;
 //! - `.timeindex`: 12-byte entries `(max timestamp so far: i64, offset - segment base: u32)`.
 //!
-//! The active segment's indexes live in memory and are written out when the segment rolls; a
-//! closed segment's index files are memory-mapped when the partition opens.
+//! The active segment's indexes live in memory, extended by an [`IndexCursor`] as batches are
+//! appended, and are written out when the segment rolls; a closed segment's index files are
+//! read when the segment is loaded.
 
-use std::ops::Deref;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
-use memmap2::Mmap;
+use crate::batch::BatchHeader;
 
 pub(crate) const OFFSET_ENTRY_LEN: usize = 8;
 pub(crate) const TIME_ENTRY_LEN: usize = 12;
 
-#[derive(Debug)]
-enum Entries {
-    Owned(Vec<u8>),
-    Mapped(Mmap),
-}
-
-impl Deref for Entries {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Entries::Owned(v) => v,
-            Entries::Mapped(m) => m,
-        }
-    }
-}
-
-impl From<Option<Mmap>> for Entries {
-    /// An empty file cannot be mapped; it is an empty owned list.
-    fn from(map: Option<Mmap>) -> Self {
-        map.map_or(Entries::Owned(Vec::new()), Entries::Mapped)
-    }
-}
-
 /// Entries of `LEN` bytes, appended by the writer, searched by readers.
 #[derive(Debug)]
-struct EntryList<const LEN: usize>(RwLock<Entries>);
+struct EntryList<const LEN: usize>(RwLock<Vec<u8>>);
 
 impl<const LEN: usize> EntryList<LEN> {
     fn owned(bytes: Vec<u8>) -> Self {
-        EntryList(RwLock::new(Entries::Owned(bytes)))
+        EntryList(RwLock::new(bytes))
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, Entries> {
+    fn read(&self) -> RwLockReadGuard<'_, Vec<u8>> {
         self.0.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn push(&self, entry: [u8; LEN]) {
-        let mut guard = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        match &mut *guard {
-            Entries::Owned(v) => v.extend_from_slice(&entry),
-            Entries::Mapped(m) => {
-                let mut v = m.to_vec();
-                v.extend_from_slice(&entry);
-                *guard = Entries::Owned(v);
-            }
-        }
+        self.write().extend_from_slice(&entry);
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<u8>> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes `other`'s entries (loading or unloading a segment).
+    fn replace(&self, other: &Self) {
+        *self.write() = std::mem::take(&mut *other.write());
     }
 
     /// Index of the last entry for which `before(entry)` holds, entries being sorted so that
@@ -110,10 +88,10 @@ impl OffsetIndex {
         OffsetIndex(EntryList::owned(Vec::new()))
     }
 
-    /// Checks a mapped `.index` against the segment it indexes; `Err` says why it does not fit.
-    pub fn from_map(map: Option<Mmap>, log_len: u64, span: u64) -> Result<Self, String> {
-        let entries = Entries::from(map);
-        if entries.len() % OFFSET_ENTRY_LEN != 0 {
+    /// Checks the bytes of an `.index` file against the segment it indexes; `Err` says why
+    /// they do not fit.
+    pub fn from_bytes(entries: Vec<u8>, log_len: u64, span: u64) -> Result<Self, String> {
+        if !entries.len().is_multiple_of(OFFSET_ENTRY_LEN) {
             return Err(format!(
                 "size {} is not a multiple of {OFFSET_ENTRY_LEN}",
                 entries.len()
@@ -165,10 +143,10 @@ impl TimeIndex {
         TimeIndex(EntryList::owned(Vec::new()))
     }
 
-    /// Checks a mapped `.timeindex`; `Err` if it does not fit a segment of `span` offsets.
-    pub fn from_map(map: Option<Mmap>, span: u64) -> Result<Self, String> {
-        let entries = Entries::from(map);
-        if entries.len() % TIME_ENTRY_LEN != 0 {
+    /// Checks the bytes of a `.timeindex` file; `Err` if they do not fit a segment of `span`
+    /// offsets.
+    pub fn from_bytes(entries: Vec<u8>, span: u64) -> Result<Self, String> {
+        if !entries.len().is_multiple_of(TIME_ENTRY_LEN) {
             return Err(format!(
                 "size {} is not a multiple of {TIME_ENTRY_LEN}",
                 entries.len()
@@ -214,6 +192,98 @@ impl TimeIndex {
 
 fn decode_time(entry: &[u8]) -> (i64, u32) {
     (i64::from_be_bytes(to_array(&entry[..8])), u32_at(entry, 8))
+}
+
+/// A segment's two indexes.
+#[derive(Debug)]
+pub(crate) struct Indexes {
+    pub offsets: OffsetIndex,
+    pub times: TimeIndex,
+}
+
+impl Indexes {
+    pub fn new() -> Self {
+        Indexes {
+            offsets: OffsetIndex::new(),
+            times: TimeIndex::new(),
+        }
+    }
+
+    /// Takes `other`'s entries in place of these.
+    pub fn replace(&self, other: Indexes) {
+        self.offsets.0.replace(&other.offsets.0);
+        self.times.0.replace(&other.times.0);
+    }
+
+    /// Drops every entry (a segment being unloaded).
+    pub fn clear(&self) {
+        self.replace(Indexes::new());
+    }
+}
+
+/// `offset - base` as stored in the indexes. The writer rolls before it could overflow.
+pub(crate) fn relative(base: i64, offset: i64) -> u32 {
+    u32::try_from(offset - base).unwrap_or(u32::MAX)
+}
+
+/// Where the writer stands in a segment's indexes: when the next `.index` entry is due and the
+/// largest timestamp so far, for `.timeindex`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexCursor {
+    base_offset: i64,
+    interval: u32,
+    bytes_since_entry: u32,
+    /// Largest timestamp so far and the relative offset of the batch that carried it.
+    max_timestamp: i64,
+    max_timestamp_rel: u32,
+    /// Timestamp of the last `.timeindex` entry.
+    last_time_entry: i64,
+}
+
+impl IndexCursor {
+    /// A cursor at the start of the segment whose first offset is `base_offset`, with an
+    /// `.index` entry every `interval` bytes of log.
+    pub fn new(base_offset: i64, interval: u32) -> Self {
+        IndexCursor {
+            base_offset,
+            interval,
+            bytes_since_entry: 0,
+            max_timestamp: -1,
+            max_timestamp_rel: 0,
+            last_time_entry: -1,
+        }
+    }
+
+    /// The largest batch timestamp seen so far, -1 if none.
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+
+    /// Accounts for the batch at `position` and adds index entries when one is due.
+    pub fn add(&mut self, indexes: &Indexes, header: &BatchHeader, position: u32) {
+        let rel = relative(self.base_offset, header.base_offset);
+        if header.max_timestamp > self.max_timestamp {
+            self.max_timestamp = header.max_timestamp;
+            self.max_timestamp_rel = rel;
+        }
+        if self.bytes_since_entry >= self.interval {
+            indexes.offsets.push(rel, position);
+            self.add_time_entry(indexes);
+            self.bytes_since_entry = 0;
+        }
+        self.bytes_since_entry = self.bytes_since_entry.saturating_add(header.size);
+    }
+
+    /// Adds a `.timeindex` entry for the largest timestamp so far, if it is new (also when a
+    /// segment is sealed, so its last timestamp is indexed).
+    pub fn add_time_entry(&mut self, indexes: &Indexes) {
+        if self.max_timestamp > self.last_time_entry {
+            indexes
+                .times
+                .push(self.max_timestamp, self.max_timestamp_rel);
+            self.last_time_entry = self.max_timestamp;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -42,7 +42,9 @@ mod partition;
 mod segment;
 
 pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
-pub use error::{AppendError, BatchError, FileError, OpenError, ReadError, TopicError};
-pub use log::{validate_name, Log, Topic, MAX_PARTITIONS};
-pub use partition::{now_ms, AppendInfo, Partition, ReadResult, RetentionReport};
-pub use segment::Recovery;
+pub use error::{
+    AppendError, BatchError, ConfigError, FileError, OpenError, ReadError, TopicError,
+};
+pub use log::{validate_name, Log, LogOptions, Topic, MAX_PARTITIONS};
+pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
+pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};

@@ -12,13 +12,18 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::config::TopicConfig;
-use crate::error::{AppendError, FileError, OpenError, TopicError};
+use crate::error::{AppendError, ConfigError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
+use crate::partition::OpenContext;
 use crate::partition::{Partition, RetentionReport};
+use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
 
 const TOPIC_EXT: &str = "topic";
 const TOPIC_FORMAT: &str = "# lograil topic, format 1";
 const LOCK_FILE: &str = ".lock";
+/// Written when the log closes with every partition flushed; removed when it opens. Its absence
+/// at open means the last run did not shut down cleanly, and recovery checks CRCs.
+const CLEAN_MARKER: &str = ".clean-shutdown";
 /// Partition directories of a deleted topic are renamed with this suffix, then removed.
 const DELETED_SUFFIX: &str = "-deleted";
 /// Most partitions a topic may have.
@@ -59,11 +64,32 @@ pub struct Log {
     flusher: Option<JoinHandle<()>>,
 }
 
+/// How a data directory is opened.
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// Where writes and fsyncs go (the real file system, or a test's fake).
+    pub storage: Arc<dyn Storage>,
+    /// How many closed segments may be loaded (log mapped, indexes in memory) at once.
+    pub loaded_segments: usize,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            storage: Arc::new(FileStorage),
+            loaded_segments: DEFAULT_LOADED_SEGMENTS,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     dir: PathBuf,
-    storage: Arc<dyn Storage>,
+    context: OpenContext,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Topics whose files could not be opened, with why: not served, and their names cannot
+    /// be taken by a new topic (which would remove their data).
+    offline: RwLock<BTreeMap<String, String>>,
     /// Held for the life of the log: one process per data dir.
     _lock: File,
     stop: Mutex<bool>,
@@ -73,11 +99,23 @@ struct Shared {
 impl Log {
     /// Opens (creating if missing) the data directory `dir` on the real file system.
     pub fn open(dir: impl AsRef<Path>) -> Result<Log, OpenError> {
-        Log::open_with(dir, Arc::new(FileStorage))
+        Log::open_with_options(dir, LogOptions::default())
     }
 
     /// Opens `dir` with all writes going through `storage` (see [`crate::io`]).
     pub fn open_with(dir: impl AsRef<Path>, storage: Arc<dyn Storage>) -> Result<Log, OpenError> {
+        Log::open_with_options(
+            dir,
+            LogOptions {
+                storage,
+                ..LogOptions::default()
+            },
+        )
+    }
+
+    /// Opens `dir` with `options`. A topic whose files cannot be opened is reported and kept
+    /// offline ([`Log::offline_topics`]); every other topic opens.
+    pub fn open_with_options(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log, OpenError> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| FileError::new("create", &dir, e))?;
         let lock_path = dir.join(LOCK_FILE);
@@ -89,7 +127,13 @@ impl Log {
                 return Err(FileError::new("lock", &lock_path, e).into())
             }
         }
+        let context = OpenContext {
+            storage: options.storage,
+            cache: SegmentCache::new(options.loaded_segments),
+            clean: take_clean_marker(&dir)?,
+        };
         let mut topics = BTreeMap::new();
+        let mut offline = BTreeMap::new();
         let entries = fs::read_dir(&dir).map_err(|e| FileError::new("list", &dir, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| FileError::new("list", &dir, e))?;
@@ -105,16 +149,30 @@ impl Log {
                     tracing::warn!(file = %path.display(), "ignoring a topic file with an invalid name");
                     continue;
                 }
-                let (partitions, config) = read_topic_file(&path)?;
-                let topic = open_topic(&dir, topic, partitions, config, &storage)?;
-                topics.insert(topic.name.clone(), Arc::new(topic));
+                let opened = read_topic_file(&path).and_then(|(partitions, config)| {
+                    open_topic(&dir, topic, partitions, config, &context)
+                });
+                match opened {
+                    Ok(opened) => {
+                        topics.insert(opened.name.clone(), Arc::new(opened));
+                    }
+                    Err(e) => {
+                        tracing::error!(topic, error = %e, "topic cannot be opened: it stays offline");
+                        offline.insert(topic.to_string(), e.to_string());
+                    }
+                }
             }
         }
         let dir_for_errors = dir.clone();
+        let context = OpenContext {
+            clean: false,
+            ..context
+        };
         let shared = Arc::new(Shared {
             dir,
-            storage,
+            context,
             topics: RwLock::new(topics),
+            offline: RwLock::new(offline),
             _lock: lock,
             stop: Mutex::new(false),
             wake: Condvar::new(),
@@ -144,6 +202,12 @@ impl Log {
         config: TopicConfig,
     ) -> Result<Arc<Topic>, TopicError> {
         validate_name(name)?;
+        if let Some(reason) = self.offline_reason(name) {
+            return Err(TopicError::Offline {
+                name: name.to_string(),
+                reason,
+            });
+        }
         if partitions == 0 || partitions > MAX_PARTITIONS {
             return Err(TopicError::InvalidPartitions(partitions));
         }
@@ -160,7 +224,7 @@ impl Log {
                     .map_err(|e| FileError::new("remove", &partition_dir, e))?;
             }
         }
-        let topic = match open_topic(dir, name, partitions, config.clone(), &self.shared.storage)
+        let topic = match open_topic(dir, name, partitions, config.clone(), &self.shared.context)
             .map_err(TopicError::from)
             .and_then(|topic| {
                 write_topic_file(dir, name, partitions, &config)?;
@@ -180,6 +244,32 @@ impl Log {
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.shared.topics_read().get(name).cloned()
+    }
+
+    /// Topics that could not be opened, with why.
+    pub fn offline_topics(&self) -> Vec<(String, String)> {
+        self.shared
+            .offline
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, reason)| (name.clone(), reason.clone()))
+            .collect()
+    }
+
+    /// Why `name` is offline, if it is.
+    pub fn offline_reason(&self, name: &str) -> Option<String> {
+        self.shared
+            .offline
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// How many closed segments are loaded now (bounded by [`LogOptions::loaded_segments`]).
+    pub fn loaded_segments(&self) -> usize {
+        self.shared.context.cache.loaded()
     }
 
     /// All topics, by name.
@@ -261,7 +351,10 @@ impl Log {
                 }
             }
         }
-        first_error.map_or(Ok(()), Err)
+        match first_error {
+            Some(e) => Err(e),
+            None => write_clean_marker(&self.shared.dir).map_err(AppendError::from),
+        }
     }
 }
 
@@ -344,13 +437,12 @@ fn open_topic(
     name: &str,
     partitions: u32,
     config: TopicConfig,
-    storage: &Arc<dyn Storage>,
+    context: &OpenContext,
 ) -> Result<Topic, OpenError> {
     let partitions = (0..partitions)
         .map(|p| {
             let label = format!("{name}-{p}");
-            Partition::open(&dir.join(&label), &label, config.clone(), storage.clone())
-                .map(Arc::new)
+            Partition::open(&dir.join(&label), &label, config.clone(), context).map(Arc::new)
         })
         .collect::<Result<_, _>>()?;
     Ok(Topic {
@@ -361,19 +453,21 @@ fn open_topic(
 
 fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
     let text = fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
-    let bad = |reason: String| OpenError::BadConfig {
+    let bad = |source: ConfigError| OpenError::BadConfig {
         path: path.to_path_buf(),
-        reason,
+        source,
     };
     let mut lines = text.lines();
     if lines.next() != Some(TOPIC_FORMAT) {
-        return Err(bad(format!("first line must be {TOPIC_FORMAT:?}")));
+        return Err(bad(ConfigError::Format {
+            expected: TOPIC_FORMAT,
+        }));
     }
     let mut partitions = None;
     let mut rest = String::new();
     for line in lines {
         match line.strip_prefix("partitions=") {
-            Some(n) => partitions = Some(n.trim().parse::<u32>().map_err(|e| bad(e.to_string()))?),
+            Some(n) => partitions = n.trim().parse::<u32>().ok(),
             None => {
                 rest.push_str(line);
                 rest.push('\n');
@@ -382,7 +476,7 @@ fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
     }
     let partitions = partitions
         .filter(|n| (1..=MAX_PARTITIONS).contains(n))
-        .ok_or_else(|| bad("missing or invalid partitions=".into()))?;
+        .ok_or_else(|| bad(ConfigError::Missing { name: "partitions" }))?;
     let config = TopicConfig::from_properties(&rest).map_err(bad)?;
     Ok((partitions, config))
 }
@@ -422,4 +516,24 @@ fn remove_dir(path: &Path) {
             tracing::warn!(dir = %path.display(), error = %e, "could not remove partition dir");
         }
     }
+}
+
+/// Whether the last run shut down cleanly; removes the marker (durably) so that a crash from
+/// now on is seen as unclean.
+fn take_clean_marker(dir: &Path) -> Result<bool, OpenError> {
+    let path = dir.join(CLEAN_MARKER);
+    match fs::remove_file(&path) {
+        Ok(()) => {
+            io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(FileError::new("remove", path, e).into()),
+    }
+}
+
+fn write_clean_marker(dir: &Path) -> Result<(), FileError> {
+    let path = dir.join(CLEAN_MARKER);
+    fs::write(&path, b"").map_err(|e| FileError::new("write", &path, e))?;
+    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
 }

@@ -1,14 +1,15 @@
 //! Model-based property test: random appends, reads, retention, clean reopens and crashes
 //! (the last segment torn or corrupted at a random byte) against a plain in-memory model.
-//! After every step the partition must hold exactly what the model says: recovery keeps the
-//! valid prefix, nothing more, nothing less.
+//! After every step the partition must hold exactly what the model says: recovery cuts a torn
+//! or corrupt tail; a corrupt batch with valid batches after it is kept as damage, its offsets
+//! refused (never served, never skipped silently) and everything around it readable.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use log_core::batch::NewRecord;
-use log_core::{batch, Log, OpenError, Partition, TopicConfig};
+use log_core::{batch, Log, Partition, ReadError, TopicConfig};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -37,6 +38,12 @@ enum Op {
         at: u16,
         xor: u8,
     },
+    /// After a clean shutdown, flip bits of one byte of a closed segment (bit rot), then reopen.
+    Rot {
+        segment: u16,
+        at: u16,
+        xor: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -47,6 +54,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Reopen),
         1 => (0u16..=1000).prop_map(|at| Op::CrashTruncate { at }),
         1 => (0u16..1000, 1u8..=255).prop_map(|(at, xor)| Op::CrashCorrupt { at, xor }),
+        1 => (0u16..1000, 0u16..1000, 1u8..=255)
+            .prop_map(|(segment, at, xor)| Op::Rot { segment, at, xor }),
     ]
 }
 
@@ -56,6 +65,14 @@ struct Batch {
     base: i64,
     values: Vec<Vec<u8>>,
     size: u64,
+    /// Corrupted on disk: its offsets must be refused.
+    damaged: bool,
+}
+
+impl Batch {
+    fn end(&self) -> i64 {
+        self.base + self.values.len() as i64
+    }
 }
 
 struct Harness {
@@ -123,27 +140,34 @@ impl Harness {
                     base: self.next,
                     size: bytes.len() as u64,
                     values,
+                    damaged: false,
                 });
                 self.next += records as i64;
             }
             Op::Read { at, max_bytes } => {
                 let (start, end) = (self.start(), self.next);
                 let offset = start + (end - start) * i64::from(at) / 1000;
+                let first = self.model.iter().position(|b| b.end() > offset);
+                if let Some(b) = first.map(|i| &self.model[i]).filter(|b| b.damaged) {
+                    let err = self.partition().read(offset, max_bytes).unwrap_err();
+                    assert!(
+                        matches!(&err, ReadError::Damaged { damage, .. } if damage.covers(offset)),
+                        "offset {offset} in damaged batch {}: {err}",
+                        b.base
+                    );
+                    return;
+                }
                 let read = self.partition().read(offset, max_bytes).unwrap();
                 assert_eq!(read.log_end_offset, end);
                 if offset == end {
                     assert!(read.records.is_empty());
                     return;
                 }
-                let first = self
-                    .model
-                    .iter()
-                    .position(|b| b.base + b.values.len() as i64 > offset)
-                    .unwrap();
+                let first = first.unwrap();
                 let mut expected_len = 0;
                 let mut expected = Vec::new();
                 for (i, b) in self.model[first..].iter().enumerate() {
-                    if i > 0 && expected_len + b.size > max_bytes as u64 {
+                    if b.damaged || (i > 0 && expected_len + b.size > max_bytes as u64) {
                         break;
                     }
                     expected_len += b.size;
@@ -193,6 +217,7 @@ impl Harness {
                     Damage::CutAt(cut)
                 });
             }
+            Op::Rot { segment, at, xor } => self.rot(segment, at, xor),
             Op::CrashCorrupt { at, xor } => {
                 self.crash(|path, len| {
                     if len == 0 {
@@ -202,17 +227,18 @@ impl Harness {
                     let mut bytes = fs::read(path).unwrap();
                     bytes[pos as usize] ^= xor;
                     fs::write(path, bytes).unwrap();
-                    Damage::Flipped(pos, xor)
+                    Damage::Flipped(pos)
                 });
             }
         }
         self.check_all();
     }
 
-    /// Closes the log, damages the last segment, reopens, and updates the model to the valid
-    /// prefix that recovery must keep.
+    /// Closes the log as a crash would (no clean-shutdown marker), damages the last segment,
+    /// reopens, and updates the model to what recovery must keep.
     fn crash(&mut self, damage: impl FnOnce(&Path, u64) -> Damage) {
         drop(self.log.take());
+        let _ = fs::remove_file(self.dir.path().join(".clean-shutdown"));
         let dir = self.partition_dir();
         let last = last_segment(&dir);
         let base: i64 = last.file_stem().unwrap().to_str().unwrap().parse().unwrap();
@@ -228,44 +254,69 @@ impl Harness {
             pos += self.model[i].size;
         }
         assert_eq!(pos, len, "model and file disagree on the last segment");
-        // (first batch lost, bytes recovery must cut, length of the file after recovery)
-        let (lost_from, cut_bytes, final_len) = match damage(&last, len) {
-            Damage::CutAt(cut) => match ranges.iter().find(|r| r.2 > cut) {
-                Some(&(i, start, _)) => (Some(i), cut - start, start),
-                None => (None, 0, cut),
-            },
-            Damage::Flipped(at, xor) => {
-                let (i, start, _) = *ranges.iter().find(|r| r.1 <= at && at < r.2).unwrap();
-                let within = at - start;
-                if (12..16).contains(&within) {
-                    // partitionLeaderEpoch: not covered by the CRC, and not data.
-                    (None, 0, len)
-                } else if within < 8 && start == 0 {
-                    // The first batch's base offset no longer matches the file name: recovery
-                    // refuses to guess. Expect the clear error, then repair the byte.
-                    let err = Log::open(self.dir.path()).unwrap_err();
-                    assert!(matches!(err, OpenError::Corrupt { .. }), "{err}");
-                    let mut bytes = fs::read(&last).unwrap();
-                    bytes[at as usize] ^= xor;
-                    fs::write(&last, bytes).unwrap();
-                    (None, 0, len)
-                } else {
-                    (Some(i), len - start, start)
+        // The first batch lost (torn), and the file length after the damage.
+        let (mut lost_from, len_after) = match damage(&last, len) {
+            Damage::CutAt(cut) => (ranges.iter().find(|r| r.2 > cut).map(|r| r.0), cut),
+            Damage::Flipped(at) => {
+                let &(i, start, _) = ranges.iter().find(|r| r.1 <= at && at < r.2).unwrap();
+                // partitionLeaderEpoch is covered by no check and is not data.
+                if !(12..16).contains(&(at - start)) {
+                    self.model[i].damaged = true;
                 }
+                (None, len)
             }
+        };
+        // Damage at the end of the file is a torn tail: recovery cuts it, with every damaged
+        // batch right before it.
+        let mut end = lost_from.unwrap_or(self.model.len());
+        while end > in_last.first().copied().unwrap_or(end) && self.model[end - 1].damaged {
+            end -= 1;
+            lost_from = Some(end);
+        }
+        let final_len = match lost_from {
+            Some(i) => ranges.iter().find(|r| r.0 == i).map_or(0, |r| r.1),
+            None => len_after,
         };
         if let Some(i) = lost_from {
             self.model.truncate(i);
-            self.next = self
-                .model
-                .last()
-                .map_or(base, |b| b.base + b.values.len() as i64);
+            self.next = self.model.last().map_or(base, Batch::end);
         }
         self.log = Some(Log::open(self.dir.path()).unwrap());
         let p = self.partition();
         assert_eq!(p.log_end_offset(), self.next);
-        assert_eq!(p.recovery().truncated_bytes, cut_bytes);
+        assert_eq!(p.recovery().truncated_bytes, len_after - final_len);
         assert_eq!(fs::metadata(&last).unwrap().len(), final_len);
+    }
+
+    /// Closes the log cleanly, flips a byte in a closed segment and reopens: the batch holding
+    /// that byte is damaged from now on (unless the byte is its partitionLeaderEpoch, which no
+    /// check covers); nothing else changes.
+    fn rot(&mut self, segment: u16, at: u16, xor: u8) {
+        self.log.take().unwrap().close().unwrap();
+        let logs = segments(&self.partition_dir());
+        if logs.len() > 1 {
+            let k = usize::from(segment) * (logs.len() - 1) / 1000;
+            let (path, base) = &logs[k];
+            let next_base = logs[k + 1].1;
+            let mut pos = 0;
+            let mut ranges = Vec::new();
+            for (i, b) in self.model.iter().enumerate() {
+                if b.base >= *base && b.base < next_base {
+                    ranges.push((i, pos, pos + b.size));
+                    pos += b.size;
+                }
+            }
+            let mut bytes = fs::read(path).unwrap();
+            assert_eq!(pos, bytes.len() as u64, "model and {path:?} disagree");
+            let flip = pos * u64::from(at) / 1000;
+            bytes[flip as usize] ^= xor;
+            fs::write(path, bytes).unwrap();
+            let &(i, start, _) = ranges.iter().find(|r| r.1 <= flip && flip < r.2).unwrap();
+            if !(12..16).contains(&(flip - start)) {
+                self.model[i].damaged = true;
+            }
+        }
+        self.log = Some(Log::open(self.dir.path()).unwrap());
     }
 
     fn check_all(&self) {
@@ -275,18 +326,29 @@ impl Harness {
         let mut offset = self.start();
         let mut got = Vec::new();
         while offset < self.next {
-            let read = p.read(offset, 4096).unwrap();
-            let records = batch::decode(&read.records).unwrap();
-            offset = records.last().unwrap().offset + 1;
-            got.extend(
-                records
-                    .into_iter()
-                    .map(|r| (r.offset, r.value.unwrap().to_vec())),
-            );
+            match p.read(offset, 4096) {
+                Ok(read) => {
+                    let records = batch::decode(&read.records).unwrap();
+                    offset = records.last().unwrap().offset + 1;
+                    got.extend(
+                        records
+                            .into_iter()
+                            .map(|r| (r.offset, r.value.unwrap().to_vec())),
+                    );
+                }
+                Err(ReadError::Damaged { damage, .. }) => {
+                    assert!(damage.covers(offset), "{damage:?} at {offset}");
+                    let batch = self.model.iter().find(|b| b.end() > offset).unwrap();
+                    assert!(batch.damaged, "batch {} is intact: {damage:?}", batch.base);
+                    offset = damage.end_offset;
+                }
+                Err(e) => panic!("read at {offset}: {e}"),
+            }
         }
         let expected: Vec<(i64, Vec<u8>)> = self
             .model
             .iter()
+            .filter(|b| !b.damaged)
             .flat_map(|b| {
                 b.values
                     .iter()
@@ -300,17 +362,26 @@ impl Harness {
 
 enum Damage {
     CutAt(u64),
-    Flipped(u64, u8),
+    Flipped(u64),
 }
 
-fn last_segment(dir: &Path) -> PathBuf {
-    let mut logs: Vec<PathBuf> = fs::read_dir(dir)
+/// The partition's segment files with their base offsets, oldest first.
+fn segments(dir: &Path) -> Vec<(PathBuf, i64)> {
+    let mut logs: Vec<(PathBuf, i64)> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| {
+            let base = p.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+            (p, base)
+        })
         .collect();
     logs.sort();
-    logs.pop().unwrap()
+    logs
+}
+
+fn last_segment(dir: &Path) -> PathBuf {
+    segments(dir).pop().unwrap().0
 }
 
 fn run(ops: &[Op]) {
@@ -346,7 +417,7 @@ fn crash_in_an_empty_last_segment_right_after_a_roll() {
 }
 
 #[test]
-fn corrupt_base_offset_of_the_first_batch_is_refused_not_truncated() {
+fn corrupt_base_offset_of_the_first_batch_damages_that_batch_only() {
     run(&[
         Op::Append {
             records: 2,

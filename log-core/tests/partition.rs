@@ -233,6 +233,33 @@ fn segments_roll_by_size_with_kafka_names_and_survive_reopen() {
 }
 
 #[test]
+fn batch_headers_walk_every_batch_across_segments() {
+    let (_dir, _log, p) = one_partition(small_segments());
+    for i in 0..60 {
+        p.append(&records(&format!("r{i}"), 3, i * 10)).unwrap();
+    }
+    assert!(p.segment_count() > 3, "{} segments", p.segment_count());
+    let bases: Vec<i64> = p.batch_headers(0).map(|h| h.unwrap().base_offset).collect();
+    assert_eq!(bases, (0..60).map(|i| i * 3).collect::<Vec<i64>>());
+    // From inside a batch: that batch first.
+    let from_inside: Vec<i64> = p
+        .batch_headers(100)
+        .map(|h| h.unwrap().base_offset)
+        .collect();
+    assert_eq!(from_inside.first(), Some(&99));
+    assert_eq!(from_inside.len(), 27);
+    // From the start of the last segment (what producer-state rebuilding does).
+    let last = *p.segment_base_offsets().last().unwrap();
+    let tail: Vec<i64> = p
+        .batch_headers(last)
+        .map(|h| h.unwrap().base_offset)
+        .collect();
+    assert_eq!(tail.first(), Some(&last));
+    assert_eq!(tail.last(), Some(&177));
+    assert_eq!(p.batch_headers(180).count(), 0, "nothing at the log end");
+}
+
+#[test]
 fn read_by_timestamp_finds_the_first_record_at_or_after() {
     let (_dir, _log, p) = one_partition(small_segments());
     // Batch i holds timestamps 1000*i + 0..5.
@@ -404,17 +431,33 @@ fn bad_data_dirs_give_clear_errors() {
     let err = Log::open(&file).unwrap_err();
     assert!(err.to_string().contains("not-a-dir"), "{err}");
 
-    // A topic file that is not ours.
+    // A topic file that is not ours: that topic stays offline, naming the file, and its name
+    // cannot be taken (a new topic would remove its partitions' data); other topics open.
     let data = dir.path().join("data");
-    fs::create_dir(&data).unwrap();
+    {
+        let log = Log::open(&data).unwrap();
+        log.create_topic("fine", 1, TopicConfig::default()).unwrap();
+    }
     fs::write(data.join("t.topic"), "partitions=banana\n").unwrap();
-    let err = Log::open(&data).unwrap_err();
-    assert!(matches!(err, OpenError::BadConfig { .. }), "{err}");
-    assert!(err.to_string().contains("t.topic"), "{err}");
+    fs::create_dir(data.join("t-0")).unwrap();
+    fs::write(data.join("t-0/keep-me"), b"x").unwrap();
+    let log = Log::open(&data).unwrap();
+    assert!(log.topic("fine").is_some());
+    assert!(log.topic("t").is_none());
+    let offline = log.offline_topics();
+    assert_eq!(offline.len(), 1);
+    assert_eq!(offline[0].0, "t");
+    assert!(offline[0].1.contains("t.topic"), "{offline:?}");
+    let err = log
+        .create_topic("t", 1, TopicConfig::default())
+        .unwrap_err();
+    assert!(matches!(err, TopicError::Offline { .. }), "{err}");
+    assert!(data.join("t-0/keep-me").exists());
 }
 
-#[test]
-fn a_closed_segment_full_of_garbage_is_an_error_naming_it() {
+/// A data dir whose topic `t` has several closed segments of 5-record batches `r-i`; returns
+/// the dir and the byte positions of the batches of the first segment.
+fn closed_segments() -> (tempfile::TempDir, Vec<u64>) {
     let dir = tempfile::tempdir().unwrap();
     {
         let log = Log::open(dir.path()).unwrap();
@@ -424,21 +467,191 @@ fn a_closed_segment_full_of_garbage_is_an_error_naming_it() {
             .partitions()[0]
             .clone();
         for i in 0..40 {
-            p.append(&records("r", 5, i)).unwrap();
+            p.append(&records(&format!("r{i}"), 5, i)).unwrap();
         }
         assert!(p.segment_count() > 2);
     }
-    let pdir = dir.path().join("t-0");
-    let first = pdir.join("00000000000000000000.log");
+    let report = log_core::dump::dump_segment(&first_segment(dir.path())).unwrap();
+    assert!(report.is_ok());
+    let starts = report.batches.iter().map(|b| b.position).collect();
+    (dir, starts)
+}
+
+fn first_segment(data: &Path) -> std::path::PathBuf {
+    data.join("t-0/00000000000000000000.log")
+}
+
+/// Rewrites bytes `at..` of the first segment.
+fn damage_first_segment(data: &Path, at: u64, bytes: &[u8]) {
+    let path = first_segment(data);
+    let mut content = fs::read(&path).unwrap();
+    content[at as usize..at as usize + bytes.len()].copy_from_slice(bytes);
+    fs::write(&path, content).unwrap();
+}
+
+/// Reads every offset from 0 to the end, one read per offset: (offsets served, offsets
+/// refused as damaged). Never a silent skip: each offset is either served or refused.
+fn read_each_offset(p: &log_core::Partition) -> (Vec<i64>, Vec<i64>) {
+    let (mut served, mut refused) = (Vec::new(), Vec::new());
+    for offset in 0..p.log_end_offset() {
+        match p.read(offset, 1) {
+            Ok(read) => {
+                let got = values(&read.records);
+                assert!(
+                    got.iter().any(|(o, _)| *o == offset),
+                    "read at {offset} served {:?}",
+                    got.iter().map(|(o, _)| o).collect::<Vec<_>>()
+                );
+                served.push(offset);
+            }
+            Err(ReadError::Damaged { damage, path }) => {
+                assert!(damage.covers(offset));
+                assert!(path.ends_with("00000000000000000000.log"), "{path:?}");
+                refused.push(offset);
+            }
+            Err(e) => panic!("read at {offset}: {e}"),
+        }
+    }
+    (served, refused)
+}
+
+#[test]
+fn a_corrupt_batch_length_in_a_closed_segment_refuses_that_batch_and_serves_the_rest() {
+    let (dir, starts) = closed_segments();
+    // The third batch (offsets 10..15) claims to be 2 GiB long.
+    damage_first_segment(dir.path(), starts[2] + 8, &0x7fff_0000i32.to_be_bytes());
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    let (served, refused) = read_each_offset(&p);
+    assert_eq!(refused, (10..15).collect::<Vec<i64>>());
+    assert_eq!(served.len() as i64, p.log_end_offset() - 5);
+    // A read from before the damage stops at it; one from after it starts there.
+    let before = values(&p.read(0, 1 << 20).unwrap().records);
+    assert_eq!(before.last().unwrap().0, 9);
+    let after = values(&p.read(15, 1 << 20).unwrap().records);
+    assert_eq!(after[0], (15, "r3-0".to_string()));
+    // The damage is reported with its file and byte position.
+    let damage = p.damage();
+    assert_eq!(damage.len(), 1);
+    assert!(damage[0].0.ends_with("00000000000000000000.log"));
+    assert_eq!(damage[0].1.position, starts[2]);
+    assert_eq!((damage[0].1.first_offset, damage[0].1.end_offset), (10, 15));
+}
+
+#[test]
+fn a_corrupt_base_offset_in_a_closed_segment_is_refused_not_skipped() {
+    let (dir, starts) = closed_segments();
+    // The third batch says it starts at offset 710: the CRC does not cover it.
+    damage_first_segment(dir.path(), starts[2], &710i64.to_be_bytes());
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    let (served, refused) = read_each_offset(&p);
+    assert_eq!(refused, (10..15).collect::<Vec<i64>>());
+    assert_eq!(served.len() as i64, p.log_end_offset() - 5);
+    // A read over the damage never returns the batch with the wrong offset.
+    let before = values(&p.read(5, 1 << 20).unwrap().records);
+    assert_eq!(
+        before.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+        (5..10).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn damage_and_a_missing_index_do_not_stop_the_log_from_opening() {
+    let (dir, starts) = closed_segments();
+    damage_first_segment(dir.path(), starts[2] + 8, &0x7fff_0000i32.to_be_bytes());
+    fs::remove_file(dir.path().join("t-0/00000000000000000000.index")).unwrap();
+    fs::remove_file(dir.path().join("t-0/00000000000000000000.timeindex")).unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    // Rebuilding the indexes found the damage at open.
+    assert_eq!(p.damage().len(), 1);
+    let (served, refused) = read_each_offset(&p);
+    assert_eq!(refused, (10..15).collect::<Vec<i64>>());
+    assert_eq!(served.len() as i64, p.log_end_offset() - 5);
+}
+
+#[test]
+fn a_closed_segment_full_of_garbage_refuses_its_offsets_and_serves_the_others() {
+    let (dir, _) = closed_segments();
+    let first = first_segment(dir.path());
     let len = fs::metadata(&first).unwrap().len() as usize;
     fs::write(&first, vec![0x5A; len]).unwrap();
-    fs::remove_file(pdir.join("00000000000000000000.index")).unwrap();
-    let err = Log::open(dir.path()).unwrap_err();
-    assert!(matches!(err, OpenError::Corrupt { .. }), "{err}");
-    assert!(
-        err.to_string().contains("00000000000000000000.log"),
-        "{err}"
+    fs::remove_file(dir.path().join("t-0/00000000000000000000.index")).unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    let second_base = p.segment_base_offsets()[1];
+    let (served, refused) = read_each_offset(&p);
+    assert_eq!(refused, (0..second_base).collect::<Vec<i64>>());
+    assert_eq!(
+        served,
+        (second_base..p.log_end_offset()).collect::<Vec<i64>>()
     );
+    let report = log_core::dump::dump_segment(&first).unwrap();
+    assert!(!report.is_ok());
+    assert!(
+        report.problems[0].contains(&format!("offsets 0..{second_base}")),
+        "{:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn a_bad_crc_in_a_closed_segment_is_found_on_first_read_and_after_a_restart() {
+    let (dir, starts) = closed_segments();
+    // A flipped byte inside the records of the second batch: only its CRC tells.
+    damage_first_segment(dir.path(), starts[2] - 3, b"#");
+    for _ in 0..2 {
+        let log = Log::open(dir.path()).unwrap();
+        let p = log.topic("t").unwrap().partitions()[0].clone();
+        let (_, refused) = read_each_offset(&p);
+        assert_eq!(refused, (5..10).collect::<Vec<i64>>());
+        log.close().unwrap();
+    }
+}
+
+#[test]
+fn closed_segments_load_on_demand_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = Log::open(dir.path()).unwrap();
+        let p = log
+            .create_topic("t", 1, small_segments())
+            .unwrap()
+            .partitions()[0]
+            .clone();
+        for i in 0..200 {
+            p.append(&records(&format!("r{i}"), 5, i)).unwrap();
+        }
+        assert!(p.segment_count() > 20, "{}", p.segment_count());
+    }
+    let options = log_core::LogOptions {
+        loaded_segments: 4,
+        ..log_core::LogOptions::default()
+    };
+    let log = Log::open_with_options(dir.path(), options).unwrap();
+    assert_eq!(log.loaded_segments(), 0, "nothing is loaded at open");
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    let all = read_all(&p, 0);
+    assert_eq!(all.len(), 1000);
+    assert!(
+        log.loaded_segments() <= 4,
+        "{} loaded",
+        log.loaded_segments()
+    );
+    // Unloaded segments load again, and time lookups still work.
+    assert_eq!(values(&p.read(3, 1).unwrap().records)[0].0, 0);
+    // Batch i holds timestamps i..i+5: timestamp 150 is first at batch 146's last record.
+    assert_eq!(p.offset_for_timestamp(150).unwrap(), Some((734, 150)));
+    // No file of a closed segment is kept open.
+    let open_logs = fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.unwrap().path()).ok())
+        .filter(|target| {
+            target.starts_with(dir.path()) && target.extension().is_some_and(|e| e == "log")
+        })
+        .count();
+    assert_eq!(open_logs, 1, "only the active segment's file is open");
 }
 
 #[test]

@@ -2,11 +2,16 @@
 //! the Kafka protocol (so they work against any Kafka-compatible broker), like Kafka's
 //! `kafka-topics` and `kafka-consumer-groups`.
 
+mod datetime;
+
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
+use comfy_table::{presets, CellAlignment, Table};
 use consumer::Admin;
 use serde_json::json;
+
+use self::datetime::parse_datetime;
 
 #[derive(Debug, clap::Args)]
 pub struct Connection {
@@ -68,8 +73,9 @@ pub struct ResetTarget {
     /// The log end of each partition.
     #[arg(long)]
     to_latest: bool,
-    /// The first record at or after this time: `YYYY-MM-DDTHH:MM:SS[.sss]` (UTC, optional `Z`)
-    /// or milliseconds since the epoch.
+    /// The first record at or after this time: `YYYY-MM-DDTHH:mm:SS[.sss]` with an optional
+    /// offset (`Z`, `+01:00`, `-0530`), or milliseconds since the epoch. Without an offset the
+    /// time is UTC, as in Kafka's kafka-consumer-groups (not the local time zone).
     #[arg(long)]
     to_datetime: Option<String>,
     /// This offset, clamped to each partition's log.
@@ -117,17 +123,7 @@ pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<
                 print(
                     connection,
                     json!({ "topic": topic, "partitions": partitions, "internal": described.internal, "configs": configs }),
-                    || {
-                        let mut out = format!("Topic: {topic}\tPartitionCount: {}\n", described.partitions);
-                        out += &format!(
-                            "Configs: {}\n",
-                            configs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
-                        );
-                        for (p, (s, e)) in (0..).zip(starts.iter().zip(&ends)) {
-                            out += &format!("\tPartition: {p}\tLogStartOffset: {s}\tLogEndOffset: {e}\n");
-                        }
-                        out.trim_end().to_string()
-                    },
+                    || topic_text(topic, described.partitions, &configs, &starts, &ends),
                 );
             }
             TopicCommand::Delete { topic } => {
@@ -150,11 +146,11 @@ pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<
                     .map(|(id, state, kind)| json!({ "group": id, "state": state, "protocol_type": kind }))
                     .collect();
                 print(connection, json!(rows), || {
-                    let mut out = format!("{:<30} {:<20}", "GROUP", "STATE");
-                    for (id, state, _) in &groups {
-                        out += &format!("\n{id:<30} {state:<20}");
-                    }
-                    out
+                    table(
+                        &["GROUP", "STATE"],
+                        &[],
+                        groups.iter().map(|(id, state, _)| vec![id.clone(), state.clone()]),
+                    )
                 });
             }
             GroupCommand::Describe { group } => describe_group(connection, &mut admin, group).await?,
@@ -194,14 +190,7 @@ pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<
                     .map(|((t, p), o)| json!({ "topic": t, "partition": p, "new_offset": o }))
                     .collect();
                 print(connection, json!({ "group": group, "executed": execute, "offsets": rows }), || {
-                    let mut out = format!("{:<20} {:<30} {:>9} {:>14}", "GROUP", "TOPIC", "PARTITION", "NEW-OFFSET");
-                    for ((t, p), o) in &plan {
-                        out += &format!("\n{group:<20} {t:<30} {p:>9} {o:>14}");
-                    }
-                    if !execute {
-                        out += "\n(dry run: add --execute to apply)";
-                    }
-                    out
+                    reset_text(group, &plan, *execute)
                 });
             }
         }
@@ -263,35 +252,108 @@ async fn describe_group(
         connection,
         json!({ "group": group, "state": described.state, "protocol": described.protocol, "members": members, "partitions": rows }),
         || {
-            let mut out = format!(
-                "Group {group} is {} with {} members.\n{:<24} {:>9} {:>14} {:>14} {:>10} {:>12}  {}",
-                described.state,
-                described.members.len(),
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "LAG-SECONDS",
-                "CONSUMER-ID"
-            );
-            for l in &lag {
-                let member = owner(&l.topic, l.partition);
-                out += &format!(
-                    "\n{:<24} {:>9} {:>14} {:>14} {:>10} {:>12}  {}",
-                    l.topic,
-                    l.partition,
+            let rows = lag.iter().map(|l| {
+                vec![
+                    l.topic.clone(),
+                    l.partition.to_string(),
                     dash(l.committed.map(|c| c.to_string())),
-                    l.log_end,
+                    l.log_end.to_string(),
                     dash(l.lag_records.map(|c| c.to_string())),
                     dash(l.lag_seconds.map(|s| format!("{s:.1}"))),
-                    dash(member.map(|m| m.member_id.clone())),
-                );
-            }
-            out
+                    dash(owner(&l.topic, l.partition).map(|m| m.member_id.clone())),
+                ]
+            });
+            format!(
+                "Group {group} is {} with {} members.\n{}",
+                described.state,
+                described.members.len(),
+                table(&DESCRIBE_HEADER, &[1, 2, 3, 4, 5], rows)
+            )
         },
     );
     Ok(())
+}
+
+/// The columns of `group describe`.
+const DESCRIBE_HEADER: [&str; 7] = [
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "LAG-SECONDS",
+    "CONSUMER-ID",
+];
+
+/// A borderless table as Kafka's tools print one: a header row, each column as wide as its
+/// widest cell (by display width) and two spaces from the next, the columns numbered in `right`
+/// right-aligned; no trailing spaces, no wrapping, no colors.
+fn table(header: &[&str], right: &[usize], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let mut table = Table::new();
+    table
+        .load_style(presets::NOTHING)
+        .set_header(header.to_vec());
+    for row in rows {
+        table.add_row(row);
+    }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        if right.contains(&i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table.trim_fmt()
+}
+
+/// `topic describe`: Kafka's `Name: value` cells, the partitions' cells in aligned columns.
+fn topic_text(
+    topic: &str,
+    partitions: i32,
+    configs: &BTreeMap<&str, &str>,
+    starts: &[i64],
+    ends: &[i64],
+) -> String {
+    let mut out = format!("Topic: {topic}\tPartitionCount: {partitions}\n");
+    out += &format!(
+        "Configs: {}",
+        configs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let mut cells = Table::new();
+    cells.load_style(presets::NOTHING);
+    for (p, (s, e)) in (0..).zip(starts.iter().zip(ends)) {
+        cells.add_row(vec![
+            format!("Partition: {p}"),
+            format!("LogStartOffset: {s}"),
+            format!("LogEndOffset: {e}"),
+        ]);
+    }
+    for column in cells.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    for line in cells.trim_fmt().lines().filter(|l| !l.is_empty()) {
+        out += &format!("\n\t{line}");
+    }
+    out
+}
+
+/// `group reset-offsets`: the plan, and whether it was applied.
+fn reset_text(group: &str, plan: &BTreeMap<(String, i32), i64>, executed: bool) -> String {
+    let rows = plan
+        .iter()
+        .map(|((t, p), o)| vec![group.to_string(), t.clone(), p.to_string(), o.to_string()]);
+    let mut out = table(
+        &["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        &[2, 3],
+        rows,
+    );
+    if !executed {
+        out += "\n(dry run: add --execute to apply)";
+    }
+    out
 }
 
 fn print(connection: &Connection, value: serde_json::Value, human: impl FnOnce() -> String) {
@@ -302,70 +364,90 @@ fn print(connection: &Connection, value: serde_json::Value, human: impl FnOnce()
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.sss][Z]` (UTC) or epoch milliseconds → epoch milliseconds.
-fn parse_datetime(text: &str) -> anyhow::Result<i64> {
-    if let Ok(ms) = text.parse::<i64>() {
-        return Ok(ms);
-    }
-    let bad = || format!("{text:?} is not YYYY-MM-DDTHH:MM:SS[.sss] (UTC) or epoch milliseconds");
-    let t = text.strip_suffix('Z').unwrap_or(text);
-    let (date, time) = t.split_once('T').with_context(bad)?;
-    let d: Vec<i64> = date
-        .split('-')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()
-        .with_context(bad)?;
-    let (hms, millis) = time.split_once('.').unwrap_or((time, "0"));
-    let h: Vec<i64> = hms
-        .split(':')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()
-        .with_context(bad)?;
-    let (&[year, month, day], &[hour, minute, second]) = (d.as_slice(), h.as_slice()) else {
-        bail!(bad());
-    };
-    let millis: i64 = format!("{millis:0<3}")[..3]
-        .parse()
-        .ok()
-        .with_context(bad)?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        bail!(bad());
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Ok(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::parse_datetime;
+    use std::collections::BTreeMap;
+
+    use super::{reset_text, table, topic_text, DESCRIBE_HEADER};
 
     #[test]
-    fn datetimes_parse_as_utc() {
-        assert_eq!(parse_datetime("1970-01-01T00:00:00").unwrap(), 0);
-        assert_eq!(
-            parse_datetime("2026-11-29T10:15:30.5Z").unwrap(),
-            1_795_947_330_500
+    fn a_long_topic_name_keeps_the_columns_aligned() {
+        let row = |topic: &str, partition: i32, committed: &str, lag_s: &str, member: &str| {
+            [
+                topic,
+                &partition.to_string(),
+                committed,
+                "1234567",
+                "17",
+                lag_s,
+                member,
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let long = "orders.eu-west-1.payments.settlements.v2";
+        let text = table(
+            &DESCRIBE_HEADER,
+            &[1, 2, 3, 4, 5],
+            vec![
+                row("t", 0, "1234550", "150.0", "rdkafka-1"),
+                row(long, 11, "-", "-", "-"),
+                row("日本語トピック", 2, "3", "0.5", "m"),
+            ],
+        );
+        let expected = [
+            "TOPIC                                     PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  LAG-SECONDS  CONSUMER-ID",
+            "t                                                 0         1234550         1234567   17        150.0  rdkafka-1",
+            "orders.eu-west-1.payments.settlements.v2         11               -         1234567   17            -  -",
+            "日本語トピック                                    2               3         1234567   17          0.5  m",
+        ];
+        assert_eq!(text, expected.join("\n"), "\n{text}");
+    }
+
+    #[test]
+    fn a_long_group_name_keeps_the_columns_aligned() {
+        let plan: BTreeMap<(String, i32), i64> = [
+            (("lagged".to_string(), 0), 5),
+            (("lagged".to_string(), 1), 1_000_000_000),
+        ]
+        .into();
+        let group = "a-consumer-group-with-a-name-longer-than-twenty";
+        let expected = [
+            "GROUP                                            TOPIC   PARTITION  NEW-OFFSET",
+            "a-consumer-group-with-a-name-longer-than-twenty  lagged          0           5",
+            "a-consumer-group-with-a-name-longer-than-twenty  lagged          1  1000000000",
+            "(dry run: add --execute to apply)",
+        ];
+        assert_eq!(reset_text(group, &plan, false), expected.join("\n"));
+        let listed = table(
+            &["GROUP", "STATE"],
+            &[],
+            [
+                vec![group.to_string(), "Empty".into()],
+                vec!["g".into(), "Stable".into()],
+            ],
         );
         assert_eq!(
-            parse_datetime("2000-02-29T00:00:00Z").unwrap(),
-            951_782_400_000
+            listed,
+            [
+                "GROUP                                            STATE",
+                "a-consumer-group-with-a-name-longer-than-twenty  Empty",
+                "g                                                Stable",
+            ]
+            .join("\n")
         );
-        assert_eq!(parse_datetime("1234").unwrap(), 1234);
-        assert!(parse_datetime("2026-13-01T00:00:00").is_err());
-        assert!(parse_datetime("yesterday").is_err());
+    }
+
+    #[test]
+    fn topic_partitions_line_up_whatever_their_offsets() {
+        let configs = BTreeMap::from([("cleanup.policy", "delete"), ("retention.ms", "-1")]);
+        let text = topic_text("t", 11, &configs, &[0, 123_456_789], &[5, 123_456_790]);
+        let expected = [
+            "Topic: t\tPartitionCount: 11",
+            "Configs: cleanup.policy=delete,retention.ms=-1",
+            "\tPartition: 0  LogStartOffset: 0          LogEndOffset: 5",
+            "\tPartition: 1  LogStartOffset: 123456789  LogEndOffset: 123456790",
+        ];
+        assert_eq!(text, expected.join("\n"), "\n{text}");
     }
 }

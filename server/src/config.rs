@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use log_core::TopicConfig;
+use log_core::{ConfigError, TopicConfig};
 
 pub use crate::groups::GroupConfig;
 
@@ -60,12 +60,18 @@ const ACCEPTED_AS_IS: &[(&str, Option<&str>)] = &[
 
 /// Applies one Kafka topic config to `config`. Configs lograil cannot honour are refused with
 /// a reason, so a client never believes a setting took effect when it did not.
-pub fn set_topic_config(config: &mut TopicConfig, name: &str, value: &str) -> Result<(), String> {
+pub fn set_topic_config(
+    config: &mut TopicConfig,
+    name: &str,
+    value: &str,
+) -> Result<(), ConfigError> {
     if let Some((_, honoured)) = ACCEPTED_AS_IS.iter().find(|(n, _)| *n == name) {
         return match honoured {
-            Some(only) if !value.eq_ignore_ascii_case(only) => {
-                Err(format!("{name}={value} is not supported (only {only})"))
-            }
+            Some(only) if !value.eq_ignore_ascii_case(only) => Err(ConfigError::Unsupported {
+                name: name.into(),
+                value: value.into(),
+                supported: only,
+            }),
             _ => Ok(()),
         };
     }

@@ -8,21 +8,28 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
+use tracing::Instrument;
 
 use crate::broker::Broker;
 use crate::frame::read_frame;
-use crate::handlers;
+use crate::handlers::{self, Session};
 
+/// Serves one connection until the client closes it, sends something unreadable, or the
+/// broker shuts down; in a span naming the peer and (once known) the client id.
 pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
+    let span = tracing::info_span!("connection", %peer, client_id = tracing::field::Empty);
+    serve_in_span(broker, socket, peer).instrument(span).await;
+}
+
+async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
     let _ = socket.set_nodelay(true);
     let (reader, writer) = socket.into_split();
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     let mut shutdown = broker.shutdown.clone();
-    let mut scratch = BytesMut::new();
+    let mut session = Session::new(peer);
     let max = broker.config.max_request_bytes;
     loop {
         if broker.is_shutting_down() {
@@ -36,11 +43,11 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection");
+                tracing::warn!(error = %e, "closing connection");
                 break;
             }
         };
-        match handlers::handle(&broker, frame, peer, &mut scratch).await {
+        match handlers::handle(&broker, frame, &mut session).await {
             Ok(Some(response)) => {
                 // Each response goes out before the next request is handled: that request may
                 // wait (a long-polling fetch, a JoinGroup) and must not hold this one back. A
@@ -52,7 +59,7 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
                 tokio::select! {
                     result = written => {
                         if let Err(e) = result {
-                            tracing::debug!(%peer, error = %e, "client went away");
+                            tracing::debug!(error = %e, "client went away");
                             return;
                         }
                     }
@@ -61,7 +68,7 @@ pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection");
+                tracing::warn!(error = %e, "closing connection");
                 break;
             }
         }

@@ -8,6 +8,7 @@
 //! `handlers::handle` (header decode, dispatch by API key through the registration table) →
 //! one handler file per API → log-core.
 
+mod appender;
 mod broker;
 pub mod config;
 mod connection;

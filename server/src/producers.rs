@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kafka_protocol::error::ResponseError;
 use log_core::batch::BatchHeader;
-use log_core::{AppendInfo, FileError, OpenError, Partition};
+use log_core::{AppendInfo, ConfigError, FileError, OpenError, Partition};
 
 /// How many recent batches per producer are remembered for de-duplication (the Java client's
 /// `max.in.flight.requests.per.connection` limit for idempotence).
@@ -166,19 +166,28 @@ impl Producers {
         let state = self.partition(topic, index);
         let mut state = lock(&state);
         let log_start = partition.log_start_offset();
-        let result = partition.for_each_recent_batch(SEGMENTS_TO_SCAN, |h| {
-            if h.producer_id >= 0 {
-                let info = AppendInfo {
-                    base_offset: h.base_offset,
-                    last_offset: h.last_offset(),
-                    max_timestamp: h.max_timestamp,
-                    log_start_offset: log_start,
-                };
-                state.record(std::slice::from_ref(h), info);
+        let bases = partition.segment_base_offsets();
+        let from = bases[bases.len().saturating_sub(SEGMENTS_TO_SCAN)..]
+            .first()
+            .copied()
+            .unwrap_or(log_start);
+        for header in partition.batch_headers(from) {
+            match header {
+                Ok(h) if h.producer_id >= 0 => {
+                    let info = AppendInfo {
+                        base_offset: h.base_offset,
+                        last_offset: h.last_offset(),
+                        max_timestamp: h.max_timestamp,
+                        log_start_offset: log_start,
+                    };
+                    state.record(std::slice::from_ref(&h), info);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(partition = partition.name(), error = %e, "could not rebuild producer state; producers will be accepted as new");
+                    break;
+                }
             }
-        });
-        if let Err(e) = result {
-            tracing::warn!(partition = partition.name(), error = %e, "could not rebuild producer state; producers will be accepted as new");
         }
     }
 }
@@ -206,7 +215,9 @@ impl ProducerIds {
                 .filter(|n| *n >= 0)
                 .ok_or_else(|| OpenError::BadConfig {
                     path: path.clone(),
-                    reason: "expected reserved-up-to=<id>".into(),
+                    source: ConfigError::Missing {
+                        name: "reserved-up-to",
+                    },
                 })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(FileError::new("read", &path, e).into()),

@@ -1,8 +1,18 @@
 //! Consumer groups (Kafka's classic protocol): the coordinator's state machine and the store of
 //! committed offsets.
+//!
+//! - [`messages`]: what the coordinator takes and answers;
+//! - [`group`]: one group, its members and its state transitions;
+//! - [`coordinator`]: every group behind one lock, and the operations handlers call;
+//! - [`offsets`]: committed offsets, stored as records in `__consumer_offsets`.
 
 mod coordinator;
+mod group;
+mod messages;
 pub mod offsets;
+#[cfg(test)]
+mod tests;
 
-pub use coordinator::{Coordinator, GroupConfig, GroupState, Join, Joined, Reply, Synced};
+pub use coordinator::Coordinator;
+pub use messages::{GroupConfig, GroupState, Join, Joined, Reply, Synced};
 pub use offsets::{Committed, OffsetStore};

@@ -11,7 +11,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use log_core::batch::{self, NewRecord};
-use log_core::{AppendError, Durability, Log, Partition, TopicConfig, TopicError};
+use log_core::{
+    AppendError, BatchError, Durability, FileError, Log, Partition, ReadError, TopicConfig,
+    TopicError,
+};
 use serde::{Deserialize, Serialize};
 
 pub const TOPIC: &str = "__consumer_offsets";
@@ -85,27 +88,39 @@ pub enum OffsetsError {
     #[error("opening {TOPIC}: {0}")]
     Topic(#[from] TopicError),
     #[error("replaying {TOPIC}: {0}")]
-    Replay(String),
+    Read(#[from] ReadError),
+    #[error("replaying {TOPIC}: {0}")]
+    Batch(#[from] BatchError),
+    #[error("deleting old segments of {TOPIC}: {0}")]
+    Compact(#[from] FileError),
+    #[error("encoding an offset record: {0}")]
+    Encode(#[from] bincode::error::EncodeError),
     #[error("writing {TOPIC}: {0}")]
     Append(#[from] AppendError),
 }
 
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut out = vec![FORMAT];
-    // Serialising plain structs of strings and integers into a Vec cannot fail.
-    if let Ok(bytes) = bincode::serde::encode_to_vec(value, bincode_config()) {
-        out.extend_from_slice(&bytes);
-    }
-    out
+/// Why one record of `__consumer_offsets` could not be read (it is skipped, with a warning).
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    #[error("empty record")]
+    Empty,
+    #[error("unknown record format {0}")]
+    UnknownFormat(u8),
+    #[error(transparent)]
+    Decode(#[from] bincode::error::DecodeError),
 }
 
-fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, String> {
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, bincode::error::EncodeError> {
+    let mut out = vec![FORMAT];
+    out.extend_from_slice(&bincode::serde::encode_to_vec(value, bincode_config())?);
+    Ok(out)
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, RecordError> {
     match bytes.split_first() {
-        Some((&FORMAT, rest)) => bincode::serde::decode_from_slice(rest, bincode_config())
-            .map(|(v, _)| v)
-            .map_err(|e| e.to_string()),
-        Some((other, _)) => Err(format!("unknown record format {other}")),
-        None => Err("empty record".into()),
+        Some((&FORMAT, rest)) => Ok(bincode::serde::decode_from_slice(rest, bincode_config())?.0),
+        Some((other, _)) => Err(RecordError::UnknownFormat(*other)),
+        None => Err(RecordError::Empty),
     }
 }
 
@@ -130,11 +145,8 @@ impl OffsetStore {
         let mut records = 0usize;
         let mut offset = partition.log_start_offset();
         while offset < partition.log_end_offset() {
-            let read = partition
-                .read(offset, 1 << 20)
-                .map_err(|e| OffsetsError::Replay(e.to_string()))?;
-            let decoded =
-                batch::decode(&read.records).map_err(|e| OffsetsError::Replay(e.to_string()))?;
+            let read = partition.read(offset, 1 << 20)?;
+            let decoded = batch::decode(&read.records)?;
             let Some(last) = decoded.last() else { break };
             offset = last.offset + 1;
             for record in decoded {
@@ -196,10 +208,7 @@ impl OffsetStore {
         for chunk in entries.chunks(1000) {
             self.append(chunk)?;
         }
-        let report = self
-            .partition
-            .delete_segments_before(rewritten_from)
-            .map_err(|e| OffsetsError::Replay(e.to_string()))?;
+        let report = self.partition.delete_segments_before(rewritten_from)?;
         tracing::info!(
             records,
             live,
@@ -210,36 +219,38 @@ impl OffsetStore {
     }
 
     /// Appends records (a `None` value is a tombstone) and waits until they are durable.
-    fn append(&self, entries: &[(Key, Option<Committed>)]) -> Result<(), AppendError> {
-        let pending = self.append_pending(entries)?;
-        pending.map_or(Ok(()), |info| self.partition.await_durable(&info))
+    fn append(&self, entries: &[(Key, Option<Committed>)]) -> Result<(), OffsetsError> {
+        if let Some(info) = self.append_pending(entries)? {
+            self.partition.await_durable(&info)?;
+        }
+        Ok(())
     }
 
     /// Writes records without waiting for the fsync (see [`Partition::append_pending`]).
     fn append_pending(
         &self,
         entries: &[(Key, Option<Committed>)],
-    ) -> Result<Option<log_core::AppendInfo>, AppendError> {
+    ) -> Result<Option<log_core::AppendInfo>, OffsetsError> {
         if entries.is_empty() {
             return Ok(None);
         }
         let now = log_core::now_ms();
-        let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = entries
+        let encoded = entries
             .iter()
-            .map(|(k, v)| (encode(k), v.as_ref().map(encode)))
-            .collect();
+            .map(|(k, v)| Ok((encode(k)?, v.as_ref().map(encode).transpose()?)))
+            .collect::<Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, OffsetsError>>()?;
         let records: Vec<NewRecord> = encoded
             .iter()
             .map(|(k, v)| (Some(k.as_slice()), v.as_deref(), now))
             .collect();
-        self.partition
-            .append_pending(&batch::build(&records))
-            .map(Some)
+        Ok(Some(
+            self.partition.append_pending(&batch::build(&records))?,
+        ))
     }
 
     /// Writes records and waits until they are durable; then makes them visible, each ordered
     /// by the log offset it got (so a visible commit is always on disk).
-    fn write(&self, entries: Vec<(Key, Option<Committed>)>) -> Result<(), AppendError> {
+    fn write(&self, entries: Vec<(Key, Option<Committed>)>) -> Result<(), OffsetsError> {
         let Some(info) = self.append_pending(&entries)? else {
             return Ok(());
         };
@@ -256,7 +267,7 @@ impl OffsetStore {
         &self,
         group: &str,
         commits: Vec<((String, i32), Committed)>,
-    ) -> Result<(), AppendError> {
+    ) -> Result<(), OffsetsError> {
         self.write(
             commits
                 .into_iter()
@@ -303,7 +314,7 @@ impl OffsetStore {
         &self,
         group: &str,
         partitions: Option<&[(String, i32)]>,
-    ) -> Result<usize, AppendError> {
+    ) -> Result<usize, OffsetsError> {
         let doomed: Vec<(String, i32)> = {
             let groups = self.lock();
             let Some(offsets) = groups.get(group) else {
@@ -401,6 +412,6 @@ mod tests {
             topic: "t".into(),
             partition: 3,
         };
-        assert_eq!(decode::<Key>(&encode(&key)).unwrap(), key);
+        assert_eq!(decode::<Key>(&encode(&key).unwrap()).unwrap(), key);
     }
 }

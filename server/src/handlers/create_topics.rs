@@ -79,8 +79,8 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Creata
     let mut config: TopicConfig = broker.config.topic_defaults.clone();
     for c in &topic.configs {
         let value = c.value.as_deref().unwrap_or("-1");
-        if let Err(reason) = set_topic_config(&mut config, &c.name, value) {
-            return fail(ResponseError::InvalidConfig, reason);
+        if let Err(e) = set_topic_config(&mut config, &c.name, value) {
+            return fail(ResponseError::InvalidConfig, e.to_string());
         }
     }
     if broker.log.topic(&name).is_some() {

@@ -29,7 +29,7 @@ pub async fn handle(
                 } else {
                     match owner.offsets.delete(&id, None) {
                         Ok(_) => 0,
-                        Err(e) => errors::append(&e).code(),
+                        Err(e) => errors::offsets(&e).code(),
                     }
                 };
                 DeletableGroupResult::default()

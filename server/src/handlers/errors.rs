@@ -3,6 +3,19 @@
 use kafka_protocol::error::ResponseError;
 use log_core::{AppendError, ReadError, TopicError};
 
+use crate::appender::ProduceError;
+use crate::groups::offsets::OffsetsError;
+
+/// The code of an outcome: 0 for success.
+pub fn code<T>(outcome: &Result<T, ResponseError>) -> i16 {
+    outcome.as_ref().err().map_or(0, |e| e.code())
+}
+
+/// The code of an optional error: 0 for none.
+pub fn code_of(error: Option<ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
+}
+
 pub fn append(e: &AppendError) -> ResponseError {
     match e {
         AppendError::InvalidBatch(_) => ResponseError::CorruptMessage,
@@ -13,10 +26,34 @@ pub fn append(e: &AppendError) -> ResponseError {
     }
 }
 
+pub fn produce(e: &ProduceError) -> ResponseError {
+    match e {
+        ProduceError::InternalTopic(_) => ResponseError::InvalidTopicException,
+        ProduceError::UnknownPartition { .. } => ResponseError::UnknownTopicOrPartition,
+        ProduceError::NoRecords | ProduceError::Corrupt(_) => ResponseError::CorruptMessage,
+        ProduceError::Producer { error, .. } => *error,
+        ProduceError::Append(e) => append(e),
+    }
+}
+
+pub fn offsets(e: &OffsetsError) -> ResponseError {
+    match e {
+        OffsetsError::Append(e) => append(e),
+        OffsetsError::Encode(_) => ResponseError::UnknownServerError,
+        OffsetsError::Topic(_)
+        | OffsetsError::Read(_)
+        | OffsetsError::Batch(_)
+        | OffsetsError::Compact(_) => ResponseError::KafkaStorageError,
+    }
+}
+
 pub fn read(e: &ReadError) -> ResponseError {
     match e {
         ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-        ReadError::Corrupt { .. } => ResponseError::KafkaStorageError,
+        // Damaged data: the client sees the error (librdkafka hands it to the application)
+        // and can seek past it; a storage error would be retried silently forever.
+        ReadError::Damaged { .. } | ReadError::Corrupt { .. } => ResponseError::CorruptMessage,
+        ReadError::Io(_) => ResponseError::KafkaStorageError,
     }
 }
 
@@ -27,6 +64,8 @@ pub fn topic(e: &TopicError) -> ResponseError {
         TopicError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
         TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
-        TopicError::Io(_) | TopicError::Open(_) => ResponseError::KafkaStorageError,
+        TopicError::Offline { .. } | TopicError::Io(_) | TopicError::Open(_) => {
+            ResponseError::KafkaStorageError
+        }
     }
 }

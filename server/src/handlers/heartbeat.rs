@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
-use super::RequestContext;
+use super::{errors, RequestContext};
 use crate::broker::Broker;
 
 pub async fn handle(
@@ -21,5 +21,5 @@ pub async fn handle(
         request.group_instance_id.as_deref(),
         Instant::now(),
     );
-    Some(HeartbeatResponse::default().with_error_code(error))
+    Some(HeartbeatResponse::default().with_error_code(errors::code(&error)))
 }

@@ -11,7 +11,7 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::RequestContext;
+use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::groups::{Join, Joined, Reply};
 
@@ -57,28 +57,19 @@ pub async fn handle(
             tokio::select! {
                 answer = tokio::time::timeout(wait, rx) => match answer {
                     Ok(Ok(joined)) => joined,
-                    _ => failed(ResponseError::UnknownMemberId, &member_id),
+                    _ => Joined::failed(ResponseError::UnknownMemberId, &member_id),
                 },
-                _ = shutdown.changed() => failed(ResponseError::CoordinatorNotAvailable, &member_id),
+                _ = shutdown.changed() => Joined::failed(ResponseError::CoordinatorNotAvailable, &member_id),
             }
         }
     };
     Some(response(joined))
 }
 
-fn failed(error: ResponseError, member_id: &str) -> Joined {
-    Joined {
-        error: error.code(),
-        generation: -1,
-        member_id: member_id.to_string(),
-        ..Joined::default()
-    }
-}
-
 fn response(joined: Joined) -> JoinGroupResponse {
     let text = |s: String| StrBytes::from_string(s);
     JoinGroupResponse::default()
-        .with_error_code(joined.error)
+        .with_error_code(errors::code_of(joined.error))
         .with_generation_id(joined.generation)
         .with_protocol_type(joined.protocol_type.map(text))
         .with_protocol_name(joined.protocol_name.map(text))

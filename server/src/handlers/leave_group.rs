@@ -7,7 +7,7 @@ use std::time::Instant;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
-use super::RequestContext;
+use super::{errors, RequestContext};
 use crate::broker::Broker;
 
 pub async fn handle(
@@ -34,9 +34,9 @@ pub async fn handle(
         .groups
         .leave(&request.group_id, &members, Instant::now())
     {
-        Err(error) => Some(response.with_error_code(error)),
+        Err(error) => Some(response.with_error_code(error.code())),
         Ok(codes) if ctx.version < 3 => {
-            Some(response.with_error_code(codes.first().copied().unwrap_or(0)))
+            Some(response.with_error_code(codes.first().map_or(0, errors::code)))
         }
         Ok(codes) => Some(
             response.with_members(
@@ -48,7 +48,7 @@ pub async fn handle(
                         MemberResponse::default()
                             .with_member_id(m.member_id)
                             .with_group_instance_id(m.group_instance_id)
-                            .with_error_code(code)
+                            .with_error_code(errors::code(&code))
                     })
                     .collect(),
             ),

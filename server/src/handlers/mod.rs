@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use tracing::Instrument;
 
 use crate::broker::Broker;
 
@@ -30,6 +31,7 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod produce;
+mod produce_legacy;
 mod sync_group;
 
 /// One API the broker serves, with the versions it serves.
@@ -82,16 +84,41 @@ pub enum RequestError {
         min: i16,
         max: i16,
     },
-    #[error("malformed {what}: {reason}")]
-    Malformed { what: String, reason: String },
+    #[error("malformed {key:?} v{version} {part}: {source}")]
+    Malformed {
+        key: ApiKey,
+        version: i16,
+        part: Part,
+        source: BoxError,
+    },
+    #[error("malformed Produce v{version}: {reason}")]
+    MalformedLegacyProduce { version: i16, reason: &'static str },
+    #[error("{key:?} v{version} response could not be encoded: {source}")]
+    Encode {
+        key: ApiKey,
+        version: i16,
+        source: BoxError,
+    },
 }
 
-fn malformed(what: impl std::fmt::Display, reason: impl std::fmt::Display) -> RequestError {
-    RequestError::Malformed {
-        what: what.to_string(),
-        reason: reason.to_string(),
+/// Which part of a request could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Header,
+    Body,
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Part::Header => "header",
+            Part::Body => "body",
+        })
     }
 }
+
+/// kafka-protocol's decoding and encoding errors, kept boxed at this edge.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Who sent a request, and in which version.
 #[derive(Debug, Clone)]
@@ -101,17 +128,35 @@ pub struct RequestContext {
     pub peer: SocketAddr,
 }
 
-/// Handles one request frame. Returns the response frame (length prefix included), or `None`
-/// when the request gets no response (Produce with acks=0).
-///
-/// The response is encoded into `scratch`, the connection's buffer, and split off it: once the
-/// response is written and dropped, the next `reserve` reclaims the same memory, so a consumer's
-/// large fetches do not fault in fresh pages for every response.
+/// What a connection keeps from one request to the next.
+#[derive(Debug)]
+pub struct Session {
+    pub peer: SocketAddr,
+    /// The client id of the last request (recorded on the connection's span when it changes).
+    client_id: Option<String>,
+    /// The buffer responses are encoded into and split off: once a response is written and
+    /// dropped, the next `reserve` reclaims the same memory, so a consumer's large fetches do
+    /// not fault in fresh pages for every response.
+    scratch: BytesMut,
+}
+
+impl Session {
+    pub fn new(peer: SocketAddr) -> Session {
+        Session {
+            peer,
+            client_id: None,
+            scratch: BytesMut::new(),
+        }
+    }
+}
+
+/// Handles one request frame in a span naming the API, version and correlation id. Returns the
+/// response frame (length prefix included), or `None` when the request gets no response
+/// (Produce with acks=0).
 pub async fn handle(
     broker: &Arc<Broker>,
     frame: Bytes,
-    peer: SocketAddr,
-    scratch: &mut BytesMut,
+    session: &mut Session,
 ) -> Result<Option<BytesMut>, RequestError> {
     let mut peek = &frame[..];
     let raw_key = peek.get_i16();
@@ -134,28 +179,44 @@ pub async fn handle(
             max: api.max,
         });
     }
-    if key == ApiKey::Produce && version < produce::MIN_VERSION {
-        return produce::reject_legacy(frame, version);
+    if key == ApiKey::Produce && version < produce_legacy::MIN_VERSION {
+        return produce_legacy::reject(frame, version);
     }
 
     let mut body = frame;
+    let malformed = |part, e: anyhow::Error| RequestError::Malformed {
+        key,
+        version,
+        part,
+        source: e.into(),
+    };
     let header = RequestHeader::decode(&mut body, key.request_header_version(version))
-        .map_err(|e| malformed(format_args!("{key:?} v{version} header"), e))?;
+        .map_err(|e| malformed(Part::Header, e))?;
     let responder = Responder {
         key,
         version,
         correlation_id: header.correlation_id,
     };
+    let client_id = header.client_id.as_deref().unwrap_or_default();
+    if session.client_id.as_deref() != Some(client_id) {
+        tracing::Span::current().record("client_id", client_id);
+        session.client_id = Some(client_id.to_string());
+    }
     let request_context = RequestContext {
         version,
-        client_id: header.client_id.as_deref().unwrap_or_default().to_string(),
-        peer,
+        client_id: client_id.to_string(),
+        peer: session.peer,
     };
+    let span = tracing::info_span!("request", api = ?key, version, correlation_id);
+    let scratch = &mut session.scratch;
     macro_rules! route {
         ($module:ident, $request:ty) => {{
-            let request = <$request>::decode(&mut body, version)
-                .map_err(|e| malformed(format_args!("{key:?} v{version}"), e))?;
-            match $module::handle(broker, request, &request_context).await {
+            let request =
+                <$request>::decode(&mut body, version).map_err(|e| malformed(Part::Body, e))?;
+            let handled = $module::handle(broker, request, &request_context)
+                .instrument(span)
+                .await;
+            match handled {
                 Some(response) => responder.respond(&response, scratch).map(Some),
                 None => Ok(None),
             }
@@ -207,12 +268,13 @@ impl Responder {
             self.version,
             out,
         )
-        .map_err(|e| malformed(format_args!("{:?} v{} response", self.key, self.version), e))
+        .map_err(|source| RequestError::Encode {
+            key: self.key,
+            version: self.version,
+            source,
+        })
     }
 }
-
-/// kafka-protocol's encoding errors, kept as a boxed error at this edge.
-type EncodeError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Length prefix, header, body: encoded at the end of `out` and split off it.
 fn encode_frame<T: Encodable>(
@@ -221,7 +283,7 @@ fn encode_frame<T: Encodable>(
     body: &T,
     version: i16,
     out: &mut BytesMut,
-) -> Result<BytesMut, EncodeError> {
+) -> Result<BytesMut, BoxError> {
     let size = header.compute_size(header_version)? + body.compute_size(version)?;
     let prefix =
         i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;

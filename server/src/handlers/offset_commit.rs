@@ -81,15 +81,19 @@ pub async fn handle(
         Ok(())
     } else {
         let owner = broker.clone();
-        let group = group.clone();
-        tokio::task::spawn_blocking(move || owner.offsets.commit(&group, commits))
-            .await
-            .unwrap_or_else(|e| Err(log_core::AppendError::Closed(e.to_string())))
+        let id = group.clone();
+        match tokio::task::spawn_blocking(move || owner.offsets.commit(&id, commits)).await {
+            Ok(stored) => stored.map_err(|e| {
+                tracing::error!(group = %group, error = %e, "storing offsets failed");
+                errors::offsets(&e)
+            }),
+            Err(e) => {
+                tracing::error!(group = %group, error = %e, "offset commit task failed");
+                Err(ResponseError::UnknownServerError)
+            }
+        }
     };
-    let store_error = stored.as_ref().err().map(|e| {
-        tracing::error!(group = %group, error = %e, "storing offsets failed");
-        errors::append(e)
-    });
+    let store_error = stored.err();
     let topics = checked
         .into_iter()
         .map(|(name, partitions)| {

@@ -58,7 +58,7 @@ pub async fn handle(
                                 .delete(&group, Some(&[(name.clone(), p.partition_index)]))
                             {
                                 Ok(_) => 0,
-                                Err(e) => errors::append(&e).code(),
+                                Err(e) => errors::offsets(&e).code(),
                             }
                         };
                         OffsetDeleteResponsePartition::default()

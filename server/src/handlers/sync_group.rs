@@ -8,7 +8,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::RequestContext;
+use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::groups::{Reply, Synced};
 
@@ -37,22 +37,18 @@ pub async fn handle(
         Reply::Now(synced) => synced,
         Reply::Later(rx) => {
             let mut shutdown = broker.shutdown.clone();
-            let fail = |e: ResponseError| Synced {
-                error: e.code(),
-                ..Synced::default()
-            };
             tokio::select! {
                 answer = tokio::time::timeout(SYNC_WAIT, rx) => match answer {
                     Ok(Ok(synced)) => synced,
-                    _ => fail(ResponseError::RebalanceInProgress),
+                    _ => Synced::failed(ResponseError::RebalanceInProgress),
                 },
-                _ = shutdown.changed() => fail(ResponseError::CoordinatorNotAvailable),
+                _ = shutdown.changed() => Synced::failed(ResponseError::CoordinatorNotAvailable),
             }
         }
     };
     Some(
         SyncGroupResponse::default()
-            .with_error_code(synced.error)
+            .with_error_code(errors::code_of(synced.error))
             .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
             .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
             .with_assignment(synced.assignment),

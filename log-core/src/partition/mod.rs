@@ -2,23 +2,34 @@
 //!
 //! Appends are serialised by the writer mutex; validation and CRC checks run before it is taken.
 //! Readers take the segment list's read lock only long enough to clone one `Arc<Segment>`, then
-//! read published bytes from its memory map. Under [`Durability::Always`] an appender waits for an
-//! fsync that covers its batch; whoever finds no fsync running starts one for everyone who wrote
-//! before it (group commit).
+//! read published bytes from its memory map.
+//!
+//! This file holds opening, the write path with its segment roll, and reads;
+//! [`durability`] the group commit, flushing and poisoning, [`retention`] the deletion of old
+//! segments, [`batches`] iteration over batch headers.
+
+mod batches;
+mod durability;
+mod retention;
+
+pub use batches::BatchHeaders;
+use durability::SyncState;
+pub use retention::RetentionReport;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
 use crate::batch::{self, BatchHeader};
 use crate::config::{Durability, TopicConfig};
 use crate::error::{AppendError, FileError, OpenError, ReadError};
-use crate::io::{self, Storage, StoredFile};
-use crate::segment::{self, IndexCursor, Recovery, Segment};
+use crate::index::IndexCursor;
+use crate::io::Storage;
+use crate::segment::{self, Damage, Place, Recovery, Segment, SegmentCache};
 
 /// Where an append landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,18 +53,11 @@ pub struct ReadResult {
     pub log_end_offset: i64,
 }
 
-/// What the retention pass removed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RetentionReport {
-    pub deleted_segments: usize,
-    pub deleted_bytes: u64,
-    pub log_start_offset: i64,
-}
-
 pub struct Partition {
     name: String,
     dir: PathBuf,
-    storage: Arc<dyn Storage>,
+    /// Where new segments go and how they are opened.
+    place: Place,
     config: RwLock<TopicConfig>,
     segments: RwLock<Vec<Arc<Segment>>>,
     /// Offset after the last written batch.
@@ -90,14 +94,17 @@ struct Writer {
     closed: bool,
 }
 
-#[derive(Debug)]
-struct SyncState {
-    syncing: bool,
-    last_sync: Instant,
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What every partition of a data dir opens with.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenContext {
+    pub storage: Arc<dyn Storage>,
+    pub cache: Arc<SegmentCache>,
+    /// The data dir was shut down cleanly: recovery need not check CRCs.
+    pub clean: bool,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -110,37 +117,35 @@ pub fn now_ms() -> i64 {
 impl Partition {
     /// Opens the partition in `dir` (creating it if missing) and recovers its last segment.
     /// `name` (`topic-N`) is used in errors and logs.
-    pub fn open(
+    pub(crate) fn open(
         dir: &Path,
         name: &str,
         config: TopicConfig,
-        storage: Arc<dyn Storage>,
+        context: &OpenContext,
     ) -> Result<Partition, OpenError> {
         fs::create_dir_all(dir).map_err(|e| FileError::new("create", dir, e))?;
+        let place = Place {
+            dir: dir.to_path_buf(),
+            storage: context.storage.clone(),
+            cache: context.cache.clone(),
+            index_interval: config.index_interval_bytes,
+        };
         let mut bases = list_segments(dir)?;
         if bases.is_empty() {
-            drop(Segment::create(storage.as_ref(), dir, 0, 0)?);
+            drop(Segment::create(&place, 0, 0)?);
             bases.push(0);
         }
         let mut segments = Vec::with_capacity(bases.len());
         for pair in bases.windows(2) {
-            segments.push(Arc::new(Segment::open_closed(
-                storage.as_ref(),
-                dir,
-                pair[0],
-                pair[1],
-                config.index_interval_bytes,
-            )?));
+            segments.push(Segment::open_closed(&place, pair[0], pair[1])?);
         }
         let last_base = *bases.last().unwrap_or(&0);
         let (active, cursor, recovery) = Segment::recover(
-            storage.as_ref(),
-            dir,
+            &place,
             last_base,
             u64::from(config.segment_bytes),
-            config.index_interval_bytes,
+            context.clean,
         )?;
-        let active = Arc::new(active);
         segments.push(active.clone());
         let end = active.next_offset();
         let first_append_ms = (active.len() > 0).then(|| {
@@ -157,7 +162,7 @@ impl Partition {
         Ok(Partition {
             name: name.to_string(),
             dir: dir.to_path_buf(),
-            storage,
+            place,
             config: RwLock::new(config),
             segments: RwLock::new(segments),
             end_offset: AtomicI64::new(end),
@@ -257,6 +262,11 @@ impl Partition {
         self.segments().len()
     }
 
+    /// The base offset of every segment, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments().iter().map(|s| s.base_offset).collect()
+    }
+
     fn segments(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Segment>>> {
         self.segments.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -342,50 +352,6 @@ impl Partition {
         })
     }
 
-    /// Waits until `appended` is as durable as the topic's policy asks (a no-op unless the
-    /// policy is [`Durability::Always`]). Fails if the partition was poisoned before it got there.
-    pub fn await_durable(&self, appended: &AppendInfo) -> Result<(), AppendError> {
-        if self.config().durability == Durability::Always {
-            self.wait_durable(appended.last_offset + 1)?;
-        }
-        Ok(())
-    }
-
-    /// Calls `visit` with the header of every batch in the last `segments` segments, oldest
-    /// first (for rebuilding per-producer state on start-up).
-    pub fn for_each_recent_batch(
-        &self,
-        segments: usize,
-        mut visit: impl FnMut(&BatchHeader),
-    ) -> Result<(), ReadError> {
-        let from = {
-            let all = self.segments();
-            all[all.len().saturating_sub(segments.max(1))..]
-                .first()
-                .map_or(0, |s| s.base_offset)
-        };
-        let mut offset = from;
-        while offset < self.log_end_offset() {
-            let read = self.read(offset, 1 << 20)?;
-            if read.records.is_empty() {
-                break;
-            }
-            let mut at = 0;
-            while at < read.records.len() {
-                let header =
-                    BatchHeader::parse(&read.records[at..]).map_err(|e| ReadError::Corrupt {
-                        path: self.dir.clone(),
-                        position: at as u64,
-                        reason: e.to_string(),
-                    })?;
-                visit(&header);
-                offset = header.next_offset();
-                at += header.size as usize;
-            }
-        }
-        Ok(())
-    }
-
     fn should_roll(&self, writer: &Writer, config: &TopicConfig, bytes: u64, count: i64) -> bool {
         let active = &writer.active;
         let size = active.len();
@@ -402,11 +368,12 @@ impl Partition {
         too_big || too_old || offsets_full
     }
 
-    /// Closes the active segment (indexes written, data fsynced) and starts a new one.
+    /// Closes the active segment (indexes written, data fsynced, file closed) and starts a new
+    /// one.
     fn roll(&self, writer: &mut Writer, config: &TopicConfig) -> Result<(), AppendError> {
         let old = writer.active.clone();
-        if let Err(e) = old.seal(self.storage.as_ref(), &self.dir, &mut writer.cursor) {
-            // The log is intact; the index will be rebuilt when the partition next opens.
+        if let Err(e) = old.seal(&mut writer.cursor) {
+            // The log is intact; the indexes are rebuilt when the segment next loads.
             tracing::warn!(partition = %self.name, error = %e, "could not write segment indexes");
         }
         // Closed segments are always durable, so recovery only ever has to check the last one.
@@ -415,9 +382,12 @@ impl Partition {
             return Err(e.into());
         }
         let base = old.next_offset();
+        let place = Place {
+            index_interval: config.index_interval_bytes,
+            ..self.place.clone()
+        };
         let new = Arc::new(Segment::create(
-            self.storage.as_ref(),
-            &self.dir,
+            &place,
             base,
             u64::from(config.segment_bytes),
         )?);
@@ -425,102 +395,21 @@ impl Partition {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .push(new.clone());
+        old.close_file();
         writer.active = new;
-        writer.cursor = IndexCursor::new(config.index_interval_bytes);
+        writer.cursor = IndexCursor::new(base, config.index_interval_bytes);
         writer.first_append_ms = None;
         self.durable_end.fetch_max(base, Ordering::AcqRel);
         Ok(())
     }
 
-    fn check_poison(&self) -> Result<(), AppendError> {
-        match self.poison.get() {
-            Some(reason) => Err(AppendError::Poisoned {
-                partition: self.name.clone(),
-                reason: reason.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    fn poison_with(&self, reason: String) {
-        tracing::error!(partition = %self.name, %reason, "partition refuses further writes");
-        let _ = self.poison.set(reason);
-    }
-
-    /// Blocks until every offset below `end` is on disk, joining or starting a group fsync.
-    fn wait_durable(&self, end: i64) -> Result<(), AppendError> {
-        let mut state = lock(&self.sync_state);
-        loop {
-            self.check_poison()?;
-            if self.durable_end.load(Ordering::Acquire) >= end {
-                return Ok(());
-            }
-            if state.syncing {
-                state = self
-                    .synced
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner);
-                continue;
-            }
-            state.syncing = true;
-            drop(state);
-            let result = self.sync_active();
-            state = lock(&self.sync_state);
-            state.syncing = false;
-            match result {
-                Ok(covered) => {
-                    self.durable_end.fetch_max(covered, Ordering::AcqRel);
-                    state.last_sync = Instant::now();
-                }
-                Err(e) => self.poison_with(e.to_string()),
-            }
-            self.synced.notify_all();
-        }
-    }
-
-    /// fsyncs the active segment; returns the end offset that fsync covers.
-    fn sync_active(&self) -> Result<i64, FileError> {
-        let (file, end, segment): (Arc<dyn StoredFile>, i64, Arc<Segment>) = {
-            let writer = lock(&self.writer);
-            (
-                writer.active.file(),
-                writer.active.next_offset(),
-                writer.active.clone(),
-            )
-        };
-        file.sync_data()
-            .map_err(|e| FileError::new("fsync", &segment.log_path, e))?;
-        Ok(end)
-    }
-
-    /// Makes everything appended so far durable.
-    pub fn flush(&self) -> Result<(), AppendError> {
-        self.wait_durable(self.written_end())
-    }
-
-    /// For [`Durability::Interval`]: flushes if there is unsynced data and the interval passed.
-    pub fn flush_if_due(&self) -> Result<(), AppendError> {
-        let Durability::Interval(every) = self.config().durability else {
-            return Ok(());
-        };
-        let due = {
-            let state = lock(&self.sync_state);
-            self.durable_end.load(Ordering::Acquire) < self.written_end()
-                && state.last_sync.elapsed() >= every
-        };
-        if due {
-            self.flush()
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Time until the next [`Partition::flush_if_due`] could have work (for a flusher's sleep).
-    pub fn flush_interval(&self) -> Option<Duration> {
-        match self.config().durability {
-            Durability::Interval(every) => Some(every),
-            _ => None,
-        }
+    /// Damaged stretches found so far in this partition's segments (by reads, index rebuilds
+    /// and recovery), with the segment file each is in.
+    pub fn damage(&self) -> Vec<(PathBuf, Damage)> {
+        self.segments()
+            .iter()
+            .flat_map(|s| s.damages().into_iter().map(|d| (s.log_path.clone(), d)))
+            .collect()
     }
 
     /// Reads whole batches starting with the one that contains `offset`, up to `max_bytes`
@@ -577,86 +466,6 @@ impl Partition {
             }
         }
         Ok(None)
-    }
-
-    /// Deletes the oldest closed segments that are past `retention.ms` (by their newest record,
-    /// relative to `now_ms`) or beyond `retention.bytes`, and advances the log start offset.
-    /// The active segment is never deleted.
-    pub fn apply_retention(&self, now_ms: i64) -> Result<RetentionReport, FileError> {
-        let config = self.config();
-        let mut total = self.size_bytes();
-        self.delete_oldest_segments(|s| {
-            let too_old = config.retention_ms.is_some_and(|ms| {
-                let newest = s.max_timestamp();
-                newest >= 0 && now_ms.saturating_sub(newest) > ms as i64
-            });
-            let too_big = config
-                .retention_bytes
-                .is_some_and(|max| total.saturating_sub(s.len()) >= max);
-            if too_old || too_big {
-                total -= s.len();
-            }
-            too_old || too_big
-        })
-    }
-
-    /// Deletes the closed segments that hold only offsets below `offset` (for an owner that
-    /// rewrote what it still needs past `offset`, as a compaction would).
-    pub fn delete_segments_before(&self, offset: i64) -> Result<RetentionReport, FileError> {
-        self.delete_oldest_segments(|s| s.next_offset() <= offset)
-    }
-
-    /// Deletes the longest prefix of closed segments for which `doomed` holds, advancing the
-    /// log start offset. The active segment is never deleted.
-    fn delete_oldest_segments(
-        &self,
-        mut doomed: impl FnMut(&Segment) -> bool,
-    ) -> Result<RetentionReport, FileError> {
-        let writer = lock(&self.writer);
-        let doomed: Vec<Arc<Segment>> = {
-            let segments = self.segments();
-            let closed = &segments[..segments.len().saturating_sub(1)];
-            closed.iter().take_while(|s| doomed(s)).cloned().collect()
-        };
-        if doomed.is_empty() {
-            return Ok(RetentionReport {
-                log_start_offset: self.log_start_offset(),
-                ..Default::default()
-            });
-        }
-        let log_start = {
-            let mut segments = self
-                .segments
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            segments.drain(..doomed.len());
-            segments.first().map_or(0, |s| s.base_offset)
-        };
-        drop(writer);
-        // Readers that already hold a segment keep its map; the files go now.
-        let mut report = RetentionReport {
-            log_start_offset: log_start,
-            ..Default::default()
-        };
-        for segment in &doomed {
-            for ext in [
-                segment::LOG_EXT,
-                segment::INDEX_EXT,
-                segment::TIME_INDEX_EXT,
-            ] {
-                let path = self.dir.join(segment::file_name(segment.base_offset, ext));
-                match fs::remove_file(&path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(FileError::new("delete", path, e)),
-                }
-            }
-            report.deleted_segments += 1;
-            report.deleted_bytes += segment.len();
-        }
-        io::sync_dir(&self.dir).map_err(|e| FileError::new("fsync", &self.dir, e))?;
-        tracing::info!(partition = %self.name, segments = report.deleted_segments, bytes = report.deleted_bytes, log_start, "deleted old segments");
-        Ok(report)
     }
 
     /// Flushes and refuses further appends. Called when the owner shuts down.

@@ -1,87 +1,13 @@
-//! The I/O seam under the segment writer.
-//!
-//! Every write and fsync log-core makes goes through [`Storage`] and [`StoredFile`], so tests can
-//! swap [`FileStorage`] for [`FaultyStorage`] and simulate a full disk, a torn write or a failed
-//! fsync. Reads go through memory maps of [`StoredFile::file`].
+//! Test-only storage fakes (feature `test-util`): a [`FaultyStorage`] over the real file system
+//! that injects the [`Faults`] a test sets — a full disk that tears the write crossing it, and
+//! failing fsyncs.
 
-use std::fmt::Debug;
-use std::fs::{File, OpenOptions};
-use std::io::{self, IoSlice, Write};
+use std::fs::File;
+use std::io::{self, IoSlice};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Opens files for log-core.
-pub trait Storage: Send + Sync + Debug {
-    /// Opens `path` for reading and appending, creating it if missing.
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoredFile>>;
-}
-
-/// One open file: appended to, synced, truncated.
-pub trait StoredFile: Send + Sync + Debug {
-    /// The underlying file, for memory maps and metadata.
-    fn file(&self) -> &File;
-    /// Appends all of `bufs` at the end of the file, or fails (possibly after writing a prefix:
-    /// the caller truncates back).
-    fn append(&self, bufs: &[IoSlice<'_>]) -> io::Result<()>;
-    /// `fdatasync`.
-    fn sync_data(&self) -> io::Result<()>;
-    /// Truncates or extends the file.
-    fn set_len(&self, len: u64) -> io::Result<()>;
-}
-
-/// The real file system.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FileStorage;
-
-impl Storage for FileStorage {
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoredFile>> {
-        Ok(Arc::new(PlainFile(open_append(path)?)))
-    }
-}
-
-fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
-}
-
-#[derive(Debug)]
-struct PlainFile(File);
-
-impl StoredFile for PlainFile {
-    fn file(&self) -> &File {
-        &self.0
-    }
-
-    fn append(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
-        write_all_vectored(&self.0, bufs)
-    }
-
-    fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
-    }
-
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len)
-    }
-}
-
-/// `writev` until everything is written (std's `write_all_vectored` is unstable).
-fn write_all_vectored(mut file: &File, bufs: &[IoSlice<'_>]) -> io::Result<()> {
-    let mut owned: Vec<IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).copied().collect();
-    let mut bufs = &mut owned[..];
-    while !bufs.is_empty() {
-        match file.write_vectored(bufs) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
+use super::{open_append, write_all_vectored, Storage, StoredFile};
 
 /// Faults to inject, shared between a test and the [`FaultyStorage`] it hands to log-core.
 #[derive(Debug, Default)]
@@ -190,9 +116,4 @@ impl StoredFile for FaultyFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
     }
-}
-
-/// `fsync` on a directory, so that files created or removed in it survive a crash.
-pub fn sync_dir(path: &Path) -> io::Result<()> {
-    File::open(path)?.sync_all()
 }

@@ -1,0 +1,176 @@
+//! Reads from a segment: whole batches by offset (a zero-copy slice of the map) and the first
+//! record at or after a timestamp. Both walk the batch chain ([`super::chain`]): a read stops
+//! before damage, and a read of a damaged offset is refused with the damage it hit.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use std::sync::atomic::Ordering;
+
+use super::chain::{self, Chain, DamageReason, Link};
+use super::{MappedSlice, Segment};
+use crate::batch;
+use crate::error::ReadError;
+use crate::index::relative;
+
+impl Segment {
+    /// Where to start walking for `offset`: the index entry before it, checked against the
+    /// batch it points at (a wrong entry costs a walk from the start, never a wrong read).
+    /// Returns (byte position, offset of the batch there).
+    fn start_for(&self, data: &[u8], offset: i64) -> (usize, i64) {
+        let rel = relative(self.base_offset, offset.max(self.base_offset));
+        let Some((rel, pos)) = self.indexes.offsets.lookup(rel) else {
+            return (0, self.base_offset);
+        };
+        let expected = self.base_offset + i64::from(rel);
+        match data.get(pos as usize..).map(batch::BatchHeader::parse) {
+            Some(Ok(h)) if h.base_offset == expected => (pos as usize, expected),
+            _ => {
+                tracing::warn!(segment = %self.log_path.display(), offset = expected, position = pos, "index entry does not match the log; scanning from the start");
+                (0, self.base_offset)
+            }
+        }
+    }
+
+    /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one batch).
+    /// `None` if the segment holds nothing at or after `offset`. Batches at or past
+    /// `visible_end` are not returned (not yet durable under `always`).
+    pub fn read(
+        self: &Arc<Self>,
+        offset: i64,
+        max_bytes: usize,
+        visible_end: i64,
+    ) -> Result<Option<Bytes>, ReadError> {
+        if let Some(damage) = self.damage_covering(offset) {
+            return Err(self.damaged(damage));
+        }
+        let (map, len) = self.view()?;
+        let Some(map) = map else { return Ok(None) };
+        let data = &map[..len as usize];
+        let (pos, expected) = self.start_for(data, offset);
+        let verified = self.verified.load(Ordering::Acquire) as usize;
+        let mut range: Option<(usize, usize)> = None;
+        // The walk looks at the header after the last batch taken, so a batch whose length is
+        // wrong is caught (by the next header and its own CRC) before it is served; a batch not
+        // yet CRC-checked in this run is checked before it is taken.
+        let chain = Chain::new(data, pos, expected, self.next_offset(), false);
+        for link in chain.map(|link| self.checked(data, link, verified)) {
+            match (link, range) {
+                (Link::Batch(_, header), None) if header.last_offset() < offset => {}
+                (Link::Batch(at, header), None) => {
+                    if header.base_offset >= visible_end {
+                        return Ok(None);
+                    }
+                    range = Some((at, at + header.size as usize));
+                }
+                (Link::Batch(at, header), Some((start, _))) => {
+                    let end = at + header.size as usize;
+                    if end - start > max_bytes || header.base_offset >= visible_end {
+                        break;
+                    }
+                    range = Some((start, end));
+                }
+                (Link::Damage(damage), taken) => {
+                    self.record_damage(&damage);
+                    if damage.covers(offset) {
+                        return Err(self.damaged(damage));
+                    }
+                    if let Some((start, end)) = taken {
+                        range = Some((start, end.min(damage.position as usize)));
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some((start, end)) = range {
+            if start <= verified {
+                self.verified_up_to(end as u64);
+            }
+        }
+        Ok(range.map(|(start, end)| {
+            Bytes::from_owner(MappedSlice {
+                map: map.clone(),
+                start,
+                end,
+            })
+        }))
+    }
+
+    /// A batch the walk found, unless it lies in damage found before or fails its CRC check
+    /// (done for batches beyond the CRC-checked prefix): then that damage.
+    fn checked(&self, data: &[u8], link: Link, verified: usize) -> Link {
+        let Link::Batch(at, header) = link else {
+            return link;
+        };
+        if let Some(damage) = self.damage_covering(header.base_offset) {
+            return Link::Damage(damage);
+        }
+        if at + header.size as usize <= verified {
+            return link;
+        }
+        match batch::validate(&data[at..]) {
+            Ok(_) => link,
+            Err(e) => Link::Damage(chain::measure(
+                data,
+                at,
+                header.base_offset,
+                None,
+                self.next_offset(),
+                DamageReason::Batch(e),
+            )),
+        }
+    }
+
+    /// First record at or after `from` whose timestamp is >= `timestamp`: (offset, timestamp).
+    /// Damaged stretches are stepped over.
+    pub fn find_timestamp(
+        self: &Arc<Self>,
+        timestamp: i64,
+        from: i64,
+    ) -> Result<Option<(i64, i64)>, ReadError> {
+        if self.max_timestamp() < timestamp {
+            return Ok(None);
+        }
+        let (map, len) = self.view()?;
+        let Some(map) = map else { return Ok(None) };
+        let data = &map[..len as usize];
+        let by_time = self
+            .indexes
+            .times
+            .last_before(timestamp)
+            .map_or(self.base_offset, |(_, rel)| {
+                self.base_offset + i64::from(rel)
+            });
+        let (pos, expected) = self.start_for(data, by_time.max(from));
+        let verified = self.verified.load(Ordering::Acquire) as usize;
+        let chain = Chain::new(data, pos, expected, self.next_offset(), false);
+        for link in chain.map(|link| self.checked(data, link, verified)) {
+            let (at, header) = match link {
+                Link::Batch(at, header) => (at, header),
+                Link::Damage(damage) => {
+                    self.record_damage(&damage);
+                    continue;
+                }
+            };
+            if header.max_timestamp < timestamp || header.last_offset() < from {
+                continue;
+            }
+            let records = batch::decode(&data[at..at + header.size as usize]).map_err(|e| {
+                ReadError::Corrupt {
+                    path: self.log_path.clone(),
+                    position: at as u64,
+                    reason: e.to_string(),
+                }
+            })?;
+            // Offsets inside a stored batch are relative to the base the broker wrote.
+            if let Some(r) = records
+                .iter()
+                .find(|r| r.timestamp >= timestamp && r.offset >= from)
+            {
+                return Ok(Some((r.offset, r.timestamp)));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,253 @@
+//! The coordinator's state machine driven through its public operations, on an injected clock.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+
+use super::{Coordinator, GroupConfig, GroupState, Join, Reply};
+
+fn join(group: &str, member: &str, instance: Option<&str>) -> Join {
+    Join {
+        group_id: group.into(),
+        member_id: member.into(),
+        instance_id: instance.map(Into::into),
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout: Duration::from_secs(10),
+        rebalance_timeout: Duration::from_secs(10),
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"m"))],
+        require_known_member_id: true,
+    }
+}
+
+fn coordinator() -> Coordinator {
+    Coordinator::new(GroupConfig {
+        initial_rebalance_delay: Duration::from_millis(0),
+        ..GroupConfig::default()
+    })
+}
+
+fn now_value<T: std::fmt::Debug>(reply: Reply<T>) -> T {
+    match reply {
+        Reply::Now(v) => v,
+        Reply::Later(mut rx) => rx.try_recv().expect("answered"),
+    }
+}
+
+#[test]
+fn two_members_join_sync_and_rebalance_when_one_leaves() {
+    let c = coordinator();
+    let t = Instant::now();
+    let first = now_value(c.join(join("g", "", None), t));
+    assert_eq!(first.error, Some(ResponseError::MemberIdRequired));
+    let a = first.member_id;
+    let Reply::Later(mut rx_a) = c.join(join("g", &a, None), t) else {
+        panic!()
+    };
+    // The initial delay of 0 passes at the next tick.
+    c.tick(t);
+    let joined_a = rx_a.try_recv().unwrap();
+    assert_eq!((joined_a.error, joined_a.generation), (None, 1));
+    assert_eq!(joined_a.leader, a);
+    assert_eq!(joined_a.members.len(), 1);
+    let synced = now_value(c.sync(
+        "g",
+        1,
+        &a,
+        None,
+        vec![(a.clone(), Bytes::from_static(b"p0"))],
+        t,
+    ));
+    assert_eq!(synced.assignment, Bytes::from_static(b"p0"));
+
+    // A second member: the first must rejoin (heartbeat says so), then both get gen 2.
+    let b = now_value(c.join(join("g", "", None), t)).member_id;
+    let Reply::Later(mut rx_b) = c.join(join("g", &b, None), t) else {
+        panic!()
+    };
+    assert_eq!(
+        c.heartbeat("g", 1, &a, None, t),
+        Err(ResponseError::RebalanceInProgress)
+    );
+    let Reply::Later(mut rx_a) = c.join(join("g", &a, None), t) else {
+        panic!()
+    };
+    let (ja, jb) = (rx_a.try_recv().unwrap(), rx_b.try_recv().unwrap());
+    assert_eq!((ja.generation, jb.generation), (2, 2));
+    assert_eq!(ja.leader, a, "the leader stays");
+    assert!(jb.members.is_empty());
+    let Reply::Later(mut sync_b) = c.sync("g", 2, &b, None, vec![], t) else {
+        panic!()
+    };
+    let assignments = vec![
+        (a.clone(), Bytes::from_static(b"p0")),
+        (b.clone(), Bytes::from_static(b"p1")),
+    ];
+    assert_eq!(
+        now_value(c.sync("g", 2, &a, None, assignments, t)).assignment,
+        Bytes::from_static(b"p0")
+    );
+    assert_eq!(
+        sync_b.try_recv().unwrap().assignment,
+        Bytes::from_static(b"p1")
+    );
+    assert_eq!(
+        c.heartbeat("g", 1, &b, None, t),
+        Err(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(c.heartbeat("g", 2, &b, None, t), Ok(()));
+
+    // b's session expires: a rebalance, a alone in gen 3.
+    let later = t + Duration::from_secs(11);
+    assert_eq!(c.heartbeat("g", 2, &a, None, later), Ok(()));
+    c.tick(later);
+    assert_eq!(
+        c.describe("g").unwrap().state,
+        GroupState::PreparingRebalance
+    );
+    let Reply::Later(mut rx_a) = c.join(join("g", &a, None), later) else {
+        panic!()
+    };
+    assert_eq!(rx_a.try_recv().unwrap().generation, 3);
+    assert_eq!(c.leave("g", &[(a.clone(), None)], later), Ok(vec![Ok(())]));
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Empty);
+}
+
+#[test]
+fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
+    let c = coordinator();
+    let t = Instant::now();
+    let Reply::Later(mut rx) = c.join(join("s", "", Some("host-1")), t) else {
+        panic!()
+    };
+    c.tick(t);
+    let joined = rx.try_recv().unwrap();
+    let old = joined.member_id.clone();
+    now_value(c.sync(
+        "s",
+        joined.generation,
+        &old,
+        None,
+        vec![(old.clone(), Bytes::from_static(b"all"))],
+        t,
+    ));
+    // Restart: a new JoinGroup with no member id but the same instance id.
+    let again = now_value(c.join(join("s", "", Some("host-1")), t));
+    assert_eq!(again.error, None);
+    assert_eq!(again.generation, joined.generation, "no rebalance");
+    assert_ne!(again.member_id, old);
+    let synced = now_value(c.sync("s", again.generation, &again.member_id, None, vec![], t));
+    assert_eq!(synced.assignment, Bytes::from_static(b"all"));
+    assert_eq!(
+        c.heartbeat("s", again.generation, &old, None, t),
+        Err(ResponseError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn bad_joins_get_kafka_errors() {
+    let c = coordinator();
+    let t = Instant::now();
+    let mut short = join("g", "", None);
+    short.session_timeout = Duration::from_millis(10);
+    assert_eq!(
+        now_value(c.join(short, t)).error,
+        Some(ResponseError::InvalidSessionTimeout)
+    );
+    assert_eq!(
+        now_value(c.join(join("", "", None), t)).error,
+        Some(ResponseError::InvalidGroupId)
+    );
+    assert_eq!(
+        now_value(c.join(join("nope", "ghost", None), t)).error,
+        Some(ResponseError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn a_leader_that_rejoins_before_syncing_gets_the_members_again() {
+    let c = coordinator();
+    let t = Instant::now();
+    let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
+        panic!()
+    };
+    c.tick(t);
+    let joined = rx.try_recv().unwrap();
+    assert_eq!(joined.members.len(), 1);
+    // The leader's response got lost; it sends the same JoinGroup again.
+    let again = now_value(c.join(join("g", &joined.member_id, Some("i")), t));
+    assert_eq!(
+        (again.generation, again.members.len()),
+        (joined.generation, 1)
+    );
+}
+
+#[test]
+fn a_joiner_that_gave_up_does_not_hold_the_group_forever() {
+    let c = coordinator();
+    let t = Instant::now();
+    let a = now_value(c.join(join("g", "", None), t)).member_id;
+    let Reply::Later(rx_a) = c.join(join("g", &a, None), t) else {
+        panic!()
+    };
+    // Its JoinGroup times out client-side: the receiver is dropped.
+    drop(rx_a);
+    let b = now_value(c.join(join("g", "", None), t)).member_id;
+    let Reply::Later(mut rx_b) = c.join(join("g", &b, None), t) else {
+        panic!()
+    };
+    let later = t + Duration::from_secs(11);
+    c.tick(later);
+    // a's session ran out; b forms the group alone.
+    let joined = rx_b.try_recv().unwrap();
+    assert_eq!(joined.leader, b);
+    assert_eq!(joined.members.len(), 1);
+}
+
+#[test]
+fn a_second_process_with_the_same_instance_id_fences_the_first() {
+    let c = coordinator();
+    let t = Instant::now();
+    let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
+        panic!()
+    };
+    c.tick(t);
+    let first = rx.try_recv().unwrap();
+    now_value(c.sync(
+        "g",
+        first.generation,
+        &first.member_id,
+        Some("i"),
+        vec![],
+        t,
+    ));
+    let second = now_value(c.join(join("g", "", Some("i")), t));
+    assert_eq!(second.error, None);
+    let fenced = ResponseError::FencedInstanceId;
+    assert_eq!(
+        c.heartbeat("g", first.generation, &first.member_id, Some("i"), t),
+        Err(fenced)
+    );
+    assert_eq!(
+        now_value(c.join(join("g", &first.member_id, Some("i")), t)).error,
+        Some(fenced)
+    );
+    assert_eq!(
+        c.heartbeat("g", second.generation, &second.member_id, Some("i"), t),
+        Ok(())
+    );
+}
+
+#[test]
+fn unanswered_member_ids_and_empty_groups_are_forgotten() {
+    let c = coordinator();
+    let t = Instant::now();
+    for i in 0..50 {
+        now_value(c.join(join(&format!("g{i}"), "", None), t));
+    }
+    assert_eq!(c.list().len(), 50);
+    c.tick(t + Duration::from_secs(11));
+    assert!(c.list().is_empty());
+}
