@@ -19,7 +19,7 @@ fn rss_bytes() -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn send_waits_at_buffer_memory_and_try_send_sheds_with_a_hint() {
+async fn lograil_only_send_waits_at_buffer_memory_and_try_send_sheds_with_a_hint() {
     if on_kafka() {
         return;
     }

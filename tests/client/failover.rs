@@ -11,7 +11,7 @@ use consumer::{ConsumeError, ProducerRecord};
 use crate::cluster::{on_kafka, read_all, unique, wait_until, TestCluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn broker_killed_mid_stream_with_acks_all() {
+async fn kafka_only_broker_killed_mid_stream_with_acks_all() {
     if !on_kafka() {
         return;
     }

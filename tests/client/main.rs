@@ -2,9 +2,9 @@
 //!
 //! By default every test starts its own `lograil` broker on 127.0.0.1:0. With
 //! `LOGRAIL_TEST_KAFKA=<dir>` (a cluster started by `tests/kafka/kafka.sh start <dir>`), the same
-//! tests run against that Apache Kafka cluster instead; tests that need it (a broker killed
-//! under acks=all with replication factor 3) run only there, and tests that stop the whole
-//! broker (backpressure under SIGSTOP) only on lograil.
+//! tests run against that Apache Kafka cluster instead. Tests named `kafka_only_*` (a broker
+//! killed under acks=all with replication factor 3) do nothing on lograil; `lograil_only_*`
+//! (the whole broker frozen or killed) do nothing on the shared Kafka cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)]

@@ -254,7 +254,7 @@ async fn a_refused_batch_fails_alone_and_the_epoch_is_bumped() {
 /// With nobody to take them, records fail after `delivery.timeout.ms`, and `send` still returns
 /// (the buffer is not full).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn records_time_out_when_the_cluster_is_gone() {
+async fn lograil_only_records_time_out_when_the_cluster_is_gone() {
     if crate::cluster::on_kafka() {
         return; // Needs the whole cluster gone: lograil only.
     }
