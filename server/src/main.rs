@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin_cli;
+mod console_cli;
 mod dump_log;
 mod serve;
 
@@ -37,6 +38,10 @@ enum Command {
         #[command(subcommand)]
         command: admin_cli::GroupCommand,
     },
+    /// Write lines from stdin as records (Kafka's console producer), with lograil's client.
+    Produce(Box<console_cli::ProduceArgs>),
+    /// Print records (Kafka's console consumer), with lograil's client.
+    Consume(Box<console_cli::ConsumeArgs>),
     /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
     /// finds corruption.
     DumpLog(dump_log::Args),
@@ -55,6 +60,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::DumpLog(args) => dump_log::run(&args),
+        Command::Produce(args) => console_cli::produce(&args).map(|()| ExitCode::SUCCESS),
+        Command::Consume(args) => console_cli::consume(&args).map(|()| ExitCode::SUCCESS),
         Command::Topic {
             connection,
             command,

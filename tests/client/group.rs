@@ -377,6 +377,9 @@ async fn commit_close_and_resume_where_committed() {
     assert_eq!(committed, positions);
     assert_eq!(committed.values().sum::<i64>(), 100);
     first.close().await;
+    // close() left the group: no member lingers until its session times out.
+    let described = cluster.admin().await.describe_group(&group).await.unwrap();
+    assert!(described.members.is_empty(), "{described:?}");
 
     let second = cluster.consumer(Some(&group), &props).await;
     second.subscribe(&[&topic]).unwrap();

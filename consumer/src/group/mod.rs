@@ -604,13 +604,26 @@ impl Member {
             let member_id = self.member_id.clone();
             let instance_id = self.shared.config.group_instance_id.clone();
             if let Ok((_, connection)) = self.shared.cluster.coordinator(&self.group).await {
-                let request = LeaveGroupRequest::default()
-                    .with_group_id(GroupId(text(&self.group)))
-                    .with_member_id(text(&member_id))
-                    .with_members(vec![MemberIdentity::default()
+                let version = connection.version::<LeaveGroupRequest>(4).unwrap_or(0);
+                // v0-2 name one member; v3+ (KIP-345) a list, with the instance id.
+                let request =
+                    LeaveGroupRequest::default().with_group_id(GroupId(text(&self.group)));
+                let request = if version >= 3 {
+                    request.with_members(vec![MemberIdentity::default()
                         .with_member_id(text(&member_id))
-                        .with_group_instance_id(instance_id.as_deref().map(text))]);
-                let _ = connection.call(&request, 4).await;
+                        .with_group_instance_id(instance_id.as_deref().map(text))])
+                } else {
+                    request.with_member_id(text(&member_id))
+                };
+                match connection.call_at(&request, version).await {
+                    Ok(r) if r.error_code == 0 => {
+                        tracing::debug!(group = %self.group, %member_id, "left the group")
+                    }
+                    Ok(r) => {
+                        tracing::debug!(group = %self.group, code = r.error_code, "LeaveGroup refused")
+                    }
+                    Err(e) => tracing::debug!(group = %self.group, error = %e, "LeaveGroup failed"),
+                }
             }
         }
         self.generation = -1;
