@@ -13,6 +13,13 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::cluster::{read_all, TestCluster};
 
+/// Key, value and headers of a test record.
+type Parts = (
+    Option<String>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+);
+
 const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
 
 /// (partition, offset, timestamp, key, value, headers) as both sides see a record.
@@ -25,16 +32,9 @@ type Seen = (
     Vec<(String, Option<Vec<u8>>)>,
 );
 
-fn record(
-    i: u32,
-    codec: &str,
-) -> (
-    Option<String>,
-    Option<Vec<u8>>,
-    Vec<(String, Option<Vec<u8>>)>,
-) {
-    let key = (i % 4 != 0).then(|| format!("key-{i}"));
-    let value = (i % 9 != 0).then(|| {
+fn record(i: u32, codec: &str) -> Parts {
+    let key = (!i.is_multiple_of(4)).then(|| format!("key-{i}"));
+    let value = (!i.is_multiple_of(9)).then(|| {
         let mut v = format!("{codec}:{i}:").repeat(30).into_bytes();
         v.extend((0..64u8).map(|b| b ^ i as u8));
         v

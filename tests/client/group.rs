@@ -487,7 +487,7 @@ async fn reset_none_is_an_error_until_a_seek() {
         .consumer(Some(&group), &[("auto.offset.reset", "none")])
         .await;
     let tp = TopicPartition::new(&topic, 0);
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     match tokio::time::timeout(Duration::from_secs(30), c.recv())
         .await
         .unwrap()
@@ -503,7 +503,7 @@ async fn reset_none_is_an_error_until_a_seek() {
     let latest = cluster
         .consumer(Some(&unique("latest")), &[("auto.offset.reset", "latest")])
         .await;
-    latest.assign(&[tp.clone()]).unwrap();
+    latest.assign(std::slice::from_ref(&tp)).unwrap();
     wait_until("position resolved", Duration::from_secs(30), || {
         latest.position(&tp) == Some(10)
     })
@@ -543,7 +543,7 @@ async fn seek_pause_and_resume() {
     c.assign(&[p0.clone(), p1.clone()]).unwrap();
     c.seek(&p0, 50).unwrap();
     c.seek_to_timestamp(&p1, base + 70 * 1000 - 1).unwrap();
-    c.pause(&[p0.clone()]).unwrap();
+    c.pause(std::slice::from_ref(&p0)).unwrap();
     assert_eq!(c.paused(), vec![p0.clone()]);
     // Only partition 1, from 70.
     for expected in 70..100 {
@@ -551,13 +551,13 @@ async fn seek_pause_and_resume() {
         assert_eq!((r.partition, r.offset), (1, expected));
     }
     assert_eq!(c.position(&p0), Some(50));
-    c.resume(&[p0.clone()]).unwrap();
+    c.resume(std::slice::from_ref(&p0)).unwrap();
     for expected in 50..100 {
         let r = c.recv().await.unwrap();
         assert_eq!((r.partition, r.offset), (0, expected));
         assert_eq!(r.value.as_deref(), Some(format!("0-{expected}").as_bytes()));
     }
-    c.seek_to_beginning(&[p1.clone()]).unwrap();
+    c.seek_to_beginning(std::slice::from_ref(&p1)).unwrap();
     let r = c.recv().await.unwrap();
     assert_eq!((r.partition, r.offset), (1, 0));
     c.seek_to_end(&[p0.clone(), p1.clone()]).unwrap();
@@ -575,7 +575,7 @@ async fn seek_pause_and_resume() {
     assert_eq!((r.partition, r.offset), (1, 100));
     // offsets_for_times agrees with the seek.
     let found = c
-        .offsets_for_times(&[p0.clone()], base + 42_000)
+        .offsets_for_times(std::slice::from_ref(&p0), base + 42_000)
         .await
         .unwrap();
     assert_eq!(found.get(&p0), Some(&42));

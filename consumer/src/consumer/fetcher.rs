@@ -69,7 +69,8 @@ pub(super) async fn run(shared: Arc<Shared>) {
                 attempt = 0;
                 None
             }
-            Err(()) => {
+            Err(e) => {
+                report(&shared, e);
                 attempt += 1;
                 let net = &shared.config.net;
                 Some(Instant::now() + backoff(net.retry_backoff, net.retry_backoff_max, attempt))
@@ -104,7 +105,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// Committed offsets for new partitions, then resets and timestamp seeks (ListOffsets).
-async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), ()> {
+async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
     let config = &shared.config;
     let deadline = Instant::now() + config.net.request_timeout;
     // (partition, epoch) needing their committed offset.
@@ -121,7 +122,7 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), ()> {
                 let tps: Vec<TopicPartition> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
                 match offsets::fetch_committed(&shared.cluster, group, Some(&tps), deadline).await {
                     Ok(c) => c,
-                    Err(e) => return Err(report(shared, e)),
+                    Err(e) => return Err(e),
                 }
             }
             None => BTreeMap::new(),
@@ -188,14 +189,9 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), ()> {
             .is_none()
     }) {
         let seen = shared.cluster.metadata().version;
-        if let Err(e) = shared.cluster.refresh(seen).await {
-            return Err(report(shared, e));
-        }
+        shared.cluster.refresh(seen).await?;
     }
-    let mut found = match offsets::list_offsets(&shared.cluster, &wanted, deadline).await {
-        Ok(f) => f,
-        Err(e) => return Err(report(shared, e)),
-    };
+    let mut found = offsets::list_offsets(&shared.cluster, &wanted, deadline).await?;
     // Timestamp lookups that found nothing go to the end.
     let past_end: Vec<(TopicPartition, i64)> = lookups
         .iter()
@@ -203,10 +199,8 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), ()> {
         .map(|(tp, _, _)| (tp.clone(), LATEST))
         .collect();
     if !past_end.is_empty() {
-        match offsets::list_offsets(&shared.cluster, &past_end, deadline).await {
-            Ok(ends) => found.extend(ends),
-            Err(e) => return Err(report(shared, e)),
-        }
+        let ends = offsets::list_offsets(&shared.cluster, &past_end, deadline).await?;
+        found.extend(ends);
     }
     let mut st = shared.state();
     for (tp, epoch, _) in lookups {
