@@ -327,6 +327,31 @@ impl Admin {
             .collect())
     }
 
+    /// The broker (node id) coordinating `group` (FindCoordinator).
+    pub async fn group_coordinator(&mut self, group: &str) -> Result<i32, AdminError> {
+        self.cluster.forget_coordinator(group);
+        let deadline = Self::deadline();
+        let mut attempt = 0;
+        loop {
+            match self.cluster.coordinator(group).await {
+                Ok((node, _)) => return Ok(node),
+                Err(e) => {
+                    let pause = crate::util::backoff(
+                        self.cluster.net.retry_backoff,
+                        self.cluster.net.retry_backoff_max,
+                        attempt,
+                    );
+                    attempt += 1;
+                    if !e.is_retriable() || Instant::now() + pause >= deadline {
+                        return Err(e.into());
+                    }
+                    self.cluster.forget_coordinator(group);
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
     pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription, AdminError> {
         let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
         let described = offsets::with_coordinator(&self.cluster, group, Self::deadline(), |c| {

@@ -64,8 +64,26 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-fn kafka_sh() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/kafka/kafka.sh")
+fn kafka_sh(args: &[&str]) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/kafka/kafka.sh");
+    let status = Command::new(script).args(args).status().unwrap();
+    assert!(status.success(), "kafka.sh {args:?}: {status}");
+}
+
+/// A Kafka broker killed by a test; started again (waiting until it is back) when dropped.
+pub struct KilledNode {
+    dir: PathBuf,
+    node: i32,
+}
+
+impl Drop for KilledNode {
+    fn drop(&mut self) {
+        kafka_sh(&[
+            "restart",
+            &self.dir.display().to_string(),
+            &self.node.to_string(),
+        ]);
+    }
 }
 
 impl TestCluster {
@@ -216,32 +234,17 @@ impl TestCluster {
         assert!(status.success(), "kill -{signal} {pid}");
     }
 
-    /// Kafka only: SIGKILL a broker.
-    pub fn kill_node(&self, node: i32) {
+    /// Kafka only: SIGKILL a broker. It is started again when the returned guard goes (also
+    /// when the test fails), so later tests find the whole cluster.
+    pub fn kill_node(&self, node: i32) -> KilledNode {
         let Target::Kafka { dir } = &self.target else {
             panic!("kill_node needs the Kafka cluster");
         };
-        let status = Command::new(kafka_sh())
-            .arg("kill")
-            .arg(dir)
-            .arg(node.to_string())
-            .status()
-            .unwrap();
-        assert!(status.success(), "kafka.sh kill {node}");
-    }
-
-    /// Kafka only: start a killed broker again and wait until it is back.
-    pub fn restart_node(&self, node: i32) {
-        let Target::Kafka { dir } = &self.target else {
-            panic!("restart_node needs the Kafka cluster");
-        };
-        let status = Command::new(kafka_sh())
-            .arg("restart")
-            .arg(dir)
-            .arg(node.to_string())
-            .status()
-            .unwrap();
-        assert!(status.success(), "kafka.sh restart {node}");
+        kafka_sh(&["kill", &dir.display().to_string(), &node.to_string()]);
+        KilledNode {
+            dir: dir.clone(),
+            node,
+        }
     }
 
     /// lograil only: stop the broker (for tests that need it gone).

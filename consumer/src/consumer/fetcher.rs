@@ -342,8 +342,9 @@ fn send_fetches(
 /// Applies a fetch response: records to the buffer, errors to positions or `recv`.
 fn complete(shared: &Arc<Shared>, done: Completion) {
     let response = match done.result {
-        Ok(r) => r,
-        Err(_) => {
+        Ok(r) if r.error_code == 0 => r,
+        // A lost connection, or the whole fetch refused: back off, look at the metadata again.
+        _ => {
             // The leader may be gone: refresh and retry these partitions after a backoff.
             let mut st = shared.state();
             let retry_at = Instant::now() + shared.config.net.retry_backoff;
