@@ -375,9 +375,15 @@ async fn run(stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Outgoing>, alive
                 else {
                     return;
                 };
-                let mut body = BytesMut::zeroed(len);
-                if read.read_exact(&mut body).await.is_err() {
-                    return;
+                // Read into spare capacity: no zeroing of (up to fetch-sized) buffers.
+                let mut body = BytesMut::with_capacity(len);
+                while body.len() < len {
+                    let left = len - body.len();
+                    let mut limited = (&mut body).limit(left);
+                    match read.read_buf(&mut limited).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
                 }
                 let body = body.freeze();
                 let correlation_id = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);

@@ -136,7 +136,7 @@ pub use error::{CallError, ErrorCode, NetError};
 pub use group::RebalanceListener;
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{
-    DeliveryError, DeliveryFuture, FatalError, Producer, ProducerError, ProducerRecord,
+    DeliveryError, DeliveryFuture, FatalError, IntoTopic, Producer, ProducerError, ProducerRecord,
     ProducerStats, RecordMetadata, SendError,
 };
 

@@ -27,7 +27,7 @@ async fn keyed_records_land_on_their_murmur2_partition() {
         let meta = delivery.await.unwrap();
         let expected = partition_for_key(key.as_bytes(), 6) as i32;
         assert_eq!(meta.partition, expected, "{key}");
-        assert_eq!(meta.topic, topic);
+        assert_eq!(&*meta.topic, topic.as_str());
         acked
             .entry(meta.partition)
             .or_default()

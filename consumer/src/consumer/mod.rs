@@ -15,7 +15,7 @@
 mod fetcher;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -166,7 +166,9 @@ pub(crate) struct State {
     pub error: Option<ConsumeError>,
     pub fatal: Option<ConsumeError>,
     pub membership: Membership,
+    /// When the application was last seen asking for records (see [`Shared::last_poll`]).
     pub last_poll: Instant,
+    seen_polls: u64,
     /// The group task left the group because `recv` was not called for
     /// `max.poll.interval.ms`; the next `recv` makes it rejoin.
     pub left_for_poll_timeout: bool,
@@ -189,6 +191,7 @@ impl State {
                 rebalancing: false,
             },
             last_poll: Instant::now(),
+            seen_polls: 0,
             left_for_poll_timeout: false,
         }
     }
@@ -317,9 +320,35 @@ pub(crate) struct Shared {
     /// Wakes the group task: subscription changed, a poll after leaving, close.
     pub group: Notify,
     pub closing: AtomicBool,
+    /// `recv` calls so far, and how many are waiting for a record now: the group task turns
+    /// these into [`State::last_poll`], so `recv` reads no clock per record.
+    polls: AtomicU64,
+    waiting: AtomicUsize,
+}
+
+/// Counts a `recv` waiting for records (also when its future is dropped).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Shared {
+    /// When the application last asked for records: now if it asked since the last look or is
+    /// waiting in `recv`.
+    pub(crate) fn last_poll(&self) -> Instant {
+        let polls = self.polls.load(Ordering::Relaxed);
+        let waiting = self.waiting.load(Ordering::Relaxed) > 0;
+        let mut st = self.state();
+        if polls != st.seen_polls || waiting {
+            st.seen_polls = polls;
+            st.last_poll = Instant::now();
+        }
+        st.last_poll
+    }
+
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         lock(&self.state)
     }
@@ -436,6 +465,8 @@ impl Consumer {
             fetcher: Notify::new(),
             group: Notify::new(),
             closing: AtomicBool::new(false),
+            polls: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
         });
         let fetcher = tokio::spawn(fetcher::run(shared.clone()));
         let group = shared
@@ -499,40 +530,48 @@ impl Consumer {
 
     /// The next record. Waits for one; cancel-safe (a record is taken only when returned).
     pub async fn recv(&self) -> Result<ConsumerRecord, ConsumeError> {
+        self.shared.polls.fetch_add(1, Ordering::Relaxed);
+        // The record handed out before this call has been processed.
+        if let Some(ready) = self.take(true) {
+            return ready;
+        }
+        self.shared.waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&self.shared.waiting);
         loop {
             let notified = self.shared.records.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut st = self.shared.state();
-                st.last_poll = Instant::now();
-                if st.left_for_poll_timeout {
-                    self.shared.group.notify_one();
-                }
-                // The record handed out before this call has been processed.
-                st.in_hand = None;
-                if let Some(e) = st.fatal.clone() {
-                    return Err(e);
-                }
-                if let Some(e) = st.error.take() {
-                    return Err(e);
-                }
-                let before = st.buffer.len();
-                if let Some(record) = st.next_record() {
-                    if st.buffer.len() < before {
-                        self.shared.fetcher.notify_one();
-                    }
-                    return Ok(record);
-                }
-                if before > 0 {
-                    self.shared.fetcher.notify_one();
-                }
+            if let Some(ready) = self.take(false) {
+                return ready;
             }
             if self.shared.closing.load(Ordering::Acquire) {
                 return Err(ConsumeError::Closed);
             }
             notified.await;
         }
+    }
+
+    /// A record or an error if one is there; `processed`: the record in hand is done.
+    fn take(&self, processed: bool) -> Option<Result<ConsumerRecord, ConsumeError>> {
+        let mut st = self.shared.state();
+        if processed {
+            st.in_hand = None;
+            if st.left_for_poll_timeout {
+                self.shared.group.notify_one();
+            }
+        }
+        if let Some(e) = st.fatal.clone() {
+            return Some(Err(e));
+        }
+        if let Some(e) = st.error.take() {
+            return Some(Err(e));
+        }
+        let before = st.buffer.len();
+        let record = st.next_record();
+        if st.buffer.len() < before || (record.is_none() && before > 0) {
+            self.shared.fetcher.notify_one();
+        }
+        record.map(Ok)
     }
 
     /// [`Consumer::recv`] as a `Stream` (use `futures_util::StreamExt::next`).

@@ -135,12 +135,11 @@ impl Member {
             let waiting_for_poll = self.shared.state().left_for_poll_timeout;
             let subscription = self.subscription();
             if subscription.is_empty() || waiting_for_poll {
-                if waiting_for_poll {
-                    let mut st = self.shared.state();
-                    if st.last_poll.elapsed() < self.shared.config.max_poll_interval {
-                        st.left_for_poll_timeout = false;
-                        continue;
-                    }
+                if waiting_for_poll
+                    && self.shared.last_poll().elapsed() < self.shared.config.max_poll_interval
+                {
+                    self.shared.state().left_for_poll_timeout = false;
+                    continue;
                 }
                 if !subscription.is_empty() || self.generation < 0 {
                     notified.await;
@@ -493,7 +492,7 @@ impl Member {
                 return Next::Rejoin;
             }
             let now = Instant::now();
-            let last_poll = self.shared.state().last_poll;
+            let last_poll = self.shared.last_poll();
             if now.saturating_duration_since(last_poll) > config.max_poll_interval {
                 // The application stopped asking for records: leave so the group can move
                 // on; the next recv rejoins.

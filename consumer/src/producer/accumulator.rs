@@ -22,7 +22,34 @@ pub(super) struct PendingRecord {
     pub timestamp: i64,
     /// Bytes of `buffer.memory` it holds.
     pub size: usize,
-    pub reply: oneshot::Sender<Result<RecordMetadata, DeliveryError>>,
+    pub reply: Reply,
+}
+
+/// Where a record's outcome goes.
+pub(super) enum Reply {
+    Future(oneshot::Sender<Result<RecordMetadata, DeliveryError>>),
+    Callback(Box<dyn FnOnce(Result<RecordMetadata, DeliveryError>) + Send>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reply::Future(_) => "Reply::Future",
+            Reply::Callback(_) => "Reply::Callback",
+        })
+    }
+}
+
+impl Reply {
+    pub(super) fn send(self, outcome: Result<RecordMetadata, DeliveryError>) {
+        match self {
+            // The future may have been dropped: nobody is waiting.
+            Reply::Future(tx) => {
+                let _ = tx.send(outcome);
+            }
+            Reply::Callback(f) => f(outcome),
+        }
+    }
 }
 
 /// A batch once encoded: its bytes are what every attempt sends (the same sequence numbers on
@@ -96,10 +123,33 @@ impl PartitionQueue {
 
 pub(super) type PartitionKey = (Arc<str>, i32);
 
+/// FNV-1a: the accumulator hashes a partition key for every record; SipHash's DoS resistance
+/// buys nothing for keys the application chose.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+pub(super) type FnvMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
+
 #[derive(Debug, Default)]
 pub(super) struct Accumulator {
-    pub partitions: HashMap<PartitionKey, PartitionQueue>,
-    topics: HashMap<String, Arc<str>>,
+    pub partitions: FnvMap<PartitionKey, PartitionQueue>,
     /// Topic → (sticky partition, bytes sent to it since it was chosen).
     sticky: HashMap<String, (i32, usize)>,
     round_robin: HashMap<String, usize>,
@@ -108,30 +158,22 @@ pub(super) struct Accumulator {
 }
 
 impl Accumulator {
-    fn topic(&mut self, topic: &str) -> Arc<str> {
-        if let Some(t) = self.topics.get(topic) {
-            return t.clone();
-        }
-        let t: Arc<str> = Arc::from(topic);
-        self.topics.insert(topic.to_string(), t.clone());
-        t
-    }
-
     /// Adds a record to its partition's last batch, or a new one if that is full. True when
     /// the sender should look again (a new batch whose linger starts, or a full batch).
     pub(super) fn append(
         &mut self,
-        topic: &str,
+        topic: &Arc<str>,
         partition: i32,
         record: PendingRecord,
         batch_size: usize,
         flush: &FlushTracker,
     ) -> bool {
-        let topic = self.topic(topic);
-        let queue = self
-            .partitions
-            .entry((topic.clone(), partition))
-            .or_default();
+        let key = (topic.clone(), partition);
+        let queue = match self.partitions.get_mut(&key) {
+            Some(q) => q,
+            None => self.partitions.entry(key).or_default(),
+        };
+        let topic = topic.clone();
         let size = record.size;
         if let Some(last) = queue
             .batches
@@ -163,33 +205,29 @@ impl Accumulator {
         &mut self,
         topic: &str,
         count: usize,
-        available: &[i32],
+        available: impl FnOnce() -> Vec<i32>,
         size: usize,
         batch_size: usize,
     ) -> i32 {
-        let pick = |current: Option<i32>| -> i32 {
-            let candidates: Vec<i32> = available
-                .iter()
-                .copied()
-                .filter(|p| Some(*p) != current)
-                .collect();
-            if candidates.is_empty() {
-                return current.unwrap_or_else(|| {
-                    i32::try_from(fastrand::usize(..count.max(1))).unwrap_or(0)
-                });
+        if let Some((p, sent)) = self.sticky.get_mut(topic) {
+            if *sent < batch_size && usize::try_from(*p).is_ok_and(|p| p < count) {
+                *sent += size;
+                return *p;
             }
+        }
+        let current = self.sticky.get(topic).map(|(p, _)| *p);
+        let candidates: Vec<i32> = available()
+            .into_iter()
+            .filter(|p| Some(*p) != current)
+            .collect();
+        let partition = if candidates.is_empty() {
+            current
+                .filter(|p| usize::try_from(*p).is_ok_and(|p| p < count))
+                .unwrap_or_else(|| i32::try_from(fastrand::usize(..count.max(1))).unwrap_or(0))
+        } else {
             candidates[fastrand::usize(..candidates.len())]
         };
-        let entry = self.sticky.get(topic).copied();
-        let (partition, sent) = match entry {
-            Some((p, sent)) if sent < batch_size && usize::try_from(p).is_ok_and(|p| p < count) => {
-                (p, sent)
-            }
-            Some((p, _)) => (pick(Some(p)), 0),
-            None => (pick(None), 0),
-        };
-        self.sticky
-            .insert(topic.to_string(), (partition, sent + size));
+        self.sticky.insert(topic.to_string(), (partition, size));
         partition
     }
 
@@ -284,7 +322,7 @@ mod tests {
             headers: Vec::new(),
             timestamp: 0,
             size,
-            reply,
+            reply: Reply::Future(reply),
         }
     }
 
@@ -292,17 +330,18 @@ mod tests {
     fn batches_fill_up_to_batch_size() {
         let flush = FlushTracker::default();
         let mut acc = Accumulator::default();
-        assert!(acc.append("t", 0, record(40), 100, &flush));
-        assert!(!acc.append("t", 0, record(40), 100, &flush));
+        let t: Arc<str> = Arc::from("t");
+        assert!(acc.append(&t, 0, record(40), 100, &flush));
+        assert!(!acc.append(&t, 0, record(40), 100, &flush));
         // Would exceed: a new batch.
-        assert!(acc.append("t", 0, record(40), 100, &flush));
+        assert!(acc.append(&t, 0, record(40), 100, &flush));
         // Exactly full.
-        assert!(acc.append("t", 0, record(60), 100, &flush));
+        assert!(acc.append(&t, 0, record(60), 100, &flush));
         let queue = &acc.partitions[&(Arc::from("t"), 0)];
         let sizes: Vec<usize> = queue.batches.iter().map(|b| b.bytes).collect();
         assert_eq!(sizes, vec![80, 100]);
         // A record larger than batch.size gets a batch of its own.
-        assert!(acc.append("t", 1, record(500), 100, &flush));
+        assert!(acc.append(&t, 1, record(500), 100, &flush));
         assert_eq!(
             acc.partitions[&(Arc::from("t"), 1)].batches[0]
                 .records
@@ -314,13 +353,13 @@ mod tests {
     #[test]
     fn sticky_partition_changes_after_a_batch() {
         let mut acc = Accumulator::default();
-        let available = [0, 1, 2];
-        let first = acc.sticky("t", 3, &available, 60, 100);
-        assert_eq!(acc.sticky("t", 3, &available, 30, 100), first);
+        let available = || vec![0, 1, 2];
+        let first = acc.sticky("t", 3, available, 60, 100);
+        assert_eq!(acc.sticky("t", 3, available, 30, 100), first);
         // 90 bytes sent: still under 100.
-        assert_eq!(acc.sticky("t", 3, &available, 30, 100), first);
+        assert_eq!(acc.sticky("t", 3, available, 30, 100), first);
         // 120 ≥ 100: another partition.
-        assert_ne!(acc.sticky("t", 3, &available, 30, 100), first);
+        assert_ne!(acc.sticky("t", 3, available, 30, 100), first);
     }
 
     #[test]

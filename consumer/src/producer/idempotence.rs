@@ -144,7 +144,7 @@ mod tests {
                     headers: vec![("h".into(), Some(Bytes::from_static(b"x")))],
                     timestamp: 1_000 + i as i64,
                     size: 30,
-                    reply: oneshot::channel().0,
+                    reply: super::super::accumulator::Reply::Future(oneshot::channel().0),
                 })
                 .collect(),
             bytes: 30 * n,

@@ -86,6 +86,17 @@ impl BufferPool {
         Ok(())
     }
 
+    /// Takes `size` bytes if they are free now.
+    pub(super) fn try_acquire_quiet(&self, size: usize) -> bool {
+        match self.semaphore.try_acquire_many(Self::permits(size)) {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Takes `size` bytes now, or says when to try again.
     pub(super) fn try_acquire(&self, size: usize) -> Result<(), Duration> {
         match self.semaphore.try_acquire_many(Self::permits(size)) {

@@ -28,13 +28,48 @@ use crate::error::{CallError, ErrorCode, NetError};
 use crate::partitioner::partition_for_key;
 use crate::util::lock;
 
-use accumulator::{Accumulator, PendingRecord};
+use accumulator::{Accumulator, PendingRecord, Reply};
 use memory::BufferPool;
+
+/// A topic name for [`ProducerRecord::new`].
+pub trait IntoTopic {
+    fn into_topic(self) -> Arc<str>;
+}
+
+impl IntoTopic for &str {
+    fn into_topic(self) -> Arc<str> {
+        Arc::from(self)
+    }
+}
+
+impl IntoTopic for &String {
+    fn into_topic(self) -> Arc<str> {
+        Arc::from(self.as_str())
+    }
+}
+
+impl IntoTopic for String {
+    fn into_topic(self) -> Arc<str> {
+        Arc::from(self)
+    }
+}
+
+impl IntoTopic for Arc<str> {
+    fn into_topic(self) -> Arc<str> {
+        self
+    }
+}
+
+impl IntoTopic for &Arc<str> {
+    fn into_topic(self) -> Arc<str> {
+        self.clone()
+    }
+}
 
 /// A record to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerRecord {
-    pub topic: String,
+    pub topic: Arc<str>,
     /// `None`: the partitioner chooses (murmur2 of the key, or sticky for no key).
     pub partition: Option<i32>,
     pub key: Option<Bytes>,
@@ -47,10 +82,12 @@ pub struct ProducerRecord {
 }
 
 impl ProducerRecord {
-    /// A record for `topic` with no key, value or headers yet.
-    pub fn new(topic: impl Into<String>) -> ProducerRecord {
+    /// A record for `topic` (a `&str`, `String` or `Arc<str>`; sending many records to one
+    /// topic, a cloned `Arc<str>` saves an allocation per record) with no key, value or headers
+    /// yet.
+    pub fn new(topic: impl IntoTopic) -> ProducerRecord {
         ProducerRecord {
-            topic: topic.into(),
+            topic: topic.into_topic(),
             partition: None,
             key: None,
             value: None,
@@ -102,7 +139,7 @@ impl ProducerRecord {
 /// Where an acknowledged record landed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
-    pub topic: String,
+    pub topic: Arc<str>,
     pub partition: i32,
     /// -1 with `acks=0` (the broker does not say).
     pub offset: i64,
@@ -312,26 +349,54 @@ impl Producer {
     /// Queues `record`, waiting (up to `max.block.ms`) for room in `buffer.memory` and for
     /// the topic's metadata. The returned future completes when the record is acknowledged.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, SendError> {
+        let (partition, size) = self.reserve(&record).await?;
+        let (tx, rx) = oneshot::channel();
+        self.append(record, partition, size, Reply::Future(tx));
+        Ok(DeliveryFuture { rx })
+    }
+
+    /// As [`Producer::send`], with `callback` called once the record is acknowledged or has
+    /// failed for good, instead of a future (the Java client's `send(record, callback)`).
+    /// Callbacks run on the producer's background task: keep them short.
+    pub async fn send_with_callback<F>(
+        &self,
+        record: ProducerRecord,
+        callback: F,
+    ) -> Result<(), SendError>
+    where
+        F: FnOnce(Result<RecordMetadata, DeliveryError>) + Send + 'static,
+    {
+        let (partition, size) = self.reserve(&record).await?;
+        self.append(record, partition, size, Reply::Callback(Box::new(callback)));
+        Ok(())
+    }
+
+    /// The record's partition and size, once its bytes of `buffer.memory` are taken.
+    async fn reserve(&self, record: &ProducerRecord) -> Result<(i32, usize), SendError> {
         let inner = self.inner();
-        let deadline = Instant::now() + inner.config.max_block;
-        let size = self.admit(&record)?;
-        let partition = match self.choose_partition(&record, size)? {
+        let started = Instant::now();
+        let deadline = started + inner.config.max_block;
+        let size = self.admit(record)?;
+        let partition = match self.choose_partition(record, size)? {
             Some(p) => p,
             None => {
                 self.wait_for_metadata(&record.topic, deadline).await?;
-                self.choose_partition(&record, size)?
+                self.choose_partition(record, size)?
                     .ok_or_else(|| SendError::MetadataPending {
-                        topic: record.topic.clone(),
+                        topic: record.topic.to_string(),
                     })?
             }
         };
+        // Room now (the common case) needs no timer.
+        if inner.memory.try_acquire_quiet(size) {
+            return Ok((partition, size));
+        }
         let remaining = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(remaining, inner.memory.acquire(size)).await {
-            Err(_) => return Err(SendError::Timeout(inner.config.max_block)),
-            Ok(Err(())) => return Err(SendError::Closed),
-            Ok(Ok(())) => {}
+            Err(_) => Err(SendError::Timeout(inner.config.max_block)),
+            Ok(Err(())) => Err(SendError::Closed),
+            Ok(Ok(())) => Ok((partition, size)),
         }
-        Ok(self.append(record, partition, size))
     }
 
     /// Queues `record` only if that needs no waiting: [`SendError::Full`] (with the record and
@@ -341,10 +406,10 @@ impl Producer {
         let inner = self.inner();
         let size = self.admit(&record)?;
         let Some(partition) = self.choose_partition(&record, size)? else {
-            inner.cluster.add_interest([record.topic.as_str()]);
+            inner.cluster.add_interest([&*record.topic]);
             inner.refresh_metadata();
             return Err(SendError::MetadataPending {
-                topic: record.topic,
+                topic: record.topic.to_string(),
             });
         };
         if let Err(retry_after) = inner.memory.try_acquire(size) {
@@ -353,7 +418,9 @@ impl Producer {
                 record: Box::new(record),
             });
         }
-        Ok(self.append(record, partition, size))
+        let (tx, rx) = oneshot::channel();
+        self.append(record, partition, size, Reply::Future(tx));
+        Ok(DeliveryFuture { rx })
     }
 
     /// Checks that the producer can take `record`; its size.
@@ -398,7 +465,7 @@ impl Producer {
         if let Some(p) = record.partition {
             if p < 0 || usize::try_from(p).map_or(true, |p| p >= count) {
                 return Err(SendError::UnknownPartition {
-                    topic: record.topic.clone(),
+                    topic: record.topic.to_string(),
                     partition: p,
                 });
             }
@@ -413,14 +480,21 @@ impl Producer {
                 lock(&inner.accumulator).round_robin(&record.topic, count)
             }
             (Partitioner::Default, None) => {
-                let available: Vec<i32> = (0..count32)
-                    .filter_map(|p| i32::try_from(p).ok())
-                    .filter(|p| metadata.leader(&record.topic, *p).is_some())
-                    .collect();
+                // Partitions with a leader, asked for only when a new sticky partition is due.
+                let available = || -> Vec<i32> {
+                    let Some(topic) = metadata.topics.get(&*record.topic) else {
+                        return Vec::new();
+                    };
+                    (0i32..)
+                        .zip(&topic.partitions)
+                        .filter(|(_, p)| p.leader >= 0)
+                        .map(|(i, _)| i)
+                        .collect()
+                };
                 lock(&inner.accumulator).sticky(
                     &record.topic,
                     count,
-                    &available,
+                    available,
                     size,
                     inner.config.batch_size,
                 )
@@ -476,16 +550,15 @@ impl Producer {
         }
     }
 
-    fn append(&self, record: ProducerRecord, partition: i32, size: usize) -> DeliveryFuture {
+    fn append(&self, record: ProducerRecord, partition: i32, size: usize, reply: Reply) {
         let inner = self.inner();
-        let (tx, rx) = oneshot::channel();
         let pending = PendingRecord {
             key: record.key,
             value: record.value,
             headers: record.headers,
             timestamp: record.timestamp.unwrap_or_else(crate::util::now_ms),
             size,
-            reply: tx,
+            reply,
         };
         let wake = lock(&inner.accumulator).append(
             &record.topic,
@@ -497,7 +570,6 @@ impl Producer {
         if wake {
             inner.wake.notify_one();
         }
-        DeliveryFuture { rx }
     }
 
     /// The partition count of `topic`, waiting (up to `max.block.ms`) for its metadata.

@@ -701,8 +701,8 @@ impl Sender {
         let freed: usize = batch.records.iter().map(|r| r.size).sum();
         self.inner.memory.release(freed);
         for (i, record) in (0i64..).zip(batch.records) {
-            let _ = record.reply.send(Ok(RecordMetadata {
-                topic: batch.topic.to_string(),
+            record.reply.send(Ok(RecordMetadata {
+                topic: batch.topic.clone(),
                 partition: batch.partition,
                 offset: if base_offset >= 0 {
                     base_offset + i
@@ -723,7 +723,7 @@ impl Sender {
         let freed: usize = batch.records.iter().map(|r| r.size).sum();
         self.inner.memory.release(freed);
         for record in batch.records {
-            let _ = record.reply.send(Err(error.clone()));
+            record.reply.send(Err(error.clone()));
         }
         self.inner.flush.complete(batch.flush_generation);
     }
