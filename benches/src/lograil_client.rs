@@ -24,8 +24,8 @@ const LIBRDKAFKA_ONLY: &[&str] = &["statistics.interval.ms", "enable.auto.offset
 fn translate(config: &rdkafka::ClientConfig) -> ClientConfig {
     let mut out = ClientConfig::new();
     for (k, v) in config.config_map() {
-        if !LIBRDKAFKA_ONLY.contains(&&*k) {
-            out.set(&*k, &*v);
+        if !LIBRDKAFKA_ONLY.contains(&k) {
+            out.set(k, v);
         }
     }
     out
