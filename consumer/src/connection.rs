@@ -278,7 +278,13 @@ impl BrokerConnection {
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
             .with_client_id(Some(self.client_id.clone()));
-        let mut buf = BytesMut::new();
+        // Sized up front: a Produce request of large batches would otherwise grow (and copy)
+        // its buffer many times over.
+        let size = header
+            .compute_size(R::header_version(version))
+            .and_then(|h| request.compute_size(version).map(|r| h + r))
+            .unwrap_or(0);
+        let mut buf = BytesMut::with_capacity(4 + size);
         buf.put_i32(0);
         header
             .encode(&mut buf, R::header_version(version))

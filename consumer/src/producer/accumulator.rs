@@ -123,6 +123,17 @@ impl PartitionQueue {
 
 pub(super) type PartitionKey = (Arc<str>, i32);
 
+/// What an append did, for deciding whether to wake the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Appended {
+    /// Into a batch with room left.
+    Joined,
+    /// A new batch, created at this instant (ready once `linger.ms` has passed).
+    New(Instant),
+    /// A batch is ready to go.
+    Full,
+}
+
 /// FNV-1a: the accumulator hashes a partition key for every record; SipHash's DoS resistance
 /// buys nothing for keys the application chose.
 #[derive(Debug, Clone, Copy)]
@@ -158,8 +169,7 @@ pub(super) struct Accumulator {
 }
 
 impl Accumulator {
-    /// Adds a record to its partition's last batch, or a new one if that is full. True when
-    /// the sender should look again (a new batch whose linger starts, or a full batch).
+    /// Adds a record to its partition's last batch, or a new one if that is full.
     pub(super) fn append(
         &mut self,
         topic: &Arc<str>,
@@ -167,7 +177,7 @@ impl Accumulator {
         record: PendingRecord,
         batch_size: usize,
         flush: &FlushTracker,
-    ) -> bool {
+    ) -> Appended {
         let key = (topic.clone(), partition);
         let queue = match self.partitions.get_mut(&key) {
             Some(q) => q,
@@ -182,21 +192,32 @@ impl Accumulator {
         {
             last.bytes += size;
             last.records.push(record);
-            return last.bytes >= batch_size;
+            return if last.bytes >= batch_size {
+                Appended::Full
+            } else {
+                Appended::Joined
+            };
         }
         let generation = flush.register();
+        let created = Instant::now();
+        // A batch behind another one is sent as soon as its predecessor goes.
+        let behind = !queue.batches.is_empty();
         queue.batches.push_back(Batch {
             topic,
             partition,
             records: vec![record],
             bytes: size,
-            created: Instant::now(),
+            created,
             flush_generation: generation,
             attempts: 0,
             retry_at: None,
             encoded: None,
         });
-        true
+        if size >= batch_size || behind {
+            Appended::Full
+        } else {
+            Appended::New(created)
+        }
     }
 
     /// The sticky partition for an unkeyed record (KIP-794): the same partition until
@@ -331,17 +352,20 @@ mod tests {
         let flush = FlushTracker::default();
         let mut acc = Accumulator::default();
         let t: Arc<str> = Arc::from("t");
-        assert!(acc.append(&t, 0, record(40), 100, &flush));
-        assert!(!acc.append(&t, 0, record(40), 100, &flush));
-        // Would exceed: a new batch.
-        assert!(acc.append(&t, 0, record(40), 100, &flush));
+        assert!(matches!(
+            acc.append(&t, 0, record(40), 100, &flush),
+            Appended::New(_)
+        ));
+        assert_eq!(acc.append(&t, 0, record(40), 100, &flush), Appended::Joined);
+        // Would exceed: a new batch, behind the first (which is ready now).
+        assert_eq!(acc.append(&t, 0, record(40), 100, &flush), Appended::Full);
         // Exactly full.
-        assert!(acc.append(&t, 0, record(60), 100, &flush));
+        assert_eq!(acc.append(&t, 0, record(60), 100, &flush), Appended::Full);
         let queue = &acc.partitions[&(Arc::from("t"), 0)];
         let sizes: Vec<usize> = queue.batches.iter().map(|b| b.bytes).collect();
         assert_eq!(sizes, vec![80, 100]);
         // A record larger than batch.size gets a batch of its own.
-        assert!(acc.append(&t, 1, record(500), 100, &flush));
+        assert_eq!(acc.append(&t, 1, record(500), 100, &flush), Appended::Full);
         assert_eq!(
             acc.partitions[&(Arc::from("t"), 1)].batches[0]
                 .records

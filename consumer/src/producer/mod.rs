@@ -28,7 +28,7 @@ use crate::error::{CallError, ErrorCode, NetError};
 use crate::partitioner::partition_for_key;
 use crate::util::lock;
 
-use accumulator::{Accumulator, PendingRecord, Reply};
+use accumulator::{Accumulator, Appended, PendingRecord, Reply};
 use memory::BufferPool;
 
 /// A topic name for [`ProducerRecord::new`].
@@ -262,6 +262,10 @@ struct Inner {
     accumulator: Mutex<Accumulator>,
     /// Wakes the sender: a batch to send, a flush, a close, metadata.
     wake: Notify,
+    /// When the sleeping sender wakes by itself (ns since `base`; `AWAKE` while it runs, u64::MAX
+    /// for never): an append whose linger ends later needs not wake it.
+    sender_wake_at: AtomicU64,
+    base: Instant,
     /// Set once: every later send fails with it.
     fatal: Mutex<Option<FatalError>>,
     closing: AtomicBool,
@@ -271,7 +275,16 @@ struct Inner {
     counters: Counters,
 }
 
+/// `Inner::sender_wake_at` while the sender is running.
+const AWAKE: u64 = 0;
+
 impl Inner {
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.base).as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .max(1)
+    }
+
     fn fatal(&self) -> Option<FatalError> {
         lock(&self.fatal).clone()
     }
@@ -325,6 +338,8 @@ impl Producer {
             memory: BufferPool::new(config.buffer_memory, config.net.retry_backoff_max),
             accumulator: Mutex::new(Accumulator::default()),
             wake: Notify::new(),
+            sender_wake_at: AtomicU64::new(AWAKE),
+            base: Instant::now(),
             fatal: Mutex::new(None),
             closing: AtomicBool::new(false),
             flush: accumulator::FlushTracker::default(),
@@ -560,13 +575,22 @@ impl Producer {
             size,
             reply,
         };
-        let wake = lock(&inner.accumulator).append(
+        let appended = lock(&inner.accumulator).append(
             &record.topic,
             partition,
             pending,
             inner.config.batch_size,
             &inner.flush,
         );
+        let wake = match appended {
+            Appended::Joined => false,
+            Appended::Full => true,
+            Appended::New(created) => {
+                let due = inner.nanos(created + inner.config.linger);
+                let wake_at = inner.sender_wake_at.load(Ordering::Acquire);
+                wake_at == AWAKE || due < wake_at
+            }
+        };
         if wake {
             inner.wake.notify_one();
         }

@@ -150,6 +150,10 @@ impl Sender {
             {
                 return;
             }
+            // Publish when this task wakes by itself, so appends whose linger ends later do
+            // not wake it; an append that saw it awake has left a permit in `wake`.
+            let wake_at = next_wake.map_or(u64::MAX, |t| self.inner.nanos(t));
+            self.inner.sender_wake_at.store(wake_at, Ordering::Release);
             let sleep = async {
                 match next_wake {
                     Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -169,6 +173,9 @@ impl Sender {
                 () = self.inner.wake.notified() => {}
                 () = sleep => {}
             }
+            self.inner
+                .sender_wake_at
+                .store(super::AWAKE, Ordering::Release);
         }
     }
 
