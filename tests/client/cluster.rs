@@ -211,6 +211,20 @@ impl TestCluster {
         Consumer::from_config(&config).await.unwrap()
     }
 
+    /// The address of broker `node` (lograil: the broker; Kafka: the bootstrap list is in node
+    /// order, node ids 1..N).
+    pub fn address_of(&self, node: i32) -> String {
+        match &self.target {
+            Target::Lograil { .. } => self.bootstrap.clone(),
+            Target::Kafka { .. } => self
+                .bootstrap
+                .split(',')
+                .nth(usize::try_from(node - 1).unwrap())
+                .unwrap()
+                .to_string(),
+        }
+    }
+
     /// The pid of the process serving `node` (lograil: the broker; Kafka: node id = NODE).
     pub fn pid_of(&self, node: i32) -> u32 {
         match &self.target {

@@ -582,3 +582,47 @@ async fn seek_pause_and_resume() {
     producer.close().await;
     c.close().await;
 }
+
+/// A member that stops asking for records for `max.poll.interval.ms` leaves the group (its
+/// partitions are lost to it and go to the others) and rejoins on its next `recv`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_stops_polling_leaves_and_rejoins() {
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("pollgap", 2).await;
+    let group = unique("pollgap");
+    let props = [("max.poll.interval.ms", "2000")];
+    let (a, a_events) = member(&cluster, &group, "range", &props).await;
+    let (b, _) = member(&cluster, &group, "range", &props).await;
+    a.subscribe(&[&topic]).unwrap();
+    b.subscribe(&[&topic]).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let b_task = reader(1, b.clone(), seen.clone());
+    // a does not call recv at all: it joins, then counts as gone after 2 s.
+    wait_until("one partition each", Duration::from_secs(60), || {
+        a.assignment().len() == 1 && b.assignment().len() == 1
+    })
+    .await;
+    // a stops asking: after max.poll.interval.ms it leaves, b takes both partitions.
+    wait_until("b owns both partitions", Duration::from_secs(60), || {
+        b.assignment().len() == 2
+    })
+    .await;
+    assert!(a.assignment().is_empty());
+    assert_eq!(a_events.of("lost").len(), 1, "{:?}", a_events.all());
+    // a asks again: it rejoins and gets a partition back.
+    produce_ids(&cluster, &topic, 0..20).await;
+    let a_reader = reader(0, a.clone(), seen.clone());
+    wait_until("a back in the group", Duration::from_secs(60), || {
+        a.assignment().len() == 1 && b.assignment().len() == 1
+    })
+    .await;
+    wait_until("all read", Duration::from_secs(60), || {
+        ids(&seen).len() == 20
+    })
+    .await;
+    for (c, t) in [(a, a_reader), (b, b_task)] {
+        t.abort();
+        let _ = t.await;
+        Arc::try_unwrap(c).unwrap().close().await;
+    }
+}

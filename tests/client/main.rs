@@ -11,6 +11,9 @@
 #[path = "../e2e/broker.rs"]
 mod broker;
 mod cluster;
+#[allow(dead_code)]
+#[path = "../e2e/wire.rs"]
+mod wire;
 
 mod backpressure;
 mod console;

@@ -287,3 +287,100 @@ async fn lograil_only_records_time_out_when_the_cluster_is_gone() {
     }
     assert_eq!(producer.buffered_bytes(), 0, "memory given back");
 }
+
+/// A batch written under the producer's own id behind its back makes the broker expect a later
+/// sequence: the producer's next batch gets OUT_OF_ORDER_SEQUENCE_NUMBER for the very sequence
+/// the broker should have expected, which is fatal: that record fails, and so does every later
+/// send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_out_of_order_sequence_is_fatal() {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("fatal", 1).await;
+    let producer = cluster.producer(&[("linger.ms", "0")]).await;
+    for i in 0..5 {
+        producer
+            .send(
+                ProducerRecord::new(&topic)
+                    .partition(0)
+                    .value(format!("{i}")),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let (id, epoch) = producer
+        .producer_id()
+        .expect("an idempotent producer has an id");
+
+    // Sequences 5..=15 under the producer's id, sent straight to the leader.
+    let records: Vec<Record> = (0..11)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: 5 + i as i32,
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from_static(b"intruder")),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut batch = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.clone())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch.freeze()))])]);
+    let leader = leader_of(&cluster, &topic, 0).await;
+    let addr = cluster.address_of(leader);
+    let response: ProduceResponse = tokio::task::spawn_blocking(move || {
+        let mut stream = crate::wire::connect(&addr);
+        crate::wire::call(&mut stream, ApiKey::Produce, 7, &request)
+    })
+    .await
+    .unwrap();
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+
+    let d = producer
+        .send(ProducerRecord::new(&topic).partition(0).value("next"))
+        .await
+        .unwrap();
+    match d.await {
+        Err(DeliveryError::Fatal(f)) => {
+            assert_eq!(f.code, consumer::ErrorCode::OutOfOrderSequenceNumber)
+        }
+        other => panic!("expected a fatal error, got {other:?}"),
+    }
+    match producer
+        .send(ProducerRecord::new(&topic).value("after"))
+        .await
+    {
+        Err(consumer::SendError::Fatal(_)) => {}
+        other => panic!("expected the producer to refuse, got {other:?}"),
+    }
+}

@@ -268,6 +268,8 @@ struct Inner {
     base: Instant,
     /// Set once: every later send fails with it.
     fatal: Mutex<Option<FatalError>>,
+    /// The producer id and epoch in use (idempotence), for diagnostics.
+    identity: Mutex<Option<(i64, i16)>>,
     closing: AtomicBool,
     flush: accumulator::FlushTracker,
     /// Refreshing metadata in the background (one at a time).
@@ -341,6 +343,7 @@ impl Producer {
             sender_wake_at: AtomicU64::new(AWAKE),
             base: Instant::now(),
             fatal: Mutex::new(None),
+            identity: Mutex::new(None),
             closing: AtomicBool::new(false),
             flush: accumulator::FlushTracker::default(),
             refreshing: AtomicBool::new(false),
@@ -633,6 +636,11 @@ impl Producer {
         if let Some(task) = task {
             let _ = task.await;
         }
+    }
+
+    /// The producer id and epoch the broker gave this (idempotent) producer, once it has one.
+    pub fn producer_id(&self) -> Option<(i64, i16)> {
+        *lock(&self.inner().identity)
     }
 
     pub fn stats(&self) -> ProducerStats {

@@ -214,6 +214,7 @@ impl Sender {
                         .fetch_add(1, Ordering::Relaxed);
                 }
                 self.identity = Some(identity);
+                *lock(&self.inner.identity) = Some((identity.id, identity.epoch));
                 self.bump_needed = false;
                 self.init_attempts = 0;
                 self.init_retry_at = None;
