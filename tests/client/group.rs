@@ -590,19 +590,22 @@ async fn a_member_that_stops_polling_leaves_and_rejoins() {
     let cluster = TestCluster::start();
     let topic = cluster.create_topic("pollgap", 2).await;
     let group = unique("pollgap");
-    let props = [("max.poll.interval.ms", "2000")];
+    let props = [("max.poll.interval.ms", "4000")];
     let (a, a_events) = member(&cluster, &group, "range", &props).await;
     let (b, _) = member(&cluster, &group, "range", &props).await;
     a.subscribe(&[&topic]).unwrap();
     b.subscribe(&[&topic]).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let b_task = reader(1, b.clone(), seen.clone());
-    // a does not call recv at all: it joins, then counts as gone after 2 s.
+    // a asks for records until the group is settled, then stops asking.
+    let a_task = reader(0, a.clone(), seen.clone());
     wait_until("one partition each", Duration::from_secs(60), || {
         a.assignment().len() == 1 && b.assignment().len() == 1
     })
     .await;
-    // a stops asking: after max.poll.interval.ms it leaves, b takes both partitions.
+    a_task.abort();
+    let _ = a_task.await;
+    // After max.poll.interval.ms without a recv, a leaves and b takes both partitions.
     wait_until("b owns both partitions", Duration::from_secs(60), || {
         b.assignment().len() == 2
     })

@@ -336,13 +336,14 @@ impl Drop for Waiting<'_> {
 }
 
 impl Shared {
-    /// When the application last asked for records: now if it asked since the last look or is
-    /// waiting in `recv`.
+    /// When the application last asked for records: now if it asked since the last look, is
+    /// waiting in `recv`, or has not asked yet (as in the Java client, whose poll timer starts
+    /// with the first poll).
     pub(crate) fn last_poll(&self) -> Instant {
         let polls = self.polls.load(Ordering::Relaxed);
         let waiting = self.waiting.load(Ordering::Relaxed) > 0;
         let mut st = self.state();
-        if polls != st.seen_polls || waiting {
+        if polls != st.seen_polls || waiting || polls == 0 {
             st.seen_polls = polls;
             st.last_poll = Instant::now();
         }
