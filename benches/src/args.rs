@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// go through librdkafka).
     #[arg(long, value_enum, default_value = "rdkafka")]
     pub client: ClientKind,
+    /// `--client lograil`: tokio worker threads of each client thread's runtime (0: a
+    /// current-thread runtime).
+    #[arg(long, default_value_t = 2)]
+    pub tokio_workers: usize,
     /// Bootstrap broker address (any Kafka-compatible broker).
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub brokers: String,

@@ -61,6 +61,8 @@ impl StopRule {
 pub struct ConsumerJob {
     /// The client library the job uses.
     pub client: ClientKind,
+    /// `--client lograil`: tokio worker threads of the job's runtime (0: current-thread).
+    pub tokio_workers: usize,
     pub config: ClientConfig,
     pub topic: String,
     pub partitions: Vec<PartitionRange>,

@@ -2,8 +2,9 @@
 //! [`crate::consume`], run with lograil's own client (the `consumer` crate) instead of
 //! librdkafka, so the two are measured on the same broker with the same harness.
 //!
-//! Each job thread runs a tokio runtime of its own (2 workers: the sending loop and the
-//! client's background tasks). The librdkafka settings the harness builds are handed over as
+//! Each job thread runs a tokio runtime of its own (`--tokio-workers`, default 2; 0 for a
+//! current-thread runtime that runs the loop and the client's background tasks on the job's
+//! thread). The librdkafka settings the harness builds are handed over as
 //! Java client properties (the names shared by both clients); librdkafka-only ones are dropped.
 
 use std::sync::atomic::Ordering;
@@ -31,9 +32,16 @@ fn translate(config: &rdkafka::ClientConfig) -> ClientConfig {
     out
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The job's tokio runtime: `threads` workers, or a current-thread runtime for 0.
+fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    if threads == 0 {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting a tokio runtime");
+    }
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .enable_all()
         .build()
         .context("starting a tokio runtime")
@@ -41,7 +49,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// As [`crate::produce::run_producer`], with lograil's producer.
 pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<ProducerOutcome> {
-    let rt = match runtime() {
+    let rt = match runtime(job.tokio_workers) {
         Ok(rt) => rt,
         Err(e) => {
             start.wait();
@@ -139,7 +147,7 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
 
 /// As [`crate::consume::run_consumer`], with lograil's consumer (assign, no group).
 pub fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<ConsumerOutcome> {
-    let rt = match runtime() {
+    let rt = match runtime(job.tokio_workers) {
         Ok(rt) => rt,
         Err(e) => {
             ready.wait();

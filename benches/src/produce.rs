@@ -29,6 +29,8 @@ use crate::units::{mb_per_s, per_s};
 pub struct ProducerJob {
     /// The client library the job uses.
     pub client: ClientKind,
+    /// `--client lograil`: tokio worker threads of the job's runtime (0: current-thread).
+    pub tokio_workers: usize,
     pub config: ClientConfig,
     pub topic: String,
     /// Records this producer sends.

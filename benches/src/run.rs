@@ -215,6 +215,7 @@ fn producer_jobs(
     (0..n)
         .map(|i| ProducerJob {
             client: args.client,
+            tokio_workers: args.tokio_workers,
             config: config.clone(),
             topic: args.topic.clone(),
             messages: messages / n + u64::from(i < messages % n),
@@ -246,6 +247,7 @@ fn consumer_jobs(
         .into_iter()
         .map(|partitions| ConsumerJob {
             client: args.client,
+            tokio_workers: args.tokio_workers,
             config: config.clone(),
             topic: args.topic.clone(),
             partitions,

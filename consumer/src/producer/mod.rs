@@ -265,6 +265,10 @@ struct Inner {
     /// When the sleeping sender wakes by itself (ns since `base`; `AWAKE` while it runs, u64::MAX
     /// for never): an append whose linger ends later needs not wake it.
     sender_wake_at: AtomicU64,
+    /// The sleeping sender waits for a response before it can send more (one broker's
+    /// requests in flight are at the limit): a full batch needs not wake it. With several
+    /// brokers, a batch for another one waits at most for that response.
+    sender_saturated: AtomicBool,
     base: Instant,
     /// Set once: every later send fails with it.
     fatal: Mutex<Option<FatalError>>,
@@ -341,6 +345,7 @@ impl Producer {
             accumulator: Mutex::new(Accumulator::default()),
             wake: Notify::new(),
             sender_wake_at: AtomicU64::new(AWAKE),
+            sender_saturated: AtomicBool::new(false),
             base: Instant::now(),
             fatal: Mutex::new(None),
             identity: Mutex::new(None),
@@ -587,7 +592,7 @@ impl Producer {
         );
         let wake = match appended {
             Appended::Joined => false,
-            Appended::Full => true,
+            Appended::Full => !inner.sender_saturated.load(Ordering::Acquire),
             Appended::New(created) => {
                 let due = inner.nanos(created + inner.config.linger);
                 let wake_at = inner.sender_wake_at.load(Ordering::Acquire);

@@ -55,6 +55,9 @@ struct Sender {
     init_attempts: u32,
     init_retry_at: Option<Instant>,
     throttled_until: HashMap<i32, Instant>,
+    /// The last drain pass left a ready batch behind because its leader had
+    /// `max.in.flight.requests.per.connection` requests out: a response wakes this task anyway.
+    saturated: bool,
     /// Connections being opened, or failed and waiting out a backoff.
     connects: Arc<Mutex<HashMap<i32, Connect>>>,
 }
@@ -75,6 +78,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
         init_attempts: 0,
         init_retry_at: None,
         throttled_until: HashMap::new(),
+        saturated: false,
         connects: Arc::default(),
     };
     sender.run().await;
@@ -133,6 +137,7 @@ impl Sender {
             }
             let mut next_wake = self.init_retry_at.filter(|t| *t > now);
             loop {
+                self.saturated = false;
                 let (sent, wake) = self.drain(Instant::now());
                 next_wake = earliest(next_wake, wake);
                 if !sent {
@@ -154,6 +159,11 @@ impl Sender {
             // not wake it; an append that saw it awake has left a permit in `wake`.
             let wake_at = next_wake.map_or(u64::MAX, |t| self.inner.nanos(t));
             self.inner.sender_wake_at.store(wake_at, Ordering::Release);
+            // Full batches need not wake a task that waits for a response to send more.
+            self.inner.sender_saturated.store(
+                self.saturated && !self.in_flight.is_empty(),
+                Ordering::Release,
+            );
             let sleep = async {
                 match next_wake {
                     Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -358,6 +368,7 @@ impl Sender {
                 let building = requests.contains_key(&leader);
                 let in_flight = self.node_in_flight.get(&leader).copied().unwrap_or(0);
                 if !building && in_flight >= config.max_in_flight {
+                    self.saturated = true;
                     continue;
                 }
                 let entry = requests.entry(leader).or_default();
