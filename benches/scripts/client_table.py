@@ -41,6 +41,7 @@ def main():
         ("e2e open loop: delivery p99", "e2e", "defaults", lambda r: r["produce"]["delivery_latency"]["p99_us"], " ms", 1000, False),
         ("e2e open loop: end-to-end p99", "e2e", "defaults", lambda r: r["consume"]["end_to_end_latency"]["p99_us"], " ms", 1000, False),
         ("client CPU s per GiB (produce, defaults)", "produce", "defaults", lambda r: r["client_cost"]["cpu_s_per_gib"], " s", 1, False),
+        ("client CPU s per GiB (produce, batch.size 262144)", "produce", "batch256k", lambda r: r["client_cost"]["cpu_s_per_gib"], " s", 1, False),
         ("client CPU s per GiB (consume)", "consume", "defaults", lambda r: r["client_cost"]["cpu_s_per_gib"], " s", 1, False),
         ("client peak RSS MB (produce, defaults)", "produce", "defaults", lambda r: r["client_cost"]["peak_rss_bytes"], " MB", 1e6, False),
     ]:
