@@ -24,6 +24,7 @@ use kafka_protocol::records::{
     Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+use crate::decompress;
 use crate::error::BatchError;
 
 /// Bytes before `batchLength` counts: baseOffset (8) and batchLength (4).
@@ -293,22 +294,112 @@ pub struct DecodedRecord {
     pub value: Option<Bytes>,
 }
 
-/// Decodes every record of the whole batches in `buf` (decompressing where needed).
-/// For tools, tests and time lookups, never on the append or fetch path.
+/// Most bytes a batch's records may decompress to in [`decode`] (tools, tests, time lookups).
+pub const DECODE_MAX_BYTES: usize = 64 << 20;
+
+/// Decodes every record of the whole batches in `buf` (decompressing where needed, at most
+/// [`DECODE_MAX_BYTES`] per batch). For tools, tests and time lookups, never on the fetch path.
 pub fn decode(buf: &[u8]) -> Result<Vec<DecodedRecord>, BatchError> {
+    decode_bounded(buf, DECODE_MAX_BYTES)
+}
+
+/// [`decode`] with each batch's records decompressing to at most `max` bytes.
+pub fn decode_bounded(buf: &[u8], max: usize) -> Result<Vec<DecodedRecord>, BatchError> {
     let mut bytes = Bytes::copy_from_slice(buf);
-    let sets = RecordBatchDecoder::decode_all(&mut bytes)
-        .map_err(|e| BatchError::Undecodable(e.to_string()))?;
-    Ok(sets
-        .into_iter()
-        .flat_map(|set| set.records)
-        .map(|r| DecodedRecord {
+    let mut records = Vec::new();
+    while !bytes.is_empty() {
+        let refused = std::cell::Cell::new(None);
+        let hook = |data: &mut Bytes, compression| {
+            decompress::decompress(data, compression, max).map_err(|e| {
+                refused.set(Some(e.clone()));
+                anyhow::Error::new(e)
+            })
+        };
+        let set = RecordBatchDecoder::decode_with_custom_compression(&mut bytes, Some(hook))
+            .map_err(|e| match refused.take() {
+                Some(e) => BatchError::Decompress(e),
+                None => BatchError::Undecodable(e.to_string()),
+            })?;
+        records.extend(set.records.into_iter().map(|r| DecodedRecord {
             offset: r.offset,
             timestamp: r.timestamp,
             key: r.key,
             value: r.value,
-        })
-        .collect())
+        }));
+    }
+    Ok(records)
+}
+
+/// Checks the records inside the compressed batches of `buf`, as Kafka's broker does before it
+/// accepts them: they decompress (to at most `max` bytes per batch), exactly as many records as
+/// the header says fill the decompressed bytes, and their offset deltas run 0, 1, 2, … . An
+/// uncompressed batch's count was already checked against its length by [`validate`].
+pub fn validate_compressed(
+    buf: &[u8],
+    headers: &[BatchHeader],
+    max: usize,
+) -> Result<(), BatchError> {
+    let mut at = 0usize;
+    for header in headers {
+        let size = header.size as usize;
+        if header.is_compressed() {
+            let compression = match header.attributes & COMPRESSION_MASK {
+                1 => Compression::Gzip,
+                2 => Compression::Snappy,
+                3 => Compression::Lz4,
+                _ => Compression::Zstd,
+            };
+            let records =
+                decompress::decompress(&buf[at + HEADER_LEN..at + size], compression, max)
+                    .map_err(|e| BatchError::from(e).at(at))?;
+            if !records_fit(&records, header.record_count) {
+                return Err(BatchError::BadRecordOffsets {
+                    count: header.record_count,
+                }
+                .at(at));
+            }
+        }
+        at += size;
+    }
+    Ok(())
+}
+
+/// Whether `data` holds exactly `count` records (each a varint length, then that many bytes)
+/// whose offset deltas are 0, 1, 2, … .
+fn records_fit(data: &[u8], count: i32) -> bool {
+    let mut rest = data;
+    for expected in 0..i64::from(count) {
+        let Some((len, body)) = varint(rest) else {
+            return false;
+        };
+        let Some(record) = usize::try_from(len).ok().and_then(|len| body.get(..len)) else {
+            return false;
+        };
+        // attributes (1 byte), timestampDelta (varlong), offsetDelta (varint)
+        let delta = record
+            .get(1..)
+            .and_then(varint)
+            .and_then(|(_, after_ts)| varint(after_ts))
+            .map(|(delta, _)| delta);
+        if delta != Some(expected) {
+            return false;
+        }
+        rest = &body[record.len()..];
+    }
+    rest.is_empty()
+}
+
+/// A zigzag varint (as Kafka's records use): its value and the bytes after it.
+fn varint(buf: &[u8]) -> Option<(i64, &[u8])> {
+    let mut raw = 0u64;
+    for (i, byte) in buf.iter().enumerate().take(10) {
+        raw |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            let value = (raw >> 1) as i64 ^ -((raw & 1) as i64);
+            return Some((value, &buf[i + 1..]));
+        }
+    }
+    None
 }
 
 fn array<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {

@@ -51,13 +51,21 @@ impl Default for TopicConfig {
     }
 }
 
-/// Smallest `segment.bytes` accepted (Kafka's own floor is 14 bytes; ours must fit one header).
-pub const MIN_SEGMENT_BYTES: u32 = 1024;
+/// Smallest `segment.bytes` accepted by name: Kafka's floor since 4.0 (KIP-1030), so that a
+/// topic cannot be made to roll a segment every few records. The engine itself works with any
+/// size that holds a batch (tests build smaller configs directly).
+pub const MIN_SEGMENT_BYTES: u32 = 1 << 20;
+/// Smallest `segment.bytes` read back from a topic file: room for one batch header.
+const STORED_SEGMENT_FLOOR: u32 = 1024;
 
 impl TopicConfig {
     /// Sets one config by its Kafka name from its text form. `-1` means "no limit" for the
     /// optional ones.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        self.set_text(name, value, MIN_SEGMENT_BYTES)
+    }
+
+    fn set_text(&mut self, name: &str, value: &str, segment_floor: u32) -> Result<(), ConfigError> {
         if !self.entries().iter().any(|(known, _)| *known == name) {
             return Err(ConfigError::Unknown { name: name.into() });
         }
@@ -68,11 +76,15 @@ impl TopicConfig {
                 name: name.into(),
                 value: value.into(),
             })?;
-        self.set_number(name, number)
+        self.apply(name, number, segment_floor)
     }
 
     /// Sets one config by its Kafka name (every topic config lograil acts on is a number).
     pub fn set_number(&mut self, name: &str, value: i64) -> Result<(), ConfigError> {
+        self.apply(name, value, MIN_SEGMENT_BYTES)
+    }
+
+    fn apply(&mut self, name: &str, value: i64, segment_floor: u32) -> Result<(), ConfigError> {
         let optional = || -> Result<Option<u64>, ConfigError> {
             match value {
                 -1 => Ok(None),
@@ -96,7 +108,7 @@ impl TopicConfig {
                 })
         };
         match name {
-            "segment.bytes" => self.segment_bytes = bounded(MIN_SEGMENT_BYTES)?,
+            "segment.bytes" => self.segment_bytes = bounded(segment_floor)?,
             "segment.ms" => self.segment_ms = optional()?.filter(|ms| *ms > 0),
             "retention.bytes" => self.retention_bytes = optional()?,
             "retention.ms" => self.retention_ms = optional()?,
@@ -159,7 +171,8 @@ impl TopicConfig {
             .collect()
     }
 
-    /// Parses [`TopicConfig::to_properties`] output; `#` starts a comment line.
+    /// Parses [`TopicConfig::to_properties`] output; `#` starts a comment line. A stored
+    /// `segment.bytes` below [`MIN_SEGMENT_BYTES`] (from before that floor) is kept as it is.
     pub fn from_properties(text: &str) -> Result<Self, ConfigError> {
         let mut config = TopicConfig::default();
         for line in text.lines().map(str::trim) {
@@ -169,7 +182,7 @@ impl TopicConfig {
             let (name, value) = line
                 .split_once('=')
                 .ok_or_else(|| ConfigError::NotNameValue { line: line.into() })?;
-            config.set(name.trim(), value.trim())?;
+            config.set_text(name.trim(), value.trim(), STORED_SEGMENT_FLOOR)?;
         }
         Ok(config)
     }
@@ -182,7 +195,7 @@ mod tests {
     #[test]
     fn properties_round_trip() {
         let mut config = TopicConfig::default();
-        config.set("segment.bytes", "4096").unwrap();
+        config.set("segment.bytes", "2097152").unwrap();
         config.set("retention.ms", "-1").unwrap();
         config.set("flush.ms", "250").unwrap();
         let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
@@ -206,7 +219,7 @@ mod tests {
         let mut config = TopicConfig::default();
         assert!(matches!(
             config.set("segment.bytes", "10"),
-            Err(ConfigError::OutOfRange { min: 1024, .. })
+            Err(ConfigError::OutOfRange { min: 1048576, .. })
         ));
         assert!(matches!(
             config.set("segment.bytes", "abc"),

@@ -3,6 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
+use crate::decompress::DecompressError;
 use crate::segment::Damage;
 
 /// Why bytes are not a valid Kafka RecordBatch v2.
@@ -28,6 +29,10 @@ pub enum BatchError {
     },
     #[error("batch cannot be decoded: {0}")]
     Undecodable(String),
+    #[error(transparent)]
+    Decompress(#[from] DecompressError),
+    #[error("the batch says {count} records; its compressed records are not that many, with offset deltas 0, 1, 2, …")]
+    BadRecordOffsets { count: i32 },
     #[error("at byte {position} of the record set: {source}")]
     At {
         position: usize,
@@ -136,6 +141,9 @@ pub enum AppendError {
     Closed(String),
     #[error("offset overflow: the partition is past i64::MAX or a segment past 4 GiB")]
     OffsetOverflow,
+    /// Only from [`crate::Partition::try_append_pending`]: nothing was written.
+    #[error("the append would block (the writer is busy or the segment must roll)")]
+    WouldBlock,
 }
 
 impl AppendError {

@@ -33,6 +33,7 @@
 
 pub mod batch;
 mod config;
+pub mod decompress;
 pub mod dump;
 mod error;
 mod index;
@@ -48,3 +49,4 @@ pub use error::{
 pub use log::{validate_name, Log, LogOptions, Topic, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
 pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};
+pub use uuid::Uuid;

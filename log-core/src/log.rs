@@ -3,13 +3,15 @@
 //! partitions. The `.topic` file is written last when a topic is created and removed first when
 //! it is deleted, so it is the commit point of both.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use uuid::Uuid;
 
 use crate::config::TopicConfig;
 use crate::error::{AppendError, ConfigError, FileError, OpenError, TopicError};
@@ -19,7 +21,10 @@ use crate::partition::{Partition, RetentionReport};
 use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
 
 const TOPIC_EXT: &str = "topic";
-const TOPIC_FORMAT: &str = "# lograil topic, format 1";
+/// The first line of a `.topic` file. Format 2 added the topic id; a format-1 file is given an
+/// id and rewritten when it is opened.
+const TOPIC_FORMAT: &str = "# lograil topic, format 2";
+const TOPIC_FORMAT_1: &str = "# lograil topic, format 1";
 const LOCK_FILE: &str = ".lock";
 /// Written when the log closes with every partition flushed; removed when it opens. Its absence
 /// at open means the last run did not shut down cleanly, and recovery checks CRCs.
@@ -33,12 +38,19 @@ pub const MAX_PARTITIONS: u32 = 100_000;
 #[derive(Debug)]
 pub struct Topic {
     name: String,
+    /// Kafka's topic id: random, kept for the topic's life, new when a topic of the same name
+    /// is created again.
+    id: Uuid,
     partitions: Vec<Arc<Partition>>,
 }
 
 impl Topic {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.id
     }
 
     pub fn partitions(&self) -> &[Arc<Partition>] {
@@ -87,6 +99,9 @@ struct Shared {
     dir: PathBuf,
     context: OpenContext,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Names of topics being created: taken before their files are made, without holding
+    /// `topics`, so a slow creation blocks neither readers nor a create of another name.
+    creating: Mutex<BTreeSet<String>>,
     /// Topics whose files could not be opened, with why: not served, and their names cannot
     /// be taken by a new topic (which would remove their data).
     offline: RwLock<BTreeMap<String, String>>,
@@ -149,8 +164,16 @@ impl Log {
                     tracing::warn!(file = %path.display(), "ignoring a topic file with an invalid name");
                     continue;
                 }
-                let opened = read_topic_file(&path).and_then(|(partitions, config)| {
-                    open_topic(&dir, topic, partitions, config, &context)
+                let opened = read_topic_file(&path).and_then(|file| {
+                    let id = match file.id {
+                        Some(id) => id,
+                        None => {
+                            let id = Uuid::new_v4();
+                            write_topic_file(&dir, topic, file.partitions, &file.config, id)?;
+                            id
+                        }
+                    };
+                    open_topic(&dir, topic, id, file.partitions, file.config, &context)
                 });
                 match opened {
                     Ok(opened) => {
@@ -172,6 +195,7 @@ impl Log {
             dir,
             context,
             topics: RwLock::new(topics),
+            creating: Mutex::new(BTreeSet::new()),
             offline: RwLock::new(offline),
             _lock: lock,
             stop: Mutex::new(false),
@@ -194,7 +218,11 @@ impl Log {
         &self.shared.dir
     }
 
-    /// Creates a topic of `partitions` empty partitions.
+    /// Creates a topic of `partitions` empty partitions. Blocking file work (a directory and a
+    /// file per partition, fsyncs), done without holding the lock of the topic map: other
+    /// topics stay readable and creatable meanwhile. The topic appears once every partition
+    /// exists. A topic of the same name already there, or being created by another caller at
+    /// the same moment, is [`TopicError::AlreadyExists`].
     pub fn create_topic(
         &self,
         name: &str,
@@ -211,10 +239,7 @@ impl Log {
         if partitions == 0 || partitions > MAX_PARTITIONS {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let mut topics = self.shared.topics_write();
-        if topics.contains_key(name) {
-            return Err(TopicError::AlreadyExists(name.to_string()));
-        }
+        let _reserved = self.shared.reserve(name)?;
         let dir = &self.shared.dir;
         for p in 0..partitions {
             let partition_dir = dir.join(format!("{name}-{p}"));
@@ -224,26 +249,45 @@ impl Log {
                     .map_err(|e| FileError::new("remove", &partition_dir, e))?;
             }
         }
-        let topic = match open_topic(dir, name, partitions, config.clone(), &self.shared.context)
-            .map_err(TopicError::from)
-            .and_then(|topic| {
-                write_topic_file(dir, name, partitions, &config)?;
-                Ok(topic)
-            }) {
+        let id = Uuid::new_v4();
+        let topic = match open_topic(
+            dir,
+            name,
+            id,
+            partitions,
+            config.clone(),
+            &self.shared.context,
+        )
+        .map_err(TopicError::from)
+        .and_then(|topic| {
+            write_topic_file(dir, name, partitions, &config, id)?;
+            Ok(topic)
+        }) {
             Ok(topic) => Arc::new(topic),
             Err(e) => {
                 remove_partition_dirs(dir, name, partitions);
                 return Err(e);
             }
         };
-        topics.insert(name.to_string(), topic.clone());
-        drop(topics);
+        // Published while the name is still reserved: it is never free in between.
+        self.shared
+            .topics_write()
+            .insert(name.to_string(), topic.clone());
         self.shared.wake.notify_all();
         Ok(topic)
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.shared.topics_read().get(name).cloned()
+    }
+
+    /// The topic with Kafka topic id `id`, if it exists.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.shared
+            .topics_read()
+            .values()
+            .find(|t| t.id == id)
+            .cloned()
     }
 
     /// Topics that could not be opened, with why.
@@ -366,7 +410,36 @@ impl Drop for Log {
     }
 }
 
+/// A topic name taken for a creation in progress; freed when dropped.
+struct Reserved<'a> {
+    shared: &'a Shared,
+    name: String,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .creating
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.name);
+    }
+}
+
 impl Shared {
+    /// Takes `name` for a creation, unless a topic has it or another creation took it.
+    fn reserve(&self, name: &str) -> Result<Reserved<'_>, TopicError> {
+        let mut creating = self.creating.lock().unwrap_or_else(PoisonError::into_inner);
+        if creating.contains(name) || self.topics_read().contains_key(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        creating.insert(name.to_string());
+        Ok(Reserved {
+            shared: self,
+            name: name.to_string(),
+        })
+    }
+
     fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Topic>>> {
         self.topics.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -435,6 +508,7 @@ pub fn validate_name(name: &str) -> Result<(), TopicError> {
 fn open_topic(
     dir: &Path,
     name: &str,
+    id: Uuid,
     partitions: u32,
     config: TopicConfig,
     context: &OpenContext,
@@ -447,38 +521,59 @@ fn open_topic(
         .collect::<Result<_, _>>()?;
     Ok(Topic {
         name: name.to_string(),
+        id,
         partitions,
     })
 }
 
-fn read_topic_file(path: &Path) -> Result<(u32, TopicConfig), OpenError> {
+/// What a `.topic` file holds.
+struct TopicFile {
+    partitions: u32,
+    config: TopicConfig,
+    /// `None` in a format-1 file.
+    id: Option<Uuid>,
+}
+
+fn read_topic_file(path: &Path) -> Result<TopicFile, OpenError> {
     let text = fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
     let bad = |source: ConfigError| OpenError::BadConfig {
         path: path.to_path_buf(),
         source,
     };
     let mut lines = text.lines();
-    if lines.next() != Some(TOPIC_FORMAT) {
+    let format = lines.next();
+    if format != Some(TOPIC_FORMAT) && format != Some(TOPIC_FORMAT_1) {
         return Err(bad(ConfigError::Format {
             expected: TOPIC_FORMAT,
         }));
     }
-    let mut partitions = None;
+    let (mut partitions, mut id) = (None, None);
     let mut rest = String::new();
     for line in lines {
-        match line.strip_prefix("partitions=") {
-            Some(n) => partitions = n.trim().parse::<u32>().ok(),
-            None => {
-                rest.push_str(line);
-                rest.push('\n');
-            }
+        if let Some(n) = line.strip_prefix("partitions=") {
+            partitions = n.trim().parse::<u32>().ok();
+        } else if let Some(text) = line.strip_prefix("id=") {
+            id = Some(
+                Uuid::parse_str(text.trim())
+                    .map_err(|_| bad(ConfigError::Missing { name: "id" }))?,
+            );
+        } else {
+            rest.push_str(line);
+            rest.push('\n');
         }
     }
     let partitions = partitions
         .filter(|n| (1..=MAX_PARTITIONS).contains(n))
         .ok_or_else(|| bad(ConfigError::Missing { name: "partitions" }))?;
+    if format == Some(TOPIC_FORMAT) && id.is_none() {
+        return Err(bad(ConfigError::Missing { name: "id" }));
+    }
     let config = TopicConfig::from_properties(&rest).map_err(bad)?;
-    Ok((partitions, config))
+    Ok(TopicFile {
+        partitions,
+        config,
+        id,
+    })
 }
 
 /// Writes `<topic>.topic` atomically: temporary file, fsync, rename, fsync of the directory.
@@ -487,11 +582,13 @@ fn write_topic_file(
     name: &str,
     partitions: u32,
     config: &TopicConfig,
+    id: Uuid,
 ) -> Result<(), FileError> {
     let path = dir.join(format!("{name}.{TOPIC_EXT}"));
     let tmp = dir.join(format!("{name}.{TOPIC_EXT}.tmp"));
     let text = format!(
-        "{TOPIC_FORMAT}\npartitions={partitions}\n{}",
+        "{TOPIC_FORMAT}\nid={}\npartitions={partitions}\n{}",
+        id.hyphenated(),
         config.to_properties()
     );
     let write = || -> std::io::Result<()> {

@@ -145,6 +145,78 @@ fn several_batches_in_one_append_get_contiguous_offsets() {
     assert_eq!(all[2].1, "y-0");
 }
 
+/// Rewrites a batch's record count (and lastOffsetDelta to match) and fixes its CRC, as a
+/// hostile producer would.
+fn with_claimed_count(batch: &[u8], count: i32) -> Vec<u8> {
+    let mut batch = batch.to_vec();
+    batch[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+    batch[57..61].copy_from_slice(&count.to_be_bytes());
+    let crc = batch::compute_crc(&batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+#[test]
+fn compressed_batches_are_checked_as_kafka_does_with_bounded_decompression() {
+    let config = TopicConfig {
+        max_message_bytes: 16 * 1024,
+        ..TopicConfig::default()
+    };
+    let (_dir, _log, p) = one_partition(config);
+    let values: Vec<String> = (0..20).map(|i| format!("value-{i}")).collect();
+    let records: Vec<NewRecord> = values
+        .iter()
+        .map(|v| (None, Some(v.as_bytes()), 5))
+        .collect();
+    // Every codec's honest batches are taken, offsets as the producer counted them.
+    for codec in [
+        batch::Compression::Gzip,
+        batch::Compression::Snappy,
+        batch::Compression::Lz4,
+        batch::Compression::Zstd,
+    ] {
+        let info = p.append(&batch::build_with(&records, codec)).unwrap();
+        assert_eq!(info.last_offset - info.base_offset, 19, "{codec:?}");
+    }
+    let end = p.log_end_offset();
+    assert_eq!(end, 80);
+
+    // A small compressed batch claiming 2^31-1 records would move the offsets by that much.
+    let liar = with_claimed_count(
+        &batch::build_with(&records, batch::Compression::Zstd),
+        i32::MAX,
+    );
+    let bad_count = |err: AppendError| {
+        matches!(
+            err,
+            AppendError::InvalidBatch(log_core::BatchError::BadRecordOffsets { .. })
+        )
+    };
+    assert!(bad_count(p.append(&liar).unwrap_err()));
+    // One claiming fewer records than it holds.
+    let short = with_claimed_count(&batch::build_with(&records, batch::Compression::Lz4), 3);
+    assert!(bad_count(p.append(&short).unwrap_err()));
+
+    // 4 MiB of zeros gzip to a few KiB: far below max.message.bytes, far above what it may
+    // decompress to (8 x 16 KiB).
+    let zeros = vec![0u8; 4 << 20];
+    let bomb = batch::build_with(&[(None, Some(&zeros), 5)], batch::Compression::Gzip);
+    assert!(bomb.len() < 16 * 1024, "{} bytes", bomb.len());
+    let err = p.append(&bomb).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AppendError::InvalidBatch(log_core::BatchError::Decompress(
+                log_core::decompress::DecompressError::TooLarge { .. }
+            ))
+        ),
+        "{err}"
+    );
+    assert_eq!(p.log_end_offset(), end, "nothing refused was written");
+    // Time lookups decode with a bound too.
+    assert_eq!(p.offset_for_timestamp(5).unwrap(), Some((0, 5)));
+}
+
 #[test]
 fn invalid_batches_are_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
@@ -409,6 +481,44 @@ fn topics_are_created_listed_reopened_and_deleted() {
         .create_topic("orders", 1, TopicConfig::default())
         .unwrap();
     assert_eq!(again.partitions()[0].log_end_offset(), 0);
+}
+
+#[test]
+fn topics_have_ids_that_last_and_change_on_re_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = {
+        let log = Log::open(dir.path()).unwrap();
+        let t = log.create_topic("t", 2, TopicConfig::default()).unwrap();
+        assert!(!t.id().is_nil());
+        assert_eq!(log.topic_by_id(t.id()).unwrap().name(), "t");
+        t.id()
+    };
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(log.topic("t").unwrap().id(), first, "kept across a reopen");
+    log.delete_topic("t").unwrap();
+    let again = log.create_topic("t", 2, TopicConfig::default()).unwrap();
+    assert_ne!(
+        again.id(),
+        first,
+        "a new topic of the same name has a new id"
+    );
+    assert!(log.topic_by_id(first).is_none());
+    drop(log);
+
+    // A topic file written before ids existed gets one, kept from then on.
+    fs::write(
+        dir.path().join("old.topic"),
+        "# lograil topic, format 1\npartitions=1\n",
+    )
+    .unwrap();
+    let given = Log::open(dir.path()).unwrap().topic("old").unwrap().id();
+    assert!(fs::read_to_string(dir.path().join("old.topic"))
+        .unwrap()
+        .contains(&given.to_string()));
+    assert_eq!(
+        Log::open(dir.path()).unwrap().topic("old").unwrap().id(),
+        given
+    );
 }
 
 #[test]

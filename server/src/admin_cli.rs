@@ -13,6 +13,9 @@ use serde_json::json;
 
 use self::datetime::parse_datetime;
 
+/// Prefix of the read-only topic configs in which lograil reports a partition's damaged data.
+const DAMAGE_PREFIX: &str = "lograil.damage.partition.";
+
 #[derive(Debug, clap::Args)]
 pub struct Connection {
     /// The broker to talk to.
@@ -114,16 +117,21 @@ pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<
                 let described = admin.describe_topic(topic).await?;
                 let starts = admin.list_offsets(topic, described.partitions, -2).await?;
                 let ends = admin.list_offsets(topic, described.partitions, -1).await?;
+                // lograil reports damaged data as read-only `lograil.damage.partition.<N>` entries.
+                let (damage, configs): (BTreeMap<&str, &str>, BTreeMap<&str, &str>) = described
+                    .configs
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .partition(|(k, _)| k.starts_with(DAMAGE_PREFIX));
+                let damage_of = |p: i32| damage.get(format!("{DAMAGE_PREFIX}{p}").as_str()).copied();
                 let partitions: Vec<_> = (0..described.partitions)
                     .zip(starts.iter().zip(&ends))
-                    .map(|(p, (s, e))| json!({ "partition": p, "log_start_offset": s, "log_end_offset": e }))
+                    .map(|(p, (s, e))| json!({ "partition": p, "log_start_offset": s, "log_end_offset": e, "damage": damage_of(p) }))
                     .collect();
-                let configs: BTreeMap<&str, &str> =
-                    described.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
                 print(
                     connection,
                     json!({ "topic": topic, "partitions": partitions, "internal": described.internal, "configs": configs }),
-                    || topic_text(topic, described.partitions, &configs, &starts, &ends),
+                    || topic_text(topic, described.partitions, &configs, &starts, &ends, damage_of),
                 );
             }
             TopicCommand::Delete { topic } => {
@@ -306,12 +314,13 @@ fn table(header: &[&str], right: &[usize], rows: impl IntoIterator<Item = Vec<St
 }
 
 /// `topic describe`: Kafka's `Name: value` cells, the partitions' cells in aligned columns.
-fn topic_text(
+fn topic_text<'a>(
     topic: &str,
     partitions: i32,
     configs: &BTreeMap<&str, &str>,
     starts: &[i64],
     ends: &[i64],
+    damage_of: impl Fn(i32) -> Option<&'a str>,
 ) -> String {
     let mut out = format!("Topic: {topic}\tPartitionCount: {partitions}\n");
     out += &format!(
@@ -325,11 +334,15 @@ fn topic_text(
     let mut cells = Table::new();
     cells.load_style(presets::NOTHING);
     for (p, (s, e)) in (0..).zip(starts.iter().zip(ends)) {
-        cells.add_row(vec![
+        let mut row = vec![
             format!("Partition: {p}"),
             format!("LogStartOffset: {s}"),
             format!("LogEndOffset: {e}"),
-        ]);
+        ];
+        if let Some(damage) = damage_of(p) {
+            row.push(format!("DAMAGED: {damage}"));
+        }
+        cells.add_row(row);
     }
     for column in cells.column_iter_mut() {
         column.set_padding((0, 2));
@@ -441,7 +454,15 @@ mod tests {
     #[test]
     fn topic_partitions_line_up_whatever_their_offsets() {
         let configs = BTreeMap::from([("cleanup.policy", "delete"), ("retention.ms", "-1")]);
-        let text = topic_text("t", 11, &configs, &[0, 123_456_789], &[5, 123_456_790]);
+        let intact = |_| None;
+        let text = topic_text(
+            "t",
+            11,
+            &configs,
+            &[0, 123_456_789],
+            &[5, 123_456_790],
+            intact,
+        );
         let expected = [
             "Topic: t\tPartitionCount: 11",
             "Configs: cleanup.policy=delete,retention.ms=-1",
@@ -449,5 +470,19 @@ mod tests {
             "\tPartition: 1  LogStartOffset: 123456789  LogEndOffset: 123456790",
         ];
         assert_eq!(text, expected.join("\n"), "\n{text}");
+    }
+
+    #[test]
+    fn damaged_partitions_say_so() {
+        let damaged = |p| (p == 1).then_some("offsets 10..15 in 00000000000000000000.log");
+        let text = topic_text("t", 2, &BTreeMap::new(), &[0, 0], &[5, 20], damaged);
+        assert!(
+            text.ends_with("LogEndOffset: 20  DAMAGED: offsets 10..15 in 00000000000000000000.log"),
+            "\n{text}"
+        );
+        assert!(
+            !text.lines().nth(2).unwrap_or_default().contains("DAMAGED"),
+            "\n{text}"
+        );
     }
 }

@@ -1,15 +1,19 @@
 //! The broker's append path for one partition of a Produce: the idempotent-producer check, the
-//! append, recording the producer's new state, then the wait for durability.
+//! append, recording the producer's new state; then, separately and without holding a thread,
+//! the wait for durability ([`crate::durable`]).
 //!
 //! Lock order: the partition's producer state is held from the check until the batch is
 //! appended and recorded (so a retry racing its original is either appended once or answered
-//! as a duplicate), and released before waiting for an fsync.
+//! as a duplicate), and released before waiting for an fsync. On an async worker
+//! ([`AppendMode::Inline`]) neither lock is waited for and no segment is rolled: such an append
+//! answers [`ProduceError::WouldBlock`] having written nothing, and is retried on the blocking
+//! pool.
 
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError, TryLockError};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use log_core::{batch, AppendError, AppendInfo, BatchError};
+use log_core::{batch, AppendError, AppendInfo, BatchError, Partition};
 
 use crate::broker::Broker;
 use crate::producers::Verdict;
@@ -25,6 +29,8 @@ pub enum ProduceError {
     NoRecords,
     #[error(transparent)]
     Corrupt(#[from] BatchError),
+    #[error("producer id {0} was not handed out by this broker")]
+    UnknownProducer(i64),
     #[error("producer {producer_id} rejected: {error}")]
     Producer {
         producer_id: i64,
@@ -34,16 +40,40 @@ pub enum ProduceError {
     Append(#[from] AppendError),
 }
 
+impl ProduceError {
+    /// An inline append that must be retried where blocking is allowed.
+    pub fn would_block(&self) -> bool {
+        matches!(self, ProduceError::Append(AppendError::WouldBlock))
+    }
+}
+
+/// Whether an append may wait for locks and roll segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendMode {
+    /// On an async worker: never waits (see the module doc).
+    Inline,
+    /// On a thread that may block.
+    Blocking,
+}
+
+/// Records appended, not yet known to be durable.
+#[derive(Debug)]
+pub struct Appended {
+    pub info: AppendInfo,
+    pub partition: Arc<Partition>,
+}
+
 impl Broker {
-    /// Appends a producer's record batches to `topic`-`index` and waits until they are as
-    /// durable as the topic asks. A retry of batches already stored answers with where they
-    /// were stored, without storing them again.
+    /// Appends a producer's record batches to `topic`-`index`. A retry of batches already
+    /// stored answers with where they were stored, without storing them again. The caller
+    /// waits for durability before acknowledging ([`Broker::await_durable`]).
     pub fn append_records(
         &self,
         topic: &str,
         index: i32,
-        records: Option<Bytes>,
-    ) -> Result<AppendInfo, ProduceError> {
+        records: Option<&Bytes>,
+        mode: AppendMode,
+    ) -> Result<Appended, ProduceError> {
         if Broker::is_internal(topic) {
             return Err(ProduceError::InternalTopic(topic.to_string()));
         }
@@ -54,9 +84,23 @@ impl Broker {
                     index,
                 })?;
         let records = records.ok_or(ProduceError::NoRecords)?;
-        let headers = batch::parse_all(&records)?;
+        let headers = batch::parse_all(records)?;
+        if let Some(id) = headers
+            .first()
+            .map(|h| h.producer_id)
+            .filter(|id| *id >= 0 && !self.producer_ids.issued(*id))
+        {
+            return Err(ProduceError::UnknownProducer(id));
+        }
         let state = self.producers.partition(topic, index);
-        let mut producers = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut producers = match mode {
+            AppendMode::Blocking => state.lock().unwrap_or_else(PoisonError::into_inner),
+            AppendMode::Inline => match state.try_lock() {
+                Ok(producers) => producers,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return Err(AppendError::WouldBlock.into()),
+            },
+        };
         let info = match producers.check(&headers) {
             Verdict::Reject(error) => {
                 return Err(ProduceError::Producer {
@@ -66,13 +110,20 @@ impl Broker {
             }
             Verdict::Duplicate(info) => info,
             Verdict::Append => {
-                let info = partition.append_pending(&records)?;
-                producers.record(&headers, info);
+                let info = match mode {
+                    AppendMode::Blocking => partition.append_pending(records)?,
+                    AppendMode::Inline => partition.try_append_pending(records)?,
+                };
+                producers.record(&headers, info, log_core::now_ms());
                 info
             }
         };
-        drop(producers);
-        partition.await_durable(&info)?;
-        Ok(info)
+        Ok(Appended { info, partition })
+    }
+
+    /// Waits until appended records are as durable as their topic asks.
+    pub async fn await_durable(&self, appended: &Appended) -> Result<(), ProduceError> {
+        let end = appended.info.last_offset + 1;
+        Ok(self.syncer.wait(&appended.partition, end).await?)
     }
 }

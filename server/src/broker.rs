@@ -1,15 +1,35 @@
 //! What every handler shares: the log, the config, producer state and the append signal.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use log_core::{Log, OpenError, Partition, Topic, TopicError};
-use tokio::sync::{watch, Notify};
+use log_core::{Log, OpenError, Partition, Topic, TopicConfig, TopicError};
+use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::BrokerConfig;
+use crate::durable::Syncer;
 use crate::groups::offsets::OffsetsError;
 use crate::groups::{Coordinator, OffsetStore};
+use crate::limits::RateLimiter;
 use crate::producers::{ProducerIds, Producers};
+
+/// Why a topic was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error(
+        "{requested} more partitions would make {total}, over the broker's limit of {max} \
+         (--max-broker-partitions)"
+    )]
+    BrokerFull {
+        requested: u32,
+        total: u64,
+        max: u32,
+    },
+    #[error("topic {0} is being created")]
+    BeingCreated(String),
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+}
 
 /// Why the broker's state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -36,8 +56,34 @@ pub struct Broker {
     pub offsets: OffsetStore,
     /// Notified after every append, to wake fetches waiting for data.
     pub appended: Notify,
+    /// Produces waiting for their fsync (durability `always`).
+    pub syncer: Syncer,
     /// Turns `true` when the broker is shutting down.
     pub shutdown: watch::Receiver<bool>,
+    /// `queued.max.request.bytes`: one permit per byte of large requests being read or handled.
+    pub request_budget: Arc<Semaphore>,
+    /// Partitions of topics being created, counted with those that exist against
+    /// `max.broker.partitions`.
+    creating_partitions: Mutex<u64>,
+    /// Paces topic auto-creation (`--auto-create-topics-per-second`).
+    pub auto_create: RateLimiter,
+}
+
+/// Room for partitions being created; given back when dropped.
+struct Room<'a> {
+    broker: &'a Broker,
+    partitions: u64,
+}
+
+impl Drop for Room<'_> {
+    fn drop(&mut self) {
+        let mut creating = lock(&self.broker.creating_partitions);
+        *creating = creating.saturating_sub(self.partitions);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Broker {
@@ -46,7 +92,7 @@ impl Broker {
         bound: SocketAddr,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Broker, StartError> {
-        let log = Log::open(&config.data_dir)?;
+        let log = Log::open_with_options(&config.data_dir, config.log.clone())?;
         let offsets = OffsetStore::open(&log)?;
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
@@ -63,6 +109,11 @@ impl Broker {
                 bound.ip().to_string()
             }
         });
+        let budget = config
+            .limits
+            .queued_max_request_bytes
+            .min(Semaphore::MAX_PERMITS);
+        let auto_create_rate = config.limits.auto_create_topics_per_second;
         Ok(Broker {
             log,
             host,
@@ -74,38 +125,84 @@ impl Broker {
             groups: Coordinator::new(group_config),
             offsets,
             appended: Notify::new(),
+            syncer: Syncer::default(),
             shutdown,
+            request_budget: Arc::new(Semaphore::new(budget)),
+            creating_partitions: Mutex::new(0),
+            auto_create: RateLimiter::per_second(auto_create_rate),
         })
     }
 
-    /// The topic, created with the broker defaults if it is missing and `create` allows it.
-    pub fn topic_or_create(&self, name: &str, create: bool) -> Result<Arc<Topic>, TopicError> {
-        if let Some(topic) = self.log.topic(name) {
-            return Ok(topic);
+    /// Partitions the broker holds, all topics together.
+    pub fn partition_count(&self) -> u64 {
+        self.log
+            .topics()
+            .iter()
+            .map(|t| t.partitions().len() as u64)
+            .sum()
+    }
+
+    /// Whether `partitions` more fit under `max.broker.partitions` now (reserving nothing).
+    pub fn check_room(&self, partitions: u32) -> Result<(), CreateError> {
+        self.reserve_room(partitions).map(drop)
+    }
+
+    fn reserve_room(&self, partitions: u32) -> Result<Room<'_>, CreateError> {
+        let max = self.config.limits.max_broker_partitions;
+        let mut creating = lock(&self.creating_partitions);
+        let total = self.partition_count() + *creating + u64::from(partitions);
+        if total > u64::from(max) {
+            return Err(CreateError::BrokerFull {
+                requested: partitions,
+                total,
+                max,
+            });
         }
-        if !create {
-            return Err(TopicError::UnknownTopic(name.to_string()));
-        }
-        match self.log.create_topic(
-            name,
-            self.config.default_partitions,
-            self.config.topic_defaults.clone(),
-        ) {
+        *creating += u64::from(partitions);
+        Ok(Room {
+            broker: self,
+            partitions: u64::from(partitions),
+        })
+    }
+
+    /// Creates a topic within `max.broker.partitions`. Blocking file work: call it on the
+    /// blocking pool. No lock of the broker's is held while the files are made.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        config: TopicConfig,
+    ) -> Result<Arc<Topic>, CreateError> {
+        let _room = self.reserve_room(partitions)?;
+        Ok(self.log.create_topic(name, partitions, config)?)
+    }
+
+    /// Creates a topic with the broker's defaults for a client that asked for it by name
+    /// (Metadata with auto-creation allowed). Blocking file work: call it on the blocking
+    /// pool. The topic if another request created it meanwhile; [`CreateError::BeingCreated`]
+    /// while that creation is still under way.
+    pub fn auto_create_topic(&self, name: &str) -> Result<Arc<Topic>, CreateError> {
+        let partitions = self.config.default_partitions;
+        match self.create_topic(name, partitions, self.config.topic_defaults.clone()) {
             Ok(topic) => {
-                tracing::info!(
-                    topic = name,
-                    partitions = self.config.default_partitions,
-                    "auto-created topic"
-                );
+                tracing::info!(topic = name, partitions, "auto-created topic");
                 Ok(topic)
             }
-            // Another request created it meanwhile.
-            Err(TopicError::AlreadyExists(_)) => self
+            Err(CreateError::Topic(TopicError::AlreadyExists(_))) => self
                 .log
                 .topic(name)
-                .ok_or_else(|| TopicError::UnknownTopic(name.to_string())),
+                .ok_or_else(|| CreateError::BeingCreated(name.to_string())),
             Err(e) => Err(e),
         }
+    }
+
+    /// Deletes the committed offsets of groups empty for `offsets.retention.minutes` at
+    /// `now_ms` (tombstones in `__consumer_offsets`, durable: call it on the blocking pool).
+    pub fn expire_offsets(&self, now_ms: i64) -> Result<Vec<String>, OffsetsError> {
+        let retention = &self.config.limits.offsets_retention;
+        let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let with_members = self.groups.groups_with_members();
+        self.offsets.expire(now_ms, retention_ms, &with_members)
     }
 
     /// Topics only the broker writes (`__consumer_offsets`): clients may not produce to or

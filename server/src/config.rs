@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use log_core::{ConfigError, TopicConfig};
+use log_core::{ConfigError, LogOptions, TopicConfig};
 
 pub use crate::groups::GroupConfig;
 
@@ -28,6 +28,11 @@ pub struct BrokerConfig {
     pub topic_defaults: TopicConfig,
     /// Consumer-group timing.
     pub groups: GroupConfig,
+    /// What one client may use of the broker (see [`Limits`]).
+    pub limits: Limits,
+    /// How the data dir is opened: the storage seam (tests inject faults) and how many closed
+    /// segments may be loaded at once.
+    pub log: LogOptions,
 }
 
 impl Default for BrokerConfig {
@@ -42,6 +47,97 @@ impl Default for BrokerConfig {
             retention_check_interval: Duration::from_secs(300),
             topic_defaults: TopicConfig::default(),
             groups: GroupConfig::default(),
+            limits: Limits::default(),
+            log: LogOptions::default(),
+        }
+    }
+}
+
+/// Settings that contradict each other.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitsError {
+    #[error("queued.max.request.bytes ({queued}) must be at least --max-request-bytes ({max})")]
+    QueueSmallerThanRequest { queued: usize, max: usize },
+    #[error("--max-request-bytes ({0}) must be below 2 GiB")]
+    RequestTooLarge(usize),
+}
+
+impl BrokerConfig {
+    /// Checks settings against each other (each alone is checked where it is parsed).
+    pub fn validate(&self) -> Result<(), LimitsError> {
+        if self.max_request_bytes > i32::MAX as usize {
+            return Err(LimitsError::RequestTooLarge(self.max_request_bytes));
+        }
+        if self.limits.queued_max_request_bytes < self.max_request_bytes {
+            return Err(LimitsError::QueueSmallerThanRequest {
+                queued: self.limits.queued_max_request_bytes,
+                max: self.max_request_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Bounds on what clients can make the broker hold or do, under Kafka's setting names where
+/// Kafka has the setting (the README's "Limits" lists each with what a client sees when it
+/// hits it). `max_request_bytes` above is one of them; `GroupConfig::max_size` another.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// `max.connections`: connections at once; a new one over it is closed.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: connections at once from one address.
+    pub max_connections_per_ip: usize,
+    /// `connections.max.idle.ms`: a connection with no request for this long is closed.
+    pub connections_max_idle: Duration,
+    /// Once a request's first byte arrives, all of it must within this (lograil's own).
+    pub request_read_timeout: Duration,
+    /// `queued.max.request.bytes`: bytes of requests over 64 KiB being read or handled at once,
+    /// all connections together; a connection waits (reads nothing more) for room.
+    pub queued_max_request_bytes: usize,
+    /// Largest request frame of any API but Produce (lograil's own; Produce has
+    /// `max_request_bytes`).
+    pub max_non_produce_request_bytes: usize,
+    /// Group ids one DescribeGroups or DeleteGroups may name (lograil's own).
+    pub max_groups_per_request: usize,
+    /// `fetch.max.bytes`: the most record bytes one fetch response carries (but at least one
+    /// whole batch, so a consumer always progresses).
+    pub fetch_max_bytes: usize,
+    /// `max.broker.partitions` (KIP-578): partitions the broker holds, all topics together.
+    /// Requests naming more topics or partitions than this are refused too.
+    pub max_broker_partitions: u32,
+    /// Partitions one CreateTopics may create (Kafka's fixed limit of 10,000).
+    pub max_partitions_per_request: u32,
+    /// Topics auto-created per second at most (a bucket of as many tokens, refilled at that rate).
+    pub auto_create_topics_per_second: u32,
+    /// `producer.id.expiration.ms`: idempotent-producer state unused this long is dropped.
+    pub producer_id_expiration: Duration,
+    /// `producer.id.expiration.check.interval.ms`.
+    pub producer_id_expiration_check_interval: Duration,
+    /// `offsets.retention.minutes`: committed offsets of a group without members are deleted
+    /// once it has been empty this long.
+    pub offsets_retention: Duration,
+    /// `offsets.retention.check.interval.ms`.
+    pub offsets_retention_check_interval: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
+            connections_max_idle: Duration::from_secs(600),
+            request_read_timeout: Duration::from_secs(30),
+            queued_max_request_bytes: 256 * 1024 * 1024,
+            max_non_produce_request_bytes: 1024 * 1024,
+            max_groups_per_request: 10_000,
+            fetch_max_bytes: 55 * 1024 * 1024,
+            max_broker_partitions: 10_000,
+            max_partitions_per_request: 10_000,
+            auto_create_topics_per_second: 100,
+            producer_id_expiration: Duration::from_secs(24 * 3600),
+            producer_id_expiration_check_interval: Duration::from_secs(600),
+            offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            offsets_retention_check_interval: Duration::from_secs(600),
         }
     }
 }

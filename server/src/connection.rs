@@ -4,50 +4,85 @@
 //! request is in flight), which answers pipelined requests in order by construction. A frame
 //! that is malformed, truncated or too large closes this connection with one logged line; the
 //! broker and its other connections carry on.
+//!
+//! Time limits: a connection that sends no request for `connections.max.idle.ms` is closed, and
+//! so is one whose request does not arrive whole within `--request-read-timeout-ms` of its first
+//! byte (a client that declares a large request and stalls must not hold the memory or the
+//! request budget for long).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::broker::Broker;
-use crate::frame::read_frame;
-use crate::handlers::{self, Session};
+use crate::frame::{FrameLimits, FrameReader};
+use crate::handlers::{self, Session, SCRATCH_IDLE_RELEASE};
+use crate::limits::Slot;
 
-/// Serves one connection until the client closes it, sends something unreadable, or the
-/// broker shuts down; in a span naming the peer and (once known) the client id.
-pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
+/// Serves one connection until the client closes it, sends something unreadable, times out or
+/// the broker shuts down; in a span naming the peer and (once known) the client id. `slot` is
+/// the connection's place under the connection caps, freed when it ends.
+pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr, slot: Slot) {
     let span = tracing::info_span!("connection", %peer, client_id = tracing::field::Empty);
     serve_in_span(broker, socket, peer).instrument(span).await;
+    drop(slot);
 }
 
 async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
     let _ = socket.set_nodelay(true);
     let (reader, writer) = socket.into_split();
-    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut reader = FrameReader::new(reader);
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     let mut shutdown = broker.shutdown.clone();
     let mut session = Session::new(peer);
-    let max = broker.config.max_request_bytes;
+    let limits = &broker.config.limits;
+    let frame_limits = FrameLimits {
+        max_request_bytes: broker.config.max_request_bytes,
+        max_non_produce_request_bytes: limits.max_non_produce_request_bytes,
+    };
     loop {
         if broker.is_shutting_down() {
             break;
         }
+        if !reader.has_buffered()
+            && !next_request_begins(&mut reader, &mut session, &broker, &mut shutdown).await
+        {
+            break;
+        }
+        let read = tokio::time::timeout(
+            limits.request_read_timeout,
+            reader.read_frame(&frame_limits, &broker.request_budget),
+        );
         let frame = tokio::select! {
-            frame = read_frame(&mut reader, max) => frame,
+            biased;
+            frame = read => frame,
             _ = shutdown.changed() => break,
         };
         let frame = match frame {
-            Ok(Some(frame)) => frame,
-            Ok(None) => break,
-            Err(e) => {
+            Ok(Ok(Some(frame))) => frame,
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => {
                 tracing::warn!(error = %e, "closing connection");
                 break;
             }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_ms = limits.request_read_timeout.as_millis(),
+                    "closing connection: a request did not arrive whole within --request-read-timeout-ms"
+                );
+                break;
+            }
         };
-        match handlers::handle(&broker, frame, &mut session).await {
+        let (frame, budget) = frame.into_parts();
+        let handled = handlers::handle(&broker, frame, &mut session).await;
+        // The request is done with: its bytes no longer count against the budget.
+        drop(budget);
+        match handled {
             Ok(Some(response)) => {
                 // Each response goes out before the next request is handled: that request may
                 // wait (a long-polling fetch, a JoinGroup) and must not hold this one back. A
@@ -65,6 +100,9 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
                     }
                     _ = shutdown.changed() => return,
                 }
+                let len = response.len();
+                drop(response);
+                session.recycle(len);
             }
             Ok(None) => {}
             Err(e) => {
@@ -75,4 +113,45 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
     }
     // Whatever is buffered goes out, unless the client stopped reading.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.flush()).await;
+}
+
+/// Waits, between requests, for the first bytes of the next one. `false` when the connection
+/// is over: the client closed it, it stayed idle past `connections.max.idle.ms`, or the broker
+/// is shutting down. A large response buffer is given back while waiting (see
+/// [`Session::recycle`]).
+async fn next_request_begins(
+    reader: &mut FrameReader<OwnedReadHalf>,
+    session: &mut Session,
+    broker: &Broker,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    let idle = broker.config.limits.connections_max_idle;
+    let deadline = tokio::time::Instant::now() + idle;
+    loop {
+        // Biased, the read first: a request already waiting costs no timer.
+        tokio::select! {
+            biased;
+            filled = reader.fill() => {
+                return match filled {
+                    Ok(0) => false,
+                    Ok(_) => true,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "connection failed");
+                        false
+                    }
+                };
+            }
+            _ = shutdown.changed() => return false,
+            () = tokio::time::sleep(SCRATCH_IDLE_RELEASE), if session.holds_large_buffer() => {
+                session.release_buffer();
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                tracing::info!(
+                    idle_ms = idle.as_millis(),
+                    "closing idle connection (--connections-max-idle-ms)"
+                );
+                return false;
+            }
+        }
+    }
 }

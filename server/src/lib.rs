@@ -12,21 +12,27 @@ mod appender;
 mod broker;
 pub mod config;
 mod connection;
+mod durable;
 pub mod frame;
 mod groups;
 mod handlers;
+mod limits;
 mod producers;
 
 use std::future::Future;
 use std::sync::Arc;
 
-pub use config::BrokerConfig;
+pub use config::{BrokerConfig, Limits};
 pub use handlers::{Api, APIS};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
+use crate::limits::{ConnectionGate, RefusalLog};
+
+/// After a refused connection is logged, further refusals are only counted for this long.
+const REFUSAL_LOG_QUIET: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long shutdown waits for in-flight requests before closing their connections.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -38,36 +44,98 @@ pub enum ServeError {
     Open(#[from] broker::StartError),
     #[error("listener: {0}")]
     Listener(#[from] std::io::Error),
+    #[error(transparent)]
+    Config(#[from] config::LimitsError),
 }
 
 /// Serves Kafka clients on `listener` until `shutdown` completes, then stops accepting,
-/// lets in-flight requests finish, flushes every partition and returns.
+/// lets in-flight requests finish, flushes every partition and returns. The same as
+/// [`Server::open`] then [`Server::serve`].
 pub async fn run(
     listener: TcpListener,
     config: BrokerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let bound = listener.local_addr()?;
-    let (stop, stopped) = watch::channel(false);
-    let broker = {
-        let bound_config = config.clone();
-        let stopped = stopped.clone();
-        // Opening recovers every partition: blocking file work.
-        tokio::task::spawn_blocking(move || Broker::open(bound_config, bound, stopped))
+    Server::open(listener, config).await?.serve(shutdown).await
+}
+
+/// A broker whose data dir is open (every partition recovered) on a bound listener, not yet
+/// accepting connections: what lies between "the data dir opened" and "serving", so a caller
+/// can say it is ready only once it is.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    stop: watch::Sender<bool>,
+}
+
+impl Server {
+    /// Opens the data dir (recovering every partition, on the blocking pool).
+    pub async fn open(listener: TcpListener, config: BrokerConfig) -> Result<Server, ServeError> {
+        config.validate()?;
+        let bound = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        let broker = tokio::task::spawn_blocking(move || Broker::open(config, bound, stopped))
             .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??
-    };
-    let broker = Arc::new(broker);
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        Ok(Server {
+            listener,
+            broker: Arc::new(broker),
+            stop,
+        })
+    }
+
+    /// The address clients connect to.
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests
+    /// finish, flushes every partition and returns.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let Server {
+            listener,
+            broker,
+            stop,
+        } = self;
+        serve(listener, broker, stop, shutdown).await
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    stop: watch::Sender<bool>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     let retention = tokio::spawn(run_retention(broker.clone()));
     let group_timer = tokio::spawn(run_group_timer(broker.clone()));
+    let producer_expiry = tokio::spawn(run_producer_expiry(broker.clone()));
+    let offsets_expiry = tokio::spawn(run_offsets_expiry(broker.clone()));
     let mut connections = JoinSet::new();
+    let limits = &broker.config.limits;
+    let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
+    let mut refusals = RefusalLog::new(REFUSAL_LOG_QUIET);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => {
-                    connections.spawn(connection::serve(broker.clone(), socket, peer));
-                }
+                Ok((socket, peer)) => match gate.admit(peer.ip()) {
+                    Ok(slot) => {
+                        connections.spawn(connection::serve(broker.clone(), socket, peer, slot));
+                    }
+                    Err(refused) => {
+                        // Closed at once: the client sees the connection end, not a hang.
+                        drop(socket);
+                        if let Some(count) = refusals.note(std::time::Instant::now()) {
+                            tracing::warn!(
+                                %peer,
+                                refused = count,
+                                "refusing connections: {refused}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
+                            );
+                        }
+                    }
+                },
                 Err(e) => {
                     // Out of file descriptors and the like: back off, keep serving.
                     tracing::warn!(error = %e, "accept failed");
@@ -93,6 +161,8 @@ pub async fn run(
     }
     retention.abort();
     group_timer.abort();
+    producer_expiry.abort();
+    offsets_expiry.abort();
     let owner = broker.clone();
     let closed = tokio::task::spawn_blocking(move || {
         let mut result = Ok(());
@@ -133,6 +203,42 @@ async fn run_retention(broker: Arc<Broker>) {
             }
             Ok(Err(e)) => tracing::error!(error = %e, "retention failed"),
             _ => {}
+        }
+    }
+}
+
+/// Drops idempotent-producer state unused for `producer.id.expiration.ms`.
+async fn run_producer_expiry(broker: Arc<Broker>) {
+    let limits = &broker.config.limits;
+    let expiration_ms =
+        i64::try_from(limits.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
+    let mut every = tokio::time::interval(limits.producer_id_expiration_check_interval);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let dropped = broker.producers.expire(log_core::now_ms(), expiration_ms);
+        if dropped > 0 {
+            tracing::info!(
+                dropped,
+                "expired idle producers (--producer-id-expiration-ms)"
+            );
+        }
+    }
+}
+
+/// Deletes the offsets of groups empty for `offsets.retention.minutes`.
+async fn run_offsets_expiry(broker: Arc<Broker>) {
+    let mut every = tokio::time::interval(broker.config.limits.offsets_retention_check_interval);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let owner = broker.clone();
+        let expired =
+            tokio::task::spawn_blocking(move || owner.expire_offsets(log_core::now_ms())).await;
+        match expired {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "expiring offsets failed"),
+            Err(e) => tracing::error!(error = %e, "offset expiry task failed"),
         }
     }
 }

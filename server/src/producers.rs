@@ -5,10 +5,16 @@
 //! original offsets instead of being stored twice. The state is rebuilt on start-up from the
 //! batch headers of each partition's last two segments (the batches carry producer id, epoch
 //! and sequence), so it survives a restart without a file of its own.
+//!
+//! Bounded, as in Kafka: a producer's state on a partition is dropped after
+//! `producer.id.expiration.ms` without a produce there ([`Producers::expire`]); and only ids this
+//! broker handed out are tracked ([`ProducerIds::issued`]): a produce with any other id is
+//! refused, so a client cannot make the broker keep state for ids it made up.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kafka_protocol::error::ResponseError;
@@ -40,6 +46,8 @@ struct ProducerEntry {
     last_sequence: i32,
     /// (first sequence, last sequence, where they were stored)
     recent: VecDeque<(i32, i32, AppendInfo)>,
+    /// When the producer last appended here (ms since the epoch).
+    last_seen_ms: i64,
 }
 
 /// The producer state of one partition. Lock it across check → append → record.
@@ -106,8 +114,8 @@ impl PartitionProducers {
         }
     }
 
-    /// Records batches that were just appended at `info`.
-    pub fn record(&mut self, headers: &[BatchHeader], info: AppendInfo) {
+    /// Records batches that were just appended at `info`, at `now_ms`.
+    pub fn record(&mut self, headers: &[BatchHeader], info: AppendInfo, now_ms: i64) {
         let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
             return;
         };
@@ -121,7 +129,9 @@ impl PartitionProducers {
                 epoch: first.producer_epoch,
                 last_sequence: -1,
                 recent: VecDeque::new(),
+                last_seen_ms: now_ms,
             });
+        entry.last_seen_ms = entry.last_seen_ms.max(now_ms);
         if first.producer_epoch != entry.epoch {
             entry.epoch = first.producer_epoch;
             entry.recent.clear();
@@ -134,6 +144,22 @@ impl PartitionProducers {
         entry
             .recent
             .push_back((first.base_sequence, last_seq, info));
+    }
+}
+
+impl PartitionProducers {
+    /// Drops producers not seen for `expiration_ms` at `now_ms`; returns how many.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.entries.len();
+        self.entries
+            .retain(|_, e| now_ms.saturating_sub(e.last_seen_ms) < expiration_ms);
+        before - self.entries.len()
+    }
+
+    /// Producers tracked.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 }
 
@@ -161,8 +187,23 @@ impl Producers {
         lock(&self.topics).remove(topic);
     }
 
-    /// Rebuilds a partition's state from the batch headers in its last segments.
+    /// Drops every partition's producers not seen for `expiration_ms` at `now_ms`; returns how
+    /// many. Each partition is locked in turn, briefly.
+    pub fn expire(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        let partitions: Vec<SharedPartition> = lock(&self.topics)
+            .values()
+            .flat_map(|partitions| partitions.values().cloned())
+            .collect();
+        partitions
+            .iter()
+            .map(|p| lock(p).expire(now_ms, expiration_ms))
+            .sum()
+    }
+
+    /// Rebuilds a partition's state from the batch headers in its last segments. A producer is
+    /// taken as last seen at its last batch's timestamp (as Kafka does), or now if that is later.
     pub fn rebuild(&self, topic: &str, index: i32, partition: &Partition) {
+        let now_ms = log_core::now_ms();
         let state = self.partition(topic, index);
         let mut state = lock(&state);
         let log_start = partition.log_start_offset();
@@ -180,7 +221,7 @@ impl Producers {
                         max_timestamp: h.max_timestamp,
                         log_start_offset: log_start,
                     };
-                    state.record(std::slice::from_ref(&h), info);
+                    state.record(std::slice::from_ref(&h), info, h.max_timestamp.min(now_ms));
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -199,6 +240,9 @@ pub struct ProducerIds {
     path: PathBuf,
     /// (next id to hand out, end of the reserved block)
     next: Mutex<(i64, i64)>,
+    /// Every id below this may have been handed out (after a restart: every id reserved
+    /// before). Read on each idempotent produce, without a lock.
+    issued_below: AtomicI64,
 }
 
 const ID_BLOCK: i64 = 1000;
@@ -225,7 +269,13 @@ impl ProducerIds {
         Ok(ProducerIds {
             path,
             next: Mutex::new((reserved, reserved)),
+            issued_below: AtomicI64::new(reserved),
         })
+    }
+
+    /// Whether this broker may have handed out `id`.
+    pub fn issued(&self, id: i64) -> bool {
+        (0..self.issued_below.load(Ordering::Acquire)).contains(&id)
     }
 
     /// A fresh producer id.
@@ -246,6 +296,7 @@ impl ProducerIds {
         }
         let id = next.0;
         next.0 += 1;
+        self.issued_below.fetch_max(next.0, Ordering::AcqRel);
         Ok(id)
     }
 }
@@ -285,11 +336,11 @@ mod tests {
         let mut p = PartitionProducers::default();
         let b0 = [header(7, 0, 0, 2)];
         assert_eq!(p.check(&b0), Verdict::Append);
-        p.record(&b0, info(10));
+        p.record(&b0, info(10), 0);
         assert_eq!(p.check(&b0), Verdict::Duplicate(info(10)));
         let b1 = [header(7, 0, 2, 2)];
         assert_eq!(p.check(&b1), Verdict::Append);
-        p.record(&b1, info(12));
+        p.record(&b1, info(12), 0);
         assert_eq!(p.check(&b0), Verdict::Duplicate(info(10)));
         // A gap, and a sequence from the past that is not a known batch.
         assert_eq!(
@@ -318,8 +369,47 @@ mod tests {
     fn sequences_wrap_at_i32_max() {
         let mut p = PartitionProducers::default();
         let b = [header(1, 0, i32::MAX - 1, 2)];
-        p.record(&b, info(0));
+        p.record(&b, info(0), 0);
         assert_eq!(p.check(&[header(1, 0, 0, 1)]), Verdict::Append);
+    }
+
+    #[test]
+    fn producers_unseen_for_the_expiration_are_dropped() {
+        let day = 24 * 3600 * 1000;
+        let mut p = PartitionProducers::default();
+        let t0 = 1_000_000;
+        p.record(&[header(1, 0, 0, 1)], info(0), t0);
+        p.record(&[header(2, 0, 0, 1)], info(1), t0);
+        // Producer 2 produces again half a day later; producer 1 does not.
+        p.record(&[header(2, 0, 1, 1)], info(2), t0 + day / 2);
+        assert_eq!(p.expire(t0 + day - 1, day), 0);
+        assert_eq!(p.expire(t0 + day, day), 1, "producer 1, idle for a day");
+        assert_eq!(p.len(), 1);
+        // An expired producer is taken as new: its next sequence is accepted, not a duplicate.
+        assert_eq!(p.check(&[header(1, 0, 0, 1)]), Verdict::Append);
+        assert_eq!(
+            p.check(&[header(2, 0, 1, 1)]),
+            Verdict::Duplicate(info(2)),
+            "producer 2 is still tracked"
+        );
+        assert_eq!(p.expire(t0 + day / 2 + day, day), 1);
+        assert_eq!(p.len(), 0);
+    }
+
+    #[test]
+    fn only_ids_handed_out_count_as_issued() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = ProducerIds::open(dir.path()).unwrap();
+        assert!(!ids.issued(0));
+        let a = ids.allocate().unwrap();
+        assert!(ids.issued(a));
+        assert!(!ids.issued(a + 1));
+        assert!(!ids.issued(-1));
+        drop(ids);
+        // After a restart every id of the reserved block counts: any may have been handed out.
+        let ids = ProducerIds::open(dir.path()).unwrap();
+        assert!(ids.issued(a) && ids.issued(a + 1) && ids.issued(ID_BLOCK - 1));
+        assert!(!ids.issued(ID_BLOCK));
     }
 
     #[test]

@@ -47,6 +47,10 @@ struct Settings {
     /// How often retention deletes old segments, in ms.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     retention_check_interval_ms: Option<u64>,
+    /// Most closed segments kept loaded (log memory-mapped, indexes in memory) at once; the
+    /// least recently read are unloaded beyond it (default 10000; each is one memory map).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_loaded_segments: Option<u64>,
     /// How long a new consumer group waits for more members before its first rebalance, in ms
     /// (Kafka's `group.initial.rebalance.delay.ms`, default 3000).
     #[arg(long)]
@@ -80,6 +84,73 @@ struct Settings {
     /// Default `flush.ms`: fsync in the background at most this many ms apart.
     #[arg(long, allow_negative_numbers = true)]
     flush_ms: Option<i64>,
+
+    // Limits: what one client can make the broker hold or do (the README's "Limits").
+    /// Kafka's `max.connections`: connections at once (default 10000); a new connection over
+    /// it is closed at once.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
+    /// Kafka's `max.connections.per.ip`: connections at once from one address (default 1000);
+    /// a new connection over it is closed at once.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_ip: Option<u64>,
+    /// Kafka's `connections.max.idle.ms`: a connection that sends no request for this long is
+    /// closed (default 600000, 10 min).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    connections_max_idle_ms: Option<u64>,
+    /// Once the first byte of a request arrives, the whole request must arrive within this
+    /// many ms, or the connection is closed (default 30000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    request_read_timeout_ms: Option<u64>,
+    /// Kafka's `queued.max.request.bytes`: bytes of requests over 64 KiB being read or handled
+    /// at once, all connections together (default 268435456, 256 MiB; at least
+    /// --max-request-bytes). A connection waits, reading nothing more, until there is room.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    queued_max_request_bytes: Option<u64>,
+    /// Largest request of any API but Produce (default 1048576, 1 MiB); a bigger one closes
+    /// the connection. Produce requests have --max-request-bytes.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(8..))]
+    max_non_produce_request_bytes: Option<u64>,
+    /// Group ids one DescribeGroups or DeleteGroups request may name (default 10000); more
+    /// closes the connection.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_groups_per_request: Option<u64>,
+    /// Kafka's `fetch.max.bytes`: the most record bytes in one fetch response, whatever the
+    /// request asks (default 57671680, 55 MiB); a first batch larger than that still comes
+    /// whole, so a consumer always progresses.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    fetch_max_bytes: Option<u64>,
+    /// `max.broker.partitions` (KIP-578): partitions the broker holds, all topics together
+    /// (default 10000). Creating more is POLICY_VIOLATION; a request naming more topics or
+    /// partitions than this closes the connection.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_broker_partitions: Option<u32>,
+    /// Partitions one CreateTopics request may create, all its topics together (default 10000,
+    /// Kafka's fixed limit); more fails every topic of the request with POLICY_VIOLATION.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_partitions_per_request: Option<u32>,
+    /// Topics auto-created per second at most, in bursts of as many (default 100); a topic
+    /// over it is answered LEADER_NOT_AVAILABLE, which clients retry.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    auto_create_topics_per_second: Option<u32>,
+    /// Kafka's `producer.id.expiration.ms`: an idempotent producer's state on a partition is
+    /// dropped after this long without a produce (default 86400000, 1 day).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    producer_id_expiration_ms: Option<u64>,
+    /// Kafka's `producer.id.expiration.check.interval.ms` (default 600000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    producer_id_expiration_check_interval_ms: Option<u64>,
+    /// Kafka's `group.max.size`: members of one consumer group, new members waiting for their
+    /// id included (default 1000); a JoinGroup over it gets GROUP_MAX_SIZE_REACHED.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    group_max_size: Option<u64>,
+    /// Kafka's `offsets.retention.minutes`: committed offsets of a group without members are
+    /// deleted once it has been empty this long (default 10080, 7 days).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    offsets_retention_minutes: Option<u64>,
+    /// Kafka's `offsets.retention.check.interval.ms` (default 600000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    offsets_retention_check_interval_ms: Option<u64>,
 }
 
 impl Settings {
@@ -125,6 +196,7 @@ impl Settings {
             retention_check_interval_ms: self
                 .retention_check_interval_ms
                 .or(other.retention_check_interval_ms),
+            max_loaded_segments: self.max_loaded_segments.or(other.max_loaded_segments),
             group_initial_rebalance_delay_ms: self
                 .group_initial_rebalance_delay_ms
                 .or(other.group_initial_rebalance_delay_ms),
@@ -139,6 +211,42 @@ impl Settings {
             index_interval_bytes: self.index_interval_bytes.or(other.index_interval_bytes),
             flush_messages: self.flush_messages.or(other.flush_messages),
             flush_ms: self.flush_ms.or(other.flush_ms),
+            max_connections: self.max_connections.or(other.max_connections),
+            max_connections_per_ip: self.max_connections_per_ip.or(other.max_connections_per_ip),
+            connections_max_idle_ms: self
+                .connections_max_idle_ms
+                .or(other.connections_max_idle_ms),
+            request_read_timeout_ms: self
+                .request_read_timeout_ms
+                .or(other.request_read_timeout_ms),
+            queued_max_request_bytes: self
+                .queued_max_request_bytes
+                .or(other.queued_max_request_bytes),
+            max_non_produce_request_bytes: self
+                .max_non_produce_request_bytes
+                .or(other.max_non_produce_request_bytes),
+            max_groups_per_request: self.max_groups_per_request.or(other.max_groups_per_request),
+            fetch_max_bytes: self.fetch_max_bytes.or(other.fetch_max_bytes),
+            max_broker_partitions: self.max_broker_partitions.or(other.max_broker_partitions),
+            max_partitions_per_request: self
+                .max_partitions_per_request
+                .or(other.max_partitions_per_request),
+            auto_create_topics_per_second: self
+                .auto_create_topics_per_second
+                .or(other.auto_create_topics_per_second),
+            producer_id_expiration_ms: self
+                .producer_id_expiration_ms
+                .or(other.producer_id_expiration_ms),
+            producer_id_expiration_check_interval_ms: self
+                .producer_id_expiration_check_interval_ms
+                .or(other.producer_id_expiration_check_interval_ms),
+            group_max_size: self.group_max_size.or(other.group_max_size),
+            offsets_retention_minutes: self
+                .offsets_retention_minutes
+                .or(other.offsets_retention_minutes),
+            offsets_retention_check_interval_ms: self
+                .offsets_retention_check_interval_ms
+                .or(other.offsets_retention_check_interval_ms),
         }
     }
 
@@ -163,12 +271,16 @@ impl Settings {
         if let Some(every) = self.retention_check_interval_ms {
             config.retention_check_interval = ms(every);
         }
+        if let Some(loaded) = self.max_loaded_segments {
+            config.log.loaded_segments = usize::try_from(loaded).unwrap_or(usize::MAX);
+        }
         if let Some(delay) = self.group_initial_rebalance_delay_ms {
             config.groups.initial_rebalance_delay = ms(delay);
         }
         if let Some(timeout) = self.group_min_session_timeout_ms {
             config.groups.min_session_timeout = ms(timeout);
         }
+        self.apply_limits(config)?;
         let topic_defaults = [
             ("segment.bytes", self.segment_bytes),
             ("segment.ms", self.segment_ms),
@@ -191,6 +303,69 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// Applies the limits given onto `config`.
+    fn apply_limits(&self, config: &mut BrokerConfig) -> anyhow::Result<()> {
+        let ms = Duration::from_millis;
+        let size = |flag: &str, v: u64| {
+            usize::try_from(v).with_context(|| format!("--{flag} {v} is too large"))
+        };
+        let limits = &mut config.limits;
+        if let Some(n) = self.max_connections {
+            limits.max_connections = size("max-connections", n)?;
+        }
+        if let Some(n) = self.max_connections_per_ip {
+            limits.max_connections_per_ip = size("max-connections-per-ip", n)?;
+        }
+        if let Some(t) = self.connections_max_idle_ms {
+            limits.connections_max_idle = ms(t);
+        }
+        if let Some(t) = self.request_read_timeout_ms {
+            limits.request_read_timeout = ms(t);
+        }
+        if let Some(n) = self.queued_max_request_bytes {
+            limits.queued_max_request_bytes = size("queued-max-request-bytes", n)?;
+        }
+        if let Some(n) = self.max_non_produce_request_bytes {
+            limits.max_non_produce_request_bytes = size("max-non-produce-request-bytes", n)?;
+        }
+        if let Some(n) = self.max_groups_per_request {
+            limits.max_groups_per_request = size("max-groups-per-request", n)?;
+        }
+        if let Some(n) = self.fetch_max_bytes {
+            limits.fetch_max_bytes = size("fetch-max-bytes", n)?;
+        }
+        if let Some(n) = self.max_broker_partitions {
+            limits.max_broker_partitions = n;
+        }
+        if let Some(n) = self.max_partitions_per_request {
+            limits.max_partitions_per_request = n;
+        }
+        if let Some(n) = self.auto_create_topics_per_second {
+            limits.auto_create_topics_per_second = n;
+        }
+        if let Some(t) = self.producer_id_expiration_ms {
+            limits.producer_id_expiration = ms(t);
+        }
+        if let Some(t) = self.producer_id_expiration_check_interval_ms {
+            limits.producer_id_expiration_check_interval = ms(t);
+        }
+        if let Some(minutes) = self.offsets_retention_minutes {
+            let secs = minutes
+                .checked_mul(60)
+                .context("--offsets-retention-minutes is too large")?;
+            limits.offsets_retention = Duration::from_secs(secs);
+        }
+        if let Some(t) = self.offsets_retention_check_interval_ms {
+            limits.offsets_retention_check_interval = ms(t);
+        }
+        if let Some(n) = self.group_max_size {
+            config.groups.max_size = size("group-max-size", n)?;
+        }
+        Ok(())
+    }
+}
+
 impl Args {
     fn broker_config(&self) -> anyhow::Result<BrokerConfig> {
         let mut config = BrokerConfig {
@@ -202,12 +377,19 @@ impl Args {
             None => Settings::default(),
         };
         self.settings.clone().or(from_file).apply(&mut config)?;
+        config.validate()?;
         Ok(config)
     }
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let config = args.broker_config()?;
+    // Every partition keeps its active segment's file open, and every client a socket: take
+    // all the open files the system allows this process (the soft limit is often 1024).
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(limit, "open files"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -215,13 +397,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
-        let addr = listener.local_addr()?;
+        let data_dir = config.data_dir.clone();
+        let server = lograil::Server::open(listener, config).await?;
+        // Only now: tests and scripts take this line to mean the broker is ready.
         println!(
-            "lograil listening on {addr} (data dir {})",
-            config.data_dir.display()
+            "lograil listening on {} (data dir {})",
+            server.local_addr()?,
+            data_dir.display()
         );
         std::io::stdout().flush()?;
-        lograil::run(listener, config, shutdown_signal()).await?;
+        server.serve(shutdown_signal()).await?;
         Ok(())
     })
 }
@@ -281,28 +466,52 @@ mod tests {
     #[test]
     fn the_config_file_uses_the_flags_definitions_and_flags_win() {
         let config = config_from(
-            "# defaults\ndefault-partitions=3\nsegment.bytes=2048\nflush.messages=1\n\
+            "# defaults\ndefault-partitions=3\nsegment.bytes=2097152\nflush.messages=1\n\
              group-initial-rebalance-delay-ms=0\nretention.ms=-1\n",
-            &["--segment-bytes", "4096", "--retention-bytes", "-1"],
+            &["--segment-bytes", "4194304", "--retention-bytes", "-1"],
         )
         .unwrap();
         assert_eq!(config.default_partitions, 3);
-        assert_eq!(config.topic_defaults.segment_bytes, 4096, "the flag wins");
+        assert_eq!(
+            config.topic_defaults.segment_bytes,
+            4 << 20,
+            "the flag wins"
+        );
         assert_eq!(config.topic_defaults.durability, Durability::Always);
         assert_eq!(config.topic_defaults.retention_ms, None);
         assert_eq!(config.groups.initial_rebalance_delay, Duration::ZERO);
     }
 
     #[test]
+    fn limits_take_kafka_names_in_the_config_file() {
+        let config = config_from(
+            "max.connections.per.ip=5\nconnections.max.idle.ms=2000\nfetch.max.bytes=1024\n\
+             offsets.retention.minutes=60\ngroup.max.size=7\n",
+            &["--queued-max-request-bytes", "209715200"],
+        )
+        .unwrap();
+        let limits = &config.limits;
+        assert_eq!(limits.max_connections_per_ip, 5);
+        assert_eq!(limits.connections_max_idle, Duration::from_secs(2));
+        assert_eq!(limits.fetch_max_bytes, 1024);
+        assert_eq!(limits.offsets_retention, Duration::from_secs(3600));
+        assert_eq!(limits.queued_max_request_bytes, 200 << 20);
+        assert_eq!(config.groups.max_size, 7);
+    }
+
+    #[test]
     fn bad_settings_are_refused() {
         for file in [
-            "segment.bytes=10\n",
+            "segment.bytes=1048575\n",
             "default-partitions=0\n",
             "no-such-setting=1\n",
             "listen=127.0.0.1:1\n",
             "just some words\n",
             "flush.messages=5\n",
             "node-id=abc\n",
+            "max.connections=0\n",
+            // Smaller than --max-request-bytes (100 MiB): a large request could never be read.
+            "queued.max.request.bytes=1048576\n",
         ] {
             assert!(config_from(file, &[]).is_err(), "{file:?} was accepted");
         }

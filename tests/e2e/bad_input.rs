@@ -2,8 +2,7 @@
 //! corrupt batches. Each gets an error response or a closed connection; the broker keeps
 //! serving and the log is unchanged (checked with `lograil dump-log`).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
@@ -15,12 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use crate::broker::TestBroker;
-use crate::wire::{connect, frame, read_response};
-
-fn closed(stream: &mut TcpStream) -> bool {
-    let mut byte = [0u8; 1];
-    matches!(stream.read(&mut byte), Ok(0) | Err(_))
-}
+use crate::wire::{closed, connect, frame, read_response};
 
 fn api_versions(addr: &str) -> ApiVersionsResponse {
     let mut s = connect(addr);

@@ -31,7 +31,7 @@ impl TestBroker {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.data_dir.with_extension("broker.log"))
+            .open(self.log_path())
             .expect("broker log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_lograil"))
             .arg("serve")
@@ -62,10 +62,14 @@ impl TestBroker {
         self.child = Some(child);
     }
 
-    /// The broker's process id, while it runs (the client suite signals it).
-    #[allow(dead_code)]
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+    /// The broker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("broker running").id()
+    }
+
+    /// Where the broker's log lines (stderr) go.
+    pub fn log_path(&self) -> PathBuf {
+        self.data_dir.with_extension("broker.log")
     }
 
     /// SIGTERM, then wait for a clean exit.

@@ -5,8 +5,10 @@
 
 mod bad_input;
 mod broker;
+mod damaged;
 mod external_clients;
 mod groups;
+mod limits;
 mod protocol;
 mod rdkafka_clients;
 mod wire;

@@ -377,3 +377,22 @@ fn admin_create_describe_and_delete_topics() {
     assert_eq!(codes, vec![0, 3]);
     assert!(!data.join("cfg-0").exists(), "files deleted with the topic");
 }
+
+#[test]
+fn metadata_carries_each_topics_id_across_restarts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let id_of = |addr: &str| {
+        let request = MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic("ids"))),
+        ]));
+        let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
+        response.topics[0].topic_id
+    };
+    ensure_topic(&broker.addr, "ids");
+    let id = id_of(&broker.addr);
+    assert!(!id.is_nil());
+    broker.stop();
+    broker.restart();
+    assert_eq!(id_of(&broker.addr), id);
+}

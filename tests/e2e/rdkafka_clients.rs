@@ -45,14 +45,22 @@ impl ProducerContext for Acks {
 }
 
 fn producer(addr: &str, acks: &Acks) -> ThreadedProducer<Acks> {
-    ClientConfig::new()
+    producer_with(addr, acks, &[])
+}
+
+/// An idempotent murmur2 producer, with `extra` settings on top.
+fn producer_with(addr: &str, acks: &Acks, extra: &[(&str, &str)]) -> ThreadedProducer<Acks> {
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", addr)
         .set("enable.idempotence", "true")
         .set("partitioner", "murmur2_random")
         .set("linger.ms", "5")
-        .set("message.timeout.ms", "60000")
-        .create_with_context(acks.clone())
-        .expect("producer")
+        .set("message.timeout.ms", "60000");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    config.create_with_context(acks.clone()).expect("producer")
 }
 
 fn key_of(id: u64) -> String {
@@ -182,6 +190,26 @@ fn idempotent_keyed_round_trip_of_100k_records() {
         "keys spread over all partitions"
     );
     check_consumed(&consumed, &(0..100_000).collect());
+}
+
+#[test]
+fn every_compression_codec_round_trips() {
+    let (_tmp, dir) = data_dir();
+    let broker = TestBroker::start(&dir, &["--default-partitions", "6"]);
+    for codec in ["gzip", "snappy", "lz4", "zstd"] {
+        let acks = Acks::default();
+        let p = producer_with(&broker.addr, &acks, &[("compression.type", codec)]);
+        let topic = format!("compressed-{codec}");
+        produce(&p, &topic, 0..5_000);
+        assert!(
+            acks.failed.lock().unwrap().is_empty(),
+            "{codec}: {:?}",
+            acks.failed.lock().unwrap()
+        );
+        assert_eq!(acks.acked.lock().unwrap().len(), 5_000, "{codec}");
+        let consumed = consume_all(&broker.addr, &topic);
+        check_consumed(&consumed, &(0..5_000).collect());
+    }
 }
 
 #[test]

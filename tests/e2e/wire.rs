@@ -1,6 +1,6 @@
 //! Raw Kafka protocol for tests: frames encoded with kafka-protocol, one call at a time.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -32,15 +32,47 @@ pub fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body:
     buf
 }
 
-/// Reads one response frame; `None` if the broker closed the connection.
+/// Whether the broker closed the connection: end of stream or a reset. A read that times out
+/// fails the test instead: a broker that hangs must not pass a "closes the connection" check.
+/// Bytes from the broker (a response) mean it did not close.
+pub fn closed(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe
+            ) =>
+        {
+            true
+        }
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!("the connection was neither closed nor answered within the read timeout: the broker hung")
+        }
+        Err(e) => panic!("reading from the broker: {e}"),
+    }
+}
+
+/// Reads one response frame; `None` if the broker closed the connection. A read that times
+/// out fails the test: no answer is not the same as a closed connection.
 pub fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
     let mut len = [0u8; 4];
-    if stream.read_exact(&mut len).is_err() {
-        return None;
-    }
+    read_or_timeout(stream, &mut len)?;
     let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).ok()?;
+    read_or_timeout(stream, &mut body)?;
     Some(Bytes::from(body))
+}
+
+fn read_or_timeout(stream: &mut TcpStream, buf: &mut [u8]) -> Option<()> {
+    match stream.read_exact(buf) {
+        Ok(()) => Some(()),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!("no response within the read timeout: the broker hung")
+        }
+        Err(_) => None,
+    }
 }
 
 /// Sends one request and decodes its response.

@@ -1,11 +1,13 @@
 //! Test-only storage fakes (feature `test-util`): a [`FaultyStorage`] over the real file system
-//! that injects the [`Faults`] a test sets — a full disk that tears the write crossing it, and
-//! failing fsyncs.
+//! that injects the [`Faults`] a test sets — a full disk that tears the write crossing it,
+//! failing fsyncs, fsyncs held until the test releases them, and a power cut that loses
+//! everything written since each file's last fsync.
 
-use std::fs::File;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
-use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::{open_append, write_all_vectored, Storage, StoredFile};
 
@@ -13,14 +15,24 @@ use super::{open_append, write_all_vectored, Storage, StoredFile};
 #[derive(Debug, Default)]
 pub struct Faults {
     state: Mutex<FaultState>,
+    released: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct FaultState {
     fail_syncs: bool,
+    /// Every `sync_data` waits while this is set.
+    hold_syncs: bool,
+    /// `sync_data` calls that succeeded, and those waiting on `hold_syncs`.
+    syncs: u64,
+    held: u64,
     /// Bytes that may still be written; the write that crosses the limit is torn there and
     /// fails with `StorageFull`, as on a full disk.
     write_budget: Option<u64>,
+    /// The power is off: writes, truncations and fsyncs reach nothing (but report success).
+    off: bool,
+    /// Each file's length at its last successful fsync: what a power cut leaves of it.
+    synced_len: HashMap<PathBuf, u64>,
 }
 
 impl Faults {
@@ -38,7 +50,46 @@ impl Faults {
         self.lock().write_budget = bytes;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
+    /// Makes every `sync_data` wait (`true`) until released (`false`).
+    pub fn hold_syncs(&self, hold: bool) {
+        self.lock().hold_syncs = hold;
+        self.released.notify_all();
+    }
+
+    /// How many `sync_data` calls have succeeded.
+    pub fn syncs(&self) -> u64 {
+        self.lock().syncs
+    }
+
+    /// How many `sync_data` calls are waiting on [`Faults::hold_syncs`].
+    pub fn held_syncs(&self) -> u64 {
+        self.lock().held
+    }
+
+    /// Cuts the power: from now on nothing reaches the files, so the log can be dropped (its
+    /// flush reaching nothing) before [`Faults::restore_power`].
+    pub fn cut_power(&self) {
+        self.lock().off = true;
+    }
+
+    /// What the disk holds after the power cut: every file written through this storage is cut
+    /// back to its length at its last successful fsync (a file never synced is left empty).
+    pub fn restore_power(&self) -> io::Result<()> {
+        let mut state = self.lock();
+        for (path, len) in &state.synced_len {
+            match OpenOptions::new().write(true).open(path) {
+                Ok(file) if file.metadata()?.len() > *len => file.set_len(*len)?,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        state.synced_len.clear();
+        state.off = false;
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FaultState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -57,8 +108,18 @@ impl FaultyStorage {
 
 impl Storage for FaultyStorage {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn StoredFile>> {
+        let file = open_append(path)?;
+        let len = file.metadata()?.len();
+        // A file that exists when first opened is on disk as it is (it predates the test's
+        // writes through this storage).
+        self.faults
+            .lock()
+            .synced_len
+            .entry(path.to_path_buf())
+            .or_insert(len);
         Ok(Arc::new(FaultyFile {
-            file: open_append(path)?,
+            path: path.to_path_buf(),
+            file,
             faults: self.faults.clone(),
         }))
     }
@@ -66,6 +127,7 @@ impl Storage for FaultyStorage {
 
 #[derive(Debug)]
 struct FaultyFile {
+    path: PathBuf,
     file: File,
     faults: Arc<Faults>,
 }
@@ -79,6 +141,9 @@ impl StoredFile for FaultyFile {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let allowed = {
             let mut state = self.faults.lock();
+            if state.off {
+                return Ok(());
+            }
             match state.write_budget {
                 None => total,
                 Some(budget) => {
@@ -107,13 +172,37 @@ impl StoredFile for FaultyFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        if self.faults.lock().fail_syncs {
+        let mut state = self.faults.lock();
+        state.held += 1;
+        while state.hold_syncs {
+            state = self
+                .faults
+                .released
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.held -= 1;
+        if state.fail_syncs {
             return Err(io::Error::other("fsync failed (injected)"));
         }
-        self.file.sync_data()
+        if state.off {
+            return Ok(());
+        }
+        drop(state);
+        // What this fsync makes durable: the length before it starts.
+        let len = self.file.metadata()?.len();
+        self.file.sync_data()?;
+        let mut state = self.faults.lock();
+        let synced = state.synced_len.entry(self.path.clone()).or_insert(0);
+        *synced = len;
+        state.syncs += 1;
+        Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        if self.faults.lock().off {
+            return Ok(());
+        }
         self.file.set_len(len)
     }
 }

@@ -31,6 +31,17 @@ impl Partition {
         Ok(())
     }
 
+    /// Whether everything below `end` is as durable as the topic's policy asks (always true
+    /// unless the policy is [`Durability::Always`]); an error if the partition was poisoned
+    /// before it got there. Never blocks: for callers that wait for fsyncs their own way.
+    pub fn is_durable(&self, end: i64) -> Result<bool, AppendError> {
+        if !self.waits_for_fsync() || self.durable_end.load(Ordering::Acquire) >= end {
+            return Ok(true);
+        }
+        self.check_poison()?;
+        Ok(false)
+    }
+
     pub(super) fn check_poison(&self) -> Result<(), AppendError> {
         match self.poison.get() {
             Some(reason) => Err(AppendError::Poisoned {

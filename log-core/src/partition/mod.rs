@@ -19,7 +19,7 @@ pub use retention::RetentionReport;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, TryLockError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -97,6 +97,12 @@ struct Writer {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+/// A compressed batch's records may decompress to this many times `max.message.bytes` (which
+/// bounds the compressed batch, as in Kafka): room for any producer's batch (librdkafka's and
+/// the Java client's batch sizes are counted uncompressed, 1 MB at most by default), no room
+/// for a decompression bomb.
+pub const DECOMPRESSED_PER_MESSAGE_BYTE: usize = 8;
 
 /// What every partition of a data dir opens with.
 #[derive(Debug, Clone)]
@@ -239,7 +245,12 @@ impl Partition {
         self.always.load(Ordering::Acquire)
     }
 
-    /// The offset the next append gets.
+    /// The offset the next append gets. Under [`Durability::Always`] it runs ahead of
+    /// [`Partition::log_end_offset`] by what awaits its fsync.
+    pub fn next_offset(&self) -> i64 {
+        self.written_end()
+    }
+
     fn written_end(&self) -> i64 {
         self.end_offset.load(Ordering::Acquire)
     }
@@ -286,6 +297,18 @@ impl Partition {
     /// Lets a caller keep its own per-partition state in step with the log without holding a
     /// lock across an fsync.
     pub fn append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, true)
+    }
+
+    /// [`Partition::append_pending`] for a caller that must not block (an async worker): fails
+    /// with [`AppendError::WouldBlock`], writing nothing, when another append holds the writer
+    /// or the append would roll the segment (fsync, index files, a new file). Retry those on a
+    /// thread that may block.
+    pub fn try_append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, false)
+    }
+
+    fn append_unsynced(&self, records: &[u8], may_block: bool) -> Result<AppendInfo, AppendError> {
         self.check_poison()?;
         let config = self.config();
         let headers = batch::validate_all(records)?;
@@ -296,13 +319,25 @@ impl Partition {
                 max: max_size,
             });
         }
+        if headers.iter().any(BatchHeader::is_compressed) {
+            let max = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
+            batch::validate_compressed(records, &headers, max)?;
+        }
         let total = records.len() as u64;
         let count: i64 = headers
             .iter()
             .map(|h| h.next_offset() - h.base_offset)
             .sum();
 
-        let mut writer = lock(&self.writer);
+        let mut writer = if may_block {
+            lock(&self.writer)
+        } else {
+            match self.writer.try_lock() {
+                Ok(writer) => writer,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return Err(AppendError::WouldBlock),
+            }
+        };
         if writer.closed {
             return Err(AppendError::Closed(self.name.clone()));
         }
@@ -312,6 +347,9 @@ impl Partition {
             return Err(AppendError::OffsetOverflow);
         }
         if self.should_roll(&writer, &config, total, count) {
+            if !may_block {
+                return Err(AppendError::WouldBlock);
+            }
             self.roll(&mut writer, &config)?;
         }
         let segment = writer.active.clone();

@@ -1,7 +1,8 @@
 //! The group coordinator (Kafka's `GroupCoordinator` for the classic protocol): every group of
 //! the broker behind one mutex that is never held across an await, and the operations the
 //! JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups and DeleteGroups
-//! handlers call. A JoinGroup or SyncGroup that has to wait for the rest of its group gets a
+//! handlers call. A group holds at most `group.max.size` members, pending member ids included
+//! (GROUP_MAX_SIZE_REACHED for a new member over it). A JoinGroup or SyncGroup that has to wait for the rest of its group gets a
 //! oneshot receiver ([`Reply::Later`]); whoever completes the barrier (the last member to
 //! arrive, or [`Coordinator::tick`] when a timeout passes) answers every waiter.
 
@@ -100,6 +101,11 @@ impl Coordinator {
             if let Some(old_id) = group.member_by_instance(instance) {
                 return self.rejoin_static(group, &old_id, join, now);
             }
+        }
+        // group.max.size: new members waiting for their id count, so a client looping on
+        // JoinGroup cannot grow the group's pending ids without bound either.
+        if group.members.len() + group.pending.len() >= self.config.max_size {
+            return Reply::Now(Joined::failed(ResponseError::GroupMaxSizeReached, ""));
         }
         let (member_id, order) = self.new_member_id(&join.client_id);
         if join.require_known_member_id && join.instance_id.is_none() {
@@ -391,6 +397,15 @@ impl Coordinator {
                 .collect(),
             protocol,
         })
+    }
+
+    /// The groups that have members.
+    pub fn groups_with_members(&self) -> std::collections::HashSet<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, g)| !g.members.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Every group with members or state: (id, protocol type, state).

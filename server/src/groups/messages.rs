@@ -15,6 +15,8 @@ pub struct GroupConfig {
     /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`.
     pub min_session_timeout: Duration,
     pub max_session_timeout: Duration,
+    /// `group.max.size`: members of one group, pending member ids included.
+    pub max_size: usize,
 }
 
 impl Default for GroupConfig {
@@ -23,6 +25,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay: Duration::from_millis(3000),
             min_session_timeout: Duration::from_millis(6000),
             max_session_timeout: Duration::from_millis(1_800_000),
+            max_size: 1000,
         }
     }
 }

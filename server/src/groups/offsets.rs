@@ -6,8 +6,14 @@
 //! bincode (fixed-width little-endian integers). A null value is a tombstone (deleted offsets).
 //! Without compaction the topic would only grow, so on start-up, when it holds far more records
 //! than live offsets, the live offsets are written again and the segments before them deleted.
+//!
+//! Offsets of groups without members expire (`offsets.retention.minutes`, Kafka's KIP-211
+//! rule): once a group has had no member, and no commit, for the retention period, its
+//! offsets are deleted with tombstones ([`OffsetStore::expire`]). The last time a group was seen
+//! with members is kept in memory only; after a restart every group counts as seen at start-up,
+//! so a restart never expires offsets early.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use log_core::batch::{self, NewRecord};
@@ -81,6 +87,10 @@ fn apply(groups: &mut HashMap<String, GroupOffsets>, key: Key, value: Option<Com
 pub struct OffsetStore {
     partition: Arc<Partition>,
     groups: Mutex<HashMap<String, GroupOffsets>>,
+    /// When each group with offsets was last seen with members (ms), by [`OffsetStore::expire`].
+    seen_with_members: Mutex<HashMap<String, i64>>,
+    /// When the store was opened (ms): groups not seen since count as seen then.
+    opened_ms: i64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +187,8 @@ impl OffsetStore {
         let store = OffsetStore {
             partition,
             groups: Mutex::new(groups),
+            seen_with_members: Mutex::new(HashMap::new()),
+            opened_ms: log_core::now_ms(),
         };
         let live: usize = store.lock().values().map(BTreeMap::len).sum();
         // A commit of many partitions is one batch: allow large ones on this topic.
@@ -309,6 +321,52 @@ impl OffsetStore {
         self.lock().get(group).is_some_and(live)
     }
 
+    /// Deletes the offsets of every group that, at `now_ms`, has had no member and no commit
+    /// for `retention_ms` (`offsets.retention.minutes`). `with_members` are the groups that have
+    /// members now. Returns the groups whose offsets were deleted.
+    pub fn expire(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        with_members: &HashSet<String>,
+    ) -> Result<Vec<String>, OffsetsError> {
+        let doomed: Vec<String> = {
+            let groups = self.lock();
+            let mut seen = self
+                .seen_with_members
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            seen.retain(|g, _| groups.contains_key(g));
+            groups
+                .iter()
+                .filter(|(_, offsets)| live(offsets))
+                .filter_map(|(group, offsets)| {
+                    if with_members.contains(group) {
+                        seen.insert(group.clone(), now_ms);
+                        return None;
+                    }
+                    let last_commit = offsets
+                        .values()
+                        .filter_map(|(c, _)| c.as_ref().map(|c| c.commit_timestamp))
+                        .max()
+                        .unwrap_or(i64::MIN);
+                    let last_seen = seen.get(group).copied().unwrap_or(self.opened_ms);
+                    let since = last_commit.max(last_seen);
+                    (now_ms.saturating_sub(since) >= retention_ms).then(|| group.clone())
+                })
+                .collect()
+        };
+        for group in &doomed {
+            let count = self.delete(group, None)?;
+            tracing::info!(
+                group = %group,
+                offsets = count,
+                "expired the offsets of an empty group (--offsets-retention-minutes)"
+            );
+        }
+        Ok(doomed)
+    }
+
     /// Deletes offsets of `group`: the given partitions, or all of them. Returns how many.
     pub fn delete(
         &self,
@@ -401,6 +459,89 @@ mod tests {
         let log = Log::open(dir.path()).unwrap();
         let store = OffsetStore::open(&log).unwrap();
         assert_eq!(store.fetch("g", "t", 0), Some(committed(2999)));
+    }
+
+    #[test]
+    fn offsets_of_groups_empty_for_the_retention_period_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = 24 * 3600 * 1000;
+        let week = 7 * day;
+        let commit_at = |ts: i64| Committed {
+            commit_timestamp: ts,
+            ..committed(1)
+        };
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            let t0 = store.opened_ms;
+            for (group, ts) in [("idle", t0), ("busy", t0), ("recent", t0 + 5 * day)] {
+                store
+                    .commit(group, vec![(("t".into(), 0), commit_at(ts))])
+                    .unwrap();
+            }
+            let members: HashSet<String> = ["busy".to_string()].into();
+            // "busy" has members throughout; "idle" last committed at t0, "recent" 5 days later.
+            assert!(store.expire(t0 + day, week, &members).unwrap().is_empty());
+            assert!(store
+                .expire(t0 + week - 1, week, &members)
+                .unwrap()
+                .is_empty());
+            assert_eq!(
+                store.expire(t0 + week, week, &members).unwrap(),
+                vec!["idle".to_string()]
+            );
+            assert_eq!(store.fetch("idle", "t", 0), None);
+            // "busy" loses its members: its week counts from when it was last seen with them.
+            let nobody = HashSet::new();
+            assert!(store
+                .expire(t0 + 12 * day - 1, week, &nobody)
+                .unwrap()
+                .is_empty());
+            assert_eq!(
+                store.expire(t0 + 12 * day, week, &nobody).unwrap(),
+                vec!["recent".to_string()]
+            );
+            assert!(store
+                .expire(t0 + 14 * day - 1, week, &nobody)
+                .unwrap()
+                .is_empty());
+            assert_eq!(
+                store.expire(t0 + 14 * day, week, &nobody).unwrap(),
+                vec!["busy".to_string()]
+            );
+            assert!(store.groups().is_empty());
+        }
+        // The expiry was written as tombstones: it survives a restart.
+        let log = Log::open(dir.path()).unwrap();
+        let store = OffsetStore::open(&log).unwrap();
+        assert!(store.groups().is_empty());
+    }
+
+    #[test]
+    fn a_restart_never_expires_offsets_early() {
+        let dir = tempfile::tempdir().unwrap();
+        let week = 7 * 24 * 3600 * 1000;
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            // A commit from long ago (a group that had members, but committed nothing since).
+            let old = Committed {
+                commit_timestamp: store.opened_ms - 30 * week,
+                ..committed(1)
+            };
+            store.commit("g", vec![(("t".into(), 0), old)]).unwrap();
+        }
+        let log = Log::open(dir.path()).unwrap();
+        let store = OffsetStore::open(&log).unwrap();
+        let none = HashSet::new();
+        assert!(store
+            .expire(store.opened_ms + week - 1, week, &none)
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            store.expire(store.opened_ms + week, week, &none).unwrap(),
+            vec!["g".to_string()]
+        );
     }
 
     #[test]

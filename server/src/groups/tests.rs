@@ -251,3 +251,33 @@ fn unanswered_member_ids_and_empty_groups_are_forgotten() {
     c.tick(t + Duration::from_secs(11));
     assert!(c.list().is_empty());
 }
+
+#[test]
+fn groups_hold_at_most_group_max_size_members_pending_ids_included() {
+    let c = Coordinator::new(GroupConfig {
+        initial_rebalance_delay: Duration::from_millis(0),
+        max_size: 2,
+        ..GroupConfig::default()
+    });
+    let t = Instant::now();
+    let a = now_value(c.join(join("g", "", None), t));
+    assert_eq!(a.error, Some(ResponseError::MemberIdRequired));
+    let b = now_value(c.join(join("g", "", None), t));
+    assert_eq!(b.error, Some(ResponseError::MemberIdRequired));
+    let full = now_value(c.join(join("g", "", None), t));
+    assert_eq!(full.error, Some(ResponseError::GroupMaxSizeReached));
+    // A pending id joining with its id is not a new member: it may come in.
+    let Reply::Later(_rx) = c.join(join("g", &a.member_id, None), t) else {
+        panic!("the pending member joins")
+    };
+    // Still full: one member, one pending id.
+    let full = now_value(c.join(join("g", "", Some("static-1")), t));
+    assert_eq!(full.error, Some(ResponseError::GroupMaxSizeReached));
+    // The pending id lapses after its session timeout: room for one more.
+    c.tick(t + Duration::from_secs(11));
+    let late = now_value(c.join(join("g", "", None), t + Duration::from_secs(11)));
+    assert_eq!(late.error, Some(ResponseError::MemberIdRequired));
+    // Other groups are not affected.
+    let other = now_value(c.join(join("h", "", None), t));
+    assert_eq!(other.error, Some(ResponseError::MemberIdRequired));
+}

@@ -1,6 +1,12 @@
 //! DescribeConfigs, versions 1–4, for topics (resource type 2) and the broker (4), under Kafka's
 //! config names. A topic config equal to the broker default is reported as a default
 //! (source 5), any other as a topic override (source 1), so Kafka tooling lists overrides.
+//!
+//! Beyond Kafka: a partition with damaged data (offsets its segments cannot serve) adds a
+//! read-only entry `lograil.damage.partition.<N>` describing the damage (offsets, segment file,
+//! byte positions, reason), which `lograil topic describe` shows. Kafka's protocol has no
+//! message for it; a read-only config is what every admin tool already displays. An offline
+//! topic answers KAFKA_STORAGE_ERROR with why.
 
 use std::sync::Arc;
 
@@ -10,6 +16,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
+use log_core::Topic;
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -19,6 +26,47 @@ const BROKER: i8 = 4;
 pub const TOPIC_CONFIG_SOURCE: i8 = 1;
 const STATIC_BROKER_CONFIG_SOURCE: i8 = 4;
 const DEFAULT_CONFIG_SOURCE: i8 = 5;
+/// Kafka's source for a value that comes from neither a config nor a default.
+const UNKNOWN_CONFIG_SOURCE: i8 = 0;
+/// Prefix of the read-only entries that report a partition's damaged data.
+pub const DAMAGE_PREFIX: &str = "lograil.damage.partition.";
+
+/// (name, value, config source, read-only)
+type Entry = (String, String, i8, bool);
+
+/// One read-only entry per partition with known damage.
+fn damage_entries(topic: &Topic) -> Vec<Entry> {
+    topic
+        .partitions()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, partition)| {
+            let damage = partition.damage();
+            let text = damage
+                .iter()
+                .map(|(path, d)| {
+                    let file = path
+                        .file_name()
+                        .map(|f| f.to_string_lossy())
+                        .unwrap_or_default();
+                    format!(
+                        "offsets {}..{} in {file} at bytes {}..{}: {}",
+                        d.first_offset, d.end_offset, d.position, d.resume_at, d.reason
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            (!damage.is_empty()).then(|| {
+                (
+                    format!("{DAMAGE_PREFIX}{index}"),
+                    text,
+                    UNKNOWN_CONFIG_SOURCE,
+                    true,
+                )
+            })
+        })
+        .collect()
+}
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -33,34 +81,46 @@ pub async fn handle(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            let entries: Vec<(&'static str, String, i8)> = match resource.resource_type {
+            let entries: Vec<Entry> = match resource.resource_type {
                 TOPIC => match broker.log.topic(&resource.resource_name) {
-                    Some(topic) => topic
-                        .config()
-                        .entries()
-                        .into_iter()
-                        .map(|(k, v)| {
-                            let default = defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
-                            let source = if default {
-                                DEFAULT_CONFIG_SOURCE
-                            } else {
-                                TOPIC_CONFIG_SOURCE
-                            };
-                            (k, v, source)
-                        })
-                        .collect(),
+                    Some(topic) => {
+                        let mut entries: Vec<Entry> = topic
+                            .config()
+                            .entries()
+                            .into_iter()
+                            .map(|(k, v)| {
+                                let default = defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
+                                let source = if default {
+                                    DEFAULT_CONFIG_SOURCE
+                                } else {
+                                    TOPIC_CONFIG_SOURCE
+                                };
+                                (k.to_string(), v, source, false)
+                            })
+                            .collect();
+                        entries.extend(damage_entries(&topic));
+                        entries
+                    }
                     None => {
+                        let name = resource.resource_name.as_str();
+                        let (error, message) = match broker.log.offline_reason(name) {
+                            Some(reason) => (
+                                ResponseError::KafkaStorageError,
+                                format!("topic {name} is offline: {reason}"),
+                            ),
+                            None => (
+                                ResponseError::UnknownTopicOrPartition,
+                                format!("topic {name} does not exist"),
+                            ),
+                        };
                         return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_error_message(Some(StrBytes::from_string(format!(
-                                "topic {} does not exist",
-                                resource.resource_name.as_str()
-                            ))))
+                            .with_error_code(error.code())
+                            .with_error_message(Some(StrBytes::from_string(message)));
                     }
                 },
                 BROKER => defaults
                     .iter()
-                    .map(|(k, v)| (*k, v.clone(), STATIC_BROKER_CONFIG_SOURCE))
+                    .map(|(k, v)| (k.to_string(), v.clone(), STATIC_BROKER_CONFIG_SOURCE, true))
                     .collect(),
                 other => {
                     return result
@@ -77,12 +137,12 @@ pub async fn handle(
                 .filter(|keys| !keys.is_empty());
             let configs = entries
                 .into_iter()
-                .filter(|(k, _, _)| wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == *k)))
-                .map(|(k, v, source)| {
+                .filter(|(k, ..)| wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == k)))
+                .map(|(k, v, source, read_only)| {
                     DescribeConfigsResourceResult::default()
-                        .with_name(StrBytes::from_static_str(k))
+                        .with_name(StrBytes::from_string(k))
                         .with_value(Some(StrBytes::from_string(v)))
-                        .with_read_only(resource.resource_type == BROKER)
+                        .with_read_only(read_only)
                         .with_config_source(source)
                 })
                 .collect();

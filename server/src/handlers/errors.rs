@@ -4,6 +4,7 @@ use kafka_protocol::error::ResponseError;
 use log_core::{AppendError, ReadError, TopicError};
 
 use crate::appender::ProduceError;
+use crate::broker::CreateError;
 use crate::groups::offsets::OffsetsError;
 
 /// The code of an outcome: 0 for success.
@@ -22,12 +23,18 @@ pub fn append(e: &AppendError) -> ResponseError {
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge,
         AppendError::Closed(_) => ResponseError::UnknownTopicOrPartition,
         AppendError::Io(_) | AppendError::Poisoned { .. } => ResponseError::KafkaStorageError,
-        AppendError::OffsetOverflow => ResponseError::UnknownServerError,
+        // Retried on the blocking pool before it could reach a client.
+        AppendError::OffsetOverflow | AppendError::WouldBlock => ResponseError::UnknownServerError,
     }
 }
 
-pub fn produce(e: &ProduceError) -> ResponseError {
+/// The code of a failed produce at `version` of the request.
+pub fn produce(e: &ProduceError, version: i16) -> ResponseError {
     match e {
+        // UNKNOWN_PRODUCER_ID came with Produce v5 (Kafka 1.0); older clients know
+        // OUT_OF_ORDER_SEQUENCE_NUMBER.
+        ProduceError::UnknownProducer(_) if version < 5 => ResponseError::OutOfOrderSequenceNumber,
+        ProduceError::UnknownProducer(_) => ResponseError::UnknownProducerId,
         ProduceError::InternalTopic(_) => ResponseError::InvalidTopicException,
         ProduceError::UnknownPartition { .. } => ResponseError::UnknownTopicOrPartition,
         ProduceError::NoRecords | ProduceError::Corrupt(_) => ResponseError::CorruptMessage,
@@ -67,5 +74,13 @@ pub fn topic(e: &TopicError) -> ResponseError {
         TopicError::Offline { .. } | TopicError::Io(_) | TopicError::Open(_) => {
             ResponseError::KafkaStorageError
         }
+    }
+}
+
+pub fn create(e: &CreateError) -> ResponseError {
+    match e {
+        CreateError::BrokerFull { .. } => ResponseError::PolicyViolation,
+        CreateError::BeingCreated(_) => ResponseError::LeaderNotAvailable,
+        CreateError::Topic(e) => topic(e),
     }
 }

@@ -2,8 +2,11 @@
 //! says `session_id = 0`, which clients that ask for a session take as "no session". Records
 //! are whole batches exactly as stored, sliced from the segment's memory map. `max_wait_ms` and
 //! `min_bytes` are honoured: a fetch short of `min_bytes` waits until an append wakes it (not a
-//! timer) or `max_wait_ms` passes. `max_bytes` and `partition_max_bytes` are soft for the first
-//! batch returned, as in Kafka (KIP-74), so a consumer can always make progress. No
+//! timer) or `max_wait_ms` passes. `max_bytes` is capped by the broker's `fetch.max.bytes`
+//! (`--fetch-max-bytes`, 55 MiB), whatever the request asks. `max_bytes` and
+//! `partition_max_bytes` are soft for the first batch returned, as in Kafka (KIP-74), so a
+//! consumer can always make progress; a later batch that does not fit is left for the next
+//! fetch. No
 //! transactions, so read_committed reads everything and aborted_transactions is empty.
 
 use std::sync::Arc;
@@ -50,7 +53,9 @@ pub async fn handle(
 /// Reads every requested partition; returns the responses, the record bytes, and whether any
 /// partition had an error (which answers the fetch at once, as Kafka does).
 fn read_all(broker: &Broker, request: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
-    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
+    let mut budget = usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .min(broker.config.limits.fetch_max_bytes);
     let mut total = 0usize;
     let mut any_error = false;
     let responses = request
@@ -78,14 +83,20 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (Vec<FetchableTopicRespo
                         .with_high_watermark(end)
                         .with_last_stable_offset(end)
                         .with_log_start_offset(partition.log_start_offset());
-                    // The first partition with data may exceed the budget by one batch.
-                    let limit = usize::try_from(p.partition_max_bytes)
-                        .unwrap_or(0)
-                        .min(if total == 0 { usize::MAX } else { budget });
-                    if limit == 0 {
+                    let partition_max = usize::try_from(p.partition_max_bytes).unwrap_or(0);
+                    let limit = partition_max.min(budget);
+                    let first = total == 0;
+                    if partition_max == 0 || (limit == 0 && !first) {
                         return response.with_records(Some(Bytes::new()));
                     }
-                    match partition.read(p.fetch_offset, limit) {
+                    // A read returns at least one whole batch: the first partition with data
+                    // may exceed the limits by that batch (KIP-74); any later one may not.
+                    match partition.read(p.fetch_offset, limit.max(1)) {
+                        Ok(read) if !first && read.records.len() > limit => response
+                            .with_high_watermark(read.log_end_offset)
+                            .with_last_stable_offset(read.log_end_offset)
+                            .with_log_start_offset(read.log_start_offset)
+                            .with_records(Some(Bytes::new())),
                         Ok(read) => {
                             let n = read.records.len();
                             total += n;

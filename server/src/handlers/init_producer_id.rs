@@ -1,6 +1,7 @@
 //! InitProducerId, versions 0–4, for idempotent producers. A new producer gets a fresh id (never
 //! reused, even across restarts) at epoch 0; a producer that presents its id and epoch (v3+,
-//! KIP-360) gets the epoch bumped. Transactional ids are refused: no transactions yet.
+//! KIP-360) gets the epoch bumped, if this broker handed that id out (else a new id).
+//! Transactional ids are refused: no transactions yet.
 
 use std::sync::Arc;
 
@@ -26,8 +27,8 @@ pub async fn handle(
         return Some(response.with_error_code(ResponseError::InvalidRequest.code()));
     }
     let (id, epoch) = (request.producer_id.0, request.producer_epoch);
-    // Epoch exhausted: a new id, as Kafka does.
-    if id >= 0 && (0..i16::MAX - 1).contains(&epoch) {
+    // Epoch exhausted, or an id this broker never handed out: a new id.
+    if broker.producer_ids.issued(id) && (0..i16::MAX - 1).contains(&epoch) {
         return Some(
             response
                 .with_producer_id(ProducerId(id))

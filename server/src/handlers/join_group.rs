@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
@@ -43,7 +44,9 @@ pub async fn handle(
         protocols: request
             .protocols
             .into_iter()
-            .map(|p| (p.name.to_string(), p.metadata))
+            // Copied: the group keeps it, and a slice would keep the connection's whole
+            // read buffer alive with it.
+            .map(|p| (p.name.to_string(), Bytes::copy_from_slice(&p.metadata)))
             .collect(),
         require_known_member_id: ctx.version >= 4,
     };

@@ -1,6 +1,7 @@
 //! ListOffsets, versions 1–7: timestamp -2 is the log start, -1 the log end, -3 (v7, KIP-734)
 //! the record with the largest timestamp, and any other value the first record whose timestamp
-//! is at or after it (offset -1 when every record is older).
+//! is at or after it (offset -1 when every record is older). A lookup by time reads (and may
+//! decompress) batches: it runs on the blocking pool, so it cannot stall other requests.
 
 use std::sync::Arc;
 
@@ -24,7 +25,28 @@ pub async fn handle(
     request: ListOffsetsRequest,
     _: &RequestContext,
 ) -> Option<ListOffsetsResponse> {
-    let topics = request
+    let by_time = request
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| !matches!(p.timestamp, EARLIEST | LATEST));
+    let topics = if by_time {
+        let owner = broker.clone();
+        match tokio::task::spawn_blocking(move || answer(&owner, request)).await {
+            Ok(topics) => topics,
+            Err(e) => {
+                tracing::error!(error = %e, "offset lookup task failed");
+                return None;
+            }
+        }
+    } else {
+        answer(broker, request)
+    };
+    Some(ListOffsetsResponse::default().with_topics(topics))
+}
+
+fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicResponse> {
+    request
         .topics
         .into_iter()
         .map(|topic| {
@@ -56,8 +78,7 @@ pub async fn handle(
                 .with_name(topic.name)
                 .with_partitions(partitions)
         })
-        .collect();
-    Some(ListOffsetsResponse::default().with_topics(topics))
+        .collect()
 }
 
 /// (offset, timestamp) for a ListOffsets timestamp.

@@ -1,9 +1,13 @@
 //! Metadata, versions 0–12. lograil is a single broker: it leads every partition, its replica
-//! set is itself, leader epochs are -1 (unknown) and topic ids are zero (topics have no ids
-//! yet). Missing topics are auto-created when both the broker (`--auto-create-topics`) and the
-//! request (v4+ `allow_auto_topic_creation`) allow it.
+//! set is itself, leader epochs are -1 (unknown); every topic has its id (v10+; share groups
+//! address topics by id). Missing topics are auto-created when both the broker (`--auto-create-topics`) and the
+//! request (v4+ `allow_auto_topic_creation`) allow it: on the blocking pool, paced by
+//! `--auto-create-topics-per-second` and within `max.broker.partitions`. A topic over the pace,
+//! or being created by another request, is answered LEADER_NOT_AVAILABLE (clients retry), as
+//! Kafka answers while it creates a topic; one over the partition limit POLICY_VIOLATION.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -11,11 +15,11 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use log_core::Topic;
+use log_core::{Topic, TopicError};
 
 use super::errors;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Broker, CreateError};
 
 /// "Not requested" for the authorized-operations fields.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -32,25 +36,77 @@ pub async fn handle(
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
             .collect(),
+        // Every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
         _ => broker
             .log
             .topics()
             .iter()
             .map(|t| t.name().to_string())
+            .chain(
+                broker
+                    .log
+                    .offline_topics()
+                    .into_iter()
+                    .map(|(name, _)| name),
+            )
             .collect(),
     };
     let create =
         broker.config.auto_create_topics && (ctx.version < 4 || request.allow_auto_topic_creation);
+    let mut found: Vec<Found> = names
+        .iter()
+        .map(|name| lookup(broker, name, create))
+        .collect();
+    // The topics to create (a token taken for each), created in one go off the async workers.
+    let missing: Vec<(usize, String)> = found
+        .iter()
+        .zip(&names)
+        .enumerate()
+        .filter(|(_, (f, _))| matches!(f, Found::ToCreate))
+        .map(|(i, (_, name))| (i, name.clone()))
+        .collect();
+    if !missing.is_empty() {
+        let owner = broker.clone();
+        let created = tokio::task::spawn_blocking(move || {
+            missing
+                .into_iter()
+                .map(|(i, name)| (i, auto_create(&owner, &name)))
+                .collect::<Vec<_>>()
+        })
+        .await;
+        match created {
+            Ok(created) => {
+                for (i, topic) in created {
+                    found[i] = topic;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "topic auto-creation task failed");
+                for f in &mut found {
+                    if matches!(f, Found::ToCreate) {
+                        *f = Found::Error(ResponseError::UnknownServerError);
+                    }
+                }
+            }
+        }
+    }
     let topics = names
         .into_iter()
-        .map(|name| {
+        .zip(found)
+        .map(|(name, topic)| {
             let response = MetadataResponseTopic::default()
                 .with_is_internal(Broker::is_internal(&name))
-                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
+                .with_name(Some(TopicName(StrBytes::from_string(name))))
                 .with_topic_authorized_operations(OPERATIONS_OMITTED);
-            match broker.topic_or_create(&name, create) {
-                Ok(topic) => response.with_partitions(partitions(&topic, node)),
-                Err(e) => response.with_error_code(errors::topic(&e).code()),
+            match topic {
+                Found::Topic(topic) => response
+                    .with_topic_id(topic.id())
+                    .with_partitions(partitions(&topic, node)),
+                Found::Error(e) => response.with_error_code(e.code()),
+                // Every topic to create was replaced by its outcome above.
+                Found::ToCreate => {
+                    response.with_error_code(ResponseError::UnknownServerError.code())
+                }
             }
         })
         .collect();
@@ -66,6 +122,56 @@ pub async fn handle(
             .with_topics(topics)
             .with_cluster_authorized_operations(OPERATIONS_OMITTED),
     )
+}
+
+/// A requested topic: there, refused, or to be auto-created.
+enum Found {
+    Topic(Arc<Topic>),
+    Error(ResponseError),
+    ToCreate,
+}
+
+/// The topic if it exists; otherwise why not, or [`Found::ToCreate`] when it is to be
+/// auto-created (allowed, a valid name, and a token of the auto-creation pace taken for it).
+fn lookup(broker: &Broker, name: &str, create: bool) -> Found {
+    if let Some(topic) = broker.log.topic(name) {
+        return Found::Topic(topic);
+    }
+    // A topic whose files could not be opened: never re-created over its data.
+    if let Some(reason) = broker.log.offline_reason(name) {
+        let offline = TopicError::Offline {
+            name: name.to_string(),
+            reason,
+        };
+        return Found::Error(errors::topic(&offline));
+    }
+    if !create {
+        return Found::Error(ResponseError::UnknownTopicOrPartition);
+    }
+    if log_core::validate_name(name).is_err() {
+        return Found::Error(ResponseError::InvalidTopicException);
+    }
+    if !broker.auto_create.try_take(Instant::now()) {
+        tracing::debug!(
+            topic = name,
+            "auto-creation paced (--auto-create-topics-per-second)"
+        );
+        return Found::Error(ResponseError::LeaderNotAvailable);
+    }
+    Found::ToCreate
+}
+
+/// Creates a topic for [`Found::ToCreate`]: blocking file work.
+fn auto_create(broker: &Broker, name: &str) -> Found {
+    match broker.auto_create_topic(name) {
+        Ok(topic) => Found::Topic(topic),
+        Err(e) => {
+            if !matches!(e, CreateError::BeingCreated(_)) {
+                tracing::warn!(topic = %name, error = %e, "could not auto-create topic");
+            }
+            Found::Error(errors::create(&e))
+        }
+    }
 }
 
 fn partitions(topic: &Topic, node: BrokerId) -> Vec<MetadataResponsePartition> {

@@ -12,6 +12,7 @@ use tracing::Instrument;
 use crate::broker::Broker;
 
 mod api_versions;
+mod bounds;
 mod create_topics;
 mod delete_groups;
 mod delete_topics;
@@ -93,6 +94,15 @@ pub enum RequestError {
     },
     #[error("malformed Produce v{version}: {reason}")]
     MalformedLegacyProduce { version: i16, reason: &'static str },
+    #[error("{key:?} v{version} names {count} {what}, over the cap of {max} ({setting})")]
+    TooMany {
+        key: ApiKey,
+        version: i16,
+        what: &'static str,
+        count: usize,
+        max: usize,
+        setting: &'static str,
+    },
     #[error("{key:?} v{version} response could not be encoded: {source}")]
     Encode {
         key: ApiKey,
@@ -128,6 +138,12 @@ pub struct RequestContext {
     pub peer: SocketAddr,
 }
 
+/// A response buffer up to this size is kept from one response to the next; a larger one only
+/// while responses stay larger (see [`Session::recycle`]).
+const SCRATCH_KEEP: usize = 1024 * 1024;
+/// A connection quiet for this long gives back a large response buffer.
+pub const SCRATCH_IDLE_RELEASE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a connection keeps from one request to the next.
 #[derive(Debug)]
 pub struct Session {
@@ -138,6 +154,8 @@ pub struct Session {
     /// dropped, the next `reserve` reclaims the same memory, so a consumer's large fetches do
     /// not fault in fresh pages for every response.
     scratch: BytesMut,
+    /// `scratch` grew past [`SCRATCH_KEEP`] for a response.
+    large: bool,
 }
 
 impl Session {
@@ -146,7 +164,32 @@ impl Session {
             peer,
             client_id: None,
             scratch: BytesMut::new(),
+            large: false,
         }
+    }
+
+    /// Called once a response of `len` bytes is written and dropped. A buffer that grew past
+    /// [`SCRATCH_KEEP`] is kept while responses stay that large (a consumer catching up with
+    /// large fetches reuses it: see BENCHMARKS.md, "large fetches"), and given back at the first
+    /// smaller one, or when the connection goes quiet ([`SCRATCH_IDLE_RELEASE`]), so that one
+    /// large response does not hold its memory for the life of the connection.
+    pub fn recycle(&mut self, len: usize) {
+        if len > SCRATCH_KEEP {
+            self.large = true;
+        } else if self.large {
+            self.release_buffer();
+        }
+    }
+
+    /// Whether the response buffer is one to give back when the connection goes quiet.
+    pub fn holds_large_buffer(&self) -> bool {
+        self.large
+    }
+
+    /// Gives the response buffer's memory back.
+    pub fn release_buffer(&mut self) {
+        self.scratch = BytesMut::new();
+        self.large = false;
     }
 }
 
@@ -183,6 +226,28 @@ pub async fn handle(
         return produce_legacy::reject(frame, version);
     }
 
+    if key == ApiKey::Produce {
+        // Counted before it is decoded: a large Produce of empty partitions decodes to ten
+        // times its size.
+        let cap = usize::try_from(broker.config.limits.max_broker_partitions).unwrap_or(usize::MAX);
+        if let Some(counts) = bounds::scan_produce(&frame, version, cap) {
+            let named = counts.topics.max(counts.partitions);
+            if named > cap {
+                return Err(RequestError::TooMany {
+                    key,
+                    version,
+                    what: if counts.partitions > cap {
+                        "partitions"
+                    } else {
+                        "topics"
+                    },
+                    count: named,
+                    max: cap,
+                    setting: "--max-broker-partitions",
+                });
+            }
+        }
+    }
     let mut body = frame;
     let malformed = |part, e: anyhow::Error| RequestError::Malformed {
         key,
@@ -213,6 +278,14 @@ pub async fn handle(
         ($module:ident, $request:ty) => {{
             let request =
                 <$request>::decode(&mut body, version).map_err(|e| malformed(Part::Body, e))?;
+            bounds::check(&request, &broker.config).map_err(|over| RequestError::TooMany {
+                key,
+                version,
+                what: over.what,
+                count: over.count,
+                max: over.max,
+                setting: over.setting,
+            })?;
             let handled = $module::handle(broker, request, &request_context)
                 .instrument(span)
                 .await;

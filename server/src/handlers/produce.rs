@@ -2,7 +2,9 @@
 //! and -1; with -1 (and with 1: lograil has no replicas to wait for) the answer comes once the
 //! batch is as durable as the topic's `flush.messages`/`flush.ms` policy asks. acks=0 gets no
 //! response, as in Kafka. Idempotent producers are checked per (producer id, epoch, partition)
-//! (`appender`); transactions are not supported (INVALID_REQUEST).
+//! (`appender`); a producer id the broker never handed out is UNKNOWN_PRODUCER_ID (v5+;
+//! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). Transactions are not
+//! supported (INVALID_REQUEST).
 
 use std::sync::Arc;
 
@@ -11,10 +13,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use log_core::AppendError;
+use log_core::{AppendError, AppendInfo};
 
 use super::{errors, RequestContext};
-use crate::appender::ProduceError;
+use crate::appender::{AppendMode, Appended, ProduceError};
 use crate::broker::Broker;
 
 /// Produce requests up to this size are appended on the async worker (see `handle`).
@@ -23,7 +25,7 @@ const INLINE_APPEND_BYTES: usize = 64 * 1024;
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ProduceRequest,
-    _: &RequestContext,
+    ctx: &RequestContext,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
     let refuse = if request
@@ -66,36 +68,7 @@ pub async fn handle(
                 (topic, results)
             })
             .collect(),
-        None => {
-            // A small append to the page cache is done in place: handing it to another thread
-            // costs more than the write. One that waits for an fsync, or is large enough to
-            // stall on the page cache, goes to the blocking pool, off the async workers.
-            let bytes: usize = work
-                .iter()
-                .flat_map(|(_, partitions)| partitions.iter())
-                .map(|(_, records)| records.as_ref().map_or(0, Bytes::len))
-                .sum();
-            let waits = bytes > INLINE_APPEND_BYTES
-                || work.iter().any(|(topic, partitions)| {
-                    partitions.iter().any(|(index, _)| {
-                        broker
-                            .partition(topic, *index)
-                            .is_some_and(|p| p.waits_for_fsync())
-                    })
-                });
-            if waits {
-                let owner = broker.clone();
-                match tokio::task::spawn_blocking(move || append_all(&owner, work)).await {
-                    Ok(responses) => responses,
-                    Err(e) => {
-                        tracing::error!(error = %e, "produce task failed");
-                        return None;
-                    }
-                }
-            } else {
-                append_all(broker, work)
-            }
-        }
+        None => append_and_wait(broker, work, ctx.version).await?,
     };
     broker.appended.notify_waiters();
     if acks == 0 {
@@ -115,36 +88,138 @@ pub async fn handle(
 /// A topic and its partitions' record sets, as the request carried them.
 type TopicWork = (String, Vec<(i32, Option<Bytes>)>);
 type TopicResults = (String, Vec<PartitionProduceResponse>);
+/// Per partition of a request: its index, and where its records went or why they did not.
+type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 
-fn append_all(broker: &Broker, work: Vec<TopicWork>) -> Vec<TopicResults> {
-    work.into_iter()
-        .map(|(topic, partitions)| {
-            let results = partitions
-                .into_iter()
-                .map(|(index, records)| append_one(broker, &topic, index, records))
+/// Appends every partition's records, then waits for their durability. A small uncompressed
+/// request is appended in place (handing it to another thread costs more than a page-cache
+/// write); a large or compressed one (its records are decompressed to be checked), and any
+/// partition whose append would block (its writer busy, or a segment to roll), goes to the
+/// blocking pool. Fsync waits hold no thread. `None` if a blocking task failed.
+async fn append_and_wait(
+    broker: &Arc<Broker>,
+    work: Vec<TopicWork>,
+    version: i16,
+) -> Option<Vec<TopicResults>> {
+    let records = || {
+        work.iter()
+            .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()))
+    };
+    let bytes: usize = records().map(Bytes::len).sum();
+    let compressed = records().any(|r| {
+        log_core::batch::parse_all(r).is_ok_and(|headers| headers.iter().any(|h| h.is_compressed()))
+    });
+    let work = Arc::new(work);
+    let mut outcomes = if bytes <= INLINE_APPEND_BYTES && !compressed {
+        append_all(broker, &work, AppendMode::Inline, |_, _| true)
+    } else {
+        blocking(broker, &work, |_, _| true).await?
+    };
+    if outcomes
+        .iter()
+        .flatten()
+        .any(|(_, r)| r.as_ref().is_err_and(ProduceError::would_block))
+    {
+        let retried = {
+            let blocked: Vec<Vec<bool>> = outcomes
+                .iter()
+                .map(|t| {
+                    t.iter()
+                        .map(|(_, r)| r.as_ref().is_err_and(ProduceError::would_block))
+                        .collect()
+                })
                 .collect();
-            (topic, results)
+            blocking(broker, &work, move |t, p| blocked[t][p]).await?
+        };
+        for (topic, retried) in outcomes.iter_mut().zip(retried) {
+            for (slot, again) in topic.iter_mut().zip(retried) {
+                if slot.1.as_ref().is_err_and(ProduceError::would_block) {
+                    *slot = again;
+                }
+            }
+        }
+    }
+    broker.appended.notify_waiters();
+    // Start every fsync first, then wait for each: the partitions' fsyncs overlap.
+    for (_, outcome) in outcomes.iter().flatten() {
+        if let Ok(appended) = outcome {
+            broker
+                .syncer
+                .start(&appended.partition, appended.info.last_offset + 1);
+        }
+    }
+    let mut results = Vec::with_capacity(work.len());
+    for ((topic, _), partitions) in work.iter().zip(outcomes) {
+        let mut responses = Vec::with_capacity(partitions.len());
+        for (index, outcome) in partitions {
+            let durable = match outcome {
+                Ok(appended) => broker
+                    .await_durable(&appended)
+                    .await
+                    .map(|()| appended.info),
+                Err(e) => Err(e),
+            };
+            responses.push(response(topic, index, durable, version));
+        }
+        results.push((topic.clone(), responses));
+    }
+    Some(results)
+}
+
+/// Appends the partitions `chosen(topic index, partition index)` selects; the others get a
+/// would-block outcome, replaced by the caller.
+fn append_all(
+    broker: &Broker,
+    work: &[TopicWork],
+    mode: AppendMode,
+    chosen: impl Fn(usize, usize) -> bool,
+) -> Outcomes {
+    work.iter()
+        .enumerate()
+        .map(|(t, (topic, partitions))| {
+            partitions
+                .iter()
+                .enumerate()
+                .map(|(p, (index, records))| {
+                    let outcome = if chosen(t, p) {
+                        broker.append_records(topic, *index, records.as_ref(), mode)
+                    } else {
+                        Err(AppendError::WouldBlock.into())
+                    };
+                    (*index, outcome)
+                })
+                .collect()
         })
         .collect()
 }
 
-fn failure(index: i32, error: ResponseError, message: String) -> PartitionProduceResponse {
-    PartitionProduceResponse::default()
-        .with_index(index)
-        .with_error_code(error.code())
-        .with_error_message(Some(StrBytes::from_string(message)))
-        .with_base_offset(-1)
-        .with_log_append_time_ms(-1)
-        .with_log_start_offset(-1)
+/// [`append_all`] on the blocking pool.
+async fn blocking(
+    broker: &Arc<Broker>,
+    work: &Arc<Vec<TopicWork>>,
+    chosen: impl Fn(usize, usize) -> bool + Send + 'static,
+) -> Option<Outcomes> {
+    let (owner, work) = (broker.clone(), work.clone());
+    match tokio::task::spawn_blocking(move || {
+        append_all(&owner, &work, AppendMode::Blocking, chosen)
+    })
+    .await
+    {
+        Ok(outcomes) => Some(outcomes),
+        Err(e) => {
+            tracing::error!(error = %e, "produce task failed");
+            None
+        }
+    }
 }
 
-fn append_one(
-    broker: &Broker,
+fn response(
     topic: &str,
     index: i32,
-    records: Option<Bytes>,
+    outcome: Result<AppendInfo, ProduceError>,
+    version: i16,
 ) -> PartitionProduceResponse {
-    match broker.append_records(topic, index, records) {
+    match outcome {
         Ok(info) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(info.base_offset)
@@ -156,7 +231,17 @@ fn append_one(
                     tracing::warn!(topic, partition = index, error = %e, "append failed");
                 }
             }
-            failure(index, errors::produce(&e), e.to_string())
+            failure(index, errors::produce(&e, version), e.to_string())
         }
     }
+}
+
+fn failure(index: i32, error: ResponseError, message: String) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error.code())
+        .with_error_message(Some(StrBytes::from_string(message)))
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
 }

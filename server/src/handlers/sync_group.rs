@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -23,7 +24,14 @@ pub async fn handle(
     let assignments = request
         .assignments
         .into_iter()
-        .map(|a| (a.member_id.to_string(), a.assignment))
+        // Copied: the group keeps them, and a slice would keep the connection's whole read
+        // buffer alive with it.
+        .map(|a| {
+            (
+                a.member_id.to_string(),
+                Bytes::copy_from_slice(&a.assignment),
+            )
+        })
         .collect();
     let reply = broker.groups.sync(
         &request.group_id,

@@ -123,7 +123,7 @@ impl Decodable for AlterReplicaLogDirPartitionResult {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -280,7 +280,7 @@ impl Decodable for AlterReplicaLogDirTopicResult {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -425,7 +425,7 @@ impl Decodable for AlterReplicaLogDirsResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {

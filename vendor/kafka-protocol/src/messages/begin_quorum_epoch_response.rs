@@ -189,7 +189,7 @@ impl Decodable for BeginQuorumEpochResponse {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
                     }
                 }
             }
@@ -390,7 +390,7 @@ impl Decodable for NodeEndpoint {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -558,7 +558,7 @@ impl Decodable for PartitionData {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -719,7 +719,7 @@ impl Decodable for TopicData {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {

@@ -135,7 +135,7 @@ impl Decodable for CreatableReplicaAssignment {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -357,7 +357,7 @@ impl Decodable for CreatableTopic {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -519,7 +519,7 @@ impl Decodable for CreatableTopicConfig {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -681,7 +681,7 @@ impl Decodable for CreateTopicsRequest {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {

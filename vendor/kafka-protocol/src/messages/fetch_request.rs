@@ -343,7 +343,7 @@ impl Decodable for FetchPartition {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
                     }
                 }
             }
@@ -831,7 +831,7 @@ impl Decodable for FetchRequest {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
                     }
                 }
             }
@@ -1043,7 +1043,7 @@ impl Decodable for FetchTopic {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -1250,7 +1250,7 @@ impl Decodable for ForgottenTopic {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {
@@ -1416,7 +1416,7 @@ impl Decodable for ReplicaState {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
             }
         }
         Ok(Self {

@@ -185,7 +185,7 @@ impl Decodable for ListTransactionsRequest {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
         }
         Ok(Self {
             state_filters,

@@ -133,7 +133,7 @@ impl Decodable for Endpoint {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
         }
         Ok(Self {
             name,
@@ -259,7 +259,7 @@ impl Decodable for KRaftVersionFeature {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
         }
         Ok(Self {
             min_supported_version,
@@ -418,7 +418,7 @@ impl Decodable for Voter {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
         }
         Ok(Self {
             voter_id,
@@ -546,7 +546,7 @@ impl Decodable for VotersRecord {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
         }
         Ok(Self {
             version,

@@ -1,0 +1,158 @@
+//! Decompressing a batch's records with a bound on the output, so a small batch cannot expand
+//! without limit (a decompression bomb). Each codec's stream is read through `Read::take`, so
+//! no more than the bound (plus one byte, to tell "too large") is ever produced. Snappy, as
+//! Kafka's clients write it, is xerial-framed blocks of raw snappy whose decompressed length is
+//! checked before any block is decompressed.
+
+use std::io::Read;
+
+use bytes::Bytes;
+use kafka_protocol::records::Compression;
+
+/// Why a batch's records could not be decompressed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum DecompressError {
+    #[error("records decompress to more than {max} bytes")]
+    TooLarge { max: usize },
+    #[error("{codec} records cannot be decompressed: {reason}")]
+    Codec { codec: &'static str, reason: String },
+}
+
+/// xerial's snappy framing: a 16-byte header, then blocks of (big-endian u32 length, block).
+const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+const XERIAL_HEADER: usize = 16;
+
+/// The records of a batch (`data`: what follows the batch header), decompressed, at most `max`
+/// bytes.
+pub fn decompress(
+    data: &[u8],
+    compression: Compression,
+    max: usize,
+) -> Result<Bytes, DecompressError> {
+    let codec = |codec: &'static str| {
+        move |e: std::io::Error| DecompressError::Codec {
+            codec,
+            reason: e.to_string(),
+        }
+    };
+    match compression {
+        Compression::None => bounded(data, max, "none"),
+        Compression::Gzip => read_bounded(flate2::read::GzDecoder::new(data), max, "gzip"),
+        Compression::Zstd => read_bounded(
+            zstd::stream::read::Decoder::new(data).map_err(codec("zstd"))?,
+            max,
+            "zstd",
+        ),
+        Compression::Lz4 => {
+            read_bounded(lz4::Decoder::new(data).map_err(codec("lz4"))?, max, "lz4")
+        }
+        Compression::Snappy => snappy(data, max),
+    }
+}
+
+fn bounded(data: &[u8], max: usize, _codec: &'static str) -> Result<Bytes, DecompressError> {
+    if data.len() > max {
+        return Err(DecompressError::TooLarge { max });
+    }
+    Ok(Bytes::copy_from_slice(data))
+}
+
+fn read_bounded(
+    reader: impl Read,
+    max: usize,
+    codec: &'static str,
+) -> Result<Bytes, DecompressError> {
+    let mut out = Vec::new();
+    reader
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| DecompressError::Codec {
+            codec,
+            reason: e.to_string(),
+        })?;
+    if out.len() > max {
+        return Err(DecompressError::TooLarge { max });
+    }
+    Ok(out.into())
+}
+
+fn snappy(data: &[u8], max: usize) -> Result<Bytes, DecompressError> {
+    let fail = |reason: String| DecompressError::Codec {
+        codec: "snappy",
+        reason,
+    };
+    let raw = |block: &[u8], out: &mut Vec<u8>| -> Result<(), DecompressError> {
+        let len = snap::raw::decompress_len(block).map_err(|e| fail(e.to_string()))?;
+        if out.len() + len > max {
+            return Err(DecompressError::TooLarge { max });
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        snap::raw::Decoder::new()
+            .decompress(block, &mut out[start..])
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(())
+    };
+    let mut out = Vec::new();
+    if !data.starts_with(&XERIAL_MAGIC) {
+        // Raw snappy, as the Java client falls back to as well.
+        raw(data, &mut out)?;
+        return Ok(out.into());
+    }
+    let mut rest = data
+        .get(XERIAL_HEADER..)
+        .ok_or_else(|| fail("short xerial header".into()))?;
+    while !rest.is_empty() {
+        let (len, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| fail("truncated block length".into()))?;
+        let len = u32::from_be_bytes(*len) as usize;
+        let block = tail
+            .get(..len)
+            .ok_or_else(|| fail("truncated block".into()))?;
+        raw(block, &mut out)?;
+        rest = &tail[len..];
+    }
+    Ok(out.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_codec_is_bounded() {
+        let plain = vec![b'a'; 100_000];
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gz, &plain).unwrap();
+        let gz = gz.finish().unwrap();
+        let zst = zstd::encode_all(&plain[..], 3).unwrap();
+        let snappy = snap::raw::Encoder::new().compress_vec(&plain).unwrap();
+        let mut lz = lz4::EncoderBuilder::new().build(Vec::new()).unwrap();
+        std::io::Write::write_all(&mut lz, &plain).unwrap();
+        let (lz, done) = lz.finish();
+        done.unwrap();
+        for (codec, data) in [
+            (Compression::Gzip, &gz),
+            (Compression::Zstd, &zst),
+            (Compression::Snappy, &snappy),
+            (Compression::Lz4, &lz),
+        ] {
+            assert_eq!(
+                decompress(data, codec, 100_000).unwrap(),
+                plain,
+                "{codec:?}"
+            );
+            assert_eq!(
+                decompress(data, codec, 99_999),
+                Err(DecompressError::TooLarge { max: 99_999 }),
+                "{codec:?}"
+            );
+            assert!(data.len() < 10_000, "{codec:?} compressed {}", data.len());
+        }
+        assert!(matches!(
+            decompress(b"not gzip at all", Compression::Gzip, 1000),
+            Err(DecompressError::Codec { .. })
+        ));
+    }
+}

@@ -1,0 +1,259 @@
+//! A share group's settings, under Kafka's names and with Kafka's defaults; settable per group
+//! (Kafka's group configs, IncrementalAlterConfigs on a GROUP resource) over broker defaults.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a share group starts reading a partition it has never read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AutoOffsetReset {
+    Latest,
+    Earliest,
+    /// The first record at most this many ms old.
+    ByDuration(i64),
+}
+
+impl fmt::Display for AutoOffsetReset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AutoOffsetReset::Latest => f.write_str("latest"),
+            AutoOffsetReset::Earliest => f.write_str("earliest"),
+            AutoOffsetReset::ByDuration(ms) => write!(f, "by_duration:PT{}S", ms / 1000),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareConfig {
+    /// `group.share.record.lock.duration.ms`: how long an acquired record is held.
+    pub lock_duration_ms: i64,
+    /// `group.share.delivery.count.limit`: deliveries before a record is archived.
+    pub delivery_limit: u16,
+    /// `group.share.partition.max.record.locks`: records acquired at once per partition.
+    pub max_record_locks: usize,
+    /// `group.share.session.timeout.ms`: a member silent this long leaves the group.
+    pub session_timeout_ms: i64,
+    /// `group.share.heartbeat.interval.ms`: how often members are told to heartbeat.
+    pub heartbeat_interval_ms: i64,
+    /// `share.auto.offset.reset`.
+    pub auto_offset_reset: AutoOffsetReset,
+    /// `errors.deadletterqueue.topic.name` (KIP-1191): where archived records are copied.
+    pub dead_letter_topic: Option<String>,
+    /// Records between SPSO and SPEO at most (lograil's bound on a partition's state):
+    /// 16 x `max_record_locks`.
+    pub max_window: usize,
+}
+
+impl Default for ShareConfig {
+    fn default() -> Self {
+        ShareConfig {
+            lock_duration_ms: 30_000,
+            delivery_limit: 5,
+            max_record_locks: 2000,
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            auto_offset_reset: AutoOffsetReset::Latest,
+            dead_letter_topic: None,
+            max_window: 32_000,
+        }
+    }
+}
+
+/// A group config that was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShareConfigError {
+    #[error("unknown group config {0}")]
+    Unknown(String),
+    #[error("{name}={value}: must be {expected}")]
+    Invalid {
+        name: String,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+impl ShareConfig {
+    /// Every config name a share group takes.
+    pub const NAMES: [&'static str; 7] = [
+        "group.share.record.lock.duration.ms",
+        "group.share.delivery.count.limit",
+        "group.share.partition.max.record.locks",
+        "group.share.session.timeout.ms",
+        "group.share.heartbeat.interval.ms",
+        "share.auto.offset.reset",
+        "errors.deadletterqueue.topic.name",
+    ];
+
+    /// Sets one config by its Kafka name (`None`: back to `defaults`' value).
+    pub fn set(
+        &mut self,
+        name: &str,
+        value: Option<&str>,
+        defaults: &ShareConfig,
+    ) -> Result<(), ShareConfigError> {
+        let invalid = |expected| ShareConfigError::Invalid {
+            name: name.to_string(),
+            value: value.unwrap_or_default().to_string(),
+            expected,
+        };
+        let number = |min: i64, max: i64, expected| -> Result<i64, ShareConfigError> {
+            value
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| invalid(expected))
+        };
+        match (name, value) {
+            ("group.share.record.lock.duration.ms", None) => {
+                self.lock_duration_ms = defaults.lock_duration_ms
+            }
+            ("group.share.record.lock.duration.ms", Some(_)) => {
+                self.lock_duration_ms = number(1000, 3_600_000, "in 1000..=3600000")?
+            }
+            ("group.share.delivery.count.limit", None) => {
+                self.delivery_limit = defaults.delivery_limit
+            }
+            ("group.share.delivery.count.limit", Some(_)) => {
+                self.delivery_limit = number(2, 10, "in 2..=10")? as u16
+            }
+            ("group.share.partition.max.record.locks", None) => {
+                self.max_record_locks = defaults.max_record_locks;
+                self.max_window = defaults.max_window;
+            }
+            ("group.share.partition.max.record.locks", Some(_)) => {
+                self.max_record_locks = number(100, 10_000, "in 100..=10000")? as usize;
+                self.max_window = self.max_record_locks * 16;
+            }
+            ("group.share.session.timeout.ms", None) => {
+                self.session_timeout_ms = defaults.session_timeout_ms
+            }
+            ("group.share.session.timeout.ms", Some(_)) => {
+                self.session_timeout_ms = number(1000, 3_600_000, "in 1000..=3600000")?
+            }
+            ("group.share.heartbeat.interval.ms", None) => {
+                self.heartbeat_interval_ms = defaults.heartbeat_interval_ms
+            }
+            ("group.share.heartbeat.interval.ms", Some(_)) => {
+                self.heartbeat_interval_ms = number(100, 3_600_000, "in 100..=3600000")?
+            }
+            ("share.auto.offset.reset", None) => {
+                self.auto_offset_reset = defaults.auto_offset_reset
+            }
+            ("share.auto.offset.reset", Some(v)) => {
+                self.auto_offset_reset = parse_reset(v).ok_or_else(|| {
+                    invalid("latest, earliest or by_duration:<ISO-8601 duration, e.g. PT1H>")
+                })?
+            }
+            ("errors.deadletterqueue.topic.name", v) => {
+                self.dead_letter_topic =
+                    v.map(str::trim).filter(|v| !v.is_empty()).map(String::from)
+            }
+            _ => return Err(ShareConfigError::Unknown(name.to_string())),
+        }
+        Ok(())
+    }
+
+    /// Every config as (Kafka name, value).
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (Self::NAMES[0], self.lock_duration_ms.to_string()),
+            (Self::NAMES[1], self.delivery_limit.to_string()),
+            (Self::NAMES[2], self.max_record_locks.to_string()),
+            (Self::NAMES[3], self.session_timeout_ms.to_string()),
+            (Self::NAMES[4], self.heartbeat_interval_ms.to_string()),
+            (Self::NAMES[5], self.auto_offset_reset.to_string()),
+            (
+                Self::NAMES[6],
+                self.dead_letter_topic.clone().unwrap_or_default(),
+            ),
+        ]
+    }
+}
+
+/// `latest`, `earliest`, or `by_duration:<ISO-8601 duration>` (days, hours, minutes, seconds).
+fn parse_reset(value: &str) -> Option<AutoOffsetReset> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "latest" => Some(AutoOffsetReset::Latest),
+        "earliest" => Some(AutoOffsetReset::Earliest),
+        other => {
+            let duration = other.strip_prefix("by_duration:")?.strip_prefix('p')?;
+            let (days, time) = match duration.split_once('t') {
+                Some((days, time)) => (days, time),
+                None => (duration, ""),
+            };
+            let mut ms = 0i64;
+            if !days.is_empty() {
+                ms += days
+                    .strip_suffix('d')?
+                    .parse::<i64>()
+                    .ok()?
+                    .checked_mul(86_400_000)?;
+            }
+            let mut number = String::new();
+            for c in time.chars() {
+                let unit = match c {
+                    'h' => 3_600_000,
+                    'm' => 60_000,
+                    's' => 1000,
+                    digit if digit.is_ascii_digit() => {
+                        number.push(digit);
+                        continue;
+                    }
+                    _ => return None,
+                };
+                ms = ms.checked_add(number.parse::<i64>().ok()?.checked_mul(unit)?)?;
+                number.clear();
+            }
+            (number.is_empty() && ms >= 0).then_some(AutoOffsetReset::ByDuration(ms))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_by_kafka_name() {
+        let defaults = ShareConfig::default();
+        let mut config = defaults.clone();
+        config
+            .set("group.share.delivery.count.limit", Some("3"), &defaults)
+            .unwrap();
+        config
+            .set("share.auto.offset.reset", Some("earliest"), &defaults)
+            .unwrap();
+        config
+            .set(
+                "errors.deadletterqueue.topic.name",
+                Some("orders-dlq"),
+                &defaults,
+            )
+            .unwrap();
+        assert_eq!(config.delivery_limit, 3);
+        assert_eq!(config.auto_offset_reset, AutoOffsetReset::Earliest);
+        assert_eq!(config.dead_letter_topic.as_deref(), Some("orders-dlq"));
+        config
+            .set(
+                "share.auto.offset.reset",
+                Some("by_duration:PT1H30M"),
+                &defaults,
+            )
+            .unwrap();
+        assert_eq!(
+            config.auto_offset_reset,
+            AutoOffsetReset::ByDuration(5_400_000)
+        );
+        assert!(config
+            .set("group.share.delivery.count.limit", Some("1"), &defaults)
+            .is_err());
+        assert!(config
+            .set("share.auto.offset.reset", Some("soon"), &defaults)
+            .is_err());
+        assert!(config.set("no.such.thing", Some("1"), &defaults).is_err());
+        config
+            .set("group.share.delivery.count.limit", None, &defaults)
+            .unwrap();
+        assert_eq!(config.delivery_limit, 5);
+    }
+}

@@ -1,0 +1,613 @@
+//! One share partition: the records of one topic partition as one share group sees them.
+//!
+//! Offsets below the share-partition start offset (SPSO) are done. From SPSO up to the end
+//! offset (SPEO, the first offset never acquired) every record has a state; past SPEO every
+//! record is available. A record is acquired by a member for a lock duration; the member
+//! acknowledges it (accept → ACKNOWLEDGED), releases it (→ AVAILABLE again, possibly after a
+//! delay) or rejects it (→ ARCHIVED); a lock that runs out releases it. Each acquisition counts
+//! a delivery; a record released or timed out after its last allowed delivery is archived
+//! instead. SPSO moves past every finished (acknowledged or archived) record at the front.
+//!
+//! Time is passed in (`now`, ms since the epoch), so the machine is tested on a clock of the
+//! test's own.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ShareConfig;
+
+/// The states of KIP-932 (AVAILABLE past SPEO is implicit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RecordState {
+    /// Can be acquired, from `not_before` (ms; 0: at once) on.
+    Available {
+        not_before: i64,
+    },
+    /// Held by a member until its lock runs out.
+    Acquired {
+        member: String,
+        until: i64,
+    },
+    Acknowledged,
+    Archived(ArchiveReason),
+}
+
+impl RecordState {
+    /// Acknowledged or archived: nothing more happens to it.
+    pub fn is_final(&self) -> bool {
+        matches!(self, RecordState::Acknowledged | RecordState::Archived(_))
+    }
+}
+
+/// Why a record was archived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArchiveReason {
+    /// A member rejected it.
+    Rejected,
+    /// Released or timed out after its last allowed delivery.
+    DeliveryLimit,
+    /// Its deadline passed before it could be delivered.
+    Expired,
+    /// Acknowledged as a gap (an offset without a record).
+    Gap,
+}
+
+impl ArchiveReason {
+    /// Whether the record goes to the dead-letter topic (a gap has no record to send).
+    pub fn dead_letters(self) -> bool {
+        !matches!(self, ArchiveReason::Gap)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArchiveReason::Rejected => "rejected",
+            ArchiveReason::DeliveryLimit => "delivery limit",
+            ArchiveReason::Expired => "expired",
+            ArchiveReason::Gap => "gap",
+        }
+    }
+}
+
+/// How one delivery ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    Accepted,
+    Released,
+    Rejected,
+    /// The lock ran out.
+    TimedOut,
+    /// The member's session closed or the member left.
+    SessionClosed,
+}
+
+/// One delivery of a record: who held it, from when to when, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub member: String,
+    pub acquired_at: i64,
+    pub ended_at: i64,
+    pub outcome: Outcome,
+}
+
+/// The state of one record between SPSO and SPEO.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub state: RecordState,
+    pub deliveries: u16,
+    /// Every finished delivery, oldest first (at most the delivery limit of them).
+    pub history: Vec<Attempt>,
+    /// When the current delivery began (while acquired).
+    pub acquired_at: i64,
+}
+
+impl Entry {
+    fn new() -> Self {
+        Entry {
+            state: RecordState::Available { not_before: 0 },
+            deliveries: 0,
+            history: Vec::new(),
+            acquired_at: 0,
+        }
+    }
+}
+
+/// Kafka's acknowledgement types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckType {
+    /// 0: an offset without a record (archived).
+    Gap,
+    /// 1: processed.
+    Accept,
+    /// 2: give it back for another delivery (optionally after `delay` ms).
+    Release { delay: i64 },
+    /// 3: unprocessable (archived).
+    Reject,
+    /// 4 (Kafka 4.2): keep it, extend the lock.
+    Renew,
+}
+
+impl AckType {
+    /// The wire value's type; `None` for an unknown value.
+    pub fn from_wire(value: i8) -> Option<AckType> {
+        match value {
+            0 => Some(AckType::Gap),
+            1 => Some(AckType::Accept),
+            2 => Some(AckType::Release { delay: 0 }),
+            3 => Some(AckType::Reject),
+            4 => Some(AckType::Renew),
+            _ => None,
+        }
+    }
+}
+
+/// Acknowledgements of a contiguous range of offsets: one type for all, or one per offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckBatch {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub types: Vec<AckType>,
+}
+
+/// Why acknowledgements were refused (nothing of them was applied).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    /// Ranges out of order or overlapping, a range backwards, or types not fitting the range.
+    #[error("invalid acknowledgement batches: {0}")]
+    InvalidRequest(&'static str),
+    /// An offset not acquired by this member (Kafka's INVALID_RECORD_STATE).
+    #[error("offset {0} is not acquired by this member")]
+    InvalidRecordState(i64),
+}
+
+/// Records acquired by one ShareFetch: ranges of offsets with their delivery count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acquired {
+    pub ranges: Vec<(i64, i64, u16)>,
+}
+
+impl Acquired {
+    pub fn count(&self) -> i64 {
+        self.ranges.iter().map(|(f, l, _)| l - f + 1).sum()
+    }
+
+    pub fn offsets(&self) -> impl Iterator<Item = i64> + '_ {
+        self.ranges.iter().flat_map(|(f, l, _)| *f..=*l)
+    }
+
+    fn push(&mut self, offset: i64, deliveries: u16) {
+        match self.ranges.last_mut() {
+            Some((_, last, count)) if *last + 1 == offset && *count == deliveries => *last = offset,
+            _ => self.ranges.push((offset, offset, deliveries)),
+        }
+    }
+}
+
+/// A record that was archived, for dead-lettering: its offset, why, and its deliveries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archived {
+    pub offset: i64,
+    pub reason: ArchiveReason,
+    pub deliveries: u16,
+    pub history: Vec<Attempt>,
+}
+
+/// What an operation changed: the entries to persist, and the records it archived.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub offsets: Vec<i64>,
+    pub archived: Vec<Archived>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+}
+
+/// One share partition's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharePartition {
+    /// SPSO: every offset below is finished.
+    start: i64,
+    /// SPEO: every offset from here on is available and was never acquired.
+    end: i64,
+    entries: BTreeMap<i64, Entry>,
+}
+
+impl SharePartition {
+    /// A share partition starting at `start` (from `share.auto.offset.reset` or an admin).
+    pub fn new(start: i64) -> Self {
+        SharePartition {
+            start,
+            end: start,
+            entries: BTreeMap::new(),
+        }
+    }
+
+    pub fn start(&self) -> i64 {
+        self.start
+    }
+
+    pub fn end(&self) -> i64 {
+        self.end
+    }
+
+    pub fn entry(&self, offset: i64) -> Option<&Entry> {
+        self.entries.get(&offset)
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = (i64, &Entry)> {
+        self.entries.iter().map(|(o, e)| (*o, e))
+    }
+
+    /// Records held by members now.
+    pub fn acquired_count(&self) -> usize {
+        self.entries
+            .values()
+            .filter(|e| matches!(e.state, RecordState::Acquired { .. }))
+            .count()
+    }
+
+    /// Acquires up to `max_records` records for `member` until `now + config.lock_duration_ms`:
+    /// first those released earlier (due by `now`), in offset order, then new ones from SPEO up
+    /// to `log_end`, within `config.max_record_locks` acquired at once and
+    /// `config.max_window` records between SPSO and SPEO. A released record that has had every
+    /// delivery it may have (its lock was lost in a restart, or the limit was lowered) is
+    /// archived instead.
+    pub fn acquire(
+        &mut self,
+        member: &str,
+        now: i64,
+        max_records: usize,
+        log_end: i64,
+        config: &ShareConfig,
+    ) -> (Acquired, Changes) {
+        let mut acquired = Acquired::default();
+        let mut changes = Changes::default();
+        let room = config
+            .max_record_locks
+            .saturating_sub(self.acquired_count());
+        let mut budget = max_records.min(room);
+        let until = now.saturating_add(config.lock_duration_ms);
+        let due: Vec<(i64, u16)> = self
+            .entries
+            .iter()
+            .filter(|(o, e)| {
+                **o < log_end
+                    && matches!(e.state, RecordState::Available { not_before } if not_before <= now)
+            })
+            .map(|(o, e)| (*o, e.deliveries))
+            .collect();
+        for (offset, deliveries) in due {
+            if budget == 0 {
+                break;
+            }
+            if deliveries >= config.delivery_limit {
+                self.archive(offset, ArchiveReason::DeliveryLimit, &mut changes);
+                continue;
+            }
+            self.take(offset, member, now, until, &mut acquired, &mut changes);
+            budget -= 1;
+        }
+        self.advance_start();
+        let window_end = self.start.saturating_add(config.max_window as i64);
+        while budget > 0 && self.end < log_end.min(window_end) {
+            let offset = self.end;
+            self.entries.insert(offset, Entry::new());
+            self.end += 1;
+            self.take(offset, member, now, until, &mut acquired, &mut changes);
+            budget -= 1;
+        }
+        (acquired, changes)
+    }
+
+    fn take(
+        &mut self,
+        offset: i64,
+        member: &str,
+        now: i64,
+        until: i64,
+        acquired: &mut Acquired,
+        changes: &mut Changes,
+    ) {
+        if let Some(entry) = self.entries.get_mut(&offset) {
+            entry.deliveries = entry.deliveries.saturating_add(1);
+            entry.acquired_at = now;
+            entry.state = RecordState::Acquired {
+                member: member.to_string(),
+                until,
+            };
+            acquired.push(offset, entry.deliveries);
+            changes.offsets.push(offset);
+        }
+    }
+
+    /// Applies `member`'s acknowledgements, all or nothing.
+    pub fn acknowledge(
+        &mut self,
+        member: &str,
+        batches: &[AckBatch],
+        now: i64,
+        config: &ShareConfig,
+    ) -> Result<Changes, AckError> {
+        let mut previous_last = None;
+        for batch in batches {
+            let len = batch.last_offset - batch.first_offset + 1;
+            if len < 1 {
+                return Err(AckError::InvalidRequest("a range ends before it starts"));
+            }
+            if previous_last.is_some_and(|last| batch.first_offset <= last) {
+                return Err(AckError::InvalidRequest(
+                    "ranges out of order or overlapping",
+                ));
+            }
+            if batch.types.len() != 1 && batch.types.len() as i64 != len {
+                return Err(AckError::InvalidRequest(
+                    "one type, or one type per offset, per range",
+                ));
+            }
+            previous_last = Some(batch.last_offset);
+            for offset in batch.first_offset..=batch.last_offset {
+                let held = self.entries.get(&offset).is_some_and(
+                    |e| matches!(&e.state, RecordState::Acquired { member: m, .. } if m == member),
+                );
+                if !held {
+                    return Err(AckError::InvalidRecordState(offset));
+                }
+            }
+        }
+        let mut changes = Changes::default();
+        for batch in batches {
+            for (i, offset) in (batch.first_offset..=batch.last_offset).enumerate() {
+                let ack = batch.types[if batch.types.len() == 1 { 0 } else { i }];
+                let until = now.saturating_add(config.lock_duration_ms);
+                match ack {
+                    AckType::Accept => {
+                        self.finish(offset, now, Outcome::Accepted, None, &mut changes)
+                    }
+                    AckType::Reject => self.finish(
+                        offset,
+                        now,
+                        Outcome::Rejected,
+                        Some(ArchiveReason::Rejected),
+                        &mut changes,
+                    ),
+                    AckType::Gap => self.finish(
+                        offset,
+                        now,
+                        Outcome::Rejected,
+                        Some(ArchiveReason::Gap),
+                        &mut changes,
+                    ),
+                    AckType::Release { delay } => {
+                        self.release(offset, now, delay, Outcome::Released, config, &mut changes)
+                    }
+                    AckType::Renew => {
+                        if let Some(entry) = self.entries.get_mut(&offset) {
+                            entry.state = RecordState::Acquired {
+                                member: member.to_string(),
+                                until,
+                            };
+                            changes.offsets.push(offset);
+                        }
+                    }
+                }
+            }
+        }
+        self.advance_start();
+        Ok(changes)
+    }
+
+    /// Archives a record that is not held (it is not being delivered).
+    fn archive(&mut self, offset: i64, reason: ArchiveReason, changes: &mut Changes) {
+        let Some(entry) = self.entries.get_mut(&offset) else {
+            return;
+        };
+        entry.state = RecordState::Archived(reason);
+        changes.archived.push(Archived {
+            offset,
+            reason,
+            deliveries: entry.deliveries,
+            history: entry.history.clone(),
+        });
+        changes.offsets.push(offset);
+    }
+
+    /// Ends a delivery with a final state: ACKNOWLEDGED, or ARCHIVED for `reason`.
+    fn finish(
+        &mut self,
+        offset: i64,
+        now: i64,
+        outcome: Outcome,
+        reason: Option<ArchiveReason>,
+        changes: &mut Changes,
+    ) {
+        let Some(entry) = self.entries.get_mut(&offset) else {
+            return;
+        };
+        record_attempt(entry, now, outcome);
+        match reason {
+            None => entry.state = RecordState::Acknowledged,
+            Some(reason) => {
+                entry.state = RecordState::Archived(reason);
+                changes.archived.push(Archived {
+                    offset,
+                    reason,
+                    deliveries: entry.deliveries,
+                    history: entry.history.clone(),
+                });
+            }
+        }
+        changes.offsets.push(offset);
+    }
+
+    /// Ends a delivery without a result: AVAILABLE again (after `delay` ms), or ARCHIVED when
+    /// that was its last allowed delivery.
+    fn release(
+        &mut self,
+        offset: i64,
+        now: i64,
+        delay: i64,
+        outcome: Outcome,
+        config: &ShareConfig,
+        changes: &mut Changes,
+    ) {
+        let Some(entry) = self.entries.get(&offset) else {
+            return;
+        };
+        if entry.deliveries >= config.delivery_limit {
+            self.finish(
+                offset,
+                now,
+                outcome,
+                Some(ArchiveReason::DeliveryLimit),
+                changes,
+            );
+            return;
+        }
+        if let Some(entry) = self.entries.get_mut(&offset) {
+            record_attempt(entry, now, outcome);
+            entry.state = RecordState::Available {
+                not_before: now.saturating_add(delay.max(0)),
+            };
+            changes.offsets.push(offset);
+        }
+    }
+
+    /// Releases every record whose lock ran out by `now`.
+    pub fn expire_locks(&mut self, now: i64, config: &ShareConfig) -> Changes {
+        let expired: Vec<i64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.state, RecordState::Acquired { until, .. } if until <= now))
+            .map(|(o, _)| *o)
+            .collect();
+        let mut changes = Changes::default();
+        for offset in expired {
+            self.release(offset, now, 0, Outcome::TimedOut, config, &mut changes);
+        }
+        self.advance_start();
+        changes
+    }
+
+    /// Releases every record `member` holds (its share session closed, or it left the group).
+    pub fn release_member(&mut self, member: &str, now: i64, config: &ShareConfig) -> Changes {
+        let held: Vec<i64> = self
+            .entries
+            .iter()
+            .filter(
+                |(_, e)| matches!(&e.state, RecordState::Acquired { member: m, .. } if m == member),
+            )
+            .map(|(o, _)| *o)
+            .collect();
+        let mut changes = Changes::default();
+        for offset in held {
+            self.release(offset, now, 0, Outcome::SessionClosed, config, &mut changes);
+        }
+        self.advance_start();
+        changes
+    }
+
+    /// Archives acquired records whose deadline passed before they could be delivered (the
+    /// fetch that acquired them drops them from its answer).
+    pub fn archive_expired(&mut self, offsets: &[i64], now: i64) -> Changes {
+        let mut changes = Changes::default();
+        for &offset in offsets {
+            self.finish(
+                offset,
+                now,
+                Outcome::TimedOut,
+                Some(ArchiveReason::Expired),
+                &mut changes,
+            );
+        }
+        self.advance_start();
+        changes
+    }
+
+    /// Moves SPSO to `offset` (an admin's reset, or the log start passing it): every record
+    /// below is forgotten, every record from it on is available and never delivered if it lies
+    /// past SPEO.
+    pub fn reset_start(&mut self, offset: i64) -> Changes {
+        let changes = Changes {
+            offsets: self.entries.keys().copied().collect(),
+            archived: Vec::new(),
+        };
+        if offset >= self.end {
+            self.entries.clear();
+            self.end = offset;
+        } else {
+            self.entries = self.entries.split_off(&offset);
+        }
+        self.start = offset;
+        self.advance_start();
+        changes
+    }
+
+    /// Moves SPSO past every finished record at the front, forgetting them.
+    fn advance_start(&mut self) {
+        while let Some(entry) = self.entries.get(&self.start) {
+            if !entry.state.is_final() {
+                return;
+            }
+            self.entries.remove(&self.start);
+            self.start += 1;
+        }
+        if self.start > self.end {
+            self.end = self.start;
+        }
+    }
+
+    /// Rebuilds from persisted entries: locks do not survive a restart, so an acquired record
+    /// is available again (its delivery counted).
+    pub fn restore(start: i64, end: i64, entries: BTreeMap<i64, Entry>) -> Self {
+        let mut partition = SharePartition {
+            start,
+            end: end.max(start),
+            entries,
+        };
+        for entry in partition.entries.values_mut() {
+            if matches!(entry.state, RecordState::Acquired { .. }) {
+                entry.state = RecordState::Available { not_before: 0 };
+            }
+        }
+        partition.entries.retain(|o, _| *o >= start);
+        partition.advance_start();
+        partition
+    }
+
+    /// Counts for describing: (available between SPSO and SPEO, acquired, archived).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut counts = (0, 0, 0);
+        for entry in self.entries.values() {
+            match entry.state {
+                RecordState::Available { .. } => counts.0 += 1,
+                RecordState::Acquired { .. } => counts.1 += 1,
+                RecordState::Archived(_) => counts.2 += 1,
+                RecordState::Acknowledged => {}
+            }
+        }
+        counts
+    }
+
+    /// When the oldest lock held now began, if any.
+    pub fn oldest_lock(&self) -> Option<i64> {
+        self.entries
+            .values()
+            .filter(|e| matches!(e.state, RecordState::Acquired { .. }))
+            .map(|e| e.acquired_at)
+            .min()
+    }
+}
+
+fn record_attempt(entry: &mut Entry, now: i64, outcome: Outcome) {
+    if let RecordState::Acquired { member, .. } = &entry.state {
+        entry.history.push(Attempt {
+            member: member.clone(),
+            acquired_at: entry.acquired_at,
+            ended_at: now,
+            outcome,
+        });
+    }
+}

@@ -1,0 +1,357 @@
+//! Share-group state, persisted as records in the internal topic `__share_group_state`
+//! (one partition, durability `always`): the log is the database, recovery is replay.
+//!
+//! Each record's key names what it is about, its value what that is now, each a format byte
+//! then bincode (fixed-width little-endian integers):
+//! - a share partition (group, topic id, partition): a snapshot of its state, or the entries one
+//!   operation changed (with SPSO and SPEO after it); a null value deletes it;
+//! - a group's config overrides (Kafka names and values).
+//!
+//! On open, when the topic holds far more records than there are live share partitions, every
+//! state is written again as a snapshot and the segments before them deleted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use log_core::batch::{self, NewRecord};
+use log_core::{
+    AppendError, AppendInfo, BatchError, Durability, FileError, Log, Partition, ReadError,
+    TopicConfig, TopicError, Uuid,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::share_partition::{Entry, SharePartition};
+
+pub const TOPIC: &str = "__share_group_state";
+const FORMAT: u8 = 1;
+/// Rewrite on open when the topic holds more than this many records per live state.
+const COMPACT_RATIO: usize = 4;
+/// `max.message.bytes` of the state topic: one operation's changes are one batch.
+const MAX_BATCH_BYTES: u32 = 64 << 20;
+
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_fixed_int_encoding()
+}
+
+/// A share partition: the group and the topic partition (topic by id, as share groups address
+/// topics).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ShareKey {
+    pub group: String,
+    pub topic_id: [u8; 16],
+    pub partition: i32,
+}
+
+impl ShareKey {
+    pub fn new(group: &str, topic_id: Uuid, partition: i32) -> ShareKey {
+        ShareKey {
+            group: group.to_string(),
+            topic_id: *topic_id.as_bytes(),
+            partition,
+        }
+    }
+
+    pub fn topic_id(&self) -> Uuid {
+        Uuid::from_bytes(self.topic_id)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum Key {
+    Partition(ShareKey),
+    GroupConfig(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum Value {
+    Snapshot {
+        start: i64,
+        end: i64,
+        entries: Vec<(i64, Entry)>,
+    },
+    Delta {
+        start: i64,
+        end: i64,
+        entries: Vec<(i64, Entry)>,
+    },
+    GroupConfig(Vec<(String, String)>),
+}
+
+/// What one write records.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Entries one operation changed in a share partition (with its SPSO and SPEO after it).
+    Delta {
+        key: ShareKey,
+        start: i64,
+        end: i64,
+        entries: Vec<(i64, Entry)>,
+    },
+    /// A share partition's whole state (after an admin reset).
+    Snapshot {
+        key: ShareKey,
+        state: SharePartition,
+    },
+    /// A share partition deleted.
+    Delete(ShareKey),
+    /// A group's config overrides, all of them.
+    GroupConfig {
+        group: String,
+        overrides: Vec<(String, String)>,
+    },
+}
+
+impl Change {
+    /// The entries `offsets` of `state` as they are now (those at or past SPSO).
+    pub fn delta(key: ShareKey, state: &SharePartition, offsets: &[i64]) -> Change {
+        Change::Delta {
+            key,
+            start: state.start(),
+            end: state.end(),
+            entries: offsets
+                .iter()
+                .filter_map(|o| Some((*o, state.entry(*o)?.clone())))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening {TOPIC}: {0}")]
+    Topic(#[from] TopicError),
+    #[error("replaying {TOPIC}: {0}")]
+    Read(#[from] ReadError),
+    #[error("replaying {TOPIC}: {0}")]
+    Batch(#[from] BatchError),
+    #[error("deleting old segments of {TOPIC}: {0}")]
+    Compact(#[from] FileError),
+    #[error("encoding a share state record: {0}")]
+    Encode(#[from] bincode::error::EncodeError),
+    #[error("writing {TOPIC}: {0}")]
+    Append(#[from] AppendError),
+}
+
+/// What replaying the topic rebuilt.
+#[derive(Debug, Default)]
+pub struct Restored {
+    pub partitions: HashMap<ShareKey, SharePartition>,
+    pub configs: HashMap<String, Vec<(String, String)>>,
+}
+
+/// The share-state topic.
+#[derive(Debug)]
+pub struct ShareStore {
+    partition: Arc<Partition>,
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, bincode::error::EncodeError> {
+    let mut out = vec![FORMAT];
+    out.extend_from_slice(&bincode::serde::encode_to_vec(value, bincode_config())?);
+    Ok(out)
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Option<T> {
+    match bytes.split_first() {
+        Some((&FORMAT, rest)) => bincode::serde::decode_from_slice(rest, bincode_config())
+            .ok()
+            .map(|(v, _)| v),
+        _ => None,
+    }
+}
+
+/// A share partition as replay builds it up.
+#[derive(Debug, Default)]
+struct Replayed {
+    start: i64,
+    end: i64,
+    entries: BTreeMap<i64, Entry>,
+}
+
+impl ShareStore {
+    /// Opens (creating if needed) the state topic and replays it.
+    pub fn open(log: &Log) -> Result<(ShareStore, Restored), StoreError> {
+        let topic = match log.topic(TOPIC) {
+            Some(topic) => topic,
+            None => {
+                let config = TopicConfig {
+                    durability: Durability::Always,
+                    segment_bytes: 64 << 20,
+                    max_message_bytes: MAX_BATCH_BYTES,
+                    retention_ms: None,
+                    ..TopicConfig::default()
+                };
+                log.create_topic(TOPIC, 1, config)?
+            }
+        };
+        let partition = topic.partitions()[0].clone();
+        let mut replayed: HashMap<ShareKey, Replayed> = HashMap::new();
+        let mut configs = HashMap::new();
+        let mut records = 0usize;
+        let mut offset = partition.log_start_offset();
+        while offset < partition.log_end_offset() {
+            let read = partition.read(offset, 1 << 20)?;
+            let decoded = batch::decode_bounded(&read.records, MAX_BATCH_BYTES as usize * 8)?;
+            let Some(last) = decoded.last() else { break };
+            offset = last.offset + 1;
+            for record in decoded {
+                records += 1;
+                let Some(key) = record.key.as_deref().and_then(decode::<Key>) else {
+                    tracing::warn!(
+                        offset = record.offset,
+                        "skipping an unreadable share state record"
+                    );
+                    continue;
+                };
+                let value = record.value.as_deref().map(decode::<Value>);
+                match (key, value) {
+                    (Key::Partition(key), None) => {
+                        replayed.remove(&key);
+                    }
+                    (
+                        Key::Partition(key),
+                        Some(Some(Value::Snapshot {
+                            start,
+                            end,
+                            entries,
+                        })),
+                    ) => {
+                        replayed.insert(
+                            key,
+                            Replayed {
+                                start,
+                                end,
+                                entries: entries.into_iter().collect(),
+                            },
+                        );
+                    }
+                    (
+                        Key::Partition(key),
+                        Some(Some(Value::Delta {
+                            start,
+                            end,
+                            entries,
+                        })),
+                    ) => {
+                        let state = replayed.entry(key).or_default();
+                        state.start = start;
+                        state.end = end;
+                        state.entries.extend(entries);
+                        state.entries = state.entries.split_off(&start);
+                    }
+                    (Key::GroupConfig(group), Some(Some(Value::GroupConfig(overrides)))) => {
+                        configs.insert(group, overrides);
+                    }
+                    (Key::GroupConfig(group), None) => {
+                        configs.remove(&group);
+                    }
+                    _ => tracing::warn!(
+                        offset = record.offset,
+                        "skipping an unreadable share state record"
+                    ),
+                }
+            }
+        }
+        let store = ShareStore { partition };
+        let restored = Restored {
+            partitions: replayed
+                .into_iter()
+                .map(|(key, r)| (key, SharePartition::restore(r.start, r.end, r.entries)))
+                .collect(),
+            configs,
+        };
+        let live = restored.partitions.len() + restored.configs.len();
+        if records > COMPACT_RATIO * live.max(256) {
+            store.compact(&restored, records)?;
+        }
+        Ok((store, restored))
+    }
+
+    /// Writes every state again, then deletes the segments that only held older records.
+    fn compact(&self, restored: &Restored, records: usize) -> Result<(), StoreError> {
+        let rewritten_from = self.partition.log_end_offset();
+        let mut changes: Vec<Change> = restored
+            .partitions
+            .iter()
+            .map(|(key, state)| Change::Snapshot {
+                key: key.clone(),
+                state: state.clone(),
+            })
+            .collect();
+        changes.extend(
+            restored
+                .configs
+                .iter()
+                .map(|(group, overrides)| Change::GroupConfig {
+                    group: group.clone(),
+                    overrides: overrides.clone(),
+                }),
+        );
+        for chunk in changes.chunks(500) {
+            if let Some(info) = self.append(chunk)? {
+                self.partition.await_durable(&info)?;
+            }
+        }
+        let report = self.partition.delete_segments_before(rewritten_from)?;
+        tracing::info!(
+            records,
+            deleted_segments = report.deleted_segments,
+            "compacted {TOPIC}"
+        );
+        Ok(())
+    }
+
+    /// The state topic's partition (callers wait for its durability their own way).
+    pub fn partition(&self) -> &Arc<Partition> {
+        &self.partition
+    }
+
+    /// Appends `changes` as one batch, without waiting for its fsync: the caller waits (see
+    /// [`Partition::append_pending`]) before acknowledging what they record. `None` when there
+    /// is nothing to write.
+    pub fn append(&self, changes: &[Change]) -> Result<Option<AppendInfo>, StoreError> {
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        let now = log_core::now_ms();
+        let mut encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(changes.len());
+        for change in changes {
+            let (key, value) = match change {
+                Change::Delta {
+                    key,
+                    start,
+                    end,
+                    entries,
+                } => (
+                    Key::Partition(key.clone()),
+                    Some(Value::Delta {
+                        start: *start,
+                        end: *end,
+                        entries: entries.clone(),
+                    }),
+                ),
+                Change::Snapshot { key, state } => (
+                    Key::Partition(key.clone()),
+                    Some(Value::Snapshot {
+                        start: state.start(),
+                        end: state.end(),
+                        entries: state.entries().map(|(o, e)| (o, e.clone())).collect(),
+                    }),
+                ),
+                Change::Delete(key) => (Key::Partition(key.clone()), None),
+                Change::GroupConfig { group, overrides } => (
+                    Key::GroupConfig(group.clone()),
+                    Some(Value::GroupConfig(overrides.clone())),
+                ),
+            };
+            encoded.push((encode(&key)?, value.as_ref().map(encode).transpose()?));
+        }
+        let records: Vec<NewRecord> = encoded
+            .iter()
+            .map(|(k, v)| (Some(k.as_slice()), v.as_deref(), now))
+            .collect();
+        Ok(Some(
+            self.partition.append_pending(&batch::build(&records))?,
+        ))
+    }
+}

@@ -1,0 +1,348 @@
+//! Model-based property test of the share-partition state machine: random appends,
+//! acquisitions by several members, acknowledgements (accept, release, reject, gap, and invalid
+//! ones), lock timeouts, closed sessions and restarts (the state written through the store,
+//! replayed from the log) against a plain model that keeps one state per offset.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use log_core::{Log, Uuid};
+use proptest::prelude::*;
+use task_queue::{
+    AckBatch, AckError, AckType, Change, RecordState, ShareConfig, ShareKey, SharePartition,
+    ShareStore,
+};
+
+const MEMBERS: [&str; 3] = ["a", "b", "c"];
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append(i64),
+    Acquire {
+        member: usize,
+        max: usize,
+    },
+    /// Acknowledge every `stride`-th record `member` holds with `kind` (0 gap … 3 reject).
+    Ack {
+        member: usize,
+        kind: u8,
+        stride: usize,
+    },
+    /// Acknowledge an offset the member does not hold: refused, nothing changes.
+    BadAck {
+        member: usize,
+        at: u16,
+    },
+    Expire,
+    Close {
+        member: usize,
+    },
+    Restart,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (1i64..20).prop_map(Op::Append),
+        4 => (0usize..3, 1usize..12).prop_map(|(member, max)| Op::Acquire { member, max }),
+        4 => (0usize..3, 0u8..4, 1usize..4)
+            .prop_map(|(member, kind, stride)| Op::Ack { member, kind, stride }),
+        1 => (0usize..3, 0u16..1000).prop_map(|(member, at)| Op::BadAck { member, at }),
+        2 => Just(Op::Expire),
+        1 => (0usize..3).prop_map(|member| Op::Close { member }),
+        1 => Just(Op::Restart),
+    ]
+}
+
+/// The model: one state per offset of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum M {
+    Available,
+    Acquired(usize),
+    Done,
+}
+
+struct Harness {
+    dir: tempfile::TempDir,
+    log: Option<Log>,
+    store: Option<ShareStore>,
+    key: ShareKey,
+    real: SharePartition,
+    model: Vec<(M, u16)>,
+    now: i64,
+    config: ShareConfig,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path()).unwrap();
+        let (store, restored) = ShareStore::open(&log).unwrap();
+        assert!(restored.partitions.is_empty());
+        Harness {
+            dir,
+            log: Some(log),
+            store: Some(store),
+            key: ShareKey::new("g", Uuid::from_u128(7), 0),
+            real: SharePartition::new(0),
+            model: Vec::new(),
+            now: 1_000_000,
+            config: ShareConfig {
+                delivery_limit: 3,
+                max_record_locks: 8,
+                lock_duration_ms: 1000,
+                ..ShareConfig::default()
+            },
+        }
+    }
+
+    fn persist(&self, offsets: &[i64]) {
+        let store = self.store.as_ref().unwrap();
+        let change = Change::delta(self.key.clone(), &self.real, offsets);
+        if let Some(info) = store.append(&[change]).unwrap() {
+            store.partition().await_durable(&info).unwrap();
+        }
+    }
+
+    fn held(&self, member: usize) -> Vec<i64> {
+        (0..self.model.len() as i64)
+            .filter(|o| self.model[*o as usize].0 == M::Acquired(member))
+            .collect()
+    }
+
+    /// The model's release: available again, or done after the last allowed delivery.
+    fn release(&mut self, offset: i64) {
+        let slot = &mut self.model[offset as usize];
+        slot.0 = if slot.1 >= self.config.delivery_limit {
+            M::Done
+        } else {
+            M::Available
+        };
+    }
+
+    fn apply(&mut self, op: &Op) {
+        self.now += 10;
+        match *op {
+            Op::Append(n) => self.model.extend((0..n).map(|_| (M::Available, 0))),
+            Op::Acquire { member, max } => {
+                let log_end = self.model.len() as i64;
+                let (acquired, changes) =
+                    self.real
+                        .acquire(MEMBERS[member], self.now, max, log_end, &self.config);
+                let held = self
+                    .model
+                    .iter()
+                    .filter(|(m, _)| matches!(m, M::Acquired(_)))
+                    .count();
+                let mut budget = max.min(self.config.max_record_locks - held);
+                let mut expected = Vec::new();
+                for offset in 0..log_end {
+                    if budget == 0 {
+                        break;
+                    }
+                    let slot = &mut self.model[offset as usize];
+                    if slot.0 != M::Available {
+                        continue;
+                    }
+                    // Every allowed delivery used (a lock lost in a restart): archived.
+                    if slot.1 >= self.config.delivery_limit {
+                        slot.0 = M::Done;
+                        continue;
+                    }
+                    expected.push(offset);
+                    budget -= 1;
+                }
+                assert_eq!(acquired.offsets().collect::<Vec<_>>(), expected);
+                for offset in &expected {
+                    let slot = &mut self.model[*offset as usize];
+                    slot.0 = M::Acquired(member);
+                    slot.1 += 1;
+                }
+                for (first, last, count) in &acquired.ranges {
+                    for o in *first..=*last {
+                        assert_eq!(self.model[o as usize].1, *count, "delivery count of {o}");
+                    }
+                }
+                self.persist(&changes.offsets);
+            }
+            Op::Ack {
+                member,
+                kind,
+                stride,
+            } => {
+                let chosen: Vec<i64> = self.held(member).into_iter().step_by(stride).collect();
+                let ack = match kind {
+                    0 => AckType::Gap,
+                    1 => AckType::Accept,
+                    2 => AckType::Release { delay: 0 },
+                    _ => AckType::Reject,
+                };
+                let batches: Vec<AckBatch> = chosen
+                    .iter()
+                    .map(|o| AckBatch {
+                        first_offset: *o,
+                        last_offset: *o,
+                        types: vec![ack],
+                    })
+                    .collect();
+                let changes = self
+                    .real
+                    .acknowledge(MEMBERS[member], &batches, self.now, &self.config)
+                    .unwrap();
+                for offset in chosen {
+                    match ack {
+                        AckType::Release { .. } => self.release(offset),
+                        _ => self.model[offset as usize].0 = M::Done,
+                    }
+                }
+                let archived: Vec<i64> = changes.archived.iter().map(|a| a.offset).collect();
+                if matches!(ack, AckType::Accept) {
+                    assert!(archived.is_empty());
+                }
+                self.persist(&changes.offsets);
+            }
+            Op::BadAck { member, at } => {
+                let len = self.model.len() as i64 + 5;
+                let offset = len * i64::from(at) / 1000;
+                let held = self
+                    .model
+                    .get(offset as usize)
+                    .is_some_and(|(m, _)| *m == M::Acquired(member));
+                if held {
+                    return;
+                }
+                let before = self.real.clone();
+                let batch = AckBatch {
+                    first_offset: offset,
+                    last_offset: offset,
+                    types: vec![AckType::Accept],
+                };
+                assert_eq!(
+                    self.real
+                        .acknowledge(MEMBERS[member], &[batch], self.now, &self.config),
+                    Err(AckError::InvalidRecordState(offset))
+                );
+                assert_eq!(
+                    self.real, before,
+                    "a refused acknowledgement changed the state"
+                );
+            }
+            Op::Expire => {
+                self.now += self.config.lock_duration_ms;
+                let changes = self.real.expire_locks(self.now, &self.config);
+                for offset in 0..self.model.len() as i64 {
+                    if matches!(self.model[offset as usize].0, M::Acquired(_)) {
+                        self.release(offset);
+                    }
+                }
+                self.persist(&changes.offsets);
+            }
+            Op::Close { member } => {
+                let changes = self
+                    .real
+                    .release_member(MEMBERS[member], self.now, &self.config);
+                for offset in self.held(member) {
+                    self.release(offset);
+                }
+                self.persist(&changes.offsets);
+            }
+            Op::Restart => {
+                drop(self.store.take());
+                self.log.take().unwrap().close().unwrap();
+                let log = Log::open(self.dir.path()).unwrap();
+                let (store, mut restored) = ShareStore::open(&log).unwrap();
+                self.real = restored
+                    .partitions
+                    .remove(&self.key)
+                    .unwrap_or_else(|| SharePartition::new(0));
+                self.log = Some(log);
+                self.store = Some(store);
+                // Locks do not survive a restart; delivery counts do.
+                for slot in &mut self.model {
+                    if matches!(slot.0, M::Acquired(_)) {
+                        slot.0 = M::Available;
+                    }
+                }
+            }
+        }
+        self.check();
+    }
+
+    fn check(&self) {
+        let first_open = self
+            .model
+            .iter()
+            .position(|(m, _)| *m != M::Done)
+            .unwrap_or(self.model.len()) as i64;
+        assert_eq!(self.real.start(), first_open, "SPSO");
+        for offset in first_open..self.real.end() {
+            let (model, deliveries) = &self.model[offset as usize];
+            let entry = self.real.entry(offset).unwrap();
+            assert_eq!(entry.deliveries, *deliveries, "deliveries of {offset}");
+            let matches = match (&entry.state, model) {
+                (RecordState::Available { .. }, M::Available) => true,
+                (RecordState::Acquired { member, .. }, M::Acquired(m)) => member == MEMBERS[*m],
+                (RecordState::Acknowledged | RecordState::Archived(_), M::Done) => true,
+                _ => false,
+            };
+            assert!(
+                matches,
+                "offset {offset}: {:?} vs model {model:?}",
+                entry.state
+            );
+            assert!(entry.history.len() <= usize::from(self.config.delivery_limit));
+        }
+        for offset in self.real.end().max(first_open)..self.model.len() as i64 {
+            assert_eq!(
+                self.model[offset as usize],
+                (M::Available, 0),
+                "past SPEO: {offset}"
+            );
+        }
+        let states: BTreeMap<i64, u16> = self
+            .real
+            .entries()
+            .map(|(o, e)| (o, e.deliveries))
+            .collect();
+        assert!(states
+            .keys()
+            .all(|o| *o >= first_open && *o < self.real.end()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn share_partition_matches_model(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut harness = Harness::new();
+        for op in &ops {
+            harness.apply(op);
+        }
+    }
+}
+
+/// A record that every consumer crashes on (its lock always times out) reaches the delivery
+/// limit and is archived, across restarts; the records behind it flow.
+#[test]
+fn a_poison_record_leaves_after_its_delivery_limit_across_restarts() {
+    let mut harness = Harness::new();
+    harness.apply(&Op::Append(3));
+    for round in 0..3 {
+        harness.apply(&Op::Acquire {
+            member: round % 3,
+            max: 1,
+        });
+        assert_eq!(harness.real.entry(0).unwrap().deliveries, round as u16 + 1);
+        // The consumer crashes with the record, and the broker restarts too.
+        harness.apply(&Op::Restart);
+        harness.apply(&Op::Expire);
+    }
+    // The next fetch finds its deliveries used up: archived, and the others are handed out.
+    let (acquired, changes) = harness
+        .real
+        .acquire("a", harness.now, 5, 3, &harness.config);
+    assert_eq!(acquired.ranges, vec![(1, 2, 1)]);
+    assert_eq!(changes.archived.len(), 1);
+    assert_eq!(changes.archived[0].offset, 0);
+    assert_eq!(harness.real.start(), 1);
+}

@@ -1,0 +1,222 @@
+//! Damaged data on disk, as an operator would meet it: a corrupt batch in a closed segment is
+//! refused to librdkafka with an error the application sees (never a silent skip, never a
+//! silent stall), everything around it is served, the CLI and dump-log name it; a topic whose
+//! files cannot be read stays offline while the rest of the broker serves.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::broker::TestBroker;
+
+/// 1 KiB values: 3,000 of them fill more than two 1 MiB segments.
+const RECORDS: i64 = 3000;
+
+fn lograil(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lograil"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn produce(addr: &str, topic: &str) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("linger.ms", "2")
+        .set("batch.size", "16384")
+        .create()
+        .unwrap();
+    for i in 0..RECORDS {
+        let value = format!("{i:08}{}", "v".repeat(1016));
+        producer
+            .send(BaseRecord::<(), _>::to(topic).payload(&value))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+}
+
+/// What a consumer sees reading partition 0 from offset 0 until it got `wanted` records: the
+/// offsets it got, and where it got a corrupt-message error (after each, it seeks to
+/// `skip_to`, past the damage the CLI names).
+fn consume_everything(
+    addr: &str,
+    topic: &str,
+    skip_to: i64,
+    wanted: usize,
+) -> (Vec<i64>, Vec<i64>) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", "damage-reader")
+        .set("enable.auto.commit", "false")
+        .set("fetch.error.backoff.ms", "100")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let (mut got, mut errors) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < wanted && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(message)) => {
+                let value = message.payload().unwrap();
+                let id: i64 = std::str::from_utf8(&value[..8]).unwrap().parse().unwrap();
+                assert_eq!(id, message.offset(), "offset and content agree");
+                got.push(message.offset());
+            }
+            Some(Err(KafkaError::MessageConsumption(RDKafkaErrorCode::InvalidMessage))) => {
+                let at = got.last().map_or(0, |o| o + 1);
+                errors.push(at);
+                // The application decides to move on: past the damaged offsets.
+                consumer
+                    .seek(topic, 0, Offset::Offset(skip_to), Duration::from_secs(5))
+                    .unwrap();
+            }
+            Some(Err(e)) => panic!("unexpected consumer error: {e}"),
+            None => {}
+        }
+    }
+    (got, errors)
+}
+
+fn batch_starts(segment: &Path) -> Vec<(u64, i64)> {
+    log_core::dump::dump_segment(segment)
+        .unwrap()
+        .batches
+        .iter()
+        .map(|b| (b.position, b.header.base_offset))
+        .collect()
+}
+
+#[test]
+fn a_corrupt_closed_segment_is_refused_visibly_and_everything_else_is_served() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut broker = TestBroker::start(&data, &["--segment-bytes", "1048576"]);
+    let (code, out) = lograil(&[
+        "topic",
+        "create",
+        "damaged",
+        "--partitions",
+        "1",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    produce(&broker.addr, "damaged");
+    broker.stop();
+
+    // A batch in the middle of the first (closed) segment gets a 2 GiB length.
+    let segment = data.join("damaged-0/00000000000000000000.log");
+    let starts = batch_starts(&segment);
+    assert!(starts.len() > 10, "{} batches", starts.len());
+    let (position, first_damaged) = starts[starts.len() / 2];
+    let end_damaged = starts[starts.len() / 2 + 1].1;
+    let mut bytes = fs::read(&segment).unwrap();
+    bytes[position as usize + 8..position as usize + 12]
+        .copy_from_slice(&0x7fff_0000i32.to_be_bytes());
+    fs::write(&segment, bytes).unwrap();
+
+    let (code, out) = lograil(&["dump-log", segment.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("offsets {first_damaged}..{end_damaged} damaged")),
+        "{out}"
+    );
+
+    broker.restart();
+    let expected: Vec<i64> = (0..first_damaged).chain(end_damaged..RECORDS).collect();
+    let (got, errors) = consume_everything(&broker.addr, "damaged", end_damaged, expected.len());
+    // The consumer was told, at the first damaged offset, and got every other record once.
+    assert_eq!(errors, vec![first_damaged], "errors at {errors:?}");
+    assert_eq!(got, expected);
+
+    // The operator sees which offsets, in which file, at which byte.
+    let (code, out) = lograil(&[
+        "topic",
+        "describe",
+        "damaged",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "DAMAGED: offsets {first_damaged}..{end_damaged} in 00000000000000000000.log at bytes {position}.."
+        )),
+        "{out}"
+    );
+    let log = std::fs::read_to_string(data.with_extension("broker.log")).unwrap();
+    assert!(
+        log.contains("damaged segment") && log.contains(&format!("position={position}")),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_topic_that_cannot_be_opened_stays_offline_and_the_broker_serves_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut broker = TestBroker::start(&data, &[]);
+    for topic in ["healthy", "broken"] {
+        let (code, out) = lograil(&["topic", "create", topic, "--bootstrap-server", &broker.addr]);
+        assert_eq!(code, 0, "{out}");
+    }
+    broker.stop();
+    // The topic's file is unreadable garbage.
+    fs::write(data.join("broken.topic"), "partitions=banana\n").unwrap();
+    broker.restart();
+
+    let (code, out) = lograil(&[
+        "topic",
+        "describe",
+        "broken",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("KafkaStorageError"), "{out}");
+    // Auto-creation must not take the name over (it would wipe the partition's data).
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .set("message.timeout.ms", "3000")
+        .create()
+        .unwrap();
+    producer
+        .send(BaseRecord::<(), _>::to("healthy").payload("fine"))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    producer
+        .send(BaseRecord::<(), _>::to("broken").payload("refused"))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    producer.flush(Duration::from_secs(10)).unwrap();
+    assert!(
+        data.join("broken-0").exists(),
+        "the offline topic's data is kept"
+    );
+    let (code, out) = lograil(&[
+        "topic",
+        "describe",
+        "healthy",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("LogEndOffset: 1"), "{out}");
+}
