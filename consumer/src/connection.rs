@@ -424,3 +424,35 @@ async fn run(stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Outgoing>, alive
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// One connection to one broker for raw Kafka requests (tests, tools), with versions
+/// negotiated by ApiVersions. The clients use the cluster-aware routing instead.
+#[derive(Debug)]
+pub struct Connection {
+    inner: BrokerConnection,
+}
+
+impl Connection {
+    /// Connects to `addr` (`host:port`) with the default timeouts (10 s to connect, 30 s per
+    /// request).
+    pub async fn connect(addr: &str) -> Result<Connection, NetError> {
+        Ok(Connection {
+            inner: BrokerConnection::connect(
+                addr,
+                "lograil",
+                Duration::from_secs(10),
+                Duration::from_secs(30),
+            )
+            .await?,
+        })
+    }
+
+    /// Sends `request` at the highest version both sides serve, up to `max_version`.
+    pub async fn call<R: Request>(
+        &mut self,
+        request: &R,
+        max_version: i16,
+    ) -> Result<R::Response, NetError> {
+        self.inner.call(request, max_version).await
+    }
+}
