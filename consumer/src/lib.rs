@@ -128,11 +128,11 @@ pub use admin::{
     TopicDescription,
 };
 pub use config::{AdminConfig, ClientConfig, ConfigError, ConsumerConfig, ProducerConfig};
+pub use connection::Connection;
 pub use consumer::{
     AssignmentError, CommitError, ConsumeError, Consumer, ConsumerError, ConsumerRecord,
     TimestampType,
 };
-pub use connection::Connection;
 pub use error::{CallError, ErrorCode, NetError};
 pub use group::RebalanceListener;
 pub use partitioner::{murmur2, partition_for_key, to_positive};
