@@ -276,6 +276,12 @@ impl Sender {
             }
         }
         for batch in expired {
+            tracing::warn!(
+                partition = %format_args!("{}-{}", batch.topic, batch.partition),
+                records = batch.records.len(),
+                attempts = batch.attempts,
+                "batch not delivered within delivery.timeout.ms"
+            );
             if batch.sequence().is_some() {
                 self.bump_needed = true;
             }
@@ -665,6 +671,12 @@ impl Sender {
         let now = Instant::now();
         let expired = now.saturating_duration_since(batch.created) >= config.delivery_timeout;
         if expired || batch.attempts >= config.retries {
+            tracing::warn!(
+                partition = %format_args!("{}-{}", batch.topic, batch.partition),
+                attempts = batch.attempts,
+                %error,
+                "batch failed after retries"
+            );
             if batch.sequence().is_some() {
                 self.bump_needed = true;
             }
