@@ -272,6 +272,47 @@ fn encode(
             delete_horizon: false,
         })
         .collect();
+    encode_records(&records, compression)
+}
+
+/// A record with headers, to build a batch from (see [`build_with_headers`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeadedRecord {
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub timestamp: i64,
+    pub headers: Vec<(String, Option<Bytes>)>,
+}
+
+/// Builds one uncompressed v2 batch of records with headers, offsets from 0.
+pub fn build_with_headers(records: &[HeadedRecord]) -> Bytes {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: r.timestamp,
+            key: r.key.clone(),
+            value: r.value.clone(),
+            headers: r
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone().into(), v.clone()))
+                .collect(),
+            delete_horizon: false,
+        })
+        .collect();
+    encode_records(&records, Compression::None)
+}
+
+fn encode_records(records: &[Record], compression: Compression) -> Bytes {
     let mut buf = BytesMut::new();
     let options = RecordEncodeOptions {
         version: MAGIC,
@@ -279,7 +320,7 @@ fn encode(
     };
     // The encoder only fails on a version other than 0..=2 or a codec compiled out; neither
     // can happen with the constants above.
-    if let Err(e) = RecordBatchEncoder::encode(&mut buf, &records, &options) {
+    if let Err(e) = RecordBatchEncoder::encode(&mut buf, records, &options) {
         unreachable!("encoding a v2 batch failed: {e}");
     }
     buf.freeze()
@@ -292,6 +333,17 @@ pub struct DecodedRecord {
     pub timestamp: i64,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+}
+
+impl DecodedRecord {
+    /// The value of the first header named `name`.
+    pub fn header(&self, name: &str) -> Option<&Bytes> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.as_ref())
+    }
 }
 
 /// Most bytes a batch's records may decompress to in [`decode`] (tools, tests, time lookups).
@@ -320,11 +372,18 @@ pub fn decode_bounded(buf: &[u8], max: usize) -> Result<Vec<DecodedRecord>, Batc
                 Some(e) => BatchError::Decompress(e),
                 None => BatchError::Undecodable(e.to_string()),
             })?;
-        records.extend(set.records.into_iter().map(|r| DecodedRecord {
-            offset: r.offset,
-            timestamp: r.timestamp,
-            key: r.key,
-            value: r.value,
+        records.extend(set.records.into_iter().map(|r| {
+            DecodedRecord {
+                offset: r.offset,
+                timestamp: r.timestamp,
+                key: r.key,
+                value: r.value,
+                headers: r
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            }
         }));
     }
     Ok(records)

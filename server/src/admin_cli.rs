@@ -3,6 +3,7 @@
 //! `kafka-topics` and `kafka-consumer-groups`.
 
 pub(crate) mod datetime;
+mod queue;
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ use consumer::Admin;
 use serde_json::json;
 
 use self::datetime::parse_datetime;
+pub use self::queue::{queue, QueueCommand};
 
 /// Prefix of the read-only topic configs in which lograil reports a partition's damaged data.
 const DAMAGE_PREFIX: &str = "lograil.damage.partition.";

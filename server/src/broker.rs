@@ -12,6 +12,7 @@ use crate::groups::offsets::OffsetsError;
 use crate::groups::{Coordinator, OffsetStore};
 use crate::limits::RateLimiter;
 use crate::producers::{ProducerIds, Producers};
+use crate::shares::Shares;
 
 /// Why a topic was not created.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +39,8 @@ pub enum StartError {
     Open(#[from] OpenError),
     #[error(transparent)]
     Offsets(#[from] OffsetsError),
+    #[error(transparent)]
+    Shares(#[from] task_queue::StoreError),
 }
 
 #[derive(Debug)]
@@ -54,6 +57,8 @@ pub struct Broker {
     /// Consumer groups and their committed offsets.
     pub groups: Coordinator,
     pub offsets: OffsetStore,
+    /// Share groups (KIP-932): members, sessions and the share partitions' state.
+    pub shares: Shares,
     /// Notified after every append, to wake fetches waiting for data.
     pub appended: Notify,
     /// Produces waiting for their fsync (durability `always`).
@@ -94,6 +99,7 @@ impl Broker {
     ) -> Result<Broker, StartError> {
         let log = Log::open_with_options(&config.data_dir, config.log.clone())?;
         let offsets = OffsetStore::open(&log)?;
+        let shares = Shares::open(&log, config.share.clone(), config.topic_defaults.clone())?;
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let producers = Producers::default();
@@ -124,6 +130,7 @@ impl Broker {
             producer_ids,
             groups: Coordinator::new(group_config),
             offsets,
+            shares,
             appended: Notify::new(),
             syncer: Syncer::default(),
             shutdown,

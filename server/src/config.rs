@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use log_core::{ConfigError, LogOptions, TopicConfig};
+use task_queue::ShareConfig;
 
 pub use crate::groups::GroupConfig;
 
@@ -33,6 +34,10 @@ pub struct BrokerConfig {
     /// How the data dir is opened: the storage seam (tests inject faults) and how many closed
     /// segments may be loaded at once.
     pub log: LogOptions,
+    /// Share groups' defaults (Kafka's `group.share.*` broker configs); groups override them.
+    pub share: ShareConfig,
+    /// `group.share.max.size`: members of one share group at most.
+    pub share_group_max_size: usize,
 }
 
 impl Default for BrokerConfig {
@@ -49,6 +54,8 @@ impl Default for BrokerConfig {
             groups: GroupConfig::default(),
             limits: Limits::default(),
             log: LogOptions::default(),
+            share: ShareConfig::default(),
+            share_group_max_size: 200,
         }
     }
 }

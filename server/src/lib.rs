@@ -18,6 +18,7 @@ mod groups;
 mod handlers;
 mod limits;
 mod producers;
+mod shares;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -249,5 +250,17 @@ async fn run_group_timer(broker: Arc<Broker>) {
     loop {
         every.tick().await;
         broker.groups.tick(std::time::Instant::now());
+        // Share groups: locks that ran out, members gone silent (log work: blocking pool).
+        let owner = broker.clone();
+        let ticked =
+            tokio::task::spawn_blocking(move || owner.shares.tick(&owner.log, log_core::now_ms()))
+                .await;
+        if let Ok(pending) = ticked {
+            for (partition, end) in pending.0 {
+                if let Err(e) = broker.syncer.wait(&partition, end).await {
+                    tracing::error!(partition = partition.name(), error = %e, "share state not durable");
+                }
+            }
+        }
     }
 }

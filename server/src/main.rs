@@ -42,6 +42,14 @@ enum Command {
     Produce(Box<console_cli::ProduceArgs>),
     /// Print records (Kafka's console consumer), with lograil's client.
     Consume(Box<console_cli::ConsumeArgs>),
+    /// List share groups (task queues) and describe one: members, configs, and per partition
+    /// its records available, acquired and archived, and the age of its oldest record and lock.
+    Queue {
+        #[command(flatten)]
+        connection: admin_cli::Connection,
+        #[command(subcommand)]
+        command: admin_cli::QueueCommand,
+    },
     /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
     /// finds corruption.
     DumpLog(dump_log::Args),
@@ -70,6 +78,10 @@ fn main() -> ExitCode {
             connection,
             command,
         } => admin_cli::group(&connection, &command).map(|()| ExitCode::SUCCESS),
+        Command::Queue {
+            connection,
+            command,
+        } => admin_cli::queue(&connection, &command).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

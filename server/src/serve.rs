@@ -144,6 +144,28 @@ struct Settings {
     /// id included (default 1000); a JoinGroup over it gets GROUP_MAX_SIZE_REACHED.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     group_max_size: Option<u64>,
+    /// Kafka's `group.share.record.lock.duration.ms`: how long a share consumer holds a record it
+    /// was given before it comes back (default 30000; groups may set their own).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1000..=3_600_000))]
+    group_share_record_lock_duration_ms: Option<u64>,
+    /// Kafka's `group.share.delivery.count.limit`: deliveries of a record before it is archived
+    /// (and dead-lettered) (default 5; groups may set their own).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(2..=10))]
+    group_share_delivery_count_limit: Option<u16>,
+    /// Kafka's `group.share.partition.max.record.locks`: records a share group may hold at once
+    /// on one partition (default 2000; groups may set their own).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(100..=10_000))]
+    group_share_partition_max_record_locks: Option<u64>,
+    /// Kafka's `group.share.session.timeout.ms`: a share consumer silent this long leaves its
+    /// group and its records come back (default 45000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1000..=3_600_000))]
+    group_share_session_timeout_ms: Option<u64>,
+    /// Kafka's `group.share.heartbeat.interval.ms` (default 5000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    group_share_heartbeat_interval_ms: Option<u64>,
+    /// Kafka's `group.share.max.size`: members of one share group (default 200).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    group_share_max_size: Option<u64>,
     /// Kafka's `offsets.retention.minutes`: committed offsets of a group without members are
     /// deleted once it has been empty this long (default 10080, 7 days).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -241,6 +263,22 @@ impl Settings {
                 .producer_id_expiration_check_interval_ms
                 .or(other.producer_id_expiration_check_interval_ms),
             group_max_size: self.group_max_size.or(other.group_max_size),
+            group_share_record_lock_duration_ms: self
+                .group_share_record_lock_duration_ms
+                .or(other.group_share_record_lock_duration_ms),
+            group_share_delivery_count_limit: self
+                .group_share_delivery_count_limit
+                .or(other.group_share_delivery_count_limit),
+            group_share_partition_max_record_locks: self
+                .group_share_partition_max_record_locks
+                .or(other.group_share_partition_max_record_locks),
+            group_share_session_timeout_ms: self
+                .group_share_session_timeout_ms
+                .or(other.group_share_session_timeout_ms),
+            group_share_heartbeat_interval_ms: self
+                .group_share_heartbeat_interval_ms
+                .or(other.group_share_heartbeat_interval_ms),
+            group_share_max_size: self.group_share_max_size.or(other.group_share_max_size),
             offsets_retention_minutes: self
                 .offsets_retention_minutes
                 .or(other.offsets_retention_minutes),
@@ -361,6 +399,26 @@ impl Settings {
         }
         if let Some(n) = self.group_max_size {
             config.groups.max_size = size("group-max-size", n)?;
+        }
+        let share = &mut config.share;
+        if let Some(ms) = self.group_share_record_lock_duration_ms {
+            share.lock_duration_ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        }
+        if let Some(limit) = self.group_share_delivery_count_limit {
+            share.delivery_limit = limit;
+        }
+        if let Some(n) = self.group_share_partition_max_record_locks {
+            share.max_record_locks = size("group-share-partition-max-record-locks", n)?;
+            share.max_window = share.max_record_locks * 16;
+        }
+        if let Some(ms) = self.group_share_session_timeout_ms {
+            share.session_timeout_ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        }
+        if let Some(ms) = self.group_share_heartbeat_interval_ms {
+            share.heartbeat_interval_ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        }
+        if let Some(n) = self.group_share_max_size {
+            config.share_group_max_size = size("group-share-max-size", n)?;
         }
         Ok(())
     }

@@ -307,6 +307,26 @@ fn api_versions_advertises_exactly_what_is_routed() {
             ApiKey::DescribeGroups => frame(key, max, 1, &m::DescribeGroupsRequest::default()),
             ApiKey::DeleteGroups => frame(key, max, 1, &m::DeleteGroupsRequest::default()),
             ApiKey::OffsetDelete => frame(key, max, 1, &m::OffsetDeleteRequest::default()),
+            ApiKey::IncrementalAlterConfigs => {
+                frame(key, max, 1, &m::IncrementalAlterConfigsRequest::default())
+            }
+            ApiKey::ShareGroupHeartbeat => {
+                frame(key, max, 1, &m::ShareGroupHeartbeatRequest::default())
+            }
+            ApiKey::ShareGroupDescribe => {
+                frame(key, max, 1, &m::ShareGroupDescribeRequest::default())
+            }
+            ApiKey::ShareFetch => frame(key, max, 1, &m::ShareFetchRequest::default()),
+            ApiKey::ShareAcknowledge => frame(key, max, 1, &m::ShareAcknowledgeRequest::default()),
+            ApiKey::DescribeShareGroupOffsets => {
+                frame(key, max, 1, &m::DescribeShareGroupOffsetsRequest::default())
+            }
+            ApiKey::AlterShareGroupOffsets => {
+                frame(key, max, 1, &m::AlterShareGroupOffsetsRequest::default())
+            }
+            ApiKey::DeleteShareGroupOffsets => {
+                frame(key, max, 1, &m::DeleteShareGroupOffsetsRequest::default())
+            }
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();

@@ -11,4 +11,5 @@ mod groups;
 mod limits;
 mod protocol;
 mod rdkafka_clients;
+mod shares;
 mod wire;

@@ -201,6 +201,7 @@ macro_rules! nothing_counted {
 }
 
 nothing_counted!(
+    m::ShareGroupHeartbeatRequest,
     m::ApiVersionsRequest,
     m::InitProducerIdRequest,
     m::HeartbeatRequest,
@@ -342,6 +343,72 @@ impl Counted for m::DeleteGroupsRequest {
 impl Counted for m::OffsetDeleteRequest {
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+}
+
+impl Counted for m::ShareGroupDescribeRequest {
+    fn counts(&self) -> Counts {
+        Counts {
+            groups: self.group_ids.len(),
+            ..Counts::default()
+        }
+    }
+}
+
+impl Counted for m::ShareFetchRequest {
+    fn counts(&self) -> Counts {
+        let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
+        let forgotten = topics_and_partitions(&self.forgotten_topics_data, |t| t.partitions.len());
+        Counts {
+            topics: fetched.topics + forgotten.topics,
+            partitions: fetched.partitions + forgotten.partitions,
+            ..Counts::default()
+        }
+    }
+}
+
+impl Counted for m::ShareAcknowledgeRequest {
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+}
+
+impl Counted for m::DescribeShareGroupOffsetsRequest {
+    fn counts(&self) -> Counts {
+        let topics = self.groups.iter().flat_map(|g| g.topics.iter().flatten());
+        let (topics, partitions) =
+            topics.fold((0, 0), |(t, p), topic| (t + 1, p + topic.partitions.len()));
+        Counts {
+            topics,
+            partitions,
+            groups: self.groups.len(),
+            ..Counts::default()
+        }
+    }
+}
+
+impl Counted for m::AlterShareGroupOffsetsRequest {
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+}
+
+impl Counted for m::DeleteShareGroupOffsetsRequest {
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.topics.len(),
+            ..Counts::default()
+        }
+    }
+}
+
+impl Counted for m::IncrementalAlterConfigsRequest {
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.resources.len(),
+            partitions: self.resources.iter().map(|r| r.configs.len()).sum(),
+            ..Counts::default()
+        }
     }
 }
 

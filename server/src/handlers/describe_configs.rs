@@ -7,6 +7,10 @@
 //! byte positions, reason), which `lograil topic describe` shows. Kafka's protocol has no
 //! message for it; a read-only config is what every admin tool already displays. An offline
 //! topic answers KAFKA_STORAGE_ERROR with why.
+//!
+//! Groups (resource type 32): a share group's configs under Kafka's names, and (beyond Kafka)
+//! a read-only `lograil.share.partition.<topic>-<N>` entry per share partition with its state
+//! counts, for `lograil queue describe`.
 
 use std::sync::Arc;
 
@@ -26,6 +30,11 @@ const BROKER: i8 = 4;
 pub const TOPIC_CONFIG_SOURCE: i8 = 1;
 const STATIC_BROKER_CONFIG_SOURCE: i8 = 4;
 const DEFAULT_CONFIG_SOURCE: i8 = 5;
+const GROUP: i8 = 32;
+/// Kafka's source for a group config set on the group.
+const DYNAMIC_GROUP_CONFIG_SOURCE: i8 = 8;
+/// Prefix of the read-only entries that describe a share group's partitions.
+pub const SHARE_PARTITION_PREFIX: &str = "lograil.share.partition.";
 /// Kafka's source for a value that comes from neither a config nor a default.
 const UNKNOWN_CONFIG_SOURCE: i8 = 0;
 /// Prefix of the read-only entries that report a partition's damaged data.
@@ -33,6 +42,43 @@ pub const DAMAGE_PREFIX: &str = "lograil.damage.partition.";
 
 /// (name, value, config source, read-only)
 type Entry = (String, String, i8, bool);
+
+/// A share group's configs (its overrides as group configs, the rest as defaults), and one
+/// read-only entry per share partition: `start=…,end=…,available=…,acquired=…,archived=…`
+/// and `oldest_lock_ms=…` when a lock is held (what `lograil queue describe` shows).
+fn group_entries(broker: &Broker, group: &str) -> Vec<Entry> {
+    let overrides = broker.shares.overrides(group);
+    let mut entries: Vec<Entry> = broker
+        .shares
+        .config(group)
+        .entries()
+        .into_iter()
+        .map(|(k, v)| {
+            let source = if overrides.iter().any(|(n, _)| n == k) {
+                DYNAMIC_GROUP_CONFIG_SOURCE
+            } else {
+                DEFAULT_CONFIG_SOURCE
+            };
+            (k.to_string(), v, source, false)
+        })
+        .collect();
+    for p in broker.shares.summaries(&broker.log, group) {
+        let mut value = format!(
+            "start={},end={},available={},acquired={},archived={}",
+            p.start, p.end, p.available, p.acquired, p.archived
+        );
+        if let Some(since) = p.oldest_lock_ms {
+            value += &format!(",oldest_lock_ms={since}");
+        }
+        entries.push((
+            format!("{SHARE_PARTITION_PREFIX}{}-{}", p.topic, p.partition),
+            value,
+            UNKNOWN_CONFIG_SOURCE,
+            true,
+        ));
+    }
+    entries
+}
 
 /// One read-only entry per partition with known damage.
 fn damage_entries(topic: &Topic) -> Vec<Entry> {
@@ -122,6 +168,7 @@ pub async fn handle(
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.clone(), STATIC_BROKER_CONFIG_SOURCE, true))
                     .collect(),
+                GROUP => group_entries(broker, &resource.resource_name),
                 other => {
                     return result
                         .with_error_code(ResponseError::InvalidRequest.code())

@@ -1,5 +1,6 @@
-//! ListGroups, versions 0–4: groups with members, and groups that only have committed offsets
-//! (listed as Empty, as Kafka does). v4 filters by state.
+//! ListGroups, versions 0–5: groups with members, and groups that only have committed offsets
+//! (listed as Empty, as Kafka does). v4 filters by state; v5 gives each group's type
+//! (Classic, or Share for share groups: listed from v5 on only) and filters by type.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,20 +13,40 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::groups::GroupState;
 
+const CLASSIC: &str = "Classic";
+const SHARE: &str = "Share";
+
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ListGroupsRequest,
-    _: &RequestContext,
+    ctx: &RequestContext,
 ) -> Option<ListGroupsResponse> {
-    let mut groups: BTreeMap<String, (String, &'static str)> = broker
+    // id → (protocol type, state, group type)
+    let mut groups: BTreeMap<String, (String, &'static str, &'static str)> = broker
         .offsets
         .groups()
         .into_iter()
-        .map(|g| (g, (String::new(), GroupState::Empty.name())))
+        .map(|g| (g, (String::new(), GroupState::Empty.name(), CLASSIC)))
         .collect();
     for (id, protocol_type, state) in broker.groups.list() {
-        groups.insert(id, (protocol_type, state.name()));
+        groups.insert(id, (protocol_type, state.name(), CLASSIC));
     }
+    if ctx.version >= 5 {
+        let members: BTreeMap<String, usize> = broker.shares.members.list().into_iter().collect();
+        for id in broker.shares.groups() {
+            let state = if members.get(&id).is_some_and(|n| *n > 0) {
+                "Stable"
+            } else {
+                "Empty"
+            };
+            groups.insert(id, ("share".to_string(), state, SHARE));
+        }
+    }
+    let types: Vec<String> = request
+        .types_filter
+        .iter()
+        .map(|t| t.to_lowercase())
+        .collect();
     let filter: Vec<String> = request
         .states_filter
         .iter()
@@ -33,12 +54,14 @@ pub async fn handle(
         .collect();
     let listed = groups
         .into_iter()
-        .filter(|(_, (_, state))| filter.is_empty() || filter.contains(&state.to_lowercase()))
-        .map(|(id, (protocol_type, state))| {
+        .filter(|(_, (_, state, _))| filter.is_empty() || filter.contains(&state.to_lowercase()))
+        .filter(|(_, (_, _, kind))| types.is_empty() || types.contains(&kind.to_lowercase()))
+        .map(|(id, (protocol_type, state, kind))| {
             ListedGroup::default()
                 .with_group_id(GroupId(StrBytes::from_string(id)))
                 .with_protocol_type(StrBytes::from_string(protocol_type))
                 .with_group_state(StrBytes::from_static_str(state))
+                .with_group_type(StrBytes::from_static_str(kind))
         })
         .collect();
     Some(ListGroupsResponse::default().with_groups(listed))

@@ -30,11 +30,23 @@ pub async fn handle(
     ctx: &RequestContext,
 ) -> Option<MetadataResponse> {
     let node = BrokerId(broker.config.node_id);
+    // Topics asked by id (v10+, as share consumers do) are answered under their names; an
+    // unknown id answers UNKNOWN_TOPIC_ID.
+    let mut unknown_ids = Vec::new();
     let names: Vec<String> = match &request.topics {
         // v0: an empty list means every topic; v1+: null means every topic.
         Some(topics) if !(ctx.version == 0 && topics.is_empty()) => topics
             .iter()
-            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+            .filter_map(|t| match &t.name {
+                Some(name) => Some(name.to_string()),
+                None => match broker.log.topic_by_id(t.topic_id) {
+                    Some(topic) => Some(topic.name().to_string()),
+                    None => {
+                        unknown_ids.push(t.topic_id);
+                        None
+                    }
+                },
+            })
             .collect(),
         // Every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
         _ => broker
@@ -90,6 +102,12 @@ pub async fn handle(
             }
         }
     }
+    let unknown = unknown_ids.into_iter().map(|id| {
+        MetadataResponseTopic::default()
+            .with_topic_id(id)
+            .with_error_code(ResponseError::UnknownTopicId.code())
+            .with_topic_authorized_operations(OPERATIONS_OMITTED)
+    });
     let topics = names
         .into_iter()
         .zip(found)
@@ -109,6 +127,7 @@ pub async fn handle(
                 }
             }
         })
+        .chain(unknown)
         .collect();
     let broker_entry = MetadataResponseBroker::default()
         .with_node_id(node)

@@ -11,17 +11,21 @@ use tracing::Instrument;
 
 use crate::broker::Broker;
 
+mod alter_share_group_offsets;
 mod api_versions;
 mod bounds;
 mod create_topics;
 mod delete_groups;
+mod delete_share_group_offsets;
 mod delete_topics;
 mod describe_configs;
 mod describe_groups;
-mod errors;
+mod describe_share_group_offsets;
+pub(crate) mod errors;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
@@ -33,6 +37,10 @@ mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod produce_legacy;
+mod share_acknowledge;
+pub(crate) mod share_fetch;
+mod share_group_describe;
+mod share_group_heartbeat;
 mod sync_group;
 
 /// One API the broker serves, with the versions it serves.
@@ -67,10 +75,18 @@ pub const APIS: &[Api] = &[
     api(ApiKey::LeaveGroup, 0, 3),
     api(ApiKey::OffsetCommit, 2, 8),
     api(ApiKey::OffsetFetch, 1, 7),
-    api(ApiKey::ListGroups, 0, 4),
+    api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::ShareGroupHeartbeat, 1, 1),
+    api(ApiKey::ShareGroupDescribe, 1, 1),
+    api(ApiKey::ShareFetch, 1, 1),
+    api(ApiKey::ShareAcknowledge, 1, 1),
+    api(ApiKey::DescribeShareGroupOffsets, 0, 0),
+    api(ApiKey::AlterShareGroupOffsets, 0, 0),
+    api(ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];
 
 /// Why a request could not be answered; the connection is closed with this logged.
@@ -317,6 +333,28 @@ pub async fn handle(
         ApiKey::DescribeGroups => route!(describe_groups, m::DescribeGroupsRequest),
         ApiKey::DeleteGroups => route!(delete_groups, m::DeleteGroupsRequest),
         ApiKey::OffsetDelete => route!(offset_delete, m::OffsetDeleteRequest),
+        ApiKey::IncrementalAlterConfigs => {
+            route!(incremental_alter_configs, m::IncrementalAlterConfigsRequest)
+        }
+        ApiKey::ShareGroupHeartbeat => route!(share_group_heartbeat, m::ShareGroupHeartbeatRequest),
+        ApiKey::ShareGroupDescribe => route!(share_group_describe, m::ShareGroupDescribeRequest),
+        ApiKey::ShareFetch => route!(share_fetch, m::ShareFetchRequest),
+        ApiKey::ShareAcknowledge => route!(share_acknowledge, m::ShareAcknowledgeRequest),
+        ApiKey::DescribeShareGroupOffsets => {
+            route!(
+                describe_share_group_offsets,
+                m::DescribeShareGroupOffsetsRequest
+            )
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            route!(alter_share_group_offsets, m::AlterShareGroupOffsetsRequest)
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            route!(
+                delete_share_group_offsets,
+                m::DeleteShareGroupOffsetsRequest
+            )
+        }
         _ => Err(RequestError::UnknownApi(raw_key)),
     }
 }

@@ -390,7 +390,11 @@ impl Decodable for AcknowledgementBatch {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            let _ = (tag, unknown_value); // lograil patch: unknown tagged fields are skipped, not kept.
+            // lograil patch: unknown tagged fields are skipped, not kept, except lograil's own
+            // release delay (tag 10000, 8 bytes), which its queue consumer sends.
+            if tag == 10_000 && size == 8 {
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             first_offset,

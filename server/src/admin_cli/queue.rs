@@ -1,0 +1,275 @@
+//! `lograil queue list | describe <group>`: share groups (task queues) over the Kafka protocol —
+//! ListGroups v5 (type Share), ShareGroupDescribe for members, and DescribeConfigs on the group
+//! for its configs and lograil's read-only per-partition state entries (SPSO, SPEO, available,
+//! acquired and archived counts, oldest lock).
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context};
+use consumer::{Admin, Connection as Client};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use serde_json::json;
+
+use super::{print, table, Connection};
+
+/// Prefix of the read-only group configs that describe a share partition.
+const SHARE_PARTITION_PREFIX: &str = "lograil.share.partition.";
+const GROUP_RESOURCE: i8 = 32;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum QueueCommand {
+    /// List share groups.
+    List,
+    /// Show a share group's members, configs and, per partition: its start and end offsets,
+    /// records available, acquired and archived, the age of the oldest available record and
+    /// of the oldest lock.
+    Describe { group: String },
+}
+
+/// One share partition's state, parsed from its `lograil.share.partition.*` entry.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct PartitionState {
+    name: String,
+    start: i64,
+    end: i64,
+    available: i64,
+    acquired: i64,
+    archived: i64,
+    oldest_lock_ms: Option<i64>,
+}
+
+fn parse_state(name: &str, value: &str) -> PartitionState {
+    let mut state = PartitionState {
+        name: name.to_string(),
+        ..PartitionState::default()
+    };
+    for field in value.split(',') {
+        let Some((key, number)) = field.split_once('=') else {
+            continue;
+        };
+        let Ok(number) = number.parse::<i64>() else {
+            continue;
+        };
+        match key {
+            "start" => state.start = number,
+            "end" => state.end = number,
+            "available" => state.available = number,
+            "acquired" => state.acquired = number,
+            "archived" => state.archived = number,
+            "oldest_lock_ms" => state.oldest_lock_ms = Some(number),
+            _ => {}
+        }
+    }
+    state
+}
+
+pub fn queue(connection: &Connection, command: &QueueCommand) -> anyhow::Result<()> {
+    super::runtime()?.block_on(async {
+        let mut client = Client::connect(&connection.bootstrap_server).await?;
+        match command {
+            QueueCommand::List => {
+                let request = ListGroupsRequest::default()
+                    .with_types_filter(vec![StrBytes::from_static_str("share")]);
+                let listed = client.call(&request, 5).await?;
+                let rows: Vec<(String, String)> = listed
+                    .groups
+                    .into_iter()
+                    .filter(|g| g.group_type.eq_ignore_ascii_case("share"))
+                    .map(|g| (g.group_id.to_string(), g.group_state.to_string()))
+                    .collect();
+                let json_rows: Vec<_> = rows
+                    .iter()
+                    .map(|(g, s)| json!({ "group": g, "state": s }))
+                    .collect();
+                print(connection, json!(json_rows), || {
+                    table(
+                        &["GROUP", "STATE"],
+                        &[],
+                        rows.iter().map(|(g, s)| vec![g.clone(), s.clone()]),
+                    )
+                });
+            }
+            QueueCommand::Describe { group } => {
+                describe(connection, &mut client, group).await?;
+            }
+        }
+        Ok(())
+    })
+}
+
+async fn describe(connection: &Connection, client: &mut Client, group: &str) -> anyhow::Result<()> {
+    let described = client
+        .call(
+            &ShareGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_string(group.to_string()))]),
+            1,
+        )
+        .await?;
+    let Some(described) = described.groups.into_iter().next() else {
+        bail!("no answer for share group {group}");
+    };
+    if described.error_code != 0 {
+        bail!(
+            "share group {group}: {}",
+            kafka_protocol::error::ResponseError::try_from_code(described.error_code)
+                .map_or_else(|| described.error_code.to_string(), |e| e.to_string())
+        );
+    }
+    let configs = client
+        .call(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(GROUP_RESOURCE)
+                    .with_resource_name(StrBytes::from_string(group.to_string()))
+                    .with_configuration_keys(None),
+            ]),
+            4,
+        )
+        .await
+        .context("describing the group's configs")?;
+    let mut settings = BTreeMap::new();
+    let mut partitions = Vec::new();
+    for entry in configs.results.into_iter().flat_map(|r| r.configs) {
+        let value = entry.value.map(|v| v.to_string()).unwrap_or_default();
+        match entry.name.strip_prefix(SHARE_PARTITION_PREFIX) {
+            Some(name) => partitions.push(parse_state(name, &value)),
+            None => {
+                settings.insert(entry.name.to_string(), value);
+            }
+        }
+    }
+    // The age of each partition's oldest available record: the record at its start offset.
+    let now = log_core::now_ms();
+    let mut admin = Admin::connect(&connection.bootstrap_server).await?;
+    let mut oldest_available = Vec::with_capacity(partitions.len());
+    for p in &partitions {
+        let (topic, index) = p
+            .name
+            .rsplit_once('-')
+            .and_then(|(t, i)| Some((t.to_string(), i.parse::<i32>().ok()?)))
+            .unwrap_or_default();
+        let age = if p.available > 0 || p.start < p.end {
+            admin
+                .timestamp_at(&topic, index, p.start)
+                .await
+                .ok()
+                .flatten()
+                .map(|ts| (now - ts) as f64 / 1000.0)
+        } else {
+            None
+        };
+        oldest_available.push(age);
+    }
+    let members: Vec<_> = described
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "member_id": m.member_id.to_string(),
+                "client_id": m.client_id.to_string(),
+                "host": m.client_host.to_string(),
+                "epoch": m.member_epoch,
+                "assignment": m.assignment.topic_partitions.iter()
+                    .map(|t| json!({ "topic": t.topic_name.to_string(), "partitions": t.partitions }))
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let rows: Vec<_> = partitions
+        .iter()
+        .zip(&oldest_available)
+        .map(|(p, age)| {
+            json!({
+                "partition": p.name,
+                "start_offset": p.start,
+                "end_offset": p.end,
+                "available": p.available,
+                "acquired": p.acquired,
+                "archived": p.archived,
+                "oldest_available_seconds": age,
+                "oldest_lock_seconds": p.oldest_lock_ms.map(|ms| (now - ms) as f64 / 1000.0),
+            })
+        })
+        .collect();
+    let dash = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |s| format!("{s:.1}"));
+    print(
+        connection,
+        json!({
+            "group": group,
+            "state": described.group_state.to_string(),
+            "members": members,
+            "configs": settings,
+            "partitions": rows,
+        }),
+        || {
+            let header = format!(
+                "Share group {group} is {} with {} members.\n",
+                described.group_state.as_str(),
+                described.members.len()
+            );
+            let partition_rows = partitions.iter().zip(&oldest_available).map(|(p, age)| {
+                vec![
+                    p.name.clone(),
+                    p.start.to_string(),
+                    p.end.to_string(),
+                    p.available.to_string(),
+                    p.acquired.to_string(),
+                    p.archived.to_string(),
+                    dash(*age),
+                    dash(p.oldest_lock_ms.map(|ms| (now - ms) as f64 / 1000.0)),
+                ]
+            });
+            let member_rows = described.members.iter().map(|m| {
+                vec![
+                    m.member_id.to_string(),
+                    m.client_id.to_string(),
+                    m.client_host.to_string(),
+                    m.member_epoch.to_string(),
+                ]
+            });
+            header
+                + &table(
+                    &[
+                        "PARTITION",
+                        "START",
+                        "END",
+                        "AVAILABLE",
+                        "ACQUIRED",
+                        "ARCHIVED",
+                        "OLDEST-AVAILABLE-S",
+                        "OLDEST-LOCK-S",
+                    ],
+                    &[1, 2, 3, 4, 5, 6, 7],
+                    partition_rows,
+                )
+                + "\n\n"
+                + &table(&["MEMBER", "CLIENT-ID", "HOST", "EPOCH"], &[3], member_rows)
+        },
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_state;
+
+    #[test]
+    fn partition_states_parse() {
+        let state = parse_state(
+            "tasks-0",
+            "start=5,end=20,available=3,acquired=10,archived=2,oldest_lock_ms=1700000000000",
+        );
+        assert_eq!((state.start, state.end), (5, 20));
+        assert_eq!(
+            (state.available, state.acquired, state.archived),
+            (3, 10, 2)
+        );
+        assert_eq!(state.oldest_lock_ms, Some(1_700_000_000_000));
+        assert_eq!(
+            parse_state("t-1", "start=1,end=1,available=0,acquired=0,archived=0").oldest_lock_ms,
+            None
+        );
+    }
+}

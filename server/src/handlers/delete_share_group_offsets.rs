@@ -1,0 +1,62 @@
+//! DeleteShareGroupOffsets, version 0: forgets a share group's state for whole topics (the
+//! group starts again from `share.auto.offset.reset` there). Only for a group without members
+//! (NON_EMPTY_GROUP otherwise).
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic;
+use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse};
+
+use super::share_fetch::wait_durable;
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::shares::Pending;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DeleteShareGroupOffsetsRequest,
+    _: &RequestContext,
+) -> Option<DeleteShareGroupOffsetsResponse> {
+    let group = request.group_id.to_string();
+    if !broker.shares.groups().contains(&group) {
+        return Some(
+            DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::GroupIdNotFound.code()),
+        );
+    }
+    if broker
+        .shares
+        .members
+        .describe(&group)
+        .is_some_and(|(_, m)| !m.is_empty())
+    {
+        return Some(
+            DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::NonEmptyGroup.code()),
+        );
+    }
+    let mut pending = Pending::default();
+    let responses = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let response = DeleteShareGroupOffsetsResponseTopic::default();
+            match broker.log.topic(&t.topic_name) {
+                Some(topic) => {
+                    broker
+                        .shares
+                        .delete_offsets(&group, topic.id(), &mut pending);
+                    response
+                        .with_topic_id(topic.id())
+                        .with_topic_name(t.topic_name)
+                }
+                None => response
+                    .with_topic_name(t.topic_name)
+                    .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+            }
+        })
+        .collect();
+    wait_durable(broker, pending).await;
+    Some(DeleteShareGroupOffsetsResponse::default().with_responses(responses))
+}

@@ -1,0 +1,89 @@
+//! DescribeShareGroupOffsets, version 0: each share partition's start offset (SPSO) for the
+//! groups asked, all of a group's topics when it names none. A partition the group has never
+//! read answers -1.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_share_group_offsets_response::{
+    DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+};
+use kafka_protocol::messages::{
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DescribeShareGroupOffsetsRequest,
+    _: &RequestContext,
+) -> Option<DescribeShareGroupOffsetsResponse> {
+    let groups = request
+        .groups
+        .into_iter()
+        .map(|g| {
+            let group =
+                DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
+            if !broker.shares.groups().contains(&g.group_id.to_string()) {
+                return group.with_error_code(ResponseError::GroupIdNotFound.code());
+            }
+            let offsets = broker.shares.offsets(&g.group_id);
+            // (topic name, partitions) asked, or every topic the group has state for.
+            let asked: Vec<(String, Option<Vec<i32>>)> = match g.topics {
+                Some(topics) => topics
+                    .into_iter()
+                    .map(|t| (t.topic_name.to_string(), Some(t.partitions)))
+                    .collect(),
+                None => {
+                    let mut names: Vec<String> = offsets
+                        .iter()
+                        .filter_map(|(k, _)| broker.log.topic_by_id(k.topic_id()))
+                        .map(|t| t.name().to_string())
+                        .collect();
+                    names.dedup();
+                    names.into_iter().map(|n| (n, None)).collect()
+                }
+            };
+            let topics = asked
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let topic = broker.log.topic(&name);
+                    let response = DescribeShareGroupOffsetsResponseTopic::default()
+                        .with_topic_name(TopicName(StrBytes::from_string(name)))
+                        .with_topic_id(topic.as_ref().map(|t| t.id()).unwrap_or_default());
+                    let Some(topic) = topic else {
+                        return response;
+                    };
+                    let partitions = partitions.unwrap_or_else(|| {
+                        offsets
+                            .iter()
+                            .filter(|(k, _)| k.topic_id() == topic.id())
+                            .map(|(k, _)| k.partition)
+                            .collect()
+                    });
+                    response.with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|p| {
+                                let start = offsets
+                                    .iter()
+                                    .find(|(k, _)| k.topic_id() == topic.id() && k.partition == p)
+                                    .map_or(-1, |(_, s)| *s);
+                                DescribeShareGroupOffsetsResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_start_offset(start)
+                                    .with_leader_epoch(-1)
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            group.with_topics(topics)
+        })
+        .collect();
+    Some(DescribeShareGroupOffsetsResponse::default().with_groups(groups))
+}

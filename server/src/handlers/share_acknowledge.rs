@@ -1,0 +1,119 @@
+//! ShareAcknowledge, version 1 (KIP-932): acknowledgements outside a fetch, within the
+//! member's share session (its current epoch; -1 acknowledges, then closes the session and
+//! releases what the member still holds). Accept, release, reject and gap per offset range,
+//! validated all-or-nothing per partition (INVALID_RECORD_STATE for a record the member does
+//! not hold). Applied state is durable before the answer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::share_acknowledge_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
+use kafka_protocol::protocol::StrBytes;
+use task_queue::AckBatch;
+
+use super::share_fetch::{ack_batch, acknowledge, wait_durable};
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::shares::{Pending, TopicPartition};
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ShareAcknowledgeRequest,
+    _: &RequestContext,
+) -> Option<ShareAcknowledgeResponse> {
+    let group = request
+        .group_id
+        .as_ref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member = request.member_id.as_deref().unwrap_or_default().to_string();
+    let epoch = request.share_session_epoch;
+    let response =
+        ShareAcknowledgeResponse::default().with_node_endpoints(vec![NodeEndpoint::default()
+            .with_node_id(BrokerId(broker.config.node_id))
+            .with_host(StrBytes::from_string(broker.host.clone()))
+            .with_port(broker.port)]);
+    let fail = |error: ResponseError| {
+        Some(
+            response
+                .clone()
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(error.to_string()))),
+        )
+    };
+    if let Err(error) = broker
+        .shares
+        .members
+        .session(&group, &member, epoch, &[], &[], false)
+    {
+        return fail(error);
+    }
+    let acks: Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let batches = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| {
+                        ack_batch(
+                            b.first_offset,
+                            b.last_offset,
+                            &b.acknowledge_types,
+                            &b.unknown_tagged_fields,
+                        )
+                    })
+                    .collect();
+                ((t.topic_id, p.partition_index), batches)
+            })
+        })
+        .collect();
+    let (results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
+    if epoch == -1 {
+        let owner = broker.clone();
+        let (g, m) = (group.clone(), member.clone());
+        let released = tokio::task::spawn_blocking(move || {
+            let mut pending = Pending::default();
+            owner
+                .shares
+                .release_member(&owner.log, &g, &m, log_core::now_ms(), &mut pending);
+            pending
+        })
+        .await
+        .ok()?;
+        pending.0.extend(released.0);
+    }
+    wait_durable(broker, pending).await;
+    let leader = LeaderIdAndEpoch::default()
+        .with_leader_id(broker.config.node_id)
+        .with_leader_epoch(0);
+    let mut topics: BTreeMap<log_core::Uuid, Vec<PartitionData>> = BTreeMap::new();
+    for ((topic, index), result) in results {
+        let mut data = PartitionData::default()
+            .with_partition_index(index)
+            .with_current_leader(leader.clone());
+        if let Err(error) = result {
+            data = data
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(error.to_string())));
+        }
+        topics.entry(topic).or_default().push(data);
+    }
+    Some(
+        response.with_responses(
+            topics
+                .into_iter()
+                .map(|(topic_id, partitions)| {
+                    ShareAcknowledgeTopicResponse::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        ),
+    )
+}

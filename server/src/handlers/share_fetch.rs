@@ -1,0 +1,325 @@
+//! ShareFetch, version 1 (KIP-932): a share group member's fetch. In order:
+//!
+//! 1. the share session: epoch 0 opens one with the request's partitions, N (the session's
+//!    epoch) adds them and drops the forgotten ones, -1 closes it (INVALID_SHARE_SESSION_EPOCH,
+//!    SHARE_SESSION_NOT_FOUND otherwise);
+//! 2. acknowledgements piggybacked on the request are applied (per partition,
+//!    `acknowledge_error_code`);
+//! 3. closing the session releases the records the member holds, and fetches nothing;
+//! 4. otherwise up to `max_records` records are acquired across the session's partitions for
+//!    the group's lock duration (returned as `acquisition_lock_timeout_ms`), with the whole
+//!    batches that hold them and their delivery counts. With nothing to acquire, the fetch
+//!    waits up to `max_wait_ms` for an append or for records released by others.
+//!
+//! State changes are durable before the answer. `records` is never null (the Java client
+//! refuses null). Beyond Kafka: a record whose `deadline` header has passed is archived (and
+//! dead-lettered) instead of delivered.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
+use kafka_protocol::protocol::StrBytes;
+use task_queue::{AckBatch, AckType};
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::shares::{PartitionFetch, Pending, TopicPartition};
+
+/// Records a fetch acquires when it does not say (`max.poll.records`' default).
+const DEFAULT_MAX_RECORDS: usize = 500;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ShareFetchRequest,
+    _: &RequestContext,
+) -> Option<ShareFetchResponse> {
+    let group = request
+        .group_id
+        .as_ref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member = request.member_id.as_deref().unwrap_or_default().to_string();
+    let epoch = request.share_session_epoch;
+    let config = broker.shares.config(&group);
+    let response = ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(
+            i32::try_from(config.lock_duration_ms).unwrap_or(i32::MAX),
+        )
+        .with_node_endpoints(vec![NodeEndpoint::default()
+            .with_node_id(BrokerId(broker.config.node_id))
+            .with_host(StrBytes::from_string(broker.host.clone()))
+            .with_port(broker.port)]);
+    let fail = |error: ResponseError| {
+        Some(
+            response
+                .clone()
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(error.to_string()))),
+        )
+    };
+    if epoch != -1 && !broker.shares.members.is_member(&group, &member) {
+        return fail(ResponseError::UnknownMemberId);
+    }
+    let requested: Vec<TopicPartition> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
+        .collect();
+    let forgotten: Vec<TopicPartition> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
+        .collect();
+    let acks: Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| !p.acknowledgement_batches.is_empty())
+                .map(|p| {
+                    let batches = p
+                        .acknowledgement_batches
+                        .iter()
+                        .map(|b| {
+                            ack_batch(
+                                b.first_offset,
+                                b.last_offset,
+                                &b.acknowledge_types,
+                                &b.unknown_tagged_fields,
+                            )
+                        })
+                        .collect();
+                    ((t.topic_id, p.partition_index), batches)
+                })
+        })
+        .collect();
+    if epoch == 0 && !acks.is_empty() {
+        return fail(ResponseError::InvalidRequest);
+    }
+    let session = match broker
+        .shares
+        .members
+        .session(&group, &member, epoch, &requested, &forgotten, true)
+    {
+        Ok(partitions) => partitions,
+        Err(error) => return fail(error),
+    };
+
+    let (ack_results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
+    let mut fetched = Vec::new();
+    if epoch == -1 {
+        let owner = broker.clone();
+        let (g, m) = (group.clone(), member.clone());
+        let released = tokio::task::spawn_blocking(move || {
+            let mut pending = Pending::default();
+            owner
+                .shares
+                .release_member(&owner.log, &g, &m, log_core::now_ms(), &mut pending);
+            pending
+        })
+        .await
+        .ok()?;
+        pending.0.extend(released.0);
+    } else {
+        let partitions: Vec<TopicPartition> = session.into_iter().collect();
+        let max_records = usize::try_from(request.max_records)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(DEFAULT_MAX_RECORDS);
+        let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
+        let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+        let deadline = tokio::time::Instant::now() + max_wait;
+        let mut shutdown = broker.shutdown.clone();
+        let rotate = usize::try_from(epoch).unwrap_or(0);
+        loop {
+            // Registered before looking, so no append or release in between is missed.
+            let appended = broker.appended.notified();
+            let released = broker.shares.released.notified();
+            tokio::pin!(appended, released);
+            appended.as_mut().enable();
+            released.as_mut().enable();
+            let owner = broker.clone();
+            let (g, m, ps) = (group.clone(), member.clone(), partitions.clone());
+            let (got, more) = tokio::task::spawn_blocking(move || {
+                let mut pending = Pending::default();
+                let got = owner.shares.acquire(
+                    &owner.log,
+                    &g,
+                    &m,
+                    &ps,
+                    rotate,
+                    max_records,
+                    max_bytes,
+                    log_core::now_ms(),
+                    &mut pending,
+                );
+                (got, pending)
+            })
+            .await
+            .ok()?;
+            pending.0.extend(more.0);
+            let any = got
+                .iter()
+                .any(|f| !f.acquired.is_empty() || f.error.is_some());
+            fetched = got;
+            if any || tokio::time::Instant::now() >= deadline || broker.is_shutting_down() {
+                break;
+            }
+            tokio::select! {
+                () = &mut appended => {}
+                () = &mut released => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+    wait_durable(broker, pending).await;
+    Some(response.with_responses(answer(broker, ack_results, fetched)))
+}
+
+/// The tagged field in which lograil's queue consumer gives a release its delay (ms, 8 bytes
+/// big-endian); see `vendor/kafka-protocol/LOGRAIL-PATCH.md`.
+pub const RELEASE_DELAY_TAG: i32 = 10_000;
+
+/// Acknowledgement types on the wire to ours (a release with lograil's delay tag waits that
+/// long before it can be delivered again); INVALID_REQUEST for an unknown type.
+pub fn ack_batch(
+    first: i64,
+    last: i64,
+    types: &[i8],
+    tags: &std::collections::BTreeMap<i32, Bytes>,
+) -> Result<AckBatch, ResponseError> {
+    let delay = tags
+        .get(&RELEASE_DELAY_TAG)
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map_or(0, i64::from_be_bytes)
+        .clamp(0, 24 * 3_600_000);
+    let types = types
+        .iter()
+        .map(|t| match AckType::from_wire(*t) {
+            Some(AckType::Release { .. }) => Ok(AckType::Release { delay }),
+            Some(other) => Ok(other),
+            None => Err(ResponseError::InvalidRequest),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(AckBatch {
+        first_offset: first,
+        last_offset: last,
+        types,
+    })
+}
+
+type AckResults = Vec<(TopicPartition, Result<(), ResponseError>)>;
+
+/// Applies acknowledgements per partition on the blocking pool. `None` if the task failed.
+pub async fn acknowledge(
+    broker: &Arc<Broker>,
+    group: &str,
+    member: &str,
+    acks: Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)>,
+) -> Option<(AckResults, Pending)> {
+    if acks.is_empty() {
+        return Some((Vec::new(), Pending::default()));
+    }
+    let owner = broker.clone();
+    let (group, member) = (group.to_string(), member.to_string());
+    tokio::task::spawn_blocking(move || {
+        let mut pending = Pending::default();
+        let now = log_core::now_ms();
+        let results = acks
+            .into_iter()
+            .map(|(tp, batches)| {
+                let result = batches.and_then(|batches| {
+                    owner.shares.acknowledge(
+                        &owner.log,
+                        &group,
+                        &member,
+                        tp,
+                        &batches,
+                        now,
+                        &mut pending,
+                    )
+                });
+                (tp, result)
+            })
+            .collect();
+        (results, pending)
+    })
+    .await
+    .ok()
+}
+
+/// Waits until every append an answer reports is durable.
+pub async fn wait_durable(broker: &Broker, pending: Pending) {
+    for (partition, end) in pending.0 {
+        if let Err(e) = broker.syncer.wait(&partition, end).await {
+            tracing::error!(partition = partition.name(), error = %e, "share state not durable");
+        }
+    }
+}
+
+/// The response's topics: every partition acknowledged or fetched, with its records (never
+/// null), acquired ranges and errors.
+fn answer(
+    broker: &Broker,
+    acks: AckResults,
+    fetched: Vec<PartitionFetch>,
+) -> Vec<ShareFetchableTopicResponse> {
+    let leader = LeaderIdAndEpoch::default()
+        .with_leader_id(broker.config.node_id)
+        .with_leader_epoch(0);
+    let mut partitions: BTreeMap<TopicPartition, PartitionData> = BTreeMap::new();
+    let empty = |index: i32| {
+        PartitionData::default()
+            .with_partition_index(index)
+            .with_current_leader(leader.clone())
+            .with_records(Some(Bytes::new()))
+    };
+    for (tp, result) in acks {
+        let entry = partitions.entry(tp).or_insert_with(|| empty(tp.1));
+        if let Err(error) = result {
+            entry.acknowledge_error_code = error.code();
+            entry.acknowledge_error_message = Some(StrBytes::from_string(error.to_string()));
+        }
+    }
+    for fetch in fetched {
+        let entry = partitions
+            .entry(fetch.topic_partition)
+            .or_insert_with(|| empty(fetch.topic_partition.1));
+        if let Some(error) = fetch.error {
+            entry.error_code = error.code();
+            entry.error_message = Some(StrBytes::from_string(error.to_string()));
+        }
+        entry.records = Some(fetch.records);
+        entry.acquired_records = fetch
+            .acquired
+            .into_iter()
+            .map(|(first, last, count)| {
+                AcquiredRecords::default()
+                    .with_first_offset(first)
+                    .with_last_offset(last)
+                    .with_delivery_count(i16::try_from(count).unwrap_or(i16::MAX))
+            })
+            .collect();
+    }
+    let mut topics: BTreeMap<log_core::Uuid, Vec<PartitionData>> = BTreeMap::new();
+    for ((topic, _), data) in partitions {
+        topics.entry(topic).or_default().push(data);
+    }
+    topics
+        .into_iter()
+        .map(|(topic_id, partitions)| {
+            ShareFetchableTopicResponse::default()
+                .with_topic_id(topic_id)
+                .with_partitions(partitions)
+        })
+        .collect()
+}

@@ -1,0 +1,100 @@
+//! ShareGroupHeartbeat, version 1 (KIP-932): joins (member epoch 0, a member id the client
+//! generated), stays in (the member's current epoch) or leaves (-1) a share group. On one broker
+//! every member is assigned every partition of the topics it subscribes to; the assignment is
+//! sent on joining and whenever it changes (a new subscription, a topic created or grown).
+//! Leaving releases the records the member holds.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::shares::{Pending, TopicPartition};
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ShareGroupHeartbeatRequest,
+    ctx: &RequestContext,
+) -> Option<ShareGroupHeartbeatResponse> {
+    let group = request.group_id.to_string();
+    let member = request.member_id.to_string();
+    let config = broker.shares.config(&group);
+    let subscriptions = request
+        .subscribed_topic_names
+        .map(|names| names.into_iter().map(|n| n.to_string()).collect());
+    let host = format!("/{}", ctx.peer.ip());
+    let answer = broker.shares.members.heartbeat(
+        &group,
+        &member,
+        request.member_epoch,
+        subscriptions,
+        (&ctx.client_id, &host),
+        log_core::now_ms(),
+        broker.config.share_group_max_size,
+        |topic| partitions_of(broker, topic),
+    );
+    let response = ShareGroupHeartbeatResponse::default().with_heartbeat_interval_ms(
+        i32::try_from(config.heartbeat_interval_ms).unwrap_or(i32::MAX),
+    );
+    let heartbeat = match answer {
+        Ok(heartbeat) => heartbeat,
+        Err(error) => {
+            return Some(
+                response
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(error.to_string()))),
+            )
+        }
+    };
+    if request.member_epoch == -1 {
+        let owner = broker.clone();
+        let (g, m) = (group.clone(), member.clone());
+        let released = tokio::task::spawn_blocking(move || {
+            let mut pending = Pending::default();
+            owner
+                .shares
+                .release_member(&owner.log, &g, &m, log_core::now_ms(), &mut pending);
+            pending
+        })
+        .await;
+        if let Ok(pending) = released {
+            super::share_fetch::wait_durable(broker, pending).await;
+        }
+    }
+    let assignment = heartbeat.assignment.map(|partitions| {
+        let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
+        for (topic, partition) in partitions {
+            by_topic.entry(topic).or_default().push(partition);
+        }
+        Assignment::default().with_topic_partitions(
+            by_topic
+                .into_iter()
+                .map(|(topic_id, partitions)| {
+                    TopicPartitions::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+    });
+    Some(
+        response
+            .with_member_id(Some(StrBytes::from_string(member)))
+            .with_member_epoch(heartbeat.member_epoch)
+            .with_assignment(assignment),
+    )
+}
+
+/// A topic's partitions by topic id; none if it does not exist (a subscription may name a topic
+/// before it is created: its partitions are assigned once it is).
+pub fn partitions_of(broker: &Broker, topic: &str) -> Vec<TopicPartition> {
+    broker.log.topic(topic).map_or_else(Vec::new, |t| {
+        (0..t.partitions().len())
+            .filter_map(|p| Some((t.id(), i32::try_from(p).ok()?)))
+            .collect()
+    })
+}

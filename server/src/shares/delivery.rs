@@ -1,0 +1,187 @@
+//! What share groups read from and write to the log: the batches holding acquired records, the
+//! deadlines records carry, and the copies of archived records sent to a dead-letter topic.
+
+use bytes::{Bytes, BytesMut};
+use log_core::batch::{self, DecodedRecord, HeadedRecord};
+use log_core::{Partition, ReadError};
+use task_queue::{Archived, Attempt, Outcome};
+
+/// The header that gives a record's deadline, in ms since the epoch (8 bytes big-endian, or
+/// decimal text): past it, the record is archived as expired instead of delivered.
+pub const DEADLINE_HEADER: &str = "deadline";
+/// lograil's own dead-letter header: every delivery of the record, as JSON.
+pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
+
+/// The whole batches that hold the offsets of `ranges` (ascending), each batch once.
+pub fn read_acquired(
+    partition: &Partition,
+    ranges: &[(i64, i64, u16)],
+) -> Result<Bytes, ReadError> {
+    let mut out = BytesMut::new();
+    // Offset after the last batch taken.
+    let mut taken_to = i64::MIN;
+    for &(first, last, _) in ranges {
+        let mut next = first.max(taken_to);
+        while next <= last {
+            let read = partition.read(next, 1 << 20)?;
+            if read.records.is_empty() {
+                break;
+            }
+            let mut at = 0;
+            while at < read.records.len() {
+                let header = batch::BatchHeader::parse(&read.records[at..]).map_err(|e| {
+                    ReadError::Corrupt {
+                        path: partition.dir().to_path_buf(),
+                        position: at as u64,
+                        reason: e.to_string(),
+                    }
+                })?;
+                let size = header.size as usize;
+                if header.next_offset() > taken_to {
+                    out.extend_from_slice(&read.records[at..at + size]);
+                    taken_to = header.next_offset();
+                }
+                at += size;
+                if header.last_offset() >= last {
+                    break;
+                }
+            }
+            next = taken_to;
+        }
+    }
+    Ok(out.freeze())
+}
+
+/// A record's deadline, if it has one that can be read.
+fn deadline(record: &DecodedRecord) -> Option<i64> {
+    let value = record.header(DEADLINE_HEADER)?;
+    match <[u8; 8]>::try_from(value.as_ref()) {
+        Ok(bytes) => Some(i64::from_be_bytes(bytes)),
+        Err(_) => std::str::from_utf8(value).ok()?.trim().parse().ok(),
+    }
+}
+
+/// Offsets among `offsets` whose record in `batches` has a deadline before `now`. Batches are
+/// decoded only if they may carry the header (compressed, or the name appears in their bytes).
+pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
+    let mut expired = Vec::new();
+    let mut at = 0;
+    while at < batches.len() {
+        let Ok(header) = batch::BatchHeader::parse(&batches[at..]) else {
+            break;
+        };
+        let bytes = &batches[at..at + header.size as usize];
+        at += header.size as usize;
+        let may_have = header.is_compressed()
+            || bytes
+                .windows(DEADLINE_HEADER.len())
+                .any(|w| w == DEADLINE_HEADER.as_bytes());
+        if !may_have {
+            continue;
+        }
+        let Ok(records) = batch::decode(bytes) else {
+            continue;
+        };
+        expired.extend(
+            records
+                .iter()
+                .filter(|r| offsets.binary_search(&r.offset).is_ok())
+                .filter(|r| deadline(r).is_some_and(|d| d < now))
+                .map(|r| r.offset),
+        );
+    }
+    expired
+}
+
+/// Where an archived record came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub partition: i32,
+}
+
+/// Copies of `archived` records of `partition` for a dead-letter topic, with KIP-1191's headers
+/// (`__dlq.errors.*`) and every delivery's attempt. Records that can no longer be read (deleted
+/// by retention meanwhile) are skipped.
+pub fn dead_letters(
+    partition: &Partition,
+    source: Source<'_>,
+    archived: &[Archived],
+) -> Result<Vec<HeadedRecord>, ReadError> {
+    let mut out = Vec::with_capacity(archived.len());
+    for record in archived.iter().filter(|a| a.reason.dead_letters()) {
+        let read = match partition.read(record.offset, 1) {
+            Ok(read) => read,
+            Err(ReadError::OffsetOutOfRange { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let Ok(decoded) = batch::decode(&read.records) else {
+            continue;
+        };
+        let Some(original) = decoded.into_iter().find(|r| r.offset == record.offset) else {
+            continue;
+        };
+        let text = |s: String| Some(Bytes::from(s));
+        let mut headers = original.headers.clone();
+        headers.extend([
+            (
+                "__dlq.errors.topic".to_string(),
+                text(source.topic.to_string()),
+            ),
+            (
+                "__dlq.errors.partition".to_string(),
+                text(source.partition.to_string()),
+            ),
+            (
+                "__dlq.errors.offset".to_string(),
+                text(record.offset.to_string()),
+            ),
+            (
+                "__dlq.errors.group".to_string(),
+                text(source.group.to_string()),
+            ),
+            (
+                "__dlq.errors.delivery.count".to_string(),
+                text(record.deliveries.to_string()),
+            ),
+            (
+                "__dlq.errors.message".to_string(),
+                text(record.reason.as_str().to_string()),
+            ),
+            (
+                ATTEMPTS_HEADER.to_string(),
+                text(attempts_json(&record.history)),
+            ),
+        ]);
+        out.push(HeadedRecord {
+            key: original.key,
+            value: original.value,
+            timestamp: original.timestamp,
+            headers,
+        });
+    }
+    Ok(out)
+}
+
+/// `[{"member":…,"acquired_at":…,"ended_at":…,"outcome":…}, …]`
+fn attempts_json(attempts: &[Attempt]) -> String {
+    let items: Vec<serde_json::Value> = attempts
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "member": a.member,
+                "acquired_at": a.acquired_at,
+                "ended_at": a.ended_at,
+                "outcome": match a.outcome {
+                    Outcome::Accepted => "accepted",
+                    Outcome::Released => "released",
+                    Outcome::Rejected => "rejected",
+                    Outcome::TimedOut => "lock timed out",
+                    Outcome::SessionClosed => "session closed",
+                },
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items).to_string()
+}

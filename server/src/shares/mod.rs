@@ -1,0 +1,653 @@
+//! Share groups (KIP-932, Kafka queues) on the broker: membership and sessions
+//! ([`members`]), the share partitions' state (the `task-queue` crate) kept here per (group,
+//! topic partition) and persisted in `__share_group_state`, group configs, and the dead-letter
+//! copies of archived records ([`delivery`]).
+//!
+//! Every operation here is synchronous and may block on the log (reads, appends): handlers run
+//! them on the blocking pool. An operation's state changes are appended before it returns; the
+//! caller waits for their fsync ([`Pending`]) before answering, so what a client was told
+//! survives a crash.
+
+pub mod delivery;
+pub mod members;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use log_core::{Log, Partition, Topic, TopicConfig, Uuid};
+use task_queue::{
+    AckBatch, AckError, Archived, AutoOffsetReset, Change, Changes, ShareConfig, ShareConfigError,
+    ShareKey, SharePartition, ShareStore, StoreError,
+};
+use tokio::sync::Notify;
+
+use self::delivery::Source;
+pub use self::members::{Membership, TopicPartition};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Appends an answer must wait for: (partition, offset everything below which must be
+/// durable).
+#[derive(Debug, Default)]
+pub struct Pending(pub Vec<(Arc<Partition>, i64)>);
+
+impl Pending {
+    fn push(&mut self, partition: &Arc<Partition>, info: log_core::AppendInfo) {
+        self.0.push((partition.clone(), info.last_offset + 1));
+    }
+}
+
+/// What one ShareFetch got from one partition.
+#[derive(Debug, Clone)]
+pub struct PartitionFetch {
+    pub topic_partition: TopicPartition,
+    pub error: Option<ResponseError>,
+    /// Whole batches holding the acquired records (never absent: empty when none).
+    pub records: Bytes,
+    /// (first offset, last offset, delivery count)
+    pub acquired: Vec<(i64, i64, u16)>,
+}
+
+/// A share partition as `lograil queue describe` shows it.
+#[derive(Debug, Clone)]
+pub struct PartitionSummary {
+    pub topic: String,
+    pub partition: i32,
+    pub start: i64,
+    pub end: i64,
+    pub available: usize,
+    pub acquired: usize,
+    pub archived: usize,
+    /// When the oldest lock held now began (ms since the epoch).
+    pub oldest_lock_ms: Option<i64>,
+}
+
+#[derive(Debug)]
+pub struct Shares {
+    pub members: Membership,
+    store: ShareStore,
+    partitions: Mutex<HashMap<ShareKey, Arc<Mutex<SharePartition>>>>,
+    /// Each group's config overrides, by Kafka name.
+    overrides: Mutex<HashMap<String, Vec<(String, String)>>>,
+    defaults: ShareConfig,
+    /// Config of topics created for dead letters.
+    topic_defaults: TopicConfig,
+    /// Notified when records become available again (released, timed out), to wake fetches.
+    pub released: Notify,
+}
+
+impl Shares {
+    /// Opens `__share_group_state` and rebuilds every share partition and group config.
+    pub fn open(
+        log: &Log,
+        defaults: ShareConfig,
+        topic_defaults: TopicConfig,
+    ) -> Result<Shares, StoreError> {
+        let (store, restored) = ShareStore::open(log)?;
+        let partitions = restored
+            .partitions
+            .into_iter()
+            .map(|(key, state)| (key, Arc::new(Mutex::new(state))))
+            .collect();
+        Ok(Shares {
+            members: Membership::default(),
+            store,
+            partitions: Mutex::new(partitions),
+            overrides: Mutex::new(restored.configs),
+            defaults,
+            topic_defaults,
+            released: Notify::new(),
+        })
+    }
+
+    /// A group's effective config: the broker's defaults and its overrides.
+    pub fn config(&self, group: &str) -> ShareConfig {
+        let mut config = self.defaults.clone();
+        if let Some(overrides) = lock(&self.overrides).get(group) {
+            for (name, value) in overrides {
+                // Stored overrides were checked when set.
+                let _ = config.set(name, Some(value), &self.defaults);
+            }
+        }
+        config
+    }
+
+    /// Sets or (with `None`) deletes a group's configs, all or none.
+    pub fn alter_configs(
+        &self,
+        group: &str,
+        changes: &[(String, Option<String>)],
+        pending: &mut Pending,
+    ) -> Result<(), ShareConfigError> {
+        let mut check = self.config(group);
+        for (name, value) in changes {
+            check.set(name, value.as_deref(), &self.defaults)?;
+        }
+        let mut overrides = lock(&self.overrides);
+        let group_overrides = overrides.entry(group.to_string()).or_default();
+        for (name, value) in changes {
+            group_overrides.retain(|(n, _)| n != name);
+            if let Some(value) = value {
+                group_overrides.push((name.clone(), value.clone()));
+            }
+        }
+        let change = Change::GroupConfig {
+            group: group.to_string(),
+            overrides: group_overrides.clone(),
+        };
+        match self.store.append(&[change]) {
+            Ok(Some(info)) => pending.push(self.store.partition(), info),
+            Ok(None) => {}
+            Err(e) => tracing::error!(group, error = %e, "persisting group configs failed"),
+        }
+        Ok(())
+    }
+
+    /// A group's config overrides.
+    pub fn overrides(&self, group: &str) -> Vec<(String, String)> {
+        lock(&self.overrides)
+            .get(group)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The state of a share partition, created where the group's `share.auto.offset.reset`
+    /// says if it has none (and persisted at once, so a restart keeps its start).
+    fn state(
+        &self,
+        key: &ShareKey,
+        partition: &Partition,
+        config: &ShareConfig,
+        now: i64,
+        pending: &mut Pending,
+    ) -> Arc<Mutex<SharePartition>> {
+        let mut partitions = lock(&self.partitions);
+        if let Some(state) = partitions.get(key) {
+            return state.clone();
+        }
+        let start = match config.auto_offset_reset {
+            AutoOffsetReset::Latest => partition.log_end_offset(),
+            AutoOffsetReset::Earliest => partition.log_start_offset(),
+            AutoOffsetReset::ByDuration(ms) => partition
+                .offset_for_timestamp(now - ms)
+                .ok()
+                .flatten()
+                .map_or(partition.log_end_offset(), |(offset, _)| offset),
+        };
+        let state = SharePartition::new(start);
+        let change = Change::Snapshot {
+            key: key.clone(),
+            state: state.clone(),
+        };
+        match self.store.append(&[change]) {
+            Ok(Some(info)) => pending.push(self.store.partition(), info),
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "persisting a share partition failed"),
+        }
+        let state = Arc::new(Mutex::new(state));
+        partitions.insert(key.clone(), state.clone());
+        state
+    }
+
+    /// Persists what an operation changed in a share partition and copies what it archived to
+    /// the group's dead-letter topic (first, so a crash in between repeats the copy rather than
+    /// losing it).
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        log: &Log,
+        key: &ShareKey,
+        state: &SharePartition,
+        changes: &Changes,
+        topic: &Topic,
+        partition: &Partition,
+        config: &ShareConfig,
+        pending: &mut Pending,
+    ) -> Result<(), ResponseError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        if let Some(dlq) = &config.dead_letter_topic {
+            let source = Source {
+                group: &key.group,
+                topic: topic.name(),
+                partition: key.partition,
+            };
+            self.dead_letter(log, dlq, source, partition, &changes.archived, pending);
+        }
+        let change = Change::delta(key.clone(), state, &changes.offsets);
+        match self.store.append(&[change]) {
+            Ok(Some(info)) => {
+                pending.push(self.store.partition(), info);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                tracing::error!(group = key.group, error = %e, "persisting share state failed");
+                Err(ResponseError::KafkaStorageError)
+            }
+        }
+    }
+
+    fn dead_letter(
+        &self,
+        log: &Log,
+        dlq: &str,
+        source: Source<'_>,
+        partition: &Partition,
+        archived: &[Archived],
+        pending: &mut Pending,
+    ) {
+        if archived.iter().all(|a| !a.reason.dead_letters()) {
+            return;
+        }
+        let copies = match delivery::dead_letters(partition, source, archived) {
+            Ok(copies) if copies.is_empty() => return,
+            Ok(copies) => copies,
+            Err(e) => {
+                tracing::error!(topic = dlq, error = %e, "reading records to dead-letter failed");
+                return;
+            }
+        };
+        let topic = match log.topic(dlq) {
+            Some(topic) => topic,
+            None => match log.create_topic(dlq, 1, self.topic_defaults.clone()) {
+                Ok(topic) => topic,
+                Err(log_core::TopicError::AlreadyExists(_)) => match log.topic(dlq) {
+                    Some(topic) => topic,
+                    None => return,
+                },
+                Err(e) => {
+                    tracing::error!(topic = dlq, error = %e, "creating the dead-letter topic failed");
+                    return;
+                }
+            },
+        };
+        let count = topic.partitions().len().max(1);
+        let Some(target) = topic
+            .partitions()
+            .get(usize::try_from(source.partition).unwrap_or(0) % count)
+            .cloned()
+        else {
+            return;
+        };
+        match target.append_pending(&log_core::batch::build_with_headers(&copies)) {
+            Ok(info) => {
+                tracing::info!(
+                    group = source.group,
+                    topic = source.topic,
+                    dlq,
+                    records = copies.len(),
+                    "dead-lettered"
+                );
+                pending.push(&target, info);
+            }
+            Err(e) => tracing::error!(topic = dlq, error = %e, "writing dead letters failed"),
+        }
+    }
+
+    /// Applies a member's acknowledgements on one partition.
+    #[allow(clippy::too_many_arguments)]
+    pub fn acknowledge(
+        &self,
+        log: &Log,
+        group: &str,
+        member: &str,
+        (topic_id, index): TopicPartition,
+        batches: &[AckBatch],
+        now: i64,
+        pending: &mut Pending,
+    ) -> Result<(), ResponseError> {
+        let topic = log
+            .topic_by_id(topic_id)
+            .ok_or(ResponseError::UnknownTopicId)?;
+        let partition = topic
+            .partition(u32::try_from(index).map_err(|_| ResponseError::UnknownTopicOrPartition)?)
+            .cloned()
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let key = ShareKey::new(group, topic_id, index);
+        let config = self.config(group);
+        let state = self.state(&key, &partition, &config, now, pending);
+        let mut state = lock(&state);
+        let changes = state
+            .acknowledge(member, batches, now, &config)
+            .map_err(|e| match e {
+                AckError::InvalidRequest(_) => ResponseError::InvalidRequest,
+                AckError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
+            })?;
+        self.record(
+            log, &key, &state, &changes, &topic, &partition, &config, pending,
+        )?;
+        drop(state);
+        self.released.notify_waiters();
+        Ok(())
+    }
+
+    /// Acquires up to `max_records` records for `member` across `partitions` (starting at
+    /// `rotate`, so partitions take turns being first), with the batches that hold them. A
+    /// record past its deadline is archived instead (and dead-lettered), never delivered.
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire(
+        &self,
+        log: &Log,
+        group: &str,
+        member: &str,
+        partitions: &[TopicPartition],
+        rotate: usize,
+        max_records: usize,
+        max_bytes: usize,
+        now: i64,
+        pending: &mut Pending,
+    ) -> Vec<PartitionFetch> {
+        let config = self.config(group);
+        let mut left = max_records;
+        let mut bytes = 0usize;
+        let mut out = Vec::new();
+        let count = partitions.len();
+        for i in 0..count {
+            let tp = partitions[(rotate + i) % count.max(1)];
+            let fetched = if left == 0 || bytes >= max_bytes {
+                continue;
+            } else {
+                self.acquire_one(log, group, member, tp, left, &config, now, pending)
+            };
+            left = left.saturating_sub(
+                fetched
+                    .acquired
+                    .iter()
+                    .map(|(f, l, _)| (l - f + 1) as usize)
+                    .sum(),
+            );
+            bytes += fetched.records.len();
+            out.push(fetched);
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_one(
+        &self,
+        log: &Log,
+        group: &str,
+        member: &str,
+        (topic_id, index): TopicPartition,
+        max_records: usize,
+        config: &ShareConfig,
+        now: i64,
+        pending: &mut Pending,
+    ) -> PartitionFetch {
+        let fail = |error| PartitionFetch {
+            topic_partition: (topic_id, index),
+            error: Some(error),
+            records: Bytes::new(),
+            acquired: Vec::new(),
+        };
+        let Some(topic) = log.topic_by_id(topic_id) else {
+            return fail(ResponseError::UnknownTopicId);
+        };
+        let Some(partition) = u32::try_from(index)
+            .ok()
+            .and_then(|i| topic.partition(i).cloned())
+        else {
+            return fail(ResponseError::UnknownTopicOrPartition);
+        };
+        let key = ShareKey::new(group, topic_id, index);
+        let state = self.state(&key, &partition, config, now, pending);
+        let mut state = lock(&state);
+        let mut changes = Changes::default();
+        // Records deleted by retention are gone for the share group too.
+        if state.start() < partition.log_start_offset() {
+            changes = state.reset_start(partition.log_start_offset());
+        }
+        let (acquired, took) =
+            state.acquire(member, now, max_records, partition.log_end_offset(), config);
+        merge(&mut changes, took);
+        let mut ranges = acquired.ranges;
+        let records = match delivery::read_acquired(&partition, &ranges) {
+            Ok(records) => records,
+            Err(e) => {
+                tracing::error!(partition = partition.name(), error = %e, "reading acquired records failed");
+                // Give them back, unseen.
+                merge(&mut changes, state.release_member(member, now, config));
+                let _ = self.record(
+                    log, &key, &state, &changes, &topic, &partition, config, pending,
+                );
+                return fail(crate::handlers::errors::read(&e));
+            }
+        };
+        let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
+        let expired = delivery::past_deadline(&records, &offsets, now);
+        if !expired.is_empty() {
+            merge(&mut changes, state.archive_expired(&expired, now));
+            ranges = without(&ranges, &expired);
+        }
+        if let Err(error) = self.record(
+            log, &key, &state, &changes, &topic, &partition, config, pending,
+        ) {
+            return fail(error);
+        }
+        PartitionFetch {
+            topic_partition: (topic_id, index),
+            error: None,
+            records: if ranges.is_empty() {
+                Bytes::new()
+            } else {
+                records
+            },
+            acquired: ranges,
+        }
+    }
+
+    /// Releases every record `member` holds in `group` (its session closed or it left).
+    pub fn release_member(
+        &self,
+        log: &Log,
+        group: &str,
+        member: &str,
+        now: i64,
+        pending: &mut Pending,
+    ) {
+        let config = self.config(group);
+        let keys: Vec<(ShareKey, Arc<Mutex<SharePartition>>)> = lock(&self.partitions)
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        for (key, state) in keys {
+            let Some((topic, partition)) = resolve(log, &key) else {
+                continue;
+            };
+            let mut state = lock(&state);
+            let changes = state.release_member(member, now, &config);
+            let _ = self.record(
+                log, &key, &state, &changes, &topic, &partition, &config, pending,
+            );
+        }
+        self.released.notify_waiters();
+    }
+
+    /// Timers: releases records whose lock ran out and removes members silent past their
+    /// session timeout (releasing what they held).
+    pub fn tick(&self, log: &Log, now: i64) -> Pending {
+        let mut pending = Pending::default();
+        for (group, member) in self
+            .members
+            .expire(now, |group| self.config(group).session_timeout_ms)
+        {
+            self.release_member(log, &group, &member, now, &mut pending);
+        }
+        let all: Vec<(ShareKey, Arc<Mutex<SharePartition>>)> = lock(&self.partitions)
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        let mut any = false;
+        for (key, state) in all {
+            let Some((topic, partition)) = resolve(log, &key) else {
+                continue;
+            };
+            let config = self.config(&key.group);
+            let mut state = lock(&state);
+            let changes = state.expire_locks(now, &config);
+            any |= !changes.is_empty();
+            let _ = self.record(
+                log,
+                &key,
+                &state,
+                &changes,
+                &topic,
+                &partition,
+                &config,
+                &mut pending,
+            );
+        }
+        if any {
+            self.released.notify_waiters();
+        }
+        pending
+    }
+
+    /// A group's share partitions: (key, SPSO).
+    pub fn offsets(&self, group: &str) -> Vec<(ShareKey, i64)> {
+        let mut offsets: Vec<(ShareKey, i64)> = lock(&self.partitions)
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .map(|(k, s)| (k.clone(), lock(s).start()))
+            .collect();
+        offsets.sort();
+        offsets
+    }
+
+    /// Sets a share partition's start offset (AlterShareGroupOffsets), forgetting its state.
+    pub fn alter_offset(
+        &self,
+        key: &ShareKey,
+        start: i64,
+        pending: &mut Pending,
+    ) -> Result<(), ResponseError> {
+        let state = lock(&self.partitions)
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Mutex::new(SharePartition::new(start))))
+            .clone();
+        let mut state = lock(&state);
+        *state = SharePartition::new(start);
+        let change = Change::Snapshot {
+            key: key.clone(),
+            state: state.clone(),
+        };
+        match self.store.append(&[change]) {
+            Ok(Some(info)) => pending.push(self.store.partition(), info),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "persisting a share offset failed");
+                return Err(ResponseError::KafkaStorageError);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a group's state for a topic (DeleteShareGroupOffsets); how many partitions.
+    pub fn delete_offsets(&self, group: &str, topic_id: Uuid, pending: &mut Pending) -> usize {
+        let doomed: Vec<ShareKey> = lock(&self.partitions)
+            .keys()
+            .filter(|k| k.group == group && k.topic_id() == topic_id)
+            .cloned()
+            .collect();
+        let changes: Vec<Change> = doomed.iter().cloned().map(Change::Delete).collect();
+        match self.store.append(&changes) {
+            Ok(Some(info)) => pending.push(self.store.partition(), info),
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "deleting share offsets failed"),
+        }
+        let mut partitions = lock(&self.partitions);
+        for key in &doomed {
+            partitions.remove(key);
+        }
+        doomed.len()
+    }
+
+    /// Every group with share state or members.
+    pub fn groups(&self) -> Vec<String> {
+        let mut groups: Vec<String> = lock(&self.partitions)
+            .keys()
+            .map(|k| k.group.clone())
+            .collect();
+        groups.extend(self.members.list().into_iter().map(|(g, _)| g));
+        groups.sort();
+        groups.dedup();
+        groups
+    }
+
+    /// A group's share partitions, for describing.
+    pub fn summaries(&self, log: &Log, group: &str) -> Vec<PartitionSummary> {
+        let mut out: Vec<PartitionSummary> = lock(&self.partitions)
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .filter_map(|(key, state)| {
+                let topic = log.topic_by_id(key.topic_id())?;
+                let state = lock(state);
+                let (available, acquired, archived) = state.counts();
+                Some(PartitionSummary {
+                    topic: topic.name().to_string(),
+                    partition: key.partition,
+                    start: state.start(),
+                    end: state.end(),
+                    available,
+                    acquired,
+                    archived,
+                    oldest_lock_ms: state.oldest_lock(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        out
+    }
+}
+
+fn resolve(log: &Log, key: &ShareKey) -> Option<(Arc<Topic>, Arc<Partition>)> {
+    let topic = log.topic_by_id(key.topic_id())?;
+    let partition = topic.partition(u32::try_from(key.partition).ok()?)?.clone();
+    Some((topic, partition))
+}
+
+fn merge(into: &mut Changes, more: Changes) {
+    into.offsets.extend(more.offsets);
+    into.archived.extend(more.archived);
+}
+
+/// `ranges` without the offsets in `removed` (sorted).
+fn without(ranges: &[(i64, i64, u16)], removed: &[i64]) -> Vec<(i64, i64, u16)> {
+    let mut out = Vec::new();
+    for &(first, last, count) in ranges {
+        let mut start = first;
+        for offset in first..=last {
+            if removed.binary_search(&offset).is_ok() {
+                if start < offset {
+                    out.push((start, offset - 1, count));
+                }
+                start = offset + 1;
+            }
+        }
+        if start <= last {
+            out.push((start, last, count));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without;
+
+    #[test]
+    fn ranges_lose_the_removed_offsets() {
+        assert_eq!(
+            without(&[(0, 9, 1), (20, 21, 2)], &[0, 4, 5, 9, 21]),
+            vec![(1, 3, 1), (6, 8, 1), (20, 20, 2)]
+        );
+        assert_eq!(without(&[(3, 3, 1)], &[3]), vec![]);
+    }
+}

@@ -1,0 +1,521 @@
+//! Share groups (KIP-932) spoken in raw protocol, step by step: a poison record that every
+//! consumer dies on reaches its delivery limit and is dead-lettered, across a graceful restart
+//! and a kill -9; records past their deadline are never delivered; bad acknowledgements get
+//! Kafka's error codes and change nothing. (Real share consumers — librdkafka's, the Java
+//! client's — are driven in `external_clients`.)
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchAck,
+};
+use kafka_protocol::messages::share_fetch_request::{
+    AcknowledgementBatch, FetchPartition, FetchTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use log_core::batch::{self, HeadedRecord};
+
+use crate::broker::TestBroker;
+use crate::wire::{call, connect};
+
+const INVALID_RECORD_STATE: i16 = 121;
+const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const INVALID_REQUEST: i16 = 42;
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Produces records (value, headers) to partition 0 of `topic` in one batch.
+fn produce(addr: &str, topic: &str, records: &[(&str, Vec<(&str, String)>)]) {
+    let records: Vec<HeadedRecord> = records
+        .iter()
+        .map(|(value, headers)| HeadedRecord {
+            value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
+            timestamp: log_core::now_ms(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(bytes::Bytes::from(v.clone()))))
+                .collect(),
+            ..HeadedRecord::default()
+        })
+        .collect();
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(TopicName(text(topic)))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch::build_with_headers(&records))),
+            ])]);
+    let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+}
+
+fn create_topic(addr: &str, name: &str) {
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(text(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(-1)])
+        .with_timeout_ms(5000);
+    let response: CreateTopicsResponse =
+        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
+    assert_eq!(response.topics[0].error_code, 0);
+}
+
+fn topic_id(addr: &str, name: &str) -> log_core::Uuid {
+    let request =
+        MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(TopicName(text(name))))]));
+    let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
+    response.topics[0].topic_id
+}
+
+fn set_group_configs(addr: &str, group: &str, configs: &[(&str, &str)]) {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(text(group))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(text(k))
+                            .with_config_operation(0)
+                            .with_value(Some(text(v)))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let response: IncrementalAlterConfigsResponse = call(
+        &mut connect(addr),
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &request,
+    );
+    assert_eq!(
+        response.responses[0].error_code, 0,
+        "{:?}",
+        response.responses[0].error_message
+    );
+}
+
+/// One share consumer in raw protocol: a connection, its member id and session epoch.
+struct Member {
+    stream: TcpStream,
+    group: String,
+    id: String,
+    session_epoch: i32,
+    topic: log_core::Uuid,
+}
+
+impl Member {
+    fn join(addr: &str, group: &str, id: &str, topic: &str) -> Member {
+        let mut stream = connect(addr);
+        let request = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_member_id(text(id))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![TopicName(text(topic))]));
+        let response: ShareGroupHeartbeatResponse =
+            call(&mut stream, ApiKey::ShareGroupHeartbeat, 1, &request);
+        assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+        let assignment = response.assignment.expect("assigned");
+        assert_eq!(assignment.topic_partitions[0].partitions, vec![0]);
+        Member {
+            stream,
+            group: group.to_string(),
+            id: id.to_string(),
+            session_epoch: 0,
+            topic: assignment.topic_partitions[0].topic_id,
+        }
+    }
+
+    /// A ShareFetch of partition 0 carrying `acks` ((first, last, type)); the response.
+    fn fetch_raw(&mut self, acks: &[(i64, i64, i8)], wait_ms: i32) -> ShareFetchResponse {
+        let partition = FetchPartition::default()
+            .with_partition_index(0)
+            .with_acknowledgement_batches(
+                acks.iter()
+                    .map(|(first, last, kind)| {
+                        AcknowledgementBatch::default()
+                            .with_first_offset(*first)
+                            .with_last_offset(*last)
+                            .with_acknowledge_types(vec![*kind])
+                    })
+                    .collect(),
+            );
+        let request = ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(text(&self.group))))
+            .with_member_id(Some(text(&self.id)))
+            .with_share_session_epoch(self.session_epoch)
+            .with_max_wait_ms(wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_max_records(100)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(self.topic)
+                .with_partitions(vec![partition])]);
+        call(&mut self.stream, ApiKey::ShareFetch, 1, &request)
+    }
+
+    /// Fetches; returns (offset, value, delivery count) of every record acquired.
+    fn fetch(&mut self, acks: &[(i64, i64, i8)], wait_ms: i32) -> Vec<(i64, String, i16)> {
+        let response = self.fetch_raw(acks, wait_ms);
+        assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+        self.session_epoch += 1;
+        let mut got = Vec::new();
+        for partition in response.responses.iter().flat_map(|t| &t.partitions) {
+            assert_eq!(partition.error_code, 0);
+            assert_eq!(partition.acknowledge_error_code, 0);
+            let records = batch::decode(partition.records.as_deref().unwrap_or_default()).unwrap();
+            for acquired in &partition.acquired_records {
+                for r in records
+                    .iter()
+                    .filter(|r| (acquired.first_offset..=acquired.last_offset).contains(&r.offset))
+                {
+                    let value = String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap();
+                    got.push((r.offset, value, acquired.delivery_count));
+                }
+            }
+        }
+        got
+    }
+
+    /// A ShareAcknowledge of `acks` on partition 0: the partition's error code.
+    fn acknowledge(&mut self, acks: &[(i64, i64, Vec<i8>)]) -> (i16, i16) {
+        let request = ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(text(&self.group))))
+            .with_member_id(Some(text(&self.id)))
+            .with_share_session_epoch(self.session_epoch)
+            .with_topics(vec![AcknowledgeTopic::default()
+                .with_topic_id(self.topic)
+                .with_partitions(vec![AcknowledgePartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(
+                        acks.iter()
+                            .map(|(first, last, kinds)| {
+                                AckBatchAck::default()
+                                    .with_first_offset(*first)
+                                    .with_last_offset(*last)
+                                    .with_acknowledge_types(kinds.clone())
+                            })
+                            .collect(),
+                    )])]);
+        let response: ShareAcknowledgeResponse =
+            call(&mut self.stream, ApiKey::ShareAcknowledge, 1, &request);
+        if response.error_code == 0 {
+            self.session_epoch += 1;
+        }
+        let partition = response
+            .responses
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map_or(0, |p| p.error_code);
+        (response.error_code, partition)
+    }
+}
+
+impl Member {
+    /// Releases `offset` with lograil's delay tag (10000): not deliverable again for `delay_ms`.
+    fn release_after(&mut self, offset: i64, delay_ms: i64) -> (i16, i16) {
+        let request = ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(text(&self.group))))
+            .with_member_id(Some(text(&self.id)))
+            .with_share_session_epoch(self.session_epoch)
+            .with_topics(vec![AcknowledgeTopic::default()
+                .with_topic_id(self.topic)
+                .with_partitions(vec![AcknowledgePartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(vec![AckBatchAck::default()
+                        .with_first_offset(offset)
+                        .with_last_offset(offset)
+                        .with_acknowledge_types(vec![2])
+                        .with_unknown_tagged_field(
+                            10_000,
+                            bytes::Bytes::copy_from_slice(&delay_ms.to_be_bytes()),
+                        )])])]);
+        let response: ShareAcknowledgeResponse =
+            call(&mut self.stream, ApiKey::ShareAcknowledge, 1, &request);
+        self.session_epoch += 1;
+        let partition = response.responses[0].partitions[0].error_code;
+        (response.error_code, partition)
+    }
+}
+
+/// Every record of partition 0 of `topic`: (value, headers).
+fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let request = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(TopicName(text(topic)))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
+    let records = response.responses[0].partitions[0]
+        .records
+        .clone()
+        .unwrap_or_default();
+    batch::decode(&records)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let headers = r
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    let value = v.as_ref().map(|v| String::from_utf8_lossy(v).into_owned());
+                    (k.clone(), value.unwrap_or_default())
+                })
+                .collect();
+            (
+                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+                headers,
+            )
+        })
+        .collect()
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Fetches until `want` records came back (locks run out meanwhile), at most 20 s.
+fn fetch_until(member: &mut Member, want: usize) -> Vec<(i64, String, i16)> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = member.fetch(&[], 500);
+        if got.len() >= want {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "only {got:?} came back");
+    }
+}
+
+#[test]
+fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and_kill_9() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "tasks");
+    set_group_configs(
+        &broker.addr,
+        "workers",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("group.share.delivery.count.limit", "3"),
+            ("group.share.record.lock.duration.ms", "1000"),
+            ("errors.deadletterqueue.topic.name", "tasks-dlq"),
+        ],
+    );
+    produce(
+        &broker.addr,
+        "tasks",
+        &[
+            ("ok-0", vec![]),
+            ("poison", vec![("trace", "t-1".into())]),
+            ("ok-2", vec![]),
+        ],
+    );
+    // Delivery 1: the healthy records are accepted; the worker dies on the poison one.
+    let mut a = Member::join(&broker.addr, "workers", "worker-a", "tasks");
+    let got = a.fetch(&[], 2000);
+    assert_eq!(
+        got.iter().map(|(o, _, d)| (*o, *d)).collect::<Vec<_>>(),
+        vec![(0, 1), (1, 1), (2, 1)]
+    );
+    a.acknowledge(&[(0, 0, vec![1]), (2, 2, vec![1])]);
+    drop(a);
+    // The broker restarts gracefully; the lock did not survive, the delivery count did.
+    broker.stop();
+    broker.restart();
+    let mut b = Member::join(&broker.addr, "workers", "worker-b", "tasks");
+    assert_eq!(fetch_until(&mut b, 1), vec![(1, "poison".to_string(), 2)]);
+    drop(b);
+    // Delivery 3, then the broker is killed.
+    let mut c = Member::join(&broker.addr, "workers", "worker-c", "tasks");
+    assert_eq!(fetch_until(&mut c, 1), vec![(1, "poison".to_string(), 3)]);
+    broker.kill9();
+    broker.restart();
+    // Its deliveries are used up: the next fetch archives it, dead-letters it, and returns
+    // nothing; the queue flows on.
+    produce(&broker.addr, "tasks", &[("ok-3", vec![])]);
+    let mut d = Member::join(&broker.addr, "workers", "worker-d", "tasks");
+    let got = fetch_until(&mut d, 1);
+    assert_eq!(got, vec![(3, "ok-3".to_string(), 1)]);
+    let dead = read_all(&broker.addr, "tasks-dlq");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let (value, headers) = &dead[0];
+    assert_eq!(value, "poison");
+    assert_eq!(
+        header(headers, "trace"),
+        Some("t-1"),
+        "the record's own headers are kept"
+    );
+    assert_eq!(header(headers, "__dlq.errors.topic"), Some("tasks"));
+    assert_eq!(header(headers, "__dlq.errors.partition"), Some("0"));
+    assert_eq!(header(headers, "__dlq.errors.offset"), Some("1"));
+    assert_eq!(header(headers, "__dlq.errors.group"), Some("workers"));
+    assert_eq!(header(headers, "__dlq.errors.delivery.count"), Some("3"));
+    assert_eq!(
+        header(headers, "__dlq.errors.message"),
+        Some("delivery limit")
+    );
+    let attempts: serde_json::Value =
+        serde_json::from_str(header(headers, "lograil.dlq.attempts").unwrap()).unwrap();
+    let attempts: Vec<(&str, &str)> = attempts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["member"].as_str().unwrap(),
+                a["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // worker-a's and worker-c's locks were lost with the broker (a restart ends no delivery
+    // on record); worker-b's ran out while the broker ran.
+    assert_eq!(attempts, vec![("worker-b", "lock timed out")]);
+}
+
+#[test]
+fn a_record_past_its_deadline_is_never_delivered_and_goes_to_the_dead_letters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "jobs");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("errors.deadletterqueue.topic.name", "jobs-dlq"),
+        ],
+    );
+    let now = log_core::now_ms();
+    produce(
+        &broker.addr,
+        "jobs",
+        &[
+            ("late", vec![("deadline", (now - 1000).to_string())]),
+            ("in-time", vec![("deadline", (now + 3_600_000).to_string())]),
+            ("no-deadline", vec![]),
+        ],
+    );
+    let mut m = Member::join(&broker.addr, "g", "m", "jobs");
+    let got: Vec<String> = fetch_until(&mut m, 2)
+        .into_iter()
+        .map(|(_, v, _)| v)
+        .collect();
+    assert_eq!(got, vec!["in-time", "no-deadline"]);
+    let dead = read_all(&broker.addr, "jobs-dlq");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].0, "late");
+    assert_eq!(header(&dead[0].1, "__dlq.errors.message"), Some("expired"));
+}
+
+#[test]
+fn bad_acknowledgements_get_kafkas_errors_and_change_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "q");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[("share.auto.offset.reset", "earliest")],
+    );
+    produce(
+        &broker.addr,
+        "q",
+        &[("r0", vec![]), ("r1", vec![]), ("r2", vec![])],
+    );
+    let mut a = Member::join(&broker.addr, "g", "a", "q");
+    let mut b = Member::join(&broker.addr, "g", "b", "q");
+    assert_eq!(a.fetch(&[], 2000).len(), 3, "a holds all three");
+    // b opens its session, gets nothing, and cannot acknowledge a's records.
+    assert!(b.fetch(&[], 0).is_empty());
+    assert_eq!(b.acknowledge(&[(0, 0, vec![1])]), (0, INVALID_RECORD_STATE));
+    // Overlapping or backwards ranges, and types that do not fit the range.
+    assert_eq!(
+        a.acknowledge(&[(0, 1, vec![1]), (1, 2, vec![1])]),
+        (0, INVALID_REQUEST)
+    );
+    assert_eq!(a.acknowledge(&[(2, 1, vec![1])]), (0, INVALID_REQUEST));
+    assert_eq!(a.acknowledge(&[(0, 2, vec![1, 1])]), (0, INVALID_REQUEST));
+    // An offset nobody holds.
+    assert_eq!(a.acknowledge(&[(7, 7, vec![1])]), (0, INVALID_RECORD_STATE));
+    // A wrong session epoch, and a member that never joined.
+    a.session_epoch += 5;
+    assert_eq!(
+        a.acknowledge(&[(0, 0, vec![1])]).0,
+        INVALID_SHARE_SESSION_EPOCH
+    );
+    a.session_epoch -= 5;
+    let mut ghost = Member {
+        stream: connect(&broker.addr),
+        group: "g".into(),
+        id: "ghost".into(),
+        session_epoch: 0,
+        topic: topic_id(&broker.addr, "q"),
+    };
+    assert_eq!(ghost.fetch_raw(&[], 0).error_code, UNKNOWN_MEMBER_ID);
+    // Nothing changed: a still holds all three and accepts them.
+    assert_eq!(a.acknowledge(&[(0, 2, vec![1])]), (0, 0));
+    produce(&broker.addr, "q", &[("r3", vec![])]);
+    let got: Vec<i64> = fetch_until(&mut b, 1)
+        .into_iter()
+        .map(|(o, _, _)| o)
+        .collect();
+    assert_eq!(got, vec![3], "0..2 were accepted once, by their holder");
+}
+
+#[test]
+fn a_release_can_carry_a_delay_before_the_record_comes_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "later");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[("share.auto.offset.reset", "earliest")],
+    );
+    produce(
+        &broker.addr,
+        "later",
+        &[("backoff", vec![]), ("now", vec![])],
+    );
+    let mut m = Member::join(&broker.addr, "g", "m", "later");
+    assert_eq!(m.fetch(&[], 2000).len(), 2);
+    assert_eq!(m.release_after(0, 1500), (0, 0));
+    assert_eq!(m.acknowledge(&[(1, 1, vec![2])]), (0, 0));
+    // Only the record released without a delay is there at once.
+    let at_once: Vec<(i64, i16)> = m
+        .fetch(&[], 0)
+        .into_iter()
+        .map(|(o, _, d)| (o, d))
+        .collect();
+    assert_eq!(at_once, vec![(1, 2)]);
+    // The other comes back once its delay is over.
+    let later: Vec<(i64, i16)> = fetch_until(&mut m, 1)
+        .into_iter()
+        .map(|(o, _, d)| (o, d))
+        .collect();
+    assert_eq!(later, vec![(0, 2)]);
+}
