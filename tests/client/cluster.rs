@@ -100,9 +100,12 @@ impl TestCluster {
     }
 
     fn with_guard(guard: Guard) -> TestCluster {
-        // RUST_LOG=consumer=debug shows the client's retries and rebalances.
+        // The client's warnings (batches that expire or run out of retries) by default;
+        // RUST_LOG=consumer=debug shows every retry and rebalance.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("consumer=warn"));
         let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .try_init();
         match kafka_dir() {

@@ -182,7 +182,10 @@ async fn kafka_only_group_coordinator_killed() {
             }),
         ));
     }
-    let producer = cluster.producer(&[("linger.ms", "5")]).await;
+    // As above: room for a loaded machine while the cluster moves leaders.
+    let producer = cluster
+        .producer(&[("linger.ms", "5"), ("delivery.timeout.ms", "300000")])
+        .await;
     let send = |from: u32, to: u32| {
         let producer = producer.clone();
         let topic = topic.clone();
@@ -195,7 +198,8 @@ async fn kafka_only_group_coordinator_killed() {
                 deliveries.push(producer.send(record).await.unwrap());
             }
             for d in deliveries {
-                d.await.unwrap();
+                d.await
+                    .unwrap_or_else(|e| panic!("{e} ({:?})", producer.stats()));
             }
         }
     };
