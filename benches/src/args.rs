@@ -37,9 +37,28 @@ pub enum Command {
     Limits(LimitsArgs),
 }
 
+/// The client library the producers and consumers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientKind {
+    /// librdkafka through the `rdkafka` crate.
+    Rdkafka,
+    /// lograil's own Rust client (the `consumer` crate); librdkafka-only `-X` properties are
+    /// not understood by it.
+    Lograil,
+}
+
 /// Flags of the `produce`, `consume` and `end-to-end` modes.
 #[derive(Debug, Clone, Args, Serialize)]
 pub struct RunArgs {
+    /// The client library the producers and consumers use (topic setup and offsets always
+    /// go through librdkafka).
+    #[arg(long, value_enum, default_value = "rdkafka")]
+    pub client: ClientKind,
+    /// `--client lograil`: tokio worker threads of each client thread's runtime (0: a
+    /// current-thread runtime).
+    #[arg(long, default_value_t = 2)]
+    pub tokio_workers: usize,
     /// Bootstrap broker address (any Kafka-compatible broker).
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub brokers: String,

@@ -13,6 +13,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
+use crate::args::ClientKind;
 use crate::clients::StderrLog;
 use crate::latency::{Latency, LatencySummary};
 use crate::payload::{read_stamp, wall_us_now};
@@ -40,7 +41,8 @@ pub struct StopRule {
 }
 
 impl StopRule {
-    fn reached(&self) -> bool {
+    /// Whether the consumers are done.
+    pub fn reached(&self) -> bool {
         let consumed = self.consumed_total.load(Ordering::Relaxed);
         if self.limit.is_some_and(|limit| consumed >= limit) {
             return true;
@@ -57,6 +59,10 @@ impl StopRule {
 /// What one consumer thread does.
 #[derive(Debug, Clone)]
 pub struct ConsumerJob {
+    /// The client library the job uses.
+    pub client: ClientKind,
+    /// `--client lograil`: tokio worker threads of the job's runtime (0: current-thread).
+    pub tokio_workers: usize,
     pub config: ClientConfig,
     pub topic: String,
     pub partitions: Vec<PartitionRange>,
@@ -87,6 +93,9 @@ pub struct ConsumerOutcome {
 /// Creates the consumer, assigns its partitions, waits at `ready` (so producers start only
 /// after every consumer is fetching), then reads until the stop rule holds.
 pub fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<ConsumerOutcome> {
+    if job.client == ClientKind::Lograil {
+        return crate::lograil_client::run_consumer(job, ready);
+    }
     // Whatever happens in the set-up, pass the barrier once, or the other threads would wait
     // for this one forever.
     let setup = assign(&job);

@@ -1,6 +1,7 @@
 //! lograil's benchmarks: the criterion micro-benchmarks of log-core live in `benches/`, and
 //! this library is the `lograil-bench` harness, which drives any Kafka-compatible broker through
-//! librdkafka (the `rdkafka` crate) and measures throughput and latency.
+//! librdkafka (the `rdkafka` crate) or lograil's own client (`--client lograil`) and measures
+//! throughput and latency.
 //!
 //! It is not a load generator for production clusters (one machine, one process), and it does
 //! not use consumer groups: consumers are assigned partitions explicitly, so it works against a
@@ -13,6 +14,7 @@
 //! | [`args`] | the command-line flags |
 //! | [`run`] | the `produce`, `consume` and `end-to-end` modes |
 //! | [`produce`] / [`consume`] | one producer / consumer client on its thread |
+//! | [`lograil_client`] | the same jobs with lograil's own client (`--client lograil`) |
 //! | [`topic`] | creating the topic, its partitions and offsets |
 //! | [`clients`] | librdkafka settings from the flags |
 //! | [`client_stats`] | librdkafka's statistics: broker round trips, producer queueing |
@@ -42,6 +44,7 @@ pub mod clients;
 pub mod consume;
 pub mod latency;
 pub mod limits;
+pub mod lograil_client;
 pub mod machine;
 pub mod payload;
 pub mod plot;

@@ -16,6 +16,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
 use serde::Serialize;
 
+use crate::args::ClientKind;
 use crate::client_stats::{ClientStats, ClientStatsSummary};
 use crate::clients::log_to_stderr;
 use crate::latency::{Latency, LatencySummary};
@@ -26,6 +27,10 @@ use crate::units::{mb_per_s, per_s};
 /// What one producer thread does.
 #[derive(Debug, Clone)]
 pub struct ProducerJob {
+    /// The client library the job uses.
+    pub client: ClientKind,
+    /// `--client lograil`: tokio worker threads of the job's runtime (0: current-thread).
+    pub tokio_workers: usize,
     pub config: ClientConfig,
     pub topic: String,
     /// Records this producer sends.
@@ -139,6 +144,9 @@ impl ProducerContext for DeliveryContext {
 
 /// Creates the producer, connects it (a Metadata request), waits at `start`, then sends.
 pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<ProducerOutcome> {
+    if job.client == ClientKind::Lograil {
+        return crate::lograil_client::run_producer(job, start);
+    }
     // Whatever happens in the set-up, pass the barrier once, or the other threads would wait
     // for this one forever.
     let setup = connect(&job);

@@ -214,6 +214,8 @@ fn producer_jobs(
     let n = args.producers.max(1) as u64;
     (0..n)
         .map(|i| ProducerJob {
+            client: args.client,
+            tokio_workers: args.tokio_workers,
             config: config.clone(),
             topic: args.topic.clone(),
             messages: messages / n + u64::from(i < messages % n),
@@ -244,6 +246,8 @@ fn consumer_jobs(
     deal(ranges, args.consumers)
         .into_iter()
         .map(|partitions| ConsumerJob {
+            client: args.client,
+            tokio_workers: args.tokio_workers,
             config: config.clone(),
             topic: args.topic.clone(),
             partitions,

@@ -1,21 +1,25 @@
-//! Admin calls: topics, consumer groups, committed offsets and lag.
+//! Admin calls: topics, consumer groups, committed offsets and lag, routed as Kafka requires
+//! (topic changes to the controller, group calls to the group's coordinator, offsets to each
+//! partition's leader), so they work on a cluster as on lograil.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Buf;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::Decodable;
 use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::connection::{ClientError, Connection};
+use crate::cluster::Cluster;
+use crate::config::{AdminConfig, ClientConfig, ConfigError};
+use crate::error::{check, CallError, ErrorCode, NetError};
+use crate::offsets::{self, Committer, EARLIEST, LATEST};
+use crate::util::text;
+use crate::TopicPartition;
 
 /// A topic as Metadata and DescribeConfigs show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +27,10 @@ pub struct TopicDescription {
     pub name: String,
     pub partitions: i32,
     pub internal: bool,
+    /// Replicas of partition 0 (the replication factor is its length).
+    pub replicas: Vec<i32>,
+    /// The leader of each partition (-1: none).
+    pub leaders: Vec<i32>,
     /// Kafka config names and values (only from [`Admin::describe_topic`]).
     pub configs: Vec<(String, String)>,
 }
@@ -61,75 +69,106 @@ pub struct PartitionLag {
     pub lag_seconds: Option<f64>,
 }
 
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1: the broker's default.
+    pub partitions: i32,
+    /// -1: the broker's default (`default.replication.factor`).
+    pub replication_factor: i16,
+    pub configs: Vec<(String, String)>,
 }
 
-fn check(code: i16, what: &str) -> Result<(), ClientError> {
-    match ResponseError::try_from_code(code) {
-        None => Ok(()),
-        Some(e) => Err(ClientError::Broker(format!("{what}: {e}"))),
+/// Why an admin call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AdminError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("empty {0:?} response")]
+    EmptyResponse(ApiKey),
+    #[error("undecodable batch in {partition}: {reason}")]
+    Undecodable {
+        partition: TopicPartition,
+        reason: String,
+    },
+}
+
+impl From<NetError> for AdminError {
+    fn from(e: NetError) -> AdminError {
+        AdminError::Call(CallError::Net(e))
     }
 }
 
-/// Admin operations over one [`Connection`].
-#[derive(Debug)]
+/// How long an admin call keeps retrying (the Java client's `default.api.timeout.ms`).
+const API_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Admin operations on a cluster (or one lograil). Methods take `&mut self` for the CLI's
+/// sake; the client is cheap to clone.
+#[derive(Debug, Clone)]
 pub struct Admin {
-    connection: Connection,
+    cluster: Arc<Cluster>,
 }
 
 impl Admin {
-    pub async fn connect(addr: &str) -> Result<Admin, ClientError> {
+    /// Connects with default settings to `bootstrap` (`host:port[,host:port…]`).
+    pub async fn connect(bootstrap: &str) -> Result<Admin, AdminError> {
+        Admin::new(AdminConfig::new(bootstrap)).await
+    }
+
+    pub async fn from_config(config: &ClientConfig) -> Result<Admin, AdminError> {
+        Admin::new(AdminConfig::from_config(config)?).await
+    }
+
+    pub async fn new(config: AdminConfig) -> Result<Admin, AdminError> {
+        let mut net = config.net;
+        net.allow_auto_create_topics = false;
         Ok(Admin {
-            connection: Connection::connect(addr).await?,
+            cluster: Cluster::connect(net).await?,
         })
     }
 
+    fn deadline() -> Instant {
+        Instant::now() + API_TIMEOUT
+    }
+
     /// Every topic, by name.
-    pub async fn list_topics(&mut self) -> Result<Vec<TopicDescription>, ClientError> {
-        let request = MetadataRequest::default()
-            .with_topics(None)
-            .with_allow_auto_topic_creation(false);
-        let response = self.connection.call(&request, 12).await?;
+    pub async fn list_topics(&mut self) -> Result<Vec<TopicDescription>, AdminError> {
+        let (_, response) = self.cluster.fetch_metadata(None, false).await?;
         let mut topics: Vec<TopicDescription> = response
             .topics
             .into_iter()
             .filter(|t| t.error_code == 0)
-            .map(|t| TopicDescription {
-                name: t.name.map(|n| n.to_string()).unwrap_or_default(),
-                partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
-                internal: t.is_internal,
-                configs: Vec::new(),
-            })
+            .map(|t| describe_partitions(t, Vec::new()))
             .collect();
         topics.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(topics)
     }
 
-    /// A topic's metadata; an error if the broker does not know it.
+    /// A topic's metadata; an error if the cluster does not know it.
     async fn topic_metadata(
         &mut self,
         name: &str,
-    ) -> Result<metadata_response::MetadataResponseTopic, ClientError> {
-        let wanted = metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(TopicName(text(name))));
-        let request = MetadataRequest::default()
-            .with_topics(Some(vec![wanted]))
-            .with_allow_auto_topic_creation(false);
-        let topic = self
-            .connection
-            .call(&request, 12)
-            .await?
+    ) -> Result<metadata_response::MetadataResponseTopic, AdminError> {
+        let (_, response) = self
+            .cluster
+            .fetch_metadata(Some(vec![name.to_string()]), false)
+            .await?;
+        let topic = response
             .topics
             .into_iter()
             .next()
-            .ok_or_else(|| ClientError::Broker(format!("no metadata for {name}")))?;
-        check(topic.error_code, &format!("topic {name}"))?;
+            .ok_or(AdminError::EmptyResponse(ApiKey::Metadata))?;
+        check(topic.error_code, ApiKey::Metadata, || {
+            format!("topic {name}")
+        })?;
         Ok(topic)
     }
 
     /// One topic with its configs.
-    pub async fn describe_topic(&mut self, name: &str) -> Result<TopicDescription, ClientError> {
+    pub async fn describe_topic(&mut self, name: &str) -> Result<TopicDescription, AdminError> {
         let topic = self.topic_metadata(name).await?;
         let request = DescribeConfigsRequest::default().with_resources(vec![
             DescribeConfigsResource::default()
@@ -137,109 +176,202 @@ impl Admin {
                 .with_resource_name(text(name))
                 .with_configuration_keys(None),
         ]);
-        let described = self.connection.call(&request, 4).await?;
+        let connection = self.cluster.any_connection().await?;
+        let described = connection.call(&request, 4).await?;
         let result = described
             .results
             .into_iter()
             .next()
-            .ok_or_else(|| ClientError::Broker(format!("no configs for {name}")))?;
-        check(result.error_code, &format!("configs of {name}"))?;
-        Ok(TopicDescription {
-            name: name.to_string(),
-            partitions: i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX),
-            internal: topic.is_internal,
-            configs: result
-                .configs
-                .into_iter()
-                .map(|c| {
-                    (
-                        c.name.to_string(),
-                        c.value.map(|v| v.to_string()).unwrap_or_default(),
-                    )
-                })
-                .collect(),
-        })
+            .ok_or(AdminError::EmptyResponse(ApiKey::DescribeConfigs))?;
+        check(result.error_code, ApiKey::DescribeConfigs, || {
+            format!("configs of {name}")
+        })?;
+        let configs = result
+            .configs
+            .into_iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.value.map(|v| v.to_string()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        Ok(describe_partitions(topic, configs))
     }
 
+    /// Creates a topic with the broker's default replication factor.
     pub async fn create_topic(
         &mut self,
         name: &str,
         partitions: i32,
         configs: &[(String, String)],
-    ) -> Result<(), ClientError> {
-        let topic = CreatableTopic::default()
-            .with_name(TopicName(text(name)))
-            .with_num_partitions(partitions)
-            .with_replication_factor(-1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        CreatableTopicConfig::default()
-                            .with_name(text(k))
-                            .with_value(Some(text(v)))
-                    })
-                    .collect(),
-            );
+    ) -> Result<(), AdminError> {
+        self.create(&NewTopic {
+            name: name.to_string(),
+            partitions,
+            replication_factor: -1,
+            configs: configs.to_vec(),
+        })
+        .await
+    }
+
+    /// Creates a topic (CreateTopics to the controller) and waits until its metadata shows a
+    /// leader for every partition, so producers and consumers can use it at once.
+    pub async fn create(&mut self, topic: &NewTopic) -> Result<(), AdminError> {
         let request = CreateTopicsRequest::default()
-            .with_topics(vec![topic])
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(text(&topic.name)))
+                .with_num_partitions(topic.partitions)
+                .with_replication_factor(topic.replication_factor)
+                .with_configs(
+                    topic
+                        .configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(text(k))
+                                .with_value(Some(text(v)))
+                        })
+                        .collect(),
+                )])
             .with_timeout_ms(30_000);
-        let response = self.connection.call(&request, 5).await?;
+        let connection = self.cluster.controller_connection().await?;
+        let response = connection.call(&request, 5).await?;
         let result = response
             .topics
             .into_iter()
             .next()
-            .ok_or_else(|| ClientError::Broker("empty CreateTopics response".into()))?;
-        match ResponseError::try_from_code(result.error_code) {
-            None => Ok(()),
-            Some(e) => Err(ClientError::Broker(format!(
-                "creating {name}: {e}{}",
-                result
-                    .error_message
-                    .map(|m| format!(" ({m})"))
-                    .unwrap_or_default()
-            ))),
+            .ok_or(AdminError::EmptyResponse(ApiKey::CreateTopics))?;
+        if let Some(code) = ErrorCode::try_from_code(result.error_code) {
+            return Err(CallError::Broker {
+                api: ApiKey::CreateTopics,
+                resource: format!("topic {}", topic.name),
+                code,
+                message: result.error_message.map(|m| m.to_string()),
+            }
+            .into());
+        }
+        self.wait_for_leaders(&topic.name).await
+    }
+
+    /// Waits until every partition of `name` has a leader in the metadata.
+    async fn wait_for_leaders(&mut self, name: &str) -> Result<(), AdminError> {
+        let deadline = Self::deadline();
+        let mut attempt = 0;
+        loop {
+            let (metadata, _) = self
+                .cluster
+                .fetch_metadata(Some(vec![name.to_string()]), false)
+                .await?;
+            let ready = metadata.topics.get(name).is_some_and(|t| {
+                t.error.is_none()
+                    && !t.partitions.is_empty()
+                    && t.partitions.iter().all(|p| p.leader >= 0)
+            });
+            if ready {
+                return Ok(());
+            }
+            let pause = crate::util::backoff(
+                self.cluster.net.retry_backoff,
+                self.cluster.net.retry_backoff_max,
+                attempt,
+            );
+            attempt += 1;
+            if Instant::now() + pause >= deadline {
+                return Err(CallError::broker(
+                    ApiKey::Metadata,
+                    format!("topic {name}"),
+                    ErrorCode::LeaderNotAvailable,
+                )
+                .into());
+            }
+            tokio::time::sleep(pause).await;
         }
     }
 
-    pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
+    pub async fn delete_topic(&mut self, name: &str) -> Result<(), AdminError> {
         let request = DeleteTopicsRequest::default()
             .with_topic_names(vec![TopicName(text(name))])
             .with_timeout_ms(30_000);
-        let response = self.connection.call(&request, 5).await?;
+        let connection = self.cluster.controller_connection().await?;
+        let response = connection.call(&request, 5).await?;
         let code = response.responses.first().map_or(0, |r| r.error_code);
-        check(code, &format!("deleting {name}"))
+        Ok(check(code, ApiKey::DeleteTopics, || {
+            format!("topic {name}")
+        })?)
     }
 
-    /// (group id, state, protocol type) of every group.
-    pub async fn list_groups(&mut self) -> Result<Vec<(String, String, String)>, ClientError> {
-        let response = self
-            .connection
-            .call(&ListGroupsRequest::default(), 4)
-            .await?;
-        check(response.error_code, "listing groups")?;
-        Ok(response
-            .groups
-            .into_iter()
-            .map(|g| {
-                (
+    /// (group id, state, protocol type) of every group, from every broker (each lists the
+    /// groups it coordinates).
+    pub async fn list_groups(&mut self) -> Result<Vec<(String, String, String)>, AdminError> {
+        let (metadata, _) = self.cluster.fetch_metadata(Some(Vec::new()), false).await?;
+        let mut brokers: Vec<i32> = metadata.brokers.keys().copied().collect();
+        brokers.sort_unstable();
+        let mut out = BTreeMap::new();
+        for broker in brokers {
+            let connection = self.cluster.connection(broker).await?;
+            let response = connection.call(&ListGroupsRequest::default(), 4).await?;
+            check(response.error_code, ApiKey::ListGroups, || {
+                format!("broker {broker}")
+            })?;
+            for g in response.groups {
+                out.insert(
                     g.group_id.to_string(),
-                    g.group_state.to_string(),
-                    g.protocol_type.to_string(),
-                )
-            })
+                    (g.group_state.to_string(), g.protocol_type.to_string()),
+                );
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|(id, (state, kind))| (id, state, kind))
             .collect())
     }
 
-    pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription, ClientError> {
+    /// The broker (node id) coordinating `group` (FindCoordinator).
+    pub async fn group_coordinator(&mut self, group: &str) -> Result<i32, AdminError> {
+        self.cluster.forget_coordinator(group);
+        let deadline = Self::deadline();
+        let mut attempt = 0;
+        loop {
+            match self.cluster.coordinator(group).await {
+                Ok((node, _)) => return Ok(node),
+                Err(e) => {
+                    let pause = crate::util::backoff(
+                        self.cluster.net.retry_backoff,
+                        self.cluster.net.retry_backoff_max,
+                        attempt,
+                    );
+                    attempt += 1;
+                    if !e.is_retriable() || Instant::now() + pause >= deadline {
+                        return Err(e.into());
+                    }
+                    self.cluster.forget_coordinator(group);
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
+    pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription, AdminError> {
         let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
-        let response = self.connection.call(&request, 5).await?;
-        let described = response
-            .groups
-            .into_iter()
-            .next()
-            .ok_or_else(|| ClientError::Broker(format!("no description of {group}")))?;
-        check(described.error_code, &format!("group {group}"))?;
+        let described = offsets::with_coordinator(&self.cluster, group, Self::deadline(), |c| {
+            let request = &request;
+            async move {
+                let response = c.call(request, 5).await?;
+                let described = response.groups.into_iter().next().ok_or_else(|| {
+                    CallError::broker(
+                        ApiKey::DescribeGroups,
+                        format!("group {group}"),
+                        ErrorCode::UnknownServerError,
+                    )
+                })?;
+                check(described.error_code, ApiKey::DescribeGroups, || {
+                    format!("group {group}")
+                })?;
+                Ok(described)
+            }
+        })
+        .await?;
         let consumer = described.protocol_type.as_str() == "consumer";
         Ok(GroupDescription {
             group_id: group.to_string(),
@@ -268,63 +400,35 @@ impl Admin {
     pub async fn committed_offsets(
         &mut self,
         group: &str,
-    ) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
-        let request = OffsetFetchRequest::default()
-            .with_group_id(GroupId(text(group)))
-            .with_topics(None);
-        let response = self.connection.call(&request, 7).await?;
-        check(response.error_code, &format!("offsets of {group}"))?;
-        let mut out = BTreeMap::new();
-        for topic in response.topics {
-            for p in topic.partitions {
-                if p.error_code == 0 && p.committed_offset >= 0 {
-                    out.insert(
-                        (topic.name.to_string(), p.partition_index),
-                        p.committed_offset,
-                    );
-                }
-            }
-        }
-        Ok(out)
+    ) -> Result<BTreeMap<(String, i32), i64>, AdminError> {
+        let committed =
+            offsets::fetch_committed(&self.cluster, group, None, Self::deadline()).await?;
+        Ok(committed
+            .into_iter()
+            .map(|(tp, o)| ((tp.topic, tp.partition), o))
+            .collect())
     }
 
-    /// ListOffsets for every partition of `topic` at `timestamp` (-2 earliest, -1 latest).
+    /// ListOffsets for every partition of `topic` at `timestamp` (-2 earliest, -1 latest, else
+    /// the first record at or after it; -1 when there is none), each asked of its leader.
     pub async fn list_offsets(
         &mut self,
         topic: &str,
         partitions: i32,
         timestamp: i64,
-    ) -> Result<Vec<i64>, ClientError> {
-        let request = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(TopicName(text(topic)))
-                .with_partitions(
-                    (0..partitions)
-                        .map(|p| {
-                            ListOffsetsPartition::default()
-                                .with_partition_index(p)
-                                .with_timestamp(timestamp)
-                        })
-                        .collect(),
-                )]);
-        let response = self.connection.call(&request, 7).await?;
-        let mut offsets = vec![-1; usize::try_from(partitions).unwrap_or(0)];
-        for t in response.topics {
-            for p in t.partitions {
-                check(
-                    p.error_code,
-                    &format!("offsets of {topic}-{}", p.partition_index),
-                )?;
-                if let Some(slot) = usize::try_from(p.partition_index)
-                    .ok()
-                    .and_then(|i| offsets.get_mut(i))
-                {
-                    *slot = p.offset;
-                }
-            }
+    ) -> Result<Vec<i64>, AdminError> {
+        self.cluster.add_interest([topic]);
+        if self.cluster.metadata().partition_count(topic).is_none() {
+            self.topic_metadata(topic).await?;
         }
-        Ok(offsets)
+        let wanted: Vec<(TopicPartition, i64)> = (0..partitions)
+            .map(|p| (TopicPartition::new(topic, p), timestamp))
+            .collect();
+        let found = offsets::list_offsets(&self.cluster, &wanted, Self::deadline()).await?;
+        Ok(wanted
+            .iter()
+            .map(|(tp, _)| found.get(tp).map_or(-1, |(offset, _)| *offset))
+            .collect())
     }
 
     /// Timestamp of the record at `offset` (the first record at or after it), if there is one.
@@ -333,7 +437,8 @@ impl Admin {
         topic: &str,
         partition: i32,
         offset: i64,
-    ) -> Result<Option<i64>, ClientError> {
+    ) -> Result<Option<i64>, AdminError> {
+        let tp = TopicPartition::new(topic, partition);
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(0)
@@ -344,10 +449,31 @@ impl Admin {
                 .with_topic(TopicName(text(topic)))
                 .with_partitions(vec![FetchPartition::default()
                     .with_partition(partition)
+                    .with_current_leader_epoch(-1)
                     .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(-1)
                     .with_log_start_offset(-1)
                     .with_partition_max_bytes(1)])]);
-        let response = self.connection.call(&request, 12).await?;
+        let leader = match self.cluster.metadata().leader(topic, partition) {
+            Some(l) => l,
+            None => {
+                let seen = self.cluster.metadata().version;
+                self.cluster.add_interest([topic]);
+                self.cluster
+                    .refresh(seen)
+                    .await?
+                    .leader(topic, partition)
+                    .ok_or_else(|| {
+                        CallError::broker(
+                            ApiKey::Fetch,
+                            tp.to_string(),
+                            ErrorCode::LeaderNotAvailable,
+                        )
+                    })?
+            }
+        };
+        let connection = self.cluster.connection(leader).await?;
+        let response = connection.call(&request, 12).await?;
         let Some(data) = response
             .responses
             .into_iter()
@@ -356,14 +482,16 @@ impl Admin {
         else {
             return Ok(None);
         };
-        check(data.error_code, &format!("reading {topic}-{partition}"))?;
+        check(data.error_code, ApiKey::Fetch, || tp.to_string())?;
         let Some(mut records) = data.records.filter(|r| !r.is_empty()) else {
             return Ok(None);
         };
-        while records.has_remaining() {
-            let set = RecordBatchDecoder::decode(&mut records).map_err(|e| {
-                ClientError::Broker(format!("undecodable batch in {topic}-{partition}: {e}"))
-            })?;
+        while records.remaining() >= 12 {
+            let set =
+                RecordBatchDecoder::decode(&mut records).map_err(|e| AdminError::Undecodable {
+                    partition: tp.clone(),
+                    reason: e.to_string(),
+                })?;
             if let Some(r) = set.records.iter().find(|r| r.offset >= offset) {
                 return Ok(Some(r.timestamp));
             }
@@ -380,7 +508,7 @@ impl Admin {
         group: &str,
         also: &[String],
         now_ms: i64,
-    ) -> Result<Vec<PartitionLag>, ClientError> {
+    ) -> Result<Vec<PartitionLag>, AdminError> {
         let committed = self.committed_offsets(group).await?;
         let topics: BTreeSet<String> = committed
             .keys()
@@ -390,11 +518,9 @@ impl Admin {
         let mut out = Vec::new();
         for topic in topics {
             let partitions = self.partition_count(&topic).await?;
-            let starts = self.list_offsets(&topic, partitions, -2).await?;
-            let ends = self.list_offsets(&topic, partitions, -1).await?;
-            for p in 0..partitions {
-                let i = usize::try_from(p).unwrap_or(0);
-                let (log_start, log_end) = (starts[i], ends[i]);
+            let starts = self.list_offsets(&topic, partitions, EARLIEST).await?;
+            let ends = self.list_offsets(&topic, partitions, LATEST).await?;
+            for ((p, log_start), log_end) in (0..partitions).zip(starts).zip(ends) {
                 let committed = committed.get(&(topic.clone(), p)).copied();
                 let lag_records = committed.map(|c| (log_end - c.max(log_start)).max(0));
                 let lag_seconds = match (committed, lag_records) {
@@ -419,7 +545,7 @@ impl Admin {
         Ok(out)
     }
 
-    async fn partition_count(&mut self, topic: &str) -> Result<i32, ClientError> {
+    async fn partition_count(&mut self, topic: &str) -> Result<i32, AdminError> {
         let t = self.topic_metadata(topic).await?;
         Ok(i32::try_from(t.partitions.len()).unwrap_or(i32::MAX))
     }
@@ -431,41 +557,45 @@ impl Admin {
         &mut self,
         group: &str,
         offsets: &BTreeMap<(String, i32), i64>,
-    ) -> Result<(), ClientError> {
-        let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for ((topic, partition), offset) in offsets {
-            topics.entry(topic).or_default().push(
-                OffsetCommitRequestPartition::default()
-                    .with_partition_index(*partition)
-                    .with_committed_offset(*offset)
-                    .with_committed_leader_epoch(-1)
-                    .with_committed_metadata(Some(StrBytes::default())),
-            );
-        }
-        let request = OffsetCommitRequest::default()
-            .with_group_id(GroupId(text(group)))
-            .with_generation_id_or_member_epoch(-1)
-            .with_member_id(StrBytes::default())
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(t, partitions)| {
-                        OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(text(t)))
-                            .with_partitions(partitions)
-                    })
-                    .collect(),
-            );
-        let response = self.connection.call(&request, 8).await?;
-        for t in response.topics {
-            for p in t.partitions {
-                check(
-                    p.error_code,
-                    &format!("committing {}-{}", t.name.as_str(), p.partition_index),
-                )?;
-            }
-        }
-        Ok(())
+    ) -> Result<(), AdminError> {
+        let offsets: BTreeMap<TopicPartition, i64> = offsets
+            .iter()
+            .map(|((t, p), o)| (TopicPartition::new(t, *p), *o))
+            .collect();
+        Ok(offsets::commit(
+            &self.cluster,
+            group,
+            &Committer::outsider(),
+            &offsets,
+            Self::deadline(),
+        )
+        .await?)
+    }
+}
+
+fn describe_partitions(
+    t: metadata_response::MetadataResponseTopic,
+    configs: Vec<(String, String)>,
+) -> TopicDescription {
+    let replicas = t
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == 0)
+        .map(|p| p.replica_nodes.iter().map(|b| b.0).collect())
+        .unwrap_or_default();
+    let mut by_index: Vec<(i32, i32)> = t
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0))
+        .collect();
+    by_index.sort_unstable();
+    TopicDescription {
+        name: t.name.map(|n| n.to_string()).unwrap_or_default(),
+        partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
+        internal: t.is_internal,
+        replicas,
+        leaders: by_index.into_iter().map(|(_, l)| l).collect(),
+        configs,
     }
 }
 

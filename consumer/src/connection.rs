@@ -1,7 +1,15 @@
-//! One connection to one broker: requests in order, each at the highest version both sides
-//! support.
+//! One connection to one broker, pipelined: any number of tasks send requests on it at once,
+//! each request goes out whole at the highest version both sides serve, and responses (which
+//! Kafka sends in request order) are matched back by correlation id.
+//!
+//! A background task owns the socket. A request that is not answered within
+//! `request.timeout.ms` closes the connection, as the Java client does: every other request
+//! waiting on it fails with [`NetError::Disconnected`] and the next call reconnects.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -10,53 +18,137 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
 
-/// The largest response accepted.
+/// The largest response accepted (a fetch is bounded by `fetch.max.bytes`, 50 MiB by default).
 const MAX_RESPONSE: usize = 256 << 20;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+/// A transport failure: the request may or may not have reached the broker.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NetError {
     #[error("connecting to {addr}: {source}")]
     Connect {
         addr: String,
-        source: std::io::Error,
+        source: Arc<std::io::Error>,
     },
-    #[error("talking to the broker: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("the broker does not serve {0:?} in a version this client speaks")]
-    Unsupported(ApiKey),
-    #[error("malformed response to {key:?}: {reason}")]
-    Malformed { key: ApiKey, reason: String },
-    #[error("{0}")]
-    Broker(String),
+    #[error("connecting to {addr}: no connection within {after:?}")]
+    ConnectTimeout { addr: String, after: Duration },
+    #[error("connection to {addr} lost")]
+    Disconnected { addr: String },
+    #[error("{api:?} to {addr}: no response within {after:?}")]
+    Timeout {
+        addr: String,
+        api: ApiKey,
+        after: Duration,
+    },
+    #[error("{addr} does not serve {api:?} in a version this client speaks")]
+    Unsupported { addr: String, api: ApiKey },
+    #[error("malformed {api:?} exchange with {addr}: {reason}")]
+    Malformed {
+        addr: String,
+        api: ApiKey,
+        reason: String,
+    },
+    #[error("no broker reachable (bootstrap.servers: {bootstrap})")]
+    NoBroker { bootstrap: String },
 }
 
-#[derive(Debug)]
-pub struct Connection {
-    stream: TcpStream,
+impl NetError {
+    fn malformed(addr: &str, api: ApiKey, reason: impl std::fmt::Display) -> NetError {
+        NetError::Malformed {
+            addr: addr.to_string(),
+            api,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// A request waiting for its response.
+struct Pending {
     correlation_id: i32,
+    reply: oneshot::Sender<Result<Bytes, NetError>>,
+}
+
+/// A framed request on its way to the writer.
+struct Outgoing {
+    frame: Bytes,
+    pending: Option<Pending>,
+}
+
+/// A live (or dead, see [`BrokerConnection::is_alive`]) connection to one broker.
+#[derive(Debug)]
+pub(crate) struct BrokerConnection {
+    addr: String,
+    client_id: StrBytes,
+    request_timeout: Duration,
     /// API key → (min, max) the broker serves.
     versions: HashMap<i16, (i16, i16)>,
+    correlation: AtomicI32,
+    tx: mpsc::UnboundedSender<Outgoing>,
+    alive: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-impl Connection {
+impl Drop for BrokerConnection {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Outgoing({} bytes)", self.frame.len())
+    }
+}
+
+impl BrokerConnection {
     /// Connects to `addr` (`host:port`) and learns which versions the broker serves.
-    pub async fn connect(addr: &str) -> Result<Connection, ClientError> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|source| ClientError::Connect {
-                addr: addr.to_string(),
-                source,
-            })?;
-        let _ = stream.set_nodelay(true);
-        let mut connection = Connection {
-            stream,
-            correlation_id: 0,
-            versions: HashMap::new(),
+    pub(crate) async fn connect(
+        addr: &str,
+        client_id: &str,
+        setup_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<BrokerConnection, NetError> {
+        let stream = match tokio::time::timeout(setup_timeout, TcpStream::connect(addr)).await {
+            Err(_) => {
+                return Err(NetError::ConnectTimeout {
+                    addr: addr.to_string(),
+                    after: setup_timeout,
+                })
+            }
+            Ok(Err(source)) => {
+                return Err(NetError::Connect {
+                    addr: addr.to_string(),
+                    source: Arc::new(source),
+                })
+            }
+            Ok(Ok(stream)) => stream,
         };
+        let _ = stream.set_nodelay(true);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let alive = Arc::new(AtomicBool::new(true));
+        let task = tokio::spawn(run(stream, rx, alive.clone()));
+        let mut connection = BrokerConnection {
+            addr: addr.to_string(),
+            client_id: StrBytes::from_string(client_id.to_string()),
+            request_timeout,
+            versions: HashMap::new(),
+            correlation: AtomicI32::new(0),
+            tx,
+            alive,
+            task,
+        };
+        // ApiVersions v0 is understood by every broker, old and new.
         let response: ApiVersionsResponse = connection
-            .send(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+            .call_at(&ApiVersionsRequest::default(), 0)
             .await?;
+        if response.error_code != 0 {
+            return Err(NetError::malformed(
+                addr,
+                ApiKey::ApiVersions,
+                format!("error code {}", response.error_code),
+            ));
+        }
         connection.versions = response
             .api_keys
             .iter()
@@ -65,70 +157,302 @@ impl Connection {
         Ok(connection)
     }
 
+    /// False once the socket failed or a request timed out; the next call reconnects.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Relaxed) && !self.task.is_finished()
+    }
+
+    /// Closes the connection: every request waiting on it fails.
+    pub(crate) fn close(&self) {
+        self.alive.store(false, Ordering::Relaxed);
+        self.task.abort();
+    }
+
+    /// The version `R` is sent at: the highest both sides serve, at most `max_version`.
+    pub(crate) fn version<R: Request>(&self, max_version: i16) -> Result<i16, NetError> {
+        let api = api_key::<R>();
+        let unsupported = || NetError::Unsupported {
+            addr: self.addr.clone(),
+            api,
+        };
+        let (min, max) = self
+            .versions
+            .get(&R::KEY)
+            .copied()
+            .ok_or_else(unsupported)?;
+        let version = max.min(max_version).min(R::VERSIONS.max);
+        if version < min || version < R::VERSIONS.min {
+            return Err(unsupported());
+        }
+        Ok(version)
+    }
+
+    /// Sends `request` at the highest version both sides serve, up to `max_version`, and waits
+    /// (at most `request.timeout.ms`) for the response.
+    pub(crate) async fn call<R: Request>(
+        &self,
+        request: &R,
+        max_version: i16,
+    ) -> Result<R::Response, NetError> {
+        let version = self.version::<R>(max_version)?;
+        self.call_at(request, version).await
+    }
+
+    /// [`BrokerConnection::call`] at exactly `version` (from [`BrokerConnection::version`]).
+    pub(crate) async fn call_at<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, NetError> {
+        self.call_with_timeout(request, version, self.request_timeout)
+            .await
+    }
+
+    /// As [`BrokerConnection::call_at`], waiting `timeout` (long-polling requests such as a
+    /// fetch or a join add their own wait to the request timeout).
+    pub(crate) async fn call_with_timeout<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response, NetError> {
+        self.start::<R>(request, version)?.wait(self, timeout).await
+    }
+
+    /// Queues `request` on the connection now (requests go out in the order `start` is
+    /// called) and returns what waits for its response.
+    pub(crate) fn start<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<PendingResponse<R::Response>, NetError> {
+        let (frame, correlation_id) = self.frame(request, version)?;
+        let (reply, response) = oneshot::channel();
+        self.submit(Outgoing {
+            frame,
+            pending: Some(Pending {
+                correlation_id,
+                reply,
+            }),
+        })?;
+        Ok(PendingResponse {
+            response,
+            version,
+            api: api_key::<R>(),
+            _type: std::marker::PhantomData,
+        })
+    }
+
+    /// Queues a request the broker does not answer (Produce with acks=0).
+    pub(crate) fn send_only<R: Request>(&self, request: &R, version: i16) -> Result<(), NetError> {
+        let (frame, _) = self.frame(request, version)?;
+        self.submit(Outgoing {
+            frame,
+            pending: None,
+        })
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    fn disconnected(&self) -> NetError {
+        NetError::Disconnected {
+            addr: self.addr.clone(),
+        }
+    }
+
+    fn submit(&self, outgoing: Outgoing) -> Result<(), NetError> {
+        if !self.is_alive() {
+            return Err(self.disconnected());
+        }
+        self.tx.send(outgoing).map_err(|_| self.disconnected())
+    }
+
+    /// The request as a length-prefixed frame, and its correlation id.
+    fn frame<R: Request>(&self, request: &R, version: i16) -> Result<(Bytes, i32), NetError> {
+        let api = api_key::<R>();
+        let correlation_id = self.correlation.fetch_add(1, Ordering::Relaxed);
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(self.client_id.clone()));
+        // Sized up front: a Produce request of large batches would otherwise grow (and copy)
+        // its buffer many times over.
+        let size = header
+            .compute_size(R::header_version(version))
+            .and_then(|h| request.compute_size(version).map(|r| h + r))
+            .unwrap_or(0);
+        let mut buf = BytesMut::with_capacity(4 + size);
+        buf.put_i32(0);
+        header
+            .encode(&mut buf, R::header_version(version))
+            .and_then(|()| request.encode(&mut buf, version))
+            .map_err(|e| NetError::malformed(&self.addr, api, e))?;
+        let len = i32::try_from(buf.len() - 4)
+            .map_err(|_| NetError::malformed(&self.addr, api, "request over 2 GiB"))?;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        Ok((buf.freeze(), correlation_id))
+    }
+}
+
+/// A request on its way; `wait` for its response.
+#[derive(Debug)]
+pub(crate) struct PendingResponse<T> {
+    response: oneshot::Receiver<Result<Bytes, NetError>>,
+    version: i16,
+    api: ApiKey,
+    _type: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Decodable + HeaderVersion> PendingResponse<T> {
+    /// The response, decoded; after `timeout` without one the connection is closed.
+    pub(crate) async fn wait(
+        self,
+        connection: &BrokerConnection,
+        timeout: Duration,
+    ) -> Result<T, NetError> {
+        let addr = &connection.addr;
+        let api = self.api;
+        let mut body = match tokio::time::timeout(timeout, self.response).await {
+            Err(_) => {
+                connection.close();
+                return Err(NetError::Timeout {
+                    addr: addr.clone(),
+                    api,
+                    after: timeout,
+                });
+            }
+            Ok(Err(_)) => return Err(connection.disconnected()),
+            Ok(Ok(result)) => result?,
+        };
+        ResponseHeader::decode(&mut body, T::header_version(self.version))
+            .map_err(|e| NetError::malformed(addr, api, e))?;
+        let response =
+            T::decode(&mut body, self.version).map_err(|e| NetError::malformed(addr, api, e))?;
+        if body.has_remaining() {
+            return Err(NetError::malformed(
+                addr,
+                api,
+                format!("{} bytes left over", body.remaining()),
+            ));
+        }
+        Ok(response)
+    }
+}
+
+fn api_key<R: Request>() -> ApiKey {
+    ApiKey::try_from(R::KEY).unwrap_or(ApiKey::ApiVersions)
+}
+
+/// The socket task: writes frames in order, reads responses in order, and fails every pending
+/// request when either side stops.
+async fn run(stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Outgoing>, alive: Arc<AtomicBool>) {
+    let addr = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let (mut read, mut write) = stream.into_split();
+    let pending: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
+    let writer = {
+        let pending = pending.clone();
+        async move {
+            while let Some(out) = rx.recv().await {
+                if let Some(p) = out.pending {
+                    lock(&pending).push_back(p);
+                }
+                if write.write_all(&out.frame).await.is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    let reader = {
+        let pending = pending.clone();
+        async move {
+            loop {
+                let Ok(len) = read.read_i32().await else {
+                    return;
+                };
+                let Some(len) = usize::try_from(len)
+                    .ok()
+                    .filter(|n| *n >= 4 && *n <= MAX_RESPONSE)
+                else {
+                    return;
+                };
+                // Read into spare capacity: no zeroing of (up to fetch-sized) buffers.
+                let mut body = BytesMut::with_capacity(len);
+                while body.len() < len {
+                    let left = len - body.len();
+                    let mut limited = (&mut body).limit(left);
+                    match read.read_buf(&mut limited).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                }
+                let body = body.freeze();
+                let correlation_id = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+                let Some(p) = lock(&pending).pop_front() else {
+                    return;
+                };
+                if p.correlation_id != correlation_id {
+                    let _ = p.reply.send(Err(NetError::Malformed {
+                        addr: addr.clone(),
+                        api: ApiKey::ApiVersions,
+                        reason: format!(
+                            "response to correlation id {correlation_id}, expected {}",
+                            p.correlation_id
+                        ),
+                    }));
+                    return;
+                }
+                // The caller may have given up (its future dropped): nothing to do.
+                let _ = p.reply.send(Ok(body));
+            }
+        }
+    };
+    tokio::select! {
+        () = writer => {}
+        () = reader => {}
+    }
+    alive.store(false, Ordering::Relaxed);
+    // Dropping the senders fails every waiting request with `Disconnected`.
+    lock(&pending).clear();
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One connection to one broker for raw Kafka requests (tests, tools), with versions
+/// negotiated by ApiVersions. The clients use the cluster-aware routing instead.
+#[derive(Debug)]
+pub struct Connection {
+    inner: BrokerConnection,
+}
+
+impl Connection {
+    /// Connects to `addr` (`host:port`) with the default timeouts (10 s to connect, 30 s per
+    /// request).
+    pub async fn connect(addr: &str) -> Result<Connection, NetError> {
+        Ok(Connection {
+            inner: BrokerConnection::connect(
+                addr,
+                "lograil",
+                Duration::from_secs(10),
+                Duration::from_secs(30),
+            )
+            .await?,
+        })
+    }
+
     /// Sends `request` at the highest version both sides serve, up to `max_version`.
     pub async fn call<R: Request>(
         &mut self,
         request: &R,
         max_version: i16,
-    ) -> Result<R::Response, ClientError> {
-        let key = ApiKey::try_from(R::KEY)
-            .map_err(|()| ClientError::Broker(format!("unknown API key {}", R::KEY)))?;
-        let (min, max) = self
-            .versions
-            .get(&R::KEY)
-            .copied()
-            .ok_or(ClientError::Unsupported(key))?;
-        let version = max.min(max_version).min(R::VERSIONS.max);
-        if version < min || version < R::VERSIONS.min {
-            return Err(ClientError::Unsupported(key));
-        }
-        self.send(key, version, request).await
-    }
-
-    async fn send<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        request: &Req,
-    ) -> Result<Resp, ClientError> {
-        let malformed = |reason: String| ClientError::Malformed { key, reason };
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("lograil-cli")));
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        header
-            .encode(&mut buf, Req::header_version(version))
-            .and_then(|()| request.encode(&mut buf, version))
-            .map_err(|e| malformed(e.to_string()))?;
-        let len =
-            i32::try_from(buf.len() - 4).map_err(|_| malformed("request too large".into()))?;
-        buf[..4].copy_from_slice(&len.to_be_bytes());
-        self.stream.write_all(&buf).await?;
-
-        let len = self.stream.read_i32().await?;
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|n| *n >= 4 && *n <= MAX_RESPONSE)
-            .ok_or_else(|| malformed(format!("response length {len}")))?;
-        let mut body = vec![0u8; len];
-        self.stream.read_exact(&mut body).await?;
-        let mut body = Bytes::from(body);
-        let header = ResponseHeader::decode(&mut body, Resp::header_version(version))
-            .map_err(|e| malformed(e.to_string()))?;
-        if header.correlation_id != self.correlation_id {
-            return Err(malformed(format!(
-                "correlation id {} for request {}",
-                header.correlation_id, self.correlation_id
-            )));
-        }
-        let response = Resp::decode(&mut body, version).map_err(|e| malformed(e.to_string()))?;
-        if body.has_remaining() {
-            return Err(malformed(format!("{} bytes left over", body.remaining())));
-        }
-        Ok(response)
+    ) -> Result<R::Response, NetError> {
+        self.inner.call(request, max_version).await
     }
 }

@@ -1,17 +1,164 @@
-//! # consumer
+//! # consumer — lograil's Kafka client
 //!
-//! lograil's async Rust client, speaking only the Kafka protocol, so it works against lograil
-//! and against a Kafka or Redpanda cluster alike.
+//! An async (tokio) Kafka client that speaks only the Kafka wire protocol (through
+//! `kafka-protocol`), so the same code runs against one lograil broker and against a
+//! multi-broker Apache Kafka (or Redpanda) cluster.
 //!
-//! **It is**, for now, a [`Connection`] that negotiates versions with ApiVersions, and an
-//! [`Admin`] with the calls `lograil topic` and `lograil group` need: topics, groups,
-//! committed offsets, log offsets and lag. **It is not** yet a producer or a group consumer:
-//! use librdkafka (the `rdkafka` crate) for those until they land here.
+//! **It is**
+//! - a [`Producer`]: the Java client's property names and defaults ([`ProducerConfig`]),
+//!   murmur2 partitioning bit for bit as the Java client ([`partition_for_key`]), batching per
+//!   partition by `batch.size` and `linger.ms`, gzip/snappy/lz4/zstd, headers, a
+//!   [`DeliveryFuture`] per record; idempotent by default (producer id, sequence numbers,
+//!   retries that never duplicate or reorder, capped exponential backoff with full jitter until
+//!   `delivery.timeout.ms`); memory bounded by `buffer.memory` — [`Producer::send`] waits for
+//!   room, [`Producer::try_send`] sheds at once with [`SendError::Full`] and a retry-after
+//!   estimated from the measured drain rate;
+//! - a [`Consumer`]: the classic group protocol in a background task (join, sync, heartbeat,
+//!   leave on close; `range` and `cooperative-sticky` assignors; static membership with
+//!   `group.instance.id`; a [`RebalanceListener`]), or hand-picked partitions with
+//!   [`Consumer::assign`]; records as an async stream; manual commits (awaited or in the
+//!   background) and auto commit, at least once; seek by offset, time, beginning or end; pause
+//!   and resume; every codec; control batches skipped;
+//! - an [`Admin`] client: topics, groups, committed offsets, lag;
+//! - cluster-aware: each request goes where Kafka wants it (a partition's leader, the group's
+//!   coordinator, the controller); `NOT_LEADER_OR_FOLLOWER`, `NOT_COORDINATOR`, newer leader
+//!   epochs and vanished brokers refresh the metadata and retry.
+//!
+//! **It is not** a transactional producer or a `read_committed` consumer (no transactions), a
+//! share-group (queue) consumer (yet), nor a client for KIP-848's new consumer protocol; it
+//! speaks PLAINTEXT only (no TLS or SASL). A header name given twice in one record keeps its
+//! last value (the record codec stores headers in a map).
+//!
+//! # Delivery semantics
+//!
+//! The consumer is at least once: a record returned by [`Consumer::recv`] counts as processed
+//! when `recv` is called again. Auto commit (and the commit before partitions are revoked)
+//! covers processed records; [`Consumer::commit`] covers everything handed out, including the
+//! record in hand, like the Java client's `commitSync()`.
+//!
+//! # A keyed producer
+//!
+//! ```no_run
+//! use consumer::{ClientConfig, Producer, ProducerRecord};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = ClientConfig::new()
+//!     .with("bootstrap.servers", "127.0.0.1:9092")
+//!     .with("linger.ms", "10")
+//!     .with("compression.type", "lz4");
+//! let producer = Producer::from_config(&config).await?;
+//! let mut deliveries = Vec::new();
+//! for i in 0..100 {
+//!     let record = ProducerRecord::new("orders")
+//!         .key(format!("customer-{}", i % 7))
+//!         .value(format!("order {i}"))
+//!         .header("source", "example");
+//!     // Waits only if buffer.memory is full; the delivery completes when acknowledged.
+//!     deliveries.push(producer.send(record).await?);
+//! }
+//! for delivery in deliveries {
+//!     let meta = delivery.await?;
+//!     println!("{}-{}@{}", meta.topic, meta.partition, meta.offset);
+//! }
+//! producer.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # A group consumer loop
+//!
+//! ```no_run
+//! use consumer::{ClientConfig, Consumer};
+//! use futures_util::StreamExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = ClientConfig::new()
+//!     .with("bootstrap.servers", "127.0.0.1:9092")
+//!     .with("group.id", "billing")
+//!     .with("auto.offset.reset", "earliest")
+//!     .with("enable.auto.commit", "false");
+//! let consumer = Consumer::from_config(&config).await?;
+//! consumer.subscribe(&["orders"])?;
+//! {
+//!     let mut records = std::pin::pin!(consumer.stream().take(1000));
+//!     while let Some(record) = records.next().await {
+//!         let record = record?;
+//!         println!("{}-{}@{}: {:?}", record.topic, record.partition, record.offset, record.value);
+//!         consumer.commit().await?; // or every N records, or leave it to auto commit
+//!     }
+//! }
+//! consumer.close().await; // leaves the group
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Without a broker, what compiles and runs here is the configuration and the partitioner:
+//!
+//! ```
+//! use consumer::{partition_for_key, ClientConfig, ConfigError, ProducerConfig};
+//!
+//! let config = ClientConfig::new()
+//!     .with("bootstrap.servers", "127.0.0.1:9092")
+//!     .with("acks", "1");
+//! let producer = ProducerConfig::from_config(&config).unwrap();
+//! // As in the Java client, acks=1 turns the default idempotence off.
+//! assert!(!producer.enable_idempotence);
+//! assert!(matches!(
+//!     ProducerConfig::from_config(&config.clone().with("lingerms", "5")),
+//!     Err(ConfigError::Unknown(_))
+//! ));
+//! // The Java client's partition for key "foobar" among 50 partitions.
+//! assert_eq!(partition_for_key(b"foobar", 50), 16);
+//! ```
 
 mod admin;
+mod cluster;
+pub mod config;
 mod connection;
+mod consumer;
+mod error;
+mod group;
+mod offsets;
 mod partitioner;
+mod producer;
+mod util;
 
-pub use admin::{Admin, GroupDescription, MemberDescription, PartitionLag, TopicDescription};
-pub use connection::{ClientError, Connection};
+pub use admin::{
+    Admin, AdminError, GroupDescription, MemberDescription, NewTopic, PartitionLag,
+    TopicDescription,
+};
+pub use config::{AdminConfig, ClientConfig, ConfigError, ConsumerConfig, ProducerConfig};
+pub use connection::Connection;
+pub use consumer::{
+    AssignmentError, CommitError, ConsumeError, Consumer, ConsumerError, ConsumerRecord,
+    TimestampType,
+};
+pub use error::{CallError, ErrorCode, NetError};
+pub use group::RebalanceListener;
 pub use partitioner::{murmur2, partition_for_key, to_positive};
+pub use producer::{
+    DeliveryError, DeliveryFuture, FatalError, IntoTopic, Producer, ProducerError, ProducerRecord,
+    ProducerStats, RecordMetadata, SendError,
+};
+
+/// A partition of a topic.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}

@@ -2,7 +2,7 @@
 //! the Kafka protocol (so they work against any Kafka-compatible broker), like Kafka's
 //! `kafka-topics` and `kafka-consumer-groups`.
 
-mod datetime;
+pub(crate) mod datetime;
 mod queue;
 
 use std::collections::BTreeMap;

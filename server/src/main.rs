@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin_cli;
+mod console_cli;
 mod dump_log;
 mod serve;
 
@@ -37,6 +38,10 @@ enum Command {
         #[command(subcommand)]
         command: admin_cli::GroupCommand,
     },
+    /// Write lines from stdin as records (Kafka's console producer), with lograil's client.
+    Produce(Box<console_cli::ProduceArgs>),
+    /// Print records (Kafka's console consumer), with lograil's client.
+    Consume(Box<console_cli::ConsumeArgs>),
     /// List share groups (task queues) and describe one: members, configs, and per partition
     /// its records available, acquired and archived, and the age of its oldest record and lock.
     Queue {
@@ -63,6 +68,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::DumpLog(args) => dump_log::run(&args),
+        Command::Produce(args) => console_cli::produce(&args).map(|()| ExitCode::SUCCESS),
+        Command::Consume(args) => console_cli::consume(&args).map(|()| ExitCode::SUCCESS),
         Command::Topic {
             connection,
             command,

@@ -9,7 +9,7 @@ use jiff::tz::Offset;
 /// Kafka's `kafka-consumer-groups --to-datetime`, a time without an offset is UTC and the offset
 /// is `Z`, `+01:00`, `+0100` or `+01`; parsing (calendar, ranges, year -9999..=9999) is jiff's
 /// Temporal ISO 8601 grammar.
-pub(super) fn parse_datetime(text: &str) -> anyhow::Result<i64> {
+pub(crate) fn parse_datetime(text: &str) -> anyhow::Result<i64> {
     if let Ok(ms) = text.parse::<i64>() {
         return Ok(ms);
     }

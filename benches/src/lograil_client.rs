@@ -1,0 +1,242 @@
+//! `--client lograil`: the same producer and consumer jobs as [`crate::produce`] and
+//! [`crate::consume`], run with lograil's own client (the `consumer` crate) instead of
+//! librdkafka, so the two are measured on the same broker with the same harness.
+//!
+//! Each job thread runs a tokio runtime of its own (`--tokio-workers`, default 2; 0 for a
+//! current-thread runtime that runs the loop and the client's background tasks on the job's
+//! thread). The librdkafka settings the harness builds are handed over as
+//! Java client properties (the names shared by both clients); librdkafka-only ones are dropped.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use consumer::{ClientConfig, Consumer, Producer, ProducerRecord, TopicPartition};
+
+use crate::consume::{ConsumerJob, ConsumerOutcome};
+use crate::payload::{read_stamp, wall_us_now, Payload};
+use crate::produce::{ProducerJob, ProducerOutcome};
+
+/// librdkafka settings the harness sets that the Java client (and lograil's) has no name for.
+const LIBRDKAFKA_ONLY: &[&str] = &["statistics.interval.ms", "enable.auto.offset.store"];
+
+fn translate(config: &rdkafka::ClientConfig) -> ClientConfig {
+    let mut out = ClientConfig::new();
+    for (k, v) in config.config_map() {
+        if !LIBRDKAFKA_ONLY.contains(&k) {
+            out.set(k, v);
+        }
+    }
+    out
+}
+
+/// The job's tokio runtime: `threads` workers, or a current-thread runtime for 0.
+fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    if threads == 0 {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting a tokio runtime");
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")
+}
+
+/// As [`crate::produce::run_producer`], with lograil's producer.
+pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<ProducerOutcome> {
+    let rt = match runtime(job.tokio_workers) {
+        Ok(rt) => rt,
+        Err(e) => {
+            start.wait();
+            return Err(e);
+        }
+    };
+    let setup = rt.block_on(async {
+        let producer = Producer::from_config(&translate(&job.config))
+            .await
+            .context("creating the producer (lograil client)")?;
+        producer
+            .partitions_for(&job.topic)
+            .await
+            .context("producer metadata")?;
+        Ok::<_, anyhow::Error>(producer)
+    });
+    start.wait();
+    let producer = setup?;
+    rt.block_on(produce(job, producer))
+}
+
+async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<ProducerOutcome> {
+    // Delivery callbacks (run on the producer's task) record each acknowledgement, as
+    // librdkafka's delivery reports do in the other client's jobs.
+    let deliveries: Arc<Mutex<ProducerOutcome>> = Arc::default();
+    let mut payload = Payload::new(job.message_size);
+    let mut sent = 0u64;
+    let mut first_send = None;
+    let mut timed_out = false;
+    let topic: Arc<str> = Arc::from(job.topic.as_str());
+    let run_start = Instant::now();
+    for n in 0..job.messages {
+        let intended = match job.interval {
+            Some(interval) => {
+                let at = run_start + job.phase + interval.mul_f64(n as f64);
+                tokio::time::sleep_until(at.into()).await;
+                at
+            }
+            None => Instant::now(),
+        };
+        if intended > job.deadline {
+            timed_out = true;
+            break;
+        }
+        first_send.get_or_insert(intended);
+        payload.stamp(job.clock.wall_us(intended));
+        let mut record =
+            ProducerRecord::new(topic.clone()).value(Bytes::copy_from_slice(payload.bytes()));
+        let mut bytes = payload.bytes().len() as u64;
+        if let Some(key) = job.keys.get(n) {
+            bytes += key.len() as u64;
+            record = record.key(Bytes::copy_from_slice(key.as_bytes()));
+        }
+        let d = deliveries.clone();
+        let acked_total = job.acked_total.clone();
+        let epoch = job.epoch;
+        producer
+            .send_with_callback(record, move |result| {
+                let now = Instant::now();
+                let mut d = d.lock().unwrap_or_else(PoisonError::into_inner);
+                match result {
+                    Ok(_) => {
+                        d.latency.record(now.saturating_duration_since(intended));
+                        d.acked += 1;
+                        d.acked_bytes += bytes;
+                        d.last_ack = Some(now);
+                        d.per_second.record(epoch, now);
+                        acked_total.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        d.failed += 1;
+                        d.first_error.get_or_insert(e.to_string());
+                    }
+                }
+            })
+            .await
+            .context("producing a record")?;
+        sent += 1;
+    }
+    let remaining = job.deadline.saturating_duration_since(Instant::now());
+    if tokio::time::timeout(remaining, producer.flush())
+        .await
+        .is_err()
+    {
+        timed_out = true;
+    }
+    producer.close().await;
+    let mut outcome =
+        std::mem::take(&mut *deliveries.lock().unwrap_or_else(PoisonError::into_inner));
+    outcome.sent = sent;
+    outcome.first_send = first_send;
+    outcome.timed_out |= timed_out;
+    Ok(outcome)
+}
+
+/// As [`crate::consume::run_consumer`], with lograil's consumer (assign, no group).
+pub fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<ConsumerOutcome> {
+    let rt = match runtime(job.tokio_workers) {
+        Ok(rt) => rt,
+        Err(e) => {
+            ready.wait();
+            return Err(e);
+        }
+    };
+    let setup = rt.block_on(assign(&job));
+    ready.wait();
+    let (consumer, mut outcome) = setup?;
+    if outcome.assigned_at.is_none() {
+        return Ok(outcome);
+    }
+    rt.block_on(async {
+        // Partition → end offset still to reach.
+        let mut open: std::collections::HashMap<i32, i64> = job
+            .partitions
+            .iter()
+            .filter_map(|r| r.end.filter(|e| *e > r.start).map(|e| (r.partition, e)))
+            .collect();
+        let bounded = job.partitions.iter().all(|r| r.end.is_some());
+        loop {
+            if bounded && open.is_empty() {
+                break;
+            }
+            if job.stop.reached() {
+                break;
+            }
+            if Instant::now() > job.stop.deadline {
+                outcome.timed_out = true;
+                break;
+            }
+            let record =
+                match tokio::time::timeout(Duration::from_millis(100), consumer.recv()).await {
+                    Err(_) => continue,
+                    Ok(Err(e)) => {
+                        outcome.errors += 1;
+                        outcome.first_error.get_or_insert(e.to_string());
+                        continue;
+                    }
+                    Ok(Ok(r)) => r,
+                };
+            let now = Instant::now();
+            if job.measure_latency {
+                if let Some(sent_us) = record.value.as_deref().and_then(read_stamp) {
+                    outcome
+                        .latency
+                        .record_micros(wall_us_now().saturating_sub(sent_us));
+                }
+            }
+            outcome.records += 1;
+            outcome.bytes += (record.value.as_ref().map_or(0, Bytes::len)
+                + record.key.as_ref().map_or(0, Bytes::len)) as u64;
+            outcome.first_record.get_or_insert(now);
+            outcome.last_record = Some(now);
+            outcome.per_second.record(job.epoch, now);
+            job.stop.consumed_total.fetch_add(1, Ordering::Relaxed);
+            if open
+                .get(&record.partition)
+                .is_some_and(|end| record.offset + 1 >= *end)
+            {
+                open.remove(&record.partition);
+            }
+        }
+        consumer.close().await;
+    });
+    Ok(outcome)
+}
+
+async fn assign(job: &ConsumerJob) -> anyhow::Result<(Consumer, ConsumerOutcome)> {
+    let consumer = Consumer::from_config(&translate(&job.config))
+        .await
+        .context("creating the consumer (lograil client)")?;
+    let ranges: Vec<_> = job
+        .partitions
+        .iter()
+        .filter(|r| r.end.is_none_or(|end| end > r.start))
+        .collect();
+    let mut outcome = ConsumerOutcome::default();
+    if ranges.is_empty() {
+        return Ok((consumer, outcome));
+    }
+    let partitions: Vec<TopicPartition> = ranges
+        .iter()
+        .map(|r| TopicPartition::new(&job.topic, r.partition))
+        .collect();
+    consumer.assign(&partitions)?;
+    for (tp, r) in partitions.iter().zip(&ranges) {
+        consumer.seek(tp, r.start)?;
+    }
+    outcome.assigned_at = Some(Instant::now());
+    Ok((consumer, outcome))
+}

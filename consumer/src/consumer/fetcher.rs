@@ -1,0 +1,634 @@
+//! The fetcher task: resolves positions (committed offset, reset, timestamp), then keeps one
+//! Fetch in flight per leader for the partitions whose buffer has room, decodes the batches
+//! (every codec; control batches skipped) and queues them for `recv`.
+//!
+//! Bounded: a partition is fetched only while fewer than two `max.partition.fetch.bytes` of
+//! its records are buffered, and the whole buffer stays under `fetch.max.bytes` plus one fetch.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::records::{RecordBatchDecoder, TimestampType as WireTimestampType};
+use tokio::task::JoinSet;
+
+use super::{Chunk, ConsumeError, ConsumerRecord, Position, Shared, TimestampType};
+use crate::config::OffsetReset;
+use crate::error::{CallError, ErrorCode, NetError};
+use crate::offsets::{self, EARLIEST, LATEST};
+use crate::util::{backoff, text};
+use crate::TopicPartition;
+
+/// A partition in a fetch request: where it fetched from and under which epoch.
+struct Fetched {
+    partition: TopicPartition,
+    epoch: u64,
+    offset: i64,
+}
+
+struct Completion {
+    node: i32,
+    partitions: Vec<Fetched>,
+    result: Result<FetchResponse, NetError>,
+}
+
+/// What one partition's fetch produced, decoded outside the lock.
+enum Outcome {
+    Records {
+        records: VecDeque<ConsumerRecord>,
+        bytes: usize,
+        next_offset: i64,
+        high_watermark: i64,
+    },
+    Error(ErrorCode),
+    Corrupt {
+        offset: i64,
+        reason: String,
+    },
+}
+
+pub(super) async fn run(shared: Arc<Shared>) {
+    let mut in_flight: JoinSet<Completion> = JoinSet::new();
+    let mut busy: HashSet<i32> = HashSet::new();
+    let mut attempt: u32 = 0;
+    loop {
+        if shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let notified = shared.fetcher.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+
+        let resolved = resolve_positions(&shared).await;
+        let mut wake = match resolved {
+            Ok(()) => {
+                attempt = 0;
+                None
+            }
+            Err(e) => {
+                report(&shared, e);
+                attempt += 1;
+                let net = &shared.config.net;
+                Some(Instant::now() + backoff(net.retry_backoff, net.retry_backoff_max, attempt))
+            }
+        };
+        wake = earliest(wake, send_fetches(&shared, &mut in_flight, &mut busy));
+
+        let sleep = async {
+            match wake {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                if let Ok(done) = done {
+                    busy.remove(&done.node);
+                    complete(&shared, done);
+                }
+            }
+            () = notified => {}
+            () = sleep => {}
+        }
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Committed offsets for new partitions, then resets and timestamp seeks (ListOffsets).
+async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
+    let config = &shared.config;
+    let deadline = Instant::now() + config.net.request_timeout;
+    // (partition, epoch) needing their committed offset.
+    let wanted: Vec<(TopicPartition, u64)> = shared
+        .state()
+        .partitions
+        .iter()
+        .filter(|(_, p)| p.position == Position::Committed)
+        .map(|(tp, p)| (tp.clone(), p.epoch))
+        .collect();
+    if !wanted.is_empty() {
+        let committed = match config.group_id.as_deref() {
+            Some(group) => {
+                let tps: Vec<TopicPartition> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
+                match offsets::fetch_committed(&shared.cluster, group, Some(&tps), deadline).await {
+                    Ok(c) => c,
+                    Err(e) => return Err(e),
+                }
+            }
+            None => BTreeMap::new(),
+        };
+        let mut st = shared.state();
+        for (tp, epoch) in wanted {
+            let current = st.partitions.get(&tp).map(|p| p.epoch);
+            if current != Some(epoch) {
+                continue;
+            }
+            let position = match committed.get(&tp) {
+                Some(offset) => Position::Known(*offset),
+                None => Position::Reset(config.auto_offset_reset),
+            };
+            st.reposition(&tp, position);
+            if let (Some(p), Some(offset)) = (st.partitions.get_mut(&tp), committed.get(&tp)) {
+                p.committed = Some(*offset);
+            }
+        }
+    }
+
+    // (partition, epoch, timestamp to look up).
+    let mut lookups: Vec<(TopicPartition, u64, i64)> = Vec::new();
+    {
+        let mut st = shared.state();
+        let mut no_offset = None;
+        for (tp, p) in &st.partitions {
+            match p.position {
+                Position::Reset(OffsetReset::Earliest) => {
+                    lookups.push((tp.clone(), p.epoch, EARLIEST))
+                }
+                Position::Reset(OffsetReset::Latest) => lookups.push((tp.clone(), p.epoch, LATEST)),
+                Position::Time(ts) => lookups.push((tp.clone(), p.epoch, ts)),
+                Position::Reset(OffsetReset::None) if p.retry_at.is_none() => {
+                    no_offset = Some(tp.clone());
+                }
+                _ => {}
+            }
+        }
+        if let Some(tp) = no_offset {
+            if let Some(p) = st.partitions.get_mut(&tp) {
+                // Reported once; it waits for a seek.
+                p.retry_at = Some(Instant::now() + Duration::from_secs(3600 * 24 * 365));
+            }
+            st.error = Some(ConsumeError::NoOffset { partition: tp });
+            shared.records.notify_one();
+        }
+    }
+    if lookups.is_empty() {
+        return Ok(());
+    }
+    let wanted: Vec<(TopicPartition, i64)> = lookups
+        .iter()
+        .map(|(tp, _, ts)| (tp.clone(), *ts))
+        .collect();
+    shared
+        .cluster
+        .add_interest(wanted.iter().map(|(tp, _)| tp.topic.as_str()));
+    if wanted.iter().any(|(tp, _)| {
+        shared
+            .cluster
+            .metadata()
+            .leader(&tp.topic, tp.partition)
+            .is_none()
+    }) {
+        let seen = shared.cluster.metadata().version;
+        shared.cluster.refresh(seen).await?;
+    }
+    let mut found = offsets::list_offsets(&shared.cluster, &wanted, deadline).await?;
+    // Timestamp lookups that found nothing go to the end.
+    let past_end: Vec<(TopicPartition, i64)> = lookups
+        .iter()
+        .filter(|(tp, _, ts)| *ts >= 0 && found.get(tp).is_none_or(|(o, _)| *o < 0))
+        .map(|(tp, _, _)| (tp.clone(), LATEST))
+        .collect();
+    if !past_end.is_empty() {
+        let ends = offsets::list_offsets(&shared.cluster, &past_end, deadline).await?;
+        found.extend(ends);
+    }
+    let mut st = shared.state();
+    for (tp, epoch, _) in lookups {
+        let Some((offset, _)) = found.get(&tp).copied() else {
+            continue;
+        };
+        if st.partitions.get(&tp).map(|p| p.epoch) == Some(epoch) && offset >= 0 {
+            st.reposition(&tp, Position::Known(offset));
+        }
+    }
+    drop(st);
+    shared.fetcher.notify_one();
+    Ok(())
+}
+
+/// A non-retriable failure is handed to `recv`; a retriable one is retried after a backoff.
+fn report(shared: &Shared, e: CallError) {
+    if !e.is_retriable() {
+        shared.state().error = Some(ConsumeError::Broker(e));
+        shared.records.notify_one();
+    }
+}
+
+/// Starts a fetch to every leader that has fetchable partitions and none in flight. Returns
+/// when to look again (the earliest partition backoff).
+fn send_fetches(
+    shared: &Arc<Shared>,
+    in_flight: &mut JoinSet<Completion>,
+    busy: &mut HashSet<i32>,
+) -> Option<Instant> {
+    let config = &shared.config;
+    let now = Instant::now();
+    let metadata = shared.cluster.metadata();
+    let per_partition_limit = usize::try_from(config.max_partition_fetch_bytes)
+        .unwrap_or(1 << 20)
+        .saturating_mul(2);
+    let total_limit = usize::try_from(config.fetch_max_bytes).unwrap_or(50 << 20);
+    let mut wake = None;
+    let mut need_metadata = false;
+    let mut by_leader: BTreeMap<i32, Vec<Fetched>> = BTreeMap::new();
+    {
+        let mut st = shared.state();
+        let buffered: usize = st.buffer.iter().map(|c| c.bytes).sum();
+        if buffered >= total_limit {
+            return None;
+        }
+        for (tp, p) in st.partitions.iter_mut() {
+            let Position::Known(_) = p.position else {
+                continue;
+            };
+            if p.paused || p.in_flight || p.fetch_offset < 0 || p.buffered >= per_partition_limit {
+                continue;
+            }
+            if let Some(t) = p.retry_at {
+                if t > now {
+                    wake = earliest(wake, Some(t));
+                    continue;
+                }
+                p.retry_at = None;
+            }
+            let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
+                need_metadata = true;
+                continue;
+            };
+            if busy.contains(&leader) {
+                continue;
+            }
+            p.in_flight = true;
+            by_leader.entry(leader).or_default().push(Fetched {
+                partition: tp.clone(),
+                epoch: p.epoch,
+                offset: p.fetch_offset,
+            });
+        }
+    }
+    if need_metadata {
+        let shared = shared.clone();
+        let seen = metadata.version;
+        tokio::spawn(async move {
+            let _ = shared.cluster.refresh(seen).await;
+            shared.fetcher.notify_one();
+        });
+        wake = earliest(wake, Some(now + config.net.retry_backoff));
+    }
+    for (node, partitions) in by_leader {
+        busy.insert(node);
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for f in &partitions {
+            let partition = FetchPartition::default()
+                .with_partition(f.partition.partition)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(f.offset)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(config.max_partition_fetch_bytes);
+            match topics
+                .iter_mut()
+                .find(|t| t.topic.0.as_str() == f.partition.topic)
+            {
+                Some(t) => t.partitions.push(partition),
+                None => topics.push(
+                    FetchTopic::default()
+                        .with_topic(TopicName(text(&f.partition.topic)))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let max_wait = config.fetch_max_wait;
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
+            .with_min_bytes(config.fetch_min_bytes)
+            .with_max_bytes(config.fetch_max_bytes)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics);
+        let cluster = shared.cluster.clone();
+        let timeout = config.net.request_timeout + max_wait;
+        in_flight.spawn(async move {
+            let result = async {
+                let connection = cluster.connection(node).await?;
+                let version = connection.version::<FetchRequest>(12)?;
+                connection
+                    .call_with_timeout(&request, version, timeout)
+                    .await
+            }
+            .await;
+            Completion {
+                node,
+                partitions,
+                result,
+            }
+        });
+    }
+    wake
+}
+
+/// Applies a fetch response: records to the buffer, errors to positions or `recv`.
+fn complete(shared: &Arc<Shared>, done: Completion) {
+    let response = match done.result {
+        Ok(r) if r.error_code == 0 => r,
+        // A lost connection, or the whole fetch refused: back off, look at the metadata again.
+        _ => {
+            // The leader may be gone: refresh and retry these partitions after a backoff.
+            let mut st = shared.state();
+            let retry_at = Instant::now() + shared.config.net.retry_backoff;
+            for f in &done.partitions {
+                if let Some(p) = st.partitions.get_mut(&f.partition) {
+                    if p.epoch == f.epoch {
+                        p.in_flight = false;
+                        p.retry_at = Some(retry_at);
+                    }
+                }
+            }
+            drop(st);
+            spawn_refresh(shared);
+            return;
+        }
+    };
+    let mut answers: HashMap<TopicPartition, Outcome> = HashMap::new();
+    for topic in response.responses {
+        let topic_name: Arc<str> = Arc::from(topic.topic.0.as_str());
+        for data in topic.partitions {
+            let tp = TopicPartition::new(&*topic_name, data.partition_index);
+            let Some(fetched) = done.partitions.iter().find(|f| f.partition == tp) else {
+                continue;
+            };
+            let outcome = match ErrorCode::try_from_code(data.error_code) {
+                Some(code) => Outcome::Error(code),
+                None => decode(
+                    &topic_name,
+                    data.partition_index,
+                    fetched.offset,
+                    data.records.unwrap_or_default(),
+                    data.high_watermark,
+                ),
+            };
+            answers.insert(tp, outcome);
+        }
+    }
+    let mut refresh = false;
+    let mut st = shared.state();
+    let mut got_records = false;
+    for f in done.partitions {
+        let Some(p) = st.partitions.get_mut(&f.partition) else {
+            continue;
+        };
+        if p.epoch != f.epoch {
+            continue;
+        }
+        p.in_flight = false;
+        match answers.remove(&f.partition) {
+            None => {}
+            Some(Outcome::Records {
+                records,
+                bytes,
+                next_offset,
+                high_watermark,
+            }) => {
+                p.high_watermark = high_watermark;
+                p.fetch_offset = p.fetch_offset.max(next_offset);
+                if !records.is_empty() {
+                    p.buffered += bytes;
+                    got_records = true;
+                    st.buffer.push_back(Chunk {
+                        partition: f.partition,
+                        epoch: f.epoch,
+                        records,
+                        bytes,
+                    });
+                }
+            }
+            Some(Outcome::Error(ErrorCode::OffsetOutOfRange)) => {
+                let reset = shared.config.auto_offset_reset;
+                st.reposition(&f.partition, Position::Reset(reset));
+            }
+            Some(Outcome::Error(code)) if code.is_retriable() => {
+                p.retry_at = Some(Instant::now() + shared.config.net.retry_backoff);
+                refresh = true;
+            }
+            Some(Outcome::Error(code)) => {
+                p.retry_at = Some(Instant::now() + shared.config.net.retry_backoff_max);
+                st.error = Some(ConsumeError::Broker(CallError::broker(
+                    kafka_protocol::messages::ApiKey::Fetch,
+                    f.partition.to_string(),
+                    code,
+                )));
+                got_records = true;
+            }
+            Some(Outcome::Corrupt { offset, reason }) => {
+                p.retry_at = Some(Instant::now() + shared.config.net.retry_backoff_max);
+                st.error = Some(ConsumeError::Corrupt {
+                    partition: f.partition,
+                    offset,
+                    reason,
+                });
+                got_records = true;
+            }
+        }
+    }
+    drop(st);
+    if got_records {
+        shared.records.notify_one();
+    }
+    if refresh {
+        spawn_refresh(shared);
+    }
+}
+
+fn spawn_refresh(shared: &Arc<Shared>) {
+    let shared = shared.clone();
+    let seen = shared.cluster.metadata().version;
+    tokio::spawn(async move {
+        let _ = shared.cluster.refresh(seen).await;
+        shared.fetcher.notify_one();
+    });
+}
+
+/// Byte positions in a RecordBatch v2 header.
+const LENGTH_END: usize = 12;
+const ATTRIBUTES: usize = 21;
+const LAST_OFFSET_DELTA: usize = 23;
+const HEADER_LEN: usize = 61;
+
+/// Decodes the whole batches in `bytes` (a trailing partial batch is left for the next
+/// fetch): records at or after `fetch_offset`, control batches skipped.
+fn decode(
+    topic: &Arc<str>,
+    partition: i32,
+    fetch_offset: i64,
+    mut bytes: Bytes,
+    high_watermark: i64,
+) -> Outcome {
+    let mut records = VecDeque::new();
+    let mut size = 0;
+    let mut next_offset = fetch_offset;
+    while bytes.len() >= LENGTH_END {
+        let base = i64::from_be_bytes(bytes[0..8].try_into().unwrap_or([0; 8]));
+        let length = i32::from_be_bytes(bytes[8..12].try_into().unwrap_or([0; 4]));
+        let Some(total) = usize::try_from(length).ok().map(|l| l + LENGTH_END) else {
+            return Outcome::Corrupt {
+                offset: base,
+                reason: format!("batch length {length}"),
+            };
+        };
+        if bytes.len() < total {
+            break;
+        }
+        if total < HEADER_LEN {
+            return Outcome::Corrupt {
+                offset: base,
+                reason: format!("batch of {total} bytes"),
+            };
+        }
+        let mut batch = bytes.split_to(total);
+        let magic = batch[16];
+        let attributes = i16::from_be_bytes([batch[ATTRIBUTES], batch[ATTRIBUTES + 1]]);
+        let last_delta = i32::from_be_bytes(
+            batch[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        let batch_end = base + i64::from(last_delta) + 1;
+        if magic != 2 {
+            return Outcome::Corrupt {
+                offset: base,
+                reason: format!("record batch magic {magic} (only v2 is read)"),
+            };
+        }
+        let control = attributes & (1 << 5) != 0;
+        if !control && batch_end > fetch_offset {
+            let set = match RecordBatchDecoder::decode(&mut batch) {
+                Ok(set) => set,
+                Err(e) => {
+                    return Outcome::Corrupt {
+                        offset: base,
+                        reason: e.to_string(),
+                    }
+                }
+            };
+            for r in set.records {
+                if r.offset < fetch_offset || r.control {
+                    continue;
+                }
+                let headers: Vec<(String, Option<Bytes>)> = r
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                size += 64
+                    + r.key.as_ref().map_or(0, Bytes::len)
+                    + r.value.as_ref().map_or(0, Bytes::len);
+                records.push_back(ConsumerRecord {
+                    topic: topic.clone(),
+                    partition,
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    timestamp_type: match r.timestamp_type {
+                        WireTimestampType::Creation => TimestampType::CreateTime,
+                        WireTimestampType::LogAppend => TimestampType::LogAppendTime,
+                    },
+                    key: r.key,
+                    value: r.value,
+                    headers,
+                });
+            }
+        }
+        next_offset = next_offset.max(batch_end);
+    }
+    Outcome::Records {
+        records,
+        bytes: size,
+        next_offset,
+        high_watermark,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    fn batch(base: i64, n: i64, control: bool) -> Bytes {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record {
+                transactional: control,
+                control,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: base + i,
+                sequence: -1 + i as i32,
+                timestamp: 1000 + i,
+                key: Some(Bytes::from(format!("k{}", base + i))),
+                value: Some(Bytes::from(format!("v{}", base + i))),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            records.iter(),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::Lz4,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn decodes_whole_batches_skipping_control_and_earlier_records() {
+        let mut all = bytes::BytesMut::new();
+        all.extend_from_slice(&batch(0, 3, false));
+        all.extend_from_slice(&batch(3, 1, true));
+        all.extend_from_slice(&batch(4, 2, false));
+        let partial = batch(6, 5, false);
+        all.extend_from_slice(&partial[..partial.len() - 3]);
+        let topic: Arc<str> = Arc::from("t");
+        let Outcome::Records {
+            records,
+            next_offset,
+            ..
+        } = decode(&topic, 0, 1, all.freeze(), 11)
+        else {
+            panic!("not records");
+        };
+        let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![1, 2, 4, 5]);
+        assert_eq!(next_offset, 6, "the partial batch is fetched again");
+        assert_eq!(records[0].value.as_deref(), Some(&b"v1"[..]));
+    }
+
+    #[test]
+    fn a_corrupt_batch_is_reported() {
+        let mut b = batch(0, 2, false).to_vec();
+        let last = b.len() - 1;
+        b[last] ^= 0xff;
+        let topic: Arc<str> = Arc::from("t");
+        assert!(matches!(
+            decode(&topic, 0, 0, Bytes::from(b), 2),
+            Outcome::Corrupt { offset: 0, .. }
+        ));
+    }
+}

@@ -1,0 +1,320 @@
+//! Where the client tests run: a fresh lograil broker per test, or the Apache Kafka cluster
+//! named by `LOGRAIL_TEST_KAFKA` (shared by all tests; each uses its own topics and groups).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use consumer::{Admin, ClientConfig, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition};
+
+use crate::broker::TestBroker;
+
+/// Tests that stop Kafka brokers hold this exclusively; all others share it.
+static CLUSTER_LOCK: RwLock<()> = RwLock::new(());
+
+#[allow(dead_code)]
+enum Guard {
+    Shared(RwLockReadGuard<'static, ()>),
+    Exclusive(RwLockWriteGuard<'static, ()>),
+}
+
+enum Target {
+    Lograil {
+        broker: TestBroker,
+        _dir: tempfile::TempDir,
+    },
+    Kafka {
+        dir: PathBuf,
+    },
+}
+
+pub struct TestCluster {
+    target: Target,
+    bootstrap: String,
+    _guard: Guard,
+}
+
+/// The Kafka cluster directory, when the suite runs against Kafka.
+pub fn kafka_dir() -> Option<PathBuf> {
+    std::env::var_os("LOGRAIL_TEST_KAFKA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+pub fn on_kafka() -> bool {
+    kafka_dir().is_some()
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other test (or earlier run against the same Kafka cluster) uses.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn kafka_sh(args: &[&str]) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/kafka/kafka.sh");
+    let status = Command::new(script).args(args).status().unwrap();
+    assert!(status.success(), "kafka.sh {args:?}: {status}");
+}
+
+/// A Kafka broker killed by a test; started again (waiting until it is back) when dropped.
+pub struct KilledNode {
+    dir: PathBuf,
+    node: i32,
+}
+
+impl Drop for KilledNode {
+    fn drop(&mut self) {
+        kafka_sh(&[
+            "restart",
+            &self.dir.display().to_string(),
+            &self.node.to_string(),
+        ]);
+    }
+}
+
+impl TestCluster {
+    /// A lograil broker of its own, or the shared Kafka cluster.
+    pub fn start() -> TestCluster {
+        let guard = Guard::Shared(CLUSTER_LOCK.read().unwrap_or_else(|e| e.into_inner()));
+        TestCluster::with_guard(guard)
+    }
+
+    /// The cluster with no other test running on it (for killing brokers).
+    pub fn start_exclusive() -> TestCluster {
+        let guard = Guard::Exclusive(CLUSTER_LOCK.write().unwrap_or_else(|e| e.into_inner()));
+        TestCluster::with_guard(guard)
+    }
+
+    fn with_guard(guard: Guard) -> TestCluster {
+        // The client's warnings (batches that expire or run out of retries) by default;
+        // RUST_LOG=consumer=debug shows every retry and rebalance.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("consumer=warn"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+        match kafka_dir() {
+            Some(dir) => {
+                let bootstrap = std::fs::read_to_string(dir.join("bootstrap"))
+                    .unwrap_or_else(|e| panic!("{}/bootstrap: {e}", dir.display()))
+                    .trim()
+                    .to_string();
+                TestCluster {
+                    target: Target::Kafka { dir },
+                    bootstrap,
+                    _guard: guard,
+                }
+            }
+            None => {
+                let dir = tempfile::tempdir().unwrap();
+                let args = ["--group-initial-rebalance-delay-ms", "0"];
+                let broker = TestBroker::start(&dir.path().join("data"), &args);
+                let bootstrap = broker.addr.clone();
+                TestCluster {
+                    target: Target::Lograil { broker, _dir: dir },
+                    bootstrap,
+                    _guard: guard,
+                }
+            }
+        }
+    }
+
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    pub fn is_kafka(&self) -> bool {
+        matches!(self.target, Target::Kafka { .. })
+    }
+
+    /// Replication factor for test topics: 3 on the Kafka cluster, the broker default on
+    /// lograil.
+    pub fn replication(&self) -> i16 {
+        if self.is_kafka() {
+            3
+        } else {
+            -1
+        }
+    }
+
+    pub async fn admin(&self) -> Admin {
+        Admin::connect(&self.bootstrap).await.unwrap()
+    }
+
+    /// Creates a topic (replicated on Kafka) and waits until every partition has a leader.
+    pub async fn create_topic(&self, prefix: &str, partitions: i32) -> String {
+        self.create_topic_with(prefix, partitions, &[]).await
+    }
+
+    pub async fn create_topic_with(
+        &self,
+        prefix: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> String {
+        let name = unique(prefix);
+        let mut admin = self.admin().await;
+        admin
+            .create(&NewTopic {
+                name: name.clone(),
+                partitions,
+                replication_factor: self.replication(),
+                configs: configs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            })
+            .await
+            .unwrap();
+        name
+    }
+
+    /// Client properties pointing at this cluster.
+    pub fn config(&self) -> ClientConfig {
+        ClientConfig::new().with("bootstrap.servers", self.bootstrap.as_str())
+    }
+
+    pub async fn producer(&self, props: &[(&str, &str)]) -> Producer {
+        let mut config = self.config();
+        for (k, v) in props {
+            config.set(*k, *v);
+        }
+        Producer::from_config(&config).await.unwrap()
+    }
+
+    /// A consumer with test-friendly group timing (Kafka's minimum session timeout).
+    pub async fn consumer(&self, group: Option<&str>, props: &[(&str, &str)]) -> Consumer {
+        let mut config = self
+            .config()
+            .with("session.timeout.ms", "6000")
+            .with("heartbeat.interval.ms", "300")
+            .with("fetch.max.wait.ms", "200")
+            .with("auto.offset.reset", "earliest");
+        if let Some(g) = group {
+            config.set("group.id", g);
+        }
+        for (k, v) in props {
+            config.set(*k, *v);
+        }
+        Consumer::from_config(&config).await.unwrap()
+    }
+
+    /// The address of broker `node` (lograil: the broker; Kafka: the bootstrap list is in node
+    /// order, node ids 1..N).
+    pub fn address_of(&self, node: i32) -> String {
+        match &self.target {
+            Target::Lograil { .. } => self.bootstrap.clone(),
+            Target::Kafka { .. } => self
+                .bootstrap
+                .split(',')
+                .nth(usize::try_from(node - 1).unwrap())
+                .unwrap()
+                .to_string(),
+        }
+    }
+
+    /// The pid of the process serving `node` (lograil: the broker; Kafka: node id = NODE).
+    pub fn pid_of(&self, node: i32) -> u32 {
+        match &self.target {
+            Target::Lograil { broker, .. } => broker.pid(),
+            Target::Kafka { dir } => std::fs::read_to_string(dir.join(format!("node-{node}.pid")))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap(),
+        }
+    }
+
+    /// SIGSTOP / SIGCONT the process of `node`.
+    pub fn signal(&self, node: i32, signal: &str) {
+        let pid = self.pid_of(node);
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
+    /// Kafka only: SIGKILL a broker. It is started again when the returned guard goes (also
+    /// when the test fails), so later tests find the whole cluster.
+    pub fn kill_node(&self, node: i32) -> KilledNode {
+        let Target::Kafka { dir } = &self.target else {
+            panic!("kill_node needs the Kafka cluster");
+        };
+        kafka_sh(&["kill", &dir.display().to_string(), &node.to_string()]);
+        KilledNode {
+            dir: dir.clone(),
+            node,
+        }
+    }
+
+    /// lograil only: stop the broker (for tests that need it gone).
+    pub fn kill_lograil(&mut self) {
+        if let Target::Lograil { broker, .. } = &mut self.target {
+            broker.kill9();
+        }
+    }
+}
+
+/// Waits (polling) until `check` holds, failing the test after `timeout`.
+pub async fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every record of `topic` from the beginning to the end offsets it has now, by partition, read
+/// with an assign-mode consumer of our client.
+pub async fn read_all(cluster: &TestCluster, topic: &str) -> BTreeMap<i32, Vec<ConsumerRecord>> {
+    let consumer = cluster.consumer(None, &[]).await;
+    let admin_partitions = cluster
+        .admin()
+        .await
+        .describe_topic(topic)
+        .await
+        .unwrap()
+        .partitions;
+    let partitions: Vec<TopicPartition> = (0..admin_partitions)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect();
+    let ends = consumer.end_offsets(&partitions).await.unwrap();
+    consumer.assign(&partitions).unwrap();
+    consumer.seek_to_beginning(&partitions).unwrap();
+    let mut out: BTreeMap<i32, Vec<ConsumerRecord>> = BTreeMap::new();
+    let total: i64 = ends.values().sum();
+    let mut read = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read < total {
+        let record = tokio::time::timeout_at(deadline.into(), consumer.recv())
+            .await
+            .unwrap_or_else(|_| panic!("read {read} of {total} records of {topic} in 60 s"))
+            .unwrap();
+        if record.offset < ends[&TopicPartition::new(topic, record.partition)] {
+            read += 1;
+            out.entry(record.partition).or_default().push(record);
+        }
+    }
+    consumer.close().await;
+    out
+}

@@ -1,0 +1,23 @@
+//! The client suite: lograil's own Rust client (`consumer` crate) against a real broker.
+//!
+//! By default every test starts its own `lograil` broker on 127.0.0.1:0. With
+//! `LOGRAIL_TEST_KAFKA=<dir>` (a cluster started by `tests/kafka/kafka.sh start <dir>`), the same
+//! tests run against that Apache Kafka cluster instead. Tests named `kafka_only_*` (a broker
+//! killed under acks=all with replication factor 3) do nothing on lograil; `lograil_only_*`
+//! (the whole broker frozen or killed) do nothing on the shared Kafka cluster.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+#[path = "../e2e/broker.rs"]
+mod broker;
+mod cluster;
+#[allow(dead_code)]
+#[path = "../e2e/wire.rs"]
+mod wire;
+
+mod backpressure;
+mod console;
+mod cross_client;
+mod failover;
+mod group;
+mod producer;
