@@ -194,31 +194,72 @@ impl Member {
         got
     }
 
-    /// A ShareAcknowledge of `acks` on partition 0: the partition's error code.
+    /// A ShareAcknowledge of `acks` on partition 0 (v1): (top-level, partition) error codes.
     fn acknowledge(&mut self, acks: &[(i64, i64, Vec<i8>)]) -> (i16, i16) {
+        let batches = acks
+            .iter()
+            .map(|(first, last, kinds)| {
+                AckBatchAck::default()
+                    .with_first_offset(*first)
+                    .with_last_offset(*last)
+                    .with_acknowledge_types(kinds.clone())
+            })
+            .collect();
+        let response = self.send_acks(batches, 1, false);
+        Self::codes(&response)
+    }
+
+    /// Releases `offset` with lograil's delay tag (10000): not deliverable again for `delay_ms`.
+    fn release_after(&mut self, offset: i64, delay_ms: i64) -> (i16, i16) {
+        let batch = AckBatchAck::default()
+            .with_first_offset(offset)
+            .with_last_offset(offset)
+            .with_acknowledge_types(vec![2])
+            .with_unknown_tagged_field(
+                10_000,
+                bytes::Bytes::copy_from_slice(&delay_ms.to_be_bytes()),
+            );
+        Self::codes(&self.send_acks(vec![batch], 1, false))
+    }
+
+    /// Renews the lock on `offset` (type 4) at `version`, saying so (`IsRenewAck`) when it can.
+    fn renew(&mut self, offset: i64, version: i16) -> ShareAcknowledgeResponse {
+        let batch = AckBatchAck::default()
+            .with_first_offset(offset)
+            .with_last_offset(offset)
+            .with_acknowledge_types(vec![4]);
+        self.send_acks(vec![batch], version, version >= 2)
+    }
+
+    fn send_acks(
+        &mut self,
+        batches: Vec<AckBatchAck>,
+        version: i16,
+        renew: bool,
+    ) -> ShareAcknowledgeResponse {
         let request = ShareAcknowledgeRequest::default()
             .with_group_id(Some(GroupId(text(&self.group))))
             .with_member_id(Some(text(&self.id)))
             .with_share_session_epoch(self.session_epoch)
+            .with_is_renew_ack(renew)
             .with_topics(vec![AcknowledgeTopic::default()
                 .with_topic_id(self.topic)
                 .with_partitions(vec![AcknowledgePartition::default()
                     .with_partition_index(0)
-                    .with_acknowledgement_batches(
-                        acks.iter()
-                            .map(|(first, last, kinds)| {
-                                AckBatchAck::default()
-                                    .with_first_offset(*first)
-                                    .with_last_offset(*last)
-                                    .with_acknowledge_types(kinds.clone())
-                            })
-                            .collect(),
-                    )])]);
-        let response: ShareAcknowledgeResponse =
-            call(&mut self.stream, ApiKey::ShareAcknowledge, 1, &request);
+                    .with_acknowledgement_batches(batches)])]);
+        let response: ShareAcknowledgeResponse = call(
+            &mut self.stream,
+            ApiKey::ShareAcknowledge,
+            version,
+            &request,
+        );
         if response.error_code == 0 {
             self.session_epoch += 1;
         }
+        response
+    }
+
+    fn codes(response: &ShareAcknowledgeResponse) -> (i16, i16) {
         let partition = response
             .responses
             .first()
@@ -228,31 +269,27 @@ impl Member {
     }
 }
 
-impl Member {
-    /// Releases `offset` with lograil's delay tag (10000): not deliverable again for `delay_ms`.
-    fn release_after(&mut self, offset: i64, delay_ms: i64) -> (i16, i16) {
-        let request = ShareAcknowledgeRequest::default()
-            .with_group_id(Some(GroupId(text(&self.group))))
-            .with_member_id(Some(text(&self.id)))
-            .with_share_session_epoch(self.session_epoch)
-            .with_topics(vec![AcknowledgeTopic::default()
-                .with_topic_id(self.topic)
-                .with_partitions(vec![AcknowledgePartition::default()
-                    .with_partition_index(0)
-                    .with_acknowledgement_batches(vec![AckBatchAck::default()
-                        .with_first_offset(offset)
-                        .with_last_offset(offset)
-                        .with_acknowledge_types(vec![2])
-                        .with_unknown_tagged_field(
-                            10_000,
-                            bytes::Bytes::copy_from_slice(&delay_ms.to_be_bytes()),
-                        )])])]);
-        let response: ShareAcknowledgeResponse =
-            call(&mut self.stream, ApiKey::ShareAcknowledge, 1, &request);
-        self.session_epoch += 1;
-        let partition = response.responses[0].partitions[0].error_code;
-        (response.error_code, partition)
-    }
+/// DescribeShareGroupOffsets v1 of partition 0: (start offset, lag).
+fn share_offset(addr: &str, group: &str, topic: &str) -> (i64, i64) {
+    use kafka_protocol::messages::describe_share_group_offsets_request::{
+        DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
+    };
+    let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(text(group)))
+            .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(text(topic)))
+                .with_partitions(vec![0])])),
+    ]);
+    let response: DescribeShareGroupOffsetsResponse = call(
+        &mut connect(addr),
+        ApiKey::DescribeShareGroupOffsets,
+        1,
+        &request,
+    );
+    let partition = &response.groups[0].topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    (partition.start_offset, partition.lag)
 }
 
 /// Every record of partition 0 of `topic`: (value, headers).
@@ -556,4 +593,52 @@ fn records_come_back_at_once_when_their_consumers_connection_closes() {
         serde_json::from_str(header(&dead[0].1, "lograil.dlq.attempts").unwrap()).unwrap();
     assert_eq!(attempts[0]["member"], "crashed");
     assert_eq!(attempts[0]["outcome"], "session closed");
+}
+
+#[test]
+fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "slow");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("share.record.lock.duration.ms", "4000"),
+        ],
+    );
+    produce(
+        &broker.addr,
+        "slow",
+        &[("a", vec![]), ("b", vec![]), ("c", vec![])],
+    );
+    let mut m = Member::join(&broker.addr, "g", "m", "slow");
+    assert_eq!(m.fetch(&[], 2000).len(), 3);
+    assert_eq!(m.acknowledge(&[(0, 0, vec![1])]), (0, 0));
+    assert_eq!(share_offset(&broker.addr, "g", "slow"), (1, 2));
+    // RENEW needs v2's IsRenewAck.
+    assert_eq!(
+        Member::codes(&m.renew(1, 1)),
+        (0, INVALID_REQUEST),
+        "a v1 acknowledgement cannot renew"
+    );
+    // Halfway through the lock, offset 1's is renewed; offset 2's runs out.
+    std::thread::sleep(Duration::from_millis(2000));
+    let renewed = m.renew(1, 2);
+    assert_eq!(Member::codes(&renewed), (0, 0));
+    assert_eq!(renewed.acquisition_lock_timeout_ms, 4000);
+    let mut other = Member::join(&broker.addr, "g", "other", "slow");
+    let got: Vec<(i64, i16)> = fetch_until(&mut other, 1)
+        .into_iter()
+        .map(|(o, _, d)| (o, d))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(2, 2)],
+        "only the lock that was not renewed ran out"
+    );
+    assert_eq!(m.acknowledge(&[(1, 1, vec![1])]), (0, 0), "m still holds 1");
+    assert_eq!(other.acknowledge(&[(2, 2, vec![1])]), (0, 0));
+    assert_eq!(share_offset(&broker.addr, "g", "slow"), (3, 0));
 }

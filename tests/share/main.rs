@@ -1,0 +1,37 @@
+//! Unmodified share consumers against lograil: the scenarios of `tests/share` (Java's
+//! `KafkaShareConsumer` 4.2 and confluent-kafka's `ShareConsumer`; implicit and explicit acks,
+//! eight consumers on two partitions, a consumer killed or hung while holding records, a poison
+//! record, reject and release) run by `run_scenarios.sh` against a `lograil` broker of this
+//! build. A test binary of its own so that nothing else competes for the CPU while its timing
+//! checks run. Needs a JDK with Maven, Kafka's tool jars (`tests/kafka/kafka.sh fetch`) and
+//! confluent-kafka >= 2.16; `.ci/run` installs them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+#[path = "../e2e/broker.rs"]
+mod broker;
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn java_and_librdkafka_share_consumers_pass_every_scenario() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = broker::TestBroker::start(&tmp.path().join("data"), &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/share/run_scenarios.sh");
+    let out = Command::new(&script)
+        .arg(&broker.addr)
+        // Kafka 4.2 has no per-group delivery limit; lograil takes Kafka's broker config name
+        // per group too, and the poison scenarios then expect exactly 3 deliveries.
+        .args(["--limit-config", "group.share.delivery.count.limit"])
+        .args(["--delivery-limit", "3"])
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let passed = stdout.lines().filter(|l| l.starts_with("PASS ")).count();
+    assert_eq!(passed, 13, "every scenario runs and passes:\n{stdout}");
+    assert!(stdout.contains("all passed"), "{stdout}");
+}
