@@ -668,6 +668,43 @@ fn a_closed_segment_full_of_garbage_refuses_its_offsets_and_serves_the_others() 
     );
 }
 
+/// Found by `fuzz/`'s `segment_chain` target: a closed segment cut at a batch boundary (or
+/// emptied) walked cleanly to its end, so its missing offsets were neither served nor refused:
+/// a read there answered with nothing (a consumer stuck at the log end minus some) or, once the
+/// next segment had data, with that segment's first batch (a silent skip).
+#[test]
+fn a_closed_segment_that_ends_early_refuses_its_missing_offsets() {
+    for cut_after in [3, 0] {
+        let (dir, starts) = closed_segments();
+        let first = first_segment(dir.path());
+        let content = fs::read(&first).unwrap();
+        fs::write(&first, &content[..starts[cut_after] as usize]).unwrap();
+        let log = Log::open(dir.path()).unwrap();
+        let p = log.topic("t").unwrap().partitions()[0].clone();
+        let second_base = p.segment_base_offsets()[1];
+        let lost = 5 * cut_after as i64..second_base;
+        let (served, refused) = read_each_offset(&p);
+        assert_eq!(
+            refused,
+            lost.clone().collect::<Vec<i64>>(),
+            "cut after {cut_after}"
+        );
+        assert_eq!(
+            served.len() as i64,
+            p.log_end_offset() - (lost.end - lost.start)
+        );
+        let damage = p.damage();
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert_eq!(damage[0].1.position, starts[cut_after]);
+        let report = log_core::dump::dump_segment(&first).unwrap();
+        assert!(
+            report.problems[0].contains(&format!("offsets {}..{}", lost.start, lost.end)),
+            "{:?}",
+            report.problems
+        );
+    }
+}
+
 #[test]
 fn a_bad_crc_in_a_closed_segment_is_found_on_first_read_and_after_a_restart() {
     let (dir, starts) = closed_segments();

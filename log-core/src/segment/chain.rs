@@ -4,12 +4,20 @@
 //! the next whole batch with a valid CRC that continues the offsets, found by scanning forward
 //! byte by byte; and the offsets those bytes should have held. Reads serve what lies on either
 //! side of a damaged stretch and refuse the offsets inside it: never a silent skip.
+//!
+//! Where a segment's offsets must end is known for every segment but the last (the next
+//! segment's base): data that ends before that offset lost its tail, and the missing offsets
+//! are damage too.
 
 use crate::batch::{self, BatchHeader};
 use crate::error::BatchError;
 
 /// Byte offset of the magic byte in a batch header, checked first when scanning for a batch.
 const MAGIC_AT: usize = 16;
+
+/// The `limit` of a walk over a segment whose offsets have no known end (the last one, at
+/// recovery): nothing is missing when its data ends.
+pub(crate) const UNKNOWN_END: i64 = i64::MAX;
 
 /// A damaged stretch of a segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +46,8 @@ pub enum DamageReason {
     Batch(#[from] BatchError),
     #[error("batch base offset {found} where {expected} was expected")]
     OffsetGap { found: i64, expected: i64 },
+    #[error("the segment's data ends at offset {found}, before its offsets end at {expected}")]
+    EndsEarly { found: i64, expected: i64 },
 }
 
 /// Checks the batch at `pos`: a header, a batch that fits in `data`, base offset `expected`;
@@ -131,7 +141,8 @@ pub(crate) enum Link {
 }
 
 /// Walks the chain from byte `pos`, where offset `expected` starts, to the end of `data`,
-/// stepping over damage.
+/// stepping over damage. `limit` is where the segment's offsets end ([`UNKNOWN_END`] if that
+/// is not known): data that ends before it ends with damage over the missing offsets.
 #[derive(Debug)]
 pub(crate) struct Chain<'a> {
     data: &'a [u8],
@@ -160,7 +171,23 @@ impl Iterator for Chain<'_> {
 
     fn next(&mut self) -> Option<Link> {
         if self.pos >= self.data.len() {
-            return None;
+            if self.expected >= self.limit || self.limit == UNKNOWN_END {
+                return None;
+            }
+            // The data ends short of the segment's last offset: its tail is gone.
+            let end = self.data.len() as u64;
+            let damage = Damage {
+                position: end,
+                resume_at: end,
+                first_offset: self.expected,
+                end_offset: self.limit,
+                reason: DamageReason::EndsEarly {
+                    found: self.expected,
+                    expected: self.limit,
+                },
+            };
+            self.expected = self.limit;
+            return Some(Link::Damage(damage));
         }
         match check(self.data, self.pos, self.expected, self.check_crc) {
             Ok(header) => {
@@ -284,6 +311,24 @@ mod tests {
             }
         );
         assert!(matches!(links[2], Link::Batch(_, h) if h.base_offset == 8));
+    }
+
+    #[test]
+    fn data_that_ends_before_the_limit_damages_the_missing_offsets() {
+        let (data, starts) = three_batches(4);
+        let links = walk(&data[..starts[2]], 12);
+        assert_eq!(links.len(), 3);
+        let Link::Damage(d) = &links[2] else {
+            panic!("{links:?}")
+        };
+        assert_eq!(
+            (d.position, d.resume_at, d.first_offset, d.end_offset),
+            (starts[2] as u64, starts[2] as u64, 8, 12)
+        );
+        assert_eq!(walk(&[], 12).len(), 1);
+        // Without a known end, the data may end anywhere.
+        assert_eq!(walk(&data[..starts[2]], UNKNOWN_END).len(), 2);
+        assert!(walk(&[], UNKNOWN_END).is_empty());
     }
 
     #[test]

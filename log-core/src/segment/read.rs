@@ -45,16 +45,20 @@ impl Segment {
         if let Some(damage) = self.damage_covering(offset) {
             return Err(self.damaged(damage));
         }
+        // The end offset is read before the length (which `publish` stores first), so the
+        // bytes seen hold at least the offsets up to it: an append in between cannot look like
+        // a segment whose data ends early.
+        let end = self.next_offset();
         let (map, len) = self.view()?;
-        let Some(map) = map else { return Ok(None) };
-        let data = &map[..len as usize];
+        // An empty closed segment is walked too: its offsets are missing, not elsewhere.
+        let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
         let (pos, expected) = self.start_for(data, offset);
         let verified = self.verified.load(Ordering::Acquire) as usize;
         let mut range: Option<(usize, usize)> = None;
         // The walk looks at the header after the last batch taken, so a batch whose length is
         // wrong is caught (by the next header and its own CRC) before it is served; a batch not
         // yet CRC-checked in this run is checked before it is taken.
-        let chain = Chain::new(data, pos, expected, self.next_offset(), false);
+        let chain = Chain::new(data, pos, expected, end, false);
         for link in chain.map(|link| self.checked(data, link, verified)) {
             match (link, range) {
                 (Link::Batch(_, header), None) if header.last_offset() < offset => {}
@@ -88,7 +92,7 @@ impl Segment {
                 self.verified_up_to(end as u64);
             }
         }
-        Ok(range.map(|(start, end)| {
+        Ok(range.zip(map.as_ref()).map(|((start, end), map)| {
             Bytes::from_owner(MappedSlice {
                 map: map.clone(),
                 start,
@@ -132,9 +136,9 @@ impl Segment {
         if self.max_timestamp() < timestamp {
             return Ok(None);
         }
+        let end = self.next_offset();
         let (map, len) = self.view()?;
-        let Some(map) = map else { return Ok(None) };
-        let data = &map[..len as usize];
+        let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
         let by_time = self
             .indexes
             .times
@@ -144,7 +148,7 @@ impl Segment {
             });
         let (pos, expected) = self.start_for(data, by_time.max(from));
         let verified = self.verified.load(Ordering::Acquire) as usize;
-        let chain = Chain::new(data, pos, expected, self.next_offset(), false);
+        let chain = Chain::new(data, pos, expected, end, false);
         for link in chain.map(|link| self.checked(data, link, verified)) {
             let (at, header) = match link {
                 Link::Batch(at, header) => (at, header),
