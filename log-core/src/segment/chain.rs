@@ -51,27 +51,26 @@ pub enum DamageReason {
 }
 
 /// Checks the batch at `pos`: a header, a batch that fits in `data`, base offset `expected`;
-/// with `check_crc` also its CRC.
-pub(crate) fn check(
+/// also its CRC if the batch ends after byte `crc_checked` (the bytes before it were checked).
+fn check(
     data: &[u8],
     pos: usize,
     expected: i64,
-    check_crc: bool,
+    crc_checked: usize,
 ) -> Result<BatchHeader, DamageReason> {
     let rest = data.get(pos..).unwrap_or_default();
-    let header = if check_crc {
-        batch::validate(rest)?
-    } else {
-        let header = BatchHeader::parse(rest)?;
-        if header.size as usize > rest.len() {
-            return Err(BatchError::Truncated {
-                needed: header.size as usize,
-                available: rest.len(),
-            }
-            .into());
+    let header = BatchHeader::parse(rest)?;
+    let size = header.size as usize;
+    if size > rest.len() {
+        return Err(BatchError::Truncated {
+            needed: size,
+            available: rest.len(),
         }
-        header
-    };
+        .into());
+    }
+    if pos.saturating_add(size) > crc_checked {
+        batch::validate(rest)?;
+    }
     if header.base_offset != expected {
         return Err(DamageReason::OffsetGap {
             found: header.base_offset,
@@ -142,14 +141,23 @@ pub(crate) enum Link {
 
 /// Walks the chain from byte `pos`, where offset `expected` starts, to the end of `data`,
 /// stepping over damage. `limit` is where the segment's offsets end ([`UNKNOWN_END`] if that
-/// is not known): data that ends before it ends with damage over the missing offsets.
+/// is not known): data that ends before it ends with damage over the missing offsets. With
+/// `check_crc`, every batch's CRC is checked; without, none (see [`Chain::crc_checked_up_to`]).
+///
+/// Every walk of a segment follows the same path (the one a walk from byte 0 takes) as long as
+/// it starts on it (byte 0, or an index entry) and steps over damage the same way: where a
+/// batch fails its check, the walk resumes at the next valid batch, never at the position its
+/// (untrustworthy) length points to; and a walk that meets damage an earlier walk found
+/// ([`Chain::stepping_over`]) resumes where that walk did.
 #[derive(Debug)]
 pub(crate) struct Chain<'a> {
     data: &'a [u8],
     pos: usize,
     expected: i64,
     limit: i64,
-    check_crc: bool,
+    /// Batches ending at or before this byte are not CRC-checked again.
+    crc_checked: usize,
+    known: Vec<Damage>,
     previous: Option<(usize, BatchHeader)>,
 }
 
@@ -160,9 +168,24 @@ impl<'a> Chain<'a> {
             pos,
             expected,
             limit,
-            check_crc,
+            crc_checked: if check_crc { 0 } else { usize::MAX },
+            known: Vec::new(),
             previous: None,
         }
+    }
+
+    /// CRC-checks the batches that end after byte `checked`, the ones before it having been
+    /// checked by an earlier walk (along this same path).
+    pub fn crc_checked_up_to(mut self, checked: usize) -> Self {
+        self.crc_checked = checked;
+        self
+    }
+
+    /// Damage earlier walks found: a walk that arrives inside one yields it and resumes where
+    /// it ends, as the walk that found it did.
+    pub fn stepping_over(mut self, known: Vec<Damage>) -> Self {
+        self.known = known;
+        self
     }
 }
 
@@ -189,7 +212,19 @@ impl Iterator for Chain<'_> {
             self.expected = self.limit;
             return Some(Link::Damage(damage));
         }
-        match check(self.data, self.pos, self.expected, self.check_crc) {
+        let pos = self.pos as u64;
+        if let Some(known) = self
+            .known
+            .iter()
+            .find(|d| d.position <= pos && pos < d.resume_at)
+        {
+            let damage = known.clone();
+            self.pos = damage.resume_at as usize;
+            self.expected = damage.end_offset;
+            self.previous = None;
+            return Some(Link::Damage(damage));
+        }
+        match check(self.data, self.pos, self.expected, self.crc_checked) {
             Ok(header) => {
                 let at = self.pos;
                 self.previous = Some((at, header));

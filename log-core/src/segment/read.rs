@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use std::sync::atomic::Ordering;
 
-use super::chain::{self, Chain, DamageReason, Link};
+use super::chain::{Chain, Link};
 use super::{MappedSlice, Segment};
 use crate::batch;
 use crate::error::ReadError;
@@ -58,8 +58,7 @@ impl Segment {
         // The walk looks at the header after the last batch taken, so a batch whose length is
         // wrong is caught (by the next header and its own CRC) before it is served; a batch not
         // yet CRC-checked in this run is checked before it is taken.
-        let chain = Chain::new(data, pos, expected, end, false);
-        for link in chain.map(|link| self.checked(data, link, verified)) {
+        for link in self.chain(data, pos, expected, end, verified) {
             match (link, range) {
                 (Link::Batch(_, header), None) if header.last_offset() < offset => {}
                 (Link::Batch(at, header), None) => {
@@ -101,29 +100,20 @@ impl Segment {
         }))
     }
 
-    /// A batch the walk found, unless it lies in damage found before or fails its CRC check
-    /// (done for batches beyond the CRC-checked prefix): then that damage.
-    fn checked(&self, data: &[u8], link: Link, verified: usize) -> Link {
-        let Link::Batch(at, header) = link else {
-            return link;
-        };
-        if let Some(damage) = self.damage_covering(header.base_offset) {
-            return Link::Damage(damage);
-        }
-        if at + header.size as usize <= verified {
-            return link;
-        }
-        match batch::validate(&data[at..]) {
-            Ok(_) => link,
-            Err(e) => Link::Damage(chain::measure(
-                data,
-                at,
-                header.base_offset,
-                None,
-                self.next_offset(),
-                DamageReason::Batch(e),
-            )),
-        }
+    /// The walk from byte `pos` (offset `expected`) of a segment whose offsets end at `end`:
+    /// batches beyond the CRC-checked prefix `verified` are checked, damage found before is
+    /// stepped over as it was then.
+    fn chain<'a>(
+        &self,
+        data: &'a [u8],
+        pos: usize,
+        expected: i64,
+        end: i64,
+        verified: usize,
+    ) -> Chain<'a> {
+        Chain::new(data, pos, expected, end, true)
+            .crc_checked_up_to(verified)
+            .stepping_over(self.damages())
     }
 
     /// First record at or after `from` whose timestamp is >= `timestamp`: (offset, timestamp).
@@ -148,8 +138,7 @@ impl Segment {
             });
         let (pos, expected) = self.start_for(data, by_time.max(from));
         let verified = self.verified.load(Ordering::Acquire) as usize;
-        let chain = Chain::new(data, pos, expected, end, false);
-        for link in chain.map(|link| self.checked(data, link, verified)) {
+        for link in self.chain(data, pos, expected, end, verified) {
             let (at, header) = match link {
                 Link::Batch(at, header) => (at, header),
                 Link::Damage(damage) => {
