@@ -71,7 +71,7 @@ impl AsyncRead for Pieces<'_> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let r = self.next_random();
-        if r % 5 == 0 {
+        if r.is_multiple_of(5) {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }

@@ -11,6 +11,7 @@
 //!   first containing it) or refused as damaged (with a damage covering it), never both: a
 //!   read that spans several batches returns consecutive offsets, none of them refused;
 //! - a time lookup never answers with a refused offset;
+//! - the same offsets are served and refused before and after the restart;
 //! - `dump_segment` (the `dump-log` command) reads the file without panicking.
 
 #![no_main]
@@ -180,4 +181,8 @@ fuzz_target!(|data: &[u8]| {
     let (_log, p) = open(dir.path());
     let again = read_every_offset(&p);
     check_time_lookups(&p, segment, &again);
+    assert_eq!(
+        first, again,
+        "the same bytes answered differently after a restart"
+    );
 });

@@ -4,7 +4,8 @@
 //! log-core's own builder, so that every API, version and codec has a seed.
 //!
 //! Usage: `cargo run --manifest-path fuzz/Cargo.toml -p lograil-fuzz-seeds -- CAPTURE_DIR CORPUS_DIR`
-//! Each target's folder is emptied first.
+//! Each target's folder is emptied first, except for `regression-*` files: inputs of crashes
+//! found and fixed, kept so that every run replays them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -163,10 +164,14 @@ impl Corpus {
     fn write(&mut self, target: &str, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
         let dir = self.root.join(target);
         if !self.written.iter().any(|(t, _, _)| t == target) {
-            if dir.exists() {
-                fs::remove_dir_all(&dir)?;
-            }
             fs::create_dir_all(&dir)?;
+            for entry in fs::read_dir(&dir)? {
+                let path = entry?.path();
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                if !name.unwrap_or_default().starts_with("regression-") {
+                    fs::remove_file(&path)?;
+                }
+            }
             self.written.push((target.to_string(), 0, 0));
         }
         let file = name.trim_end_matches(".bin").to_string() + ".bin";
