@@ -29,8 +29,7 @@ fi
 # Per-target libFuzzer options. A decoder that allocates far beyond its input is a crash.
 options() {
     case $1 in
-        frame | request_body) echo "-malloc_limit_mb=64" ;;
-        record_batch) echo "-malloc_limit_mb=128" ;;
+        frame | request_body | record_batch) echo "-malloc_limit_mb=16" ;;
         *) echo "" ;;
     esac
 }
