@@ -3,8 +3,9 @@
 //! decompression bound, then `batch::decode_bounded` with the same bound, on arbitrary bytes.
 //!
 //! Checked: no panic; accepted batches exactly cover the input; no batch decodes to more
-//! key and value bytes than the bound allows; and a batch the broker accepts decodes to
-//! exactly the records its header announces (a compressed one at offsets base, base + 1, …).
+//! key and value bytes than the bound allows; and a batch the broker accepts, when it decodes,
+//! yields exactly the records its header announces (a compressed one at offsets base,
+//! base + 1, …).
 //! With run.sh's `-malloc_limit_mb`, no allocation far beyond the bound (a zstd frame declaring
 //! a 128 MiB window once made validation allocate it).
 
