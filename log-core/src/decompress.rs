@@ -1,6 +1,8 @@
 //! Decompressing a batch's records with a bound on the output, so a small batch cannot expand
-//! without limit (a decompression bomb). Each codec's stream is read through `Read::take`, so
-//! no more than the bound (plus one byte, to tell "too large") is ever produced. Snappy, as
+//! without limit (a decompression bomb). Gzip and LZ4 streams are read through `Read::take`, so
+//! no more than the bound (plus one byte, to tell "too large") is ever produced; zstd is
+//! decompressed in one pass into a buffer of that size (its streaming decoder would allocate the
+//! window the frame declares, up to 128 MiB, whatever the bound). Snappy, as
 //! Kafka's clients write it, is xerial-framed blocks of raw snappy whose decompressed length is
 //! checked before any block is decompressed.
 
@@ -38,11 +40,7 @@ pub fn decompress(
     match compression {
         Compression::None => bounded(data, max, "none"),
         Compression::Gzip => read_bounded(flate2::read::GzDecoder::new(data), max, "gzip"),
-        Compression::Zstd => read_bounded(
-            zstd::stream::read::Decoder::new(data).map_err(codec("zstd"))?,
-            max,
-            "zstd",
-        ),
+        Compression::Zstd => zstd(data, max),
         Compression::Lz4 => {
             read_bounded(lz4::Decoder::new(data).map_err(codec("lz4"))?, max, "lz4")
         }
@@ -74,6 +72,39 @@ fn read_bounded(
         return Err(DecompressError::TooLarge { max });
     }
     Ok(out.into())
+}
+
+/// Zstd in one pass into a buffer of at most `max + 1` bytes, which is all the memory the
+/// decoder works in besides its context: a streaming decoder would allocate the window the frame
+/// declares (128 MiB for a frame of ten bytes), whatever the bound on the output.
+fn zstd(data: &[u8], max: usize) -> Result<Bytes, DecompressError> {
+    use zstd::zstd_safe::{self, zstd_sys};
+    let fail = |reason: &str| DecompressError::Codec {
+        codec: "zstd",
+        reason: reason.to_string(),
+    };
+    let bound = max.saturating_add(1);
+    // A frame that says how large it is needs no more than that (a lie is caught by the
+    // decoder, which checks the size it produced).
+    let first = match zstd_safe::get_frame_content_size(data) {
+        Ok(Some(size)) if size > max as u64 => return Err(DecompressError::TooLarge { max }),
+        Ok(Some(size)) => size as usize,
+        _ => bound,
+    };
+    let mut context = zstd_safe::DCtx::try_create().ok_or_else(|| fail("out of memory"))?;
+    for capacity in [first, bound] {
+        let mut out = Vec::with_capacity(capacity);
+        match context.decompress(&mut out, data) {
+            Ok(_) if out.len() > max => break,
+            Ok(_) => return Ok(out.into()),
+            // SAFETY: ZSTD_getErrorCode only classifies the number it is given.
+            Err(code)
+                if unsafe { zstd_sys::ZSTD_getErrorCode(code) }
+                    == zstd_sys::ZSTD_ErrorCode::ZSTD_error_dstSize_tooSmall => {}
+            Err(code) => return Err(fail(zstd_safe::get_error_name(code))),
+        }
+    }
+    Err(DecompressError::TooLarge { max })
 }
 
 fn snappy(data: &[u8], max: usize) -> Result<Bytes, DecompressError> {
@@ -119,6 +150,34 @@ fn snappy(data: &[u8], max: usize) -> Result<Bytes, DecompressError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found with the `record_batch` fuzz target's allocation limit: a 71-byte batch whose zstd
+    /// frame declared a 128 MiB window made validation allocate that window (streaming
+    /// decoders allocate what the frame declares), whatever the bound on the output.
+    #[test]
+    fn zstd_takes_the_bound_not_the_window_a_frame_declares() {
+        // One raw block of one byte, no content size, a window of 2^27 and of 2^31 bytes (past
+        // what a streaming decoder accepts at all).
+        for window_log in [27u8, 31] {
+            let frame = [
+                0x28,
+                0xB5,
+                0x2F,
+                0xFD,
+                0x00,
+                (window_log - 10) << 3,
+                0x09,
+                0x00,
+                0x00,
+                b'a',
+            ];
+            assert_eq!(
+                decompress(&frame, Compression::Zstd, 100),
+                Ok(Bytes::from_static(b"a")),
+                "window 2^{window_log}"
+            );
+        }
+    }
 
     #[test]
     fn every_codec_is_bounded() {

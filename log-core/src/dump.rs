@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::batch::{self, BatchHeader};
 use crate::error::{BatchError, FileError};
 use crate::index::{OFFSET_ENTRY_LEN, TIME_ENTRY_LEN};
-use crate::segment::chain::{Chain, DamageReason, Link};
+use crate::segment::chain::{Chain, DamageReason, Link, UNKNOWN_END};
 use crate::segment::{file_name, parse_file_name, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 
 /// One batch as found in the file.
@@ -63,7 +63,7 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
     let limit = path
         .parent()
         .and_then(|dir| next_segment_base(dir, base?))
-        .unwrap_or(i64::MAX);
+        .unwrap_or(UNKNOWN_END);
     for link in Chain::new(&data, 0, base.unwrap_or(0), limit, false) {
         match link {
             Link::Batch(pos, header) => {

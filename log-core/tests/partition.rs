@@ -706,6 +706,87 @@ fn a_closed_segment_full_of_garbage_refuses_its_offsets_and_serves_the_others() 
     );
 }
 
+/// Found by `fuzz/`'s `segment_chain` target: a closed segment cut at a batch boundary (or
+/// emptied) walked cleanly to its end, so its missing offsets were neither served nor refused:
+/// a read there answered with nothing (a consumer stuck at the log end minus some) or, once the
+/// next segment had data, with that segment's first batch (a silent skip).
+#[test]
+fn a_closed_segment_that_ends_early_refuses_its_missing_offsets() {
+    for cut_after in [3, 0] {
+        let (dir, starts) = closed_segments();
+        let first = first_segment(dir.path());
+        let content = fs::read(&first).unwrap();
+        fs::write(&first, &content[..starts[cut_after] as usize]).unwrap();
+        let log = Log::open(dir.path()).unwrap();
+        let p = log.topic("t").unwrap().partitions()[0].clone();
+        let second_base = p.segment_base_offsets()[1];
+        let lost = 5 * cut_after as i64..second_base;
+        let (served, refused) = read_each_offset(&p);
+        assert_eq!(
+            refused,
+            lost.clone().collect::<Vec<i64>>(),
+            "cut after {cut_after}"
+        );
+        assert_eq!(
+            served.len() as i64,
+            p.log_end_offset() - (lost.end - lost.start)
+        );
+        let damage = p.damage();
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert_eq!(damage[0].1.position, starts[cut_after]);
+        let report = log_core::dump::dump_segment(&first).unwrap();
+        assert!(
+            report.problems[0].contains(&format!("offsets {}..{}", lost.start, lost.end)),
+            "{:?}",
+            report.problems
+        );
+    }
+}
+
+/// Found by `fuzz/`'s `segment_chain` target: a batch whose CRC fails, holding a valid batch
+/// inside its bytes. The walk that rebuilt the indexes stepped over it to the inner batch and
+/// marked the segment CRC-checked, but a read walking from byte 0 took the outer batch (its
+/// header parses) as checked and served it, CRC mismatch and all; after a restart, a read that
+/// found the bad CRC skipped the outer batch's whole claimed length instead of resuming at the
+/// inner batch, and answered with nothing (offsets neither served nor refused).
+#[test]
+fn a_batch_that_fails_its_crc_is_never_served_and_the_walk_resumes_inside_it() {
+    let inner = records("inner", 1, 0);
+    // An outer batch claiming offsets 0..50, junk around the inner batch, a wrong CRC.
+    let mut outer = vec![0u8; 61];
+    outer.extend_from_slice(&[0x5a; 146]);
+    outer.extend_from_slice(&inner);
+    outer.extend_from_slice(&[0x5a; 300]);
+    let len = outer.len() as i32 - 12;
+    outer[8..12].copy_from_slice(&len.to_be_bytes());
+    outer[16] = 2; // magic
+    outer[17..21].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+    outer[23..27].copy_from_slice(&49i32.to_be_bytes()); // lastOffsetDelta
+    outer[57..61].copy_from_slice(&50i32.to_be_bytes()); // records
+    assert!(batch::validate(&outer).is_err());
+
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = Log::open(dir.path()).unwrap();
+        log.create_topic("t", 1, small_segments()).unwrap();
+        log.close().unwrap();
+    }
+    fs::write(first_segment(dir.path()), &outer).unwrap();
+    fs::write(dir.path().join("t-0/00000000000000000050.log"), b"").unwrap();
+    // First open: indexes rebuilt from the log; then a restart: indexes read from their files.
+    for _ in 0..2 {
+        let log = Log::open(dir.path()).unwrap();
+        let p = log.topic("t").unwrap().partitions()[0].clone();
+        let (served, refused) = read_each_offset(&p);
+        assert_eq!(served, vec![0]);
+        assert_eq!(refused, (1..50).collect::<Vec<i64>>());
+        let read = p.read(0, 1 << 20).unwrap();
+        assert_eq!(&read.records[..], &inner[..]);
+        drop(p);
+        log.close().unwrap();
+    }
+}
+
 #[test]
 fn a_bad_crc_in_a_closed_segment_is_found_on_first_read_and_after_a_restart() {
     let (dir, starts) = closed_segments();

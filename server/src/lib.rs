@@ -14,6 +14,8 @@ pub mod config;
 mod connection;
 mod durable;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod groups;
 mod handlers;
 mod limits;

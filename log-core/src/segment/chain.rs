@@ -4,12 +4,20 @@
 //! the next whole batch with a valid CRC that continues the offsets, found by scanning forward
 //! byte by byte; and the offsets those bytes should have held. Reads serve what lies on either
 //! side of a damaged stretch and refuse the offsets inside it: never a silent skip.
+//!
+//! Where a segment's offsets must end is known for every segment but the last (the next
+//! segment's base): data that ends before that offset lost its tail, and the missing offsets
+//! are damage too.
 
 use crate::batch::{self, BatchHeader};
 use crate::error::BatchError;
 
 /// Byte offset of the magic byte in a batch header, checked first when scanning for a batch.
 const MAGIC_AT: usize = 16;
+
+/// The `limit` of a walk over a segment whose offsets have no known end (the last one, at
+/// recovery): nothing is missing when its data ends.
+pub(crate) const UNKNOWN_END: i64 = i64::MAX;
 
 /// A damaged stretch of a segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,30 +46,31 @@ pub enum DamageReason {
     Batch(#[from] BatchError),
     #[error("batch base offset {found} where {expected} was expected")]
     OffsetGap { found: i64, expected: i64 },
+    #[error("the segment's data ends at offset {found}, before its offsets end at {expected}")]
+    EndsEarly { found: i64, expected: i64 },
 }
 
 /// Checks the batch at `pos`: a header, a batch that fits in `data`, base offset `expected`;
-/// with `check_crc` also its CRC.
-pub(crate) fn check(
+/// also its CRC if the batch ends after byte `crc_checked` (the bytes before it were checked).
+fn check(
     data: &[u8],
     pos: usize,
     expected: i64,
-    check_crc: bool,
+    crc_checked: usize,
 ) -> Result<BatchHeader, DamageReason> {
     let rest = data.get(pos..).unwrap_or_default();
-    let header = if check_crc {
-        batch::validate(rest)?
-    } else {
-        let header = BatchHeader::parse(rest)?;
-        if header.size as usize > rest.len() {
-            return Err(BatchError::Truncated {
-                needed: header.size as usize,
-                available: rest.len(),
-            }
-            .into());
+    let header = BatchHeader::parse(rest)?;
+    let size = header.size as usize;
+    if size > rest.len() {
+        return Err(BatchError::Truncated {
+            needed: size,
+            available: rest.len(),
         }
-        header
-    };
+        .into());
+    }
+    if pos.saturating_add(size) > crc_checked {
+        batch::validate(rest)?;
+    }
     if header.base_offset != expected {
         return Err(DamageReason::OffsetGap {
             found: header.base_offset,
@@ -131,14 +140,24 @@ pub(crate) enum Link {
 }
 
 /// Walks the chain from byte `pos`, where offset `expected` starts, to the end of `data`,
-/// stepping over damage.
+/// stepping over damage. `limit` is where the segment's offsets end ([`UNKNOWN_END`] if that
+/// is not known): data that ends before it ends with damage over the missing offsets. With
+/// `check_crc`, every batch's CRC is checked; without, none (see [`Chain::crc_checked_up_to`]).
+///
+/// Every walk of a segment follows the same path (the one a walk from byte 0 takes) as long as
+/// it starts on it (byte 0, or an index entry) and steps over damage the same way: where a
+/// batch fails its check, the walk resumes at the next valid batch, never at the position its
+/// (untrustworthy) length points to; and a walk that meets damage an earlier walk found
+/// ([`Chain::stepping_over`]) resumes where that walk did.
 #[derive(Debug)]
 pub(crate) struct Chain<'a> {
     data: &'a [u8],
     pos: usize,
     expected: i64,
     limit: i64,
-    check_crc: bool,
+    /// Batches ending at or before this byte are not CRC-checked again.
+    crc_checked: usize,
+    known: Vec<Damage>,
     previous: Option<(usize, BatchHeader)>,
 }
 
@@ -149,9 +168,24 @@ impl<'a> Chain<'a> {
             pos,
             expected,
             limit,
-            check_crc,
+            crc_checked: if check_crc { 0 } else { usize::MAX },
+            known: Vec::new(),
             previous: None,
         }
+    }
+
+    /// CRC-checks the batches that end after byte `checked`, the ones before it having been
+    /// checked by an earlier walk (along this same path).
+    pub fn crc_checked_up_to(mut self, checked: usize) -> Self {
+        self.crc_checked = checked;
+        self
+    }
+
+    /// Damage earlier walks found: a walk that arrives inside one yields it and resumes where
+    /// it ends, as the walk that found it did.
+    pub fn stepping_over(mut self, known: Vec<Damage>) -> Self {
+        self.known = known;
+        self
     }
 }
 
@@ -160,9 +194,37 @@ impl Iterator for Chain<'_> {
 
     fn next(&mut self) -> Option<Link> {
         if self.pos >= self.data.len() {
-            return None;
+            if self.expected >= self.limit || self.limit == UNKNOWN_END {
+                return None;
+            }
+            // The data ends short of the segment's last offset: its tail is gone.
+            let end = self.data.len() as u64;
+            let damage = Damage {
+                position: end,
+                resume_at: end,
+                first_offset: self.expected,
+                end_offset: self.limit,
+                reason: DamageReason::EndsEarly {
+                    found: self.expected,
+                    expected: self.limit,
+                },
+            };
+            self.expected = self.limit;
+            return Some(Link::Damage(damage));
         }
-        match check(self.data, self.pos, self.expected, self.check_crc) {
+        let pos = self.pos as u64;
+        if let Some(known) = self
+            .known
+            .iter()
+            .find(|d| d.position <= pos && pos < d.resume_at)
+        {
+            let damage = known.clone();
+            self.pos = damage.resume_at as usize;
+            self.expected = damage.end_offset;
+            self.previous = None;
+            return Some(Link::Damage(damage));
+        }
+        match check(self.data, self.pos, self.expected, self.crc_checked) {
             Ok(header) => {
                 let at = self.pos;
                 self.previous = Some((at, header));
@@ -284,6 +346,24 @@ mod tests {
             }
         );
         assert!(matches!(links[2], Link::Batch(_, h) if h.base_offset == 8));
+    }
+
+    #[test]
+    fn data_that_ends_before_the_limit_damages_the_missing_offsets() {
+        let (data, starts) = three_batches(4);
+        let links = walk(&data[..starts[2]], 12);
+        assert_eq!(links.len(), 3);
+        let Link::Damage(d) = &links[2] else {
+            panic!("{links:?}")
+        };
+        assert_eq!(
+            (d.position, d.resume_at, d.first_offset, d.end_offset),
+            (starts[2] as u64, starts[2] as u64, 8, 12)
+        );
+        assert_eq!(walk(&[], 12).len(), 1);
+        // Without a known end, the data may end anywhere.
+        assert_eq!(walk(&data[..starts[2]], UNKNOWN_END).len(), 2);
+        assert!(walk(&[], UNKNOWN_END).is_empty());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::{Arc, PoisonError};
 
 use memmap2::Mmap;
 
-use super::chain::{Chain, Link};
+use super::chain::{Chain, Link, UNKNOWN_END};
 use super::{file_name, map_file, Place, Recovery, Segment, INDEX_EXT, TIME_INDEX_EXT};
 use crate::error::{FileError, OpenError};
 use crate::index::{IndexCursor, Indexes, OffsetIndex, TimeIndex, TIME_ENTRY_LEN};
@@ -144,7 +144,7 @@ impl Segment {
         let mut cursor = IndexCursor::new(base_offset, place.index_interval);
         let (mut valid_len, mut next_offset) = (0u64, base_offset);
         let mut tail = None;
-        for link in Chain::new(data, 0, base_offset, i64::MAX, !clean) {
+        for link in Chain::new(data, 0, base_offset, UNKNOWN_END, !clean) {
             match link {
                 Link::Batch(at, header) => {
                     cursor.add(

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use std::sync::atomic::Ordering;
 
-use super::chain::{self, Chain, DamageReason, Link};
+use super::chain::{Chain, Link};
 use super::{MappedSlice, Segment};
 use crate::batch;
 use crate::error::ReadError;
@@ -45,17 +45,20 @@ impl Segment {
         if let Some(damage) = self.damage_covering(offset) {
             return Err(self.damaged(damage));
         }
+        // The end offset is read before the length (which `publish` stores first), so the
+        // bytes seen hold at least the offsets up to it: an append in between cannot look like
+        // a segment whose data ends early.
+        let end = self.next_offset();
         let (map, len) = self.view()?;
-        let Some(map) = map else { return Ok(None) };
-        let data = &map[..len as usize];
+        // An empty closed segment is walked too: its offsets are missing, not elsewhere.
+        let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
         let (pos, expected) = self.start_for(data, offset);
         let verified = self.verified.load(Ordering::Acquire) as usize;
         let mut range: Option<(usize, usize)> = None;
         // The walk looks at the header after the last batch taken, so a batch whose length is
         // wrong is caught (by the next header and its own CRC) before it is served; a batch not
         // yet CRC-checked in this run is checked before it is taken.
-        let chain = Chain::new(data, pos, expected, self.next_offset(), false);
-        for link in chain.map(|link| self.checked(data, link, verified)) {
+        for link in self.chain(data, pos, expected, end, verified) {
             match (link, range) {
                 (Link::Batch(_, header), None) if header.last_offset() < offset => {}
                 (Link::Batch(at, header), None) => {
@@ -88,7 +91,7 @@ impl Segment {
                 self.verified_up_to(end as u64);
             }
         }
-        Ok(range.map(|(start, end)| {
+        Ok(range.zip(map.as_ref()).map(|((start, end), map)| {
             Bytes::from_owner(MappedSlice {
                 map: map.clone(),
                 start,
@@ -97,29 +100,20 @@ impl Segment {
         }))
     }
 
-    /// A batch the walk found, unless it lies in damage found before or fails its CRC check
-    /// (done for batches beyond the CRC-checked prefix): then that damage.
-    fn checked(&self, data: &[u8], link: Link, verified: usize) -> Link {
-        let Link::Batch(at, header) = link else {
-            return link;
-        };
-        if let Some(damage) = self.damage_covering(header.base_offset) {
-            return Link::Damage(damage);
-        }
-        if at + header.size as usize <= verified {
-            return link;
-        }
-        match batch::validate(&data[at..]) {
-            Ok(_) => link,
-            Err(e) => Link::Damage(chain::measure(
-                data,
-                at,
-                header.base_offset,
-                None,
-                self.next_offset(),
-                DamageReason::Batch(e),
-            )),
-        }
+    /// The walk from byte `pos` (offset `expected`) of a segment whose offsets end at `end`:
+    /// batches beyond the CRC-checked prefix `verified` are checked, damage found before is
+    /// stepped over as it was then.
+    fn chain<'a>(
+        &self,
+        data: &'a [u8],
+        pos: usize,
+        expected: i64,
+        end: i64,
+        verified: usize,
+    ) -> Chain<'a> {
+        Chain::new(data, pos, expected, end, true)
+            .crc_checked_up_to(verified)
+            .stepping_over(self.damages())
     }
 
     /// First record at or after `from` whose timestamp is >= `timestamp`: (offset, timestamp).
@@ -132,9 +126,9 @@ impl Segment {
         if self.max_timestamp() < timestamp {
             return Ok(None);
         }
+        let end = self.next_offset();
         let (map, len) = self.view()?;
-        let Some(map) = map else { return Ok(None) };
-        let data = &map[..len as usize];
+        let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
         let by_time = self
             .indexes
             .times
@@ -144,8 +138,7 @@ impl Segment {
             });
         let (pos, expected) = self.start_for(data, by_time.max(from));
         let verified = self.verified.load(Ordering::Acquire) as usize;
-        let chain = Chain::new(data, pos, expected, self.next_offset(), false);
-        for link in chain.map(|link| self.checked(data, link, verified)) {
+        for link in self.chain(data, pos, expected, end, verified) {
             let (at, header) = match link {
                 Link::Batch(at, header) => (at, header),
                 Link::Damage(damage) => {
