@@ -205,11 +205,26 @@ impl ShareConfig {
     /// The broker-wide defaults under Kafka's broker config names.
     pub fn broker_entries(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("group.share.record.lock.duration.ms", self.lock_duration_ms.to_string()),
-            ("group.share.delivery.count.limit", self.delivery_limit.to_string()),
-            ("group.share.partition.max.record.locks", self.max_record_locks.to_string()),
-            ("group.share.session.timeout.ms", self.session_timeout_ms.to_string()),
-            ("group.share.heartbeat.interval.ms", self.heartbeat_interval_ms.to_string()),
+            (
+                "group.share.record.lock.duration.ms",
+                self.lock_duration_ms.to_string(),
+            ),
+            (
+                "group.share.delivery.count.limit",
+                self.delivery_limit.to_string(),
+            ),
+            (
+                "group.share.partition.max.record.locks",
+                self.max_record_locks.to_string(),
+            ),
+            (
+                "group.share.session.timeout.ms",
+                self.session_timeout_ms.to_string(),
+            ),
+            (
+                "group.share.heartbeat.interval.ms",
+                self.heartbeat_interval_ms.to_string(),
+            ),
         ]
     }
 }

@@ -79,7 +79,9 @@ pub async fn handle(
         .collect();
     let (results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
     if epoch == -1 {
-        pending.0.extend(release_member(broker, &group, &member).await?.0);
+        pending
+            .0
+            .extend(release_member(broker, &group, &member).await?.0);
     }
     pending.durable(&broker.syncer).await;
     let leader = LeaderIdAndEpoch::default()

@@ -121,7 +121,9 @@ pub async fn handle(
     let (ack_results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
     let mut fetched = Vec::new();
     if epoch == -1 {
-        pending.0.extend(release_member(broker, &group, &member).await?.0);
+        pending
+            .0
+            .extend(release_member(broker, &group, &member).await?.0);
     } else if request.is_renew_ack {
         // A request renewing locks fetches nothing (KIP-1222).
     } else {
@@ -223,9 +225,13 @@ pub async fn release_member(broker: &Arc<Broker>, group: &str, member: &str) -> 
     let (group, member) = (group.to_string(), member.to_string());
     tokio::task::spawn_blocking(move || {
         let mut pending = Pending::default();
-        owner
-            .shares
-            .release_member(&owner.log, &group, &member, log_core::now_ms(), &mut pending);
+        owner.shares.release_member(
+            &owner.log,
+            &group,
+            &member,
+            log_core::now_ms(),
+            &mut pending,
+        );
         pending
     })
     .await
