@@ -301,6 +301,43 @@ impl Admin {
         })?)
     }
 
+    /// Sets group configs (IncrementalAlterConfigs on the group; Kafka's share-group configs
+    /// such as `share.auto.offset.reset` and `share.record.lock.duration.ms`, and on lograil
+    /// `errors.deadletterqueue.topic.name` and the delivery limit).
+    pub async fn alter_group_configs(
+        &mut self,
+        group: &str,
+        configs: &[(&str, &str)],
+    ) -> Result<(), AdminError> {
+        use kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        const GROUP: i8 = 32;
+        const SET: i8 = 0;
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(GROUP)
+                .with_resource_name(text(group))
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(name, value)| {
+                            AlterableConfig::default()
+                                .with_name(text(name))
+                                .with_config_operation(SET)
+                                .with_value(Some(text(value)))
+                        })
+                        .collect(),
+                ),
+        ]);
+        let connection = self.cluster.controller_connection().await?;
+        let response = connection.call(&request, 1).await?;
+        let code = response.responses.first().map_or(0, |r| r.error_code);
+        Ok(check(code, ApiKey::IncrementalAlterConfigs, || {
+            format!("group {group}")
+        })?)
+    }
+
     /// (group id, state, protocol type) of every group, from every broker (each lists the
     /// groups it coordinates).
     pub async fn list_groups(&mut self) -> Result<Vec<(String, String, String)>, AdminError> {

@@ -16,6 +16,8 @@ use kafka_protocol::messages::{
     ApiKey, FindCoordinatorRequest, MetadataRequest, MetadataResponse, TopicName,
 };
 
+use uuid::Uuid;
+
 use crate::config::NetConfig;
 use crate::connection::{BrokerConnection, NetError};
 use crate::error::{CallError, ErrorCode};
@@ -36,6 +38,8 @@ pub(crate) struct PartitionMeta {
 pub(crate) struct TopicMeta {
     /// Set when the broker answered with an error for the topic (e.g. it does not exist).
     pub error: Option<ErrorCode>,
+    /// The topic's id (nil from a broker without topic ids).
+    pub id: Uuid,
     pub internal: bool,
     /// Indexed by partition id.
     pub partitions: Vec<PartitionMeta>,
@@ -64,6 +68,14 @@ impl Metadata {
     pub(crate) fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionMeta> {
         let index = usize::try_from(partition).ok()?;
         self.topics.get(topic)?.partitions.get(index)
+    }
+
+    /// The name of the topic with id `id`.
+    pub(crate) fn topic_name(&self, id: Uuid) -> Option<&str> {
+        self.topics
+            .iter()
+            .find(|(_, t)| t.id == id && !id.is_nil())
+            .map(|(name, _)| name.as_str())
     }
 
     /// The leader of a partition, if it has one.
@@ -213,6 +225,7 @@ impl Cluster {
                 name,
                 TopicMeta {
                     error,
+                    id: topic.topic_id,
                     internal: topic.is_internal,
                     partitions,
                 },

@@ -19,13 +19,17 @@
 //!   [`Consumer::assign`]; records as an async stream; manual commits (awaited or in the
 //!   background) and auto commit, at least once; seek by offset, time, beginning or end; pause
 //!   and resume; every codec; control batches skipped;
+//! - a [`QueueConsumer`]: a member of a share group (KIP-932, Kafka's queues) that receives
+//!   records held for it alone and acknowledges each ([`Delivery::ack`], [`Delivery::release`]
+//!   with a delay, [`Delivery::reject`]) or renews its lock ([`Delivery::renew`]), in implicit
+//!   or explicit mode; with an [`IdempotencyLedger`] that skips records whose work was done;
 //! - an [`Admin`] client: topics, groups, committed offsets, lag;
 //! - cluster-aware: each request goes where Kafka wants it (a partition's leader, the group's
 //!   coordinator, the controller); `NOT_LEADER_OR_FOLLOWER`, `NOT_COORDINATOR`, newer leader
 //!   epochs and vanished brokers refresh the metadata and retry.
 //!
-//! **It is not** a transactional producer or a `read_committed` consumer (no transactions), a
-//! share-group (queue) consumer (yet), nor a client for KIP-848's new consumer protocol; it
+//! **It is not** a transactional producer or a `read_committed` consumer (no transactions),
+//! nor a client for KIP-848's new consumer protocol; it
 //! speaks PLAINTEXT only (no TLS or SASL). A header name given twice in one record keeps its
 //! last value (the record codec stores headers in a map).
 //!
@@ -121,13 +125,16 @@ mod group;
 mod offsets;
 mod partitioner;
 mod producer;
+mod queue;
 mod util;
 
 pub use admin::{
     Admin, AdminError, GroupDescription, MemberDescription, NewTopic, PartitionLag,
     TopicDescription,
 };
-pub use config::{AdminConfig, ClientConfig, ConfigError, ConsumerConfig, ProducerConfig};
+pub use config::{
+    AckMode, AdminConfig, ClientConfig, ConfigError, ConsumerConfig, ProducerConfig, QueueConfig,
+};
 pub use connection::Connection;
 pub use consumer::{
     AssignmentError, CommitError, ConsumeError, Consumer, ConsumerError, ConsumerRecord,
@@ -140,6 +147,7 @@ pub use producer::{
     DeliveryError, DeliveryFuture, FatalError, IntoTopic, Producer, ProducerError, ProducerRecord,
     ProducerStats, RecordMetadata, SendError,
 };
+pub use queue::{AckFailure, Delivery, IdempotencyLedger, QueueConsumer, QueueError};
 
 /// A partition of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -21,3 +21,4 @@ mod cross_client;
 mod failover;
 mod group;
 mod producer;
+mod queue;

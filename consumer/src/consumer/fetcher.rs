@@ -460,6 +460,20 @@ fn spawn_refresh(shared: &Arc<Shared>) {
     });
 }
 
+/// Every record in the whole batches of `bytes` (control batches skipped), for the share
+/// consumer; a batch failing its checks is an error naming its offset.
+pub(crate) fn decode_all(
+    topic: &Arc<str>,
+    partition: i32,
+    bytes: Bytes,
+) -> Result<Vec<ConsumerRecord>, (i64, String)> {
+    match decode(topic, partition, 0, bytes, -1) {
+        Outcome::Records { records, .. } => Ok(records.into()),
+        Outcome::Corrupt { offset, reason } => Err((offset, reason)),
+        Outcome::Error(code) => Err((-1, code.to_string())),
+    }
+}
+
 /// Byte positions in a RecordBatch v2 header.
 const LENGTH_END: usize = 12;
 const ATTRIBUTES: usize = 21;

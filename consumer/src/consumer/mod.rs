@@ -14,6 +14,8 @@
 
 mod fetcher;
 
+pub(crate) use fetcher::decode_all;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
