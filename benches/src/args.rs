@@ -35,6 +35,9 @@ pub enum Command {
     /// The machine's raw limits: sequential file writes (with and without fdatasync) and
     /// loopback TCP throughput and round-trip time.
     Limits(LimitsArgs),
+    /// Share-group workers (lograil's queue consumer, explicit acks) complete the records of a
+    /// filled topic; compared with a plain fetch of the same records in the same run.
+    Queue(QueueArgs),
 }
 
 /// The client library the producers and consumers use.
@@ -150,6 +153,39 @@ pub struct LimitsArgs {
     #[arg(long)]
     pub label: Option<String>,
     /// Also write parameters, machine, git revision and results to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Flags of the `queue` mode.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct QueueArgs {
+    /// Bootstrap broker address (lograil, or a Kafka 4.2+ cluster with share groups).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// The topic to read; fill it with `lograil-bench produce` first.
+    #[arg(long, default_value = "lograil-bench")]
+    pub topic: String,
+    /// Share-group workers, each a queue consumer of its own.
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+    /// Records to complete (default: the whole topic).
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Each worker's `max.poll.records`.
+    #[arg(long, default_value_t = 500)]
+    pub max_poll_records: u32,
+    /// Tokio worker threads shared by the workers.
+    #[arg(long, default_value_t = 2)]
+    pub tokio_workers: usize,
+    /// The broker's data directory (lograil): also report the share-group state written per
+    /// completed record.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_secs: u64,
+    /// Also write the parameters and results to this JSON file.
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

@@ -24,6 +24,7 @@
 //! | [`progress`] | the progress lines on a terminal (indicatif) |
 //! | [`plot`] | the `--plot` SVG (plotters): latency percentiles and throughput over time |
 //! | [`limits`] | the machine's raw disk and loopback TCP limits |
+//! | [`queue`] | the `queue` mode: share-group workers against plain fetches |
 //! | [`proc_stats`] | CPU and peak RSS of the broker and the harness from /proc |
 //! | [`machine`] | CPU, cores, memory, kernel, git revision |
 //! | [`report`] | the human table and the JSON file |
@@ -51,6 +52,7 @@ pub mod plot;
 pub mod proc_stats;
 pub mod produce;
 pub mod progress;
+pub mod queue;
 pub mod report;
 pub mod run;
 pub mod timeline;

@@ -12,6 +12,7 @@
 //! test's own.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,9 +25,9 @@ pub enum RecordState {
     Available {
         not_before: i64,
     },
-    /// Held by a member until its lock runs out.
+    /// Held by a member until its lock runs out (the member id shared by all it holds).
     Acquired {
-        member: String,
+        member: Arc<str>,
         until: i64,
     },
     Acknowledged,
@@ -84,7 +85,7 @@ pub enum Outcome {
 /// One delivery of a record: who held it, from when to when, and how it ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attempt {
-    pub member: String,
+    pub member: Arc<str>,
     pub acquired_at: i64,
     pub ended_at: i64,
     pub outcome: Outcome,
@@ -95,7 +96,8 @@ pub struct Attempt {
 pub struct Entry {
     pub state: RecordState,
     pub deliveries: u16,
-    /// Every finished delivery, oldest first (at most the delivery limit of them).
+    /// Every finished delivery, oldest first (at most the delivery limit of them); dropped
+    /// once the record is acknowledged, as only an archived record's is ever read.
     pub history: Vec<Attempt>,
     /// When the current delivery began (while acquired).
     pub acquired_at: i64,
@@ -270,6 +272,7 @@ impl SharePartition {
             .saturating_sub(self.acquired_count());
         let mut budget = max_records.min(room);
         let until = now.saturating_add(config.lock_duration_ms);
+        let holder: Arc<str> = member.into();
         let due: Vec<(i64, u16)> = self
             .entries
             .iter()
@@ -287,7 +290,7 @@ impl SharePartition {
                 self.archive(offset, ArchiveReason::DeliveryLimit, &mut changes);
                 continue;
             }
-            self.take(offset, member, now, until, &mut acquired, &mut changes);
+            self.take(offset, &holder, now, until, &mut acquired, &mut changes);
             budget -= 1;
         }
         self.advance_start();
@@ -296,7 +299,7 @@ impl SharePartition {
             let offset = self.end;
             self.entries.insert(offset, Entry::new());
             self.end += 1;
-            self.take(offset, member, now, until, &mut acquired, &mut changes);
+            self.take(offset, &holder, now, until, &mut acquired, &mut changes);
             budget -= 1;
         }
         (acquired, changes)
@@ -305,7 +308,7 @@ impl SharePartition {
     fn take(
         &mut self,
         offset: i64,
-        member: &str,
+        member: &Arc<str>,
         now: i64,
         until: i64,
         acquired: &mut Acquired,
@@ -315,7 +318,7 @@ impl SharePartition {
             entry.deliveries = entry.deliveries.saturating_add(1);
             entry.acquired_at = now;
             entry.state = RecordState::Acquired {
-                member: member.to_string(),
+                member: member.clone(),
                 until,
             };
             acquired.push(offset, entry.deliveries);
@@ -350,7 +353,7 @@ impl SharePartition {
             previous_last = Some(batch.last_offset);
             for offset in batch.first_offset..=batch.last_offset {
                 let held = self.entries.get(&offset).is_some_and(
-                    |e| matches!(&e.state, RecordState::Acquired { member: m, .. } if m == member),
+                    |e| matches!(&e.state, RecordState::Acquired { member: m, .. } if **m == *member),
                 );
                 if !held {
                     return Err(AckError::InvalidRecordState(offset));
@@ -384,11 +387,11 @@ impl SharePartition {
                         self.release(offset, now, delay, Outcome::Released, config, &mut changes)
                     }
                     AckType::Renew => {
-                        if let Some(entry) = self.entries.get_mut(&offset) {
-                            entry.state = RecordState::Acquired {
-                                member: member.to_string(),
-                                until,
-                            };
+                        // Checked above: acquired by `member`.
+                        if let Some(RecordState::Acquired { until: held, .. }) =
+                            self.entries.get_mut(&offset).map(|e| &mut e.state)
+                        {
+                            *held = until;
                             changes.offsets.push(offset);
                         }
                     }
@@ -426,10 +429,14 @@ impl SharePartition {
         let Some(entry) = self.entries.get_mut(&offset) else {
             return;
         };
-        record_attempt(entry, now, outcome);
         match reason {
-            None => entry.state = RecordState::Acknowledged,
+            // Only a record that may be dead-lettered needs its deliveries' story.
+            None => {
+                entry.history = Vec::new();
+                entry.state = RecordState::Acknowledged;
+            }
             Some(reason) => {
+                record_attempt(entry, now, outcome);
                 entry.state = RecordState::Archived(reason);
                 changes.archived.push(Archived {
                     offset,
@@ -497,7 +504,7 @@ impl SharePartition {
             .entries
             .iter()
             .filter(
-                |(_, e)| matches!(&e.state, RecordState::Acquired { member: m, .. } if m == member),
+                |(_, e)| matches!(&e.state, RecordState::Acquired { member: m, .. } if **m == *member),
             )
             .map(|(o, _)| *o)
             .collect();

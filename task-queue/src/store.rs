@@ -4,7 +4,9 @@
 //! Each record's key names what it is about, its value what that is now, each a format byte
 //! then bincode (fixed-width little-endian integers):
 //! - a share partition (group, topic id, partition): a snapshot of its state, or the entries one
-//!   operation changed (with SPSO and SPEO after it); a null value deletes it;
+//!   operation changed (with SPSO and SPEO after it) as runs of consecutive offsets in the same
+//!   state, so that acquiring or acknowledging a batch of 500 records writes one entry; a null
+//!   value deletes it;
 //! - a group's config overrides (Kafka names and values).
 //!
 //! On open, when the topic holds far more records than there are live share partitions, every
@@ -69,23 +71,31 @@ enum Value {
         end: i64,
         entries: Vec<(i64, Entry)>,
     },
+    /// Per-offset changes, as written before `Runs` (still read on replay).
     Delta {
         start: i64,
         end: i64,
         entries: Vec<(i64, Entry)>,
     },
     GroupConfig(Vec<(String, String)>),
+    /// What `Delta` says, with each entry for the offsets `first..=last`.
+    Runs {
+        start: i64,
+        end: i64,
+        runs: Vec<(i64, i64, Entry)>,
+    },
 }
 
 /// What one write records.
 #[derive(Debug, Clone)]
 pub enum Change {
-    /// Entries one operation changed in a share partition (with its SPSO and SPEO after it).
+    /// Entries one operation changed in a share partition (with its SPSO and SPEO after it),
+    /// as `(first, last, entry)` runs.
     Delta {
         key: ShareKey,
         start: i64,
         end: i64,
-        entries: Vec<(i64, Entry)>,
+        runs: Vec<(i64, i64, Entry)>,
     },
     /// A share partition's whole state (after an admin reset).
     Snapshot {
@@ -104,14 +114,24 @@ pub enum Change {
 impl Change {
     /// The entries `offsets` of `state` as they are now (those at or past SPSO).
     pub fn delta(key: ShareKey, state: &SharePartition, offsets: &[i64]) -> Change {
+        let mut offsets = offsets.to_vec();
+        offsets.sort_unstable();
+        offsets.dedup();
+        let mut runs: Vec<(i64, i64, Entry)> = Vec::new();
+        for offset in offsets {
+            let Some(entry) = state.entry(offset) else {
+                continue;
+            };
+            match runs.last_mut() {
+                Some((_, last, same)) if *last + 1 == offset && same == entry => *last = offset,
+                _ => runs.push((offset, offset, entry.clone())),
+            }
+        }
         Change::Delta {
             key,
             start: state.start(),
             end: state.end(),
-            entries: offsets
-                .iter()
-                .filter_map(|o| Some((*o, state.entry(*o)?.clone())))
-                .collect(),
+            runs,
         }
     }
 }
@@ -239,6 +259,17 @@ impl ShareStore {
                         state.entries.extend(entries);
                         state.entries = state.entries.split_off(&start);
                     }
+                    (Key::Partition(key), Some(Some(Value::Runs { start, end, runs }))) => {
+                        let state = replayed.entry(key).or_default();
+                        state.start = start;
+                        state.end = end;
+                        for (first, last, entry) in runs {
+                            state
+                                .entries
+                                .extend((first..=last).map(|o| (o, entry.clone())));
+                        }
+                        state.entries = state.entries.split_off(&start);
+                    }
                     (Key::GroupConfig(group), Some(Some(Value::GroupConfig(overrides)))) => {
                         configs.insert(group, overrides);
                     }
@@ -288,7 +319,7 @@ impl ShareStore {
                 }),
         );
         for chunk in changes.chunks(500) {
-            if let Some(info) = self.append(chunk)? {
+            if let Some(info) = self.append(chunk.to_vec())? {
                 self.partition.await_durable(&info)?;
             }
         }
@@ -309,7 +340,7 @@ impl ShareStore {
     /// Appends `changes` as one batch, without waiting for its fsync: the caller waits (see
     /// [`Partition::append_pending`]) before acknowledging what they record. `None` when there
     /// is nothing to write.
-    pub fn append(&self, changes: &[Change]) -> Result<Option<AppendInfo>, StoreError> {
+    pub fn append(&self, changes: Vec<Change>) -> Result<Option<AppendInfo>, StoreError> {
         if changes.is_empty() {
             return Ok(None);
         }
@@ -321,28 +352,20 @@ impl ShareStore {
                     key,
                     start,
                     end,
-                    entries,
-                } => (
-                    Key::Partition(key.clone()),
-                    Some(Value::Delta {
-                        start: *start,
-                        end: *end,
-                        entries: entries.clone(),
-                    }),
-                ),
+                    runs,
+                } => (Key::Partition(key), Some(Value::Runs { start, end, runs })),
                 Change::Snapshot { key, state } => (
-                    Key::Partition(key.clone()),
+                    Key::Partition(key),
                     Some(Value::Snapshot {
                         start: state.start(),
                         end: state.end(),
                         entries: state.entries().map(|(o, e)| (o, e.clone())).collect(),
                     }),
                 ),
-                Change::Delete(key) => (Key::Partition(key.clone()), None),
-                Change::GroupConfig { group, overrides } => (
-                    Key::GroupConfig(group.clone()),
-                    Some(Value::GroupConfig(overrides.clone())),
-                ),
+                Change::Delete(key) => (Key::Partition(key), None),
+                Change::GroupConfig { group, overrides } => {
+                    (Key::GroupConfig(group), Some(Value::GroupConfig(overrides)))
+                }
             };
             encoded.push((encode(&key)?, value.as_ref().map(encode).transpose()?));
         }
@@ -353,5 +376,98 @@ impl ShareStore {
         Ok(Some(
             self.partition.append_pending(&batch::build(&records))?,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::share_partition::RecordState;
+    use crate::ShareConfig;
+
+    fn key() -> ShareKey {
+        ShareKey::new("g", Uuid::from_bytes([7; 16]), 0)
+    }
+
+    #[test]
+    fn a_batch_acquired_and_acknowledged_is_one_run_each_and_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ShareConfig::default();
+        let mut state = SharePartition::new(0);
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let (store, _) = ShareStore::open(&log).unwrap();
+            let (_, changes) = state.acquire("worker", 1_000, 500, 1_000, &config);
+            let acquire = Change::delta(key(), &state, &changes.offsets);
+            let Change::Delta { runs, .. } = &acquire else {
+                unreachable!()
+            };
+            assert_eq!(runs.len(), 1);
+            assert_eq!((runs[0].0, runs[0].1), (0, 499));
+            store.append(vec![acquire]).unwrap();
+            // Accept 0..=199, release 200..=499: two runs.
+            let acks = [
+                crate::AckBatch {
+                    first_offset: 0,
+                    last_offset: 199,
+                    types: vec![crate::AckType::Accept],
+                },
+                crate::AckBatch {
+                    first_offset: 200,
+                    last_offset: 499,
+                    types: vec![crate::AckType::Release { delay: 0 }],
+                },
+            ];
+            let changes = state.acknowledge("worker", &acks, 2_000, &config).unwrap();
+            let ack = Change::delta(key(), &state, &changes.offsets);
+            let Change::Delta { runs, .. } = &ack else {
+                unreachable!()
+            };
+            assert_eq!(runs.len(), 1, "the accepted ones are behind SPSO: {runs:?}");
+            let info = store.append(vec![ack]).unwrap().unwrap();
+            store.partition().await_durable(&info).unwrap();
+        }
+        let log = Log::open(dir.path()).unwrap();
+        let (_, restored) = ShareStore::open(&log).unwrap();
+        let replayed = &restored.partitions[&key()];
+        assert_eq!(replayed.start(), 200);
+        assert_eq!(replayed.end(), 500);
+        assert_eq!(replayed.entries().count(), 300);
+        assert!(replayed
+            .entries()
+            .all(|(_, e)| e.deliveries == 1 && matches!(e.state, RecordState::Available { .. })));
+    }
+
+    #[test]
+    fn a_per_offset_delta_written_by_an_older_broker_still_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let (store, _) = ShareStore::open(&log).unwrap();
+            let mut entry = SharePartition::new(0);
+            let (_, _) = entry.acquire("w", 1, 1, 10, &ShareConfig::default());
+            let delta = Value::Delta {
+                start: 0,
+                end: 1,
+                entries: vec![(0, entry.entry(0).unwrap().clone())],
+            };
+            let (k, v) = (
+                encode(&Key::Partition(key())).unwrap(),
+                encode(&delta).unwrap(),
+            );
+            let records: Vec<NewRecord> = vec![(Some(k.as_slice()), Some(v.as_slice()), 1)];
+            let info = store
+                .partition()
+                .append_pending(&batch::build(&records))
+                .unwrap();
+            store.partition().await_durable(&info).unwrap();
+        }
+        let log = Log::open(dir.path()).unwrap();
+        let (_, restored) = ShareStore::open(&log).unwrap();
+        let replayed = &restored.partitions[&key()];
+        assert_eq!((replayed.start(), replayed.end()), (0, 1));
+        assert_eq!(replayed.entry(0).unwrap().deliveries, 1);
     }
 }

@@ -98,7 +98,7 @@ impl Harness {
     fn persist(&self, offsets: &[i64]) {
         let store = self.store.as_ref().unwrap();
         let change = Change::delta(self.key.clone(), &self.real, offsets);
-        if let Some(info) = store.append(&[change]).unwrap() {
+        if let Some(info) = store.append(vec![change]).unwrap() {
             store.partition().await_durable(&info).unwrap();
         }
     }
@@ -280,7 +280,7 @@ impl Harness {
             assert_eq!(entry.deliveries, *deliveries, "deliveries of {offset}");
             let matches = match (&entry.state, model) {
                 (RecordState::Available { .. }, M::Available) => true,
-                (RecordState::Acquired { member, .. }, M::Acquired(m)) => member == MEMBERS[*m],
+                (RecordState::Acquired { member, .. }, M::Acquired(m)) => **member == *MEMBERS[*m],
                 (RecordState::Acknowledged | RecordState::Archived(_), M::Done) => true,
                 _ => false,
             };

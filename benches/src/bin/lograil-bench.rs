@@ -7,7 +7,7 @@ use clap::Parser;
 use lograil_benches::args::{Cli, Command};
 use lograil_benches::report::write_json;
 use lograil_benches::run::{run, Mode};
-use lograil_benches::{limits, plot, report::RunReport};
+use lograil_benches::{limits, plot, queue, report::RunReport};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -35,6 +35,17 @@ fn execute(command: Command) -> anyhow::Result<bool> {
             print!("{}", report.human());
             if let Some(path) = &args.json {
                 write_json(path, &report)?;
+            }
+            return Ok(true);
+        }
+        Command::Queue(args) => {
+            let report = queue::run(&args)?;
+            print!("{}", report.human());
+            if let Some(path) = &args.json {
+                write_json(
+                    path,
+                    &serde_json::json!({ "args": args, "results": report }),
+                )?;
             }
             return Ok(true);
         }

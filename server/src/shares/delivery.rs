@@ -1,7 +1,7 @@
 //! What share groups read from and write to the log: the batches holding acquired records, the
 //! deadlines records carry, and the copies of archived records sent to a dead-letter topic.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use log_core::batch::{self, DecodedRecord, HeadedRecord};
 use log_core::{Partition, ReadError};
 use task_queue::{Archived, Attempt, Outcome};
@@ -12,12 +12,13 @@ pub const DEADLINE_HEADER: &str = "deadline";
 /// lograil's own dead-letter header: every delivery of the record, as JSON.
 pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
 
-/// The whole batches that hold the offsets of `ranges` (ascending), each batch once.
+/// The whole batches that hold the offsets of `ranges` (ascending), each batch once: zero-copy
+/// slices of the segments, joined only when the ranges span more than one read.
 pub fn read_acquired(
     partition: &Partition,
     ranges: &[(i64, i64, u16)],
 ) -> Result<Bytes, ReadError> {
-    let mut out = BytesMut::new();
+    let mut chunks: Vec<Bytes> = Vec::new();
     // Offset after the last batch taken.
     let mut taken_to = i64::MIN;
     for &(first, last, _) in ranges {
@@ -27,7 +28,9 @@ pub fn read_acquired(
             if read.records.is_empty() {
                 break;
             }
-            let mut at = 0;
+            // The batches taken from this read are contiguous: those before `taken_to` come
+            // first, and the scan stops at the first batch reaching `last`.
+            let (mut from, mut at) = (None, 0);
             while at < read.records.len() {
                 let header = batch::BatchHeader::parse(&read.records[at..]).map_err(|e| {
                     ReadError::Corrupt {
@@ -36,20 +39,26 @@ pub fn read_acquired(
                         reason: e.to_string(),
                     }
                 })?;
-                let size = header.size as usize;
                 if header.next_offset() > taken_to {
-                    out.extend_from_slice(&read.records[at..at + size]);
+                    from.get_or_insert(at);
                     taken_to = header.next_offset();
                 }
-                at += size;
+                at += header.size as usize;
                 if header.last_offset() >= last {
                     break;
                 }
             }
+            if let Some(from) = from {
+                chunks.push(read.records.slice(from..at.min(read.records.len())));
+            }
             next = taken_to;
         }
     }
-    Ok(out.freeze())
+    Ok(match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => chunks.concat().into(),
+    })
 }
 
 /// A record's deadline, if it has one that can be read.
@@ -73,9 +82,7 @@ pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
         let bytes = &batches[at..at + header.size as usize];
         at += header.size as usize;
         let may_have = header.is_compressed()
-            || bytes
-                .windows(DEADLINE_HEADER.len())
-                .any(|w| w == DEADLINE_HEADER.as_bytes());
+            || memchr::memmem::find(bytes, DEADLINE_HEADER.as_bytes()).is_some();
         if !may_have {
             continue;
         }

@@ -160,7 +160,7 @@ impl Shares {
             group: group.to_string(),
             overrides: group_overrides.clone(),
         };
-        match self.store.append(&[change]) {
+        match self.store.append(vec![change]) {
             Ok(Some(info)) => pending.push(self.store.partition(), info),
             Ok(None) => {}
             Err(e) => tracing::error!(group, error = %e, "persisting group configs failed"),
@@ -204,7 +204,7 @@ impl Shares {
             key: key.clone(),
             state: state.clone(),
         };
-        match self.store.append(&[change]) {
+        match self.store.append(vec![change]) {
             Ok(Some(info)) => pending.push(self.store.partition(), info),
             Ok(None) => {}
             Err(e) => tracing::error!(error = %e, "persisting a share partition failed"),
@@ -241,7 +241,7 @@ impl Shares {
             self.dead_letter(log, dlq, source, partition, &changes.archived, pending);
         }
         let change = Change::delta(key.clone(), state, &changes.offsets);
-        match self.store.append(&[change]) {
+        match self.store.append(vec![change]) {
             Ok(Some(info)) => {
                 pending.push(self.store.partition(), info);
                 Ok(())
@@ -574,7 +574,7 @@ impl Shares {
             key: key.clone(),
             state: state.clone(),
         };
-        match self.store.append(&[change]) {
+        match self.store.append(vec![change]) {
             Ok(Some(info)) => pending.push(self.store.partition(), info),
             Ok(None) => {}
             Err(e) => {
@@ -593,7 +593,7 @@ impl Shares {
             .cloned()
             .collect();
         let changes: Vec<Change> = doomed.iter().cloned().map(Change::Delete).collect();
-        match self.store.append(&changes) {
+        match self.store.append(changes) {
             Ok(Some(info)) => pending.push(self.store.partition(), info),
             Ok(None) => {}
             Err(e) => tracing::error!(error = %e, "deleting share offsets failed"),

@@ -1,0 +1,226 @@
+//! The `queue` mode: share-group workers (lograil's [`QueueConsumer`]) complete the records of
+//! a filled topic one by one with explicit acknowledgements, measured against the plain fetch
+//! rate of the same topic (lograil's group-less [`Consumer`] reading it whole) in the same run.
+//!
+//! Completed means acknowledged to the broker: each worker accepts every record it receives,
+//! the acknowledgements ride on its next fetch, and the clock stops when every worker has
+//! closed (its last acknowledgements sent) after the group completed `--messages` records.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use consumer::{Admin, ClientConfig, Consumer, QueueConsumer, TopicPartition};
+use serde::Serialize;
+
+use crate::args::QueueArgs;
+
+/// What a `queue` run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueReport {
+    pub records: u64,
+    pub workers: usize,
+    /// Plain fetches of the same records: records per second.
+    pub fetch_records_per_s: f64,
+    /// Records completed (acknowledged) per second by the share group, from its first
+    /// record to its last acknowledgement.
+    pub completed_records_per_s: f64,
+    /// `completed / fetch`.
+    pub ratio: f64,
+    /// From the workers' start to their first record (the group's first assignment).
+    pub first_record_s: f64,
+    /// Records the share group's state log grew by, per completed record, and its bytes per
+    /// completed record, when `--data-dir` lets the harness see the broker's files.
+    pub state_records_per_record: Option<f64>,
+    pub state_bytes_per_record: Option<f64>,
+    /// Records delivered more than once (a lock ran out before its acknowledgement).
+    pub redelivered: u64,
+}
+
+impl QueueReport {
+    pub fn human(&self) -> String {
+        let mut out = format!(
+            "{} records of the topic, {} share-group workers, explicit acks\n\
+             plain fetch:        {:>12.0} records/s\n\
+             completed (acked):  {:>12.0} records/s  = {:.2} x the fetch rate\n\
+             first record after  {:>12.2} s (group join)\n\
+             redelivered:        {:>12}\n",
+            self.records,
+            self.workers,
+            self.fetch_records_per_s,
+            self.completed_records_per_s,
+            self.ratio,
+            self.first_record_s,
+            self.redelivered,
+        );
+        if let (Some(r), Some(b)) = (self.state_records_per_record, self.state_bytes_per_record) {
+            out += &format!(
+                "state log:          {r:>12.3} records and {b:.1} bytes per completed record\n"
+            );
+        }
+        out
+    }
+}
+
+pub fn run(args: &QueueArgs) -> anyhow::Result<QueueReport> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.tokio_workers.max(1))
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")?;
+    rt.block_on(measure(args))
+}
+
+async fn measure(args: &QueueArgs) -> anyhow::Result<QueueReport> {
+    let mut admin = Admin::connect(&args.brokers).await?;
+    let topic = admin
+        .describe_topic(&args.topic)
+        .await
+        .with_context(|| format!("topic {}: run `lograil-bench produce` first", args.topic))?;
+    let partitions: Vec<i32> = (0..topic.partitions).collect();
+    let ends = admin
+        .list_offsets(&args.topic, topic.partitions, -1)
+        .await?;
+    let starts = admin
+        .list_offsets(&args.topic, topic.partitions, -2)
+        .await?;
+    let available: i64 = ends.iter().zip(&starts).map(|(e, s)| e - s).sum();
+    let records = args
+        .messages
+        .unwrap_or(u64::try_from(available).unwrap_or(0))
+        .min(u64::try_from(available).unwrap_or(0));
+    anyhow::ensure!(records > 0, "topic {} is empty", args.topic);
+
+    let fetch_s = plain_fetch(args, &partitions, records).await?;
+    let state_before = match &args.data_dir {
+        Some(dir) => Some((
+            state_size(dir),
+            state_records(&mut admin).await.unwrap_or(0),
+        )),
+        None => None,
+    };
+
+    let group = format!("lograil-bench-queue-{}", std::process::id());
+    admin
+        .alter_group_configs(&group, &[("share.auto.offset.reset", "earliest")])
+        .await?;
+    let completed = Arc::new(AtomicU64::new(0));
+    let redelivered = Arc::new(AtomicU64::new(0));
+    let first = Arc::new(tokio::sync::OnceCell::new());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.timeout_secs);
+    let mut workers = Vec::new();
+    for _ in 0..args.workers {
+        let config = ClientConfig::new()
+            .with("bootstrap.servers", args.brokers.as_str())
+            .with("group.id", group.as_str())
+            .with("share.acknowledgement.mode", "explicit")
+            .with("max.poll.records", args.max_poll_records.to_string());
+        let (completed, redelivered, first) =
+            (completed.clone(), redelivered.clone(), first.clone());
+        let topic = args.topic.clone();
+        workers.push(tokio::spawn(async move {
+            let queue = QueueConsumer::from_config(&config).await?;
+            queue.subscribe(&[topic.as_str()]);
+            while completed.load(Ordering::Relaxed) < records && Instant::now() < deadline {
+                let batch = queue.receive(Duration::from_millis(200)).await?;
+                if !batch.is_empty() {
+                    let _ = first.set(Instant::now());
+                }
+                for delivery in batch {
+                    if delivery.delivery_count() > 1 {
+                        redelivered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    delivery.ack();
+                    completed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            queue.close().await?;
+            anyhow::Ok(())
+        }));
+    }
+    for worker in workers {
+        worker.await??;
+    }
+    let done = Instant::now();
+    let completed = completed.load(Ordering::Relaxed);
+    anyhow::ensure!(
+        completed >= records,
+        "timed out: {completed} of {records} records completed"
+    );
+    let first = *first.get().context("no record was delivered")?;
+    let completed_s = done.duration_since(first).as_secs_f64();
+    let state = match (state_before, args.data_dir.as_ref()) {
+        (Some((bytes, records)), Some(dir)) => {
+            let n = completed as f64;
+            let grown = state_size(dir).saturating_sub(bytes) as f64;
+            let appended = state_records(&mut admin).await.unwrap_or(records) - records;
+            Some((appended as f64 / n, grown / n))
+        }
+        _ => None,
+    };
+    let fetch_rate = records as f64 / fetch_s;
+    let completed_rate = completed as f64 / completed_s;
+    Ok(QueueReport {
+        records,
+        workers: args.workers,
+        fetch_records_per_s: fetch_rate,
+        completed_records_per_s: completed_rate,
+        ratio: completed_rate / fetch_rate,
+        first_record_s: first.duration_since(started).as_secs_f64(),
+        state_records_per_record: state.map(|s| s.0),
+        state_bytes_per_record: state.map(|s| s.1),
+        redelivered: redelivered.load(Ordering::Relaxed),
+    })
+}
+
+/// Seconds for one plain consumer (assigned every partition) to read `records` records.
+async fn plain_fetch(args: &QueueArgs, partitions: &[i32], records: u64) -> anyhow::Result<f64> {
+    let config = ClientConfig::new()
+        .with("bootstrap.servers", args.brokers.as_str())
+        .with("enable.auto.commit", "false");
+    let consumer = Consumer::from_config(&config).await?;
+    let assigned: Vec<TopicPartition> = partitions
+        .iter()
+        .map(|p| TopicPartition::new(args.topic.as_str(), *p))
+        .collect();
+    consumer.assign(&assigned)?;
+    consumer.seek_to_beginning(&assigned)?;
+    let started = Instant::now();
+    let mut read = 0;
+    while read < records {
+        consumer.recv().await?;
+        read += 1;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    consumer.close().await;
+    Ok(seconds)
+}
+
+/// Bytes in the broker's `__share_group_state` partitions under `dir`.
+fn state_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("__share_group_state-")
+        })
+        .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+        .filter(|f| f.file_name().to_string_lossy().ends_with(".log"))
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+async fn state_records(admin: &mut Admin) -> anyhow::Result<i64> {
+    let topic = admin.describe_topic("__share_group_state").await?;
+    let ends = admin
+        .list_offsets("__share_group_state", topic.partitions, -1)
+        .await?;
+    Ok(ends.iter().sum())
+}
