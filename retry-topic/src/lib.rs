@@ -93,6 +93,7 @@ mod handler;
 pub mod headers;
 mod keyorder;
 mod outage;
+mod parked;
 mod retrying;
 mod status;
 
@@ -100,5 +101,6 @@ pub use config::{Backoff, ConfigError, OutageBudget, Place, RetryConfig, Stage, 
 pub use error::RetryError;
 pub use handler::{Class, Classifier, Delivery, Handler, HandlerError, PANIC_CLASS};
 pub use keyorder::ParkedKey;
+pub use parked::parked_keys;
 pub use retrying::{RetryingConsumer, EXPIRED_CLASS, MALFORMED_CLASS};
 pub use status::{Event, EventHook, OutageStatus, Status, StatusHandle, WaitingPartition};

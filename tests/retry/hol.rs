@@ -1,0 +1,174 @@
+//! Head-of-line relief, measured: records stream into one partition at a steady rate; the
+//! processing latency (send to handler) of the healthy records is compared between a
+//! retrying consumer without a poison record, the same with a poison record at the head, and
+//! a plain consumer that retries the poison record in place (3 attempts, 1 s apart).
+//!
+//! The figures are printed (BENCHMARKS.md quotes them); the test checks only that every
+//! healthy record was processed exactly once in each run.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use consumer::{Producer, ProducerRecord};
+use retry_topic::{Delivery, HandlerError};
+
+use crate::cluster::{unique, TestCluster};
+use crate::harness::{chain_config, value_of, wait_for, Running};
+
+const RECORDS: usize = 2000;
+const RATE: u64 = 500;
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// Sends `RECORDS` records `<seq>:<send time µs>` (the first `poison` if asked) at `RATE`/s.
+async fn stream(cluster: &TestCluster, topic: &str, poison: bool) {
+    let producer = Producer::from_config(&cluster.config().with("linger.ms", "0"))
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let mut deliveries = Vec::new();
+    for i in 0..RECORDS {
+        tokio::time::sleep_until(start + Duration::from_micros(i as u64 * 1_000_000 / RATE)).await;
+        let value = if poison && i == 0 {
+            "poison".to_string()
+        } else {
+            format!("{i}:{}", now_us())
+        };
+        deliveries.push(
+            producer
+                .send(ProducerRecord::new(topic).value(value).partition(0))
+                .await
+                .unwrap(),
+        );
+    }
+    for d in deliveries {
+        d.await.unwrap();
+    }
+    producer.close().await;
+}
+
+/// Latency in µs of a healthy record value, or `None` for the poison record.
+fn latency(value: &str) -> Option<(usize, i64)> {
+    let (seq, sent) = value.split_once(':')?;
+    Some((seq.parse().ok()?, now_us() - sent.parse::<i64>().ok()?))
+}
+
+fn percentile(sorted: &[i64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1000.0
+}
+
+/// p50, p99, max in ms; checks each healthy record was seen once.
+fn summary(name: &str, seen: &[(usize, i64)], poison: bool) -> (f64, f64, f64) {
+    let mut seqs: Vec<usize> = seen.iter().map(|s| s.0).collect();
+    seqs.sort_unstable();
+    let expected: Vec<usize> = (usize::from(poison)..RECORDS).collect();
+    assert_eq!(seqs, expected, "{name}: every healthy record exactly once");
+    let mut l: Vec<i64> = seen.iter().map(|s| s.1).collect();
+    l.sort_unstable();
+    let s = (
+        percentile(&l, 0.5),
+        percentile(&l, 0.99),
+        percentile(&l, 1.0),
+    );
+    eprintln!(
+        "HOL {name:<40} p50 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms",
+        s.0, s.1, s.2
+    );
+    s
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("poison")]
+struct Poison;
+
+async fn retrying_run(cluster: &TestCluster, poison: bool) -> (f64, f64, f64) {
+    let topic = cluster.create_topic("hol", 1).await;
+    let config = chain_config(cluster, &topic, &unique("hol-g"))
+        .delays([Duration::from_secs(1)])
+        .max_attempts(3);
+    let seen: Arc<Mutex<Vec<(usize, i64)>>> = Arc::default();
+    let s = seen.clone();
+    let handler = move |d: Delivery| {
+        let s = s.clone();
+        async move {
+            let value = value_of(&d.record);
+            match latency(&value) {
+                Some(l) => {
+                    s.lock().unwrap().push(l);
+                    Ok(())
+                }
+                None => Err(HandlerError::from(Poison)),
+            }
+        }
+    };
+    let running = Running::start(cluster, config, handler).await;
+    // Let the group settle before the clock starts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stream(cluster, &topic, poison).await;
+    let want = RECORDS - usize::from(poison);
+    wait_for("every healthy record", 60, || {
+        seen.lock().unwrap().len() >= want
+    })
+    .await;
+    running.stop().await;
+    let seen = seen.lock().unwrap().clone();
+    let name = if poison {
+        "retrying consumer, poison at head"
+    } else {
+        "retrying consumer, no poison"
+    };
+    summary(name, &seen, poison)
+}
+
+/// A plain group consumer that retries a failing record in place: 3 attempts, 1 s apart.
+async fn plain_run(cluster: &TestCluster) -> (f64, f64, f64) {
+    let topic = cluster.create_topic("hol-plain", 1).await;
+    let consumer = cluster
+        .consumer(
+            Some(&unique("hol-plain-g")),
+            &[("enable.auto.commit", "true")],
+        )
+        .await;
+    consumer.subscribe(&[topic.as_str()]).unwrap();
+    let mut seen = Vec::new();
+    let producer = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        stream(cluster, &topic, true).await;
+    };
+    let consume = async {
+        while seen.len() < RECORDS - 1 {
+            let record = consumer.recv().await.unwrap();
+            let value = value_of(&record);
+            match latency(&value) {
+                Some(l) => seen.push(l),
+                None => {
+                    for _attempt in 1..3 {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        }
+    };
+    tokio::join!(producer, consume);
+    consumer.close().await;
+    summary("plain consumer, poison retried in place", &seen, true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_record_at_the_head_does_not_hold_back_the_partition() {
+    let cluster = TestCluster::start();
+    let clean = retrying_run(&cluster, false).await;
+    let poisoned = retrying_run(&cluster, true).await;
+    let plain = plain_run(&cluster).await;
+    eprintln!(
+        "HOL p99 ratio, poison / no poison: retrying {:.2}x, plain {:.2}x ({RECORDS} records at {RATE}/s)",
+        poisoned.1 / clean.1,
+        plain.1 / clean.1
+    );
+}
