@@ -600,8 +600,9 @@ impl RetryingConsumer {
         Ok(())
     }
 
-    /// Produces to `to` (same partition number, as Spring does) and waits for acks=all, after
-    /// committing everything done before it.
+    /// Produces to `to` (same partition number, as Spring does) and waits for acks=all; the
+    /// records done before it are committed meanwhile (so a crash after the forward repeats
+    /// only this record).
     async fn send(
         &mut self,
         record: &ConsumerRecord,
@@ -609,11 +610,6 @@ impl RetryingConsumer {
         set: HeaderSet,
     ) -> Result<(), RetryError> {
         let tp = TopicPartition::new(&*record.topic, record.partition);
-        if self.done.get(&tp).copied().unwrap_or(-1)
-            > self.committed.get(&tp).copied().unwrap_or(-1)
-        {
-            self.commit().await;
-        }
         let count = self.partitions.get(to).copied().unwrap_or(1).max(1);
         let out = ProducerRecord {
             topic: Arc::from(to),
@@ -624,15 +620,27 @@ impl RetryingConsumer {
             timestamp: None,
         };
         let from = format!("{tp}@{}", record.offset);
-        let delivery = self
-            .producer
-            .send(out)
-            .await
-            .map_err(|e| RetryError::send(from.clone(), to, &e))?;
-        delivery
-            .await
-            .map_err(|e| RetryError::delivery(from, to, &e))?;
-        Ok(())
+        let before = self.pending_commits();
+        let forward = async {
+            let delivery = self
+                .producer
+                .send(out)
+                .await
+                .map_err(|e| RetryError::send(from.clone(), to, &e))?;
+            delivery
+                .await
+                .map_err(|e| RetryError::delivery(from.clone(), to, &e))
+        };
+        let commit = async {
+            if before.is_empty() {
+                Ok(())
+            } else {
+                self.consumer.commit_offsets(&before).await
+            }
+        };
+        let (forwarded, committed) = tokio::join!(forward, commit);
+        self.committed_as(before, committed);
+        forwarded.map(|_| ())
     }
 
     /// After a forward: the source record is done and committed at once.
@@ -650,16 +658,30 @@ impl RetryingConsumer {
     /// committed is read again, at least once).
     async fn commit(&mut self) {
         self.last_commit = Instant::now();
-        let offsets: BTreeMap<TopicPartition, i64> = self
-            .done
-            .iter()
-            .filter(|(tp, o)| self.committed.get(*tp) != Some(*o))
-            .map(|(tp, o)| (tp.clone(), *o))
-            .collect();
+        let offsets = self.pending_commits();
         if offsets.is_empty() {
             return;
         }
-        match self.consumer.commit_offsets(&offsets).await {
+        let result = self.consumer.commit_offsets(&offsets).await;
+        self.committed_as(offsets, result);
+    }
+
+    /// Done offsets not committed yet.
+    fn pending_commits(&self) -> BTreeMap<TopicPartition, i64> {
+        self.done
+            .iter()
+            .filter(|(tp, o)| self.committed.get(*tp) != Some(*o))
+            .map(|(tp, o)| (tp.clone(), *o))
+            .collect()
+    }
+
+    fn committed_as(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, i64>,
+        result: Result<(), CommitError>,
+    ) {
+        match result {
+            Ok(()) if offsets.is_empty() => {}
             Ok(()) => {
                 let n = offsets.len();
                 self.committed.extend(offsets);
