@@ -254,20 +254,32 @@ impl Admin {
         self.wait_for_leaders(&topic.name).await
     }
 
-    /// Waits until every partition of `name` has a leader in the metadata.
+    /// Waits until every broker's metadata shows a leader for every partition of `name`: on a
+    /// cluster, brokers learn of a new topic one by one, and a request for it to one that has
+    /// not yet answers UNKNOWN_TOPIC_OR_PARTITION.
     async fn wait_for_leaders(&mut self, name: &str) -> Result<(), AdminError> {
         let deadline = Self::deadline();
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(TopicName(text(name))))]))
+            .with_allow_auto_topic_creation(false);
         let mut attempt = 0;
         loop {
-            let (metadata, _) = self
+            let (metadata, response) = self
                 .cluster
                 .fetch_metadata(Some(vec![name.to_string()]), false)
                 .await?;
-            let ready = metadata.topics.get(name).is_some_and(|t| {
-                t.error.is_none()
-                    && !t.partitions.is_empty()
-                    && t.partitions.iter().all(|p| p.leader >= 0)
-            });
+            let mut ready = leaders_everywhere(&response, name);
+            let nodes: Vec<i32> = metadata.brokers.keys().copied().collect();
+            for node in nodes {
+                if !ready {
+                    break;
+                }
+                let connection = self.cluster.connection(node).await?;
+                let answer: MetadataResponse = connection.call(&request, 12).await?;
+                ready = leaders_everywhere(&answer, name);
+            }
             if ready {
                 return Ok(());
             }
@@ -651,4 +663,16 @@ fn decode_assignment(bytes: &[u8]) -> Vec<(String, Vec<i32>)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether `response` shows topic `name` with a leader for every partition.
+fn leaders_everywhere(response: &MetadataResponse, name: &str) -> bool {
+    response.topics.iter().any(|t| {
+        t.name.as_ref().is_some_and(|n| n.0.as_str() == name)
+            && t.error_code == 0
+            && !t.partitions.is_empty()
+            && t.partitions
+                .iter()
+                .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
+    })
 }

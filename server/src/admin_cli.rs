@@ -3,6 +3,7 @@
 //! `kafka-topics` and `kafka-consumer-groups`.
 
 pub(crate) mod datetime;
+mod dlt;
 mod queue;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use consumer::Admin;
 use serde_json::json;
 
 use self::datetime::parse_datetime;
+pub use self::dlt::{dlt, DltCommand};
 pub use self::queue::{queue, QueueCommand};
 
 /// Prefix of the read-only topic configs in which lograil reports a partition's damaged data.

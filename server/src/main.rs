@@ -50,6 +50,14 @@ enum Command {
         #[command(subcommand)]
         command: admin_cli::QueueCommand,
     },
+    /// Dead-letter topics of a retry chain (lograil's retry-topic or Spring Kafka's): list,
+    /// show and redrive their records; list the keys parked in the retry topics.
+    Dlt {
+        #[command(flatten)]
+        connection: admin_cli::Connection,
+        #[command(subcommand)]
+        command: admin_cli::DltCommand,
+    },
     /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
     /// finds corruption.
     DumpLog(dump_log::Args),
@@ -82,6 +90,10 @@ fn main() -> ExitCode {
             connection,
             command,
         } => admin_cli::queue(&connection, &command).map(|()| ExitCode::SUCCESS),
+        Command::Dlt {
+            connection,
+            command,
+        } => admin_cli::dlt(&connection, &command).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

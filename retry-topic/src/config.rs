@@ -1,0 +1,371 @@
+//! What a retry chain looks like: its stages and their delays, topic names, attempt limits,
+//! per-key ordering and the outage budget.
+
+use std::time::Duration;
+
+/// How long a record waits before each retry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backoff {
+    /// One stage per listed delay; retries past the list stay in the last stage.
+    Fixed(Vec<Duration>),
+    /// Retry `n` (0-based) waits `min(max, initial * multiplier^n)`: one stage per distinct
+    /// value. With `jitter`, each record's wait is uniform in `[0, stage delay]` ("full
+    /// jitter"), so a record may wait behind an earlier one of its stage for up to that delay.
+    Exponential {
+        initial: Duration,
+        multiplier: f64,
+        max: Duration,
+        jitter: bool,
+    },
+}
+
+/// When most recent records fail, stop burning their attempts: pause and probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutageBudget {
+    /// Outcomes (success or retryable failure) looked at.
+    pub window: usize,
+    /// Share of failures in a full window that means an outage.
+    pub failure_ratio: f64,
+    /// First wait between probes; doubles after each failed probe up to `probe_max`.
+    pub probe_interval: Duration,
+    pub probe_max: Duration,
+}
+
+impl Default for OutageBudget {
+    fn default() -> OutageBudget {
+        OutageBudget {
+            window: 20,
+            failure_ratio: 0.8,
+            probe_interval: Duration::from_secs(5),
+            probe_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A retry chain's settings. Defaults follow Spring Kafka's (`-retry-<delay ms>`, `-dlt`,
+/// 3 attempts, 1 s), except the extras it does not have.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryConfig {
+    /// The main topic.
+    pub topic: String,
+    /// The consumer group reading the main topic and the retry topics.
+    pub group: String,
+    pub backoff: Backoff,
+    /// Deliveries at most, the first included (Spring's `maxAttempts`).
+    pub max_attempts: u32,
+    /// A record not done this long after its main-topic timestamp goes to the DLT at its
+    /// next failure (Spring's `timeout`).
+    pub retry_deadline: Option<Duration>,
+    /// Retry topics are `<topic><retry_suffix>-<delay ms>`.
+    pub retry_suffix: String,
+    pub dlt_suffix: String,
+    /// Park later records of a key behind one in retry, and release them in order.
+    pub key_ordering: bool,
+    /// `None`: every failure takes an attempt, whatever the others do.
+    pub outage: Option<OutageBudget>,
+    /// Commit processed records at least this often (forwards are committed at once).
+    pub commit_interval: Duration,
+    /// Replication factor of topics created for the chain (-1: the broker's default).
+    pub replication_factor: i16,
+    /// Java client properties for the consumer only (`session.timeout.ms`, …).
+    pub consumer_properties: Vec<(String, String)>,
+    /// Java client properties for the producer only (`linger.ms`, …).
+    pub producer_properties: Vec<(String, String)>,
+}
+
+impl RetryConfig {
+    pub fn new(topic: impl Into<String>, group: impl Into<String>) -> RetryConfig {
+        RetryConfig {
+            topic: topic.into(),
+            group: group.into(),
+            backoff: Backoff::Fixed(vec![Duration::from_secs(1)]),
+            max_attempts: 3,
+            retry_deadline: None,
+            retry_suffix: "-retry".to_string(),
+            dlt_suffix: "-dlt".to_string(),
+            key_ordering: false,
+            outage: Some(OutageBudget::default()),
+            commit_interval: Duration::from_millis(500),
+            replication_factor: -1,
+            consumer_properties: Vec::new(),
+            producer_properties: Vec::new(),
+        }
+    }
+
+    /// One stage per delay.
+    pub fn delays(mut self, delays: impl IntoIterator<Item = Duration>) -> RetryConfig {
+        self.backoff = Backoff::Fixed(delays.into_iter().collect());
+        self
+    }
+
+    pub fn exponential(
+        mut self,
+        initial: Duration,
+        multiplier: f64,
+        max: Duration,
+        jitter: bool,
+    ) -> RetryConfig {
+        self.backoff = Backoff::Exponential {
+            initial,
+            multiplier,
+            max,
+            jitter,
+        };
+        self
+    }
+
+    pub fn max_attempts(mut self, n: u32) -> RetryConfig {
+        self.max_attempts = n;
+        self
+    }
+
+    pub fn retry_deadline(mut self, d: Duration) -> RetryConfig {
+        self.retry_deadline = Some(d);
+        self
+    }
+
+    pub fn key_ordering(mut self, on: bool) -> RetryConfig {
+        self.key_ordering = on;
+        self
+    }
+
+    pub fn outage(mut self, budget: Option<OutageBudget>) -> RetryConfig {
+        self.outage = budget;
+        self
+    }
+
+    pub fn replication_factor(mut self, rf: i16) -> RetryConfig {
+        self.replication_factor = rf;
+        self
+    }
+
+    pub fn commit_interval(mut self, every: Duration) -> RetryConfig {
+        self.commit_interval = every;
+        self
+    }
+
+    pub fn consumer_property(mut self, name: &str, value: &str) -> RetryConfig {
+        self.consumer_properties
+            .push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn producer_property(mut self, name: &str, value: &str) -> RetryConfig {
+        self.producer_properties
+            .push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// The chain's topics, or why this configuration cannot work.
+    pub fn topology(&self) -> Result<Topology, ConfigError> {
+        if self.topic.is_empty() || self.group.is_empty() {
+            return Err(ConfigError("topic and group must not be empty".into()));
+        }
+        if self.max_attempts == 0 {
+            return Err(ConfigError("max_attempts must be at least 1".into()));
+        }
+        let retries = self.max_attempts - 1;
+        // The delay of each retry, in order.
+        let waits: Vec<Duration> = match &self.backoff {
+            Backoff::Fixed(d) if d.is_empty() && retries > 0 => {
+                return Err(ConfigError("no delays given".into()))
+            }
+            Backoff::Fixed(d) => (0..retries as usize)
+                .map(|i| d[i.min(d.len().saturating_sub(1))])
+                .collect(),
+            Backoff::Exponential {
+                initial,
+                multiplier,
+                max,
+                ..
+            } => {
+                if multiplier.is_nan() || *multiplier < 1.0 || initial.is_zero() {
+                    return Err(ConfigError(
+                        "exponential backoff needs initial > 0 and multiplier >= 1".into(),
+                    ));
+                }
+                (0..retries)
+                    .map(|n| {
+                        let ms = initial.as_millis() as f64 * multiplier.powi(n as i32);
+                        Duration::from_millis(ms.min(max.as_millis() as f64) as u64).min(*max)
+                    })
+                    .collect()
+            }
+        };
+        let mut stages: Vec<Stage> = Vec::new();
+        let mut stage_of_retry = Vec::new();
+        for wait in waits {
+            let name = format!("{}{}-{}", self.topic, self.retry_suffix, wait.as_millis());
+            let index = match stages.iter().position(|s| s.topic == name) {
+                Some(i) => i,
+                None => {
+                    stages.push(Stage {
+                        topic: name,
+                        delay: wait,
+                    });
+                    stages.len() - 1
+                }
+            };
+            stage_of_retry.push(index);
+        }
+        let jitter = matches!(self.backoff, Backoff::Exponential { jitter: true, .. });
+        Ok(Topology {
+            main: self.topic.clone(),
+            dlt: format!("{}{}", self.topic, self.dlt_suffix),
+            stages,
+            stage_of_retry,
+            jitter,
+        })
+    }
+}
+
+/// A configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("retry configuration: {0}")]
+pub struct ConfigError(pub String);
+
+/// A retry topic and its delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    pub topic: String,
+    pub delay: Duration,
+}
+
+/// Where a record is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Main,
+    Retry(usize),
+}
+
+/// The topics of a chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    pub main: String,
+    pub dlt: String,
+    /// Retry topics in order, one per distinct delay.
+    pub stages: Vec<Stage>,
+    /// The stage of retry `n` (0-based: attempt `n + 2`).
+    stage_of_retry: Vec<usize>,
+    jitter: bool,
+}
+
+impl Topology {
+    /// The main topic and the retry topics: what the consumer reads.
+    pub fn read_topics(&self) -> Vec<String> {
+        std::iter::once(self.main.clone())
+            .chain(self.stages.iter().map(|s| s.topic.clone()))
+            .collect()
+    }
+
+    pub fn place(&self, topic: &str) -> Option<Place> {
+        if topic == self.main {
+            return Some(Place::Main);
+        }
+        self.stages
+            .iter()
+            .position(|s| s.topic == topic)
+            .map(Place::Retry)
+    }
+
+    /// The stage that delivers attempt `attempt` (2 or more); `None` past the last retry.
+    pub fn stage_for_attempt(&self, attempt: u32) -> Option<usize> {
+        let retry = usize::try_from(attempt.checked_sub(2)?).ok()?;
+        self.stage_of_retry.get(retry).copied()
+    }
+
+    /// How long a record sent to `stage` now waits there.
+    pub fn wait(&self, stage: usize) -> Duration {
+        let delay = self.stages[stage].delay;
+        if self.jitter {
+            let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+            Duration::from_millis(fastrand::u64(0..=ms))
+        } else {
+            delay
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn spring_default_names() {
+        let t = RetryConfig::new("orders", "g").topology().unwrap();
+        assert_eq!(t.dlt, "orders-dlt");
+        assert_eq!(t.read_topics(), vec!["orders", "orders-retry-1000"]);
+        assert_eq!(t.stage_for_attempt(2), Some(0));
+        assert_eq!(t.stage_for_attempt(3), Some(0));
+        assert_eq!(t.stage_for_attempt(4), None);
+        assert_eq!(t.stage_for_attempt(1), None);
+    }
+
+    #[test]
+    fn one_topic_per_distinct_delay() {
+        let t = RetryConfig::new("orders", "g")
+            .delays([S, 10 * S, 60 * S])
+            .max_attempts(6)
+            .topology()
+            .unwrap();
+        let names: Vec<_> = t.stages.iter().map(|s| s.topic.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "orders-retry-1000",
+                "orders-retry-10000",
+                "orders-retry-60000"
+            ]
+        );
+        let stages: Vec<_> = (2..=6).map(|a| t.stage_for_attempt(a)).collect();
+        assert_eq!(stages, vec![Some(0), Some(1), Some(2), Some(2), Some(2)]);
+        assert_eq!(t.place("orders-retry-10000"), Some(Place::Retry(1)));
+        assert_eq!(t.place("orders"), Some(Place::Main));
+        assert_eq!(t.place("orders-dlt"), None);
+    }
+
+    #[test]
+    fn exponential_is_capped_and_reuses_the_capped_stage() {
+        let t = RetryConfig::new("o", "g")
+            .exponential(S, 2.0, 5 * S, false)
+            .max_attempts(6)
+            .topology()
+            .unwrap();
+        let delays: Vec<_> = t.stages.iter().map(|s| s.delay.as_secs()).collect();
+        assert_eq!(delays, vec![1, 2, 4, 5]);
+        assert_eq!(t.stage_for_attempt(6), Some(3));
+        assert_eq!(t.wait(1), 2 * S);
+    }
+
+    #[test]
+    fn full_jitter_stays_within_the_stage_delay() {
+        let t = RetryConfig::new("o", "g")
+            .exponential(S, 2.0, 5 * S, true)
+            .topology()
+            .unwrap();
+        for _ in 0..100 {
+            assert!(t.wait(0) <= S);
+        }
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        assert!(RetryConfig::new("o", "g")
+            .max_attempts(0)
+            .topology()
+            .is_err());
+        assert!(RetryConfig::new("o", "g").delays([]).topology().is_err());
+        assert!(RetryConfig::new("o", "g")
+            .exponential(S, 0.5, S, false)
+            .topology()
+            .is_err());
+        // One attempt: no retry topics at all, failures go straight to the DLT.
+        let t = RetryConfig::new("o", "g")
+            .max_attempts(1)
+            .topology()
+            .unwrap();
+        assert!(t.stages.is_empty());
+    }
+}

@@ -1,0 +1,468 @@
+//! Header names and byte encodings, as Spring Kafka writes and reads them, plus lograil's own
+//! attempt history.
+//!
+//! Spring Kafka has two families of "original record" headers: its `DeadLetterPublishingRecoverer`
+//! defaults (`kafka_dlt-original-*`, `kafka_dlt-exception-*`) and the names its
+//! `@RetryableTopic` flow uses on retry and dead-letter records (`kafka_original-*`,
+//! `kafka_exception-*`). We write the second family on retry records and both on dead-letter
+//! records, and read either.
+//!
+//! Encodings (Spring's): partition a 4-byte big-endian int, offset and timestamp 8-byte
+//! big-endian longs, timestamp type the Java enum's text (`CreateTime`, `LogAppendTime`), texts
+//! UTF-8; `retry_topic-attempts` a 4-byte big-endian int (1 byte in Spring 2.7, still read);
+//! `retry_topic-backoff-timestamp` and `retry_topic-original-timestamp` a Java
+//! `BigInteger.toByteArray()` (minimal two's complement, big-endian).
+
+use bytes::Bytes;
+use consumer::{ConsumerRecord, TimestampType};
+use serde::{Deserialize, Serialize};
+
+/// The attempt number of the record's next delivery (the main topic's delivery is attempt 1).
+pub const ATTEMPTS: &str = "retry_topic-attempts";
+/// When the record is due again, ms since the epoch.
+pub const BACKOFF_TIMESTAMP: &str = "retry_topic-backoff-timestamp";
+/// The timestamp of the record on the main topic.
+pub const ORIGINAL_TIMESTAMP: &str = "retry_topic-original-timestamp";
+
+/// `DeadLetterPublishingRecoverer`'s names.
+pub const DLT_ORIGINAL_TOPIC: &str = "kafka_dlt-original-topic";
+pub const DLT_ORIGINAL_PARTITION: &str = "kafka_dlt-original-partition";
+pub const DLT_ORIGINAL_OFFSET: &str = "kafka_dlt-original-offset";
+pub const DLT_ORIGINAL_TIMESTAMP: &str = "kafka_dlt-original-timestamp";
+pub const DLT_ORIGINAL_TIMESTAMP_TYPE: &str = "kafka_dlt-original-timestamp-type";
+/// The same name in both of Spring's families.
+pub const DLT_ORIGINAL_CONSUMER_GROUP: &str = "kafka_dlt-original-consumer-group";
+pub const DLT_EXCEPTION_FQCN: &str = "kafka_dlt-exception-fqcn";
+pub const DLT_EXCEPTION_MESSAGE: &str = "kafka_dlt-exception-message";
+
+/// The `@RetryableTopic` flow's names.
+pub const ORIGINAL_TOPIC: &str = "kafka_original-topic";
+pub const ORIGINAL_PARTITION: &str = "kafka_original-partition";
+pub const ORIGINAL_OFFSET: &str = "kafka_original-offset";
+pub const ORIGINAL_TIMESTAMP_KAFKA: &str = "kafka_original-timestamp";
+pub const ORIGINAL_TIMESTAMP_TYPE: &str = "kafka_original-timestamp-type";
+pub const EXCEPTION_FQCN: &str = "kafka_exception-fqcn";
+pub const EXCEPTION_MESSAGE: &str = "kafka_exception-message";
+
+/// lograil's attempt history, a JSON array of [`HistoryEntry`].
+pub const HISTORY: &str = "lograil.retry.history";
+/// On a record parked behind an earlier record of its key (per-key ordering): the original
+/// offset of the record it waits for, as decimal text.
+pub const PARKED_BEHIND: &str = "lograil.retry.parked-behind";
+/// On a redriven record: `<dead-letter topic>/<partition>/<offset>` it was copied from.
+pub const REDRIVE_OF: &str = "lograil.redrive.of";
+/// A record's deadline, ms since the epoch (8 bytes big-endian, or decimal text), as the
+/// broker's share groups read it.
+pub const DEADLINE: &str = "deadline";
+
+/// Entries kept in the history header (the oldest are dropped first; `attempt` numbers stay).
+pub const HISTORY_LIMIT: usize = 32;
+/// Characters of an error message kept in a header.
+pub const MESSAGE_LIMIT: usize = 1024;
+
+/// Is this header one the retry chain writes (dropped when a record is redriven)?
+pub fn is_chain_header(name: &str) -> bool {
+    name.starts_with("retry_topic-")
+        || name.starts_with("kafka_dlt-")
+        || name.starts_with("kafka_original-")
+        || name.starts_with("kafka_exception-")
+        || name.starts_with("lograil.retry.")
+        || name == REDRIVE_OF
+}
+
+/// A header that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("header {name}: {reason}")]
+pub struct BadHeader {
+    pub name: &'static str,
+    pub reason: String,
+}
+
+impl BadHeader {
+    fn new(name: &'static str, reason: impl Into<String>) -> BadHeader {
+        BadHeader {
+            name,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Java's `BigInteger.valueOf(v).toByteArray()`: the shortest two's complement big-endian form.
+pub fn big_integer(v: i64) -> Vec<u8> {
+    let bytes = v.to_be_bytes();
+    let mut start = 0;
+    while start < 7 {
+        let (b, next) = (bytes[start], bytes[start + 1]);
+        let redundant = (b == 0x00 && next & 0x80 == 0) || (b == 0xff && next & 0x80 != 0);
+        if !redundant {
+            break;
+        }
+        start += 1;
+    }
+    bytes[start..].to_vec()
+}
+
+/// `new BigInteger(bytes).longValue()` for 1 to 8 bytes (longer values are refused, not
+/// truncated as Java would).
+pub fn read_big_integer(bytes: &[u8]) -> Option<i64> {
+    if bytes.is_empty() || bytes.len() > 8 {
+        return None;
+    }
+    let fill = if bytes[0] & 0x80 != 0 { 0xff } else { 0x00 };
+    let mut full = [fill; 8];
+    full[8 - bytes.len()..].copy_from_slice(bytes);
+    Some(i64::from_be_bytes(full))
+}
+
+/// Java's name of a timestamp type (`TimestampType.toString()`).
+pub fn timestamp_type_name(t: TimestampType) -> &'static str {
+    match t {
+        TimestampType::CreateTime => "CreateTime",
+        TimestampType::LogAppendTime => "LogAppendTime",
+    }
+}
+
+/// The value of header `name`, if present and not null.
+pub fn get<'a>(record: &'a ConsumerRecord, name: &str) -> Option<&'a Bytes> {
+    record
+        .headers
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| v.as_ref())
+}
+
+/// The first of `names` present.
+fn first<'a>(record: &'a ConsumerRecord, names: &[&str]) -> Option<&'a Bytes> {
+    names.iter().find_map(|n| get(record, n))
+}
+
+fn text(record: &ConsumerRecord, names: &[&str]) -> Option<String> {
+    first(record, names).map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+fn fixed<const N: usize>(
+    record: &ConsumerRecord,
+    names: &[&'static str],
+) -> Result<Option<[u8; N]>, BadHeader> {
+    for name in names {
+        if let Some(v) = get(record, name) {
+            return <[u8; N]>::try_from(v.as_ref())
+                .map(Some)
+                .map_err(|_| BadHeader::new(name, format!("{} bytes, expected {N}", v.len())));
+        }
+    }
+    Ok(None)
+}
+
+/// `retry_topic-attempts`: 1 when absent (a main-topic record).
+pub fn attempts(record: &ConsumerRecord) -> Result<u32, BadHeader> {
+    let Some(v) = get(record, ATTEMPTS) else {
+        return Ok(1);
+    };
+    let raw = match v.len() {
+        1 => i64::from(v[0]),
+        4 => i64::from(i32::from_be_bytes([v[0], v[1], v[2], v[3]])),
+        n => return Err(BadHeader::new(ATTEMPTS, format!("{n} bytes, expected 4"))),
+    };
+    u32::try_from(raw)
+        .ok()
+        .filter(|a| *a >= 1)
+        .ok_or_else(|| BadHeader::new(ATTEMPTS, format!("{raw} is not an attempt number")))
+}
+
+/// `retry_topic-backoff-timestamp`, if present.
+pub fn backoff_timestamp(record: &ConsumerRecord) -> Result<Option<i64>, BadHeader> {
+    big_integer_header(record, BACKOFF_TIMESTAMP)
+}
+
+/// `retry_topic-original-timestamp`, else the record's own timestamp.
+pub fn original_timestamp(record: &ConsumerRecord) -> Result<i64, BadHeader> {
+    Ok(big_integer_header(record, ORIGINAL_TIMESTAMP)?.unwrap_or(record.timestamp))
+}
+
+fn big_integer_header(
+    record: &ConsumerRecord,
+    name: &'static str,
+) -> Result<Option<i64>, BadHeader> {
+    match get(record, name) {
+        None => Ok(None),
+        Some(v) => read_big_integer(v)
+            .map(Some)
+            .ok_or_else(|| BadHeader::new(name, format!("{} bytes is not a long", v.len()))),
+    }
+}
+
+/// The `deadline` header, if present; unreadable is an error.
+pub fn deadline(record: &ConsumerRecord) -> Result<Option<i64>, BadHeader> {
+    let Some(v) = get(record, DEADLINE) else {
+        return Ok(None);
+    };
+    if let Ok(b) = <[u8; 8]>::try_from(v.as_ref()) {
+        return Ok(Some(i64::from_be_bytes(b)));
+    }
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .map(Some)
+        .ok_or_else(|| BadHeader::new(DEADLINE, "neither 8 bytes nor decimal text"))
+}
+
+/// One attempt in [`HISTORY`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub attempt: u32,
+    /// When it failed, ms since the epoch.
+    pub at: i64,
+    /// Where the record was read from.
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// Which consumer ran it (`group/client.id/pid`).
+    pub consumer: String,
+    /// The error class (a Rust type name, a Java class name, `expired`, `panic`, …).
+    pub class: String,
+    pub message: String,
+}
+
+/// The history a record carries (empty when it has none); malformed is an error.
+pub fn history(record: &ConsumerRecord) -> Result<Vec<HistoryEntry>, BadHeader> {
+    match get(record, HISTORY) {
+        None => Ok(Vec::new()),
+        Some(v) => serde_json::from_slice(v).map_err(|e| BadHeader::new(HISTORY, e.to_string())),
+    }
+}
+
+/// Where a record first came from (Spring's original headers, else the record itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: i64,
+    pub timestamp_type: String,
+    pub group: Option<String>,
+}
+
+impl Origin {
+    /// The origin named by the record's headers (either family), or `None` without them.
+    pub fn from_headers(record: &ConsumerRecord) -> Result<Option<Origin>, BadHeader> {
+        let Some(topic) = text(record, &[DLT_ORIGINAL_TOPIC, ORIGINAL_TOPIC]) else {
+            return Ok(None);
+        };
+        let partition = fixed::<4>(record, &[DLT_ORIGINAL_PARTITION, ORIGINAL_PARTITION])?
+            .map(i32::from_be_bytes)
+            .unwrap_or(-1);
+        let offset = fixed::<8>(record, &[DLT_ORIGINAL_OFFSET, ORIGINAL_OFFSET])?
+            .map(i64::from_be_bytes)
+            .unwrap_or(-1);
+        let timestamp = fixed::<8>(record, &[DLT_ORIGINAL_TIMESTAMP, ORIGINAL_TIMESTAMP_KAFKA])?
+            .map(i64::from_be_bytes)
+            .unwrap_or(-1);
+        Ok(Some(Origin {
+            topic,
+            partition,
+            offset,
+            timestamp,
+            timestamp_type: text(
+                record,
+                &[DLT_ORIGINAL_TIMESTAMP_TYPE, ORIGINAL_TIMESTAMP_TYPE],
+            )
+            .unwrap_or_default(),
+            group: text(record, &[DLT_ORIGINAL_CONSUMER_GROUP]),
+        }))
+    }
+
+    /// The origin of a main-topic record: the record itself.
+    pub fn of(record: &ConsumerRecord) -> Origin {
+        Origin {
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            timestamp: record.timestamp,
+            timestamp_type: timestamp_type_name(record.timestamp_type).to_string(),
+            group: None,
+        }
+    }
+}
+
+/// The exception class and message a record carries (either family).
+pub fn exception(record: &ConsumerRecord) -> (Option<String>, Option<String>) {
+    (
+        text(record, &[DLT_EXCEPTION_FQCN, EXCEPTION_FQCN]),
+        text(record, &[DLT_EXCEPTION_MESSAGE, EXCEPTION_MESSAGE]),
+    )
+}
+
+/// Cuts `s` to [`MESSAGE_LIMIT`] characters.
+pub fn clip(s: &str) -> String {
+    match s.char_indices().nth(MESSAGE_LIMIT) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
+/// Headers to write on a forwarded record, replacing any of the same name in `base`.
+#[derive(Debug, Default)]
+pub struct HeaderSet(pub Vec<(String, Option<Bytes>)>);
+
+impl HeaderSet {
+    /// `record`'s headers.
+    pub fn from_record(record: &ConsumerRecord) -> HeaderSet {
+        HeaderSet(record.headers.clone())
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|(n, _)| n == name)
+    }
+
+    pub fn set(&mut self, name: &str, value: impl Into<Bytes>) {
+        self.0.retain(|(n, _)| n != name);
+        self.0.push((name.to_string(), Some(value.into())));
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        self.0.retain(|(n, _)| n != name);
+    }
+
+    /// Spring's original-record headers of `origin`, in `names` (topic, partition, offset,
+    /// timestamp, timestamp type), unless already there (Spring's `appendOriginalHeaders=false`).
+    pub fn set_origin(&mut self, names: [&str; 5], origin: &Origin) {
+        let [topic, partition, offset, timestamp, timestamp_type] = names;
+        if self.has(topic) {
+            return;
+        }
+        self.set(topic, origin.topic.clone());
+        self.set(partition, origin.partition.to_be_bytes().to_vec());
+        self.set(offset, origin.offset.to_be_bytes().to_vec());
+        self.set(timestamp, origin.timestamp.to_be_bytes().to_vec());
+        self.set(timestamp_type, origin.timestamp_type.clone());
+    }
+}
+
+/// The `@RetryableTopic` family's original-record names, in [`HeaderSet::set_origin`]'s order.
+pub const RETRY_ORIGIN_NAMES: [&str; 5] = [
+    ORIGINAL_TOPIC,
+    ORIGINAL_PARTITION,
+    ORIGINAL_OFFSET,
+    ORIGINAL_TIMESTAMP_KAFKA,
+    ORIGINAL_TIMESTAMP_TYPE,
+];
+/// The `DeadLetterPublishingRecoverer` family's original-record names.
+pub const DLT_ORIGIN_NAMES: [&str; 5] = [
+    DLT_ORIGINAL_TOPIC,
+    DLT_ORIGINAL_PARTITION,
+    DLT_ORIGINAL_OFFSET,
+    DLT_ORIGINAL_TIMESTAMP,
+    DLT_ORIGINAL_TIMESTAMP_TYPE,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_integer_matches_java() {
+        // Values from Java's BigInteger.valueOf(v).toByteArray().
+        assert_eq!(big_integer(0), vec![0x00]);
+        assert_eq!(big_integer(127), vec![0x7f]);
+        assert_eq!(big_integer(128), vec![0x00, 0x80]);
+        assert_eq!(big_integer(-1), vec![0xff]);
+        assert_eq!(big_integer(-128), vec![0x80]);
+        assert_eq!(big_integer(-129), vec![0xff, 0x7f]);
+        // 2026-01-01T00:00:00Z in ms = 1767225600000 = 0x019B_76DA_A800.
+        assert_eq!(
+            big_integer(1_767_225_600_000),
+            vec![0x01, 0x9b, 0x76, 0xda, 0xa8, 0x00]
+        );
+        assert_eq!(big_integer(i64::MAX).len(), 8);
+        for v in [
+            0,
+            1,
+            -1,
+            255,
+            256,
+            -256,
+            1_767_225_600_000,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            assert_eq!(read_big_integer(&big_integer(v)), Some(v), "{v}");
+        }
+        assert_eq!(read_big_integer(&[]), None);
+        assert_eq!(read_big_integer(&[0; 9]), None);
+    }
+
+    fn record(headers: &[(&str, &[u8])]) -> ConsumerRecord {
+        ConsumerRecord {
+            topic: "orders".into(),
+            partition: 2,
+            offset: 7,
+            timestamp: 1000,
+            timestamp_type: TimestampType::CreateTime,
+            key: None,
+            value: None,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), Some(Bytes::copy_from_slice(v))))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn attempts_reads_spring_forms_and_refuses_garbage() {
+        assert_eq!(attempts(&record(&[])), Ok(1));
+        assert_eq!(attempts(&record(&[(ATTEMPTS, &[0, 0, 0, 3])])), Ok(3));
+        assert_eq!(attempts(&record(&[(ATTEMPTS, &[2])])), Ok(2));
+        assert!(attempts(&record(&[(ATTEMPTS, &[0, 3])])).is_err());
+        assert!(attempts(&record(&[(ATTEMPTS, &[0, 0, 0, 0])])).is_err());
+        assert!(attempts(&record(&[(ATTEMPTS, &[0xff, 0xff, 0xff, 0xff])])).is_err());
+    }
+
+    #[test]
+    fn deadline_reads_both_encodings() {
+        assert_eq!(deadline(&record(&[(DEADLINE, b"1234")])), Ok(Some(1234)));
+        assert_eq!(
+            deadline(&record(&[(DEADLINE, &1234i64.to_be_bytes())])),
+            Ok(Some(1234))
+        );
+        assert!(deadline(&record(&[(DEADLINE, b"soon")])).is_err());
+        assert_eq!(deadline(&record(&[])), Ok(None));
+    }
+
+    #[test]
+    fn origin_reads_either_family() {
+        let dlt = record(&[
+            (DLT_ORIGINAL_TOPIC, b"orders"),
+            (DLT_ORIGINAL_PARTITION, &3i32.to_be_bytes()),
+            (DLT_ORIGINAL_OFFSET, &42i64.to_be_bytes()),
+            (DLT_ORIGINAL_TIMESTAMP, &99i64.to_be_bytes()),
+            (DLT_ORIGINAL_TIMESTAMP_TYPE, b"CreateTime"),
+            (DLT_ORIGINAL_CONSUMER_GROUP, b"billing"),
+        ]);
+        let o = Origin::from_headers(&dlt).unwrap().unwrap();
+        assert_eq!(
+            (o.topic.as_str(), o.partition, o.offset, o.timestamp),
+            ("orders", 3, 42, 99)
+        );
+        assert_eq!(o.group.as_deref(), Some("billing"));
+        let retry = record(&[
+            (ORIGINAL_TOPIC, b"x"),
+            (ORIGINAL_OFFSET, &5i64.to_be_bytes()),
+        ]);
+        assert_eq!(Origin::from_headers(&retry).unwrap().unwrap().offset, 5);
+        assert_eq!(Origin::from_headers(&record(&[])), Ok(None));
+        let bad = record(&[
+            (DLT_ORIGINAL_TOPIC, b"x"),
+            (DLT_ORIGINAL_PARTITION, &[1, 2]),
+        ]);
+        assert!(Origin::from_headers(&bad).is_err());
+    }
+
+    #[test]
+    fn clip_keeps_short_messages_and_cuts_long_ones() {
+        assert_eq!(clip("boom"), "boom");
+        let long = "é".repeat(MESSAGE_LIMIT + 10);
+        assert_eq!(clip(&long).chars().count(), MESSAGE_LIMIT + 1);
+    }
+}

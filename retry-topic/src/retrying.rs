@@ -1,0 +1,1012 @@
+//! [`RetryingConsumer`]: one group consumer over the main topic and the retry topics, a handler
+//! per record, and the forwarding that keeps a failing record from blocking its partition.
+//!
+//! The loop takes one record at a time. A retry-topic record not yet due pauses its partition
+//! (seeking back to it) until it is; nothing else waits. A failed record is produced to the next
+//! topic (acks=all) before its offset is committed, and everything before it is committed
+//! first, so a crash in between repeats at most that record's forward.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use consumer::{
+    Admin, ClientConfig, CommitError, ConsumeError, Consumer, ConsumerRecord, NewTopic, Producer,
+    ProducerRecord, TopicPartition,
+};
+
+use crate::config::{Place, RetryConfig, Topology};
+use crate::error::RetryError;
+use crate::handler::{self, Class, Classifier, Delivery, Handler, HandlerError};
+use crate::headers::{self, BadHeader, HeaderSet, HistoryEntry, Origin};
+use crate::keyorder::{Decision, KeyChains};
+use crate::outage::{Outage, Verdict};
+use crate::status::{Event, EventHook, OutageStatus, StatusHandle, WaitingPartition};
+
+/// Error class of a record past its `deadline` header.
+pub const EXPIRED_CLASS: &str = "expired";
+/// Error class of a record whose chain headers cannot be read.
+pub const MALFORMED_CLASS: &str = "malformed-header";
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A failure as it is written into headers.
+#[derive(Debug, Clone)]
+struct Failure {
+    class: String,
+    message: String,
+}
+
+impl Failure {
+    fn of(e: &HandlerError) -> Failure {
+        Failure {
+            class: e.type_name().to_string(),
+            message: headers::clip(e.message()),
+        }
+    }
+
+    fn bad_header(e: &BadHeader) -> Failure {
+        Failure {
+            class: MALFORMED_CLASS.to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// What the loop does next.
+enum Step {
+    Stop,
+    Timer,
+    Record(Result<ConsumerRecord, ConsumeError>),
+}
+
+/// A group consumer that runs a handler over the main topic and its retry chain.
+///
+/// Reads `<topic>` and `<topic>-retry-<delay ms>…` in one group, forwards failures along the
+/// chain and to `<topic>-dlt`, and commits only what is done or durably forwarded.
+pub struct RetryingConsumer {
+    config: RetryConfig,
+    topology: Topology,
+    base: ClientConfig,
+    consumer: Consumer,
+    producer: Producer,
+    handler: Box<dyn Handler>,
+    classifier: Classifier,
+    identity: String,
+    /// Partition counts of the chain's topics.
+    partitions: BTreeMap<String, i32>,
+    assignment: BTreeSet<TopicPartition>,
+    /// Retry partitions paused until their head record is due (ms since the epoch).
+    due: BTreeMap<TopicPartition, i64>,
+    /// The next offset to commit of each partition: every record before it is done.
+    done: BTreeMap<TopicPartition, i64>,
+    committed: BTreeMap<TopicPartition, i64>,
+    last_commit: Instant,
+    outage: Option<Outage>,
+    /// During an outage: the partition whose next record is the probe, once resumed.
+    probe: Option<TopicPartition>,
+    keys: Option<KeyChains>,
+    /// Main partitions whose key chains were rebuilt since they were assigned.
+    rebuilt: BTreeSet<i32>,
+    status: StatusHandle,
+    hook: Option<EventHook>,
+}
+
+impl std::fmt::Debug for RetryingConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryingConsumer")
+            .field("topology", &self.topology)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RetryingConsumer {
+    /// Connects, creates the missing retry and dead-letter topics (with the main topic's
+    /// partition count) and prepares the consumer (`client`: the Java client's properties
+    /// common to consumer and producer, such as `bootstrap.servers`).
+    pub async fn new(
+        client: &ClientConfig,
+        config: RetryConfig,
+        handler: impl Handler,
+    ) -> Result<RetryingConsumer, RetryError> {
+        let topology = config.topology()?;
+        let partitions = ensure_topics(client, &config, &topology).await?;
+        let mut consumer_config = client
+            .clone()
+            .with("group.id", config.group.as_str())
+            .with("enable.auto.commit", "false");
+        for (k, v) in &config.consumer_properties {
+            consumer_config.set(k.as_str(), v.as_str());
+        }
+        match consumer_config.get("auto.offset.reset") {
+            None => consumer_config.set("auto.offset.reset", "earliest"),
+            Some("earliest") => &mut consumer_config,
+            Some(other) => {
+                return Err(RetryError::Config(crate::ConfigError(format!(
+                    "auto.offset.reset={other}: retry topics must be read from the earliest \
+                     offset, or records forwarded before the group's first commit are skipped"
+                ))))
+            }
+        };
+        let mut producer_config = client
+            .clone()
+            .with("acks", "all")
+            .with("enable.idempotence", "true");
+        for (k, v) in &config.producer_properties {
+            producer_config.set(k.as_str(), v.as_str());
+        }
+        let consumer = Consumer::from_config(&consumer_config).await?;
+        let producer = Producer::from_config(&producer_config).await?;
+        let identity = format!(
+            "{}/{}/{}",
+            config.group,
+            client.get("client.id").unwrap_or("lograil"),
+            std::process::id()
+        );
+        Ok(RetryingConsumer {
+            outage: config.outage.clone().map(Outage::new),
+            keys: config.key_ordering.then(KeyChains::default),
+            config,
+            topology,
+            base: client.clone(),
+            consumer,
+            producer,
+            handler: Box::new(handler),
+            classifier: Classifier::default(),
+            identity,
+            partitions,
+            assignment: BTreeSet::new(),
+            due: BTreeMap::new(),
+            done: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            last_commit: Instant::now(),
+            probe: None,
+            rebuilt: BTreeSet::new(),
+            status: StatusHandle::default(),
+            hook: None,
+        })
+    }
+
+    /// Decides which errors are fatal (default: none; a handler can also say so itself).
+    pub fn with_classifier(mut self, classifier: Classifier) -> RetryingConsumer {
+        self.classifier = classifier;
+        self
+    }
+
+    /// Calls `hook` for every [`Event`].
+    pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> RetryingConsumer {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// A handle to read the consumer's [`crate::Status`] while it runs.
+    pub fn status(&self) -> StatusHandle {
+        self.status.clone()
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Runs until `shutdown` completes (then commits what is done and leaves the group) or a
+    /// non-recoverable error (nothing uncommitted is lost: it is read again on restart).
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), RetryError> {
+        self.consumer.subscribe(&self.topology.read_topics())?;
+        let mut shutdown = std::pin::pin!(shutdown);
+        let result = loop {
+            self.sync_assignment();
+            let wake = self.next_wake();
+            let step = tokio::select! {
+                biased;
+                () = &mut shutdown => Step::Stop,
+                () = tokio::time::sleep_until(wake.into()) => Step::Timer,
+                r = self.consumer.recv() => Step::Record(r),
+            };
+            let outcome = match step {
+                Step::Stop | Step::Record(Err(ConsumeError::Closed)) => break Ok(()),
+                Step::Timer => self.on_timer().await,
+                Step::Record(Ok(record)) => self.on_record(record).await,
+                Step::Record(Err(e)) => Err(RetryError::Consume(e)),
+            };
+            if let Err(e) = outcome {
+                break Err(e);
+            }
+        };
+        self.commit().await;
+        self.consumer.close().await;
+        self.producer.close().await;
+        result
+    }
+
+    fn emit(&self, event: Event) {
+        if let Some(hook) = &self.hook {
+            hook(&event);
+        }
+    }
+
+    /// Forgets the state of partitions the group took away.
+    fn sync_assignment(&mut self) {
+        let now: BTreeSet<TopicPartition> = self.consumer.assignment().into_iter().collect();
+        if now == self.assignment {
+            return;
+        }
+        let gone: Vec<TopicPartition> = self.assignment.difference(&now).cloned().collect();
+        for tp in &gone {
+            self.due.remove(tp);
+            self.done.remove(tp);
+            self.committed.remove(tp);
+            if self.probe.as_ref() == Some(tp) {
+                self.probe = None;
+            }
+            if tp.topic == self.topology.main {
+                self.rebuilt.remove(&tp.partition);
+                if let Some(keys) = &mut self.keys {
+                    keys.drop_partition(tp.partition);
+                }
+            }
+        }
+        // New partitions start unpaused; during an outage they wait with the others.
+        if self.outage.as_ref().is_some_and(Outage::active) {
+            let new: Vec<TopicPartition> = now.difference(&self.assignment).cloned().collect();
+            let _ = self.consumer.pause(&new);
+        }
+        self.assignment = now;
+        self.publish();
+    }
+
+    fn next_wake(&self) -> Instant {
+        let now = Instant::now();
+        let now_ms = now_ms();
+        let mut wake = self.last_commit + self.config.commit_interval;
+        if let Some(first) = self.due.values().min() {
+            let wait = u64::try_from(first.saturating_sub(now_ms)).unwrap_or(0);
+            wake = wake.min(now + Duration::from_millis(wait));
+        }
+        if let Some(probe) = self.outage.as_ref().and_then(Outage::next_probe) {
+            wake = wake.min(probe);
+        }
+        wake
+    }
+
+    async fn on_timer(&mut self) -> Result<(), RetryError> {
+        let now_ms = now_ms();
+        let ready: Vec<TopicPartition> = self
+            .due
+            .iter()
+            .filter(|(_, due)| **due <= now_ms)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in &ready {
+            self.due.remove(tp);
+        }
+        let outage = self.outage.as_ref().is_some_and(Outage::active);
+        if !ready.is_empty() && !outage {
+            let _ = self.consumer.resume(&ready);
+        }
+        if outage && self.outage.as_ref().and_then(Outage::next_probe) <= Some(Instant::now()) {
+            self.start_probe();
+        }
+        if self.last_commit.elapsed() >= self.config.commit_interval {
+            self.commit().await;
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Resumes one partition: its next record is the probe.
+    fn start_probe(&mut self) {
+        let candidate = self
+            .probe
+            .clone()
+            .filter(|tp| self.assignment.contains(tp) && !self.due.contains_key(tp))
+            .or_else(|| {
+                self.assignment
+                    .iter()
+                    .find(|tp| !self.due.contains_key(*tp))
+                    .cloned()
+            });
+        if let Some(outage) = &mut self.outage {
+            // The next probe is scheduled as if this one failed; a success ends the outage.
+            outage.probe_failed(Instant::now());
+        }
+        if let Some(tp) = candidate {
+            tracing::info!(partition = %tp, "outage: probing with the next record");
+            let _ = self.consumer.resume(std::slice::from_ref(&tp));
+            self.probe = Some(tp);
+        }
+    }
+
+    async fn on_record(&mut self, record: ConsumerRecord) -> Result<(), RetryError> {
+        let tp = TopicPartition::new(&*record.topic, record.partition);
+        let Some(place) = self.topology.place(&record.topic) else {
+            // Not a topic of ours (cannot happen with subscribe): skip nothing, just note it.
+            tracing::warn!(partition = %tp, offset = record.offset, "record from an unknown topic");
+            return Ok(());
+        };
+        let now = now_ms();
+        if let Place::Retry(_) = place {
+            match headers::backoff_timestamp(&record) {
+                Ok(Some(due)) if due > now => {
+                    self.wait_until(&tp, record.offset, due);
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(e) => return self.dead_letter(&record, Failure::bad_header(&e), 0).await,
+            }
+        }
+        let (attempt, original_ts) = match headers::attempts(&record)
+            .and_then(|a| Ok((a, headers::original_timestamp(&record)?)))
+        {
+            Ok(v) => v,
+            Err(e) => return self.dead_letter(&record, Failure::bad_header(&e), 0).await,
+        };
+        match headers::deadline(&record) {
+            Ok(Some(deadline)) if deadline <= now => {
+                let failure = Failure {
+                    class: EXPIRED_CLASS.to_string(),
+                    message: format!(
+                        "deadline {deadline} passed {} ms before attempt {attempt}",
+                        now - deadline
+                    ),
+                };
+                return self.dead_letter(&record, failure, attempt).await;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return self
+                    .dead_letter(&record, Failure::bad_header(&e), attempt)
+                    .await
+            }
+        }
+        if let Some(Decision::Park { behind, stage }) = self.key_decision(&record, place).await? {
+            return self
+                .park(&record, attempt, original_ts, behind, stage)
+                .await;
+        }
+        let delivery = Delivery {
+            record: record.clone(),
+            attempt,
+            original_timestamp: original_ts,
+        };
+        let result = handler::call(self.handler.as_ref(), delivery).await;
+        let probing = self.outage.as_ref().is_some_and(Outage::active);
+        match result {
+            Ok(()) => {
+                if let Some(outage) = &mut self.outage {
+                    if probing {
+                        outage.leave();
+                        self.end_outage();
+                    } else {
+                        outage.record(false);
+                    }
+                }
+                self.key_finished(&record);
+                self.mark_done(&tp, record.offset);
+                self.status.update(|s| s.processed += 1);
+                self.emit(Event::Processed {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    offset: record.offset,
+                    attempt,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                let failure = Failure::of(&e);
+                tracing::debug!(partition = %tp, offset = record.offset, attempt, class = %failure.class, message = %failure.message, "handler failed");
+                if self.classifier.classify(&e) == Class::Fatal {
+                    return self.dead_letter(&record, failure, attempt).await;
+                }
+                if probing {
+                    return self.probe_failed(&tp, record.offset);
+                }
+                if let Some(outage) = &mut self.outage {
+                    if outage.record(true) == Verdict::Outage {
+                        return self.start_outage(&tp, record.offset, &failure);
+                    }
+                }
+                self.retry(&record, attempt, original_ts, failure).await
+            }
+        }
+    }
+
+    /// Sends a failed record to its next stage, or to the DLT when attempts or time ran out.
+    async fn retry(
+        &mut self,
+        record: &ConsumerRecord,
+        attempt: u32,
+        original_ts: i64,
+        failure: Failure,
+    ) -> Result<(), RetryError> {
+        let next = attempt + 1;
+        let Some(stage) = (next <= self.config.max_attempts)
+            .then(|| self.topology.stage_for_attempt(next))
+            .flatten()
+        else {
+            return self.dead_letter(record, failure, attempt).await;
+        };
+        let now = now_ms();
+        let wait = self.topology.wait(stage);
+        let due = now + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+        if let Some(limit) = self.config.retry_deadline {
+            let limit_ms = original_ts + i64::try_from(limit.as_millis()).unwrap_or(i64::MAX);
+            if due > limit_ms {
+                let failure = Failure {
+                    message: format!("{} (retry deadline passed)", failure.message),
+                    ..failure
+                };
+                return self.dead_letter(record, failure, attempt).await;
+            }
+        }
+        let to = self.topology.stages[stage].topic.clone();
+        let mut set = self.chain_headers(record, original_ts);
+        set.set(headers::ATTEMPTS, next.to_be_bytes().to_vec());
+        set.set(headers::BACKOFF_TIMESTAMP, headers::big_integer(due));
+        self.set_failure(&mut set, record, attempt, &failure, now)?;
+        self.send(record, &to, set).await?;
+        if let (Some(keys), Some(key)) = (&mut self.keys, &record.key) {
+            let original = original_offset(record);
+            keys.failed(
+                record.partition,
+                key,
+                original,
+                stage,
+                now,
+                format!("{}: {}", failure.class, failure.message),
+            );
+        }
+        self.status.update(|s| s.forwarded += 1);
+        self.emit(Event::Forwarded {
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            to,
+            attempt: next,
+            due_ms: due,
+        });
+        self.finish_forward(record).await;
+        Ok(())
+    }
+
+    /// Sends a record to the dead-letter topic with Spring's headers and the history.
+    async fn dead_letter(
+        &mut self,
+        record: &ConsumerRecord,
+        failure: Failure,
+        attempt: u32,
+    ) -> Result<(), RetryError> {
+        let now = now_ms();
+        let original_ts = headers::original_timestamp(record).unwrap_or(record.timestamp);
+        let mut set = self.chain_headers(record, original_ts);
+        let origin = Origin::from_headers(record)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Origin::of(record));
+        set.set_origin(headers::DLT_ORIGIN_NAMES, &origin);
+        set.set(
+            headers::ATTEMPTS,
+            attempt.max(1).saturating_add(1).to_be_bytes().to_vec(),
+        );
+        set.remove(headers::BACKOFF_TIMESTAMP);
+        set.set(headers::DLT_EXCEPTION_FQCN, failure.class.clone());
+        set.set(headers::DLT_EXCEPTION_MESSAGE, failure.message.clone());
+        self.set_failure(&mut set, record, attempt, &failure, now)?;
+        let to = self.topology.dlt.clone();
+        tracing::warn!(partition = %record.topic, offset = record.offset, class = %failure.class, message = %failure.message, "dead-lettered");
+        self.send(record, &to, set).await?;
+        self.key_finished(record);
+        self.status.update(|s| s.dead_lettered += 1);
+        self.emit(Event::DeadLettered {
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            to,
+            class: failure.class,
+            message: failure.message,
+        });
+        self.finish_forward(record).await;
+        Ok(())
+    }
+
+    /// Sends a record behind an earlier one of its key, unattempted.
+    async fn park(
+        &mut self,
+        record: &ConsumerRecord,
+        attempt: u32,
+        original_ts: i64,
+        behind: i64,
+        stage: usize,
+    ) -> Result<(), RetryError> {
+        let to = self.topology.stages[stage].topic.clone();
+        let due =
+            now_ms() + i64::try_from(self.topology.wait(stage).as_millis()).unwrap_or(i64::MAX);
+        let mut set = self.chain_headers(record, original_ts);
+        set.set(headers::ATTEMPTS, attempt.to_be_bytes().to_vec());
+        set.set(headers::BACKOFF_TIMESTAMP, headers::big_integer(due));
+        set.set(headers::PARKED_BEHIND, behind.to_string());
+        self.send(record, &to, set).await?;
+        self.status.update(|s| s.parked_records += 1);
+        self.emit(Event::Parked {
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            to,
+            behind,
+        });
+        self.finish_forward(record).await;
+        Ok(())
+    }
+
+    /// The record's headers with the original-record headers added (Spring's retry family).
+    fn chain_headers(&self, record: &ConsumerRecord, original_ts: i64) -> HeaderSet {
+        let mut set = HeaderSet::from_record(record);
+        set.set_origin(headers::RETRY_ORIGIN_NAMES, &Origin::of(record));
+        if !set.has(headers::ORIGINAL_TIMESTAMP) {
+            set.set(
+                headers::ORIGINAL_TIMESTAMP,
+                headers::big_integer(original_ts),
+            );
+        }
+        if !set.has(headers::DLT_ORIGINAL_CONSUMER_GROUP) {
+            set.set(
+                headers::DLT_ORIGINAL_CONSUMER_GROUP,
+                self.config.group.clone(),
+            );
+        }
+        set.remove(headers::PARKED_BEHIND);
+        set
+    }
+
+    /// The exception headers and the history with this failure appended.
+    fn set_failure(
+        &self,
+        set: &mut HeaderSet,
+        record: &ConsumerRecord,
+        attempt: u32,
+        failure: &Failure,
+        now: i64,
+    ) -> Result<(), RetryError> {
+        set.set(headers::EXCEPTION_FQCN, failure.class.clone());
+        set.set(headers::EXCEPTION_MESSAGE, failure.message.clone());
+        // A malformed history is replaced, not fatal: the failure itself is what matters.
+        let mut history = headers::history(record).unwrap_or_default();
+        history.push(HistoryEntry {
+            attempt,
+            at: now,
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            consumer: self.identity.clone(),
+            class: failure.class.clone(),
+            message: failure.message.clone(),
+        });
+        if history.len() > headers::HISTORY_LIMIT {
+            history.drain(..history.len() - headers::HISTORY_LIMIT);
+        }
+        let json = serde_json::to_vec(&history).map_err(|e| RetryError::Forward {
+            from: record.topic.to_string(),
+            to: String::new(),
+            reason: e.to_string(),
+        })?;
+        set.set(headers::HISTORY, json);
+        Ok(())
+    }
+
+    /// Produces to `to` (same partition number, as Spring does) and waits for acks=all; the
+    /// records done before it are committed meanwhile (so a crash after the forward repeats
+    /// only this record).
+    async fn send(
+        &mut self,
+        record: &ConsumerRecord,
+        to: &str,
+        set: HeaderSet,
+    ) -> Result<(), RetryError> {
+        let tp = TopicPartition::new(&*record.topic, record.partition);
+        let count = self.partitions.get(to).copied().unwrap_or(1).max(1);
+        let out = ProducerRecord {
+            topic: Arc::from(to),
+            partition: Some(record.partition.rem_euclid(count)),
+            key: record.key.clone(),
+            value: record.value.clone(),
+            headers: set.0,
+            timestamp: None,
+        };
+        let from = format!("{tp}@{}", record.offset);
+        let before = self.pending_commits();
+        let forward = async {
+            let delivery = self
+                .producer
+                .send(out)
+                .await
+                .map_err(|e| RetryError::send(from.clone(), to, &e))?;
+            delivery
+                .await
+                .map_err(|e| RetryError::delivery(from.clone(), to, &e))
+        };
+        let commit = async {
+            if before.is_empty() {
+                Ok(())
+            } else {
+                self.consumer.commit_offsets(&before).await
+            }
+        };
+        let (forwarded, committed) = tokio::join!(forward, commit);
+        self.committed_as(before, committed);
+        forwarded.map(|_| ())
+    }
+
+    /// After a forward: the source record is done and committed at once.
+    async fn finish_forward(&mut self, record: &ConsumerRecord) {
+        let tp = TopicPartition::new(&*record.topic, record.partition);
+        self.mark_done(&tp, record.offset);
+        self.commit().await;
+    }
+
+    fn mark_done(&mut self, tp: &TopicPartition, offset: i64) {
+        self.done.insert(tp.clone(), offset + 1);
+    }
+
+    /// Commits every partition's done offset that moved (failures are logged; what is not
+    /// committed is read again, at least once).
+    async fn commit(&mut self) {
+        self.last_commit = Instant::now();
+        let offsets = self.pending_commits();
+        if offsets.is_empty() {
+            return;
+        }
+        let result = self.consumer.commit_offsets(&offsets).await;
+        self.committed_as(offsets, result);
+    }
+
+    /// Done offsets not committed yet.
+    fn pending_commits(&self) -> BTreeMap<TopicPartition, i64> {
+        self.done
+            .iter()
+            .filter(|(tp, o)| self.committed.get(*tp) != Some(*o))
+            .map(|(tp, o)| (tp.clone(), *o))
+            .collect()
+    }
+
+    fn committed_as(
+        &mut self,
+        offsets: BTreeMap<TopicPartition, i64>,
+        result: Result<(), CommitError>,
+    ) {
+        match result {
+            Ok(()) if offsets.is_empty() => {}
+            Ok(()) => {
+                let n = offsets.len();
+                self.committed.extend(offsets);
+                self.emit(Event::Committed { partitions: n });
+            }
+            Err(CommitError::Rebalanced(e)) => {
+                tracing::info!(error = %e, "commit skipped: the group is rebalancing");
+            }
+            Err(e) => tracing::warn!(error = %e, "commit failed; records will be read again"),
+        }
+    }
+
+    /// Pauses a retry partition until its head record (at `offset`) is due.
+    fn wait_until(&mut self, tp: &TopicPartition, offset: i64, due: i64) {
+        let _ = self.consumer.pause(std::slice::from_ref(tp));
+        let _ = self.consumer.seek(tp, offset);
+        self.due.insert(tp.clone(), due);
+        self.emit(Event::Waiting {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            until_ms: due,
+        });
+    }
+
+    fn start_outage(
+        &mut self,
+        tp: &TopicPartition,
+        offset: i64,
+        failure: &Failure,
+    ) -> Result<(), RetryError> {
+        let assigned: Vec<TopicPartition> = self.assignment.iter().cloned().collect();
+        let _ = self.consumer.pause(&assigned);
+        let _ = self.consumer.seek(tp, offset);
+        let Some(outage) = &mut self.outage else {
+            return Ok(());
+        };
+        outage.enter(Instant::now(), now_ms());
+        self.probe = Some(tp.clone());
+        let budget = self.config.outage.clone().unwrap_or_default();
+        let failures = (budget.failure_ratio * budget.window as f64).ceil() as usize;
+        tracing::warn!(
+            window = budget.window,
+            last_error = %failure.message,
+            "outage: most recent records failed; pausing every partition and probing every {:?}",
+            budget.probe_interval
+        );
+        self.emit(Event::OutageStarted {
+            failures,
+            window: budget.window,
+        });
+        self.publish();
+        Ok(())
+    }
+
+    fn probe_failed(&mut self, tp: &TopicPartition, offset: i64) -> Result<(), RetryError> {
+        let _ = self.consumer.pause(std::slice::from_ref(tp));
+        let _ = self.consumer.seek(tp, offset);
+        self.probe = Some(tp.clone());
+        let failed = self
+            .outage
+            .as_ref()
+            .and_then(Outage::state)
+            .map_or(0, |s| s.1);
+        tracing::info!(partition = %tp, failed_probes = failed, "outage: probe failed");
+        self.emit(Event::ProbeFailed {
+            failed_probes: failed,
+        });
+        self.publish();
+        Ok(())
+    }
+
+    fn end_outage(&mut self) {
+        let resume: Vec<TopicPartition> = self
+            .assignment
+            .iter()
+            .filter(|tp| !self.due.contains_key(*tp))
+            .cloned()
+            .collect();
+        let _ = self.consumer.resume(&resume);
+        self.probe = None;
+        tracing::warn!("outage over: a probe succeeded; every partition resumed");
+        self.emit(Event::OutageEnded);
+        self.publish();
+    }
+
+    /// Per-key ordering's decision for a keyed record (rebuilding its partition's chains
+    /// first if needed); `None` when the mode is off or the record has no key.
+    async fn key_decision(
+        &mut self,
+        record: &ConsumerRecord,
+        place: Place,
+    ) -> Result<Option<Decision>, RetryError> {
+        if self.keys.is_none() {
+            return Ok(None);
+        }
+        let Some(key) = record.key.clone() else {
+            return Ok(None);
+        };
+        if !self.rebuilt.contains(&record.partition) {
+            self.rebuild(record.partition).await?;
+        }
+        let Some(keys) = &mut self.keys else {
+            return Ok(None);
+        };
+        Ok(Some(match place {
+            Place::Main => keys.on_main(record.partition, &key, record.offset),
+            Place::Retry(_) => keys.on_retry(record.partition, &key, original_offset(record)),
+        }))
+    }
+
+    fn key_finished(&mut self, record: &ConsumerRecord) {
+        if let (Some(keys), Some(key)) = (&mut self.keys, &record.key) {
+            keys.finished(record.partition, key, original_offset(record));
+        }
+    }
+
+    /// Reads partition `partition` of every retry topic from the group's committed offset to
+    /// its end: the records there are the key chains in flight.
+    async fn rebuild(&mut self, partition: i32) -> Result<(), RetryError> {
+        let fail = |reason: String| RetryError::Rebuild { partition, reason };
+        let tps: Vec<TopicPartition> = self
+            .topology
+            .stages
+            .iter()
+            .map(|s| TopicPartition::new(s.topic.as_str(), partition))
+            .collect();
+        if tps.is_empty() {
+            self.rebuilt.insert(partition);
+            return Ok(());
+        }
+        let committed = self
+            .consumer
+            .committed(&tps)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let reader =
+            Consumer::from_config(&self.base.clone().with("auto.offset.reset", "earliest"))
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+        let ends = reader
+            .end_offsets(&tps)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let starts = reader
+            .beginning_offsets(&tps)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let mut wanted: BTreeMap<TopicPartition, (i64, i64)> = BTreeMap::new();
+        for tp in &tps {
+            let end = ends.get(tp).copied().unwrap_or(0);
+            let start = committed
+                .get(tp)
+                .copied()
+                .filter(|o| *o >= 0)
+                .unwrap_or(0)
+                .max(starts.get(tp).copied().unwrap_or(0));
+            if start < end {
+                wanted.insert(tp.clone(), (start, end));
+            }
+        }
+        let assigned: Vec<TopicPartition> = wanted.keys().cloned().collect();
+        reader.assign(&assigned).map_err(|e| fail(e.to_string()))?;
+        for (tp, (start, _)) in &wanted {
+            reader.seek(tp, *start).map_err(|e| fail(e.to_string()))?;
+        }
+        let mut remaining: BTreeSet<TopicPartition> = wanted.keys().cloned().collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let mut found = 0usize;
+        while !remaining.is_empty() {
+            let record = tokio::time::timeout_at(deadline, reader.recv())
+                .await
+                .map_err(|_| {
+                    fail(format!(
+                        "{} partitions not read within 60 s",
+                        remaining.len()
+                    ))
+                })?
+                .map_err(|e| fail(e.to_string()))?;
+            let tp = TopicPartition::new(&*record.topic, record.partition);
+            let Some((_, end)) = wanted.get(&tp) else {
+                continue;
+            };
+            if record.offset + 1 >= *end {
+                remaining.remove(&tp);
+            }
+            if record.offset >= *end {
+                continue;
+            }
+            let (Some(key), Some(Place::Retry(stage)), Some(keys)) = (
+                &record.key,
+                self.topology.place(&record.topic),
+                &mut self.keys,
+            ) else {
+                continue;
+            };
+            let reason = match headers::get(&record, headers::PARKED_BEHIND) {
+                Some(_) => String::new(),
+                None => {
+                    let (class, message) = headers::exception(&record);
+                    format!(
+                        "{}: {}",
+                        class.unwrap_or_default(),
+                        message.unwrap_or_default()
+                    )
+                }
+            };
+            keys.found(
+                partition,
+                key,
+                original_offset(&record),
+                stage,
+                record.timestamp,
+                reason,
+            );
+            found += 1;
+        }
+        reader.close().await;
+        tracing::info!(
+            partition,
+            records = found,
+            "per-key chains rebuilt from the retry topics"
+        );
+        self.rebuilt.insert(partition);
+        self.publish();
+        Ok(())
+    }
+
+    /// Copies the live state into the status handle.
+    fn publish(&self) {
+        let outage =
+            self.outage
+                .as_ref()
+                .and_then(Outage::state)
+                .map(|(since_ms, failed_probes)| OutageStatus {
+                    since_ms,
+                    failed_probes,
+                });
+        let parked = self
+            .keys
+            .as_ref()
+            .map(KeyChains::parked)
+            .unwrap_or_default();
+        let waiting = self
+            .due
+            .iter()
+            .map(|(tp, until)| WaitingPartition {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                until_ms: *until,
+            })
+            .collect();
+        self.status.update(|s| {
+            s.outage = outage;
+            s.parked = parked;
+            s.waiting = waiting;
+        });
+    }
+}
+
+/// The record's main-topic offset (its own on the main topic).
+fn original_offset(record: &ConsumerRecord) -> i64 {
+    headers::get(record, headers::ORIGINAL_OFFSET)
+        .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map(i64::from_be_bytes)
+        .unwrap_or(record.offset)
+}
+
+/// Creates the chain's missing topics with the main topic's partition count; returns every
+/// chain topic's partition count.
+async fn ensure_topics(
+    client: &ClientConfig,
+    config: &RetryConfig,
+    topology: &Topology,
+) -> Result<BTreeMap<String, i32>, RetryError> {
+    let mut admin = Admin::from_config(client).await?;
+    let main = match admin.describe_topic(&topology.main).await {
+        Ok(t) if t.partitions > 0 => t.partitions,
+        Ok(_) => return Err(RetryError::NoMainTopic(topology.main.clone())),
+        Err(e) if is_unknown_topic(&e) => {
+            return Err(RetryError::NoMainTopic(topology.main.clone()))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut counts = BTreeMap::from([(topology.main.clone(), main)]);
+    let others = topology
+        .stages
+        .iter()
+        .map(|s| s.topic.clone())
+        .chain(std::iter::once(topology.dlt.clone()));
+    for name in others {
+        let count = match admin.describe_topic(&name).await {
+            Ok(t) if t.partitions > 0 => t.partitions,
+            Ok(_) | Err(_) => {
+                let created = admin
+                    .create(&NewTopic {
+                        name: name.clone(),
+                        partitions: main,
+                        replication_factor: config.replication_factor,
+                        configs: Vec::new(),
+                    })
+                    .await;
+                match created {
+                    Ok(()) => tracing::info!(topic = %name, partitions = main, "created"),
+                    Err(e) if is_exists(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                admin.describe_topic(&name).await?.partitions
+            }
+        };
+        if config.key_ordering && count != main && name != topology.dlt {
+            return Err(RetryError::PartitionCount {
+                topic: name,
+                found: count,
+                expected: main,
+            });
+        }
+        counts.insert(name, count);
+    }
+    Ok(counts)
+}
+
+fn is_unknown_topic(e: &consumer::AdminError) -> bool {
+    matches!(e, consumer::AdminError::Call(c) if c.code() == Some(consumer::ErrorCode::UnknownTopicOrPartition))
+}
+
+fn is_exists(e: &consumer::AdminError) -> bool {
+    matches!(e, consumer::AdminError::Call(c) if c.code() == Some(consumer::ErrorCode::TopicAlreadyExists))
+}

@@ -1,0 +1,21 @@
+//! The retry-topic suite: retrying consumers (the `retry-topic` crate) and `lograil dlt`
+//! against a real broker.
+//!
+//! As the client suite: every test starts its own `lograil` broker on 127.0.0.1:0, or with
+//! `LOGRAIL_TEST_KAFKA=<dir>` (a cluster from `tests/kafka/kafka.sh start <dir>`) runs against
+//! that Apache Kafka cluster instead, with its own topics and groups.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+#[path = "../e2e/broker.rs"]
+mod broker;
+#[allow(dead_code)]
+#[path = "../client/cluster.rs"]
+mod cluster;
+mod harness;
+
+mod chain;
+mod dlt;
+mod hol;
+mod kill;
+mod ordering;
