@@ -44,7 +44,8 @@ mod segment;
 
 pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
 pub use error::{
-    AppendError, BatchError, ConfigError, FileError, OpenError, ReadError, TopicError,
+    AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
+    TopicError,
 };
 pub use log::{validate_name, Log, LogOptions, Topic, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
