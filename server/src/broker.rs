@@ -184,6 +184,16 @@ impl Broker {
         Ok(self.log.create_topic(name, partitions, config)?)
     }
 
+    /// Grows topic `name` to `partitions` partitions within `max.broker.partitions` (Kafka's
+    /// CreatePartitions). Blocking file work: call it on the blocking pool.
+    pub fn add_partitions(&self, name: &str, partitions: u32) -> Result<Arc<Topic>, CreateError> {
+        let current = self.log.topic(name).map_or(0, |t| {
+            u32::try_from(t.partitions().len()).unwrap_or(u32::MAX)
+        });
+        let _room = self.reserve_room(partitions.saturating_sub(current))?;
+        Ok(self.log.add_partitions(name, partitions)?)
+    }
+
     /// Creates a topic with the broker's defaults for a client that asked for it by name
     /// (Metadata with auto-creation allowed). Blocking file work: call it on the blocking
     /// pool. The topic if another request created it meanwhile; [`CreateError::BeingCreated`]
