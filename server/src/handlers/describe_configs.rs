@@ -2,6 +2,8 @@
 //! config names. A topic config equal to the broker default is reported as a default
 //! (source 5), any other as a topic override (source 1), so Kafka tooling lists overrides.
 //!
+//! `min.insync.replicas` is reported as 1 (a read-only default: there is one replica).
+//!
 //! Beyond Kafka: a partition with damaged data (offsets its segments cannot serve) adds a
 //! read-only entry `lograil.damage.partition.<N>` describing the damage (offsets, segment file,
 //! byte positions, reason), which `lograil topic describe` shows. Kafka's protocol has no
@@ -144,6 +146,16 @@ pub async fn handle(
                                 (k.to_string(), v, source, false)
                             })
                             .collect();
+                        // Kafka's tools read it (`kafka-topics --describe
+                        // --under-min-isr-partitions` fails without it); one replica, so 1.
+                        if !entries.iter().any(|(k, ..)| k == "min.insync.replicas") {
+                            entries.push((
+                                "min.insync.replicas".to_string(),
+                                "1".to_string(),
+                                DEFAULT_CONFIG_SOURCE,
+                                true,
+                            ));
+                        }
                         entries.extend(damage_entries(&topic));
                         entries
                     }
