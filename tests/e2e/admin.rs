@@ -698,3 +698,34 @@ fn describe_cluster_log_dirs_and_producers() {
     broker.restart();
     assert_eq!(describe(&broker.addr, 1).cluster_id, cluster.cluster_id);
 }
+
+/// The Java consumer (so Kafka's ConsoleConsumer with a group) sends JoinGroup v5 here and
+/// rejects a null protocol name, which is non-nullable before v7: the first join's
+/// MEMBER_ID_REQUIRED answer carries an empty one, as Kafka's does.
+#[test]
+fn join_group_before_v7_never_answers_a_null_protocol_name() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let request = JoinGroupRequest::default()
+        .with_group_id(GroupId(text("java-like")))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(text(""))
+        .with_protocol_type(text("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(text("range"))
+            .with_metadata(Bytes::from_static(b"\0\0"))]);
+    let first: JoinGroupResponse = call(&mut connect(&broker.addr), ApiKey::JoinGroup, 5, &request);
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
+    assert_eq!(first.protocol_name.as_deref(), Some(""));
+    let member = first.member_id.clone();
+    let second: JoinGroupResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::JoinGroup,
+        5,
+        &request.with_member_id(member),
+    );
+    assert_eq!(second.error_code, 0);
+    assert_eq!(second.protocol_name.as_deref(), Some("range"));
+}
