@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use log_core::{Log, OpenError, Partition, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
+use crate::broker_defaults::BrokerDefaults;
 use crate::config::BrokerConfig;
 use crate::durable::Syncer;
 use crate::groups::offsets::OffsetsError;
@@ -51,6 +52,8 @@ pub struct Broker {
     pub host: String,
     pub port: i32,
     pub cluster_id: String,
+    /// Topic config defaults: the flags, with dynamic broker defaults over them.
+    pub defaults: BrokerDefaults,
     /// Idempotent-producer state, per partition.
     pub producers: Producers,
     pub producer_ids: ProducerIds,
@@ -98,6 +101,7 @@ impl Broker {
         shutdown: watch::Receiver<bool>,
     ) -> Result<Broker, StartError> {
         let log = Log::open_with_options(&config.data_dir, config.log.clone())?;
+        let defaults = BrokerDefaults::open(&config.data_dir, config.topic_defaults.clone())?;
         let offsets = OffsetStore::open(&log)?;
         let shares = Shares::open(&log, config.share.clone(), config.topic_defaults.clone())?;
         let group_config = config.groups.clone();
@@ -125,6 +129,7 @@ impl Broker {
             host,
             port: i32::from(bound.port()),
             cluster_id: "lograil-single-node".to_string(),
+            defaults,
             config,
             producers,
             producer_ids,
@@ -138,6 +143,11 @@ impl Broker {
             creating_partitions: Mutex::new(0),
             auto_create: RateLimiter::per_second(auto_create_rate),
         })
+    }
+
+    /// The config a new topic starts from: the flags, with dynamic broker defaults over them.
+    pub fn topic_defaults(&self) -> TopicConfig {
+        self.defaults.effective()
     }
 
     /// Partitions the broker holds, all topics together.
@@ -200,7 +210,7 @@ impl Broker {
     /// while that creation is still under way.
     pub fn auto_create_topic(&self, name: &str) -> Result<Arc<Topic>, CreateError> {
         let partitions = self.config.default_partitions;
-        match self.create_topic(name, partitions, self.config.topic_defaults.clone()) {
+        match self.create_topic(name, partitions, self.topic_defaults()) {
             Ok(topic) => {
                 tracing::info!(topic = name, partitions, "auto-created topic");
                 Ok(topic)

@@ -10,6 +10,7 @@
 
 mod appender;
 mod broker;
+mod broker_defaults;
 pub mod config;
 mod connection;
 mod durable;

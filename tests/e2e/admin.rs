@@ -425,7 +425,14 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
         .0,
         UNKNOWN_TOPIC_OR_PARTITION
     );
-    let (code, message) = incremental(&addr, 4, "", &[("log.retention.ms", SET, Some("1"))], false);
+    // A per-broker config (the cluster-wide defaults: see the test of dynamic defaults).
+    let (code, message) = incremental(
+        &addr,
+        4,
+        "1",
+        &[("log.retention.ms", SET, Some("1"))],
+        false,
+    );
     assert_eq!(code, INVALID_REQUEST);
     assert!(message.unwrap().contains("static"));
 
@@ -728,4 +735,137 @@ fn join_group_before_v7_never_answers_a_null_protocol_name() {
     );
     assert_eq!(second.error_code, 0);
     assert_eq!(second.protocol_name.as_deref(), Some("range"));
+}
+
+#[test]
+fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut broker = TestBroker::start(&data, &[]);
+    let addr = broker.addr.clone();
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    create_topic(&addr, "follows", 1);
+    create_topic(&addr, "own", 1);
+    assert_eq!(
+        incremental(
+            &addr,
+            2,
+            "own",
+            &[("retention.ms", SET, Some("5000"))],
+            false
+        )
+        .0,
+        0
+    );
+    let (flag_default, _) = config_of(&addr, "follows", "retention.ms");
+
+    // Bad input first: nothing changes.
+    assert_eq!(
+        incremental(&addr, 4, "", &[("num.io.threads", SET, Some("4"))], false).0,
+        INVALID_CONFIG
+    );
+    assert_eq!(
+        incremental(
+            &addr,
+            4,
+            "",
+            &[("log.retention.ms", SET, Some("later"))],
+            false
+        )
+        .0,
+        INVALID_CONFIG
+    );
+    assert_eq!(
+        incremental(
+            &addr,
+            4,
+            "1",
+            &[("log.retention.ms", SET, Some("1000"))],
+            false
+        )
+        .0,
+        INVALID_REQUEST,
+        "per-broker configs are static flags"
+    );
+    assert_eq!(
+        incremental(
+            &addr,
+            4,
+            "",
+            &[("log.retention.ms", SET, Some("1000"))],
+            true
+        )
+        .0,
+        0
+    );
+    assert_eq!(config_of(&addr, "follows", "retention.ms").0, flag_default);
+
+    assert_eq!(
+        incremental(
+            &addr,
+            4,
+            "",
+            &[("log.retention.ms", SET, Some("1000"))],
+            false
+        )
+        .0,
+        0
+    );
+    assert_eq!(
+        config_of(&addr, "follows", "retention.ms"),
+        ("1000".into(), 5)
+    );
+    assert_eq!(config_of(&addr, "own", "retention.ms"), ("5000".into(), 1));
+    create_topic(&addr, "new", 1);
+    assert_eq!(config_of(&addr, "new", "retention.ms"), ("1000".into(), 5));
+    let describe_default = |addr: &str| -> Vec<(String, String, i8)> {
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(text(""))
+                .with_configuration_keys(None),
+        ]);
+        let response: DescribeConfigsResponse =
+            call(&mut connect(addr), ApiKey::DescribeConfigs, 4, &request);
+        response.results[0]
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.value.as_ref().unwrap().to_string(),
+                    c.config_source,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        describe_default(&addr),
+        vec![("log.retention.ms".to_string(), "1000".to_string(), 3)]
+    );
+
+    broker.stop();
+    broker.restart();
+    let addr = broker.addr.clone();
+    assert_eq!(
+        describe_default(&addr),
+        vec![("log.retention.ms".to_string(), "1000".to_string(), 3)]
+    );
+    assert_eq!(
+        config_of(&addr, "follows", "retention.ms"),
+        ("1000".into(), 5)
+    );
+    // Back to the flag: the topics that followed follow back.
+    assert_eq!(
+        incremental(&addr, 4, "", &[("log.retention.ms", DELETE, None)], false).0,
+        0
+    );
+    assert!(describe_default(&addr).is_empty());
+    assert_eq!(
+        config_of(&addr, "follows", "retention.ms"),
+        (flag_default.clone(), 5)
+    );
+    assert_eq!(config_of(&addr, "new", "retention.ms"), (flag_default, 5));
+    assert_eq!(config_of(&addr, "own", "retention.ms"), ("5000".into(), 1));
 }

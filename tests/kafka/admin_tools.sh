@@ -18,8 +18,8 @@
 # - internal topics (`__*`) are left out of listings: lograil creates its own at start, Kafka
 #   its `__consumer_offsets` on first use;
 # - topic ids, cluster ids, producer ids, hosts and ports differ by nature and are masked;
-# - `synonyms={...}` of ConfigCommand: Kafka lists the broker-level synonym (log.retention.ms),
-#   lograil has no dynamic broker configs; only name=value is compared;
+# - `synonyms={...}` of ConfigCommand: Kafka lists the broker-level synonyms (log.retention.ms),
+#   lograil does not; only name=value is compared;
 # - log dir sizes: the set of partitions and whether each is empty are compared, not bytes;
 # - error output: the exception class only, not the message text.
 set -uo pipefail
@@ -223,6 +223,18 @@ steps() {
     tool 52-endpoints endpoints "$T.ClusterTool" list-endpoints --bootstrap-server @bs
     tool 53-cluster-id cluster_id "$T.ClusterTool" cluster-id --bootstrap-server @bs
 
+    # Cluster-wide broker defaults (dynamic in both).
+    tool 58-broker-default-alter as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers \
+        --entity-default --add-config log.retention.ms=7200000
+    tool 59-broker-default-describe configs "$CONFIGS" --bootstrap-server @bs --describe --entity-type brokers \
+        --entity-default
+    tool 60-broker-default-bad error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers \
+        --entity-default --add-config log.retention.ms=soon
+    tool 61-broker-default-delete as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers \
+        --entity-default --delete-config log.retention.ms
+    tool 62-broker-default-describe-deleted configs "$CONFIGS" --bootstrap-server @bs --describe \
+        --entity-type brokers --entity-default
+
     # Deletions.
     tool 54-group-delete as_is "$GROUPS_CMD" --bootstrap-server @bs --delete --group readers
     tool 55-groups-after-delete no_internal_groups "$GROUPS_CMD" --bootstrap-server @bs --list
@@ -261,9 +273,9 @@ for expected in "$WORK"/kafka-out/[0-9]*; do
         sed 's/^/     /' "$WORK/diff"
     fi
 done
-# lograil only: broker configs are static flags; altering them answers at once with a reason.
+# lograil only: per-broker configs are static flags; altering them answers at once with a reason.
 BS="$LOGRAIL_BOOTSTRAP" OUT="$WORK/lograil"
-tool 90-broker-alter as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers --entity-default \
+tool 90-broker-alter as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers --entity-name 1 \
     --add-config log.retention.ms=1000
 total=$((total + 1))
 if grep -q '^exit=1$' "$OUT/90-broker-alter" && grep -q 'static' "$OUT/90-broker-alter"; then

@@ -2,7 +2,8 @@
 //! are replaced as a whole, every config not named going back to the broker's default, with
 //! the same validation, persistence and immediate effect as IncrementalAlterConfigs (see
 //! there). A null value is INVALID_CONFIG. Deviations: broker resources are refused with
-//! INVALID_REQUEST (lograil's broker configs are static flags); other resource types too.
+//! INVALID_REQUEST (Kafka's tools alter the cluster-wide broker defaults with
+//! IncrementalAlterConfigs, which serves them); other resource types too.
 
 use std::sync::Arc;
 
@@ -61,8 +62,10 @@ pub async fn handle(
             }
             BROKER => Err((
                 ResponseError::InvalidRequest,
-                "lograil's broker configs are its command-line flags, static: they cannot be \
-                 altered while it runs"
+                "broker configs are altered with IncrementalAlterConfigs: the cluster-wide \
+                 defaults (--entity-default) of log.retention.ms, log.retention.bytes, \
+                 log.segment.bytes, log.roll.ms, message.max.bytes and \
+                 log.index.interval.bytes; the others are lograil's static flags"
                     .to_string(),
             )),
             other => Err((

@@ -11,8 +11,13 @@
 //!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name`, persisted in
 //!   `__share_group_state`.
 //!
-//! Deviations: broker resources (4) are refused with INVALID_REQUEST: lograil's broker configs
-//! are its command-line flags, static, and DescribeConfigs reports them as such. APPEND and
+//! - the cluster-wide broker defaults (resource type 4, name "", Kafka's `--entity-default`):
+//!   `log.retention.ms`, `log.retention.bytes`, `log.segment.bytes`, `log.roll.ms`,
+//!   `message.max.bytes`, `log.index.interval.bytes` (see `broker_defaults.rs`); topics with the
+//!   old default follow the new one. Any other broker config is INVALID_CONFIG.
+//!
+//! Deviations: a per-broker resource (type 4 named by a node id) is refused with
+//! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND and
 //! SUBTRACT (for list configs) apply to none of these configs (INVALID_CONFIG).
 
 use std::sync::Arc;
@@ -27,6 +32,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{errors, RequestContext};
 use crate::broker::Broker;
+use crate::broker_defaults::{follow, DefaultsError};
 use crate::config::{reset_topic_config, set_topic_config};
 use crate::shares::Pending;
 
@@ -44,6 +50,41 @@ pub async fn handle(
     let mut pending = Pending::default();
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in request.resources {
+        if resource.resource_type == BROKER && resource.resource_name.is_empty() {
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            let changes = match topic_changes(&resource.configs) {
+                Ok(changes) => changes,
+                Err(message) => {
+                    responses.push(
+                        response
+                            .with_error_code(ResponseError::InvalidConfig.code())
+                            .with_error_message(Some(StrBytes::from_string(message))),
+                    );
+                    continue;
+                }
+            };
+            let owner = broker.clone();
+            let validate_only = request.validate_only;
+            let outcome = tokio::task::spawn_blocking(move || {
+                alter_broker_defaults(&owner, &changes, validate_only)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err((
+                    ResponseError::UnknownServerError,
+                    format!("altering the broker defaults failed: {e}"),
+                ))
+            });
+            responses.push(match outcome {
+                Ok(()) => response,
+                Err((error, message)) => response
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            });
+            continue;
+        }
         if resource.resource_type == TOPIC {
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
@@ -111,8 +152,10 @@ fn alter_group(
         return fail(
             ResponseError::InvalidRequest,
             match resource.resource_type {
-                BROKER => "lograil's broker configs are its command-line flags, \
-                               static: they cannot be altered while it runs"
+                BROKER => "lograil's per-broker configs are its command-line flags, static: \
+                           only the cluster-wide defaults (--entity-default) of log.retention.ms, \
+                           log.retention.bytes, log.segment.bytes, log.roll.ms, \
+                           message.max.bytes and log.index.interval.bytes can be altered"
                     .to_string(),
                 other => format!("altering configs of resource type {other} is not supported"),
             },
@@ -201,7 +244,7 @@ pub(super) fn alter_topic(
             format!("the configs of internal topic {name} are lograil's own"),
         ));
     }
-    let defaults = &broker.config.topic_defaults;
+    let defaults = &broker.topic_defaults();
     let mut config = if replace {
         defaults.clone()
     } else {
@@ -226,5 +269,38 @@ pub(super) fn alter_topic(
         changes = changes.len(),
         "altered topic configs"
     );
+    Ok(())
+}
+
+/// Alters the dynamic broker defaults (`--entity-type brokers --entity-default`), then moves
+/// every topic that had the old default value to the new one. Blocking file work.
+fn alter_broker_defaults(
+    broker: &Broker,
+    changes: &[(String, Option<String>)],
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let _serial = broker.defaults.lock();
+    let (before, after) = broker
+        .defaults
+        .alter(changes, validate_only)
+        .map_err(|e| match e {
+            DefaultsError::Io(_) => (ResponseError::KafkaStorageError, e.to_string()),
+            _ => (ResponseError::InvalidConfig, e.to_string()),
+        })?;
+    if validate_only {
+        return Ok(());
+    }
+    for topic in broker.log.topics() {
+        if Broker::is_internal(topic.name()) {
+            continue;
+        }
+        if let Some(config) = follow(&topic.config(), &before, &after) {
+            broker
+                .log
+                .set_topic_config(topic.name(), config)
+                .map_err(|e| (errors::topic(&e), e.to_string()))?;
+        }
+    }
+    tracing::info!(changes = changes.len(), "altered dynamic broker defaults");
     Ok(())
 }
