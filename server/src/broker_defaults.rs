@@ -218,3 +218,57 @@ pub fn follow(
     }
     changed.then_some(followed)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn with(pairs: &[(&str, &str)]) -> TopicConfig {
+        let mut config = TopicConfig::default();
+        for (k, v) in pairs {
+            config.set(k, v).unwrap();
+        }
+        config
+    }
+
+    #[test]
+    fn only_values_equal_to_the_old_default_follow() {
+        let before = TopicConfig::default();
+        let after = with(&[("retention.ms", "1000")]);
+        let follows = follow(&TopicConfig::default(), &before, &after).unwrap();
+        assert_eq!(follows.retention_ms, Some(1000));
+        let own = with(&[("retention.ms", "5000")]);
+        assert!(follow(&own, &before, &after).is_none());
+    }
+
+    #[test]
+    fn defaults_are_validated_persisted_and_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let defaults = BrokerDefaults::open(dir.path(), TopicConfig::default()).unwrap();
+        assert!(matches!(
+            defaults.alter(&[("num.io.threads".into(), Some("4".into()))], false),
+            Err(DefaultsError::NotDynamic(_))
+        ));
+        assert!(matches!(
+            defaults.alter(&[("log.segment.bytes".into(), Some("10".into()))], false),
+            Err(DefaultsError::Invalid(_))
+        ));
+        defaults
+            .alter(&[("log.retention.ms".into(), Some("1000".into()))], true)
+            .unwrap();
+        assert!(defaults.dynamic().is_empty(), "validate only");
+        defaults
+            .alter(&[("log.retention.ms".into(), Some("1000".into()))], false)
+            .unwrap();
+        drop(defaults);
+        let reopened = BrokerDefaults::open(dir.path(), TopicConfig::default()).unwrap();
+        assert_eq!(
+            reopened.dynamic(),
+            vec![("log.retention.ms", "1000".to_string())]
+        );
+        assert_eq!(reopened.effective().retention_ms, Some(1000));
+        fs::write(dir.path().join(FILE), "garbage\n").unwrap();
+        assert!(BrokerDefaults::open(dir.path(), TopicConfig::default()).is_err());
+    }
+}

@@ -763,7 +763,7 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
     // Bad input first: nothing changes.
     assert_eq!(
         incremental(&addr, 4, "", &[("num.io.threads", SET, Some("4"))], false).0,
-        INVALID_CONFIG
+        INVALID_REQUEST
     );
     assert_eq!(
         incremental(
@@ -774,7 +774,7 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
             false
         )
         .0,
-        INVALID_CONFIG
+        INVALID_REQUEST
     );
     assert_eq!(
         incremental(

@@ -14,7 +14,8 @@
 //! - the cluster-wide broker defaults (resource type 4, name "", Kafka's `--entity-default`):
 //!   `log.retention.ms`, `log.retention.bytes`, `log.segment.bytes`, `log.roll.ms`,
 //!   `message.max.bytes`, `log.index.interval.bytes` (see `broker_defaults.rs`); topics with the
-//!   old default follow the new one. Any other broker config is INVALID_CONFIG.
+//!   old default follow the new one. A bad value, or any other broker config, is
+//!   INVALID_REQUEST (Kafka's code for a bad broker config).
 //!
 //! Deviations: a per-broker resource (type 4 named by a node id) is refused with
 //! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND and
@@ -285,7 +286,8 @@ fn alter_broker_defaults(
         .alter(changes, validate_only)
         .map_err(|e| match e {
             DefaultsError::Io(_) => (ResponseError::KafkaStorageError, e.to_string()),
-            _ => (ResponseError::InvalidConfig, e.to_string()),
+            // Kafka answers a bad broker config with INVALID_REQUEST.
+            _ => (ResponseError::InvalidRequest, e.to_string()),
         })?;
     if validate_only {
         return Ok(());
