@@ -10,7 +10,6 @@
 //! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
 //!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name`, persisted in
 //!   `__share_group_state`.
-//!
 //! - the cluster-wide broker defaults (resource type 4, name "", Kafka's `--entity-default`):
 //!   `log.retention.ms`, `log.retention.bytes`, `log.segment.bytes`, `log.roll.ms`,
 //!   `message.max.bytes`, `log.index.interval.bytes` (see `broker_defaults.rs`); topics with the
