@@ -172,25 +172,20 @@ fn fetch_long_polls_until_an_append_wakes_it() {
     assert_eq!(p.error_code, 0);
     assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
 
-    // An append 300 ms in wakes a fetch willing to wait 10 s.
+    // An append 300 ms in wakes a fetch willing to wait 10 minutes: only the append can answer
+    // it before the connection's 10 s read timeout fails the call.
     let addr = broker.addr.clone();
     let producer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
         produce(&addr, "poll", batch::build(&[(None, Some(b"wake up"), 1)]))
     });
-    let start = Instant::now();
     let woken: FetchResponse = call(
         &mut connect(&broker.addr),
         ApiKey::Fetch,
         12,
-        &fetch_request("poll", 0, 10_000, 1 << 20),
+        &fetch_request("poll", 0, 600_000, 1 << 20),
     );
-    let waited = start.elapsed();
     assert_eq!(producer.join().unwrap(), (0, 0));
-    assert!(
-        waited < Duration::from_secs(3),
-        "an append should wake the fetch, took {waited:?}"
-    );
     let records = woken.responses[0].partitions[0].records.clone().unwrap();
     assert_eq!(
         batch::decode(&records).unwrap()[0].value.as_deref(),

@@ -542,7 +542,8 @@ fn a_release_can_carry_a_delay_before_the_record_comes_back() {
     );
     let mut m = Member::join(&broker.addr, "g", "m", "later");
     assert_eq!(m.fetch(&[], 2000).len(), 2);
-    assert_eq!(m.release_after(0, 1500), (0, 0));
+    // A delay long enough that the next fetch comes well within it on a loaded machine.
+    assert_eq!(m.release_after(0, 4000), (0, 0));
     assert_eq!(m.acknowledge(&[(1, 1, vec![2])]), (0, 0));
     // Only the record released without a delay is there at once.
     let at_once: Vec<(i64, i16)> = m
@@ -605,7 +606,7 @@ fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
         "g",
         &[
             ("share.auto.offset.reset", "earliest"),
-            ("share.record.lock.duration.ms", "4000"),
+            ("share.record.lock.duration.ms", "8000"),
         ],
     );
     produce(
@@ -623,11 +624,12 @@ fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
         (0, INVALID_REQUEST),
         "a v1 acknowledgement cannot renew"
     );
-    // Halfway through the lock, offset 1's is renewed; offset 2's runs out.
-    std::thread::sleep(Duration::from_millis(2000));
+    // Halfway through the lock, offset 1's is renewed; offset 2's runs out. (Each step has
+    // half a lock, 4 s, to spare on a loaded machine.)
+    std::thread::sleep(Duration::from_millis(4000));
     let renewed = m.renew(1, 2);
     assert_eq!(Member::codes(&renewed), (0, 0));
-    assert_eq!(renewed.acquisition_lock_timeout_ms, 4000);
+    assert_eq!(renewed.acquisition_lock_timeout_ms, 8000);
     let mut other = Member::join(&broker.addr, "g", "other", "slow");
     let got: Vec<(i64, i16)> = fetch_until(&mut other, 1)
         .into_iter()
