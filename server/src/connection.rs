@@ -44,7 +44,7 @@ async fn release_share_sessions(broker: &Arc<Broker>, peer: SocketAddr) {
     }
     let owner = broker.clone();
     let released =
-        tokio::task::spawn_blocking(move || owner.shares.connection_closed(&owner.log, peer)).await;
+        crate::blocking::spawn(move || owner.shares.connection_closed(&owner.log, peer)).await;
     if let Ok(pending) = released {
         pending.durable(&broker.syncer).await;
     }

@@ -391,3 +391,34 @@ fn metadata_carries_each_topics_id_across_restarts() {
     broker.restart();
     assert_eq!(id_of(&broker.addr), id);
 }
+
+#[test]
+fn a_line_logged_on_the_blocking_pool_names_its_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    // Topic creation runs on the blocking pool and logs "created topic" there.
+    let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic("spanned"))
+        .with_num_partitions(1)
+        .with_replication_factor(1)]);
+    let response: CreateTopicsResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::CreateTopics,
+        5,
+        &request,
+    );
+    assert_eq!(response.topics[0].error_code, 0);
+    let log = std::fs::read_to_string(broker.log_path()).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("created topic") && l.contains("spanned"))
+        .unwrap_or_else(|| panic!("no creation line in:\n{log}"));
+    for part in [
+        "connection{peer=",
+        "api=CreateTopics",
+        "version=5",
+        "correlation_id=42",
+    ] {
+        assert!(line.contains(part), "{part:?} missing from {line:?}");
+    }
+}

@@ -18,7 +18,7 @@ pub async fn handle(
     _: &RequestContext,
 ) -> Option<DeleteTopicsResponse> {
     let owner = broker.clone();
-    let responses = tokio::task::spawn_blocking(move || {
+    let responses = crate::blocking::spawn(move || {
         request
             .topic_names
             .into_iter()

@@ -146,7 +146,7 @@ pub async fn handle(
             released.as_mut().enable();
             let owner = broker.clone();
             let (g, m, ps) = (group.clone(), member.clone(), partitions.clone());
-            let (got, more) = tokio::task::spawn_blocking(move || {
+            let (got, more) = crate::blocking::spawn(move || {
                 let mut pending = Pending::default();
                 let got = owner.shares.acquire(
                     &owner.log,
@@ -223,7 +223,7 @@ pub fn ack_batch(
 pub async fn release_member(broker: &Arc<Broker>, group: &str, member: &str) -> Option<Pending> {
     let owner = broker.clone();
     let (group, member) = (group.to_string(), member.to_string());
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         owner.shares.release_member(
             &owner.log,
@@ -252,7 +252,7 @@ pub async fn acknowledge(
     }
     let owner = broker.clone();
     let (group, member) = (group.to_string(), member.to_string());
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         let now = log_core::now_ms();
         let results = acks
