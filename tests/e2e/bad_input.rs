@@ -64,7 +64,11 @@ fn produce_legacy_min() -> i16 {
         .iter()
         .find(|a| a.key == ApiKey::Produce)
         .unwrap();
-    assert_eq!((produce.min, produce.max), (0, 9), "the versions this file covers");
+    assert_eq!(
+        (produce.min, produce.max),
+        (0, 9),
+        "the versions this file covers"
+    );
     3
 }
 
@@ -225,7 +229,11 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
         body.advance(3);
         assert_eq!(body.get_i32(), 1);
         assert_eq!(body.get_i32(), 0);
-        assert_eq!(body.get_i16(), 35, "Produce v{version}: UNSUPPORTED_VERSION");
+        assert_eq!(
+            body.get_i16(),
+            35,
+            "Produce v{version}: UNSUPPORTED_VERSION"
+        );
     }
 
     // Every bad-input check at every served version of Produce (3–9): each gets Kafka's error
@@ -506,7 +514,11 @@ fn fetch_bad_input_at_every_served_version() {
         .iter()
         .find(|a| a.key == ApiKey::Fetch)
         .unwrap();
-    assert_eq!((fetch.min, fetch.max), (4, 12), "the versions this test covers");
+    assert_eq!(
+        (fetch.min, fetch.max),
+        (4, 12),
+        "the versions this test covers"
+    );
 
     // One topic of one partition holding two batches (offsets 0 and 1).
     let mut s = connect(&addr);
@@ -537,18 +549,25 @@ fn fetch_bad_input_at_every_served_version() {
 
         // A good fetch first: both batches, so the answers below are not just empty.
         let good = only(&fetch(&fetch_request("raw", &[(0, 0)])));
-        assert_eq!((good.error_code, batches(&good)), (0, 2), "Fetch v{version}");
+        assert_eq!(
+            (good.error_code, batches(&good)),
+            (0, 2),
+            "Fetch v{version}"
+        );
         assert_eq!(good.high_watermark, 2);
 
         // Partitions and topics that do not exist: UNKNOWN_TOPIC_OR_PARTITION, no records.
         for (what, request) in [
             ("a negative partition", fetch_request("raw", &[(-1, 0)])),
-            ("a partition past the topic's", fetch_request("raw", &[(7, 0)])),
             (
-                "partition i32::MIN",
-                fetch_request("raw", &[(i32::MIN, 0)]),
+                "a partition past the topic's",
+                fetch_request("raw", &[(7, 0)]),
             ),
-            ("an unknown topic", fetch_request("never-created", &[(0, 0)])),
+            ("partition i32::MIN", fetch_request("raw", &[(i32::MIN, 0)])),
+            (
+                "an unknown topic",
+                fetch_request("never-created", &[(0, 0)]),
+            ),
             ("an empty topic name", fetch_request("", &[(0, 0)])),
         ] {
             let p = only(&fetch(&request));
@@ -588,7 +607,11 @@ fn fetch_bad_input_at_every_served_version() {
         huge.max_bytes = i32::MAX;
         huge.topics[0].partitions[0].partition_max_bytes = i32::MAX;
         let p = only(&fetch(&huge));
-        assert_eq!((p.error_code, batches(&p)), (0, 2), "Fetch v{version}, 2^31-1");
+        assert_eq!(
+            (p.error_code, batches(&p)),
+            (0, 2),
+            "Fetch v{version}, 2^31-1"
+        );
         let mut negative = fetch_request("raw", &[(0, 0)]);
         negative.max_bytes = -1;
         let p = only(&fetch(&negative));
@@ -626,7 +649,10 @@ fn fetch_bad_input_at_every_served_version() {
         // A partition count the frame cannot hold: closed, not allocated.
         let mut s = connect(&addr);
         s.write_all(&huge_partition_count(version)).unwrap();
-        assert!(closed(&mut s), "Fetch v{version}: 2^31-1 partitions claimed");
+        assert!(
+            closed(&mut s),
+            "Fetch v{version}: 2^31-1 partitions claimed"
+        );
     }
 
     // Still serving, and the log untouched.

@@ -814,11 +814,7 @@ fn the_fetch_budget_spans_partitions() {
         );
         assert_eq!(
             fetched_batches(&tiny),
-            [
-                (0, vec![0], batch_len),
-                (0, vec![], 0),
-                (0, vec![], 0)
-            ],
+            [(0, vec![0], batch_len), (0, vec![], 0), (0, vec![], 0)],
             "Fetch v{version}: one whole batch past a 1000-byte limit"
         );
         // And when the first partition has nothing left, the first batch that comes is
@@ -831,11 +827,7 @@ fn the_fetch_budget_spans_partitions() {
         );
         assert_eq!(
             fetched_batches(&tiny),
-            [
-                (0, vec![], 0),
-                (0, vec![3], batch_len),
-                (0, vec![], 0)
-            ],
+            [(0, vec![], 0), (0, vec![3], batch_len), (0, vec![], 0)],
             "Fetch v{version}: the first batch is the second partition's"
         );
     }
