@@ -53,6 +53,19 @@ impl Pending {
     }
 }
 
+/// How much one ShareFetch may acquire.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchLimits {
+    /// Records (`MaxRecords`).
+    pub records: usize,
+    /// Bytes of batches (`MaxBytes`), checked between partitions.
+    pub bytes: usize,
+    /// Kafka's default `batch_optimized` acquire mode (KIP-1206): new records are acquired up
+    /// to the end of the batch holding the last one asked for, so that no batch is sent for a
+    /// part of its records; `MaxRecords` is then a soft limit. `record_limit` mode: strict.
+    pub whole_batches: bool,
+}
+
 /// What one ShareFetch got from one partition.
 #[derive(Debug, Clone)]
 pub struct PartitionFetch {
@@ -297,13 +310,13 @@ impl Shares {
         member: &str,
         partitions: &[TopicPartition],
         rotate: usize,
-        max_records: usize,
-        max_bytes: usize,
+        limits: FetchLimits,
         now: i64,
         pending: &mut Pending,
     ) -> Vec<PartitionFetch> {
         let config = self.config(group);
-        let mut left = max_records;
+        let max_bytes = limits.bytes;
+        let mut left = limits.records;
         let mut bytes = 0usize;
         let mut out = Vec::new();
         let count = partitions.len();
@@ -312,7 +325,11 @@ impl Shares {
             let fetched = if left == 0 || bytes >= max_bytes {
                 continue;
             } else {
-                self.acquire_one(log, group, member, tp, left, &config, now, pending)
+                let limits = FetchLimits {
+                    records: left,
+                    ..limits
+                };
+                self.acquire_one(log, group, member, tp, limits, &config, now, pending)
             };
             left = left.saturating_sub(
                 fetched
@@ -334,7 +351,7 @@ impl Shares {
         group: &str,
         member: &str,
         (topic_id, index): TopicPartition,
-        max_records: usize,
+        limits: FetchLimits,
         config: &ShareConfig,
         now: i64,
         pending: &mut Pending,
@@ -362,8 +379,13 @@ impl Shares {
         if state.start() < partition.log_start_offset() {
             changes = state.reset_start(partition.log_start_offset());
         }
-        let (acquired, took) =
-            state.acquire(member, now, max_records, partition.log_end_offset(), config);
+        let log_end = partition.log_end_offset();
+        let max_records = if limits.whole_batches {
+            delivery::to_batch_end(&partition, state.end(), limits.records, log_end)
+        } else {
+            limits.records
+        };
+        let (acquired, took) = state.acquire(member, now, max_records, log_end, config);
         merge(&mut changes, took);
         let mut ranges = acquired.ranges;
         let records = match delivery::read_acquired(&partition, &ranges) {
