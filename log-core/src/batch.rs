@@ -297,7 +297,8 @@ pub fn build_with_headers(records: &[HeadedRecord]) -> Bytes {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // As in `encode`: one batch while offset - sequence stays constant.
+            sequence: i as i32 - 1,
             timestamp: r.timestamp,
             key: r.key.clone(),
             value: r.value.clone(),
@@ -448,6 +449,43 @@ fn records_fit(data: &[u8], count: i32) -> bool {
     rest.is_empty()
 }
 
+/// Whether a record of the uncompressed batch `batch` has a header named `name`, found by
+/// walking the records' framing: keys, values and other headers are skipped, not read. `None`
+/// when the batch is compressed or its records do not parse (decode it to know).
+pub fn has_header(batch: &[u8], name: &[u8]) -> Option<bool> {
+    let header = BatchHeader::parse(batch).ok()?;
+    if header.is_compressed() {
+        return None;
+    }
+    /// A length-prefixed field (-1: null) skipped; the bytes after it, and the field.
+    fn field(buf: &[u8]) -> Option<(&[u8], &[u8])> {
+        let (len, rest) = varint(buf)?;
+        let len = usize::try_from(len.max(0)).ok()?;
+        Some((rest.get(len..)?, rest.get(..len)?))
+    }
+    let mut rest = batch.get(HEADER_LEN..header.size as usize)?;
+    for _ in 0..header.record_count {
+        let (len, body) = varint(rest)?;
+        let len = usize::try_from(len).ok()?;
+        let record = body.get(..len)?;
+        rest = &body[len..];
+        // attributes (1 byte), timestampDelta, offsetDelta, key, value, header count
+        let (_, after) = varint(record.get(1..)?)?;
+        let (_, after) = varint(after)?;
+        let (after, _key) = field(after)?;
+        let (after, _value) = field(after)?;
+        let (count, mut after) = varint(after)?;
+        for _ in 0..count.max(0) {
+            let (next, key) = field(after)?;
+            if key == name {
+                return Some(true);
+            }
+            (after, _) = field(next)?;
+        }
+    }
+    Some(false)
+}
+
 /// A zigzag varint (as Kafka's records use): its value and the bytes after it.
 fn varint(buf: &[u8]) -> Option<(i64, &[u8])> {
     let mut raw = 0u64;
@@ -485,6 +523,39 @@ mod tests {
             (None, Some(b"world"), 1_005),
             (Some(b"k3"), None, 1_002),
         ])
+    }
+
+    #[test]
+    fn a_header_is_found_by_walking_the_framing() {
+        let record = |value: &str, headers: &[(&str, &str)]| HeadedRecord {
+            key: Some(Bytes::from_static(b"deadline? no, a key")),
+            value: Some(Bytes::copy_from_slice(value.as_bytes())),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(Bytes::copy_from_slice(v.as_bytes()))))
+                .collect(),
+            ..HeadedRecord::default()
+        };
+        let with = build_with_headers(&[
+            record("deadline in a value", &[("trace", "deadline")]),
+            record("b", &[("a", "1"), ("deadline", "42")]),
+        ]);
+        assert_eq!(
+            BatchHeader::parse(&with).unwrap().record_count,
+            2,
+            "one batch"
+        );
+        assert_eq!(has_header(&with, b"deadline"), Some(true));
+        let without = build_with_headers(&[record("deadline", &[("deadlines", "x")])]);
+        assert_eq!(has_header(&without, b"deadline"), Some(false));
+        assert_eq!(has_header(&sample(), b"deadline"), Some(false));
+        let zipped = build_with(&[(None, Some(b"v"), 1)], Compression::Gzip);
+        assert_eq!(has_header(&zipped, b"deadline"), None);
+        assert_eq!(
+            has_header(&with[..with.len() - 3], b"deadline"),
+            None,
+            "truncated"
+        );
     }
 
     #[test]

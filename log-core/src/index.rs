@@ -83,6 +83,18 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
 #[derive(Debug)]
 pub(crate) struct OffsetIndex(EntryList<OFFSET_ENTRY_LEN>);
 
+/// Why the bytes of an index file do not fit their segment. An entry is shown as it is stored:
+/// (relative offset, position) in an `.index`, (timestamp, relative offset) in a `.timeindex`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EntriesError {
+    #[error("size {len} is not a multiple of {entry_len}")]
+    Size { len: usize, entry_len: usize },
+    #[error("entry ({0}, {1}) points outside the segment")]
+    Outside(i64, u32),
+    #[error("entry ({0}, {1}) is out of order")]
+    OutOfOrder(i64, u32),
+}
+
 impl OffsetIndex {
     pub fn new() -> Self {
         OffsetIndex(EntryList::owned(Vec::new()))
@@ -90,21 +102,22 @@ impl OffsetIndex {
 
     /// Checks the bytes of an `.index` file against the segment it indexes; `Err` says why
     /// they do not fit.
-    pub fn from_bytes(entries: Vec<u8>, log_len: u64, span: u64) -> Result<Self, String> {
+    pub fn from_bytes(entries: Vec<u8>, log_len: u64, span: u64) -> Result<Self, EntriesError> {
         if !entries.len().is_multiple_of(OFFSET_ENTRY_LEN) {
-            return Err(format!(
-                "size {} is not a multiple of {OFFSET_ENTRY_LEN}",
-                entries.len()
-            ));
+            return Err(EntriesError::Size {
+                len: entries.len(),
+                entry_len: OFFSET_ENTRY_LEN,
+            });
         }
         let mut previous: Option<(u32, u32)> = None;
         for entry in entries.chunks_exact(OFFSET_ENTRY_LEN) {
             let (rel, pos) = (u32_at(entry, 0), u32_at(entry, 4));
+            let entry = (i64::from(rel), pos);
             if u64::from(rel) >= span.max(1) || u64::from(pos) >= log_len.max(1) {
-                return Err(format!("entry ({rel}, {pos}) points outside the segment"));
+                return Err(EntriesError::Outside(entry.0, entry.1));
             }
             if previous.is_some_and(|(r, p)| rel <= r || pos <= p) {
-                return Err(format!("entry ({rel}, {pos}) is out of order"));
+                return Err(EntriesError::OutOfOrder(entry.0, entry.1));
             }
             previous = Some((rel, pos));
         }
@@ -145,21 +158,21 @@ impl TimeIndex {
 
     /// Checks the bytes of a `.timeindex` file; `Err` if they do not fit a segment of `span`
     /// offsets.
-    pub fn from_bytes(entries: Vec<u8>, span: u64) -> Result<Self, String> {
+    pub fn from_bytes(entries: Vec<u8>, span: u64) -> Result<Self, EntriesError> {
         if !entries.len().is_multiple_of(TIME_ENTRY_LEN) {
-            return Err(format!(
-                "size {} is not a multiple of {TIME_ENTRY_LEN}",
-                entries.len()
-            ));
+            return Err(EntriesError::Size {
+                len: entries.len(),
+                entry_len: TIME_ENTRY_LEN,
+            });
         }
         let mut previous: Option<(i64, u32)> = None;
         for entry in entries.chunks_exact(TIME_ENTRY_LEN) {
             let (ts, rel) = decode_time(entry);
             if u64::from(rel) >= span.max(1) {
-                return Err(format!("entry ({ts}, {rel}) points outside the segment"));
+                return Err(EntriesError::Outside(ts, rel));
             }
             if previous.is_some_and(|(t, r)| ts < t || rel < r) {
-                return Err(format!("entry ({ts}, {rel}) is out of order"));
+                return Err(EntriesError::OutOfOrder(ts, rel));
             }
             previous = Some((ts, rel));
         }

@@ -33,6 +33,7 @@
 
 pub mod batch;
 mod config;
+mod data_dir;
 pub mod decompress;
 pub mod dump;
 mod error;
@@ -41,13 +42,15 @@ pub mod io;
 mod log;
 mod partition;
 mod segment;
+mod topic;
 
 pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
     TopicError,
 };
-pub use log::{validate_name, Log, LogOptions, Topic, MAX_PARTITIONS};
+pub use log::{Log, LogOptions, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
 pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};
+pub use topic::{validate_name, Topic};
 pub use uuid::Uuid;

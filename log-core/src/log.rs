@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -14,60 +13,22 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::config::TopicConfig;
-use crate::error::{AppendError, ConfigError, FileError, OpenError, TopicError};
+use crate::data_dir::{
+    read_topic_file, remove_dir, remove_partition_dirs, take_clean_marker, write_clean_marker,
+    write_topic_file, TOPIC_EXT,
+};
+use crate::error::{AppendError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
 use crate::partition::OpenContext;
 use crate::partition::{Partition, RetentionReport};
 use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
+use crate::topic::{open_topic, validate_name, Topic};
 
-const TOPIC_EXT: &str = "topic";
-/// The first line of a `.topic` file. Format 2 added the topic id; a format-1 file is given an
-/// id and rewritten when it is opened.
-const TOPIC_FORMAT: &str = "# lograil topic, format 2";
-const TOPIC_FORMAT_1: &str = "# lograil topic, format 1";
 const LOCK_FILE: &str = ".lock";
-/// Written when the log closes with every partition flushed; removed when it opens. Its absence
-/// at open means the last run did not shut down cleanly, and recovery checks CRCs.
-const CLEAN_MARKER: &str = ".clean-shutdown";
 /// Partition directories of a deleted topic are renamed with this suffix, then removed.
 const DELETED_SUFFIX: &str = "-deleted";
 /// Most partitions a topic may have.
 pub const MAX_PARTITIONS: u32 = 100_000;
-
-/// A topic: its partitions, in order.
-#[derive(Debug)]
-pub struct Topic {
-    name: String,
-    /// Kafka's topic id: random, kept for the topic's life, new when a topic of the same name
-    /// is created again.
-    id: Uuid,
-    partitions: Vec<Arc<Partition>>,
-}
-
-impl Topic {
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn id(&self) -> Uuid {
-        self.id
-    }
-
-    pub fn partitions(&self) -> &[Arc<Partition>] {
-        &self.partitions
-    }
-
-    pub fn partition(&self, index: u32) -> Option<&Arc<Partition>> {
-        self.partitions.get(index as usize)
-    }
-
-    pub fn config(&self) -> TopicConfig {
-        self.partitions
-            .first()
-            .map(|p| p.config())
-            .unwrap_or_default()
-    }
-}
 
 /// The storage engine over one data directory.
 #[derive(Debug)]
@@ -567,157 +528,4 @@ impl Shared {
             }
         }
     }
-}
-
-/// Kafka's topic name rules: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_name(name: &str) -> Result<(), TopicError> {
-    let invalid = |reason| {
-        Err(TopicError::InvalidName {
-            name: name.to_string(),
-            reason,
-        })
-    };
-    if name.is_empty() || name.len() > 249 {
-        return invalid("must be 1 to 249 characters");
-    }
-    if name == "." || name == ".." {
-        return invalid("cannot be '.' or '..'");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return invalid("may contain only ASCII letters, digits, '.', '_' and '-'");
-    }
-    Ok(())
-}
-
-fn open_topic(
-    dir: &Path,
-    name: &str,
-    id: Uuid,
-    partitions: u32,
-    config: TopicConfig,
-    context: &OpenContext,
-) -> Result<Topic, OpenError> {
-    let partitions = (0..partitions)
-        .map(|p| {
-            let label = format!("{name}-{p}");
-            Partition::open(&dir.join(&label), &label, config.clone(), context).map(Arc::new)
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(Topic {
-        name: name.to_string(),
-        id,
-        partitions,
-    })
-}
-
-/// What a `.topic` file holds.
-struct TopicFile {
-    partitions: u32,
-    config: TopicConfig,
-    /// `None` in a format-1 file.
-    id: Option<Uuid>,
-}
-
-fn read_topic_file(path: &Path) -> Result<TopicFile, OpenError> {
-    let text = fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
-    let bad = |source: ConfigError| OpenError::BadConfig {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut lines = text.lines();
-    let format = lines.next();
-    if format != Some(TOPIC_FORMAT) && format != Some(TOPIC_FORMAT_1) {
-        return Err(bad(ConfigError::Format {
-            expected: TOPIC_FORMAT,
-        }));
-    }
-    let (mut partitions, mut id) = (None, None);
-    let mut rest = String::new();
-    for line in lines {
-        if let Some(n) = line.strip_prefix("partitions=") {
-            partitions = n.trim().parse::<u32>().ok();
-        } else if let Some(text) = line.strip_prefix("id=") {
-            id = Some(
-                Uuid::parse_str(text.trim())
-                    .map_err(|_| bad(ConfigError::Missing { name: "id" }))?,
-            );
-        } else {
-            rest.push_str(line);
-            rest.push('\n');
-        }
-    }
-    let partitions = partitions
-        .filter(|n| (1..=MAX_PARTITIONS).contains(n))
-        .ok_or_else(|| bad(ConfigError::Missing { name: "partitions" }))?;
-    if format == Some(TOPIC_FORMAT) && id.is_none() {
-        return Err(bad(ConfigError::Missing { name: "id" }));
-    }
-    let config = TopicConfig::from_properties(&rest).map_err(bad)?;
-    Ok(TopicFile {
-        partitions,
-        config,
-        id,
-    })
-}
-
-/// Writes `<topic>.topic` atomically: temporary file, fsync, rename, fsync of the directory.
-fn write_topic_file(
-    dir: &Path,
-    name: &str,
-    partitions: u32,
-    config: &TopicConfig,
-    id: Uuid,
-) -> Result<(), FileError> {
-    let path = dir.join(format!("{name}.{TOPIC_EXT}"));
-    let tmp = dir.join(format!("{name}.{TOPIC_EXT}.tmp"));
-    let text = format!(
-        "{TOPIC_FORMAT}\nid={}\npartitions={partitions}\n{}",
-        id.hyphenated(),
-        config.to_properties()
-    );
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()
-    };
-    write().map_err(|e| FileError::new("write", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
-    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
-}
-
-fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {
-    for p in 0..partitions {
-        remove_dir(&dir.join(format!("{name}-{p}")));
-    }
-}
-
-fn remove_dir(path: &Path) {
-    if let Err(e) = fs::remove_dir_all(path) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(dir = %path.display(), error = %e, "could not remove partition dir");
-        }
-    }
-}
-
-/// Whether the last run shut down cleanly; removes the marker (durably) so that a crash from
-/// now on is seen as unclean.
-fn take_clean_marker(dir: &Path) -> Result<bool, OpenError> {
-    let path = dir.join(CLEAN_MARKER);
-    match fs::remove_file(&path) {
-        Ok(()) => {
-            io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(FileError::new("remove", path, e).into()),
-    }
-}
-
-fn write_clean_marker(dir: &Path) -> Result<(), FileError> {
-    let path = dir.join(CLEAN_MARKER);
-    fs::write(&path, b"").map_err(|e| FileError::new("write", &path, e))?;
-    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
 }

@@ -413,15 +413,16 @@ fn retention_by_bytes_and_age_deletes_whole_closed_segments() {
 fn segments_roll_by_age() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();
+    // Long enough that the first two appends fall within it even on a loaded machine.
     let config = TopicConfig {
-        segment_ms: Some(50),
+        segment_ms: Some(2_000),
         ..TopicConfig::default()
     };
     let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
     p.append(&records("a", 1, 0)).unwrap();
     p.append(&records("b", 1, 0)).unwrap();
     assert_eq!(p.segment_count(), 1);
-    std::thread::sleep(Duration::from_millis(80));
+    std::thread::sleep(Duration::from_millis(2_100));
     p.append(&records("c", 1, 0)).unwrap();
     assert_eq!(p.segment_count(), 2);
     assert_eq!(read_all(&p, 0).len(), 3);

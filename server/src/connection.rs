@@ -24,6 +24,10 @@ use crate::frame::{FrameLimits, FrameReader};
 use crate::handlers::{self, Session, SCRATCH_IDLE_RELEASE};
 use crate::limits::Slot;
 
+/// How long a response (or what is left in the write buffer) may take to go out once shutdown
+/// has begun: a client that stops reading cannot hold the broker's exit up for longer.
+const SHUTDOWN_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Serves one connection until the client closes it, sends something unreadable, times out or
 /// the broker shuts down; in a span naming the peer and (once known) the client id. `slot` is
 /// the connection's place under the connection caps, freed when it ends.
@@ -44,7 +48,7 @@ async fn release_share_sessions(broker: &Arc<Broker>, peer: SocketAddr) {
     }
     let owner = broker.clone();
     let released =
-        tokio::task::spawn_blocking(move || owner.shares.connection_closed(&owner.log, peer)).await;
+        crate::blocking::spawn(move || owner.shares.connection_closed(&owner.log, peer)).await;
     if let Ok(pending) = released {
         pending.durable(&broker.syncer).await;
     }
@@ -103,19 +107,26 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
             Ok(Some(response)) => {
                 // Each response goes out before the next request is handled: that request may
                 // wait (a long-polling fetch, a JoinGroup) and must not hold this one back. A
-                // client that stops reading cannot hold up shutdown either.
+                // client that stops reading cannot hold up shutdown either: once shutdown
+                // begins, the response gets a last short chance to go out. (Most responses
+                // that meet shutdown here are the ones shutdown itself answered.)
                 let written = async {
                     writer.write_all(&response).await?;
                     writer.flush().await
                 };
+                tokio::pin!(written);
                 tokio::select! {
-                    result = written => {
+                    biased;
+                    result = &mut written => {
                         if let Err(e) = result {
                             tracing::debug!(error = %e, "client went away");
                             return;
                         }
                     }
-                    _ = shutdown.changed() => return,
+                    _ = shutdown.changed() => {
+                        let _ = tokio::time::timeout(SHUTDOWN_WRITE, written).await;
+                        return;
+                    }
                 }
                 let len = response.len();
                 drop(response);
@@ -129,7 +140,7 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
         }
     }
     // Whatever is buffered goes out, unless the client stopped reading.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.flush()).await;
+    let _ = tokio::time::timeout(SHUTDOWN_WRITE, writer.flush()).await;
 }
 
 /// Waits, between requests, for the first bytes of the next one. `false` when the connection

@@ -66,7 +66,7 @@ impl Syncer {
             return;
         }
         let (partition, slot) = (partition.clone(), slot.clone());
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::spawn(move || {
             // A failure poisons the partition; the waiters see it in `is_durable`.
             let _ = partition.flush();
             slot.syncing.store(false, Ordering::Release);

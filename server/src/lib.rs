@@ -9,6 +9,7 @@
 //! one handler file per API → log-core.
 
 mod appender;
+mod blocking;
 mod broker;
 mod broker_defaults;
 pub mod config;
@@ -79,7 +80,7 @@ impl Server {
         config.validate()?;
         let bound = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
-        let broker = tokio::task::spawn_blocking(move || Broker::open(config, bound, stopped))
+        let broker = crate::blocking::spawn(move || Broker::open(config, bound, stopped))
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))??;
         Ok(Server {
@@ -168,7 +169,7 @@ async fn serve(
     producer_expiry.abort();
     offsets_expiry.abort();
     let owner = broker.clone();
-    let closed = tokio::task::spawn_blocking(move || {
+    let closed = crate::blocking::spawn(move || {
         let mut result = Ok(());
         for topic in owner.log.topics() {
             for partition in topic.partitions() {
@@ -195,8 +196,7 @@ async fn run_retention(broker: Arc<Broker>) {
         every.tick().await;
         let owner = broker.clone();
         let result =
-            tokio::task::spawn_blocking(move || owner.log.apply_retention(log_core::now_ms()))
-                .await;
+            crate::blocking::spawn(move || owner.log.apply_retention(log_core::now_ms())).await;
         match result {
             Ok(Ok(report)) if report.deleted_segments > 0 => {
                 tracing::info!(
@@ -238,7 +238,7 @@ async fn run_offsets_expiry(broker: Arc<Broker>) {
         every.tick().await;
         let owner = broker.clone();
         let expired =
-            tokio::task::spawn_blocking(move || owner.expire_offsets(log_core::now_ms())).await;
+            crate::blocking::spawn(move || owner.expire_offsets(log_core::now_ms())).await;
         match expired {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "expiring offsets failed"),
@@ -256,8 +256,7 @@ async fn run_group_timer(broker: Arc<Broker>) {
         // Share groups: locks that ran out, members gone silent (log work: blocking pool).
         let owner = broker.clone();
         let ticked =
-            tokio::task::spawn_blocking(move || owner.shares.tick(&owner.log, log_core::now_ms()))
-                .await;
+            crate::blocking::spawn(move || owner.shares.tick(&owner.log, log_core::now_ms())).await;
         if let Ok(pending) = ticked {
             pending.durable(&broker.syncer).await;
         }

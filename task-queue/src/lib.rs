@@ -61,6 +61,7 @@
 mod config;
 mod share_partition;
 mod store;
+mod window;
 
 pub use config::{AutoOffsetReset, ShareConfig, ShareConfigError};
 pub use share_partition::{

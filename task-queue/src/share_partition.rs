@@ -17,6 +17,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ShareConfig;
+use crate::window::Window;
 
 /// The states of KIP-932 (AVAILABLE past SPEO is implicit).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,13 +209,14 @@ impl Changes {
 }
 
 /// One share partition's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharePartition {
     /// SPSO: every offset below is finished.
     start: i64,
     /// SPEO: every offset from here on is available and was never acquired.
     end: i64,
-    entries: BTreeMap<i64, Entry>,
+    /// Every offset from SPSO to SPEO.
+    entries: Window,
 }
 
 impl SharePartition {
@@ -223,7 +225,7 @@ impl SharePartition {
         SharePartition {
             start,
             end: start,
-            entries: BTreeMap::new(),
+            entries: Window::new(start),
         }
     }
 
@@ -236,18 +238,18 @@ impl SharePartition {
     }
 
     pub fn entry(&self, offset: i64) -> Option<&Entry> {
-        self.entries.get(&offset)
+        self.entries.get(offset)
     }
 
     pub fn entries(&self) -> impl Iterator<Item = (i64, &Entry)> {
-        self.entries.iter().map(|(o, e)| (*o, e))
+        self.entries.iter()
     }
 
     /// Records held by members now.
     pub fn acquired_count(&self) -> usize {
         self.entries
-            .values()
-            .filter(|e| matches!(e.state, RecordState::Acquired { .. }))
+            .iter()
+            .filter(|(_, e)| matches!(e.state, RecordState::Acquired { .. }))
             .count()
     }
 
@@ -277,10 +279,10 @@ impl SharePartition {
             .entries
             .iter()
             .filter(|(o, e)| {
-                **o < log_end
+                *o < log_end
                     && matches!(e.state, RecordState::Available { not_before } if not_before <= now)
             })
-            .map(|(o, e)| (*o, e.deliveries))
+            .map(|(o, e)| (o, e.deliveries))
             .collect();
         for (offset, deliveries) in due {
             if budget == 0 {
@@ -297,7 +299,7 @@ impl SharePartition {
         let window_end = self.start.saturating_add(config.max_window as i64);
         while budget > 0 && self.end < log_end.min(window_end) {
             let offset = self.end;
-            self.entries.insert(offset, Entry::new());
+            self.entries.push(offset, Entry::new());
             self.end += 1;
             self.take(offset, &holder, now, until, &mut acquired, &mut changes);
             budget -= 1;
@@ -314,7 +316,7 @@ impl SharePartition {
         acquired: &mut Acquired,
         changes: &mut Changes,
     ) {
-        if let Some(entry) = self.entries.get_mut(&offset) {
+        if let Some(entry) = self.entries.get_mut(offset) {
             entry.deliveries = entry.deliveries.saturating_add(1);
             entry.acquired_at = now;
             entry.state = RecordState::Acquired {
@@ -352,7 +354,7 @@ impl SharePartition {
             }
             previous_last = Some(batch.last_offset);
             for offset in batch.first_offset..=batch.last_offset {
-                let held = self.entries.get(&offset).is_some_and(
+                let held = self.entries.get(offset).is_some_and(
                     |e| matches!(&e.state, RecordState::Acquired { member: m, .. } if **m == *member),
                 );
                 if !held {
@@ -389,7 +391,7 @@ impl SharePartition {
                     AckType::Renew => {
                         // Checked above: acquired by `member`.
                         if let Some(RecordState::Acquired { until: held, .. }) =
-                            self.entries.get_mut(&offset).map(|e| &mut e.state)
+                            self.entries.get_mut(offset).map(|e| &mut e.state)
                         {
                             *held = until;
                             changes.offsets.push(offset);
@@ -404,7 +406,7 @@ impl SharePartition {
 
     /// Archives a record that is not held (it is not being delivered).
     fn archive(&mut self, offset: i64, reason: ArchiveReason, changes: &mut Changes) {
-        let Some(entry) = self.entries.get_mut(&offset) else {
+        let Some(entry) = self.entries.get_mut(offset) else {
             return;
         };
         entry.state = RecordState::Archived(reason);
@@ -426,7 +428,7 @@ impl SharePartition {
         reason: Option<ArchiveReason>,
         changes: &mut Changes,
     ) {
-        let Some(entry) = self.entries.get_mut(&offset) else {
+        let Some(entry) = self.entries.get_mut(offset) else {
             return;
         };
         match reason {
@@ -460,7 +462,7 @@ impl SharePartition {
         config: &ShareConfig,
         changes: &mut Changes,
     ) {
-        let Some(entry) = self.entries.get(&offset) else {
+        let Some(entry) = self.entries.get(offset) else {
             return;
         };
         if entry.deliveries >= config.delivery_limit {
@@ -473,7 +475,7 @@ impl SharePartition {
             );
             return;
         }
-        if let Some(entry) = self.entries.get_mut(&offset) {
+        if let Some(entry) = self.entries.get_mut(offset) {
             record_attempt(entry, now, outcome);
             entry.state = RecordState::Available {
                 not_before: now.saturating_add(delay.max(0)),
@@ -488,7 +490,7 @@ impl SharePartition {
             .entries
             .iter()
             .filter(|(_, e)| matches!(e.state, RecordState::Acquired { until, .. } if until <= now))
-            .map(|(o, _)| *o)
+            .map(|(o, _)| o)
             .collect();
         let mut changes = Changes::default();
         for offset in expired {
@@ -506,7 +508,7 @@ impl SharePartition {
             .filter(
                 |(_, e)| matches!(&e.state, RecordState::Acquired { member: m, .. } if **m == *member),
             )
-            .map(|(o, _)| *o)
+            .map(|(o, _)| o)
             .collect();
         let mut changes = Changes::default();
         for offset in held {
@@ -538,15 +540,11 @@ impl SharePartition {
     /// past SPEO.
     pub fn reset_start(&mut self, offset: i64) -> Changes {
         let changes = Changes {
-            offsets: self.entries.keys().copied().collect(),
+            offsets: self.entries.iter().map(|(o, _)| o).collect(),
             archived: Vec::new(),
         };
-        if offset >= self.end {
-            self.entries.clear();
-            self.end = offset;
-        } else {
-            self.entries = self.entries.split_off(&offset);
-        }
+        self.entries.start_at(offset);
+        self.end = self.end.max(offset);
         self.start = offset;
         self.advance_start();
         changes
@@ -554,13 +552,7 @@ impl SharePartition {
 
     /// Moves SPSO past every finished record at the front, forgetting them.
     fn advance_start(&mut self) {
-        while let Some(entry) = self.entries.get(&self.start) {
-            if !entry.state.is_final() {
-                return;
-            }
-            self.entries.remove(&self.start);
-            self.start += 1;
-        }
+        self.start += self.entries.pop_front_while(|e| e.state.is_final()) as i64;
         if self.start > self.end {
             self.end = self.start;
         }
@@ -568,18 +560,23 @@ impl SharePartition {
 
     /// Rebuilds from persisted entries: locks do not survive a restart, so an acquired record
     /// is available again (its delivery counted).
-    pub fn restore(start: i64, end: i64, entries: BTreeMap<i64, Entry>) -> Self {
+    pub fn restore(start: i64, end: i64, mut entries: BTreeMap<i64, Entry>) -> Self {
+        // Offsets past the last one with an entry were never acquired: past SPEO.
+        let last_known = entries
+            .range(start..end)
+            .next_back()
+            .map_or(start, |(o, _)| o + 1);
+        let end = end.min(last_known).max(start);
         let mut partition = SharePartition {
             start,
-            end: end.max(start),
-            entries,
+            end,
+            entries: Window::filled(start, end, |o| entries.remove(&o), Entry::new),
         };
-        for entry in partition.entries.values_mut() {
+        for (_, entry) in partition.entries.iter_mut() {
             if matches!(entry.state, RecordState::Acquired { .. }) {
                 entry.state = RecordState::Available { not_before: 0 };
             }
         }
-        partition.entries.retain(|o, _| *o >= start);
         partition.advance_start();
         partition
     }
@@ -587,7 +584,7 @@ impl SharePartition {
     /// Counts for describing: (available between SPSO and SPEO, acquired, archived).
     pub fn counts(&self) -> (usize, usize, usize) {
         let mut counts = (0, 0, 0);
-        for entry in self.entries.values() {
+        for (_, entry) in self.entries.iter() {
             match entry.state {
                 RecordState::Available { .. } => counts.0 += 1,
                 RecordState::Acquired { .. } => counts.1 += 1,
@@ -603,8 +600,8 @@ impl SharePartition {
     pub fn lag(&self, log_end: i64) -> i64 {
         let done = self
             .entries
-            .range(self.start..log_end)
-            .filter(|(_, e)| e.state.is_final())
+            .iter()
+            .filter(|(o, e)| *o < log_end && e.state.is_final())
             .count();
         (log_end - self.start).max(0) - done as i64
     }
@@ -612,9 +609,9 @@ impl SharePartition {
     /// When the oldest lock held now began, if any.
     pub fn oldest_lock(&self) -> Option<i64> {
         self.entries
-            .values()
-            .filter(|e| matches!(e.state, RecordState::Acquired { .. }))
-            .map(|e| e.acquired_at)
+            .iter()
+            .filter(|(_, e)| matches!(e.state, RecordState::Acquired { .. }))
+            .map(|(_, e)| e.acquired_at)
             .min()
     }
 }

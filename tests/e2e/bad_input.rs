@@ -6,15 +6,17 @@ use std::io::Write;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
-    ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::broker::TestBroker;
-use crate::wire::{closed, connect, frame, read_response};
+use crate::wire::{call, closed, connect, frame, read_response};
 
 fn api_versions(addr: &str) -> ApiVersionsResponse {
     let mut s = connect(addr);
@@ -31,21 +33,55 @@ fn api_versions(addr: &str) -> ApiVersionsResponse {
     ApiVersionsResponse::decode(&mut body, 3).unwrap()
 }
 
-fn produce(addr: &str, version: i16, records: Bytes) -> ProduceResponse {
-    let request = ProduceRequest::default()
+fn produce_request(topic: &str, partition: i32, records: Option<Bytes>) -> ProduceRequest {
+    ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("raw")))
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])]);
+                .with_index(partition)
+                .with_records(records)])])
+}
+
+fn produce(addr: &str, version: i16, records: Bytes) -> ProduceResponse {
+    send_produce(addr, version, &produce_request("raw", 0, Some(records)))
+}
+
+fn send_produce(addr: &str, version: i16, request: &ProduceRequest) -> ProduceResponse {
     let mut s = connect(addr);
-    s.write_all(&frame(ApiKey::Produce, version, 7, &request))
+    s.write_all(&frame(ApiKey::Produce, version, 7, request))
         .unwrap();
-    let mut body = read_response(&mut s).expect("Produce answered");
+    let mut body = read_response(&mut s)
+        .unwrap_or_else(|| panic!("Produce v{version}: connection closed instead of an answer"));
     ResponseHeader::decode(&mut body, ApiKey::Produce.response_header_version(version)).unwrap();
     ProduceResponse::decode(&mut body, version).unwrap()
+}
+
+/// The first Produce version served (0–2 are advertised and refused).
+fn produce_legacy_min() -> i16 {
+    let produce = lograil::APIS
+        .iter()
+        .find(|a| a.key == ApiKey::Produce)
+        .unwrap();
+    assert_eq!(
+        (produce.min, produce.max),
+        (0, 9),
+        "the versions this file covers"
+    );
+    3
+}
+
+/// A whole frame whose request body is cut in half (the length prefix matches what is sent).
+fn truncated_body<T: Encodable>(key: ApiKey, version: i16, request: &T) -> BytesMut {
+    let mut body = BytesMut::new();
+    request.encode(&mut body, version).unwrap();
+    let mut whole = frame(key, version, 13, request);
+    let keep = whole.len() - body.len().div_ceil(2);
+    whole.truncate(keep);
+    let len = (whole.len() - 4) as i32;
+    whole[..4].copy_from_slice(&len.to_be_bytes());
+    whole
 }
 
 fn dump_log(broker: &TestBroker) -> (i32, String) {
@@ -163,43 +199,142 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
         .iter()
         .any(|k| k.api_key == ApiKey::Produce as i16 && k.max_version == 9));
 
-    // Produce v2 is advertised but refused with UNSUPPORTED_VERSION.
-    let mut s = connect(&addr);
-    let mut legacy = BytesMut::new();
-    legacy.put_i32(0);
-    legacy.put_i16(ApiKey::Produce as i16);
-    legacy.put_i16(2);
-    legacy.put_i32(9);
-    legacy.put_i16(-1); // client id
-    legacy.put_i16(1); // acks
-    legacy.put_i32(1000);
-    legacy.put_i32(1);
-    legacy.put_i16(3);
-    legacy.put_slice(b"raw");
-    legacy.put_i32(1);
-    legacy.put_i32(0);
-    legacy.put_i32(4);
-    legacy.put_slice(b"junk");
-    let len = (legacy.len() - 4) as i32;
-    legacy[..4].copy_from_slice(&len.to_be_bytes());
-    s.write_all(&legacy).unwrap();
-    let mut body = read_response(&mut s).unwrap();
-    assert_eq!(body.get_i32(), 9);
-    assert_eq!(body.get_i32(), 1);
-    assert_eq!(body.get_i16(), 3);
-    body.advance(3);
-    assert_eq!(body.get_i32(), 1);
-    assert_eq!(body.get_i32(), 0);
-    assert_eq!(body.get_i16(), 35, "UNSUPPORTED_VERSION");
+    // Produce v0–2 are advertised but refused with UNSUPPORTED_VERSION (the three share a
+    // request layout and the start of their response).
+    for version in 0..produce_legacy_min() {
+        let mut s = connect(&addr);
+        let mut legacy = BytesMut::new();
+        legacy.put_i32(0);
+        legacy.put_i16(ApiKey::Produce as i16);
+        legacy.put_i16(version);
+        legacy.put_i32(9);
+        legacy.put_i16(-1); // client id
+        legacy.put_i16(1); // acks
+        legacy.put_i32(1000);
+        legacy.put_i32(1);
+        legacy.put_i16(3);
+        legacy.put_slice(b"raw");
+        legacy.put_i32(1);
+        legacy.put_i32(0);
+        legacy.put_i32(4);
+        legacy.put_slice(b"junk");
+        let len = (legacy.len() - 4) as i32;
+        legacy[..4].copy_from_slice(&len.to_be_bytes());
+        s.write_all(&legacy).unwrap();
+        let mut body = read_response(&mut s)
+            .unwrap_or_else(|| panic!("Produce v{version}: closed instead of answered"));
+        assert_eq!(body.get_i32(), 9);
+        assert_eq!(body.get_i32(), 1);
+        assert_eq!(body.get_i16(), 3);
+        body.advance(3);
+        assert_eq!(body.get_i32(), 1);
+        assert_eq!(body.get_i32(), 0);
+        assert_eq!(
+            body.get_i16(),
+            35,
+            "Produce v{version}: UNSUPPORTED_VERSION"
+        );
+    }
 
-    // A batch with a bad CRC, and one that is cut short: CORRUPT_MESSAGE, nothing stored.
-    let mut bad = log_core::batch::build(&[(Some(b"k"), Some(b"evil"), 2_000)]).to_vec();
-    let last = bad.len() - 1;
-    bad[last] ^= 0x55;
-    let response = produce(&addr, 7, Bytes::from(bad.clone()));
-    assert_eq!(response.responses[0].partition_responses[0].error_code, 2);
-    let response = produce(&addr, 9, Bytes::from(bad[..40].to_vec()));
-    assert_eq!(response.responses[0].partition_responses[0].error_code, 2);
+    // Every bad-input check at every served version of Produce (3–9): each gets Kafka's error
+    // code for the partition, or (a body that cannot be decoded) a closed connection; nothing
+    // reaches the log.
+    let evil = log_core::batch::build(&[(Some(b"k"), Some(b"evil"), 2_000)]);
+    let mut bad_crc = evil.to_vec();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 0x55;
+    let mut bad_magic = evil.to_vec();
+    bad_magic[16] = 1; // magic: v1 message sets are not RecordBatch v2
+    let cases: Vec<(&str, ProduceRequest, i16)> = vec![
+        (
+            "a batch with a bad CRC",
+            produce_request("raw", 0, Some(Bytes::from(bad_crc.clone()))),
+            2, // CORRUPT_MESSAGE
+        ),
+        (
+            "a batch cut short",
+            produce_request("raw", 0, Some(Bytes::from(bad_crc[..40].to_vec()))),
+            2,
+        ),
+        (
+            "a batch of magic 1",
+            produce_request("raw", 0, Some(Bytes::from(bad_magic))),
+            2,
+        ),
+        (
+            "a batch with trailing garbage",
+            produce_request(
+                "raw",
+                0,
+                Some(Bytes::from([evil.as_ref(), &[0xff; 7]].concat())),
+            ),
+            2,
+        ),
+        ("null records", produce_request("raw", 0, None), 2),
+        (
+            "empty records",
+            produce_request("raw", 0, Some(Bytes::new())),
+            2,
+        ),
+        (
+            "a negative partition",
+            produce_request("raw", -1, Some(evil.clone())),
+            3, // UNKNOWN_TOPIC_OR_PARTITION
+        ),
+        (
+            "a partition past the topic's",
+            produce_request("raw", 7, Some(evil.clone())),
+            3,
+        ),
+        (
+            "an unknown topic",
+            produce_request("never-created", 0, Some(evil.clone())),
+            3,
+        ),
+        (
+            "an internal topic",
+            produce_request("__consumer_offsets", 0, Some(evil.clone())),
+            17, // INVALID_TOPIC_EXCEPTION
+        ),
+        (
+            "acks = 2",
+            produce_request("raw", 0, Some(evil.clone())).with_acks(2),
+            21, // INVALID_REQUIRED_ACKS
+        ),
+        (
+            "acks = -2",
+            produce_request("raw", 0, Some(evil.clone())).with_acks(-2),
+            21,
+        ),
+        (
+            "a transactional id",
+            produce_request("raw", 0, Some(evil.clone()))
+                .with_transactional_id(Some(StrBytes::from_static_str("tx").into())),
+            42, // INVALID_REQUEST: no transactions
+        ),
+    ];
+    for version in produce_legacy_min()..=9 {
+        for (what, request, expected) in &cases {
+            let response = send_produce(&addr, version, request);
+            let partition = &response.responses[0].partition_responses[0];
+            assert_eq!(
+                partition.error_code, *expected,
+                "Produce v{version}, {what}: {:?}",
+                partition.error_message
+            );
+            assert_eq!(partition.base_offset, -1, "Produce v{version}, {what}");
+        }
+        // A body cut in half (the frame length says so, so the frame itself is whole): the
+        // connection is closed.
+        let mut s = connect(&addr);
+        s.write_all(&truncated_body(
+            ApiKey::Produce,
+            version,
+            &produce_request("raw", 0, Some(evil.clone())),
+        ))
+        .unwrap();
+        assert!(closed(&mut s), "Produce v{version}: a truncated body");
+    }
 
     // Still serving, and the log is exactly as before.
     assert!(api_versions(&addr).api_keys.len() >= 9);
@@ -342,4 +477,236 @@ fn api_versions_advertises_exactly_what_is_routed() {
             read_response(&mut s).unwrap_or_else(|| panic!("{key:?} v{max} got no answer"));
         assert_eq!(body.get_i32(), 1);
     }
+}
+
+fn fetch_request(topic: &str, partitions: &[(i32, i64)]) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&(partition, offset)| {
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_current_leader_epoch(-1)
+                            .with_fetch_offset(offset)
+                            .with_log_start_offset(-1)
+                            .with_partition_max_bytes(1 << 20)
+                    })
+                    .collect(),
+            )])
+}
+
+/// How many whole, valid batches a partition's records hold (none for null or empty).
+fn batches(partition: &PartitionData) -> usize {
+    match &partition.records {
+        Some(records) if !records.is_empty() => log_core::batch::validate_all(records)
+            .expect("whole, valid batches")
+            .len(),
+        _ => 0,
+    }
+}
+
+#[test]
+fn fetch_bad_input_at_every_served_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let addr = broker.addr.clone();
+    let fetch = lograil::APIS
+        .iter()
+        .find(|a| a.key == ApiKey::Fetch)
+        .unwrap();
+    assert_eq!(
+        (fetch.min, fetch.max),
+        (4, 12),
+        "the versions this test covers"
+    );
+
+    // One topic of one partition holding two batches (offsets 0 and 1).
+    let mut s = connect(&addr);
+    let metadata = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("raw")))),
+    ]));
+    let metadata: MetadataResponse = call(&mut s, ApiKey::Metadata, 9, &metadata);
+    assert_eq!(metadata.topics[0].error_code, 0, "auto-created");
+    assert_eq!(metadata.topics[0].partitions.len(), 1);
+    for value in [&b"first"[..], b"second"] {
+        let records = log_core::batch::build(&[(None, Some(value), 1_000)]);
+        let response = produce(&addr, 9, records);
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+
+    for version in 4..=12i16 {
+        let mut s = connect(&addr);
+        let mut fetch = |request: &FetchRequest| -> FetchResponse {
+            call(&mut s, ApiKey::Fetch, version, request)
+        };
+        let only = |response: &FetchResponse| -> PartitionData {
+            assert_eq!(response.error_code, 0, "Fetch v{version}: top-level error");
+            assert_eq!(response.responses.len(), 1);
+            assert_eq!(response.responses[0].partitions.len(), 1);
+            response.responses[0].partitions[0].clone()
+        };
+
+        // A good fetch first: both batches, so the answers below are not just empty.
+        let good = only(&fetch(&fetch_request("raw", &[(0, 0)])));
+        assert_eq!(
+            (good.error_code, batches(&good)),
+            (0, 2),
+            "Fetch v{version}"
+        );
+        assert_eq!(good.high_watermark, 2);
+
+        // Partitions and topics that do not exist: UNKNOWN_TOPIC_OR_PARTITION, no records.
+        for (what, request) in [
+            ("a negative partition", fetch_request("raw", &[(-1, 0)])),
+            (
+                "a partition past the topic's",
+                fetch_request("raw", &[(7, 0)]),
+            ),
+            ("partition i32::MIN", fetch_request("raw", &[(i32::MIN, 0)])),
+            (
+                "an unknown topic",
+                fetch_request("never-created", &[(0, 0)]),
+            ),
+            ("an empty topic name", fetch_request("", &[(0, 0)])),
+        ] {
+            let p = only(&fetch(&request));
+            assert_eq!(p.error_code, 3, "Fetch v{version}, {what}");
+            assert_eq!(batches(&p), 0, "Fetch v{version}, {what}");
+            assert_eq!(p.high_watermark, -1, "Fetch v{version}, {what}");
+        }
+        // Offsets outside [log start, log end]: OFFSET_OUT_OF_RANGE, no records.
+        for (what, offset) in [
+            ("offset -1", -1),
+            ("offset i64::MIN", i64::MIN),
+            ("an offset past the log end", 3),
+            ("offset i64::MAX", i64::MAX),
+        ] {
+            let p = only(&fetch(&fetch_request("raw", &[(0, offset)])));
+            assert_eq!(p.error_code, 1, "Fetch v{version}, {what}");
+            assert_eq!(batches(&p), 0, "Fetch v{version}, {what}");
+            assert_eq!(p.high_watermark, 2, "Fetch v{version}, {what}");
+        }
+        // At the log end exactly: no error, nothing to return.
+        let p = only(&fetch(&fetch_request("raw", &[(0, 2)])));
+        assert_eq!((p.error_code, batches(&p)), (0, 0), "Fetch v{version}");
+
+        // One bad partition beside a good one: each answered on its own.
+        let mixed = fetch(&fetch_request("raw", &[(5, 0), (0, 1), (0, -7)]));
+        let codes: Vec<(i16, usize)> = mixed.responses[0]
+            .partitions
+            .iter()
+            .map(|p| (p.error_code, batches(p)))
+            .collect();
+        assert_eq!(codes, [(3, 0), (0, 1), (1, 0)], "Fetch v{version}");
+
+        // Absurd sizes: capped or ignored, never an error or a closed connection. The first
+        // batch comes whole whatever max_bytes says (KIP-74). A partition limit of 0 or less
+        // gets at most that one batch: lograil returns none, Kafka's minOneMessage would
+        // return the first batch for 0 (and refuse a negative limit internally).
+        let mut huge = fetch_request("raw", &[(0, 0)]);
+        huge.max_bytes = i32::MAX;
+        huge.topics[0].partitions[0].partition_max_bytes = i32::MAX;
+        let p = only(&fetch(&huge));
+        assert_eq!(
+            (p.error_code, batches(&p)),
+            (0, 2),
+            "Fetch v{version}, 2^31-1"
+        );
+        let mut negative = fetch_request("raw", &[(0, 0)]);
+        negative.max_bytes = -1;
+        let p = only(&fetch(&negative));
+        assert_eq!(
+            (p.error_code, batches(&p)),
+            (0, 1),
+            "Fetch v{version}, max_bytes -1"
+        );
+        for partition_max in [0, -1, i32::MIN] {
+            let mut none = fetch_request("raw", &[(0, 0)]);
+            none.topics[0].partitions[0].partition_max_bytes = partition_max;
+            let p = only(&fetch(&none));
+            assert_eq!(
+                p.error_code, 0,
+                "Fetch v{version}, partition_max_bytes {partition_max}"
+            );
+            assert!(
+                batches(&p) <= 1,
+                "Fetch v{version}, partition_max_bytes {partition_max}: {} batches",
+                batches(&p)
+            );
+        }
+        // min_bytes beyond anything there is, with a negative wait: answered at once.
+        let mut impatient = fetch_request("raw", &[(0, 0)]);
+        impatient.min_bytes = i32::MAX;
+        impatient.max_wait_ms = -1;
+        let p = only(&fetch(&impatient));
+        assert_eq!((p.error_code, batches(&p)), (0, 2), "Fetch v{version}");
+
+        // A body cut in half: the connection is closed.
+        let mut s = connect(&addr);
+        s.write_all(&truncated_body(
+            ApiKey::Fetch,
+            version,
+            &fetch_request("raw", &[(0, 0), (0, 1)]),
+        ))
+        .unwrap();
+        assert!(closed(&mut s), "Fetch v{version}: a truncated body");
+        // A partition count the frame cannot hold: closed, not allocated.
+        let mut s = connect(&addr);
+        s.write_all(&huge_partition_count(version)).unwrap();
+        assert!(
+            closed(&mut s),
+            "Fetch v{version}: 2^31-1 partitions claimed"
+        );
+    }
+
+    // Still serving, and the log untouched.
+    assert!(api_versions(&addr).api_keys.len() >= 9);
+    let (code, after) = dump_log(&broker);
+    assert_eq!(code, 0, "{after}");
+    assert_eq!(after.matches("baseOffset").count(), 2, "{after}");
+}
+
+/// A Fetch frame naming one topic whose partition array claims 2^31-1 entries (none follow).
+fn huge_partition_count(version: i16) -> BytesMut {
+    let request = fetch_request("raw", &[]);
+    let mut whole = frame(ApiKey::Fetch, version, 14, &request);
+    // The empty partition array is the last thing of the topic: find it from the end.
+    let mut tail = BytesMut::new();
+    if version >= 12 {
+        // compact array length 0+1, the topic's tagged fields, then forgotten topics
+        // (compact, empty), rack id (compact string, empty) and the request's tagged fields.
+        tail.put_slice(&[1, 0, 1, 1, 0]);
+    } else if version >= 11 {
+        tail.put_i32(0); // partitions
+        tail.put_i32(0); // forgotten topics
+        tail.put_i16(0); // rack id ""
+    } else if version >= 7 {
+        tail.put_i32(0);
+        tail.put_i32(0);
+    } else {
+        tail.put_i32(0);
+    }
+    assert!(whole.ends_with(&tail), "Fetch v{version} layout");
+    let at = whole.len() - tail.len();
+    whole.truncate(at);
+    if version >= 12 {
+        // unsigned varint of 2^31 (count + 1)
+        whole.put_slice(&[0x80, 0x80, 0x80, 0x80, 0x08]);
+        whole.put_slice(&tail[1..]);
+    } else {
+        whole.put_i32(i32::MAX);
+        whole.put_slice(&tail[4..]);
+    }
+    let len = (whole.len() - 4) as i32;
+    whole[..4].copy_from_slice(&len.to_be_bytes());
+    whole
 }

@@ -673,6 +673,166 @@ fn fetch_responses_are_capped_and_their_memory_released() {
     drop(consumer);
 }
 
+/// A fetch of `topic` from `offsets[i]` in partition `i`, in that order, with no partition
+/// limit and a request limit of `max_bytes`.
+fn fetch_partitions(topic_name: &str, offsets: &[i64], max_bytes: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic(topic_name))
+            .with_partitions(
+                offsets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &offset)| {
+                        FetchPartition::default()
+                            .with_partition(i as i32)
+                            .with_fetch_offset(offset)
+                            .with_log_start_offset(-1)
+                            .with_partition_max_bytes(i32::MAX)
+                    })
+                    .collect(),
+            )])
+}
+
+/// Per partition of a fetch response: (error code, base offsets of the whole batches it
+/// returned, their bytes).
+fn fetched_batches(response: &FetchResponse) -> Vec<(i16, Vec<i64>, usize)> {
+    response.responses[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            let records = p.records.clone().unwrap_or_default();
+            let offsets = if records.is_empty() {
+                Vec::new()
+            } else {
+                batch::validate_all(&records)
+                    .expect("whole, valid batches")
+                    .iter()
+                    .map(|h| h.base_offset)
+                    .collect()
+            };
+            (p.error_code, offsets, records.len())
+        })
+        .collect()
+}
+
+#[test]
+fn the_fetch_budget_spans_partitions() {
+    // fetch.max.bytes of 1.5 MiB; three partitions of ~1 MB each, in four batches of 250 kB.
+    const CAP: usize = 1_572_864;
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(
+        &tmp.path().join("data"),
+        &["--fetch-max-bytes", &CAP.to_string()],
+    );
+    let created = create_topics(&broker.addr, &[("spread", 3)]);
+    assert_eq!(created.topics[0].error_code, 0);
+    let value = vec![b's'; 250_000];
+    let mut s = connect(&broker.addr);
+    for partition in 0..3 {
+        for i in 0..4 {
+            let request = ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(topic("spread"))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(batch::build(&[(
+                            None,
+                            Some(value.as_slice()),
+                            i,
+                        )])))])]);
+            let response: ProduceResponse = call(&mut s, ApiKey::Produce, 9, &request);
+            assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+        }
+    }
+    let batch_len = batch::build(&[(None, Some(value.as_slice()), 0)]).len();
+    // What fits: the first partition whole (4 batches), then as many whole batches of the
+    // second as the rest of the budget holds, and none of the third.
+    let second = (CAP - 4 * batch_len) / batch_len;
+    assert_eq!(second, 2, "the sizes this test is built on");
+
+    for version in [4, 12] {
+        let mut consumer = connect(&broker.addr);
+        // The client asks for far more than the broker's cap.
+        let first: FetchResponse = call(
+            &mut consumer,
+            ApiKey::Fetch,
+            version,
+            &fetch_partitions("spread", &[0, 0, 0], i32::MAX),
+        );
+        let got = fetched_batches(&first);
+        let total: usize = got.iter().map(|(_, _, bytes)| bytes).sum();
+        println!("Fetch v{version} of 3 x 1 MB under a 1.5 MiB cap: {total} bytes");
+        assert_eq!(
+            got,
+            [
+                (0, vec![0, 1, 2, 3], 4 * batch_len),
+                (0, vec![0, 1], 2 * batch_len),
+                (0, vec![], 0),
+            ],
+            "Fetch v{version}: the first partition whole, the second up to the cap"
+        );
+        assert!(total <= CAP, "{total} bytes over fetch.max.bytes {CAP}");
+        for p in &first.responses[0].partitions {
+            assert_eq!(p.high_watermark, 4, "every partition's end is reported");
+        }
+
+        // The next fetch, from where each partition left off, brings the rest.
+        let next: FetchResponse = call(
+            &mut consumer,
+            ApiKey::Fetch,
+            version,
+            &fetch_partitions("spread", &[4, 2, 0], i32::MAX),
+        );
+        let got = fetched_batches(&next);
+        let total: usize = got.iter().map(|(_, _, bytes)| bytes).sum();
+        assert_eq!(
+            got,
+            [
+                (0, vec![], 0),
+                (0, vec![2, 3], 2 * batch_len),
+                (0, vec![0, 1, 2, 3], 4 * batch_len),
+            ],
+            "Fetch v{version}: the remaining partitions"
+        );
+        assert!(total <= CAP, "{total} bytes over fetch.max.bytes {CAP}");
+
+        // The one exception (KIP-74): a request limit smaller than one batch still gets the
+        // first batch whole, and nothing after it.
+        let tiny: FetchResponse = call(
+            &mut consumer,
+            ApiKey::Fetch,
+            version,
+            &fetch_partitions("spread", &[0, 0, 0], 1_000),
+        );
+        assert_eq!(
+            fetched_batches(&tiny),
+            [(0, vec![0], batch_len), (0, vec![], 0), (0, vec![], 0)],
+            "Fetch v{version}: one whole batch past a 1000-byte limit"
+        );
+        // And when the first partition has nothing left, the first batch that comes is
+        // the second partition's: it is the one allowed to exceed the limit.
+        let tiny: FetchResponse = call(
+            &mut consumer,
+            ApiKey::Fetch,
+            version,
+            &fetch_partitions("spread", &[4, 3, 0], 1_000),
+        );
+        assert_eq!(
+            fetched_batches(&tiny),
+            [(0, vec![], 0), (0, vec![3], batch_len), (0, vec![], 0)],
+            "Fetch v{version}: the first batch is the second partition's"
+        );
+    }
+}
+
 fn join_group(stream: &mut TcpStream, group: &str) -> JoinGroupResponse {
     let request = JoinGroupRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group.to_string())))

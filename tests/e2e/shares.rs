@@ -171,6 +171,35 @@ impl Member {
         call(&mut self.stream, ApiKey::ShareFetch, 1, &request)
     }
 
+    /// A ShareFetch v2 asking for `max_records` in ShareAcquireMode `mode` (0 batch_optimized,
+    /// 1 record_limit); the acquired ranges of partition 0.
+    fn fetch_v2(&mut self, max_records: i32, mode: i8) -> Vec<(i64, i64)> {
+        let request = ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(text(&self.group))))
+            .with_member_id(Some(text(&self.id)))
+            .with_share_session_epoch(self.session_epoch)
+            .with_max_wait_ms(2000)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_max_records(max_records)
+            .with_share_acquire_mode(mode)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(self.topic)
+                .with_partitions(vec![
+                    FetchPartition::default().with_partition_index(0)
+                ])]);
+        let response: ShareFetchResponse = call(&mut self.stream, ApiKey::ShareFetch, 2, &request);
+        assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+        self.session_epoch += 1;
+        response
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .flat_map(|p| &p.acquired_records)
+            .map(|a| (a.first_offset, a.last_offset))
+            .collect()
+    }
+
     /// Fetches; returns (offset, value, delivery count) of every record acquired.
     fn fetch(&mut self, acks: &[(i64, i64, i8)], wait_ms: i32) -> Vec<(i64, String, i16)> {
         let response = self.fetch_raw(acks, wait_ms);
@@ -542,7 +571,8 @@ fn a_release_can_carry_a_delay_before_the_record_comes_back() {
     );
     let mut m = Member::join(&broker.addr, "g", "m", "later");
     assert_eq!(m.fetch(&[], 2000).len(), 2);
-    assert_eq!(m.release_after(0, 1500), (0, 0));
+    // A delay long enough that the next fetch comes well within it on a loaded machine.
+    assert_eq!(m.release_after(0, 4000), (0, 0));
     assert_eq!(m.acknowledge(&[(1, 1, vec![2])]), (0, 0));
     // Only the record released without a delay is there at once.
     let at_once: Vec<(i64, i16)> = m
@@ -605,7 +635,7 @@ fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
         "g",
         &[
             ("share.auto.offset.reset", "earliest"),
-            ("share.record.lock.duration.ms", "4000"),
+            ("share.record.lock.duration.ms", "8000"),
         ],
     );
     produce(
@@ -623,11 +653,12 @@ fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
         (0, INVALID_REQUEST),
         "a v1 acknowledgement cannot renew"
     );
-    // Halfway through the lock, offset 1's is renewed; offset 2's runs out.
-    std::thread::sleep(Duration::from_millis(2000));
+    // Halfway through the lock, offset 1's is renewed; offset 2's runs out. (Each step has
+    // half a lock, 4 s, to spare on a loaded machine.)
+    std::thread::sleep(Duration::from_millis(4000));
     let renewed = m.renew(1, 2);
     assert_eq!(Member::codes(&renewed), (0, 0));
-    assert_eq!(renewed.acquisition_lock_timeout_ms, 4000);
+    assert_eq!(renewed.acquisition_lock_timeout_ms, 8000);
     let mut other = Member::join(&broker.addr, "g", "other", "slow");
     let got: Vec<(i64, i16)> = fetch_until(&mut other, 1)
         .into_iter()
@@ -641,4 +672,34 @@ fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
     assert_eq!(m.acknowledge(&[(1, 1, vec![1])]), (0, 0), "m still holds 1");
     assert_eq!(other.acknowledge(&[(2, 2, vec![1])]), (0, 0));
     assert_eq!(share_offset(&broker.addr, "g", "slow"), (3, 0));
+}
+
+#[test]
+fn acquisitions_end_with_a_batch_unless_the_consumer_asks_for_a_strict_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "batches");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[("share.auto.offset.reset", "earliest")],
+    );
+    // Two batches of ten records: offsets 0..=9 and 10..=19.
+    for batch in ["a", "b"] {
+        let records: Vec<(String, Vec<(&str, String)>)> =
+            (0..10).map(|i| (format!("{batch}{i}"), vec![])).collect();
+        let records: Vec<(&str, Vec<(&str, String)>)> = records
+            .iter()
+            .map(|(v, h)| (v.as_str(), h.clone()))
+            .collect();
+        produce(&broker.addr, "batches", &records);
+    }
+    let mut m = Member::join(&broker.addr, "g", "m", "batches");
+    // record_limit: exactly what was asked for.
+    assert_eq!(m.fetch_v2(3, 1), vec![(0, 2)]);
+    // batch_optimized (Kafka's default): up to the end of the batch holding the last record
+    // asked for, so no batch is sent for a part of its records.
+    assert_eq!(m.fetch_v2(3, 0), vec![(3, 9)]);
+    // Past the log end there is nothing more to align with.
+    assert_eq!(m.fetch_v2(15, 0), vec![(10, 19)]);
 }

@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::io::Read;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
@@ -19,7 +20,7 @@ use memmap2::Mmap;
 use super::chain::{Chain, Link, UNKNOWN_END};
 use super::{file_name, map_file, Place, Recovery, Segment, INDEX_EXT, TIME_INDEX_EXT};
 use crate::error::{FileError, OpenError};
-use crate::index::{IndexCursor, Indexes, OffsetIndex, TimeIndex, TIME_ENTRY_LEN};
+use crate::index::{EntriesError, IndexCursor, Indexes, OffsetIndex, TimeIndex, TIME_ENTRY_LEN};
 
 impl Segment {
     /// Opens a closed segment whose offsets end at `end_offset` (the next segment's base),
@@ -92,26 +93,31 @@ impl Segment {
     }
 
     /// Reads and checks a closed segment's index files against its log bytes.
-    fn read_index_files(&self, data: &[u8]) -> Result<Indexes, String> {
+    fn read_index_files(&self, data: &[u8]) -> Result<Indexes, IndexFileError> {
         let span = u64::try_from(self.next_offset() - self.base_offset).unwrap_or(0);
-        let read = |ext: &str| -> Result<Vec<u8>, String> {
+        let read = |ext: &str| -> Result<Vec<u8>, IndexFileError> {
             let path = self.dir.join(file_name(self.base_offset, ext));
-            fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+            fs::read(&path).map_err(|source| IndexFileError::Read { path, source })
+        };
+        let entries = |ext: &str| {
+            let file = file_name(self.base_offset, ext);
+            move |source| IndexFileError::Entries { file, source }
         };
         let offsets = OffsetIndex::from_bytes(read(INDEX_EXT)?, data.len() as u64, span)
-            .map_err(|e| format!("{}: {e}", file_name(self.base_offset, INDEX_EXT)))?;
-        let times = TimeIndex::from_bytes(read(TIME_INDEX_EXT)?, span)
-            .map_err(|e| format!("{}: {e}", file_name(self.base_offset, TIME_INDEX_EXT)))?;
-        if let Some((rel, pos)) = offsets.last() {
+            .map_err(entries(INDEX_EXT))?;
+        let times =
+            TimeIndex::from_bytes(read(TIME_INDEX_EXT)?, span).map_err(entries(TIME_INDEX_EXT))?;
+        if let Some((rel, position)) = offsets.last() {
             // The last entry must point at a batch with the offset it claims.
-            let header = crate::batch::BatchHeader::parse(&data[pos as usize..])
-                .map_err(|e| format!("index entry at byte {pos}: {e}"))?;
-            if header.base_offset != self.base_offset + i64::from(rel) {
-                return Err(format!(
-                    "last index entry says offset {} at byte {pos}, the log has {}",
-                    self.base_offset + i64::from(rel),
-                    header.base_offset
-                ));
+            let header = crate::batch::BatchHeader::parse(&data[position as usize..])
+                .map_err(|source| IndexFileError::Batch { position, source })?;
+            let claimed = self.base_offset + i64::from(rel);
+            if header.base_offset != claimed {
+                return Err(IndexFileError::Mismatch {
+                    claimed,
+                    position,
+                    found: header.base_offset,
+                });
             }
         }
         Ok(Indexes { offsets, times })
@@ -227,4 +233,28 @@ fn newest_timestamp(path: &std::path::Path, span: u64) -> Option<i64> {
     ts.copy_from_slice(&entry[..8]);
     let rel = u32::from_be_bytes([entry[8], entry[9], entry[10], entry[11]]);
     (u64::from(rel) < span.max(1)).then_some(i64::from_be_bytes(ts))
+}
+
+/// Why a closed segment's index files cannot be used as they are (they are then rebuilt from
+/// the log).
+#[derive(Debug, thiserror::Error)]
+enum IndexFileError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{file}: {source}")]
+    Entries { file: String, source: EntriesError },
+    #[error("index entry at byte {position}: {source}")]
+    Batch {
+        position: u32,
+        source: crate::error::BatchError,
+    },
+    #[error("last index entry says offset {claimed} at byte {position}, the log has {found}")]
+    Mismatch {
+        claimed: i64,
+        position: u32,
+        found: i64,
+    },
 }

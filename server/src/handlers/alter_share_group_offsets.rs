@@ -33,7 +33,7 @@ pub async fn handle(
         );
     }
     let owner = broker.clone();
-    let (responses, pending) = tokio::task::spawn_blocking(move || {
+    let (responses, pending) = crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         let responses: Vec<AlterShareGroupOffsetsResponseTopic> = request
             .topics

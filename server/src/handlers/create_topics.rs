@@ -54,7 +54,7 @@ pub async fn handle(
     }
     let owner = broker.clone();
     let validate_only = request.validate_only;
-    let results = tokio::task::spawn_blocking(move || {
+    let results = crate::blocking::spawn(move || {
         request
             .topics
             .into_iter()

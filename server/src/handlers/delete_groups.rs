@@ -16,7 +16,7 @@ pub async fn handle(
     _: &RequestContext,
 ) -> Option<DeleteGroupsResponse> {
     let owner = broker.clone();
-    let results = tokio::task::spawn_blocking(move || {
+    let results = crate::blocking::spawn(move || {
         request
             .groups_names
             .into_iter()

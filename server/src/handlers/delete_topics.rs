@@ -18,7 +18,7 @@ pub async fn handle(
     _: &RequestContext,
 ) -> Option<DeleteTopicsResponse> {
     let owner = broker.clone();
-    let responses = tokio::task::spawn_blocking(move || {
+    let responses = crate::blocking::spawn(move || {
         request
             .topic_names
             .into_iter()
@@ -46,5 +46,8 @@ pub async fn handle(
     })
     .await
     .unwrap_or_default();
+    // Fetches long-polling a deleted partition wake to find it gone and answer
+    // UNKNOWN_TOPIC_OR_PARTITION now, as Kafka completes them, not when their wait runs out.
+    broker.appended.notify_waiters();
     Some(DeleteTopicsResponse::default().with_responses(responses))
 }

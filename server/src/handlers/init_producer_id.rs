@@ -36,7 +36,7 @@ pub async fn handle(
         );
     }
     let owner = broker.clone();
-    match tokio::task::spawn_blocking(move || owner.producer_ids.allocate()).await {
+    match crate::blocking::spawn(move || owner.producer_ids.allocate()).await {
         Ok(Ok(id)) => Some(
             response
                 .with_producer_id(ProducerId(id))

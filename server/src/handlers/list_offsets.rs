@@ -32,7 +32,7 @@ pub async fn handle(
         .any(|p| !matches!(p.timestamp, EARLIEST | LATEST));
     let topics = if by_time {
         let owner = broker.clone();
-        match tokio::task::spawn_blocking(move || answer(&owner, request)).await {
+        match crate::blocking::spawn(move || answer(&owner, request)).await {
             Ok(topics) => topics,
             Err(e) => {
                 tracing::error!(error = %e, "offset lookup task failed");

@@ -79,7 +79,7 @@ pub async fn handle(
         .collect();
     if !missing.is_empty() {
         let owner = broker.clone();
-        let created = tokio::task::spawn_blocking(move || {
+        let created = crate::blocking::spawn(move || {
             missing
                 .into_iter()
                 .map(|(i, name)| (i, auto_create(&owner, &name)))

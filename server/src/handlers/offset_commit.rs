@@ -82,7 +82,7 @@ pub async fn handle(
     } else {
         let owner = broker.clone();
         let id = group.clone();
-        match tokio::task::spawn_blocking(move || owner.offsets.commit(&id, commits)).await {
+        match crate::blocking::spawn(move || owner.offsets.commit(&id, commits)).await {
             Ok(stored) => stored.map_err(|e| {
                 tracing::error!(group = %group, error = %e, "storing offsets failed");
                 errors::offsets(&e)

@@ -40,7 +40,7 @@ pub async fn handle(
         })
         .unwrap_or_default();
     let owner = broker.clone();
-    let topics = tokio::task::spawn_blocking(move || {
+    let topics = crate::blocking::spawn(move || {
         request
             .topics
             .into_iter()

@@ -200,10 +200,8 @@ async fn blocking(
     chosen: impl Fn(usize, usize) -> bool + Send + 'static,
 ) -> Option<Outcomes> {
     let (owner, work) = (broker.clone(), work.clone());
-    match tokio::task::spawn_blocking(move || {
-        append_all(&owner, &work, AppendMode::Blocking, chosen)
-    })
-    .await
+    match crate::blocking::spawn(move || append_all(&owner, &work, AppendMode::Blocking, chosen))
+        .await
     {
         Ok(outcomes) => Some(outcomes),
         Err(e) => {

@@ -13,12 +13,10 @@ use kafka_protocol::messages::share_acknowledge_response::{
 };
 use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::StrBytes;
-use task_queue::AckBatch;
 
-use super::share_fetch::{ack_batch, acknowledge, release_member};
+use super::share_fetch::{ack_batch, acknowledge, release_member, Acks};
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::shares::TopicPartition;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -55,7 +53,7 @@ pub async fn handle(
     {
         return fail(error);
     }
-    let acks: Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)> = request
+    let acks: Acks = request
         .topics
         .iter()
         .flat_map(|t| {

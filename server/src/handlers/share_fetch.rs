@@ -30,7 +30,7 @@ use task_queue::{AckBatch, AckType};
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::shares::{PartitionFetch, Pending, TopicPartition};
+use crate::shares::{FetchLimits, PartitionFetch, Pending, TopicPartition};
 
 /// Records a fetch acquires when it does not say (`max.poll.records`' default).
 const DEFAULT_MAX_RECORDS: usize = 500;
@@ -77,7 +77,7 @@ pub async fn handle(
         .iter()
         .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
         .collect();
-    let acks: Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)> = request
+    let acks: Acks = request
         .topics
         .iter()
         .flat_map(|t| {
@@ -118,21 +118,32 @@ pub async fn handle(
         Err(error) => return fail(error),
     };
 
-    let (ack_results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
     let mut fetched = Vec::new();
-    if epoch == -1 {
-        pending
-            .0
-            .extend(release_member(broker, &group, &member).await?.0);
-    } else if request.is_renew_ack {
+    let (mut ack_results, mut pending) = (Vec::new(), Pending::default());
+    if epoch == -1 || request.is_renew_ack {
+        (ack_results, pending) = acknowledge(broker, &group, &member, acks).await?;
+        if epoch == -1 {
+            pending
+                .0
+                .extend(release_member(broker, &group, &member).await?.0);
+        }
         // A request renewing locks fetches nothing (KIP-1222).
     } else {
+        // The acknowledgements go with the first look for records: one trip to the blocking
+        // pool instead of two.
+        let mut acks = Some(acks);
         let partitions: Vec<TopicPartition> = session.into_iter().collect();
         let max_records = usize::try_from(request.max_records)
             .ok()
             .filter(|n| *n > 0)
             .unwrap_or(DEFAULT_MAX_RECORDS);
         let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
+        // ShareAcquireMode (v2): 0 batch_optimized (also what v1 gets), 1 record_limit.
+        let limits = FetchLimits {
+            records: max_records,
+            bytes: max_bytes,
+            whole_batches: request.share_acquire_mode != 1,
+        };
         let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
         let deadline = tokio::time::Instant::now() + max_wait;
         let mut shutdown = broker.shutdown.clone();
@@ -146,23 +157,28 @@ pub async fn handle(
             released.as_mut().enable();
             let owner = broker.clone();
             let (g, m, ps) = (group.clone(), member.clone(), partitions.clone());
-            let (got, more) = tokio::task::spawn_blocking(move || {
+            let acks = acks.take();
+            let (acked, got, more) = crate::blocking::spawn(move || {
                 let mut pending = Pending::default();
+                let now = log_core::now_ms();
+                let acked = acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
                 let got = owner.shares.acquire(
                     &owner.log,
                     &g,
                     &m,
                     &ps,
                     rotate,
-                    max_records,
-                    max_bytes,
-                    log_core::now_ms(),
+                    limits,
+                    now,
                     &mut pending,
                 );
-                (got, pending)
+                (acked, got, pending)
             })
             .await
             .ok()?;
+            if let Some(acked) = acked {
+                ack_results = acked;
+            }
             pending.0.extend(more.0);
             let any = got
                 .iter()
@@ -223,7 +239,7 @@ pub fn ack_batch(
 pub async fn release_member(broker: &Arc<Broker>, group: &str, member: &str) -> Option<Pending> {
     let owner = broker.clone();
     let (group, member) = (group.to_string(), member.to_string());
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         owner.shares.release_member(
             &owner.log,
@@ -239,43 +255,50 @@ pub async fn release_member(broker: &Arc<Broker>, group: &str, member: &str) -> 
 }
 
 type AckResults = Vec<(TopicPartition, Result<(), ResponseError>)>;
+/// Acknowledgement batches by partition, or why a partition's could not be read.
+pub type Acks = Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)>;
 
 /// Applies acknowledgements per partition on the blocking pool. `None` if the task failed.
 pub async fn acknowledge(
     broker: &Arc<Broker>,
     group: &str,
     member: &str,
-    acks: Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)>,
+    acks: Acks,
 ) -> Option<(AckResults, Pending)> {
     if acks.is_empty() {
         return Some((Vec::new(), Pending::default()));
     }
     let owner = broker.clone();
     let (group, member) = (group.to_string(), member.to_string());
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         let now = log_core::now_ms();
-        let results = acks
-            .into_iter()
-            .map(|(tp, batches)| {
-                let result = batches.and_then(|batches| {
-                    owner.shares.acknowledge(
-                        &owner.log,
-                        &group,
-                        &member,
-                        tp,
-                        &batches,
-                        now,
-                        &mut pending,
-                    )
-                });
-                (tp, result)
-            })
-            .collect();
+        let results = apply_acks(&owner, &group, &member, acks, now, &mut pending);
         (results, pending)
     })
     .await
     .ok()
+}
+
+/// Applies acknowledgements partition by partition (blocking: it appends to the share state).
+fn apply_acks(
+    broker: &Broker,
+    group: &str,
+    member: &str,
+    acks: Acks,
+    now: i64,
+    pending: &mut Pending,
+) -> AckResults {
+    acks.into_iter()
+        .map(|(tp, batches)| {
+            let result = batches.and_then(|batches| {
+                broker
+                    .shares
+                    .acknowledge(&broker.log, group, member, tp, &batches, now, pending)
+            });
+            (tp, result)
+        })
+        .collect()
 }
 
 /// The response's topics: every partition acknowledged or fetched, with its records (never

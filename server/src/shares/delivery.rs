@@ -12,6 +12,10 @@ pub const DEADLINE_HEADER: &str = "deadline";
 /// lograil's own dead-letter header: every delivery of the record, as JSON.
 pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
 
+/// Bytes asked of the log per read: acquisitions end with a batch, so one read usually covers
+/// a range whole (several reads are joined by a copy).
+const READ_BYTES: usize = 8 << 20;
+
 /// The whole batches that hold the offsets of `ranges` (ascending), each batch once: zero-copy
 /// slices of the segments, joined only when the ranges span more than one read.
 pub fn read_acquired(
@@ -24,7 +28,7 @@ pub fn read_acquired(
     for &(first, last, _) in ranges {
         let mut next = first.max(taken_to);
         while next <= last {
-            let read = partition.read(next, 1 << 20)?;
+            let read = partition.read(next, READ_BYTES)?;
             if read.records.is_empty() {
                 break;
             }
@@ -61,6 +65,25 @@ pub fn read_acquired(
     })
 }
 
+/// How many records to acquire from `speo` on so that the acquisition ends with a batch: up to
+/// the end of the batch holding the `max_records`th (Kafka's `batch_optimized` mode), or
+/// `max_records` when that lies at or past the log end or cannot be read.
+pub fn to_batch_end(partition: &Partition, speo: i64, max_records: usize, log_end: i64) -> usize {
+    let Some(last) = i64::try_from(max_records)
+        .ok()
+        .and_then(|n| speo.checked_add(n - 1))
+        .filter(|last| *last >= speo && *last < log_end)
+    else {
+        return max_records;
+    };
+    partition
+        .read(last, 1)
+        .ok()
+        .and_then(|read| batch::BatchHeader::parse(&read.records).ok())
+        .and_then(|header| usize::try_from(header.last_offset().min(log_end - 1) + 1 - speo).ok())
+        .map_or(max_records, |n| n.max(max_records))
+}
+
 /// A record's deadline, if it has one that can be read.
 fn deadline(record: &DecodedRecord) -> Option<i64> {
     let value = record.header(DEADLINE_HEADER)?;
@@ -71,7 +94,7 @@ fn deadline(record: &DecodedRecord) -> Option<i64> {
 }
 
 /// Offsets among `offsets` whose record in `batches` has a deadline before `now`. Batches are
-/// decoded only if they may carry the header (compressed, or the name appears in their bytes).
+/// decoded only if they may carry the header (compressed, or a record's framing names it).
 pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
     let mut expired = Vec::new();
     let mut at = 0;
@@ -81,8 +104,8 @@ pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
         };
         let bytes = &batches[at..at + header.size as usize];
         at += header.size as usize;
-        let may_have = header.is_compressed()
-            || memchr::memmem::find(bytes, DEADLINE_HEADER.as_bytes()).is_some();
+        // Compressed or unreadable framing: decode to know.
+        let may_have = batch::has_header(bytes, DEADLINE_HEADER.as_bytes()).unwrap_or(true);
         if !may_have {
             continue;
         }

@@ -1,13 +1,14 @@
 //! Share groups (KIP-932, Kafka queues) on the broker: membership and sessions
 //! ([`members`]), the share partitions' state (the `task-queue` crate) kept here per (group,
 //! topic partition) and persisted in `__share_group_state`, group configs, and the dead-letter
-//! copies of archived records ([`delivery`]).
+//! copies of archived records ([`delivery`]); what the admin APIs read and reset is in `admin`.
 //!
 //! Every operation here is synchronous and may block on the log (reads, appends): handlers run
 //! them on the blocking pool. An operation's state changes are appended before it returns; the
 //! caller waits for their fsync ([`Pending`]) before answering, so what a client was told
 //! survives a crash.
 
+pub mod admin;
 pub mod delivery;
 pub mod members;
 
@@ -17,10 +18,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use log_core::{Log, Partition, Topic, TopicConfig, Uuid};
+use log_core::{Log, Partition, Topic, TopicConfig};
 use task_queue::{
-    AckBatch, AckError, Archived, AutoOffsetReset, Change, Changes, ShareConfig, ShareConfigError,
-    ShareKey, SharePartition, ShareStore, StoreError,
+    AckBatch, AckError, Archived, AutoOffsetReset, Change, Changes, ShareConfig, ShareKey,
+    SharePartition, ShareStore, StoreError,
 };
 use tokio::sync::Notify;
 
@@ -52,12 +53,17 @@ impl Pending {
     }
 }
 
-/// A share partition's start offset (SPSO) and lag (records from it to the log end not yet
-/// completed; `None` when the topic is gone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ShareOffset {
-    pub start: i64,
-    pub lag: Option<i64>,
+/// How much one ShareFetch may acquire.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchLimits {
+    /// Records (`MaxRecords`).
+    pub records: usize,
+    /// Bytes of batches (`MaxBytes`), checked between partitions.
+    pub bytes: usize,
+    /// Kafka's default `batch_optimized` acquire mode (KIP-1206): new records are acquired up
+    /// to the end of the batch holding the last one asked for, so that no batch is sent for a
+    /// part of its records; `MaxRecords` is then a soft limit. `record_limit` mode: strict.
+    pub whole_batches: bool,
 }
 
 /// What one ShareFetch got from one partition.
@@ -69,20 +75,6 @@ pub struct PartitionFetch {
     pub records: Bytes,
     /// (first offset, last offset, delivery count)
     pub acquired: Vec<(i64, i64, u16)>,
-}
-
-/// A share partition as `lograil queue describe` shows it.
-#[derive(Debug, Clone)]
-pub struct PartitionSummary {
-    pub topic: String,
-    pub partition: i32,
-    pub start: i64,
-    pub end: i64,
-    pub available: usize,
-    pub acquired: usize,
-    pub archived: usize,
-    /// When the oldest lock held now began (ms since the epoch).
-    pub oldest_lock_ms: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -133,47 +125,6 @@ impl Shares {
             }
         }
         config
-    }
-
-    /// Sets or (with `None`) deletes a group's configs, all or none.
-    pub fn alter_configs(
-        &self,
-        group: &str,
-        changes: &[(String, Option<String>)],
-        pending: &mut Pending,
-    ) -> Result<(), ShareConfigError> {
-        let mut check = self.config(group);
-        for (name, value) in changes {
-            check.set(name, value.as_deref(), &self.defaults)?;
-        }
-        let mut overrides = lock(&self.overrides);
-        let group_overrides = overrides.entry(group.to_string()).or_default();
-        for (name, value) in changes {
-            // Stored under the name it is reported under, whichever alias set it.
-            let name = ShareConfig::canonical(name).unwrap_or(name.as_str());
-            group_overrides.retain(|(n, _)| n != name);
-            if let Some(value) = value {
-                group_overrides.push((name.to_string(), value.clone()));
-            }
-        }
-        let change = Change::GroupConfig {
-            group: group.to_string(),
-            overrides: group_overrides.clone(),
-        };
-        match self.store.append(vec![change]) {
-            Ok(Some(info)) => pending.push(self.store.partition(), info),
-            Ok(None) => {}
-            Err(e) => tracing::error!(group, error = %e, "persisting group configs failed"),
-        }
-        Ok(())
-    }
-
-    /// A group's config overrides.
-    pub fn overrides(&self, group: &str) -> Vec<(String, String)> {
-        lock(&self.overrides)
-            .get(group)
-            .cloned()
-            .unwrap_or_default()
     }
 
     /// The state of a share partition, created where the group's `share.auto.offset.reset`
@@ -359,13 +310,13 @@ impl Shares {
         member: &str,
         partitions: &[TopicPartition],
         rotate: usize,
-        max_records: usize,
-        max_bytes: usize,
+        limits: FetchLimits,
         now: i64,
         pending: &mut Pending,
     ) -> Vec<PartitionFetch> {
         let config = self.config(group);
-        let mut left = max_records;
+        let max_bytes = limits.bytes;
+        let mut left = limits.records;
         let mut bytes = 0usize;
         let mut out = Vec::new();
         let count = partitions.len();
@@ -374,7 +325,11 @@ impl Shares {
             let fetched = if left == 0 || bytes >= max_bytes {
                 continue;
             } else {
-                self.acquire_one(log, group, member, tp, left, &config, now, pending)
+                let limits = FetchLimits {
+                    records: left,
+                    ..limits
+                };
+                self.acquire_one(log, group, member, tp, limits, &config, now, pending)
             };
             left = left.saturating_sub(
                 fetched
@@ -396,7 +351,7 @@ impl Shares {
         group: &str,
         member: &str,
         (topic_id, index): TopicPartition,
-        max_records: usize,
+        limits: FetchLimits,
         config: &ShareConfig,
         now: i64,
         pending: &mut Pending,
@@ -424,8 +379,13 @@ impl Shares {
         if state.start() < partition.log_start_offset() {
             changes = state.reset_start(partition.log_start_offset());
         }
-        let (acquired, took) =
-            state.acquire(member, now, max_records, partition.log_end_offset(), config);
+        let log_end = partition.log_end_offset();
+        let max_records = if limits.whole_batches {
+            delivery::to_batch_end(&partition, state.end(), limits.records, log_end)
+        } else {
+            limits.records
+        };
+        let (acquired, took) = state.acquire(member, now, max_records, log_end, config);
         merge(&mut changes, took);
         let mut ranges = acquired.ranges;
         let records = match delivery::read_acquired(&partition, &ranges) {
@@ -539,107 +499,6 @@ impl Shares {
             self.released.notify_waiters();
         }
         pending
-    }
-
-    /// A group's share partitions: (key, SPSO).
-    pub fn offsets(&self, log: &Log, group: &str) -> Vec<(ShareKey, ShareOffset)> {
-        let mut offsets: Vec<(ShareKey, ShareOffset)> = lock(&self.partitions)
-            .iter()
-            .filter(|(k, _)| k.group == group)
-            .map(|(k, s)| {
-                let state = lock(s);
-                let lag = resolve(log, k).map(|(_, p)| state.lag(p.log_end_offset()));
-                let start = state.start();
-                (k.clone(), ShareOffset { start, lag })
-            })
-            .collect();
-        offsets.sort();
-        offsets
-    }
-
-    /// Sets a share partition's start offset (AlterShareGroupOffsets), forgetting its state.
-    pub fn alter_offset(
-        &self,
-        key: &ShareKey,
-        start: i64,
-        pending: &mut Pending,
-    ) -> Result<(), ResponseError> {
-        let state = lock(&self.partitions)
-            .entry(key.clone())
-            .or_insert_with(|| Arc::new(Mutex::new(SharePartition::new(start))))
-            .clone();
-        let mut state = lock(&state);
-        *state = SharePartition::new(start);
-        let change = Change::Snapshot {
-            key: key.clone(),
-            state: state.clone(),
-        };
-        match self.store.append(vec![change]) {
-            Ok(Some(info)) => pending.push(self.store.partition(), info),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "persisting a share offset failed");
-                return Err(ResponseError::KafkaStorageError);
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes a group's state for a topic (DeleteShareGroupOffsets); how many partitions.
-    pub fn delete_offsets(&self, group: &str, topic_id: Uuid, pending: &mut Pending) -> usize {
-        let doomed: Vec<ShareKey> = lock(&self.partitions)
-            .keys()
-            .filter(|k| k.group == group && k.topic_id() == topic_id)
-            .cloned()
-            .collect();
-        let changes: Vec<Change> = doomed.iter().cloned().map(Change::Delete).collect();
-        match self.store.append(changes) {
-            Ok(Some(info)) => pending.push(self.store.partition(), info),
-            Ok(None) => {}
-            Err(e) => tracing::error!(error = %e, "deleting share offsets failed"),
-        }
-        let mut partitions = lock(&self.partitions);
-        for key in &doomed {
-            partitions.remove(key);
-        }
-        doomed.len()
-    }
-
-    /// Every group with share state or members.
-    pub fn groups(&self) -> Vec<String> {
-        let mut groups: Vec<String> = lock(&self.partitions)
-            .keys()
-            .map(|k| k.group.clone())
-            .collect();
-        groups.extend(self.members.list().into_iter().map(|(g, _)| g));
-        groups.sort();
-        groups.dedup();
-        groups
-    }
-
-    /// A group's share partitions, for describing.
-    pub fn summaries(&self, log: &Log, group: &str) -> Vec<PartitionSummary> {
-        let mut out: Vec<PartitionSummary> = lock(&self.partitions)
-            .iter()
-            .filter(|(k, _)| k.group == group)
-            .filter_map(|(key, state)| {
-                let topic = log.topic_by_id(key.topic_id())?;
-                let state = lock(state);
-                let (available, acquired, archived) = state.counts();
-                Some(PartitionSummary {
-                    topic: topic.name().to_string(),
-                    partition: key.partition,
-                    start: state.start(),
-                    end: state.end(),
-                    available,
-                    acquired,
-                    archived,
-                    oldest_lock_ms: state.oldest_lock(),
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-        out
     }
 }
 

@@ -1,0 +1,131 @@
+//! The data directory's own files beside the partitions' directories: each topic's
+//! `<topic>.topic` (its partition count, id and config) and the clean-shutdown marker.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+use uuid::Uuid;
+
+use crate::config::TopicConfig;
+use crate::error::{ConfigError, FileError, OpenError};
+use crate::io;
+use crate::log::MAX_PARTITIONS;
+
+pub(crate) const TOPIC_EXT: &str = "topic";
+/// The first line of a `.topic` file. Format 2 added the topic id; a format-1 file is given an
+/// id and rewritten when it is opened.
+pub(crate) const TOPIC_FORMAT: &str = "# lograil topic, format 2";
+pub(crate) const TOPIC_FORMAT_1: &str = "# lograil topic, format 1";
+/// Written when the log closes with every partition flushed; removed when it opens. Its absence
+/// at open means the last run did not shut down cleanly, and recovery checks CRCs.
+pub(crate) const CLEAN_MARKER: &str = ".clean-shutdown";
+
+/// What a `.topic` file holds.
+pub(crate) struct TopicFile {
+    pub partitions: u32,
+    pub config: TopicConfig,
+    /// `None` in a format-1 file.
+    pub id: Option<Uuid>,
+}
+
+pub(crate) fn read_topic_file(path: &Path) -> Result<TopicFile, OpenError> {
+    let text = fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
+    let bad = |source: ConfigError| OpenError::BadConfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut lines = text.lines();
+    let format = lines.next();
+    if format != Some(TOPIC_FORMAT) && format != Some(TOPIC_FORMAT_1) {
+        return Err(bad(ConfigError::Format {
+            expected: TOPIC_FORMAT,
+        }));
+    }
+    let (mut partitions, mut id) = (None, None);
+    let mut rest = String::new();
+    for line in lines {
+        if let Some(n) = line.strip_prefix("partitions=") {
+            partitions = n.trim().parse::<u32>().ok();
+        } else if let Some(text) = line.strip_prefix("id=") {
+            id = Some(
+                Uuid::parse_str(text.trim())
+                    .map_err(|_| bad(ConfigError::Missing { name: "id" }))?,
+            );
+        } else {
+            rest.push_str(line);
+            rest.push('\n');
+        }
+    }
+    let partitions = partitions
+        .filter(|n| (1..=MAX_PARTITIONS).contains(n))
+        .ok_or_else(|| bad(ConfigError::Missing { name: "partitions" }))?;
+    if format == Some(TOPIC_FORMAT) && id.is_none() {
+        return Err(bad(ConfigError::Missing { name: "id" }));
+    }
+    let config = TopicConfig::from_properties(&rest).map_err(bad)?;
+    Ok(TopicFile {
+        partitions,
+        config,
+        id,
+    })
+}
+
+/// Writes `<topic>.topic` atomically: temporary file, fsync, rename, fsync of the directory.
+pub(crate) fn write_topic_file(
+    dir: &Path,
+    name: &str,
+    partitions: u32,
+    config: &TopicConfig,
+    id: Uuid,
+) -> Result<(), FileError> {
+    let path = dir.join(format!("{name}.{TOPIC_EXT}"));
+    let tmp = dir.join(format!("{name}.{TOPIC_EXT}.tmp"));
+    let text = format!(
+        "{TOPIC_FORMAT}\nid={}\npartitions={partitions}\n{}",
+        id.hyphenated(),
+        config.to_properties()
+    );
+    let write = || -> std::io::Result<()> {
+        let mut file = File::create(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    };
+    write().map_err(|e| FileError::new("write", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
+    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
+}
+
+pub(crate) fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {
+    for p in 0..partitions {
+        remove_dir(&dir.join(format!("{name}-{p}")));
+    }
+}
+
+pub(crate) fn remove_dir(path: &Path) {
+    if let Err(e) = fs::remove_dir_all(path) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %path.display(), error = %e, "could not remove partition dir");
+        }
+    }
+}
+
+/// Whether the last run shut down cleanly; removes the marker (durably) so that a crash from
+/// now on is seen as unclean.
+pub(crate) fn take_clean_marker(dir: &Path) -> Result<bool, OpenError> {
+    let path = dir.join(CLEAN_MARKER);
+    match fs::remove_file(&path) {
+        Ok(()) => {
+            io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(FileError::new("remove", path, e).into()),
+    }
+}
+
+pub(crate) fn write_clean_marker(dir: &Path) -> Result<(), FileError> {
+    let path = dir.join(CLEAN_MARKER);
+    fs::write(&path, b"").map_err(|e| FileError::new("write", &path, e))?;
+    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
+}

@@ -1,0 +1,90 @@
+//! A topic: its partitions in order, its id, Kafka's rules for its name, and opening its
+//! partitions' directories.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::config::TopicConfig;
+use crate::error::{OpenError, TopicError};
+use crate::partition::{OpenContext, Partition};
+
+/// A topic: its partitions, in order.
+#[derive(Debug)]
+pub struct Topic {
+    pub(crate) name: String,
+    /// Kafka's topic id: random, kept for the topic's life, new when a topic of the same name
+    /// is created again.
+    pub(crate) id: Uuid,
+    pub(crate) partitions: Vec<Arc<Partition>>,
+}
+
+impl Topic {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    pub fn partitions(&self) -> &[Arc<Partition>] {
+        &self.partitions
+    }
+
+    pub fn partition(&self, index: u32) -> Option<&Arc<Partition>> {
+        self.partitions.get(index as usize)
+    }
+
+    pub fn config(&self) -> TopicConfig {
+        self.partitions
+            .first()
+            .map(|p| p.config())
+            .unwrap_or_default()
+    }
+}
+
+/// Kafka's topic name rules: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_name(name: &str) -> Result<(), TopicError> {
+    let invalid = |reason| {
+        Err(TopicError::InvalidName {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if name.is_empty() || name.len() > 249 {
+        return invalid("must be 1 to 249 characters");
+    }
+    if name == "." || name == ".." {
+        return invalid("cannot be '.' or '..'");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return invalid("may contain only ASCII letters, digits, '.', '_' and '-'");
+    }
+    Ok(())
+}
+
+pub(crate) fn open_topic(
+    dir: &Path,
+    name: &str,
+    id: Uuid,
+    partitions: u32,
+    config: TopicConfig,
+    context: &OpenContext,
+) -> Result<Topic, OpenError> {
+    let partitions = (0..partitions)
+        .map(|p| {
+            let label = format!("{name}-{p}");
+            Partition::open(&dir.join(&label), &label, config.clone(), context).map(Arc::new)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Topic {
+        name: name.to_string(),
+        id,
+        partitions,
+    })
+}

@@ -1,0 +1,177 @@
+//! What the share-group admin APIs read and change: group configs (IncrementalAlterConfigs),
+//! share-partition start offsets and lag (Describe/Alter/DeleteShareGroupOffsets), the groups,
+//! and the per-partition summaries of `lograil queue describe`.
+
+use std::sync::{Arc, Mutex};
+
+use kafka_protocol::error::ResponseError;
+use log_core::{Log, Uuid};
+use task_queue::{Change, ShareConfig, ShareConfigError, ShareKey, SharePartition};
+
+use super::{lock, resolve, Pending, Shares};
+
+/// A share partition's start offset (SPSO) and lag (records from it to the log end not yet
+/// completed; `None` when the topic is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ShareOffset {
+    pub start: i64,
+    pub lag: Option<i64>,
+}
+
+/// A share partition as `lograil queue describe` shows it.
+#[derive(Debug, Clone)]
+pub struct PartitionSummary {
+    pub topic: String,
+    pub partition: i32,
+    pub start: i64,
+    pub end: i64,
+    pub available: usize,
+    pub acquired: usize,
+    pub archived: usize,
+    /// When the oldest lock held now began (ms since the epoch).
+    pub oldest_lock_ms: Option<i64>,
+}
+
+impl Shares {
+    /// Sets or (with `None`) deletes a group's configs, all or none.
+    pub fn alter_configs(
+        &self,
+        group: &str,
+        changes: &[(String, Option<String>)],
+        pending: &mut Pending,
+    ) -> Result<(), ShareConfigError> {
+        let mut check = self.config(group);
+        for (name, value) in changes {
+            check.set(name, value.as_deref(), &self.defaults)?;
+        }
+        let mut overrides = lock(&self.overrides);
+        let group_overrides = overrides.entry(group.to_string()).or_default();
+        for (name, value) in changes {
+            // Stored under the name it is reported under, whichever alias set it.
+            let name = ShareConfig::canonical(name).unwrap_or(name.as_str());
+            group_overrides.retain(|(n, _)| n != name);
+            if let Some(value) = value {
+                group_overrides.push((name.to_string(), value.clone()));
+            }
+        }
+        let change = Change::GroupConfig {
+            group: group.to_string(),
+            overrides: group_overrides.clone(),
+        };
+        match self.store.append(vec![change]) {
+            Ok(Some(info)) => pending.push(self.store.partition(), info),
+            Ok(None) => {}
+            Err(e) => tracing::error!(group, error = %e, "persisting group configs failed"),
+        }
+        Ok(())
+    }
+
+    /// A group's config overrides.
+    pub fn overrides(&self, group: &str) -> Vec<(String, String)> {
+        lock(&self.overrides)
+            .get(group)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A group's share partitions: (key, SPSO).
+    pub fn offsets(&self, log: &Log, group: &str) -> Vec<(ShareKey, ShareOffset)> {
+        let mut offsets: Vec<(ShareKey, ShareOffset)> = lock(&self.partitions)
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .map(|(k, s)| {
+                let state = lock(s);
+                let lag = resolve(log, k).map(|(_, p)| state.lag(p.log_end_offset()));
+                let start = state.start();
+                (k.clone(), ShareOffset { start, lag })
+            })
+            .collect();
+        offsets.sort();
+        offsets
+    }
+
+    /// Sets a share partition's start offset (AlterShareGroupOffsets), forgetting its state.
+    pub fn alter_offset(
+        &self,
+        key: &ShareKey,
+        start: i64,
+        pending: &mut Pending,
+    ) -> Result<(), ResponseError> {
+        let state = lock(&self.partitions)
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Mutex::new(SharePartition::new(start))))
+            .clone();
+        let mut state = lock(&state);
+        *state = SharePartition::new(start);
+        let change = Change::Snapshot {
+            key: key.clone(),
+            state: state.clone(),
+        };
+        match self.store.append(vec![change]) {
+            Ok(Some(info)) => pending.push(self.store.partition(), info),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "persisting a share offset failed");
+                return Err(ResponseError::KafkaStorageError);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a group's state for a topic (DeleteShareGroupOffsets); how many partitions.
+    pub fn delete_offsets(&self, group: &str, topic_id: Uuid, pending: &mut Pending) -> usize {
+        let doomed: Vec<ShareKey> = lock(&self.partitions)
+            .keys()
+            .filter(|k| k.group == group && k.topic_id() == topic_id)
+            .cloned()
+            .collect();
+        let changes: Vec<Change> = doomed.iter().cloned().map(Change::Delete).collect();
+        match self.store.append(changes) {
+            Ok(Some(info)) => pending.push(self.store.partition(), info),
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "deleting share offsets failed"),
+        }
+        let mut partitions = lock(&self.partitions);
+        for key in &doomed {
+            partitions.remove(key);
+        }
+        doomed.len()
+    }
+
+    /// Every group with share state or members.
+    pub fn groups(&self) -> Vec<String> {
+        let mut groups: Vec<String> = lock(&self.partitions)
+            .keys()
+            .map(|k| k.group.clone())
+            .collect();
+        groups.extend(self.members.list().into_iter().map(|(g, _)| g));
+        groups.sort();
+        groups.dedup();
+        groups
+    }
+
+    /// A group's share partitions, for describing.
+    pub fn summaries(&self, log: &Log, group: &str) -> Vec<PartitionSummary> {
+        let mut out: Vec<PartitionSummary> = lock(&self.partitions)
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .filter_map(|(key, state)| {
+                let topic = log.topic_by_id(key.topic_id())?;
+                let state = lock(state);
+                let (available, acquired, archived) = state.counts();
+                Some(PartitionSummary {
+                    topic: topic.name().to_string(),
+                    partition: key.partition,
+                    start: state.start(),
+                    end: state.end(),
+                    available,
+                    acquired,
+                    archived,
+                    oldest_lock_ms: state.oldest_lock(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        out
+    }
+}
