@@ -176,6 +176,21 @@ pub enum ReadError {
     Io(#[from] FileError),
 }
 
+/// Records could not be deleted (DeleteRecords).
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteRecordsError {
+    #[error(
+        "offset {offset} is beyond the high watermark {high_watermark} (log start {log_start})"
+    )]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start: i64,
+        high_watermark: i64,
+    },
+    #[error(transparent)]
+    Io(#[from] FileError),
+}
+
 /// Creating or deleting a topic failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TopicError {
@@ -187,6 +202,14 @@ pub enum TopicError {
     UnknownTopic(String),
     #[error("invalid partition count {0}: must be 1..=100000")]
     InvalidPartitions(u32),
+    #[error(
+        "topic {name} has {current} partitions; it can only grow, and {requested} is not more"
+    )]
+    PartitionsNotIncreased {
+        name: String,
+        current: u32,
+        requested: u32,
+    },
     #[error("invalid config: {0}")]
     InvalidConfig(#[from] ConfigError),
     #[error("topic {name} is offline: {reason}")]

@@ -46,7 +46,8 @@ mod topic;
 
 pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
 pub use error::{
-    AppendError, BatchError, ConfigError, FileError, OpenError, ReadError, TopicError,
+    AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
+    TopicError,
 };
 pub use log::{Log, LogOptions, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};

@@ -66,6 +66,9 @@ struct Shared {
     /// Topics whose files could not be opened, with why: not served, and their names cannot
     /// be taken by a new topic (which would remove their data).
     offline: RwLock<BTreeMap<String, String>>,
+    /// Serialises changes to existing topics (partitions added, config altered, deletion), so
+    /// that each rewrites the `.topic` file from the state the last one left.
+    alter: Mutex<()>,
     /// Held for the life of the log: one process per data dir.
     _lock: File,
     stop: Mutex<bool>,
@@ -158,6 +161,7 @@ impl Log {
             topics: RwLock::new(topics),
             creating: Mutex::new(BTreeSet::new()),
             offline: RwLock::new(offline),
+            alter: Mutex::new(()),
             _lock: lock,
             stop: Mutex::new(false),
             wake: Condvar::new(),
@@ -286,6 +290,7 @@ impl Log {
     /// what they mapped; appends to it are refused.
     pub fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
         let dir = &self.shared.dir;
+        let _alter = self.shared.alter_lock();
         // Under the lock, only renames: the name is free for a new topic as soon as it is
         // released, and the slow removal of the old data cannot touch the new topic's.
         let (topic, doomed) = {
@@ -316,6 +321,84 @@ impl Log {
         for path in doomed {
             remove_dir(&path);
         }
+        Ok(())
+    }
+
+    /// Grows topic `name` to `partitions` partitions (Kafka's CreatePartitions): the new ones
+    /// are made empty (a directory and a first segment each) and the `.topic` file is
+    /// rewritten last, its commit point. A count that is not larger than the current one is
+    /// [`TopicError::PartitionsNotIncreased`]. Blocking file work, done without holding the
+    /// lock of the topic map; returns the grown topic.
+    pub fn add_partitions(&self, name: &str, partitions: u32) -> Result<Arc<Topic>, TopicError> {
+        let _alter = self.shared.alter_lock();
+        let old = self
+            .topic(name)
+            .ok_or_else(|| TopicError::UnknownTopic(name.to_string()))?;
+        let current = u32::try_from(old.partitions.len()).unwrap_or(u32::MAX);
+        if partitions <= current {
+            return Err(TopicError::PartitionsNotIncreased {
+                name: name.to_string(),
+                current,
+                requested: partitions,
+            });
+        }
+        if partitions > MAX_PARTITIONS {
+            return Err(TopicError::InvalidPartitions(partitions));
+        }
+        let dir = &self.shared.dir;
+        let config = old.config();
+        let mut added = Vec::with_capacity((partitions - current) as usize);
+        let made = (|| -> Result<(), TopicError> {
+            for p in current..partitions {
+                let label = format!("{name}-{p}");
+                let partition_dir = dir.join(&label);
+                if partition_dir.exists() {
+                    // Left over from an interrupted create, delete or growth.
+                    fs::remove_dir_all(&partition_dir)
+                        .map_err(|e| FileError::new("remove", &partition_dir, e))?;
+                }
+                added.push(Arc::new(Partition::open(
+                    &partition_dir,
+                    &label,
+                    config.clone(),
+                    &self.shared.context,
+                )?));
+            }
+            write_topic_file(dir, name, partitions, &config, old.id)?;
+            Ok(())
+        })();
+        if let Err(e) = made {
+            for p in current..partitions {
+                remove_dir(&dir.join(format!("{name}-{p}")));
+            }
+            return Err(e);
+        }
+        let grown = Arc::new(Topic {
+            name: old.name.clone(),
+            id: old.id,
+            partitions: old.partitions.iter().cloned().chain(added).collect(),
+        });
+        self.shared
+            .topics_write()
+            .insert(name.to_string(), grown.clone());
+        self.shared.wake.notify_all();
+        Ok(grown)
+    }
+
+    /// Replaces topic `name`'s config: the `.topic` file is rewritten (durably) first, then
+    /// every partition takes the config from its next append, segment roll or retention
+    /// pass, without a restart. Blocking file work.
+    pub fn set_topic_config(&self, name: &str, config: TopicConfig) -> Result<(), TopicError> {
+        let _alter = self.shared.alter_lock();
+        let topic = self
+            .topic(name)
+            .ok_or_else(|| TopicError::UnknownTopic(name.to_string()))?;
+        let partitions = u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX);
+        write_topic_file(&self.shared.dir, name, partitions, &config, topic.id)?;
+        for partition in &topic.partitions {
+            partition.set_config(config.clone());
+        }
+        self.shared.wake.notify_all();
         Ok(())
     }
 
@@ -399,6 +482,10 @@ impl Shared {
             shared: self,
             name: name.to_string(),
         })
+    }
+
+    fn alter_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.alter.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Topic>>> {

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use log_core::{Log, OpenError, Partition, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
+use crate::broker_defaults::BrokerDefaults;
 use crate::config::BrokerConfig;
 use crate::durable::Syncer;
 use crate::groups::offsets::OffsetsError;
@@ -51,6 +52,8 @@ pub struct Broker {
     pub host: String,
     pub port: i32,
     pub cluster_id: String,
+    /// Topic config defaults: the flags, with dynamic broker defaults over them.
+    pub defaults: BrokerDefaults,
     /// Idempotent-producer state, per partition.
     pub producers: Producers,
     pub producer_ids: ProducerIds,
@@ -98,6 +101,7 @@ impl Broker {
         shutdown: watch::Receiver<bool>,
     ) -> Result<Broker, StartError> {
         let log = Log::open_with_options(&config.data_dir, config.log.clone())?;
+        let defaults = BrokerDefaults::open(&config.data_dir, config.topic_defaults.clone())?;
         let offsets = OffsetStore::open(&log)?;
         let shares = Shares::open(&log, config.share.clone(), config.topic_defaults.clone())?;
         let group_config = config.groups.clone();
@@ -125,6 +129,7 @@ impl Broker {
             host,
             port: i32::from(bound.port()),
             cluster_id: "lograil-single-node".to_string(),
+            defaults,
             config,
             producers,
             producer_ids,
@@ -138,6 +143,11 @@ impl Broker {
             creating_partitions: Mutex::new(0),
             auto_create: RateLimiter::per_second(auto_create_rate),
         })
+    }
+
+    /// The config a new topic starts from: the flags, with dynamic broker defaults over them.
+    pub fn topic_defaults(&self) -> TopicConfig {
+        self.defaults.effective()
     }
 
     /// Partitions the broker holds, all topics together.
@@ -184,13 +194,23 @@ impl Broker {
         Ok(self.log.create_topic(name, partitions, config)?)
     }
 
+    /// Grows topic `name` to `partitions` partitions within `max.broker.partitions` (Kafka's
+    /// CreatePartitions). Blocking file work: call it on the blocking pool.
+    pub fn add_partitions(&self, name: &str, partitions: u32) -> Result<Arc<Topic>, CreateError> {
+        let current = self.log.topic(name).map_or(0, |t| {
+            u32::try_from(t.partitions().len()).unwrap_or(u32::MAX)
+        });
+        let _room = self.reserve_room(partitions.saturating_sub(current))?;
+        Ok(self.log.add_partitions(name, partitions)?)
+    }
+
     /// Creates a topic with the broker's defaults for a client that asked for it by name
     /// (Metadata with auto-creation allowed). Blocking file work: call it on the blocking
     /// pool. The topic if another request created it meanwhile; [`CreateError::BeingCreated`]
     /// while that creation is still under way.
     pub fn auto_create_topic(&self, name: &str) -> Result<Arc<Topic>, CreateError> {
         let partitions = self.config.default_partitions;
-        match self.create_topic(name, partitions, self.config.topic_defaults.clone()) {
+        match self.create_topic(name, partitions, self.topic_defaults()) {
             Ok(topic) => {
                 tracing::info!(topic = name, partitions, "auto-created topic");
                 Ok(topic)

@@ -161,6 +161,23 @@ const ACCEPTED_AS_IS: &[(&str, Option<&str>)] = &[
     ("preallocate", None),
 ];
 
+/// Puts one Kafka topic config of `config` back to its value in `defaults` (a DELETE in
+/// IncrementalAlterConfigs). A config lograil accepts but does not act on has nothing to reset;
+/// an unknown name is [`ConfigError::Unknown`].
+pub fn reset_topic_config(
+    config: &mut TopicConfig,
+    defaults: &TopicConfig,
+    name: &str,
+) -> Result<(), ConfigError> {
+    if ACCEPTED_AS_IS.iter().any(|(n, _)| *n == name) {
+        return Ok(());
+    }
+    match defaults.entries().into_iter().find(|(n, _)| *n == name) {
+        Some((_, value)) => config.set(name, &value),
+        None => Err(ConfigError::Unknown { name: name.into() }),
+    }
+}
+
 /// Applies one Kafka topic config to `config`. Configs lograil cannot honour are refused with
 /// a reason, so a client never believes a setting took effect when it did not.
 pub fn set_topic_config(

@@ -11,6 +11,7 @@
 mod appender;
 mod blocking;
 mod broker;
+mod broker_defaults;
 pub mod config;
 mod connection;
 mod durable;

@@ -156,6 +156,18 @@ impl PartitionProducers {
         before - self.entries.len()
     }
 
+    /// The producers with state here, by id: (id, epoch, last sequence, last append in ms
+    /// since the epoch), for DescribeProducers.
+    pub fn active(&self) -> Vec<(i64, i16, i32, i64)> {
+        let mut active: Vec<_> = self
+            .entries
+            .iter()
+            .map(|(id, e)| (*id, e.epoch, e.last_sequence, e.last_seen_ms))
+            .collect();
+        active.sort_unstable();
+        active
+    }
+
     /// Producers tracked.
     #[cfg(test)]
     pub fn len(&self) -> usize {

@@ -462,6 +462,14 @@ fn api_versions_advertises_exactly_what_is_routed() {
             ApiKey::DeleteShareGroupOffsets => {
                 frame(key, max, 1, &m::DeleteShareGroupOffsetsRequest::default())
             }
+            ApiKey::AlterConfigs => frame(key, max, 1, &m::AlterConfigsRequest::default()),
+            ApiKey::CreatePartitions => frame(key, max, 1, &m::CreatePartitionsRequest::default()),
+            ApiKey::DeleteRecords => frame(key, max, 1, &m::DeleteRecordsRequest::default()),
+            ApiKey::DescribeCluster => frame(key, max, 1, &m::DescribeClusterRequest::default()),
+            ApiKey::DescribeLogDirs => frame(key, max, 1, &m::DescribeLogDirsRequest::default()),
+            ApiKey::DescribeProducers => {
+                frame(key, max, 1, &m::DescribeProducersRequest::default())
+            }
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();

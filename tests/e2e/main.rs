@@ -3,6 +3,7 @@
 //! protocol bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod admin;
 mod bad_input;
 mod broker;
 mod damaged;

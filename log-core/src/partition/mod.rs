@@ -11,6 +11,7 @@
 mod batches;
 mod durability;
 mod retention;
+mod start;
 
 pub use batches::BatchHeaders;
 use durability::SyncState;
@@ -72,6 +73,10 @@ pub struct Partition {
     /// Set once a write or fsync failed in a way that leaves the durable state unknown.
     poison: OnceLock<String>,
     recovery: Recovery,
+    /// The log start offset set by DeleteRecords (see `start.rs`); 0 when never set.
+    start_floor: AtomicI64,
+    /// Serialises changes of `start_floor` and its file.
+    start_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -137,6 +142,7 @@ impl Partition {
             index_interval: config.index_interval_bytes,
         };
         let mut bases = list_segments(dir)?;
+        let start_floor = start::read_start_floor(dir)?;
         if bases.is_empty() {
             drop(Segment::create(&place, 0, 0)?);
             bases.push(0);
@@ -187,6 +193,8 @@ impl Partition {
             synced: Condvar::new(),
             poison: OnceLock::new(),
             recovery,
+            start_floor: AtomicI64::new(start_floor),
+            start_lock: Mutex::new(()),
         })
     }
 
@@ -224,8 +232,11 @@ impl Partition {
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
     }
 
+    /// The first offset served: the first segment's base offset, or past it when
+    /// DeleteRecords moved it (see [`Partition::delete_records_before`]).
     pub fn log_start_offset(&self) -> i64 {
-        self.segments().first().map_or(0, |s| s.base_offset)
+        let first = self.segments().first().map_or(0, |s| s.base_offset);
+        first.max(self.start_floor.load(Ordering::Acquire))
     }
 
     /// The end of what readers see: the offset after the last batch written, or under
@@ -457,7 +468,10 @@ impl Partition {
         let end = self.log_end_offset();
         let (start, mut index, mut segment) = {
             let segments = self.segments();
-            let start = segments.first().map_or(0, |s| s.base_offset);
+            let start = segments
+                .first()
+                .map_or(0, |s| s.base_offset)
+                .max(self.start_floor.load(Ordering::Acquire));
             if offset < start || offset > end {
                 return Err(ReadError::OffsetOutOfRange {
                     offset,
@@ -495,7 +509,10 @@ impl Partition {
     /// `None` if every record is older.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, ReadError> {
         let segments: Vec<Arc<Segment>> = self.segments().clone();
-        let from = segments.first().map_or(0, |s| s.base_offset);
+        let from = segments
+            .first()
+            .map_or(0, |s| s.base_offset)
+            .max(self.start_floor.load(Ordering::Acquire));
         let end = self.log_end_offset();
         for segment in segments.iter().filter(|s| s.max_timestamp() >= timestamp) {
             if let Some(found) = segment.find_timestamp(timestamp, from)? {

@@ -71,6 +71,7 @@ impl Partition {
             segments.drain(..doomed.len());
             segments.first().map_or(0, |s| s.base_offset)
         };
+        let log_start = log_start.max(self.start_floor.load(std::sync::atomic::Ordering::Acquire));
         drop(writer);
         // Readers that already hold a segment keep its map; the files go now.
         let mut report = RetentionReport {

@@ -206,8 +206,44 @@ nothing_counted!(
     m::InitProducerIdRequest,
     m::HeartbeatRequest,
     m::ListGroupsRequest,
-    m::JoinGroupRequest
+    m::JoinGroupRequest,
+    m::DescribeClusterRequest
 );
+
+impl Counted for m::AlterConfigsRequest {
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.resources.len(),
+            partitions: self.resources.iter().map(|r| r.configs.len()).sum(),
+            ..Counts::default()
+        }
+    }
+}
+
+impl Counted for m::CreatePartitionsRequest {
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.assignments.as_ref().map_or(0, Vec::len))
+    }
+}
+
+impl Counted for m::DeleteRecordsRequest {
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+}
+
+impl Counted for m::DescribeLogDirsRequest {
+    fn counts(&self) -> Counts {
+        let topics = self.topics.as_deref().unwrap_or_default();
+        topics_and_partitions(topics, |t| t.partitions.len())
+    }
+}
+
+impl Counted for m::DescribeProducersRequest {
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partition_indexes.len())
+    }
+}
 
 impl Counted for m::ProduceRequest {
     fn counts(&self) -> Counts {

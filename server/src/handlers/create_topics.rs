@@ -115,7 +115,7 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Creata
             _ => return fail(ResponseError::InvalidPartitions, format!("{n} partitions")),
         },
     };
-    let mut config: TopicConfig = broker.config.topic_defaults.clone();
+    let mut config: TopicConfig = broker.topic_defaults();
     for c in &topic.configs {
         let value = c.value.as_deref().unwrap_or("-1");
         if let Err(e) = set_topic_config(&mut config, &c.name, value) {

@@ -2,6 +2,11 @@
 //! config names. A topic config equal to the broker default is reported as a default
 //! (source 5), any other as a topic override (source 1), so Kafka tooling lists overrides.
 //!
+//! The broker resource named "" (Kafka's `--entity-default`) lists the dynamic broker defaults
+//! (see `broker_defaults.rs`) under Kafka's broker names.
+//!
+//! `min.insync.replicas` is reported as 1 (a read-only default: there is one replica).
+//!
 //! Beyond Kafka: a partition with damaged data (offsets its segments cannot serve) adds a
 //! read-only entry `lograil.damage.partition.<N>` describing the damage (offsets, segment file,
 //! byte positions, reason), which `lograil topic describe` shows. Kafka's protocol has no
@@ -30,6 +35,7 @@ const BROKER: i8 = 4;
 pub const TOPIC_CONFIG_SOURCE: i8 = 1;
 const STATIC_BROKER_CONFIG_SOURCE: i8 = 4;
 const DEFAULT_CONFIG_SOURCE: i8 = 5;
+const DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE: i8 = 3;
 const GROUP: i8 = 32;
 /// Kafka's source for a group config set on the group.
 const DYNAMIC_GROUP_CONFIG_SOURCE: i8 = 8;
@@ -119,7 +125,7 @@ pub async fn handle(
     request: DescribeConfigsRequest,
     _: &RequestContext,
 ) -> Option<DescribeConfigsResponse> {
-    let defaults = broker.config.topic_defaults.entries();
+    let defaults = broker.topic_defaults().entries();
     let results = request
         .resources
         .into_iter()
@@ -144,6 +150,16 @@ pub async fn handle(
                                 (k.to_string(), v, source, false)
                             })
                             .collect();
+                        // Kafka's tools read it (`kafka-topics --describe
+                        // --under-min-isr-partitions` fails without it); one replica, so 1.
+                        if !entries.iter().any(|(k, ..)| k == "min.insync.replicas") {
+                            entries.push((
+                                "min.insync.replicas".to_string(),
+                                "1".to_string(),
+                                DEFAULT_CONFIG_SOURCE,
+                                true,
+                            ));
+                        }
                         entries.extend(damage_entries(&topic));
                         entries
                     }
@@ -164,6 +180,20 @@ pub async fn handle(
                             .with_error_message(Some(StrBytes::from_string(message)));
                     }
                 },
+                // The cluster-wide default (`--entity-default`): the dynamic values only.
+                BROKER if resource.resource_name.is_empty() => broker
+                    .defaults
+                    .dynamic()
+                    .into_iter()
+                    .map(|(k, v)| {
+                        (
+                            k.to_string(),
+                            v,
+                            DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE,
+                            false,
+                        )
+                    })
+                    .collect(),
                 BROKER => defaults
                     .iter()
                     .cloned()

@@ -69,7 +69,9 @@ pub fn topic(e: &TopicError) -> ResponseError {
         TopicError::InvalidName { .. } => ResponseError::InvalidTopicException,
         TopicError::AlreadyExists(_) => ResponseError::TopicAlreadyExists,
         TopicError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
-        TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        TopicError::InvalidPartitions(_) | TopicError::PartitionsNotIncreased { .. } => {
+            ResponseError::InvalidPartitions
+        }
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
         TopicError::Offline { .. } | TopicError::Io(_) | TopicError::Open(_) => {
             ResponseError::KafkaStorageError

@@ -1,22 +1,44 @@
-//! IncrementalAlterConfigs, versions 0–1, for share groups (resource type GROUP, 32): Kafka's
-//! `group.share.*` configs, `share.auto.offset.reset` and KIP-1191's
-//! `errors.deadletterqueue.topic.name`, SET or DELETE, all of a resource's changes or none,
-//! persisted in `__share_group_state`. Topic and broker resources are not altered yet (Kafka's
-//! tools get INVALID_REQUEST saying so); APPEND and SUBTRACT (for list configs) do not apply to
-//! these configs (INVALID_CONFIG).
+//! IncrementalAlterConfigs, versions 0–1, SET or DELETE, all of a resource's changes or none:
+//!
+//! - topics (resource type 2): Kafka's topic config names (see `config::set_topic_config`),
+//!   persisted in the topic's `.topic` file and in effect at once, without a restart
+//!   (`retention.ms` at the next retention pass, `segment.bytes` for the next segment,
+//!   `flush.messages`/`flush.ms` from the next append). DELETE puts a config back to the
+//!   broker's default. An unknown name, a bad value or one lograil cannot honour is
+//!   INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Internal topics' configs are
+//!   lograil's own (INVALID_REQUEST).
+//! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
+//!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name`, persisted in
+//!   `__share_group_state`.
+//! - the cluster-wide broker defaults (resource type 4, name "", Kafka's `--entity-default`):
+//!   `log.retention.ms`, `log.retention.bytes`, `log.segment.bytes`, `log.roll.ms`,
+//!   `message.max.bytes`, `log.index.interval.bytes` (see `broker_defaults.rs`); topics with the
+//!   old default follow the new one. A bad value, or any other broker config, is
+//!   INVALID_REQUEST (Kafka's code for a bad broker config).
+//!
+//! Deviations: a per-broker resource (type 4 named by a node id) is refused with
+//! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND and
+//! SUBTRACT (for list configs) apply to none of these configs (INVALID_CONFIG).
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::RequestContext;
+use super::{errors, RequestContext};
 use crate::broker::Broker;
+use crate::broker_defaults::{follow, DefaultsError};
+use crate::config::{reset_topic_config, set_topic_config};
 use crate::shares::Pending;
 
 pub const GROUP: i8 = 32;
+pub const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
 
@@ -26,64 +48,260 @@ pub async fn handle(
     _: &RequestContext,
 ) -> Option<IncrementalAlterConfigsResponse> {
     let mut pending = Pending::default();
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        if resource.resource_type == BROKER && resource.resource_name.is_empty() {
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            let fail = |error: ResponseError, message: String| {
-                response
-                    .clone()
-                    .with_error_code(error.code())
-                    .with_error_message(Some(StrBytes::from_string(message)))
-            };
-            if resource.resource_type != GROUP {
-                return fail(
-                    ResponseError::InvalidRequest,
-                    format!(
-                        "altering configs of resource type {} is not supported yet",
-                        resource.resource_type
-                    ),
-                );
-            }
-            let mut changes = Vec::with_capacity(resource.configs.len());
-            for config in &resource.configs {
-                let value = match config.config_operation {
-                    SET => config.value.as_ref().map(ToString::to_string),
-                    DELETE => None,
-                    other => {
-                        return fail(
-                            ResponseError::InvalidConfig,
-                            format!(
-                                "operation {other} does not apply to {}",
-                                config.name.as_str()
-                            ),
-                        )
-                    }
-                };
-                changes.push((config.name.to_string(), value));
-            }
-            if request.validate_only {
-                let mut check = broker.shares.config(&resource.resource_name);
-                let defaults = broker.config.share.clone();
-                for (name, value) in &changes {
-                    if let Err(e) = check.set(name, value.as_deref(), &defaults) {
-                        return fail(ResponseError::InvalidConfig, e.to_string());
-                    }
+            let changes = match topic_changes(&resource.configs) {
+                Ok(changes) => changes,
+                Err(message) => {
+                    responses.push(
+                        response
+                            .with_error_code(ResponseError::InvalidConfig.code())
+                            .with_error_message(Some(StrBytes::from_string(message))),
+                    );
+                    continue;
                 }
-                return response;
-            }
-            match broker
-                .shares
-                .alter_configs(&resource.resource_name, &changes, &mut pending)
-            {
+            };
+            let owner = broker.clone();
+            let validate_only = request.validate_only;
+            let outcome = tokio::task::spawn_blocking(move || {
+                alter_broker_defaults(&owner, &changes, validate_only)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err((
+                    ResponseError::UnknownServerError,
+                    format!("altering the broker defaults failed: {e}"),
+                ))
+            });
+            responses.push(match outcome {
                 Ok(()) => response,
-                Err(e) => fail(ResponseError::InvalidConfig, e.to_string()),
-            }
-        })
-        .collect();
+                Err((error, message)) => response
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            });
+            continue;
+        }
+        if resource.resource_type == TOPIC {
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            let changes = match topic_changes(&resource.configs) {
+                Ok(changes) => changes,
+                Err(message) => {
+                    responses.push(
+                        response
+                            .with_error_code(ResponseError::InvalidConfig.code())
+                            .with_error_message(Some(StrBytes::from_string(message))),
+                    );
+                    continue;
+                }
+            };
+            let owner = broker.clone();
+            let name = resource.resource_name.to_string();
+            let validate_only = request.validate_only;
+            let outcome = tokio::task::spawn_blocking(move || {
+                alter_topic(&owner, &name, &changes, false, validate_only)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err((
+                    ResponseError::UnknownServerError,
+                    format!("altering the topic's configs failed: {e}"),
+                ))
+            });
+            responses.push(match outcome {
+                Ok(()) => response,
+                Err((error, message)) => response
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            });
+            continue;
+        }
+        responses.push(alter_group(
+            broker,
+            resource,
+            request.validate_only,
+            &mut pending,
+        ));
+    }
     pending.durable(&broker.syncer).await;
     Some(IncrementalAlterConfigsResponse::default().with_responses(responses))
+}
+
+/// A share group's configs (or a refusal for a resource type not served).
+fn alter_group(
+    broker: &Broker,
+    resource: AlterConfigsResource,
+    validate_only: bool,
+    pending: &mut Pending,
+) -> AlterConfigsResourceResponse {
+    let response = AlterConfigsResourceResponse::default()
+        .with_resource_type(resource.resource_type)
+        .with_resource_name(resource.resource_name.clone());
+    let fail = |error: ResponseError, message: String| {
+        response
+            .clone()
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message)))
+    };
+    if resource.resource_type != GROUP {
+        return fail(
+            ResponseError::InvalidRequest,
+            match resource.resource_type {
+                BROKER => "lograil's per-broker configs are its command-line flags, static: \
+                           only the cluster-wide defaults (--entity-default) of log.retention.ms, \
+                           log.retention.bytes, log.segment.bytes, log.roll.ms, \
+                           message.max.bytes and log.index.interval.bytes can be altered"
+                    .to_string(),
+                other => format!("altering configs of resource type {other} is not supported"),
+            },
+        );
+    }
+    let mut changes = Vec::with_capacity(resource.configs.len());
+    for config in &resource.configs {
+        let value = match config.config_operation {
+            SET => config.value.as_ref().map(ToString::to_string),
+            DELETE => None,
+            other => {
+                return fail(
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "operation {other} does not apply to {}",
+                        config.name.as_str()
+                    ),
+                )
+            }
+        };
+        changes.push((config.name.to_string(), value));
+    }
+    if validate_only {
+        let mut check = broker.shares.config(&resource.resource_name);
+        let defaults = broker.config.share.clone();
+        for (name, value) in &changes {
+            if let Err(e) = check.set(name, value.as_deref(), &defaults) {
+                return fail(ResponseError::InvalidConfig, e.to_string());
+            }
+        }
+        return response;
+    }
+    match broker
+        .shares
+        .alter_configs(&resource.resource_name, &changes, pending)
+    {
+        Ok(()) => response,
+        Err(e) => fail(ResponseError::InvalidConfig, e.to_string()),
+    }
+}
+
+/// A topic resource's changes as (name, value to set or `None` to reset), or why not.
+fn topic_changes(configs: &[AlterableConfig]) -> Result<Vec<(String, Option<String>)>, String> {
+    configs
+        .iter()
+        .map(|config| {
+            let name = config.name.to_string();
+            match (config.config_operation, &config.value) {
+                (SET, Some(value)) => Ok((name, Some(value.to_string()))),
+                (SET, None) => Err(format!("Null value not supported for : {name}")),
+                (DELETE, _) => Ok((name, None)),
+                (other, _) => Err(format!(
+                    "operation {other} does not apply to {name}: it is not a list config"
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Alters topic `name`'s configs: each change sets a value (`Some`) or puts the broker's
+/// default back (`None`); with `replace` (AlterConfigs) every config not named goes back to
+/// the default. All or nothing; persisted and in effect at once unless `validate_only`.
+/// Blocking file work.
+pub(super) fn alter_topic(
+    broker: &Broker,
+    name: &str,
+    changes: &[(String, Option<String>)],
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let Some(topic) = broker.log.topic(name) else {
+        return Err(match broker.log.offline_reason(name) {
+            Some(reason) => (
+                ResponseError::KafkaStorageError,
+                format!("topic {name} is offline: {reason}"),
+            ),
+            None => (
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic {name} does not exist"),
+            ),
+        });
+    };
+    if Broker::is_internal(name) {
+        return Err((
+            ResponseError::InvalidRequest,
+            format!("the configs of internal topic {name} are lograil's own"),
+        ));
+    }
+    let defaults = &broker.topic_defaults();
+    let mut config = if replace {
+        defaults.clone()
+    } else {
+        topic.config()
+    };
+    for (key, value) in changes {
+        let applied = match value {
+            Some(value) => set_topic_config(&mut config, key, value),
+            None => reset_topic_config(&mut config, defaults, key),
+        };
+        applied.map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
+    }
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .log
+        .set_topic_config(name, config)
+        .map_err(|e| (errors::topic(&e), e.to_string()))?;
+    tracing::info!(
+        topic = name,
+        changes = changes.len(),
+        "altered topic configs"
+    );
+    Ok(())
+}
+
+/// Alters the dynamic broker defaults (`--entity-type brokers --entity-default`), then moves
+/// every topic that had the old default value to the new one. Blocking file work.
+fn alter_broker_defaults(
+    broker: &Broker,
+    changes: &[(String, Option<String>)],
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let _serial = broker.defaults.lock();
+    let (before, after) = broker
+        .defaults
+        .alter(changes, validate_only)
+        .map_err(|e| match e {
+            DefaultsError::Io(_) => (ResponseError::KafkaStorageError, e.to_string()),
+            // Kafka answers a bad broker config with INVALID_REQUEST.
+            _ => (ResponseError::InvalidRequest, e.to_string()),
+        })?;
+    if validate_only {
+        return Ok(());
+    }
+    for topic in broker.log.topics() {
+        if Broker::is_internal(topic.name()) {
+            continue;
+        }
+        if let Some(config) = follow(&topic.config(), &before, &after) {
+            broker
+                .log
+                .set_topic_config(topic.name(), config)
+                .map_err(|e| (errors::topic(&e), e.to_string()))?;
+        }
+    }
+    tracing::info!(changes = changes.len(), "altered dynamic broker defaults");
+    Ok(())
 }

@@ -66,11 +66,16 @@ pub async fn handle(
             }
         }
     };
-    Some(response(joined))
+    Some(response(joined, ctx.version))
 }
 
-fn response(joined: Joined) -> JoinGroupResponse {
+fn response(mut joined: Joined, version: i16) -> JoinGroupResponse {
     let text = |s: String| StrBytes::from_string(s);
+    if version < 7 {
+        // Non-nullable before v7: the Java client fails on a null (e.g. with the
+        // MEMBER_ID_REQUIRED answer to a first join), so an empty string as Kafka sends.
+        joined.protocol_name.get_or_insert_with(String::new);
+    }
     JoinGroupResponse::default()
         .with_error_code(errors::code_of(joined.error))
         .with_generation_id(joined.generation)

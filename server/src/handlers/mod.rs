@@ -11,15 +11,21 @@ use tracing::Instrument;
 
 use crate::broker::Broker;
 
+mod alter_configs;
 mod alter_share_group_offsets;
 mod api_versions;
 mod bounds;
+mod create_partitions;
 mod create_topics;
 mod delete_groups;
+mod delete_records;
 mod delete_share_group_offsets;
 mod delete_topics;
+mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
+mod describe_producers;
 mod describe_share_group_offsets;
 pub(crate) mod errors;
 mod fetch;
@@ -80,6 +86,12 @@ pub const APIS: &[Api] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::DeleteRecords, 0, 2),
+    api(ApiKey::DescribeCluster, 0, 2),
+    api(ApiKey::DescribeLogDirs, 1, 4),
+    api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::ShareGroupHeartbeat, 1, 1),
     api(ApiKey::ShareGroupDescribe, 1, 1),
     api(ApiKey::ShareFetch, 1, 2),
@@ -336,6 +348,12 @@ pub async fn handle(
         ApiKey::IncrementalAlterConfigs => {
             route!(incremental_alter_configs, m::IncrementalAlterConfigsRequest)
         }
+        ApiKey::AlterConfigs => route!(alter_configs, m::AlterConfigsRequest),
+        ApiKey::CreatePartitions => route!(create_partitions, m::CreatePartitionsRequest),
+        ApiKey::DeleteRecords => route!(delete_records, m::DeleteRecordsRequest),
+        ApiKey::DescribeCluster => route!(describe_cluster, m::DescribeClusterRequest),
+        ApiKey::DescribeLogDirs => route!(describe_log_dirs, m::DescribeLogDirsRequest),
+        ApiKey::DescribeProducers => route!(describe_producers, m::DescribeProducersRequest),
         ApiKey::ShareGroupHeartbeat => route!(share_group_heartbeat, m::ShareGroupHeartbeatRequest),
         ApiKey::ShareGroupDescribe => route!(share_group_describe, m::ShareGroupDescribeRequest),
         ApiKey::ShareFetch => route!(share_fetch, m::ShareFetchRequest),

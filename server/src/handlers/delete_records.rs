@@ -1,0 +1,74 @@
+//! DeleteRecords, versions 0–2 (`kafka-delete-records`): each partition's log start offset
+//! moves up to the offset asked for (-1: the high watermark), durably (see
+//! `Partition::delete_records_before`); fetches below it get OFFSET_OUT_OF_RANGE and whole
+//! segments below it are deleted. The answer's low watermark is the new log start offset.
+//!
+//! As Kafka: an offset past the high watermark, or negative other than -1, is
+//! OFFSET_OUT_OF_RANGE; an offset below the log start changes nothing; an unknown topic or
+//! partition is UNKNOWN_TOPIC_OR_PARTITION (low watermark -1). Deviation: internal topics
+//! are lograil's own (POLICY_VIOLATION). The work is done on the blocking pool; `timeout_ms`
+//! is not waited on, there being no replicas to wait for.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use log_core::DeleteRecordsError;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DeleteRecordsRequest,
+    _: &RequestContext,
+) -> Option<DeleteRecordsResponse> {
+    let owner = broker.clone();
+    let topics = tokio::task::spawn_blocking(move || {
+        request
+            .topics
+            .into_iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let result = DeleteRecordsPartitionResult::default()
+                            .with_partition_index(p.partition_index)
+                            .with_low_watermark(-1);
+                        match delete(&owner, &topic.name, p.partition_index, p.offset) {
+                            Ok(low_watermark) => result.with_low_watermark(low_watermark),
+                            Err(error) => result.with_error_code(error.code()),
+                        }
+                    })
+                    .collect();
+                DeleteRecordsTopicResult::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    Some(DeleteRecordsResponse::default().with_topics(topics))
+}
+
+fn delete(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, ResponseError> {
+    if Broker::is_internal(topic) && broker.log.topic(topic).is_some() {
+        return Err(ResponseError::PolicyViolation);
+    }
+    let partition = broker
+        .partition(topic, index)
+        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    match partition.delete_records_before(offset) {
+        Ok(low_watermark) => Ok(low_watermark),
+        Err(DeleteRecordsError::OffsetOutOfRange { .. }) => Err(ResponseError::OffsetOutOfRange),
+        Err(DeleteRecordsError::Io(e)) => {
+            tracing::error!(topic, partition = index, error = %e, "delete records failed");
+            Err(ResponseError::KafkaStorageError)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! DescribeCluster, versions 0–2: the cluster id (the same one Metadata gives, stable across
+//! restarts), this node as the only broker and as the controller. Endpoint type 2 (KIP-919,
+//! asking for controllers) is answered with this node too: it is its own controller. Fenced
+//! brokers do not exist; authorized operations are omitted, as Metadata does.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+/// KIP-430's marker for "authorized operations not computed".
+const OPERATIONS_OMITTED: i32 = i32::MIN;
+const BROKERS: i8 = 1;
+const CONTROLLERS: i8 = 2;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DescribeClusterRequest,
+    _: &RequestContext,
+) -> Option<DescribeClusterResponse> {
+    let node = BrokerId(broker.config.node_id);
+    let response = DescribeClusterResponse::default()
+        .with_endpoint_type(request.endpoint_type)
+        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+        .with_controller_id(node)
+        .with_cluster_authorized_operations(OPERATIONS_OMITTED);
+    if !matches!(request.endpoint_type, BROKERS | CONTROLLERS) {
+        return Some(
+            response
+                .with_controller_id(BrokerId(-1))
+                .with_error_code(ResponseError::UnsupportedEndpointType.code())
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "endpoint type {} is neither brokers (1) nor controllers (2)",
+                    request.endpoint_type
+                )))),
+        );
+    }
+    Some(response.with_brokers(vec![DescribeClusterBroker::default()
+            .with_broker_id(node)
+            .with_host(StrBytes::from_string(broker.host.clone()))
+            .with_port(broker.port)
+            .with_rack(None)
+            .with_is_fenced(false)]))
+}

@@ -1,0 +1,66 @@
+//! DescribeProducers, version 0 (`kafka-transactions describe-producers`): the idempotent
+//! producers with state on each partition (id, epoch, last sequence, time of the last
+//! append). lograil has no transactions: the coordinator epoch is -1 and no producer has an
+//! open transaction (start offset -1). An unknown topic or partition is
+//! UNKNOWN_TOPIC_OR_PARTITION. Deviation: the last timestamp is when the broker last appended
+//! the producer's batch, not the batch's own max timestamp.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DescribeProducersRequest,
+    _: &RequestContext,
+) -> Option<DescribeProducersResponse> {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| {
+                    let response = PartitionResponse::default().with_partition_index(index);
+                    if broker.partition(&topic.name, index).is_none() {
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_message(Some(StrBytes::from_string(format!(
+                                "{}-{index} does not exist",
+                                topic.name.as_str()
+                            ))));
+                    }
+                    let state = broker.producers.partition(&topic.name, index);
+                    let active = state.lock().map(|s| s.active()).unwrap_or_default();
+                    response.with_active_producers(
+                        active
+                            .into_iter()
+                            .map(|(id, epoch, sequence, last_ms)| {
+                                ProducerState::default()
+                                    .with_producer_id(ProducerId(id))
+                                    .with_producer_epoch(i32::from(epoch))
+                                    .with_last_sequence(sequence)
+                                    .with_last_timestamp(last_ms)
+                                    .with_coordinator_epoch(-1)
+                                    .with_current_txn_start_offset(-1)
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            TopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    Some(DescribeProducersResponse::default().with_topics(topics))
+}

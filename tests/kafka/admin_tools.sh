@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# admin_tools.sh: Apache Kafka's own command-line tools (kafka-tools 4.2, from the jars that
+# kafka.sh caches) run against lograil and against a single Apache Kafka broker, the same steps
+# in the same order; the parts of their output that should match (topic and partition layout,
+# configs, offsets, group state, lag, records with keys and headers, error classes of bad
+# input) are compared step by step. A difference prints a "FAIL step" line with a diff; the
+# exit status is non-zero if any step differs or hangs (each tool run has a timeout).
+#
+# Usage: tests/kafka/admin_tools.sh [LOGRAIL_BINARY]
+#   LOGRAIL_BINARY   default target/debug/lograil (built by `cargo build -p lograil`)
+# Environment:
+#   ADMIN_TOOLS_KAFKA=DIR   use the Kafka cluster already started in DIR (kafka.sh start DIR
+#                           --brokers 1) instead of starting and stopping one
+#   ADMIN_TOOLS_KEEP=1      keep the work directory (outputs of every step) and print it
+#   ADMIN_TOOLS_TIMEOUT     seconds per tool run (default 60)
+#
+# What is compared and what is not, on purpose (see README, "Kafka's admin tools"):
+# - internal topics (`__*`) are left out of listings: lograil creates its own at start, Kafka
+#   its `__consumer_offsets` on first use;
+# - topic ids, cluster ids, producer ids, hosts and ports differ by nature and are masked;
+# - `synonyms={...}` of ConfigCommand: Kafka lists the broker-level synonyms (log.retention.ms),
+#   lograil does not; only name=value is compared;
+# - log dir sizes: the set of partitions and whether each is empty are compared, not bytes;
+# - error output: the exception class only, not the message text.
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+KAFKA_SH="$HERE/kafka.sh"
+BIN="${1:-$ROOT/target/debug/lograil}"
+TIMEOUT="${ADMIN_TOOLS_TIMEOUT:-60}"
+[[ -x "$BIN" ]] || { echo "no lograil binary at $BIN (cargo build -p lograil)" >&2; exit 2; }
+
+WORK="$(mktemp -d /tmp/lograil-admin-tools.XXXXXX)"
+LOGRAIL_PID=""
+OWN_KAFKA=""
+cleanup() {
+    [[ -n "$LOGRAIL_PID" ]] && kill "$LOGRAIL_PID" 2>/dev/null && wait "$LOGRAIL_PID" 2>/dev/null
+    [[ -n "$OWN_KAFKA" ]] && "$KAFKA_SH" stop "$OWN_KAFKA" >/dev/null 2>&1
+    if [[ "${ADMIN_TOOLS_KEEP:-0}" == 1 ]]; then echo "outputs kept in $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+"$KAFKA_SH" fetch >/dev/null || { echo "kafka.sh fetch failed" >&2; exit 2; }
+
+# Kafka: started in the background while the lograil pass runs.
+if [[ -n "${ADMIN_TOOLS_KAFKA:-}" ]]; then
+    KAFKA_DIR="$ADMIN_TOOLS_KAFKA"
+    (cat "$KAFKA_DIR/bootstrap" >"$WORK/kafka.bootstrap") &
+else
+    KAFKA_DIR="$WORK/kafka"
+    OWN_KAFKA="$KAFKA_DIR"
+    ("$KAFKA_SH" start "$KAFKA_DIR" --brokers 1 >"$WORK/kafka.bootstrap" 2>"$WORK/kafka.start.log") &
+fi
+KAFKA_STARTER=$!
+
+mkdir -p "$WORK/lograil-data"
+"$BIN" serve --listen 127.0.0.1:0 --data-dir "$WORK/lograil-data" --default-partitions 1 \
+    >"$WORK/lograil.out" 2>"$WORK/lograil.log" &
+LOGRAIL_PID=$!
+for _ in $(seq 100); do
+    LOGRAIL_BOOTSTRAP="$(grep -o '127\.0\.0\.1:[0-9]*' "$WORK/lograil.out" | head -1)"
+    [[ -n "$LOGRAIL_BOOTSTRAP" ]] && break
+    sleep 0.1
+done
+[[ -n "$LOGRAIL_BOOTSTRAP" ]] || { echo "lograil did not start" >&2; cat "$WORK/lograil.log" >&2; exit 2; }
+
+T=org.apache.kafka.tools
+GROUPS_CMD=$T.consumer.group.ConsumerGroupCommand
+CONFIGS=kafka.admin.ConfigCommand
+
+# tool STEP NORMALISER CLASS ARGS... : runs the tool against $BS ("@bs" in ARGS), stdin from
+# $STDIN if set; writes the normalised output, and the exit status, to $OUT/STEP.
+tool() {
+    local step="$1" norm="$2" class="$3" a args=()
+    shift 3
+    for a in "$@"; do args+=("${a//@bs/$BS}"); done
+    local raw="$OUT/$step.raw" rc
+    if [[ -n "${STDIN:-}" ]]; then
+        timeout "$TIMEOUT" "$KAFKA_SH" tool - "$class" "${args[@]}" <"$STDIN" >"$raw" 2>&1
+    else
+        timeout "$TIMEOUT" "$KAFKA_SH" tool - "$class" "${args[@]}" </dev/null >"$raw" 2>&1
+    fi
+    rc=$?
+    { echo "exit=$rc"; "$norm" <"$raw"; } >"$OUT/$step"
+}
+
+# Normalisers: stdin to stdout.
+as_is() { grep -v -e 'is deprecated' -e '^\s*$' -e '^SLF4J' || true; }
+sorted() { as_is | sort; }
+no_internal() { as_is | grep -v '^__' | sort; }
+# Groups without committed offsets (ConsoleConsumer without --group) stay listed in Kafka once
+# empty; lograil forgets them (README).
+no_internal_groups() { no_internal | grep -v '^console-consumer-'; }
+topic_describe() {
+    # Tab-separated fields; the topic id and the ELR fields (N/A without DescribeTopicPartitions)
+    # are masked.
+    # are masked; the topic's configs are sorted, without Kafka's min.insync.replicas=1 (the
+    # test cluster sets it on every topic; lograil reports it as a default).
+    as_is | sed -E -e 's/TopicId: [^[:space:]]+/TopicId: */' -e 's/[[:space:]]*Elr:.*$//' \
+        | tr -s '\t ' ' ' | sed -E 's/ $//' | python3 -c '
+import sys
+for line in sys.stdin:
+    head, sep, configs = line.rstrip("\n").partition("Configs: ")
+    kept = sorted(c for c in configs.split(",") if c and not c.startswith("min.insync.replicas="))
+    print(head + sep + ",".join(kept) if sep else head)
+' | sort
+}
+error_class() {
+    # The exception classes named, and whether anything was printed at all.
+    grep -oE '[A-Za-z]+(Exception|Error)\b' | grep -v -e '^ExecutionException$' -e '^Error$' | sort -u
+}
+configs() { as_is | sed -E 's/ sensitive=.*$//' | sort; }
+# The test cluster sets min.insync.replicas=1 as a cluster-wide default; lograil has no such
+# setting (always 1).
+broker_configs() { configs | grep -v 'min.insync.replicas='; }
+table() {
+    # Whitespace-aligned tables: columns squeezed; the consumer id / host / client id columns
+    # (generated) are masked by the callers' column selection.
+    as_is | tr -s ' \t' ' ' | sed -E 's/ $//' | sort
+}
+group_describe() { table | awk '{print $1, $2, $3, $4, $5, $6}'; }
+group_state() { table | awk '$1 != "Consumer" {print $1, $(NF-1), $NF}'; }
+log_dirs() {
+    # JSON on one line: the partitions and whether each is empty.
+    grep '^{' | python3 -c '
+import json, sys
+for line in sys.stdin:
+    doc = json.loads(line)
+    for b in doc["brokers"]:
+        for d in b["logDirs"]:
+            for p in d["partitions"]:
+                if not p["partition"].startswith("__"):
+                    print(p["partition"], "empty" if p["size"] == 0 else "non-empty", p["offsetLag"], p["isFuture"])
+' | sort
+}
+# ID HOST PORT RACK STATE ENDPOINT_TYPE: the host and port differ by nature.
+endpoints() { as_is | awk '{print $1, $(NF-1), $NF}'; }
+producers() { as_is | awk 'NR > 1 {print $2, $4, $6}'; }
+cluster_id() { as_is | sed -E 's/Cluster ID: .+/Cluster ID: */'; }
+
+# The steps, the same against both brokers.
+steps() {
+    # Topics.
+    tool 01-create as_is "$T.TopicCommand" --bootstrap-server @bs --create --topic orders \
+        --partitions 2 --replication-factor 1 --config retention.ms=86400000 --config max.message.bytes=500000
+    tool 02-create-single as_is "$T.TopicCommand" --bootstrap-server @bs --create --topic events --partitions 1
+    tool 03-list no_internal "$T.TopicCommand" --bootstrap-server @bs --list
+    tool 04-describe topic_describe "$T.TopicCommand" --bootstrap-server @bs --describe --topic orders
+    tool 05-under-replicated as_is "$T.TopicCommand" --bootstrap-server @bs --describe --under-replicated-partitions
+    tool 06-unavailable as_is "$T.TopicCommand" --bootstrap-server @bs --describe --unavailable-partitions
+    tool 07-under-min-isr as_is "$T.TopicCommand" --bootstrap-server @bs --describe --under-min-isr-partitions
+    tool 08-create-exists error_class "$T.TopicCommand" --bootstrap-server @bs --create --topic orders --partitions 1
+    tool 09-create-rf3 error_class "$T.TopicCommand" --bootstrap-server @bs --create --topic rf3 --partitions 1 --replication-factor 3
+
+    # Console producer and consumer with keys and headers (one partition: a fixed order).
+    printf 'h1:a,h2:b\tk1\tv1\nh1:c\tk2\tv2\nh4:e\tk3\tv3\nh3:d\tk1\tv4\n' >"$OUT/records.txt"
+    STDIN="$OUT/records.txt" tool 10-produce as_is "$T.ConsoleProducer" --bootstrap-server @bs --topic events \
+        --reader-property parse.key=true --reader-property parse.headers=true
+    tool 11-consume as_is "$T.consumer.ConsoleConsumer" --bootstrap-server @bs --topic events \
+        --from-beginning --max-messages 4 --group readers --formatter-property print.key=true \
+        --formatter-property print.headers=true --formatter-property print.partition=true \
+        --formatter-property print.offset=true
+    # Keyed records to a 2-partition topic: the Java partitioner places them.
+    seq 1 40 | sed 's/^/key-/; s/$/\tvalue/' >"$OUT/keyed.txt"
+    STDIN="$OUT/keyed.txt" tool 12-produce-keyed as_is "$T.ConsoleProducer" --bootstrap-server @bs --topic orders \
+        --reader-property parse.key=true
+    tool 13-offsets-latest sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic orders --time -1
+    tool 14-consume-orders as_is "$T.consumer.ConsoleConsumer" --bootstrap-server @bs --topic orders \
+        --from-beginning --max-messages 40 --group billing --formatter-property print.key=false
+    # Grow the topic: new keys spread over 4 partitions as in Kafka.
+    tool 15-alter-partitions as_is "$T.TopicCommand" --bootstrap-server @bs --alter --topic orders --partitions 4
+    tool 16-describe-grown topic_describe "$T.TopicCommand" --bootstrap-server @bs --describe --topic orders
+    tool 17-shrink error_class "$T.TopicCommand" --bootstrap-server @bs --alter --topic orders --partitions 2
+    tool 18-alter-unknown error_class "$T.TopicCommand" --bootstrap-server @bs --alter --topic nope --partitions 2
+    seq 41 80 | sed 's/^/key-/; s/$/\tvalue/' >"$OUT/keyed2.txt"
+    STDIN="$OUT/keyed2.txt" tool 19-produce-keyed-grown as_is "$T.ConsoleProducer" --bootstrap-server @bs \
+        --topic orders --reader-property parse.key=true
+    tool 20-offsets-latest-grown sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic orders --time -1
+    tool 21-offsets-earliest sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic orders --time -2
+    tool 22-offsets-by-time sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic orders --time 0
+    tool 23-offsets-max-ts-all sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic-partitions 'orders:0-1' --time -1
+
+    # Configs.
+    tool 24-configs-topic configs "$CONFIGS" --bootstrap-server @bs --describe --entity-type topics --entity-name orders
+    tool 25-configs-alter as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type topics --entity-name orders \
+        --add-config retention.ms=3600000,segment.bytes=2097152 --delete-config max.message.bytes
+    tool 26-configs-topic-altered configs "$CONFIGS" --bootstrap-server @bs --describe --entity-type topics --entity-name orders
+    tool 27-configs-unknown error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type topics --entity-name orders \
+        --add-config no.such.config=1
+    tool 28-configs-bad-value error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type topics --entity-name orders \
+        --add-config retention.ms=soon
+    tool 29-configs-unknown-topic error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type topics --entity-name nope \
+        --add-config retention.ms=1
+    tool 30-configs-group configs "$CONFIGS" --bootstrap-server @bs --describe --entity-type groups --entity-name billing
+
+    # Consumer groups (no member is active any more).
+    tool 31-groups-list no_internal_groups "$GROUPS_CMD" --bootstrap-server @bs --list
+    tool 32-group-describe group_describe "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing
+    tool 33-group-members table "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing --members
+    tool 34-group-state group_state "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing --state
+    tool 35-group-offsets group_describe "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing --offsets
+    local reset=("$GROUPS_CMD" --bootstrap-server @bs --reset-offsets --group billing --topic orders)
+    tool 36-reset-earliest-dry table "${reset[@]}" --to-earliest --dry-run
+    tool 37-reset-latest table "${reset[@]}" --to-latest --execute
+    tool 38-reset-offset table "${reset[@]}" --to-offset 5 --execute
+    tool 39-reset-shift table "${reset[@]}" --shift-by -2 --execute
+    tool 40-reset-datetime table "${reset[@]}" --to-datetime 2000-01-01T00:00:00.000 --execute
+    tool 41-reset-duration table "${reset[@]}" --by-duration P3650D --execute
+    tool 42-reset-current table "${reset[@]}" --to-current --execute
+    printf 'orders,0,3\norders,1,4\n' >"$OUT/reset.csv"
+    tool 43-reset-file table "$GROUPS_CMD" --bootstrap-server @bs --reset-offsets --group billing \
+        --from-file "$OUT/reset.csv" --execute
+    tool 44-group-describe-reset group_describe "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing
+    tool 45-delete-offsets table "$GROUPS_CMD" --bootstrap-server @bs --delete-offsets --group billing --topic orders:1
+    tool 46-group-describe-deleted group_describe "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing
+
+    # Records and log dirs.
+    printf '{"version":1,"partitions":[{"topic":"events","partition":0,"offset":2}]}' >"$OUT/delete.json"
+    tool 47-delete-records as_is "$T.DeleteRecordsCommand" --bootstrap-server @bs --offset-json-file "$OUT/delete.json"
+    tool 48-offsets-after-delete sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic events --time -2
+    tool 49-consume-after-delete as_is "$T.consumer.ConsoleConsumer" --bootstrap-server @bs --topic events \
+        --from-beginning --max-messages 2 --formatter-property print.key=true --formatter-property print.offset=true
+    printf '{"version":1,"partitions":[{"topic":"events","partition":0,"offset":99}]}' >"$OUT/delete-far.json"
+    tool 50-delete-beyond-hw error_class "$T.DeleteRecordsCommand" --bootstrap-server @bs --offset-json-file "$OUT/delete-far.json"
+    tool 51-log-dirs log_dirs "$T.LogDirsCommand" --bootstrap-server @bs --describe --topic-list orders,events
+    tool 52-endpoints endpoints "$T.ClusterTool" list-endpoints --bootstrap-server @bs
+    tool 53-cluster-id cluster_id "$T.ClusterTool" cluster-id --bootstrap-server @bs
+
+    # Cluster-wide broker defaults (dynamic in both).
+    tool 58-broker-default-alter as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers \
+        --entity-default --add-config log.retention.ms=7200000
+    tool 59-broker-default-describe broker_configs "$CONFIGS" --bootstrap-server @bs --describe --entity-type brokers \
+        --entity-default
+    tool 60-broker-default-bad error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers \
+        --entity-default --add-config log.retention.ms=soon
+    tool 61-broker-default-delete as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers \
+        --entity-default --delete-config log.retention.ms
+    tool 62-broker-default-describe-deleted broker_configs "$CONFIGS" --bootstrap-server @bs --describe \
+        --entity-type brokers --entity-default
+
+    # Deletions.
+    tool 54-group-delete as_is "$GROUPS_CMD" --bootstrap-server @bs --delete --group readers
+    tool 55-groups-after-delete no_internal_groups "$GROUPS_CMD" --bootstrap-server @bs --list
+    tool 56-topic-delete as_is "$T.TopicCommand" --bootstrap-server @bs --delete --topic events
+    tool 57-list-after-delete no_internal "$T.TopicCommand" --bootstrap-server @bs --list
+}
+
+# The two passes run side by side (JVM start-ups dominate: ~2-4 s per tool run).
+started=$SECONDS
+(BS="$LOGRAIL_BOOTSTRAP" OUT="$WORK/lograil" && mkdir -p "$OUT" && steps
+ echo $((SECONDS - started)) >"$WORK/lograil.seconds") &
+LOGRAIL_PASS=$!
+
+wait "$KAFKA_STARTER" || { echo "could not start Kafka:" >&2; cat "$WORK/kafka.start.log" >&2; exit 2; }
+KAFKA_BOOTSTRAP="$(tr -d '\n' <"$WORK/kafka.bootstrap")"
+[[ -n "$KAFKA_BOOTSTRAP" ]] || { echo "no Kafka bootstrap" >&2; exit 2; }
+BS="$KAFKA_BOOTSTRAP" OUT="$WORK/kafka-out" && mkdir -p "$OUT" && steps
+kafka_seconds=$((SECONDS - started))
+wait "$LOGRAIL_PASS"
+lograil_seconds="$(cat "$WORK/lograil.seconds")"
+
+failed=0
+total=0
+for expected in "$WORK"/kafka-out/[0-9]*; do
+    step="$(basename "$expected")"
+    [[ "$step" == *.raw ]] && continue
+    total=$((total + 1))
+    if grep -q '^exit=124$' "$expected" "$WORK/lograil/$step"; then
+        failed=$((failed + 1))
+        echo "FAIL $step: a tool run timed out after ${TIMEOUT}s ($(grep -l '^exit=124$' "$expected" "$WORK/lograil/$step" | tr '\n' ' '))"
+    elif diff -u --label "kafka/$step" --label "lograil/$step" "$expected" "$WORK/lograil/$step" >"$WORK/diff" 2>&1; then
+        echo "ok   $step"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $step"
+        sed 's/^/     /' "$WORK/diff"
+    fi
+done
+# lograil only: per-broker configs are static flags; altering them answers at once with a reason.
+BS="$LOGRAIL_BOOTSTRAP" OUT="$WORK/lograil"
+tool 90-broker-alter as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type brokers --entity-name 1 \
+    --add-config log.retention.ms=1000
+total=$((total + 1))
+if grep -q '^exit=1$' "$OUT/90-broker-alter" && grep -q 'static' "$OUT/90-broker-alter"; then
+    echo "ok   90-broker-alter (lograil: refused as static)"
+else
+    failed=$((failed + 1))
+    echo "FAIL 90-broker-alter (lograil): expected exit 1 naming static configs"
+    sed 's/^/     /' "$OUT/90-broker-alter"
+fi
+echo "$((total - failed)) of $total steps match (lograil pass ${lograil_seconds}s, Kafka start and pass ${kafka_seconds}s, in all $SECONDS s)"
+((failed == 0))
