@@ -1,0 +1,95 @@
+//! Reads: whole batches from an offset, the offset for a timestamp, and the damage found on
+//! the way. Readers clone one `Arc<Segment>` under the segment list's read lock and read its
+//! published bytes from the memory map.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::Partition;
+use crate::error::ReadError;
+use crate::segment::{Damage, Segment};
+
+/// Whole batches read from a partition.
+#[derive(Clone, Debug)]
+pub struct ReadResult {
+    /// Whole batches, as stored: a zero-copy slice of one segment. Empty at the log end.
+    pub records: Bytes,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+impl Partition {
+    /// Damaged stretches found so far in this partition's segments (by reads, index rebuilds
+    /// and recovery), with the segment file each is in.
+    pub fn damage(&self) -> Vec<(PathBuf, Damage)> {
+        self.segments()
+            .iter()
+            .flat_map(|s| s.damages().into_iter().map(|d| (s.log_path.clone(), d)))
+            .collect()
+    }
+
+    /// Reads whole batches starting with the one that contains `offset`, up to `max_bytes`
+    /// (but always at least one batch, however large, so a consumer can make progress).
+    /// At the log end the result is empty.
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReadError> {
+        let end = self.log_end_offset();
+        let (start, mut index, mut segment) = {
+            let segments = self.segments();
+            let start = segments
+                .first()
+                .map_or(0, |s| s.base_offset)
+                .max(self.start_floor.load(Ordering::Acquire));
+            if offset < start || offset > end {
+                return Err(ReadError::OffsetOutOfRange {
+                    offset,
+                    log_start: start,
+                    log_end: end,
+                });
+            }
+            let i = segments
+                .partition_point(|s| s.base_offset <= offset)
+                .saturating_sub(1);
+            (start, i, segments[i].clone())
+        };
+        let result = |records: Bytes| ReadResult {
+            records,
+            log_start_offset: start,
+            log_end_offset: end,
+        };
+        if offset == end {
+            return Ok(result(Bytes::new()));
+        }
+        loop {
+            if let Some(bytes) = segment.read(offset, max_bytes, end)? {
+                return Ok(result(bytes));
+            }
+            // Past this segment's data: the offset lives in the next one, if any.
+            index += 1;
+            match self.segments().get(index) {
+                Some(next) => segment = next.clone(),
+                None => return Ok(result(Bytes::new())),
+            }
+        }
+    }
+
+    /// The first offset whose record timestamp is >= `timestamp`, with that timestamp;
+    /// `None` if every record is older.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, ReadError> {
+        let segments: Vec<Arc<Segment>> = self.segments().clone();
+        let from = segments
+            .first()
+            .map_or(0, |s| s.base_offset)
+            .max(self.start_floor.load(Ordering::Acquire));
+        let end = self.log_end_offset();
+        for segment in segments.iter().filter(|s| s.max_timestamp() >= timestamp) {
+            if let Some(found) = segment.find_timestamp(timestamp, from)? {
+                // Not yet visible (waiting for its fsync) counts as not there.
+                return Ok(Some(found).filter(|(offset, _)| *offset < end));
+            }
+        }
+        Ok(None)
+    }
+}
