@@ -208,13 +208,8 @@ impl ShareStore {
         let mut replayed: HashMap<ShareKey, Replayed> = HashMap::new();
         let mut configs = HashMap::new();
         let mut records = 0usize;
-        let mut offset = partition.log_start_offset();
-        while offset < partition.log_end_offset() {
-            let read = partition.read(offset, 1 << 20)?;
-            let decoded = batch::decode_bounded(&read.records, MAX_BATCH_BYTES as usize * 8)?;
-            let Some(last) = decoded.last() else { break };
-            offset = last.offset + 1;
-            for record in decoded {
+        for decoded in partition.replay::<StoreError>(MAX_BATCH_BYTES as usize * 8) {
+            for record in decoded? {
                 records += 1;
                 let Some(key) = record.key.as_deref().and_then(decode::<Key>) else {
                     tracing::warn!(

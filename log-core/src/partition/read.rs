@@ -9,7 +9,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Partition;
-use crate::error::ReadError;
+use crate::batch::{self, DecodedRecord};
+use crate::error::{BatchError, ReadError};
 use crate::segment::{Damage, Segment};
 
 /// Whole batches read from a partition.
@@ -91,5 +92,27 @@ impl Partition {
             }
         }
         Ok(None)
+    }
+
+    /// Every record from the log start to the log end, a read's batches at a time, each batch
+    /// decompressed up to `max_bytes`: how an internal topic (`__consumer_offsets`, the share
+    /// state) is replayed when the broker starts.
+    pub fn replay<E: From<ReadError> + From<BatchError>>(
+        &self,
+        max_bytes: usize,
+    ) -> impl Iterator<Item = Result<Vec<DecodedRecord>, E>> + '_ {
+        let mut offset = Some(self.log_start_offset());
+        std::iter::from_fn(move || {
+            let from = offset.filter(|o| *o < self.log_end_offset())?;
+            let decoded = self
+                .read(from, 1 << 20)
+                .map_err(E::from)
+                .and_then(|read| Ok(batch::decode_bounded(&read.records, max_bytes)?));
+            offset = match &decoded {
+                Ok(records) => records.last().map(|last| last.offset + 1),
+                Err(_) => None,
+            };
+            Some(decoded).filter(|d| d.as_ref().map_or(true, |r| !r.is_empty()))
+        })
     }
 }

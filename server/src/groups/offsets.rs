@@ -153,13 +153,8 @@ impl OffsetStore {
         let partition = topic.partitions()[0].clone();
         let mut groups: HashMap<String, GroupOffsets> = HashMap::new();
         let mut records = 0usize;
-        let mut offset = partition.log_start_offset();
-        while offset < partition.log_end_offset() {
-            let read = partition.read(offset, 1 << 20)?;
-            let decoded = batch::decode(&read.records)?;
-            let Some(last) = decoded.last() else { break };
-            offset = last.offset + 1;
-            for record in decoded {
+        for decoded in partition.replay::<OffsetsError>(batch::DECODE_MAX_BYTES) {
+            for record in decoded? {
                 records += 1;
                 let Some(key) = record.key.as_deref() else {
                     continue;
