@@ -121,7 +121,7 @@ impl FuzzBroker {
                 .await;
                 broker.groups.tick(group_now(started));
                 let outcome = match handled {
-                    Ok(Some(response)) => Outcome::Response(response.freeze()),
+                    Ok(Some(response)) => Outcome::Response(response.to_bytes()),
                     Ok(None) => Outcome::NoResponse,
                     Err(e @ RequestError::Encode { .. }) => Outcome::EncodeFailed(e.to_string()),
                     Err(e) => Outcome::Refused(e.to_string()),
