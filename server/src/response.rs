@@ -42,7 +42,7 @@ impl Response {
     /// Runs `encode` into `scratch`, sharing (not copying) every slice of `shared` the encoder
     /// writes whole, in the order given; any other write, and a shared slice written out of
     /// order, is copied. The result is the bytes `encode` would have written into a buffer.
-    pub fn encode<E>(
+    pub fn encode<E: From<&'static str>>(
         scratch: &mut BytesMut,
         shared: Vec<Bytes>,
         encode: impl FnOnce(&mut SharingBuf) -> Result<(), E>,
@@ -58,8 +58,15 @@ impl Response {
                 .filter(|b| b.len() >= SHARE_AT_LEAST)
                 .collect(),
             next: 0,
+            reached_back: false,
+            discard: Vec::new(),
         };
-        let result = encode(&mut buf);
+        let result = encode(&mut buf).and_then(|()| match buf.reached_back {
+            true => Err(E::from(
+                "the encoder reached back past a shared record slice",
+            )),
+            false => Ok(()),
+        });
         let mut tail = buf.encoded;
         let response = Response {
             parts: buf.parts,
@@ -132,7 +139,7 @@ impl Response {
 ///
 /// Only message encoders write into it; they never seek back (only record-batch encoders do,
 /// to fill in lengths and CRCs), so `seek` and `range` address the bytes after the last shared
-/// slice only.
+/// slice only; reaching further back fails the encoding.
 pub struct SharingBuf {
     encoded: BytesMut,
     parts: Vec<Bytes>,
@@ -142,6 +149,11 @@ pub struct SharingBuf {
     shared_len: usize,
     shared: Vec<Bytes>,
     next: usize,
+    /// An encoder sought or read back past a shared slice (which message encoders never do):
+    /// the output is wrong and [`Response::encode`] fails.
+    reached_back: bool,
+    /// Where such a write goes.
+    discard: Vec<u8>,
 }
 
 impl SharingBuf {
@@ -199,18 +211,24 @@ impl ByteBufMut for SharingBuf {
     }
 
     fn seek(&mut self, offset: usize) {
-        let offset = offset
-            .checked_sub(self.frozen)
-            .expect("message encoders never seek back past a shared slice");
-        self.encoded.resize(offset, 0);
+        match offset.checked_sub(self.frozen) {
+            Some(offset) => self.encoded.resize(offset, 0),
+            None => self.reached_back = true,
+        }
     }
 
     fn range(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
-        let start = r
-            .start
-            .checked_sub(self.frozen)
-            .expect("message encoders never read back past a shared slice");
-        &mut self.encoded[start..r.end - self.frozen]
+        match (
+            r.start.checked_sub(self.frozen),
+            r.end.checked_sub(self.frozen),
+        ) {
+            (Some(start), Some(end)) if end <= self.encoded.len() => &mut self.encoded[start..end],
+            _ => {
+                self.reached_back = true;
+                self.discard.resize(r.len(), 0);
+                &mut self.discard
+            }
+        }
     }
 }
 
@@ -257,9 +275,10 @@ mod tests {
             let mut copy = BytesMut::new();
             response.encode(&mut copy, version).unwrap();
             let mut scratch = BytesMut::new();
-            let shared =
-                Response::encode(&mut scratch, all.to_vec(), |b| response.encode(b, version))
-                    .unwrap();
+            let shared = Response::encode(&mut scratch, all.to_vec(), |b| {
+                response.encode(b, version).map_err(|e| e.to_string())
+            })
+            .unwrap();
             assert_eq!(shared.to_bytes(), copy.freeze(), "version {version}");
             // The three slices of SHARE_AT_LEAST bytes or more are shared, each after the
             // encoded bytes before it.
@@ -280,12 +299,40 @@ mod tests {
         response.encode(&mut copy, 12).unwrap();
         let mut scratch = BytesMut::new();
         let reversed = vec![all[1].clone(), all[0].clone()];
-        let shared = Response::encode(&mut scratch, reversed, |b| response.encode(b, 12)).unwrap();
+        let shared = Response::encode(&mut scratch, reversed, |b| {
+            response.encode(b, 12).map_err(|e| e.to_string())
+        })
+        .unwrap();
         assert_eq!(shared.to_bytes(), copy.freeze());
         // The 5000-byte slice, written first, is not the next named (the 6000-byte one is):
         // copied. The 6000-byte one then is: shared, after the bytes encoded before it.
         assert_eq!(shared.shared_parts(), 2);
         assert_eq!(shared.encoded_len(), shared.len() - 6000);
+    }
+
+    /// An encoder that reaches back past a shared slice gets an error, not a wrong frame.
+    #[test]
+    fn reaching_back_past_a_shared_slice_fails() {
+        let slice = records(5000, 1);
+        let mut scratch = BytesMut::new();
+        let encoded = Response::encode(&mut scratch, vec![slice.clone()], |b| {
+            b.put_i32(7);
+            b.put_slice(&slice);
+            b.range(0..4)[0] = 1;
+            Ok::<(), String>(())
+        });
+        assert!(encoded.is_err());
+        let encoded = Response::encode(&mut scratch, vec![slice.clone()], |b| {
+            b.put_slice(&slice);
+            b.put_i32(7);
+            b.seek(5000 + 2);
+            b.range(5000..5002)[1] = 9;
+            Ok::<(), String>(())
+        })
+        .unwrap();
+        let mut expected = slice.to_vec();
+        expected.extend([0, 9]);
+        assert_eq!(encoded.to_bytes(), expected);
     }
 
     /// A vectored write of many parts goes out whole, in order, through a small buffer.
@@ -298,7 +345,10 @@ mod tests {
         let mut copy = BytesMut::new();
         response.encode(&mut copy, 12).unwrap();
         let mut scratch = BytesMut::new();
-        let shared = Response::encode(&mut scratch, all, |b| response.encode(b, 12)).unwrap();
+        let shared = Response::encode(&mut scratch, all, |b| {
+            response.encode(b, 12).map_err(|e| e.to_string())
+        })
+        .unwrap();
         let (client, mut server) = tokio::io::duplex(64 * 1024);
         let reader = tokio::spawn(async move {
             let mut got = Vec::new();
