@@ -38,6 +38,9 @@ pub struct BrokerConfig {
     pub share: ShareConfig,
     /// `group.share.max.size`: members of one share group at most.
     pub share_group_max_size: usize,
+    /// Kafka's `quota.window.num` x `quota.window.size.seconds`: the window client quotas are
+    /// measured over.
+    pub quota_window: crate::quotas::Window,
 }
 
 impl Default for BrokerConfig {
@@ -56,6 +59,7 @@ impl Default for BrokerConfig {
             log: LogOptions::default(),
             share: ShareConfig::default(),
             share_group_max_size: 200,
+            quota_window: crate::quotas::Window::default(),
         }
     }
 }

@@ -22,6 +22,7 @@ mod groups;
 mod handlers;
 mod limits;
 mod producers;
+pub mod quotas;
 mod shares;
 
 use std::future::Future;

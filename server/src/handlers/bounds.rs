@@ -207,7 +207,9 @@ nothing_counted!(
     m::HeartbeatRequest,
     m::ListGroupsRequest,
     m::JoinGroupRequest,
-    m::DescribeClusterRequest
+    m::DescribeClusterRequest,
+    m::DescribeClientQuotasRequest,
+    m::AlterClientQuotasRequest
 );
 
 impl Counted for m::AlterConfigsRequest {
