@@ -11,6 +11,7 @@ mod external_clients;
 mod groups;
 mod limits;
 mod protocol;
+mod quotas;
 mod rdkafka_clients;
 mod shares;
 mod wire;
