@@ -115,6 +115,19 @@ fn describe(
         .collect())
 }
 
+fn create_topic(addr: &str, topic: &str) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(text(topic)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)])
+        .with_timeout_ms(5000);
+    let response: CreateTopicsResponse =
+        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
+    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
+}
+
 const EXACT: i8 = 0;
 const DEFAULT: i8 = 1;
 const ANY: i8 = 2;
@@ -449,4 +462,155 @@ fn a_producer_over_its_byte_rate_is_slowed_to_it_and_another_client_id_is_not() 
         0,
         "the fast producer was throttled"
     );
+}
+
+/// One connection's Fetch of partition 0 from offset 0: (throttle_time_ms, record bytes).
+fn fetch_throttle(stream: &mut std::net::TcpStream, topic: &str) -> (i32, usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let request = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(text(topic)))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response: FetchResponse = call(stream, ApiKey::Fetch, 11, &request);
+    let records = response.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .map_or(0, |r| r.len());
+    (response.throttle_time_ms, records)
+}
+
+#[test]
+fn a_consumer_over_its_byte_rate_is_throttled_and_its_connection_muted() {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let tmp = tempfile::tempdir().unwrap();
+    // A 2-second window: a quota of 10000 B/s allows a burst of 20000 bytes.
+    let broker = TestBroker::start(&tmp.path().join("data"), &["--quota-window-num", "2"]);
+    let addr = broker.addr.clone();
+    let value = vec![b'c'; 60_000];
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(text("quota-fetch")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(log_core::batch::build(&[(
+                    None,
+                    Some(&value[..]),
+                    1,
+                )])))])]);
+    create_topic(&addr, "quota-fetch");
+    let produced: ProduceResponse = call(&mut connect(&addr), ApiKey::Produce, 9, &request);
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    // Without a quota: no throttle.
+    let mut stream = connect(&addr);
+    let (throttle, bytes) = fetch_throttle(&mut stream, "quota-fetch");
+    assert!(bytes > 60_000, "{bytes}");
+    assert_eq!(throttle, 0);
+
+    // The wire tests' client id is "e2e".
+    assert_eq!(
+        alter(
+            &addr,
+            &[("client-id", Some("e2e"))],
+            &[("consumer_byte_rate", Some(10_000.0))],
+            false
+        ),
+        0
+    );
+    let (throttle, _) = fetch_throttle(&mut stream, "quota-fetch");
+    // (bytes - 20000 burst) / 10000 B/s: about 4 s; at most the window, 2 s.
+    assert_eq!(throttle, 2000, "throttle_time_ms of an over-quota fetch");
+    // The connection reads nothing more until the throttle has passed.
+    let sent = Instant::now();
+    let _: ApiVersionsResponse = call(
+        &mut stream,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    );
+    let waited = sent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "the next request was answered after {waited:?}, inside the 2 s throttle"
+    );
+    // Another client id is not throttled.
+    let other = rdkafka_fetch_throttle_free(&addr);
+    assert!(other, "another client id was throttled");
+
+    // request_percentage: any handler time over a quota this small is throttled.
+    assert_eq!(
+        alter(
+            &addr,
+            &[("client-id", Some("e2e"))],
+            &[
+                ("consumer_byte_rate", None),
+                ("request_percentage", Some(0.0001))
+            ],
+            false
+        ),
+        0
+    );
+    let mut stream = connect(&addr);
+    let mut throttled = false;
+    for _ in 0..3 {
+        let metadata: MetadataResponse = call(
+            &mut stream,
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default(),
+        );
+        throttled |= metadata.throttle_time_ms > 0;
+    }
+    assert!(throttled, "request_percentage never throttled");
+}
+
+/// Whether a Fetch under another client id ("other") gets no throttle.
+fn rdkafka_fetch_throttle_free(addr: &str) -> bool {
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    use std::io::Write;
+    let request = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(text("quota-fetch")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(1 << 20)])]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(11)
+        .with_correlation_id(7)
+        .with_client_id(Some(text("other")));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, ApiKey::Fetch.request_header_version(11))
+        .unwrap();
+    request.encode(&mut buf, 11).unwrap();
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    let mut stream = connect(addr);
+    stream.write_all(&buf).unwrap();
+    let mut body = crate::wire::read_response(&mut stream).unwrap();
+    ResponseHeader::decode(&mut body, ApiKey::Fetch.response_header_version(11)).unwrap();
+    let response = FetchResponse::decode(&mut body, 11).unwrap();
+    assert!(response.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .is_some_and(|r| r.len() > 60_000));
+    response.throttle_time_ms == 0
 }
