@@ -741,7 +741,12 @@ impl Admin {
                 entity: entry
                     .entity
                     .into_iter()
-                    .map(|e| (e.entity_type.to_string(), e.entity_name.map(|n| n.to_string())))
+                    .map(|e| {
+                        (
+                            e.entity_type.to_string(),
+                            e.entity_name.map(|n| n.to_string()),
+                        )
+                    })
                     .collect(),
                 values: entry
                     .values

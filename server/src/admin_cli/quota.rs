@@ -37,7 +37,10 @@ impl EntityArgs {
         };
         vec![
             ("user".to_string(), one(&self.user, self.user_default)),
-            ("client-id".to_string(), one(&self.client_id, self.client_id_default)),
+            (
+                "client-id".to_string(),
+                one(&self.client_id, self.client_id_default),
+            ),
         ]
     }
 
@@ -94,7 +97,11 @@ pub enum QuotaCommand {
     },
 }
 
-const KEYS: [&str; 3] = ["producer_byte_rate", "consumer_byte_rate", "request_percentage"];
+const KEYS: [&str; 3] = [
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+];
 
 pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<()> {
     super::runtime()?.block_on(async {

@@ -72,9 +72,11 @@ fn parse_filter(request: &DescribeClientQuotasRequest) -> Result<Vec<(&str, Matc
         let kind = match component.entity_type.as_str() {
             USER => USER,
             CLIENT_ID => CLIENT_ID,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown quota entity type {other:?} (lograil serves \"user\" and \"client-id\")"
-            )),
+            ))
+            }
         };
         if filter.iter().any(|(k, _)| *k == kind) {
             return Err(format!("entity type {kind:?} is named twice in the filter"));
