@@ -80,6 +80,8 @@ pub struct Broker {
     pub auto_create: RateLimiter,
     /// Client quotas (AlterClientQuotas) and the rates they are enforced on.
     pub quotas: Quotas,
+    /// The measured backlogs of backlog-bounded topics.
+    pub backlogs: crate::backlog::Backlogs,
 }
 
 /// Room for partitions being created; given back when dropped.
@@ -149,6 +151,7 @@ impl Broker {
             creating_partitions: Mutex::new(0),
             auto_create: RateLimiter::per_second(auto_create_rate),
             quotas,
+            backlogs: crate::backlog::Backlogs::default(),
         })
     }
 

@@ -9,6 +9,7 @@
 //! one handler file per API → log-core.
 
 mod appender;
+mod backlog;
 mod blocking;
 mod broker;
 mod broker_defaults;

@@ -349,22 +349,25 @@ pub async fn handle(
             };
             match handled {
                 Some(mut response) => {
+                    // A handler's own throttle (a backlog-bounded topic's), and the quotas'.
+                    let own = u64::try_from(response.throttle_time_ms()).unwrap_or(0);
+                    let mut throttle = Duration::from_millis(own);
                     if broker.quotas.any() {
                         let response_bytes = (key == ApiKey::Fetch)
                             .then(|| response.compute_size(version).unwrap_or(0));
-                        let throttle = throttle_of(
+                        throttle = throttle.max(throttle_of(
                             broker,
                             key,
                             &request_context.client_id,
                             request_bytes,
                             response_bytes,
                             busy,
-                        );
-                        if !throttle.is_zero() {
-                            let ms = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
-                            response.set_throttle_time_ms(ms);
-                            session.throttle = Some(throttle);
-                        }
+                        ));
+                    }
+                    if !throttle.is_zero() {
+                        let ms = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+                        response.set_throttle_time_ms(ms);
+                        session.throttle = Some(throttle);
                     }
                     responder.respond(&response, scratch).map(Some)
                 }
@@ -480,6 +483,8 @@ fn throttle_of(
 /// versions; older versions drop it when encoded).
 pub trait Throttled {
     fn set_throttle_time_ms(&mut self, ms: i32);
+    /// What the handler set (the backlog bound's throttle of a Produce), 0 if nothing.
+    fn throttle_time_ms(&self) -> i32;
 }
 
 macro_rules! throttled {
@@ -487,6 +492,10 @@ macro_rules! throttled {
         $(impl Throttled for kafka_protocol::messages::$response {
             fn set_throttle_time_ms(&mut self, ms: i32) {
                 self.throttle_time_ms = ms;
+            }
+
+            fn throttle_time_ms(&self) -> i32 {
+                self.throttle_time_ms
             }
         })*
     };
