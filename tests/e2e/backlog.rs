@@ -80,10 +80,6 @@ fn set_configs(addr: &str, configs: &[(&str, &str)]) {
 /// message, throttle_time_ms).
 fn produce(addr: &str, records: usize) -> (i16, Option<String>, i32) {
     let values: Vec<Vec<u8>> = (0..records).map(|i| format!("r{i}").into_bytes()).collect();
-    let batch: Vec<_> = values
-        .iter()
-        .map(|v| (None, Some(&v[..]), 1_700_000_000_000i64))
-        .collect();
     let request = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5000)
@@ -91,7 +87,7 @@ fn produce(addr: &str, records: usize) -> (i16, Option<String>, i32) {
             .with_name(TopicName(text(TOPIC)))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(0)
-                .with_records(Some(now_batch(&batch)))])]);
+                .with_records(Some(now_batch(&values)))])]);
     let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
     let p = &response.responses[0].partition_responses[0];
     (
@@ -101,13 +97,13 @@ fn produce(addr: &str, records: usize) -> (i16, Option<String>, i32) {
     )
 }
 
-/// A batch of the records stamped now (the third field above is ignored).
-fn now_batch(records: &[(Option<&[u8]>, Option<&[u8]>, i64)]) -> bytes::Bytes {
+/// A batch of these values, stamped now.
+fn now_batch(values: &[Vec<u8>]) -> bytes::Bytes {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let stamped: Vec<_> = records.iter().map(|(k, v, _)| (*k, *v, now)).collect();
+    let stamped: Vec<_> = values.iter().map(|v| (None, Some(&v[..]), now)).collect();
     log_core::batch::build(&stamped)
 }
 
