@@ -209,7 +209,8 @@ nothing_counted!(
     m::JoinGroupRequest,
     m::DescribeClusterRequest,
     m::DescribeClientQuotasRequest,
-    m::AlterClientQuotasRequest
+    m::AlterClientQuotasRequest,
+    m::DescribeUserScramCredentialsRequest
 );
 
 impl Counted for m::AlterConfigsRequest {

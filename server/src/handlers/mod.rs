@@ -31,6 +31,7 @@ mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
 mod describe_share_group_offsets;
+mod describe_user_scram_credentials;
 pub(crate) mod errors;
 mod fetch;
 mod find_coordinator;
@@ -105,6 +106,7 @@ pub const APIS: &[Api] = &[
     api(ApiKey::DeleteShareGroupOffsets, 0, 0),
     api(ApiKey::DescribeClientQuotas, 0, 1),
     api(ApiKey::AlterClientQuotas, 0, 1),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
 ];
 
 /// Why a request could not be answered; the connection is closed with this logged.
@@ -443,6 +445,10 @@ pub async fn handle(
             route!(describe_client_quotas, m::DescribeClientQuotasRequest)
         }
         ApiKey::AlterClientQuotas => route!(alter_client_quotas, m::AlterClientQuotasRequest),
+        ApiKey::DescribeUserScramCredentials => route!(
+            describe_user_scram_credentials,
+            m::DescribeUserScramCredentialsRequest
+        ),
         _ => Err(RequestError::UnknownApi(raw_key)),
     }
 }
@@ -538,6 +544,7 @@ throttled!(
     DeleteShareGroupOffsetsResponse,
     DescribeClientQuotasResponse,
     AlterClientQuotasResponse,
+    DescribeUserScramCredentialsResponse,
 );
 
 struct Responder {
