@@ -147,13 +147,14 @@ impl State {
         self.over > 0.0
     }
 
-    /// The read-only DescribeConfigs value.
+    /// The read-only DescribeConfigs value: `records=N [age_ms=N] over_bound=BOOL` (spaces:
+    /// Kafka's tools print configs separated by commas).
     pub fn describe(&self) -> String {
         let mut text = format!("records={}", self.records);
         if let Some(age) = self.age_ms {
-            text += &format!(",age_ms={age}");
+            text += &format!(" age_ms={age}");
         }
-        text + &format!(",over_bound={}", self.is_over())
+        text + &format!(" over_bound={}", self.is_over())
     }
 }
 

@@ -295,12 +295,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Called with every throttle the broker imposes: the place for a throttle-time metric per
-/// client (wired by the metrics code), logged at debug level meanwhile.
-pub fn on_throttle(client_id: &str, kind: QuotaKind, throttle: Duration) {
+/// Called with every throttle the broker imposes, with its cause (a quota key, or `backlog`
+/// for a backlog-bounded topic): the place for a throttle-time metric per client (to be wired
+/// by the metrics code); logged at debug level meanwhile.
+pub fn on_throttle(client_id: &str, cause: &'static str, throttle: Duration) {
     tracing::debug!(
         client_id,
-        quota = kind.name(),
+        cause,
         throttle_ms = throttle.as_millis(),
         "throttled"
     );
@@ -515,7 +516,7 @@ impl Quotas {
             .or_insert_with(|| Sensor::full(quota, window, now))
             .record(value, quota, window, now);
         if !throttle.is_zero() {
-            on_throttle(client_id, kind, throttle);
+            on_throttle(client_id, kind.name(), throttle);
         }
         throttle
     }

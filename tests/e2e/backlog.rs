@@ -234,7 +234,7 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
     commit(&addr, [260, 0]);
     settle();
     assert_eq!(produce(&addr, 10), (0, None, 0));
-    assert!(describe(&addr).contains("records=10,over_bound=false"));
+    assert!(describe(&addr).contains("records=10 over_bound=false"));
 
     // Reject mode: refused with POLICY_VIOLATION and why, nothing appended; librdkafka
     // reports it as the delivery error.
@@ -263,7 +263,7 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
     commit(&addr, [270, 0]);
     settle();
     assert_eq!(rdkafka_produce_one(&addr), Ok(()));
-    assert!(describe(&addr).contains("records=1,over_bound=false"));
+    assert!(describe(&addr).contains("records=1 over_bound=false"));
 
     // The bound is kept with the topic.
     broker.stop();

@@ -88,7 +88,7 @@ fn group_entries(broker: &Broker, group: &str) -> Vec<Entry> {
 }
 
 /// lograil's backlog-bound configs the topic has (as topic overrides) and, when they make a
-/// bound, a read-only `lograil.backlog.state` with the backlog now (`records=…,age_ms=…,
+/// bound, a read-only `lograil.backlog.state` with the backlog now (`records=… age_ms=…
 /// over_bound=…`; measured here, or the produce path's measure if under 100 ms old).
 fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfig) -> Vec<Entry> {
     let mut entries: Vec<Entry> = config

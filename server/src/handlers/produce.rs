@@ -100,11 +100,7 @@ pub async fn handle(
             }
             if !throttle.is_zero() {
                 backlog_throttle = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
-                tracing::debug!(
-                    client_id = ctx.client_id,
-                    throttle_ms = backlog_throttle,
-                    "produce throttled by a backlog bound"
-                );
+                crate::quotas::on_throttle(&ctx.client_id, "backlog", throttle);
             }
             let mut responses = if accepted.is_empty() {
                 Vec::new()
