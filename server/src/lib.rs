@@ -6,7 +6,8 @@
 //!
 //! A request travels: socket → [`frame`] (length-checked before allocating) →
 //! `handlers::handle` (header decode, dispatch by API key through the registration table) →
-//! one handler file per API → log-core.
+//! one handler file per API → log-core; the response goes back out through [`response`], which
+//! writes fetched records from the segment map without copying them.
 
 mod appender;
 mod backlog;
@@ -24,6 +25,7 @@ mod handlers;
 mod limits;
 mod producers;
 pub mod quotas;
+mod response;
 mod shares;
 
 use std::future::Future;

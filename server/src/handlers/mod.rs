@@ -12,6 +12,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tracing::Instrument;
 
 use crate::broker::Broker;
+use crate::response::{Response, SharingBuf};
 
 mod alter_client_quotas;
 mod alter_configs;
@@ -246,7 +247,7 @@ pub async fn handle(
     broker: &Arc<Broker>,
     frame: Bytes,
     session: &mut Session,
-) -> Result<Option<BytesMut>, RequestError> {
+) -> Result<Option<Response>, RequestError> {
     let mut peek = &frame[..];
     let raw_key = peek.get_i16();
     let version = peek.get_i16();
@@ -269,7 +270,7 @@ pub async fn handle(
         });
     }
     if key == ApiKey::Produce && version < produce_legacy::MIN_VERSION {
-        return produce_legacy::reject(frame, version);
+        return produce_legacy::reject(frame, version).map(|r| r.map(Response::from));
     }
 
     if key == ApiKey::Produce {
@@ -321,8 +322,13 @@ pub async fn handle(
     };
     let span = tracing::info_span!("request", api = ?key, version, correlation_id);
     let scratch = &mut session.scratch;
+    // `shared`: the record slices of the response, written to the socket from where they lie
+    // rather than copied into it (see [`crate::response`]).
     macro_rules! route {
-        ($module:ident, $request:ty) => {{
+        ($module:ident, $request:ty) => {
+            route!($module, $request, |_| Vec::new())
+        };
+        ($module:ident, $request:ty, $shared:expr) => {{
             let request =
                 <$request>::decode(&mut body, version).map_err(|e| malformed(Part::Body, e))?;
             bounds::check(&request, &broker.config).map_err(|over| RequestError::TooMany {
@@ -371,7 +377,8 @@ pub async fn handle(
                         response.set_throttle_time_ms(ms);
                         session.throttle = Some(throttle);
                     }
-                    responder.respond(&response, scratch).map(Some)
+                    let shared = $shared(&response);
+                    responder.respond(&response, scratch, shared).map(Some)
                 }
                 None => {
                     if broker.quotas.any() {
@@ -394,7 +401,7 @@ pub async fn handle(
     use kafka_protocol::messages as m;
     match key {
         ApiKey::Produce => route!(produce, m::ProduceRequest),
-        ApiKey::Fetch => route!(fetch, m::FetchRequest),
+        ApiKey::Fetch => route!(fetch, m::FetchRequest, fetch::records),
         ApiKey::ListOffsets => route!(list_offsets, m::ListOffsetsRequest),
         ApiKey::Metadata => route!(metadata, m::MetadataRequest),
         ApiKey::ApiVersions => route!(api_versions, m::ApiVersionsRequest),
@@ -424,7 +431,7 @@ pub async fn handle(
         ApiKey::DescribeProducers => route!(describe_producers, m::DescribeProducersRequest),
         ApiKey::ShareGroupHeartbeat => route!(share_group_heartbeat, m::ShareGroupHeartbeatRequest),
         ApiKey::ShareGroupDescribe => route!(share_group_describe, m::ShareGroupDescribeRequest),
-        ApiKey::ShareFetch => route!(share_fetch, m::ShareFetchRequest),
+        ApiKey::ShareFetch => route!(share_fetch, m::ShareFetchRequest, share_fetch::records),
         ApiKey::ShareAcknowledge => route!(share_acknowledge, m::ShareAcknowledgeRequest),
         ApiKey::DescribeShareGroupOffsets => {
             route!(
@@ -554,19 +561,19 @@ struct Responder {
 }
 
 impl Responder {
+    /// Encodes `body` into `scratch`, sharing the slices of `shared` (see
+    /// [`Response::encode`]).
     fn respond<T: Encodable>(
         &self,
         body: &T,
-        out: &mut BytesMut,
-    ) -> Result<BytesMut, RequestError> {
+        scratch: &mut BytesMut,
+        shared: Vec<Bytes>,
+    ) -> Result<Response, RequestError> {
         let header = ResponseHeader::default().with_correlation_id(self.correlation_id);
-        encode_frame(
-            &header,
-            self.key.response_header_version(self.version),
-            body,
-            self.version,
-            out,
-        )
+        let header_version = self.key.response_header_version(self.version);
+        Response::encode(scratch, shared, |out| {
+            encode_frame(&header, header_version, body, self.version, out)
+        })
         .map_err(|source| RequestError::Encode {
             key: self.key,
             version: self.version,
@@ -575,21 +582,20 @@ impl Responder {
     }
 }
 
-/// Length prefix, header, body: encoded at the end of `out` and split off it.
+/// Length prefix, header, body.
 fn encode_frame<T: Encodable>(
     header: &ResponseHeader,
     header_version: i16,
     body: &T,
     version: i16,
-    out: &mut BytesMut,
-) -> Result<BytesMut, BoxError> {
+    out: &mut SharingBuf,
+) -> Result<(), BoxError> {
     let size = header.compute_size(header_version)? + body.compute_size(version)?;
     let prefix =
         i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
-    out.clear();
     out.reserve(4 + size);
     out.put_i32(prefix);
     header.encode(out, header_version)?;
     body.encode(out, version)?;
-    Ok(out.split())
+    Ok(())
 }
