@@ -3,6 +3,7 @@
 //! `reject` mode, and freed once the group commits; librdkafka shows both; `lograil topic
 //! describe` shows the bound and the backlog.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use crate::broker::TestBroker;
@@ -131,9 +133,22 @@ fn settle() {
 #[derive(Clone, Default)]
 struct Deliveries {
     results: Arc<Mutex<Vec<Result<(), String>>>>,
+    /// The largest `throttle` librdkafka's statistics reported, in ms.
+    throttle_max_ms: Arc<AtomicI64>,
 }
 
-impl ClientContext for Deliveries {}
+impl ClientContext for Deliveries {
+    fn stats(&self, statistics: Statistics) {
+        let max = statistics
+            .brokers
+            .values()
+            .filter_map(|b| b.throttle.as_ref())
+            .map(|w| w.max)
+            .max()
+            .unwrap_or(0);
+        self.throttle_max_ms.fetch_max(max, Ordering::Relaxed);
+    }
+}
 
 impl ProducerContext for Deliveries {
     type DeliveryOpaque = ();
@@ -148,10 +163,17 @@ impl ProducerContext for Deliveries {
 
 /// librdkafka produces one record to partition 0: its delivery outcome.
 fn rdkafka_produce_one(addr: &str) -> Result<(), String> {
+    rdkafka_produce(addr).0
+}
+
+/// librdkafka produces one record to partition 0: its delivery outcome, and the largest
+/// throttle its statistics showed meanwhile (ms).
+fn rdkafka_produce(addr: &str) -> (Result<(), String>, i64) {
     let context = Deliveries::default();
     let producer: ThreadedProducer<Deliveries> = ClientConfig::new()
         .set("bootstrap.servers", addr)
         .set("message.timeout.ms", "10000")
+        .set("statistics.interval.ms", "100")
         .create_with_context(context.clone())
         .unwrap();
     producer
@@ -159,9 +181,14 @@ fn rdkafka_produce_one(addr: &str) -> Result<(), String> {
         .map_err(|(e, _)| e)
         .unwrap();
     producer.flush(Duration::from_secs(15)).unwrap();
+    // A statistics interval or two after the response.
+    std::thread::sleep(Duration::from_millis(300));
     let results = context.results.lock().unwrap();
     assert_eq!(results.len(), 1);
-    results[0].clone()
+    (
+        results[0].clone(),
+        context.throttle_max_ms.load(Ordering::Relaxed),
+    )
 }
 
 fn describe(addr: &str) -> String {
@@ -220,18 +247,23 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
         grown > throttle,
         "the throttle grows with the backlog: {grown} after {throttle}"
     );
+    // librdkafka is throttled too, and says so in its statistics.
+    settle();
+    let (delivered, rd_throttle) = rdkafka_produce(&addr);
+    assert_eq!(delivered, Ok(()));
+    assert!(rd_throttle > 0, "librdkafka's statistics show no throttle");
     let text = describe(&addr);
     assert!(
         text.contains("lograil.backlog.group") && text.contains(GROUP),
         "{text}"
     );
     assert!(
-        text.contains("records=260") && text.contains("over_bound=true"),
+        text.contains("records=261") && text.contains("over_bound=true"),
         "{text}"
     );
 
     // The group catches up: the throttle lifts.
-    commit(&addr, [260, 0]);
+    commit(&addr, [261, 0]);
     settle();
     assert_eq!(produce(&addr, 10), (0, None, 0));
     assert!(describe(&addr).contains("records=10 over_bound=false"));
@@ -260,7 +292,7 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
             .is_err_and(|e| e.contains("Policy violation")),
         "{refused:?}"
     );
-    commit(&addr, [270, 0]);
+    commit(&addr, [271, 0]);
     settle();
     assert_eq!(rdkafka_produce_one(&addr), Ok(()));
     assert!(describe(&addr).contains("records=1 over_bound=false"));
@@ -277,7 +309,10 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
         "the bound survives a restart"
     );
 
-    // An age bound: the oldest unread record older than the bound.
+    // An age bound: the oldest unread record older than the bound. The group first reads
+    // everything (272 records, 10 more after the restart).
+    commit(&addr, [282, 0]);
+    produce(&addr, 1);
     set_configs(
         &addr,
         &[
