@@ -80,10 +80,13 @@ pub enum QuotaCommand {
     Remove {
         #[command(flatten)]
         entity: EntityArgs,
+        /// Remove `producer_byte_rate`.
         #[arg(long)]
         producer_byte_rate: bool,
+        /// Remove `consumer_byte_rate`.
         #[arg(long)]
         consumer_byte_rate: bool,
+        /// Remove `request_percentage`.
         #[arg(long)]
         request_percentage: bool,
     },
@@ -92,6 +95,8 @@ pub enum QuotaCommand {
     Describe {
         #[command(flatten)]
         entity: EntityArgs,
+        /// Only entities with exactly the components named (no user+client-id pairs when
+        /// only a client id is named).
         #[arg(long)]
         strict: bool,
     },
