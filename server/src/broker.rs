@@ -13,6 +13,7 @@ use crate::groups::offsets::OffsetsError;
 use crate::groups::{Coordinator, OffsetStore};
 use crate::limits::RateLimiter;
 use crate::producers::{ProducerIds, Producers};
+use crate::quotas::Quotas;
 use crate::shares::Shares;
 
 /// Why a topic was not created.
@@ -42,6 +43,8 @@ pub enum StartError {
     Offsets(#[from] OffsetsError),
     #[error(transparent)]
     Shares(#[from] task_queue::StoreError),
+    #[error("client quotas: {0}")]
+    Quotas(#[from] crate::quotas::LoadError),
 }
 
 #[derive(Debug)]
@@ -75,6 +78,10 @@ pub struct Broker {
     creating_partitions: Mutex<u64>,
     /// Paces topic auto-creation (`--auto-create-topics-per-second`).
     pub auto_create: RateLimiter,
+    /// Client quotas (AlterClientQuotas) and the rates they are enforced on.
+    pub quotas: Quotas,
+    /// The measured backlogs of backlog-bounded topics.
+    pub backlogs: crate::backlog::Backlogs,
 }
 
 /// Room for partitions being created; given back when dropped.
@@ -106,6 +113,7 @@ impl Broker {
         let shares = Shares::open(&log, config.share.clone(), config.topic_defaults.clone())?;
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
+        let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
         let producers = Producers::default();
         for topic in log.topics() {
             for (index, partition) in (0..).zip(topic.partitions()) {
@@ -142,6 +150,8 @@ impl Broker {
             request_budget: Arc::new(Semaphore::new(budget)),
             creating_partitions: Mutex::new(0),
             auto_create: RateLimiter::per_second(auto_create_rate),
+            quotas,
+            backlogs: crate::backlog::Backlogs::default(),
         })
     }
 

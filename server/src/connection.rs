@@ -137,6 +137,15 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
                 break;
             }
         }
+        // KIP-219: a client over its quota got its response with `throttle_time_ms`; the
+        // connection reads nothing more for that long.
+        if let Some(throttle) = session.take_throttle() {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                () = tokio::time::sleep(throttle) => {}
+            }
+        }
     }
     // Whatever is buffered goes out, unless the client stopped reading.
     let _ = tokio::time::timeout(SHUTDOWN_WRITE, writer.flush()).await;

@@ -10,6 +10,7 @@
 //! writes fetched records from the segment map without copying them.
 
 mod appender;
+mod backlog;
 mod blocking;
 mod broker;
 mod broker_defaults;
@@ -23,6 +24,7 @@ mod groups;
 mod handlers;
 mod limits;
 mod producers;
+pub mod quotas;
 mod response;
 mod shares;
 

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod backlog;
 mod bad_input;
 mod broker;
 mod damaged;
@@ -11,6 +12,7 @@ mod external_clients;
 mod groups;
 mod limits;
 mod protocol;
+mod quotas;
 mod rdkafka_clients;
 mod shares;
 mod wire;
