@@ -41,9 +41,15 @@ const NAMES: [&str; 4] = [GROUP, MAX_RECORDS, MAX_AGE_MS, MODE];
 
 /// How old a measured backlog may be before the next produce measures it again.
 pub const REFRESH: Duration = Duration::from_millis(100);
-/// The throttle just over the bound; it grows by [`THROTTLE_PER_OVER`] per bound's worth over.
+/// The throttle just over a records bound; it grows by [`THROTTLE_PER_OVER`] per bound's worth
+/// over. Over an age bound, the throttle is the excess age itself: about the time the group
+/// needs, at its own pace, to be back within the bound while producers wait; a coarser one
+/// makes producers stop and then flood (measured with `lograil-bench spike`: with 1 s per
+/// bound's worth, a 500 ms bound throttled for seconds at a time and goodput never recovered).
 const THROTTLE_BASE: Duration = Duration::from_millis(100);
 const THROTTLE_PER_OVER: Duration = Duration::from_secs(1);
+/// The least throttle a producer over a bound gets.
+const MIN_THROTTLE: Duration = Duration::from_millis(10);
 
 /// Whether `name` is one of the backlog configs.
 pub fn is_backlog_config(name: &str) -> bool {
@@ -139,6 +145,10 @@ pub struct State {
     pub age_ms: Option<i64>,
     /// How far over the bound, in bounds (0.5: half a bound over); 0 or less within it.
     pub over: f64,
+    /// How far over the records bound, in bounds (negative within it or without one).
+    over_records: f64,
+    /// Age past the age bound, ms (0 within it or without one).
+    excess_age_ms: i64,
     measured: Instant,
 }
 
@@ -212,10 +222,16 @@ pub fn measure(broker: &Broker, topic: &Topic, bound: &Bound) -> State {
         (Some(max), Some(age)) => (age - max) as f64 / max as f64,
         _ => f64::MIN,
     };
+    let excess_age_ms = match (bound.max_age_ms, age_ms) {
+        (Some(max), Some(age)) => (age - max).max(0),
+        _ => 0,
+    };
     State {
         records,
         age_ms,
         over: over_records.max(over_age),
+        over_records,
+        excess_age_ms,
         measured: Instant::now(),
     }
 }
@@ -273,8 +289,12 @@ impl Backlogs {
             )),
             Mode::Throttle => {
                 let cap = broker.quotas.window().length();
-                let throttle = THROTTLE_BASE + THROTTLE_PER_OVER.mul_f64(state.over.min(1e6));
-                Verdict::Throttle(throttle.min(cap))
+                let by_records = match state.over_records > 0.0 {
+                    true => THROTTLE_BASE + THROTTLE_PER_OVER.mul_f64(state.over_records.min(1e6)),
+                    false => Duration::ZERO,
+                };
+                let by_age = Duration::from_millis(state.excess_age_ms.unsigned_abs());
+                Verdict::Throttle(by_records.max(by_age).max(MIN_THROTTLE).min(cap))
             }
         }
     }

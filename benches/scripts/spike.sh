@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Issue 14's load spike, three ways: `lograil-bench spike` (a consumer group of fixed capacity,
+# open-loop load at 80 % of it, a 2x spike for 5 s, then 80 % again; useful = completed within
+# the deadline) against a fresh `lograil serve` with
+#   1. no bound,
+#   2. a producer quota on the load's client id: producer_byte_rate = the capacity in bytes
+#      (brokers started with a 2 s quota window, so the quota bites within the spike rather than
+#      after Kafka's 11 s window of burst),
+#   3. a backlog bound on the topic for the consumer group: max age BACKLOG_AGE_MS, throttle mode.
+# Writes one JSON per run and spike.svg (goodput over time, the three runs) into $OUT.
+#
+#   cargo build --release -p lograil -p lograil-benches
+#   bash benches/scripts/spike.sh
+#
+# Environment: BROKER, BENCH, OUT, DATA, CAPACITY (records/s the consumers complete; default
+# 10000), SIZE (record bytes, default 200), DEADLINE_MS (default 2000), BACKLOG_AGE_MS (default
+# 500), PHASES (default "--before-secs 15 --spike-secs 5 --after-secs 30").
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BROKER=${BROKER:-target/release/lograil}
+BENCH=${BENCH:-target/release/lograil-bench}
+OUT=${OUT:-target/bench-results/spike-$(date -u +%Y%m%dT%H%M%SZ)}
+DATA=$(realpath -m "${DATA:-target/bench-data}")
+CAPACITY=${CAPACITY:-10000}
+SIZE=${SIZE:-200}
+DEADLINE_MS=${DEADLINE_MS:-2000}
+BACKLOG_AGE_MS=${BACKLOG_AGE_MS:-500}
+PHASES=${PHASES:---before-secs 15 --spike-secs 5 --after-secs 30}
+mkdir -p "$OUT" "$DATA"
+echo "results in $OUT"
+
+start() { # serve flags...
+    DIR=$(mktemp -d "$DATA/spike-XXXX")
+    "$BROKER" serve --listen 127.0.0.1:0 --data-dir "$DIR/data" "$@" >"$DIR/stdout" 2>"$DIR/stderr" &
+    PID=$!
+    for _ in $(seq 100); do
+        grep -q 'listening on' "$DIR/stdout" 2>/dev/null && break
+        sleep 0.1
+    done
+    ADDR=$(grep -o '127\.0\.0\.1:[0-9]*' "$DIR/stdout" | head -1)
+}
+stop() {
+    kill "$PID"
+    wait "$PID" || true
+    rm -rf "$DIR"
+}
+spike() { # LABEL NAME [spike flags...]
+    local label=$1 name=$2
+    shift 2
+    # shellcheck disable=SC2086
+    "$BENCH" spike --brokers "$ADDR" --capacity "$CAPACITY" --message-size "$SIZE" \
+        --deadline-ms "$DEADLINE_MS" $PHASES --label "$label" --json "$OUT/$name.json" "$@" |
+        tee "$OUT/$name.txt" | tail -1
+}
+
+start
+spike "no bound" none
+stop
+
+start --quota-window-num 2 --quota-window-size-seconds 1
+"$BROKER" quota set --bootstrap-server "$ADDR" --client-id lograil-spike \
+    --producer-byte-rate $((CAPACITY * SIZE)) >/dev/null
+spike "producer quota $((CAPACITY * SIZE)) B/s" quota
+stop
+
+start
+"$BROKER" topic create --bootstrap-server "$ADDR" lograil-spike --partitions 6 \
+    --config lograil.backlog.group=lograil-spike \
+    --config lograil.backlog.max.age.ms="$BACKLOG_AGE_MS" \
+    --config lograil.backlog.mode=throttle >/dev/null
+spike "backlog bound ${BACKLOG_AGE_MS} ms" backlog --plot "$OUT/spike.svg" \
+    --with "$OUT/none.json" --with "$OUT/quota.json"
+stop
+echo "plot: $OUT/spike.svg"
