@@ -223,8 +223,26 @@ impl Session {
 
 /// Handles one request frame in a span naming the API, version and correlation id. Returns the
 /// response frame (length prefix included), or `None` when the request gets no response
-/// (Produce with acks=0).
+/// (Produce with acks=0). Counted and timed per API and version in the broker's metrics.
 pub async fn handle(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    session: &mut Session,
+) -> Result<Option<BytesMut>, RequestError> {
+    let started = std::time::Instant::now();
+    // Frames are at least 8 bytes (the frame reader checks): key and version are there.
+    let (key, version) = match frame.get(..4) {
+        Some(&[k0, k1, v0, v1]) => (i16::from_be_bytes([k0, k1]), i16::from_be_bytes([v0, v1])),
+        _ => (-1, -1),
+    };
+    let handled = handle_frame(broker, frame, session).await;
+    broker
+        .metrics
+        .request(key, version, started.elapsed(), handled.is_err());
+    handled
+}
+
+async fn handle_frame(
     broker: &Arc<Broker>,
     frame: Bytes,
     session: &mut Session,
