@@ -10,6 +10,7 @@ mod damaged;
 mod external_clients;
 mod groups;
 mod limits;
+mod metrics;
 mod protocol;
 mod rdkafka_clients;
 mod shares;

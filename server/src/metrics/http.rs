@@ -10,7 +10,8 @@
 //! - `GET` (or `HEAD`) `/metrics` (a query string is ignored) → 200 with the OpenMetrics text
 //!   (`application/openmetrics-text; version=1.0.0; charset=utf-8`), which Prometheus asks for
 //!   first; another path → 404; another method → 405; a head that is not HTTP/1.x → 400; a
-//!   head over the limit → 431; a head not whole in time → the connection is closed.
+//!   head over the limit → 431; a request line that is not text (a Kafka frame sent to the
+//!   wrong port) → 400 at once; a head not whole in time → the connection is closed.
 //! - At most [`MAX_CONNECTIONS`] scrapes at once; more wait to be accepted.
 //! - The scrape itself reads broker state and the log: it runs on the blocking pool.
 //!
@@ -117,29 +118,67 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
     }
 }
 
-/// Reads a request head: `Ok(None)` when it is over [`MAX_HEAD_BYTES`].
-async fn read_head(socket: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+/// What arrived of a request head.
+enum Head {
+    /// Everything up to the blank line (or up to the end of the stream).
+    Whole(Vec<u8>),
+    /// Over [`MAX_HEAD_BYTES`] without a blank line.
+    TooLarge,
+    /// The request line holds bytes no HTTP request line has (a Kafka frame, binary junk):
+    /// refused at once instead of waiting for a blank line that will not come.
+    NotText,
+}
+
+/// Whether the request line begun in `head` (up to its first `\n`) could be HTTP: printable
+/// ASCII and `\r`.
+fn request_line_is_text(head: &[u8]) -> bool {
+    head.iter()
+        .take_while(|&&b| b != b'\n')
+        .all(|&b| b == b'\r' || (0x20..0x7f).contains(&b))
+}
+
+async fn read_head(socket: &mut TcpStream) -> std::io::Result<Head> {
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
         let n = socket.read(&mut chunk).await?;
         if n == 0 {
-            // The client closed early: answer what arrived (a bare request line is a request).
-            return Ok(Some(head));
+            // The client closed its side: answer what arrived (a bare request line is one).
+            return Ok(Head::Whole(head));
         }
         head.extend_from_slice(&chunk[..n]);
+        if !request_line_is_text(&head) {
+            return Ok(Head::NotText);
+        }
         let end = head
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
             .or_else(|| head.windows(2).position(|w| w == b"\n\n"));
         if let Some(end) = end {
             head.truncate(end);
-            return Ok(Some(head));
+            return Ok(Head::Whole(head));
         }
         if head.len() > MAX_HEAD_BYTES {
-            return Ok(None);
+            return Ok(Head::TooLarge);
         }
     }
+}
+
+/// After the response: reads and drops what the client still sends (a request body, the rest
+/// of an oversized head), up to a bound, so that closing does not reset the connection and
+/// destroy the response before the client has read it.
+async fn drain(socket: &mut TcpStream) {
+    let mut chunk = [0u8; 4096];
+    let mut left = 1usize << 20;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while left > 0 {
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
 }
 
 async fn answer(mut socket: TcpStream, broker: &Arc<Broker>) -> std::io::Result<()> {
@@ -148,10 +187,14 @@ async fn answer(mut socket: TcpStream, broker: &Arc<Broker>) -> std::io::Result<
         Err(_) => return Ok(()),
     };
     let request = match head {
-        Some(head) => parse(&head),
-        None => Request::Refused {
+        Head::Whole(head) => parse(&head),
+        Head::TooLarge => Request::Refused {
             status: "431 Request Header Fields Too Large",
             reason: "the request head is over 8 KiB",
+        },
+        Head::NotText => Request::Refused {
+            status: BAD_REQUEST,
+            reason: "not an HTTP request",
         },
     };
     let (status, content_type, body, send_body) = match request {
@@ -199,7 +242,9 @@ async fn answer(mut socket: TcpStream, broker: &Arc<Broker>) -> std::io::Result<
     };
     tokio::time::timeout(WRITE_TIMEOUT, written)
         .await
-        .unwrap_or(Ok(()))
+        .unwrap_or(Ok(()))?;
+    drain(&mut socket).await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -211,6 +256,14 @@ mod tests {
             Request::Metrics { .. } => "200 OK",
             Request::Refused { status, .. } => status,
         }
+    }
+
+    #[test]
+    fn binary_request_lines_are_not_text() {
+        assert!(request_line_is_text(b"GET /metrics HTTP/1.1\r\nX: \x01"));
+        assert!(request_line_is_text(b"GET /met"));
+        assert!(!request_line_is_text(b"\x00\x00\x00\x1f\x00\x12"));
+        assert!(!request_line_is_text(b"GET /\xc3\xa9"));
     }
 
     #[test]
