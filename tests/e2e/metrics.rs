@@ -76,7 +76,9 @@ fn parse(text: &str) -> Samples {
         let (series, value) = line.rsplit_once(' ').unwrap();
         let value: f64 = match value {
             "+Inf" => f64::INFINITY,
-            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
+            v => v
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}")),
         };
         let (name, labels) = match series.split_once('{') {
             None => (series.to_string(), BTreeMap::new()),
@@ -184,7 +186,10 @@ fn consume_and_commit(addr: &str, group: &str, topic: &str, count: usize, commit
 fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
     let tmp = tempfile::tempdir().unwrap();
     let broker = broker(tmp.path());
-    let metrics = broker.metrics_addr.clone().expect("the start-up line names /metrics");
+    let metrics = broker
+        .metrics_addr
+        .clone()
+        .expect("the start-up line names /metrics");
 
     // 100 records, one a second, the newest 100 s old; 3 dead letters.
     let base = log_core::now_ms() - 200_000;
@@ -213,18 +218,34 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
     let orders = [("topic", "m-orders")];
     let p0 = [("topic", "m-orders"), ("partition", "0")];
     // In: exactly what was produced; the bytes are the partition's log.
-    assert_eq!(must(&samples, "lograil_topic_records_in_total", &orders), 100.0);
+    assert_eq!(
+        must(&samples, "lograil_topic_records_in_total", &orders),
+        100.0
+    );
     let bytes_in = must(&samples, "lograil_topic_bytes_in_total", &orders);
-    assert_eq!(bytes_in, must(&samples, "lograil_partition_size_bytes", &p0));
+    assert_eq!(
+        bytes_in,
+        must(&samples, "lograil_partition_size_bytes", &p0)
+    );
     assert!(bytes_in > 100.0 * 8.0, "{bytes_in}");
     // Out: the group read all 100 records (whole batches: at least every byte once).
     assert!(must(&samples, "lograil_topic_records_out_total", &orders) >= 100.0);
     assert!(must(&samples, "lograil_topic_bytes_out_total", &orders) >= bytes_in);
-    assert_eq!(must(&samples, "lograil_partition_log_start_offset", &p0), 0.0);
-    assert_eq!(must(&samples, "lograil_partition_log_end_offset", &p0), 100.0);
+    assert_eq!(
+        must(&samples, "lograil_partition_log_start_offset", &p0),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_partition_log_end_offset", &p0),
+        100.0
+    );
     // Dead letters: only in the dead-letter topic.
     assert_eq!(
-        must(&samples, "lograil_dead_letter_records_total", &[("topic", "m-orders-dlt")]),
+        must(
+            &samples,
+            "lograil_dead_letter_records_total",
+            &[("topic", "m-orders-dlt")]
+        ),
         3.0
     );
     assert_eq!(
@@ -234,8 +255,15 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
 
     // Lag: 50 records; the oldest unconsumed (offset 50) was written at base + 50 s, 150 s
     // before the records were produced.
-    let lag = [("group", "halfway"), ("topic", "m-orders"), ("partition", "0")];
-    assert_eq!(must(&samples, "lograil_consumer_group_lag_records", &lag), 50.0);
+    let lag = [
+        ("group", "halfway"),
+        ("topic", "m-orders"),
+        ("partition", "0"),
+    ];
+    assert_eq!(
+        must(&samples, "lograil_consumer_group_lag_records", &lag),
+        50.0
+    );
     let seconds = must(&samples, "lograil_consumer_group_lag_seconds", &lag);
     let expected = (log_core::now_ms() - (base + 50_000)) as f64 / 1000.0;
     assert!(
@@ -243,9 +271,16 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
         "lag {seconds} s, expected about {expected} s"
     );
     // One scrape so far: no consume rate, so no time to drain (never +Inf or NaN).
-    assert_eq!(value(&samples, "lograil_consumer_group_consume_rate", &lag), None);
     assert_eq!(
-        value(&samples, "lograil_consumer_group_time_to_drain_seconds", &lag),
+        value(&samples, "lograil_consumer_group_consume_rate", &lag),
+        None
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "lograil_consumer_group_time_to_drain_seconds",
+            &lag
+        ),
         None
     );
 
@@ -258,17 +293,33 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
     assert!(produce_requests >= 1.0);
     let metadata_v1 = [("api", "Metadata"), ("version", "1")];
     assert_eq!(must(&samples, "lograil_requests_total", &metadata_v1), 1.0);
-    assert_eq!(must(&samples, "lograil_request_errors_total", &metadata_v1), 1.0);
+    assert_eq!(
+        must(&samples, "lograil_request_errors_total", &metadata_v1),
+        1.0
+    );
     let api_versions = [("api", "ApiVersions"), ("version", "3")];
-    assert_eq!(must(&samples, "lograil_request_errors_total", &api_versions), 0.0);
-    assert!(must(&samples, "lograil_request_duration_seconds_count", &api_versions) >= 1.0);
+    assert_eq!(
+        must(&samples, "lograil_request_errors_total", &api_versions),
+        0.0
+    );
+    assert!(
+        must(
+            &samples,
+            "lograil_request_duration_seconds_count",
+            &api_versions
+        ) >= 1.0
+    );
     assert_eq!(
         must(
             &samples,
             "lograil_request_duration_seconds_bucket",
             &[("api", "ApiVersions"), ("version", "3"), ("le", "+Inf")]
         ),
-        must(&samples, "lograil_request_duration_seconds_count", &api_versions)
+        must(
+            &samples,
+            "lograil_request_duration_seconds_count",
+            &api_versions
+        )
     );
     // --flush-messages 1: every produce waited for an fsync.
     assert!(must(&samples, "lograil_fsync_duration_seconds_count", &[]) >= 2.0);
@@ -278,10 +329,17 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
     consume_and_commit(&broker.addr, "halfway", "m-orders", 50, 80);
     std::thread::sleep(Duration::from_millis(1100));
     let samples = scrape(&metrics);
-    assert_eq!(must(&samples, "lograil_consumer_group_lag_records", &lag), 20.0);
+    assert_eq!(
+        must(&samples, "lograil_consumer_group_lag_records", &lag),
+        20.0
+    );
     let rate = must(&samples, "lograil_consumer_group_consume_rate", &lag);
     assert!(rate > 0.0, "{rate}");
-    let drain = must(&samples, "lograil_consumer_group_time_to_drain_seconds", &lag);
+    let drain = must(
+        &samples,
+        "lograil_consumer_group_time_to_drain_seconds",
+        &lag,
+    );
     assert!((drain - 20.0 / rate).abs() < 1e-6, "{drain} vs 20 / {rate}");
 
     // The raw connection closed: no longer counted.
@@ -293,7 +351,10 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
         if now_open == 0.0 {
             break;
         }
-        assert!(Instant::now() < deadline, "{now_open} connections still counted open");
+        assert!(
+            Instant::now() < deadline,
+            "{now_open} connections still counted open"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -312,7 +373,10 @@ fn bad_metrics_requests_get_http_errors_and_do_not_touch_the_broker() {
         "HTTP/1.1 405 Method Not Allowed"
     );
     assert_eq!(status(b"garbage\r\n\r\n"), "HTTP/1.1 400 Bad Request");
-    assert_eq!(status(b"GET /metrics HTTP/9.9\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+    assert_eq!(
+        status(b"GET /metrics HTTP/9.9\r\n\r\n"),
+        "HTTP/1.1 400 Bad Request"
+    );
     assert_eq!(status(b"\xff\xfe\xfd\r\n\r\n"), "HTTP/1.1 400 Bad Request");
     // A Kafka request sent to the metrics port is not HTTP.
     let kafka = frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default());
@@ -321,7 +385,10 @@ fn bad_metrics_requests_get_http_errors_and_do_not_touch_the_broker() {
     // A head that never ends is cut off at 8 KiB.
     let mut huge = b"GET /metrics HTTP/1.1\r\n".to_vec();
     huge.extend(std::iter::repeat_n(b'a', 20_000));
-    assert_eq!(status(&huge), "HTTP/1.1 431 Request Header Fields Too Large");
+    assert_eq!(
+        status(&huge),
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
     // HEAD: the headers only.
     let (s, headers, body) = http(&metrics, b"HEAD /metrics HTTP/1.0\r\n\r\n");
     assert_eq!(s, "HTTP/1.1 200 OK");
@@ -333,14 +400,22 @@ fn bad_metrics_requests_get_http_errors_and_do_not_touch_the_broker() {
     // The broker is untouched: it answers Kafka clients, its log is as it was, and the metrics
     // still come.
     let mut s = connect(&broker.addr);
-    let versions: ApiVersionsResponse =
-        call(&mut s, ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let versions: ApiVersionsResponse = call(
+        &mut s,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    );
     assert_eq!(versions.error_code, 0);
     let samples = scrape(&metrics);
     let p0 = [("topic", "m-bad"), ("partition", "0")];
     assert_eq!(must(&samples, "lograil_partition_log_end_offset", &p0), 5.0);
     assert_eq!(
-        must(&samples, "lograil_topic_records_in_total", &[("topic", "m-bad")]),
+        must(
+            &samples,
+            "lograil_topic_records_in_total",
+            &[("topic", "m-bad")]
+        ),
         5.0
     );
 }
@@ -383,8 +458,8 @@ fn promtool_accepts_and_unit_tests_the_shipped_alert_rules() {
         .arg(dir.join("alerts_test.yml"))
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&test.stdout).to_string()
-        + &String::from_utf8_lossy(&test.stderr);
+    let out =
+        String::from_utf8_lossy(&test.stdout).to_string() + &String::from_utf8_lossy(&test.stderr);
     assert!(test.status.success(), "{out}");
 }
 
@@ -409,7 +484,9 @@ fn free_port() -> u16 {
 /// `GET path` on `addr`: the body of a 200 answer, `None` otherwise (not up yet).
 fn get(addr: &str, path: &str) -> Option<String> {
     let stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
     let mut stream = stream;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
     let mut response = String::new();

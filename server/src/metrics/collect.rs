@@ -113,7 +113,11 @@ impl Collector for Scrape {
 }
 
 /// Per topic counters; those of deleted topics are dropped.
-fn topics(broker: &Broker, metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+fn topics(
+    broker: &Broker,
+    metrics: &Metrics,
+    encoder: &mut DescriptorEncoder,
+) -> Result<(), Error> {
     let existing: HashSet<String> = broker
         .log
         .topics()
@@ -156,7 +160,11 @@ fn topics(broker: &Broker, metrics: &Metrics, encoder: &mut DescriptorEncoder) -
     for (name, help, field) in families {
         let mut f = family(encoder, name, help, MetricType::Counter)?;
         for (topic, t) in &traffic {
-            counter(&mut f, &[("topic", topic.as_str())], field(t).load(Ordering::Relaxed))?;
+            counter(
+                &mut f,
+                &[("topic", topic.as_str())],
+                field(t).load(Ordering::Relaxed),
+            )?;
         }
     }
     let mut f = family(
@@ -237,7 +245,11 @@ fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Er
             MetricType::Counter,
         )?;
         for (api, version, stats) in &rows {
-            counter(&mut f, &[("api", *api), ("version", version.as_str())], stats.count.get())?;
+            counter(
+                &mut f,
+                &[("api", *api), ("version", version.as_str())],
+                stats.count.get(),
+            )?;
         }
     }
     {
@@ -249,7 +261,11 @@ fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Er
             MetricType::Counter,
         )?;
         for (api, version, stats) in &rows {
-            counter(&mut f, &[("api", *api), ("version", version.as_str())], stats.errors.get())?;
+            counter(
+                &mut f,
+                &[("api", *api), ("version", version.as_str())],
+                stats.errors.get(),
+            )?;
         }
     }
     let mut f = family(
@@ -281,7 +297,11 @@ fn throttles(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), E
             MetricType::Counter,
         )?;
         for (client, _, millis) in &rows {
-            counter(&mut f, &[("client_id", client.as_str())], *millis as f64 / 1000.0)?;
+            counter(
+                &mut f,
+                &[("client_id", client.as_str())],
+                *millis as f64 / 1000.0,
+            )?;
         }
     }
     let mut f = family(

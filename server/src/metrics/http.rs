@@ -64,7 +64,10 @@ pub fn parse(head: &[u8]) -> Request {
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return refused(BAD_REQUEST, "expected a request line: METHOD /path HTTP/1.1");
+        return refused(
+            BAD_REQUEST,
+            "expected a request line: METHOD /path HTTP/1.1",
+        );
     };
     if !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
         return refused(BAD_REQUEST, "only HTTP/1.0 and HTTP/1.1 are served");
@@ -290,9 +293,12 @@ mod tests {
         ] {
             assert_eq!(status(bad), BAD_REQUEST, "{bad:?}");
         }
-        assert_eq!(parse(&[0xff, 0xfe]), Request::Refused {
-            status: BAD_REQUEST,
-            reason: "the request head is not UTF-8"
-        });
+        assert_eq!(
+            parse(&[0xff, 0xfe]),
+            Request::Refused {
+                status: BAD_REQUEST,
+                reason: "the request head is not UTF-8"
+            }
+        );
     }
 }

@@ -129,6 +129,11 @@ impl RequestTable {
     }
 }
 
+/// A group's partition: (group, topic, partition).
+type GroupPartition = (String, String, i32);
+/// Committed offsets sampled at scrapes, oldest first.
+type OffsetSamples = VecDeque<(Instant, i64)>;
+
 /// Throttle figures of one client.
 #[derive(Debug, Default)]
 struct Throttle {
@@ -145,7 +150,7 @@ pub struct Metrics {
     connections: AtomicI64,
     throttles: Mutex<HashMap<String, Throttle>>,
     /// Samples of committed offsets per (group, topic, partition), for consume rates.
-    consumed: Mutex<HashMap<(String, String, i32), VecDeque<(Instant, i64)>>>,
+    consumed: Mutex<HashMap<GroupPartition, OffsetSamples>>,
 }
 
 impl Default for Metrics {
@@ -269,8 +274,7 @@ impl Metrics {
             return;
         }
         let mut throttles = lock(&self.throttles);
-        let key = if throttles.contains_key(client_id) || throttles.len() < MAX_THROTTLED_CLIENTS
-        {
+        let key = if throttles.contains_key(client_id) || throttles.len() < MAX_THROTTLED_CLIENTS {
             client_id
         } else {
             OTHER_CLIENTS
@@ -288,8 +292,8 @@ impl Metrics {
     /// until two samples at least a second apart exist, or when the offset went backwards
     /// (a reset). Samples are taken at scrapes.
     fn consume_rate(
-        consumed: &mut HashMap<(String, String, i32), VecDeque<(Instant, i64)>>,
-        key: (String, String, i32),
+        consumed: &mut HashMap<GroupPartition, OffsetSamples>,
+        key: GroupPartition,
         offset: i64,
         now: Instant,
     ) -> Option<f64> {
@@ -332,7 +336,8 @@ pub fn count_records(records: &[u8]) -> u64 {
     let mut at = 0usize;
     let mut count = 0u64;
     while let Some(header) = records.get(at..at + LAST_DELTA_AT + 4) {
-        let be = |i: usize| i32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+        let be =
+            |i: usize| i32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
         let (length, delta) = (be(LENGTH_AT), be(LAST_DELTA_AT));
         let (Ok(length), Ok(delta)) = (usize::try_from(length), u64::try_from(delta)) else {
             break;
@@ -410,7 +415,11 @@ mod tests {
         let three = build(&[record("a"), record("b"), record("c")]);
         let both = [one.as_ref(), three.as_ref()].concat();
         assert_eq!(count_records(&both), 4);
-        assert_eq!(count_records(&both[..both.len() - 1]), 4, "a torn tail batch still has a header");
+        assert_eq!(
+            count_records(&both[..both.len() - 1]),
+            4,
+            "a torn tail batch still has a header"
+        );
         assert_eq!(count_records(&[]), 0);
         assert_eq!(count_records(&both[..10]), 0);
     }

@@ -26,8 +26,8 @@ use task_queue::{
 use tokio::sync::Notify;
 
 use self::delivery::Source;
-use crate::metrics::Metrics;
 pub use self::members::{Membership, TopicPartition};
+use crate::metrics::Metrics;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
