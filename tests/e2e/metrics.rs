@@ -65,7 +65,7 @@ fn http(addr: &str, request: &[u8]) -> (String, BTreeMap<String, String>, String
 }
 
 /// One sample of the exposition: name and labels, value.
-type Samples = Vec<(String, BTreeMap<String, String>, f64)>;
+pub(crate) type Samples = Vec<(String, BTreeMap<String, String>, f64)>;
 
 /// Parses OpenMetrics text: `name{label="value",...} number` lines; comments skipped. Checks
 /// it ends in `# EOF`.
@@ -100,7 +100,7 @@ fn parse(text: &str) -> Samples {
     out
 }
 
-fn scrape(addr: &str) -> Samples {
+pub(crate) fn scrape(addr: &str) -> Samples {
     let (status, headers, body) = http(addr, b"GET /metrics HTTP/1.1\r\nHost: lograil\r\n\r\n");
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(
@@ -112,7 +112,7 @@ fn scrape(addr: &str) -> Samples {
 }
 
 /// The value of the one sample named `name` whose labels include `labels`.
-fn value(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn value(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let found: Vec<f64> = samples
         .iter()
         .filter(|(n, l, _)| {
@@ -127,7 +127,7 @@ fn value(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> Option<f64> 
     found.first().copied()
 }
 
-fn must(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn must(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
     value(samples, name, labels).unwrap_or_else(|| {
         let names: Vec<_> = samples.iter().filter(|(n, ..)| n == name).collect();
         panic!("no {name} {labels:?}; the {name} samples: {names:?}")

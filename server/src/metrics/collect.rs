@@ -456,9 +456,10 @@ fn shares(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error>
         let mut f = family(
             encoder,
             "lograil_share_group_records",
-            "Records of a share group's partition by state: available (to deliver), acquired \
-             (locked by a consumer), archived (acknowledged, rejected or past the delivery limit), \
-             within its window.",
+            "Records in the window of a share group's partition (from its start offset to the last \
+             record fetched) by state: available (to deliver), acquired (locked by a consumer), \
+             archived (rejected, past the delivery limit or its deadline; acknowledged records \
+             are not counted).",
             MetricType::Gauge,
         )?;
         for (group, s) in &rows {
