@@ -13,7 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
@@ -205,6 +209,14 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
     bad[n - 4..].copy_from_slice(&i32::MAX.to_be_bytes());
     s.write_all(&bad).unwrap();
     assert!(closed(&mut s));
+    // A Metadata request for a topic that does not exist (no auto-creation): answered with
+    // UNKNOWN_TOPIC_OR_PARTITION for that topic.
+    let missing = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("m-missing"))))]))
+        .with_allow_auto_topic_creation(false);
+    let answer: MetadataResponse = call(&mut connect(&broker.addr), ApiKey::Metadata, 7, &missing);
+    assert_eq!(answer.topics[0].error_code, 3);
     // A connection that stays open while scraped.
     let mut open = connect(&broker.addr);
     let _: ApiVersionsResponse = call(
@@ -296,6 +308,27 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
     assert_eq!(
         must(&samples, "lograil_request_errors_total", &metadata_v1),
         1.0
+    );
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_response_errors_total",
+            &[
+                ("api", "Metadata"),
+                ("version", "7"),
+                ("error", "UNKNOWN_TOPIC_OR_PARTITION")
+            ]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "lograil_response_errors_total",
+            &[("api", "Produce")]
+        ),
+        None,
+        "every produce succeeded"
     );
     let api_versions = [("api", "ApiVersions"), ("version", "3")];
     assert_eq!(

@@ -336,7 +336,10 @@ async fn handle_frame(
                 .instrument(span)
                 .await;
             match handled {
-                Some(response) => responder.respond(&response, scratch).map(Some),
+                Some(response) => {
+                    broker.metrics.response(raw_key, version, &response);
+                    responder.respond(&response, scratch).map(Some)
+                }
                 None => Ok(None),
             }
         }};

@@ -268,6 +268,28 @@ fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Er
             )?;
         }
     }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_response_errors",
+            "Kafka error codes in responses (top level, per topic, partition or group), per API, \
+             version and error (Kafka's name, e.g. UNKNOWN_TOPIC_OR_PARTITION).",
+            MetricType::Counter,
+        )?;
+        for (api, version, stats) in &rows {
+            let mut codes = lock(&stats.codes).clone();
+            codes.sort_unstable();
+            for (code, n) in codes {
+                let name = super::errors::error_name(code);
+                let labels = [
+                    ("api", *api),
+                    ("version", version.as_str()),
+                    ("error", name.as_str()),
+                ];
+                counter(&mut f, &labels, n)?;
+            }
+        }
+    }
     let mut f = family(
         encoder,
         "lograil_request_duration_seconds",

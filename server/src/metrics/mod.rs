@@ -21,6 +21,7 @@
 //! [`MAX_THROTTLED_CLIENTS`] (later ones are counted under `client_id="other"`).
 
 mod collect;
+pub(crate) mod errors;
 pub(crate) mod http;
 mod storage;
 
@@ -71,6 +72,8 @@ struct RequestStats {
     count: Counter,
     errors: Counter,
     latency: Histogram,
+    /// Error codes in responses, and how many times each was answered.
+    codes: Mutex<Vec<(i16, u64)>>,
 }
 
 impl RequestStats {
@@ -78,6 +81,7 @@ impl RequestStats {
         RequestStats {
             count: Counter::default(),
             errors: Counter::default(),
+            codes: Mutex::new(Vec::new()),
             // 100 µs to ~52 s.
             latency: Histogram::new(exponential_buckets(0.0001, 2.0, 20)),
         }
@@ -251,6 +255,31 @@ impl Metrics {
             stats.errors.inc();
         }
         stats.latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// The response to a request of API `key` and `version` is ready: counts the error codes
+    /// in it (top level, per topic, partition, group). Locks nothing when there is none.
+    pub(crate) fn response<R: errors::ResponseErrors>(&self, key: i16, version: i16, response: &R) {
+        let mut found: Vec<(i16, u64)> = Vec::new();
+        response.each_error(&mut |code| {
+            if code != 0 {
+                match found.iter_mut().find(|(c, _)| *c == code) {
+                    Some((_, n)) => *n += 1,
+                    None => found.push((code, 1)),
+                }
+            }
+        });
+        if found.is_empty() {
+            return;
+        }
+        let stats = self.requests.stats(key, version);
+        let mut codes = lock(&stats.codes);
+        for (code, n) in found {
+            match codes.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, total)) => *total += n,
+                None => codes.push((code, n)),
+            }
+        }
     }
 
     /// An fsync took `elapsed`.
