@@ -93,8 +93,8 @@ impl RequestStats {
 struct RequestTable {
     /// Per entry of [`APIS`], one per version from its `min` to its `max`.
     served: Vec<(String, i16, Vec<RequestStats>)>,
-    /// By API key: the index into `served`.
-    by_key: HashMap<i16, usize>,
+    /// Indexed by API key: the index into `served` (API keys are small numbers).
+    by_key: Vec<Option<usize>>,
     /// Requests naming an API or version not served.
     unknown: RequestStats,
 }
@@ -108,11 +108,14 @@ impl RequestTable {
                 (format!("{:?}", api.key), api.min, versions)
             })
             .collect();
-        let by_key = APIS
-            .iter()
-            .enumerate()
-            .map(|(i, api)| (api.key as i16, i))
-            .collect();
+        let mut by_key = Vec::new();
+        for (i, api) in APIS.iter().enumerate() {
+            let key = usize::try_from(api.key as i16).unwrap_or(0);
+            if by_key.len() <= key {
+                by_key.resize(key + 1, None);
+            }
+            by_key[key] = Some(i);
+        }
         RequestTable {
             served,
             by_key,
@@ -121,9 +124,10 @@ impl RequestTable {
     }
 
     fn stats(&self, key: i16, version: i16) -> &RequestStats {
-        self.by_key
-            .get(&key)
-            .and_then(|&i| {
+        usize::try_from(key)
+            .ok()
+            .and_then(|key| self.by_key.get(key).copied().flatten())
+            .and_then(|i| {
                 let (_, min, versions) = &self.served[i];
                 usize::try_from(version - min)
                     .ok()
@@ -388,10 +392,14 @@ mod tests {
         metrics.request(0, 9, Duration::from_millis(3), true);
         metrics.request(0, 99, Duration::from_millis(1), true);
         metrics.request(9999, 0, Duration::from_millis(1), false);
+        metrics.request(-1, -1, Duration::from_millis(1), false);
+        // ShareFetch (key 78) v1, its lowest served version.
+        metrics.request(78, 1, Duration::from_millis(1), false);
+        assert_eq!(metrics.requests.stats(78, 1).count.get(), 1);
         let produce = metrics.requests.stats(0, 9);
         assert_eq!(produce.count.get(), 2);
         assert_eq!(produce.errors.get(), 1);
-        assert_eq!(metrics.requests.unknown.count.get(), 2);
+        assert_eq!(metrics.requests.unknown.count.get(), 3);
         assert_eq!(metrics.requests.unknown.errors.get(), 1);
     }
 
