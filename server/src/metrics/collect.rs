@@ -381,14 +381,24 @@ fn lag(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
                 let end = partition.log_end_offset();
                 let next = committed.offset.max(start);
                 let records = (end - next).max(0);
+                let key = (group.clone(), topic.clone(), index);
+                seen.insert(key.clone());
+                let tracked = consumed.entry(key).or_default();
                 let seconds = if records == 0 {
                     Some(0.0)
                 } else {
-                    timestamp_at(&partition, next).map(|ts| (now_ms - ts).max(0) as f64 / 1000.0)
+                    let id = broker.log.topic(&topic).map(|t| t.id());
+                    let timestamp = match tracked.oldest {
+                        Some((was, at, ts)) if Some(was) == id && at == next => Some(ts),
+                        _ => {
+                            let ts = timestamp_at(&partition, next);
+                            tracked.oldest = id.zip(ts).map(|(id, ts)| (id, next, ts));
+                            ts
+                        }
+                    };
+                    timestamp.map(|ts| (now_ms - ts).max(0) as f64 / 1000.0)
                 };
-                let key = (group.clone(), topic.clone(), index);
-                seen.insert(key.clone());
-                let rate = Metrics::consume_rate(&mut consumed, key, committed.offset, now);
+                let rate = Metrics::consume_rate(&mut tracked.samples, committed.offset, now);
                 rows.push(Lag {
                     group: group.clone(),
                     topic,
@@ -520,4 +530,105 @@ fn shares(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error>
         gauge(&mut f, &labels, age)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::appender::AppendMode;
+    use crate::broker::Broker;
+    use crate::config::BrokerConfig;
+    use crate::groups::Committed;
+
+    fn line<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    #[test]
+    fn a_scrape_reports_lag_throttles_and_escapes_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig {
+            data_dir: dir.path().to_path_buf(),
+            ..BrokerConfig::default()
+        };
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let bound = "127.0.0.1:9092".parse().unwrap();
+        let broker = Arc::new(Broker::open(config, bound, stopped).unwrap());
+        broker
+            .create_topic("t", 1, broker.topic_defaults())
+            .unwrap();
+        let now = log_core::now_ms();
+        // 10 records, the i-th written 100 - i seconds ago.
+        let records: Vec<log_core::batch::NewRecord> = (0..10)
+            .map(|i| (None, Some(&b"v"[..]), now - (100 - i) * 1000))
+            .collect();
+        let batch = log_core::batch::build(&records);
+        broker
+            .append_records("t", 0, Some(&batch), AppendMode::Blocking)
+            .unwrap();
+        let commit = |group: &str, offset| {
+            let committed = Committed {
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+                commit_timestamp: now,
+            };
+            broker
+                .offsets
+                .commit(group, vec![(("t".to_string(), 0), committed)])
+                .unwrap();
+        };
+        commit("we\"ird", 4);
+        commit("done", 10);
+        broker.metrics.record_throttle("slow\nclient", 250);
+        broker.metrics.record_throttle("slow\nclient", 750);
+
+        for _ in 0..2 {
+            // The second scrape reads the timestamp from its cache: the same answer.
+            let text = super::encode(&broker).unwrap();
+            let lagging = r#"{group="we\"ird",topic="t",partition="0"}"#;
+            let lag = |name: &str| line(&text, &format!("{name}{lagging}"));
+            assert_eq!(lag("lograil_consumer_group_lag_records"), Some("6"));
+            let seconds: f64 = lag("lograil_consumer_group_lag_seconds")
+                .unwrap()
+                .parse()
+                .unwrap();
+            // The record at offset 4 was written 96 s before `now`.
+            assert!((96.0..100.0).contains(&seconds), "{seconds}");
+            let done = r#"{group="done",topic="t",partition="0"}"#;
+            assert_eq!(
+                line(&text, &format!("lograil_consumer_group_lag_seconds{done}")),
+                Some("0.0")
+            );
+            assert_eq!(
+                line(
+                    &text,
+                    &format!("lograil_consumer_group_time_to_drain_seconds{done}")
+                ),
+                Some("0.0")
+            );
+            let client = r#"{client_id="slow\nclient"}"#;
+            assert_eq!(
+                line(
+                    &text,
+                    &format!("lograil_client_throttle_seconds_total{client}")
+                ),
+                Some("1.0")
+            );
+            assert_eq!(
+                line(
+                    &text,
+                    &format!("lograil_client_throttled_responses_total{client}")
+                ),
+                Some("2")
+            );
+            assert_eq!(
+                line(&text, r#"lograil_topic_records_in_total{topic="t"}"#),
+                Some("10")
+            );
+            assert!(text.ends_with("# EOF\n"));
+        }
+    }
 }

@@ -142,6 +142,15 @@ type GroupPartition = (String, String, i32);
 /// Committed offsets sampled at scrapes, oldest first.
 type OffsetSamples = VecDeque<(Instant, i64)>;
 
+/// What scrapes keep of a group's partition.
+#[derive(Debug, Default)]
+struct Tracked {
+    samples: OffsetSamples,
+    /// The timestamp of the record at the committed offset, once read: (topic id, offset,
+    /// timestamp). Read again only when the offset moves (or the topic was re-created).
+    oldest: Option<(log_core::Uuid, i64, i64)>,
+}
+
 /// Throttle figures of one client.
 #[derive(Debug, Default)]
 struct Throttle {
@@ -158,7 +167,7 @@ pub struct Metrics {
     connections: AtomicI64,
     throttles: Mutex<HashMap<String, Throttle>>,
     /// Samples of committed offsets per (group, topic, partition), for consume rates.
-    consumed: Mutex<HashMap<GroupPartition, OffsetSamples>>,
+    consumed: Mutex<HashMap<GroupPartition, Tracked>>,
 }
 
 impl Default for Metrics {
@@ -320,17 +329,11 @@ impl Metrics {
         entry.millis = entry.millis.saturating_add(throttle_ms);
     }
 
-    /// Notes `group`'s committed `offset` on `topic`-`partition` at `now`, and returns its
-    /// consume rate (records a second) over about the last [`CONSUME_RATE_WINDOW`]: `None`
-    /// until two samples at least a second apart exist, or when the offset went backwards
-    /// (a reset). Samples are taken at scrapes.
-    fn consume_rate(
-        consumed: &mut HashMap<GroupPartition, OffsetSamples>,
-        key: GroupPartition,
-        offset: i64,
-        now: Instant,
-    ) -> Option<f64> {
-        let samples = consumed.entry(key).or_default();
+    /// Notes a group's committed `offset` on a partition at `now` in its `samples`, and
+    /// returns its consume rate (records a second) over about the last
+    /// [`CONSUME_RATE_WINDOW`]: `None` until two samples at least a second apart exist, or when
+    /// the offset went backwards (a reset). Samples are taken at scrapes.
+    fn consume_rate(samples: &mut OffsetSamples, offset: i64, now: Instant) -> Option<f64> {
         samples.push_back((now, offset));
         // Keep the newest sample older than the window, so the rate spans the whole window
         // once there is that much history.
@@ -422,26 +425,19 @@ mod tests {
 
     #[test]
     fn consume_rate_spans_the_window_and_ignores_resets() {
-        let mut consumed = HashMap::new();
-        let key = || ("g".to_string(), "t".to_string(), 0);
+        let mut samples = OffsetSamples::new();
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
-        assert_eq!(Metrics::consume_rate(&mut consumed, key(), 0, at(0)), None);
-        assert_eq!(
-            Metrics::consume_rate(&mut consumed, key(), 100, at(10)),
-            Some(10.0)
-        );
-        assert_eq!(
-            Metrics::consume_rate(&mut consumed, key(), 700, at(70)),
-            Some(10.0)
-        );
+        assert_eq!(Metrics::consume_rate(&mut samples, 0, at(0)), None);
+        assert_eq!(Metrics::consume_rate(&mut samples, 100, at(10)), Some(10.0));
+        assert_eq!(Metrics::consume_rate(&mut samples, 700, at(70)), Some(10.0));
         // The sample at 0 s is now out of the window; the one at 10 s is the base.
         assert_eq!(
-            Metrics::consume_rate(&mut consumed, key(), 900, at(80)),
+            Metrics::consume_rate(&mut samples, 900, at(80)),
             Some(800.0 / 70.0)
         );
         // An offset reset backwards: no rate.
-        assert_eq!(Metrics::consume_rate(&mut consumed, key(), 5, at(90)), None);
+        assert_eq!(Metrics::consume_rate(&mut samples, 5, at(90)), None);
     }
 
     #[test]
