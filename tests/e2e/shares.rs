@@ -786,6 +786,15 @@ fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
         ),
         None
     );
+    // The share fetch delivered the 3 records.
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_topic_records_out_total",
+            &[("topic", "m-tasks")]
+        ),
+        3.0
+    );
 
     // Released: available again, no lock held.
     assert_eq!(member.acknowledge(&[(0, 0, vec![2])]), (0, 0));

@@ -148,12 +148,13 @@ fn topics(
         ),
         (
             "lograil_topic_bytes_out",
-            "Bytes of record batches fetch responses carried from the topic.",
+            "Bytes of record batches fetch and share-fetch responses carried from the topic.",
             |t| &t.bytes_out,
         ),
         (
             "lograil_topic_records_out",
-            "Records in the batches fetch responses carried from the topic (whole batches).",
+            "Records fetch responses carried from the topic (whole batches), and records share \
+             fetches acquired.",
             |t| &t.records_out,
         ),
     ];
