@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
@@ -374,6 +375,25 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
         &lag,
     );
     assert!((drain - 20.0 / rate).abs() < 1e-6, "{drain} vs 20 / {rate}");
+
+    // A deleted topic's series go.
+    let delete = DeleteTopicsRequest::default()
+        .with_topic_names(vec![TopicName(StrBytes::from_static_str("m-orders-dlt"))])
+        .with_timeout_ms(5000);
+    let deleted: DeleteTopicsResponse =
+        call(&mut connect(&broker.addr), ApiKey::DeleteTopics, 5, &delete);
+    assert_eq!(deleted.responses[0].error_code, 0);
+    let samples = scrape(&metrics);
+    let dlt = [("topic", "m-orders-dlt")];
+    assert_eq!(
+        value(&samples, "lograil_dead_letter_records_total", &dlt),
+        None
+    );
+    assert_eq!(
+        value(&samples, "lograil_topic_records_in_total", &dlt),
+        None
+    );
+    assert!(value(&samples, "lograil_topic_records_in_total", &orders).is_some());
 
     // The raw connection closed: no longer counted.
     drop(open);

@@ -211,6 +211,14 @@ impl Metrics {
             .clone()
     }
 
+    /// `topic` was deleted: its counters go (a topic re-created under its name starts at 0).
+    pub fn forget_topic(&self, topic: &str) {
+        self.topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(topic);
+    }
+
     /// Runs `f` on the counters of `topic` (no allocation once the topic has counters).
     fn with_topic(&self, topic: &str, f: impl FnOnce(&TopicTraffic)) {
         if let Some(traffic) = self
