@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use log_core::{batch, Partition};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 

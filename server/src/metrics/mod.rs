@@ -7,7 +7,8 @@
 //! - **Counted as things happen** ([`Metrics`]): bytes and records in and out per topic and
 //!   dead-letter arrivals ([`TopicTraffic`]: plain atomics found by topic name under a read
 //!   lock, no label set built or allocated per batch), request count, errors and latency per
-//!   API and version (a table built once from [`APIS`], indexed by API key and version), fsync
+//!   API and version (a table built once from [`APIS`], indexed by API key and version;
+//!   latencies in [`histogram::LatencyHistogram`]s of atomics, no lock per request), fsync
 //!   latency ([`storage::TimedStorage`] under log-core's storage seam: every `fdatasync` of
 //!   every partition, the background `flush.ms` ones included), open connections, and the
 //!   throttle time quotas give clients ([`Metrics::record_throttle`]).
@@ -22,6 +23,7 @@
 
 mod collect;
 pub(crate) mod errors;
+mod histogram;
 pub(crate) mod http;
 mod storage;
 
@@ -31,8 +33,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 
+use self::histogram::LatencyHistogram;
 use crate::handlers::APIS;
 pub use storage::TimedStorage;
 
@@ -71,7 +73,7 @@ pub fn is_dead_letter_topic(topic: &str) -> bool {
 struct RequestStats {
     count: Counter,
     errors: Counter,
-    latency: Histogram,
+    latency: LatencyHistogram,
     /// Error codes in responses, and how many times each was answered.
     codes: Mutex<Vec<(i16, u64)>>,
 }
@@ -83,7 +85,7 @@ impl RequestStats {
             errors: Counter::default(),
             codes: Mutex::new(Vec::new()),
             // 100 µs to ~52 s.
-            latency: Histogram::new(exponential_buckets(0.0001, 2.0, 20)),
+            latency: LatencyHistogram::doubling(Duration::from_micros(100), 20),
         }
     }
 }
@@ -163,7 +165,7 @@ struct Throttle {
 pub struct Metrics {
     topics: RwLock<HashMap<String, Arc<TopicTraffic>>>,
     requests: RequestTable,
-    fsync: Histogram,
+    fsync: LatencyHistogram,
     connections: AtomicI64,
     throttles: Mutex<HashMap<String, Throttle>>,
     /// Samples of committed offsets per (group, topic, partition), for consume rates.
@@ -186,7 +188,7 @@ impl Metrics {
             topics: RwLock::new(HashMap::new()),
             requests: RequestTable::new(),
             // 10 µs to ~5 s.
-            fsync: Histogram::new(exponential_buckets(0.00001, 2.0, 20)),
+            fsync: LatencyHistogram::doubling(Duration::from_micros(10), 20),
             connections: AtomicI64::new(0),
             throttles: Mutex::new(HashMap::new()),
             consumed: Mutex::new(HashMap::new()),
@@ -275,7 +277,7 @@ impl Metrics {
         if failed {
             stats.errors.inc();
         }
-        stats.latency.observe(elapsed.as_secs_f64());
+        stats.latency.observe(elapsed);
     }
 
     /// The response to a request of API `key` and `version` is ready: counts the error codes
@@ -305,7 +307,7 @@ impl Metrics {
 
     /// An fsync took `elapsed`.
     pub fn fsynced(&self, elapsed: Duration) {
-        self.fsync.observe(elapsed.as_secs_f64());
+        self.fsync.observe(elapsed);
     }
 
     /// A client connection was accepted; it counts as open until the guard is dropped.
