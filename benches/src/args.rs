@@ -38,6 +38,9 @@ pub enum Command {
     /// Share-group workers (lograil's queue consumer, explicit acks) complete the records of a
     /// filled topic; compared with a plain fetch of the same records in the same run.
     Queue(QueueArgs),
+    /// A consumer group of fixed capacity under open-loop load with a spike: useful
+    /// (in-deadline) completions per second, and how long they take to recover.
+    Spike(crate::spike::SpikeArgs),
 }
 
 /// The client library the producers and consumers use.

@@ -25,6 +25,7 @@
 //! | [`plot`] | the `--plot` SVG (plotters): latency percentiles and throughput over time |
 //! | [`limits`] | the machine's raw disk and loopback TCP limits |
 //! | [`queue`] | the `queue` mode: share-group workers against plain fetches |
+//! | [`spike`] | the `spike` mode: a consumer group's goodput through a load spike |
 //! | [`proc_stats`] | CPU and peak RSS of the broker and the harness from /proc |
 //! | [`machine`] | CPU, cores, memory, kernel, git revision |
 //! | [`report`] | the human table and the JSON file |
@@ -55,6 +56,7 @@ pub mod progress;
 pub mod queue;
 pub mod report;
 pub mod run;
+pub mod spike;
 pub mod timeline;
 pub mod topic;
 pub mod units;

@@ -129,8 +129,8 @@ mod queue;
 mod util;
 
 pub use admin::{
-    Admin, AdminError, GroupDescription, MemberDescription, NewTopic, PartitionLag,
-    TopicDescription,
+    Admin, AdminError, ClientQuotas, GroupDescription, MemberDescription, NewTopic, PartitionLag,
+    QuotaEntity, QuotaMatch, TopicDescription,
 };
 pub use config::{
     AckMode, AdminConfig, ClientConfig, ConfigError, ConsumerConfig, ProducerConfig, QueueConfig,

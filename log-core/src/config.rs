@@ -1,5 +1,6 @@
 //! Per-topic configuration, under Kafka's own config names.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::error::ConfigError;
@@ -34,7 +35,14 @@ pub struct TopicConfig {
     pub index_interval_bytes: u32,
     /// `flush.messages` / `flush.ms`.
     pub durability: Durability,
+    /// Configs of the layers above the storage engine, under names starting with
+    /// [`EXTRA_PREFIX`] (the broker's backlog bound, `lograil.backlog.*`): kept with the topic
+    /// as text, never interpreted here; whoever sets them validates them.
+    pub extra: BTreeMap<String, String>,
 }
+
+/// Names of the configs kept in [`TopicConfig::extra`] start with this.
+pub const EXTRA_PREFIX: &str = "lograil.";
 
 impl Default for TopicConfig {
     /// Kafka's defaults: 1 GiB segments rolled weekly, 7-day retention, 1 MiB batches.
@@ -47,6 +55,7 @@ impl Default for TopicConfig {
             max_message_bytes: 1_048_588,
             index_interval_bytes: 4096,
             durability: Durability::Never,
+            extra: BTreeMap::new(),
         }
     }
 }
@@ -66,6 +75,11 @@ impl TopicConfig {
     }
 
     fn set_text(&mut self, name: &str, value: &str, segment_floor: u32) -> Result<(), ConfigError> {
+        if name.starts_with(EXTRA_PREFIX) {
+            self.extra
+                .insert(name.to_string(), value.trim().to_string());
+            return Ok(());
+        }
         if !self.entries().iter().any(|(known, _)| *known == name) {
             return Err(ConfigError::Unknown { name: name.into() });
         }
@@ -165,10 +179,15 @@ impl TopicConfig {
 
     /// Text form, one `name=value` a line, as stored in `<topic>.topic` files.
     pub fn to_properties(&self) -> String {
-        self.entries()
+        let mut text: String = self
+            .entries()
             .into_iter()
             .map(|(k, v)| format!("{k}={v}\n"))
-            .collect()
+            .collect();
+        for (k, v) in &self.extra {
+            text += &format!("{k}={v}\n");
+        }
+        text
     }
 
     /// Parses [`TopicConfig::to_properties`] output; `#` starts a comment line. A stored
@@ -198,6 +217,7 @@ mod tests {
         config.set("segment.bytes", "2097152").unwrap();
         config.set("retention.ms", "-1").unwrap();
         config.set("flush.ms", "250").unwrap();
+        config.set("lograil.backlog.group", "billing").unwrap();
         let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
         assert_eq!(back, config);
         assert_eq!(

@@ -44,7 +44,7 @@ mod partition;
 mod segment;
 mod topic;
 
-pub use config::{Durability, TopicConfig, MIN_SEGMENT_BYTES};
+pub use config::{Durability, TopicConfig, EXTRA_PREFIX, MIN_SEGMENT_BYTES};
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
     TopicError,

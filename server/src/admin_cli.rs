@@ -5,6 +5,7 @@
 pub(crate) mod datetime;
 mod dlt;
 mod queue;
+mod quota;
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,7 @@ use serde_json::json;
 use self::datetime::parse_datetime;
 pub use self::dlt::{dlt, DltCommand};
 pub use self::queue::{queue, QueueCommand};
+pub use self::quota::{quota, QuotaCommand};
 
 /// Prefix of the read-only topic configs in which lograil reports a partition's damaged data.
 const DAMAGE_PREFIX: &str = "lograil.damage.partition.";

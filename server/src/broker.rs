@@ -14,6 +14,7 @@ use crate::groups::{Coordinator, OffsetStore};
 use crate::limits::RateLimiter;
 use crate::metrics::{Metrics, TimedStorage};
 use crate::producers::{ProducerIds, Producers};
+use crate::quotas::Quotas;
 use crate::shares::Shares;
 
 /// Why a topic was not created.
@@ -43,6 +44,8 @@ pub enum StartError {
     Offsets(#[from] OffsetsError),
     #[error(transparent)]
     Shares(#[from] task_queue::StoreError),
+    #[error("client quotas: {0}")]
+    Quotas(#[from] crate::quotas::LoadError),
 }
 
 #[derive(Debug)]
@@ -78,6 +81,10 @@ pub struct Broker {
     pub auto_create: RateLimiter,
     /// What `/metrics` reports (`--metrics-listen`).
     pub metrics: Arc<Metrics>,
+    /// Client quotas (AlterClientQuotas) and the rates they are enforced on.
+    pub quotas: Quotas,
+    /// The measured backlogs of backlog-bounded topics.
+    pub backlogs: crate::backlog::Backlogs,
 }
 
 /// Room for partitions being created; given back when dropped.
@@ -118,6 +125,7 @@ impl Broker {
         )?;
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
+        let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
         let producers = Producers::default();
         for topic in log.topics() {
             for (index, partition) in (0..).zip(topic.partitions()) {
@@ -155,6 +163,8 @@ impl Broker {
             creating_partitions: Mutex::new(0),
             auto_create: RateLimiter::per_second(auto_create_rate),
             metrics,
+            quotas,
+            backlogs: crate::backlog::Backlogs::default(),
         })
     }
 

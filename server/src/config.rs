@@ -38,6 +38,9 @@ pub struct BrokerConfig {
     pub share: ShareConfig,
     /// `group.share.max.size`: members of one share group at most.
     pub share_group_max_size: usize,
+    /// Kafka's `quota.window.num` x `quota.window.size.seconds`: the window client quotas are
+    /// measured over.
+    pub quota_window: crate::quotas::Window,
 }
 
 impl Default for BrokerConfig {
@@ -56,6 +59,7 @@ impl Default for BrokerConfig {
             log: LogOptions::default(),
             share: ShareConfig::default(),
             share_group_max_size: 200,
+            quota_window: crate::quotas::Window::default(),
         }
     }
 }
@@ -172,6 +176,10 @@ pub fn reset_topic_config(
     if ACCEPTED_AS_IS.iter().any(|(n, _)| *n == name) {
         return Ok(());
     }
+    if crate::backlog::is_backlog_config(name) {
+        crate::backlog::reset(config, name);
+        return Ok(());
+    }
     match defaults.entries().into_iter().find(|(n, _)| *n == name) {
         Some((_, value)) => config.set(name, &value),
         None => Err(ConfigError::Unknown { name: name.into() }),
@@ -185,6 +193,11 @@ pub fn set_topic_config(
     name: &str,
     value: &str,
 ) -> Result<(), ConfigError> {
+    // lograil's own topic configs (the backlog bound); names under `lograil.` that are not
+    // among them are unknown.
+    if name.starts_with(log_core::EXTRA_PREFIX) {
+        return crate::backlog::set(config, name, value);
+    }
     if let Some((_, honoured)) = ACCEPTED_AS_IS.iter().find(|(n, _)| *n == name) {
         return match honoured {
             Some(only) if !value.eq_ignore_ascii_case(only) => Err(ConfigError::Unsupported {

@@ -110,25 +110,24 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
                 // client that stops reading cannot hold up shutdown either: once shutdown
                 // begins, the response gets a last short chance to go out. (Most responses
                 // that meet shutdown here are the ones shutdown itself answered.)
-                let written = async {
-                    writer.write_all(&response).await?;
-                    writer.flush().await
-                };
-                tokio::pin!(written);
-                tokio::select! {
-                    biased;
-                    result = &mut written => {
-                        if let Err(e) = result {
-                            tracing::debug!(error = %e, "client went away");
+                let len = response.encoded_len();
+                {
+                    let written = response.write_to(&mut writer);
+                    tokio::pin!(written);
+                    tokio::select! {
+                        biased;
+                        result = &mut written => {
+                            if let Err(e) = result {
+                                tracing::debug!(error = %e, "client went away");
+                                return;
+                            }
+                        }
+                        _ = shutdown.changed() => {
+                            let _ = tokio::time::timeout(SHUTDOWN_WRITE, written).await;
                             return;
                         }
                     }
-                    _ = shutdown.changed() => {
-                        let _ = tokio::time::timeout(SHUTDOWN_WRITE, written).await;
-                        return;
-                    }
                 }
-                let len = response.len();
                 drop(response);
                 session.recycle(len);
             }
@@ -136,6 +135,15 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
             Err(e) => {
                 tracing::warn!(error = %e, "closing connection");
                 break;
+            }
+        }
+        // KIP-219: a client over its quota got its response with `throttle_time_ms`; the
+        // connection reads nothing more for that long.
+        if let Some(throttle) = session.take_throttle() {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                () = tokio::time::sleep(throttle) => {}
             }
         }
     }

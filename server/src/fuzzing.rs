@@ -2,7 +2,7 @@
 //! `fuzzing`: never compiled into the `lograil` binary).
 //!
 //! [`FuzzBroker`] opens a real broker state on a data dir and serves a byte stream as one
-//! connection would: frames read by [`crate::frame::read_frame`], each through
+//! connection would: frames read by [`crate::frame::FrameReader`], each through
 //! `handlers::handle` (header decode, dispatch by API key and version through [`crate::APIS`],
 //! body decode, the handler, response encoding), until the stream ends or a frame closes the
 //! connection.
@@ -25,7 +25,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use crate::broker::{Broker, StartError};
-use crate::frame::read_frame;
+use crate::frame::{FrameLimits, FrameReader};
 use crate::handlers::{self, RequestError, Session};
 use crate::BrokerConfig;
 
@@ -110,9 +110,14 @@ impl FuzzBroker {
         self.runtime.block_on(async move {
             let peer = SocketAddr::from(([127, 0, 0, 1], 40000));
             let mut session = Session::new(peer);
-            let mut reader = stream;
+            let mut reader = FrameReader::new(stream);
+            let limits = FrameLimits {
+                max_request_bytes: MAX_REQUEST_BYTES,
+                max_non_produce_request_bytes: MAX_REQUEST_BYTES,
+            };
             let mut exchanges = Vec::new();
-            while let Ok(Some(frame)) = read_frame(&mut reader, MAX_REQUEST_BYTES).await {
+            while let Ok(Some(frame)) = reader.read_frame(&limits, &broker.request_budget).await {
+                let (frame, _budget) = frame.into_parts();
                 let handled = with_group_clock(
                     broker,
                     started,
@@ -121,7 +126,7 @@ impl FuzzBroker {
                 .await;
                 broker.groups.tick(group_now(started));
                 let outcome = match handled {
-                    Ok(Some(response)) => Outcome::Response(response.freeze()),
+                    Ok(Some(response)) => Outcome::Response(response.to_bytes()),
                     Ok(None) => Outcome::NoResponse,
                     Err(e @ RequestError::Encode { .. }) => Outcome::EncodeFailed(e.to_string()),
                     Err(e) => Outcome::Refused(e.to_string()),

@@ -6,9 +6,11 @@
 //!
 //! A request travels: socket → [`frame`] (length-checked before allocating) →
 //! `handlers::handle` (header decode, dispatch by API key through the registration table) →
-//! one handler file per API → log-core.
+//! one handler file per API → log-core; the response goes back out through [`response`], which
+//! writes fetched records from the segment map without copying them.
 
 mod appender;
+mod backlog;
 mod blocking;
 mod broker;
 mod broker_defaults;
@@ -23,6 +25,8 @@ mod handlers;
 mod limits;
 pub mod metrics;
 mod producers;
+pub mod quotas;
+mod response;
 mod shares;
 
 use std::future::Future;

@@ -58,6 +58,14 @@ enum Command {
         #[command(subcommand)]
         command: admin_cli::DltCommand,
     },
+    /// Kafka's client quotas (producer_byte_rate, consumer_byte_rate, request_percentage) of
+    /// users and client ids: set, remove, describe.
+    Quota {
+        #[command(flatten)]
+        connection: admin_cli::Connection,
+        #[command(subcommand)]
+        command: admin_cli::QuotaCommand,
+    },
     /// Print and check segment files, like Kafka's DumpLogSegments. Exits non-zero when it
     /// finds corruption.
     DumpLog(dump_log::Args),
@@ -94,6 +102,10 @@ fn main() -> ExitCode {
             connection,
             command,
         } => admin_cli::dlt(&connection, &command).map(|()| ExitCode::SUCCESS),
+        Command::Quota {
+            connection,
+            command,
+        } => admin_cli::quota(&connection, &command).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

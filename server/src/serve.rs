@@ -177,6 +177,12 @@ struct Settings {
     /// Kafka's `offsets.retention.check.interval.ms` (default 600000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     offsets_retention_check_interval_ms: Option<u64>,
+    /// Kafka's `quota.window.num`: samples client quota rates are measured over (default 11).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    quota_window_num: Option<u32>,
+    /// Kafka's `quota.window.size.seconds`: the length of one sample (default 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    quota_window_size_seconds: Option<u64>,
 }
 
 impl Settings {
@@ -289,6 +295,10 @@ impl Settings {
             offsets_retention_check_interval_ms: self
                 .offsets_retention_check_interval_ms
                 .or(other.offsets_retention_check_interval_ms),
+            quota_window_num: self.quota_window_num.or(other.quota_window_num),
+            quota_window_size_seconds: self
+                .quota_window_size_seconds
+                .or(other.quota_window_size_seconds),
         }
     }
 
@@ -423,6 +433,12 @@ impl Settings {
         }
         if let Some(n) = self.group_share_max_size {
             config.share_group_max_size = size("group-share-max-size", n)?;
+        }
+        if let Some(n) = self.quota_window_num {
+            config.quota_window.samples = n;
+        }
+        if let Some(s) = self.quota_window_size_seconds {
+            config.quota_window.size = Duration::from_secs(s);
         }
         Ok(())
     }

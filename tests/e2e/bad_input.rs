@@ -470,6 +470,18 @@ fn api_versions_advertises_exactly_what_is_routed() {
             ApiKey::DescribeProducers => {
                 frame(key, max, 1, &m::DescribeProducersRequest::default())
             }
+            ApiKey::DescribeClientQuotas => {
+                frame(key, max, 1, &m::DescribeClientQuotasRequest::default())
+            }
+            ApiKey::AlterClientQuotas => {
+                frame(key, max, 1, &m::AlterClientQuotasRequest::default())
+            }
+            ApiKey::DescribeUserScramCredentials => frame(
+                key,
+                max,
+                1,
+                &m::DescribeUserScramCredentialsRequest::default(),
+            ),
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod backlog;
 mod bad_input;
 mod broker;
 mod damaged;
@@ -12,6 +13,7 @@ mod groups;
 mod limits;
 mod metrics;
 mod protocol;
+mod quotas;
 mod rdkafka_clients;
 mod shares;
 mod wire;

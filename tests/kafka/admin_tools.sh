@@ -238,6 +238,26 @@ steps() {
     tool 62-broker-default-describe-deleted broker_configs "$CONFIGS" --bootstrap-server @bs --describe \
         --entity-type brokers --entity-default
 
+    # Client quotas (AlterClientQuotas, DescribeClientQuotas; users also DescribeUserScramCredentials).
+    tool 63-quota-client as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type clients --entity-name ingest \
+        --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
+    tool 64-quota-user-default as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-default \
+        --add-config request_percentage=50
+    tool 65-quota-user-client as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-name alice \
+        --entity-type clients --entity-name app --add-config producer_byte_rate=4096
+    tool 66-quota-client-default as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type clients --entity-default \
+        --add-config consumer_byte_rate=65536
+    tool 67-quota-describe-client sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type clients --entity-name ingest
+    tool 68-quota-describe-clients sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type clients
+    tool 69-quota-describe-users sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type users
+    tool 70-quota-describe-user-client sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type users \
+        --entity-name alice --entity-type clients --entity-name app
+    tool 71-quota-delete as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type clients --entity-name ingest \
+        --delete-config producer_byte_rate
+    tool 72-quota-describe-deleted sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type clients --entity-name ingest
+    tool 73-quota-bad-key error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type clients --entity-name ingest \
+        --add-config producer_bytes=5
+
     # Deletions.
     tool 54-group-delete as_is "$GROUPS_CMD" --bootstrap-server @bs --delete --group readers
     tool 55-groups-after-delete no_internal_groups "$GROUPS_CMD" --bootstrap-server @bs --list

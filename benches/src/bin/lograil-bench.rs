@@ -7,7 +7,7 @@ use clap::Parser;
 use lograil_benches::args::{Cli, Command};
 use lograil_benches::report::write_json;
 use lograil_benches::run::{run, Mode};
-use lograil_benches::{limits, plot, queue, report::RunReport};
+use lograil_benches::{limits, plot, queue, report::RunReport, spike};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -46,6 +46,23 @@ fn execute(command: Command) -> anyhow::Result<bool> {
                     path,
                     &serde_json::json!({ "args": args, "results": report }),
                 )?;
+            }
+            return Ok(true);
+        }
+        Command::Spike(args) => {
+            let report = spike::run(&args)?;
+            print!("{}", report.human());
+            if let Some(path) = &args.json {
+                write_json(path, &report)?;
+            }
+            if let Some(path) = &args.plot {
+                let mut runs = Vec::new();
+                for other in &args.with {
+                    let text = std::fs::read_to_string(other)?;
+                    runs.push(serde_json::from_str::<spike::SpikeReport>(&text)?);
+                }
+                runs.push(report);
+                spike::write_svg(path, &runs)?;
             }
             return Ok(true);
         }

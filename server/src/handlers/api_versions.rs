@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, Response
 use super::RequestContext;
 use super::{encode_frame, APIS};
 use crate::broker::Broker;
+use crate::response::Response;
 
 fn body(error_code: i16) -> ApiVersionsResponse {
     let api_keys = APIS
@@ -36,10 +37,13 @@ pub async fn handle(
 }
 
 /// The response to a version we don't serve: header v0, body v0.
-pub fn unsupported(correlation_id: i32) -> BytesMut {
+pub fn unsupported(correlation_id: i32) -> Response {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let body = body(ResponseError::UnsupportedVersion.code());
-    match encode_frame(&header, 0, &body, 0, &mut BytesMut::new()) {
+    let encoded = Response::encode(&mut BytesMut::new(), Vec::new(), |out| {
+        encode_frame(&header, 0, &body, 0, out)
+    });
+    match encoded {
         Ok(frame) => frame,
         // A v0 ApiVersions body of a fixed table always encodes.
         Err(e) => unreachable!("ApiVersions v0 failed to encode: {e}"),

@@ -207,7 +207,10 @@ nothing_counted!(
     m::HeartbeatRequest,
     m::ListGroupsRequest,
     m::JoinGroupRequest,
-    m::DescribeClusterRequest
+    m::DescribeClusterRequest,
+    m::DescribeClientQuotasRequest,
+    m::AlterClientQuotasRequest,
+    m::DescribeUserScramCredentialsRequest
 );
 
 impl Counted for m::AlterConfigsRequest {

@@ -28,6 +28,7 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::Topic;
 
 use super::RequestContext;
+use crate::backlog;
 use crate::broker::Broker;
 
 const TOPIC: i8 = 2;
@@ -86,6 +87,27 @@ fn group_entries(broker: &Broker, group: &str) -> Vec<Entry> {
     entries
 }
 
+/// lograil's backlog-bound configs the topic has (as topic overrides) and, when they make a
+/// bound, a read-only `lograil.backlog.state` with the backlog now (`records=… age_ms=…
+/// over_bound=…`; measured here, or the produce path's measure if under 100 ms old).
+fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfig) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = config
+        .extra
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone(), TOPIC_CONFIG_SOURCE, false))
+        .collect();
+    if let Some(bound) = backlog::Bound::of(config) {
+        let state = backlog::measure(broker, topic, &bound);
+        entries.push((
+            backlog::STATE.to_string(),
+            state.describe(),
+            UNKNOWN_CONFIG_SOURCE,
+            true,
+        ));
+    }
+    entries
+}
+
 /// One read-only entry per partition with known damage.
 fn damage_entries(topic: &Topic) -> Vec<Entry> {
     topic
@@ -136,8 +158,8 @@ pub async fn handle(
             let entries: Vec<Entry> = match resource.resource_type {
                 TOPIC => match broker.log.topic(&resource.resource_name) {
                     Some(topic) => {
-                        let mut entries: Vec<Entry> = topic
-                            .config()
+                        let config = topic.config();
+                        let mut entries: Vec<Entry> = config
                             .entries()
                             .into_iter()
                             .map(|(k, v)| {
@@ -161,6 +183,7 @@ pub async fn handle(
                             ));
                         }
                         entries.extend(damage_entries(&topic));
+                        entries.extend(backlog_entries(broker, &topic, &config));
                         entries
                     }
                     None => {

@@ -1,6 +1,7 @@
 //! Fetch, versions 4–12, session-less: every request names its partitions, and the response
 //! says `session_id = 0`, which clients that ask for a session take as "no session". Records
-//! are whole batches exactly as stored, sliced from the segment's memory map. `max_wait_ms` and
+//! are whole batches exactly as stored, sliced from the segment's memory map and written to
+//! the socket from there. `max_wait_ms` and
 //! `min_bytes` are honoured: a fetch short of `min_bytes` waits until an append wakes it (not a
 //! timer) or `max_wait_ms` passes. `max_bytes` is capped by the broker's `fetch.max.bytes`
 //! (`--fetch-max-bytes`, 55 MiB), whatever the request asks. `max_bytes` and
@@ -63,6 +64,17 @@ fn count_out(broker: &Broker, responses: &[FetchableTopicResponse]) {
         }
         broker.metrics.fetched(&topic.topic, records, bytes);
     }
+}
+
+/// The response's record slices, in the order they are encoded (shared, not copied, on the way
+/// out).
+pub fn records(response: &FetchResponse) -> Vec<Bytes> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.clone())
+        .collect()
 }
 
 /// Reads every requested partition; returns the responses, the record bytes, and whether any

@@ -1,8 +1,10 @@
 //! From a request frame to a response frame: the registration table (which is also what
 //! ApiVersions advertises), header decoding, dispatch to one handler per API, and encoding.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
@@ -10,7 +12,9 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tracing::Instrument;
 
 use crate::broker::Broker;
+use crate::response::{Response, SharingBuf};
 
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_share_group_offsets;
 mod api_versions;
@@ -21,12 +25,14 @@ mod delete_groups;
 mod delete_records;
 mod delete_share_group_offsets;
 mod delete_topics;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
 mod describe_share_group_offsets;
+mod describe_user_scram_credentials;
 pub(crate) mod errors;
 mod fetch;
 mod find_coordinator;
@@ -99,6 +105,9 @@ pub const APIS: &[Api] = &[
     api(ApiKey::DescribeShareGroupOffsets, 0, 1),
     api(ApiKey::AlterShareGroupOffsets, 0, 0),
     api(ApiKey::DeleteShareGroupOffsets, 0, 0),
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
 ];
 
 /// Why a request could not be answered; the connection is closed with this logged.
@@ -184,6 +193,9 @@ pub struct Session {
     scratch: BytesMut,
     /// `scratch` grew past [`SCRATCH_KEEP`] for a response.
     large: bool,
+    /// How long the connection stays muted after the last response (KIP-219): the client went
+    /// over a quota.
+    throttle: Option<Duration>,
 }
 
 impl Session {
@@ -193,7 +205,14 @@ impl Session {
             client_id: None,
             scratch: BytesMut::new(),
             large: false,
+            throttle: None,
         }
+    }
+
+    /// The throttle the last request earned, if any: the connection reads nothing for that
+    /// long once its response is out.
+    pub fn take_throttle(&mut self) -> Option<Duration> {
+        self.throttle.take()
     }
 
     /// Called once a response of `len` bytes is written and dropped. A buffer that grew past
@@ -228,7 +247,7 @@ pub async fn handle(
     broker: &Arc<Broker>,
     frame: Bytes,
     session: &mut Session,
-) -> Result<Option<BytesMut>, RequestError> {
+) -> Result<Option<Response>, RequestError> {
     let started = std::time::Instant::now();
     // Frames are at least 8 bytes (the frame reader checks): key and version are there.
     let (key, version) = match frame.get(..4) {
@@ -246,7 +265,7 @@ async fn handle_frame(
     broker: &Arc<Broker>,
     frame: Bytes,
     session: &mut Session,
-) -> Result<Option<BytesMut>, RequestError> {
+) -> Result<Option<Response>, RequestError> {
     let mut peek = &frame[..];
     let raw_key = peek.get_i16();
     let version = peek.get_i16();
@@ -269,7 +288,7 @@ async fn handle_frame(
         });
     }
     if key == ApiKey::Produce && version < produce_legacy::MIN_VERSION {
-        return produce_legacy::reject(frame, version);
+        return produce_legacy::reject(frame, version).map(|r| r.map(Response::from));
     }
 
     if key == ApiKey::Produce {
@@ -294,6 +313,7 @@ async fn handle_frame(
             }
         }
     }
+    let request_bytes = frame.len();
     let mut body = frame;
     let malformed = |part, e: anyhow::Error| RequestError::Malformed {
         key,
@@ -320,8 +340,13 @@ async fn handle_frame(
     };
     let span = tracing::info_span!("request", api = ?key, version, correlation_id);
     let scratch = &mut session.scratch;
+    // `shared`: the record slices of the response, written to the socket from where they lie
+    // rather than copied into it (see [`crate::response`]).
     macro_rules! route {
-        ($module:ident, $request:ty) => {{
+        ($module:ident, $request:ty) => {
+            route!($module, $request, |_| Vec::new())
+        };
+        ($module:ident, $request:ty, $shared:expr) => {{
             let request =
                 <$request>::decode(&mut body, version).map_err(|e| malformed(Part::Body, e))?;
             bounds::check(&request, &broker.config).map_err(|over| RequestError::TooMany {
@@ -332,22 +357,77 @@ async fn handle_frame(
                 max: over.max,
                 setting: over.setting,
             })?;
-            let handled = $module::handle(broker, request, &request_context)
-                .instrument(span)
+            let future = $module::handle(broker, request, &request_context).instrument(span);
+            let (handled, busy) = if broker.quotas.any_request_quota() {
+                // request_percentage counts the time the handler runs, not the time it waits.
+                let mut future = std::pin::pin!(future);
+                let mut busy = Duration::ZERO;
+                let handled = std::future::poll_fn(|cx| {
+                    let started = Instant::now();
+                    let polled = future.as_mut().poll(cx);
+                    busy += started.elapsed();
+                    polled
+                })
                 .await;
+                (handled, Some(busy))
+            } else {
+                (future.await, None)
+            };
             match handled {
-                Some(response) => {
+                Some(mut response) => {
                     broker.metrics.response(raw_key, version, &response);
-                    responder.respond(&response, scratch).map(Some)
+                    // A handler's own throttle (a backlog-bounded topic's), and the quotas'.
+                    let own = u64::try_from(response.throttle_time_ms()).unwrap_or(0);
+                    let mut throttle = Duration::from_millis(own);
+                    if broker.quotas.any() {
+                        let response_bytes = (key == ApiKey::Fetch)
+                            .then(|| response.compute_size(version).unwrap_or(0));
+                        throttle = throttle.max(throttle_of(
+                            broker,
+                            key,
+                            &request_context.client_id,
+                            request_bytes,
+                            response_bytes,
+                            busy,
+                        ));
+                    }
+                    if !throttle.is_zero() {
+                        let ms = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+                        broker
+                            .metrics
+                            .record_throttle(&request_context.client_id, ms.unsigned_abs().into());
+                        response.set_throttle_time_ms(ms);
+                        session.throttle = Some(throttle);
+                    }
+                    let shared = $shared(&response);
+                    responder.respond(&response, scratch, shared).map(Some)
                 }
-                None => Ok(None),
+                None => {
+                    if broker.quotas.any() {
+                        // Produce with acks=0: no response, but the connection is muted.
+                        let throttle = throttle_of(
+                            broker,
+                            key,
+                            &request_context.client_id,
+                            request_bytes,
+                            None,
+                            busy,
+                        );
+                        let ms = u64::try_from(throttle.as_millis()).unwrap_or(u64::MAX);
+                        broker
+                            .metrics
+                            .record_throttle(&request_context.client_id, ms);
+                        session.throttle = (!throttle.is_zero()).then_some(throttle);
+                    }
+                    Ok(None)
+                }
             }
         }};
     }
     use kafka_protocol::messages as m;
     match key {
         ApiKey::Produce => route!(produce, m::ProduceRequest),
-        ApiKey::Fetch => route!(fetch, m::FetchRequest),
+        ApiKey::Fetch => route!(fetch, m::FetchRequest, fetch::records),
         ApiKey::ListOffsets => route!(list_offsets, m::ListOffsetsRequest),
         ApiKey::Metadata => route!(metadata, m::MetadataRequest),
         ApiKey::ApiVersions => route!(api_versions, m::ApiVersionsRequest),
@@ -377,7 +457,7 @@ async fn handle_frame(
         ApiKey::DescribeProducers => route!(describe_producers, m::DescribeProducersRequest),
         ApiKey::ShareGroupHeartbeat => route!(share_group_heartbeat, m::ShareGroupHeartbeatRequest),
         ApiKey::ShareGroupDescribe => route!(share_group_describe, m::ShareGroupDescribeRequest),
-        ApiKey::ShareFetch => route!(share_fetch, m::ShareFetchRequest),
+        ApiKey::ShareFetch => route!(share_fetch, m::ShareFetchRequest, share_fetch::records),
         ApiKey::ShareAcknowledge => route!(share_acknowledge, m::ShareAcknowledgeRequest),
         ApiKey::DescribeShareGroupOffsets => {
             route!(
@@ -394,9 +474,111 @@ async fn handle_frame(
                 m::DeleteShareGroupOffsetsRequest
             )
         }
+        ApiKey::DescribeClientQuotas => {
+            route!(describe_client_quotas, m::DescribeClientQuotasRequest)
+        }
+        ApiKey::AlterClientQuotas => route!(alter_client_quotas, m::AlterClientQuotasRequest),
+        ApiKey::DescribeUserScramCredentials => route!(
+            describe_user_scram_credentials,
+            m::DescribeUserScramCredentialsRequest
+        ),
         _ => Err(RequestError::UnknownApi(raw_key)),
     }
 }
+
+/// The throttle a request earned (KIP-219): the longest of its byte-rate quota's (Produce:
+/// request bytes; Fetch: response bytes) and its `request_percentage` quota's (handler time).
+fn throttle_of(
+    broker: &Broker,
+    key: ApiKey,
+    client_id: &str,
+    request_bytes: usize,
+    response_bytes: Option<usize>,
+    busy: Option<Duration>,
+) -> Duration {
+    use crate::quotas::QuotaKind;
+    let quotas = &broker.quotas;
+    let now = Instant::now();
+    let bytes = match key {
+        ApiKey::Produce => Some((QuotaKind::ProducerByteRate, request_bytes)),
+        ApiKey::Fetch => response_bytes.map(|n| (QuotaKind::ConsumerByteRate, n)),
+        _ => None,
+    };
+    let by_bytes = bytes.map_or(Duration::ZERO, |(kind, n)| {
+        quotas.record(kind, client_id, n as f64, now)
+    });
+    let by_time = busy.map_or(Duration::ZERO, |busy| {
+        quotas.record(
+            QuotaKind::RequestPercentage,
+            client_id,
+            busy.as_secs_f64() * 100.0,
+            now,
+        )
+    });
+    by_bytes.max(by_time)
+}
+
+/// A response's `throttle_time_ms` (every response lograil sends has one in its recent
+/// versions; older versions drop it when encoded).
+pub trait Throttled {
+    fn set_throttle_time_ms(&mut self, ms: i32);
+    /// What the handler set (the backlog bound's throttle of a Produce), 0 if nothing.
+    fn throttle_time_ms(&self) -> i32;
+}
+
+macro_rules! throttled {
+    ($($response:ident),* $(,)?) => {
+        $(impl Throttled for kafka_protocol::messages::$response {
+            fn set_throttle_time_ms(&mut self, ms: i32) {
+                self.throttle_time_ms = ms;
+            }
+
+            fn throttle_time_ms(&self) -> i32 {
+                self.throttle_time_ms
+            }
+        })*
+    };
+}
+
+throttled!(
+    ProduceResponse,
+    FetchResponse,
+    ListOffsetsResponse,
+    MetadataResponse,
+    ApiVersionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeConfigsResponse,
+    InitProducerIdResponse,
+    FindCoordinatorResponse,
+    JoinGroupResponse,
+    SyncGroupResponse,
+    HeartbeatResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    ListGroupsResponse,
+    DescribeGroupsResponse,
+    DeleteGroupsResponse,
+    OffsetDeleteResponse,
+    IncrementalAlterConfigsResponse,
+    AlterConfigsResponse,
+    CreatePartitionsResponse,
+    DeleteRecordsResponse,
+    DescribeClusterResponse,
+    DescribeLogDirsResponse,
+    DescribeProducersResponse,
+    ShareGroupHeartbeatResponse,
+    ShareGroupDescribeResponse,
+    ShareFetchResponse,
+    ShareAcknowledgeResponse,
+    DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponse,
+    DescribeClientQuotasResponse,
+    AlterClientQuotasResponse,
+    DescribeUserScramCredentialsResponse,
+);
 
 struct Responder {
     key: ApiKey,
@@ -405,19 +587,19 @@ struct Responder {
 }
 
 impl Responder {
+    /// Encodes `body` into `scratch`, sharing the slices of `shared` (see
+    /// [`Response::encode`]).
     fn respond<T: Encodable>(
         &self,
         body: &T,
-        out: &mut BytesMut,
-    ) -> Result<BytesMut, RequestError> {
+        scratch: &mut BytesMut,
+        shared: Vec<Bytes>,
+    ) -> Result<Response, RequestError> {
         let header = ResponseHeader::default().with_correlation_id(self.correlation_id);
-        encode_frame(
-            &header,
-            self.key.response_header_version(self.version),
-            body,
-            self.version,
-            out,
-        )
+        let header_version = self.key.response_header_version(self.version);
+        Response::encode(scratch, shared, |out| {
+            encode_frame(&header, header_version, body, self.version, out)
+        })
         .map_err(|source| RequestError::Encode {
             key: self.key,
             version: self.version,
@@ -426,21 +608,20 @@ impl Responder {
     }
 }
 
-/// Length prefix, header, body: encoded at the end of `out` and split off it.
+/// Length prefix, header, body.
 fn encode_frame<T: Encodable>(
     header: &ResponseHeader,
     header_version: i16,
     body: &T,
     version: i16,
-    out: &mut BytesMut,
-) -> Result<BytesMut, BoxError> {
+    out: &mut SharingBuf,
+) -> Result<(), BoxError> {
     let size = header.compute_size(header_version)? + body.compute_size(version)?;
     let prefix =
         i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
-    out.clear();
     out.reserve(4 + size);
     out.put_i32(prefix);
     header.encode(out, header_version)?;
     body.encode(out, version)?;
-    Ok(out.split())
+    Ok(())
 }

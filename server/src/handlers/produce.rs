@@ -5,8 +5,12 @@
 //! (`appender`); a producer id the broker never handed out is UNKNOWN_PRODUCER_ID (v5+;
 //! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). Transactions are not
 //! supported (INVALID_REQUEST).
+//!
+//! Beyond Kafka: a topic whose consumer group is over its backlog bound (`backlog.rs`) gets a
+//! `throttle_time_ms`, or in `reject` mode POLICY_VIOLATION with the reason, for its partitions.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -17,6 +21,7 @@ use log_core::{AppendError, AppendInfo};
 
 use super::{errors, RequestContext};
 use crate::appender::{AppendMode, Appended, ProduceError};
+use crate::backlog::{Backlogs, Verdict};
 use crate::broker::Broker;
 
 /// Produce requests up to this size are appended on the async worker (see `handle`).
@@ -57,6 +62,7 @@ pub async fn handle(
             (t.name.to_string(), partitions)
         })
         .collect();
+    let mut backlog_throttle = 0;
     let responses = match refuse {
         Some((error, message)) => work
             .into_iter()
@@ -68,7 +74,42 @@ pub async fn handle(
                 (topic, results)
             })
             .collect(),
-        None => append_and_wait(broker, work, ctx.version).await?,
+        None => {
+            // Backlog-bounded topics: a topic over its bound in reject mode is refused; in
+            // throttle mode it is appended and the response carries a throttle.
+            let mut throttle = Duration::ZERO;
+            let mut refused = Vec::new();
+            let mut accepted = Vec::with_capacity(work.len());
+            for (topic, partitions) in work {
+                match Backlogs::verdict(broker, &topic).await {
+                    Verdict::Accept => accepted.push((topic, partitions)),
+                    Verdict::Throttle(t) => {
+                        throttle = throttle.max(t);
+                        accepted.push((topic, partitions));
+                    }
+                    Verdict::Reject(message) => {
+                        let results = partitions
+                            .into_iter()
+                            .map(|(index, _)| {
+                                failure(index, ResponseError::PolicyViolation, message.clone())
+                            })
+                            .collect();
+                        refused.push((topic, results));
+                    }
+                }
+            }
+            if !throttle.is_zero() {
+                backlog_throttle = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+                crate::quotas::on_throttle(&ctx.client_id, "backlog", throttle);
+            }
+            let mut responses = if accepted.is_empty() {
+                Vec::new()
+            } else {
+                append_and_wait(broker, accepted, ctx.version).await?
+            };
+            responses.extend(refused);
+            responses
+        }
     };
     broker.appended.notify_waiters();
     if acks == 0 {
@@ -82,7 +123,11 @@ pub async fn handle(
                 .with_partition_responses(partitions)
         })
         .collect();
-    Some(ProduceResponse::default().with_responses(responses))
+    Some(
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(backlog_throttle),
+    )
 }
 
 /// A topic and its partitions' record sets, as the request carried them.

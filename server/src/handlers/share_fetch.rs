@@ -319,6 +319,17 @@ fn count_out(broker: &Broker, fetch: &PartitionFetch) {
     }
 }
 
+/// The response's record slices, in the order they are encoded (shared, not copied, on the way
+/// out).
+pub fn records(response: &ShareFetchResponse) -> Vec<Bytes> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.clone())
+        .collect()
+}
+
 /// The response's topics: every partition acknowledged or fetched, with its records (never
 /// null), acquired ranges and errors.
 fn answer(

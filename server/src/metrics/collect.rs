@@ -107,6 +107,7 @@ impl Collector for Scrape {
         }
         throttles(metrics, &mut encoder)?;
         lag(broker, &mut encoder)?;
+        backlogs(broker, &mut encoder)?;
         shares(broker, &mut encoder)?;
         Ok(())
     }
@@ -473,6 +474,84 @@ fn lag(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
         if let Some(drain) = drain {
             gauge(&mut f, &labels(l), drain)?;
         }
+    }
+    Ok(())
+}
+
+/// Backlog-bounded topics (`lograil.backlog.*`): the bounded group's backlog as measured now,
+/// and the bound.
+fn backlogs(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let rows: Vec<_> = broker
+        .log
+        .topics()
+        .into_iter()
+        .filter_map(|topic| {
+            let bound = crate::backlog::Bound::of(&topic.config())?;
+            let state = crate::backlog::measure(broker, &topic, &bound);
+            Some((topic.name().to_string(), bound, state))
+        })
+        .collect();
+    let labels = |(topic, bound, _): &(String, crate::backlog::Bound, _)| {
+        [("topic", topic.clone()), ("group", bound.group.clone())]
+    };
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_records",
+            "Records of a backlog-bounded topic its bounded group has not consumed.",
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            gauge(&mut f, &labels(row), row.2.records)?;
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_age_seconds",
+            "Age of the oldest record of a backlog-bounded topic its group has not consumed (topics \
+             with an age bound; 0 when none is unread).",
+            MetricType::Gauge,
+        )?;
+        for row in rows.iter().filter(|r| r.1.max_age_ms.is_some()) {
+            let age = row.2.age_ms.unwrap_or(0) as f64 / 1000.0;
+            gauge(&mut f, &labels(row), age)?;
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_max_records",
+            "The topic's lograil.backlog.max.records.",
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            if let Some(max) = row.1.max_records {
+                gauge(&mut f, &labels(row), max)?;
+            }
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_max_age_seconds",
+            "The topic's lograil.backlog.max.age.ms, in seconds.",
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            if let Some(max) = row.1.max_age_ms {
+                gauge(&mut f, &labels(row), max as f64 / 1000.0)?;
+            }
+        }
+    }
+    let mut f = family(
+        encoder,
+        "lograil_topic_backlog_over_bound",
+        "1 while the topic's backlog is over its bound (producers are throttled or refused).",
+        MetricType::Gauge,
+    )?;
+    for row in &rows {
+        gauge(&mut f, &labels(row), i64::from(row.2.is_over()))?;
     }
     Ok(())
 }

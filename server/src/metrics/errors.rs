@@ -101,6 +101,12 @@ errors! {
         f(r.error_code);
         r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
     };
+    DescribeClientQuotasResponse => |r, f| f(r.error_code);
+    AlterClientQuotasResponse => |r, f| r.entries.iter().for_each(|e| f(e.error_code));
+    DescribeUserScramCredentialsResponse => |r, f| {
+        f(r.error_code);
+        r.results.iter().for_each(|u| f(u.error_code));
+    };
     DeleteShareGroupOffsetsResponse => |r, f| {
         f(r.error_code);
         r.responses.iter().for_each(|t| f(t.error_code));

@@ -1,0 +1,92 @@
+//! AlterClientQuotas, versions 0–1: sets and removes Kafka's client quotas
+//! (`producer_byte_rate`, `consumer_byte_rate`, `request_percentage`) of `user` and
+//! `client-id` entities, default entities (a null name) included. Each entry is applied on its
+//! own and durably (`<data-dir>/client-quotas`) before the answer; `validate_only` only checks.
+//! Bad entities, keys or values are INVALID_REQUEST with the reason, as in Kafka. Deviation:
+//! the `ip` entity type (connection-rate quotas) is not served (INVALID_REQUEST).
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
+use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::quotas::{AlterError, Entity, Op, QuotaError, QuotaKind};
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: AlterClientQuotasRequest,
+    _: &RequestContext,
+) -> Option<AlterClientQuotasResponse> {
+    let validate_only = request.validate_only;
+    let owner = broker.clone();
+    let entries = crate::blocking::spawn(move || {
+        request
+            .entries
+            .into_iter()
+            .map(|entry| {
+                let echoed = entry
+                    .entity
+                    .iter()
+                    .map(|e| {
+                        EntityData::default()
+                            .with_entity_type(e.entity_type.clone())
+                            .with_entity_name(e.entity_name.clone())
+                    })
+                    .collect();
+                let outcome = apply(&owner, &entry, validate_only);
+                let (code, message) = match outcome {
+                    Ok(()) => (0, None),
+                    Err(AlterError::Invalid(e)) => {
+                        (ResponseError::InvalidRequest.code(), Some(e.to_string()))
+                    }
+                    Err(AlterError::Io(e)) => {
+                        tracing::error!(error = %e, "client quotas not saved");
+                        (ResponseError::KafkaStorageError.code(), Some(e.to_string()))
+                    }
+                };
+                EntryData::default()
+                    .with_entity(echoed)
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string))
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match entries {
+        Ok(entries) => Some(AlterClientQuotasResponse::default().with_entries(entries)),
+        Err(e) => {
+            tracing::error!(error = %e, "AlterClientQuotas task failed");
+            None
+        }
+    }
+}
+
+fn apply(
+    broker: &Broker,
+    entry: &kafka_protocol::messages::alter_client_quotas_request::EntryData,
+    validate_only: bool,
+) -> Result<(), AlterError> {
+    let entity = Entity::from_components(
+        entry
+            .entity
+            .iter()
+            .map(|e| (e.entity_type.as_str(), e.entity_name.as_deref())),
+    )?;
+    let ops = entry
+        .ops
+        .iter()
+        .map(|op| {
+            let kind = QuotaKind::parse(&op.key)
+                .ok_or_else(|| QuotaError::UnknownKey(op.key.to_string()))?;
+            Ok(Op {
+                kind,
+                value: (!op.remove).then_some(op.value),
+            })
+        })
+        .collect::<Result<Vec<_>, QuotaError>>()?;
+    broker.quotas.alter(&entity, &ops, validate_only)
+}

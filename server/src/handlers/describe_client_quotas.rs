@@ -1,0 +1,96 @@
+//! DescribeClientQuotas, versions 0–1: the client quotas whose entity matches the filter, as in
+//! Kafka: each filter component names an entity type (`user`, `client-id`) and matches an
+//! exact name (0), the default entity (1) or any entity of that type (2); every component must
+//! match, and with `strict` the entity has no other component. A malformed filter (an unknown
+//! or repeated entity type, an exact match without a name) is INVALID_REQUEST.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
+use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::quotas::{Match, CLIENT_ID, USER};
+
+const MATCH_EXACT: i8 = 0;
+const MATCH_DEFAULT: i8 = 1;
+const MATCH_ANY: i8 = 2;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DescribeClientQuotasRequest,
+    _: &RequestContext,
+) -> Option<DescribeClientQuotasResponse> {
+    let filter = match parse_filter(&request) {
+        Ok(filter) => filter,
+        Err(message) => {
+            return Some(
+                DescribeClientQuotasResponse::default()
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            )
+        }
+    };
+    let entries = broker
+        .quotas
+        .describe(&filter, request.strict)
+        .into_iter()
+        .map(|(entity, values)| {
+            EntryData::default()
+                .with_entity(
+                    entity
+                        .components()
+                        .into_iter()
+                        .map(|(kind, name)| {
+                            EntityData::default()
+                                .with_entity_type(StrBytes::from_static_str(kind))
+                                .with_entity_name(name.map(|n| StrBytes::from_string(n.into())))
+                        })
+                        .collect(),
+                )
+                .with_values(
+                    values
+                        .into_iter()
+                        .map(|(kind, value)| {
+                            ValueData::default()
+                                .with_key(StrBytes::from_static_str(kind.name()))
+                                .with_value(value)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Some(DescribeClientQuotasResponse::default().with_entries(Some(entries)))
+}
+
+fn parse_filter(request: &DescribeClientQuotasRequest) -> Result<Vec<(&str, Match)>, String> {
+    let mut filter: Vec<(&str, Match)> = Vec::new();
+    for component in &request.components {
+        let kind = match component.entity_type.as_str() {
+            USER => USER,
+            CLIENT_ID => CLIENT_ID,
+            other => {
+                return Err(format!(
+                "unknown quota entity type {other:?} (lograil serves \"user\" and \"client-id\")"
+            ))
+            }
+        };
+        if filter.iter().any(|(k, _)| *k == kind) {
+            return Err(format!("entity type {kind:?} is named twice in the filter"));
+        }
+        let wanted = match component.match_type {
+            MATCH_EXACT => match &component._match {
+                Some(name) => Match::Exact(name.to_string()),
+                None => return Err(format!("an exact match of {kind:?} needs a name")),
+            },
+            MATCH_DEFAULT => Match::Default,
+            MATCH_ANY => Match::Any,
+            other => return Err(format!("unknown match type {other}")),
+        };
+        filter.push((kind, wanted));
+    }
+    Ok(filter)
+}

@@ -1,0 +1,37 @@
+//! DescribeUserScramCredentials, version 0: lograil has no authentication, so no user has
+//! SCRAM credentials: asked for every user, the list is empty; asked for named users, each is
+//! RESOURCE_NOT_FOUND, as Kafka answers for a user without credentials. Served because Kafka's
+//! `kafka-configs --describe --entity-type users` asks for credentials beside user quotas.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
+use kafka_protocol::messages::{
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub async fn handle(
+    _: &Arc<Broker>,
+    request: DescribeUserScramCredentialsRequest,
+    _: &RequestContext,
+) -> Option<DescribeUserScramCredentialsResponse> {
+    let results = request
+        .users
+        .unwrap_or_default()
+        .into_iter()
+        .map(|user| {
+            DescribeUserScramCredentialsResult::default()
+                .with_user(user.name)
+                .with_error_code(ResponseError::ResourceNotFound.code())
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "no SCRAM credentials: lograil has no authentication",
+                )))
+        })
+        .collect();
+    Some(DescribeUserScramCredentialsResponse::default().with_results(results))
+}

@@ -1,0 +1,765 @@
+//! Kafka client quotas: `producer_byte_rate`, `consumer_byte_rate` and `request_percentage`
+//! per user and/or client id, set with AlterClientQuotas, read with DescribeClientQuotas,
+//! kept in `<data-dir>/client-quotas` (JSON, written atomically) and enforced as Kafka does
+//! since KIP-219: a request is recorded against its quota entity's rate, the response carries
+//! `throttle_time_ms`, and the connection reads no further request for that long.
+//!
+//! - A client's use of a quota is a token bucket, Kafka's `TokenBucket` stat (KIP-599): it
+//!   fills at the quota, up to the quota times the window (`quota.window.num` 11 x
+//!   `quota.window.size.seconds` 1 s, Kafka's settings and defaults), and each request takes
+//!   its bytes out. A bucket in debt is a throttle of debt / quota: the time the client needs,
+//!   at its quota, to pay it back (at most the whole window). Deviation: Kafka's client quotas
+//!   measure a sampled `Rate` instead; with a greedy client that lets through a burst of ten
+//!   windows' worth each time the oldest sample expires (10 MB every ~11 s at 1 MB/s), where
+//!   the bucket holds the client to its quota once its first burst is spent. The throttle
+//!   means the same to clients.
+//! - Produce counts its request bytes against `producer_byte_rate`, Fetch its response bytes
+//!   against `consumer_byte_rate`, every request the time its handler spends running (polled,
+//!   not waiting: a long-polling fetch costs only its reads) against `request_percentage`
+//!   (100 = one thread's whole time). A request throttled by both gets the longer throttle.
+//! - Which quota applies is Kafka's order, first match per quota key: user+client-id,
+//!   user+default client-id, user, default user+client-id, default user+default client-id,
+//!   default user, client-id, default client-id. A default entity gives each user / client id
+//!   its own rate at that quota, as in Kafka.
+//! - lograil has no authentication: every client's user principal is `ANONYMOUS`, so user
+//!   quotas apply through the default user or the user named `ANONYMOUS`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use log_core::FileError;
+use serde::{Deserialize, Serialize};
+
+/// The user principal of every client (lograil has no SASL), as Kafka names unauthenticated
+/// clients.
+pub const ANONYMOUS: &str = "ANONYMOUS";
+
+const FILE: &str = "client-quotas";
+const FORMAT: u32 = 1;
+
+/// Kafka's quota keys served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QuotaKind {
+    ProducerByteRate,
+    ConsumerByteRate,
+    RequestPercentage,
+}
+
+impl QuotaKind {
+    pub const ALL: [QuotaKind; 3] = [
+        QuotaKind::ProducerByteRate,
+        QuotaKind::ConsumerByteRate,
+        QuotaKind::RequestPercentage,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuotaKind::ProducerByteRate => "producer_byte_rate",
+            QuotaKind::ConsumerByteRate => "consumer_byte_rate",
+            QuotaKind::RequestPercentage => "request_percentage",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<QuotaKind> {
+        QuotaKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One component of a quota entity: a name, or the default (a null name in Kafka's messages).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Name {
+    Default,
+    Named(String),
+}
+
+impl Name {
+    pub fn from_wire(name: Option<&str>) -> Name {
+        name.map_or(Name::Default, |n| Name::Named(n.to_string()))
+    }
+
+    pub fn to_wire(&self) -> Option<&str> {
+        match self {
+            Name::Default => None,
+            Name::Named(n) => Some(n),
+        }
+    }
+}
+
+/// A quota entity: a user, a client id, or both (Kafka also has `ip`, for connection rates,
+/// which lograil does not serve).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Entity {
+    pub user: Option<Name>,
+    pub client_id: Option<Name>,
+}
+
+pub const USER: &str = "user";
+pub const CLIENT_ID: &str = "client-id";
+
+/// Why an entity, a key or a value was refused (INVALID_REQUEST, as Kafka answers).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QuotaError {
+    #[error("unknown quota entity type {0:?} (lograil serves \"user\" and \"client-id\")")]
+    UnknownEntityType(String),
+    #[error("entity type {0:?} is named twice")]
+    DuplicateEntityType(String),
+    #[error("an entity needs a user or a client-id")]
+    EmptyEntity,
+    #[error(
+        "unknown quota key {0:?} (producer_byte_rate, consumer_byte_rate, request_percentage)"
+    )]
+    UnknownKey(String),
+    #[error("{key} must be a positive number, not {value}")]
+    NotPositive { key: &'static str, value: f64 },
+    #[error("{key} must be a whole number, not {value}")]
+    NotWhole { key: &'static str, value: f64 },
+}
+
+impl Entity {
+    /// From Kafka's (entity type, name) pairs.
+    pub fn from_components<'a>(
+        components: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Result<Entity, QuotaError> {
+        let mut entity = Entity {
+            user: None,
+            client_id: None,
+        };
+        for (kind, name) in components {
+            let slot = match kind {
+                USER => &mut entity.user,
+                CLIENT_ID => &mut entity.client_id,
+                other => return Err(QuotaError::UnknownEntityType(other.to_string())),
+            };
+            if slot.is_some() {
+                return Err(QuotaError::DuplicateEntityType(kind.to_string()));
+            }
+            *slot = Some(Name::from_wire(name));
+        }
+        if entity.user.is_none() && entity.client_id.is_none() {
+            return Err(QuotaError::EmptyEntity);
+        }
+        Ok(entity)
+    }
+
+    /// Kafka's (entity type, name) pairs, user first.
+    pub fn components(&self) -> Vec<(&'static str, Option<&str>)> {
+        let mut out = Vec::with_capacity(2);
+        if let Some(user) = &self.user {
+            out.push((USER, user.to_wire()));
+        }
+        if let Some(client) = &self.client_id {
+            out.push((CLIENT_ID, client.to_wire()));
+        }
+        out
+    }
+}
+
+/// Checks one quota value as Kafka does: positive, and whole for the byte rates.
+pub fn check_value(kind: QuotaKind, value: f64) -> Result<(), QuotaError> {
+    let key = kind.name();
+    if !(value.is_finite() && value > 0.0) {
+        return Err(QuotaError::NotPositive { key, value });
+    }
+    if kind != QuotaKind::RequestPercentage && value.fract() != 0.0 {
+        return Err(QuotaError::NotWhole { key, value });
+    }
+    Ok(())
+}
+
+/// One change of an AlterClientQuotas entry: set a key, or remove it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    pub kind: QuotaKind,
+    /// `None`: remove.
+    pub value: Option<f64>,
+}
+
+/// How a DescribeClientQuotas filter component matches one entity component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Match {
+    Exact(String),
+    Default,
+    /// Any name, the default included, as long as the component is there.
+    Any,
+}
+
+/// Why quotas could not be read at start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {reason}; fix or remove the file")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Io(#[from] FileError),
+}
+
+/// The file's form: Kafka's entity components, then the values by key name.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredFile {
+    format: u32,
+    quotas: Vec<StoredEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredEntry {
+    /// (entity type, name or null for the default)
+    entity: Vec<(String, Option<String>)>,
+    values: BTreeMap<String, f64>,
+}
+
+type Table = BTreeMap<Entity, BTreeMap<QuotaKind, f64>>;
+
+/// The rate window: `quota.window.num` x `quota.window.size.seconds`.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub size: Duration,
+    pub samples: u32,
+}
+
+impl Default for Window {
+    fn default() -> Window {
+        Window {
+            size: Duration::from_secs(1),
+            samples: 11,
+        }
+    }
+}
+
+impl Window {
+    /// The whole window: the burst a quota allows, and the longest throttle.
+    pub fn length(&self) -> Duration {
+        self.size * self.samples
+    }
+}
+
+/// One quota entity's use of one quota, as a token bucket (Kafka's `TokenBucket` stat,
+/// KIP-599): it fills at the quota up to the quota times the window, each request takes its
+/// value out, and a bucket in debt is a throttle of debt / quota.
+#[derive(Debug)]
+struct Sensor {
+    tokens: f64,
+    updated: Instant,
+}
+
+impl Sensor {
+    fn full(quota: f64, window: Window, now: Instant) -> Sensor {
+        Sensor {
+            tokens: quota * window.length().as_secs_f64(),
+            updated: now,
+        }
+    }
+
+    /// Takes `value` out and returns the throttle: the time the bucket needs, filling at the
+    /// quota, to be out of debt again, at most the whole window.
+    fn record(&mut self, value: f64, quota: f64, window: Window, now: Instant) -> Duration {
+        let burst = quota * window.length().as_secs_f64();
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        self.updated = self.updated.max(now);
+        self.tokens = (self.tokens + quota * elapsed).min(burst) - value;
+        if self.tokens >= 0.0 || quota <= 0.0 {
+            return Duration::ZERO;
+        }
+        let secs = -self.tokens / quota;
+        Duration::from_secs_f64(secs.min(window.length().as_secs_f64()))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Sensors {
+    /// By (key, user tag, client-id tag); a tag is empty when the matched entity has no
+    /// such component (Kafka's metric tags).
+    by_key: HashMap<(QuotaKind, String, String), Sensor>,
+    last_purge: Option<Instant>,
+}
+
+/// Every client quota and the rates they are enforced on.
+#[derive(Debug)]
+pub struct Quotas {
+    dir: PathBuf,
+    window: Window,
+    table: RwLock<Table>,
+    /// Whether any quota is set (the request path does nothing more when none is).
+    any: AtomicBool,
+    /// Whether a `request_percentage` quota is set (handlers are timed only then).
+    any_request: AtomicBool,
+    sensors: Mutex<Sensors>,
+    /// Serialises alterations (table, then file).
+    alter: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Called with every throttle the broker imposes, with its cause (a quota key, or `backlog`
+/// for a backlog-bounded topic); logged at debug level. The throttle-time metric per client
+/// (`lograil_client_throttle_seconds_total`) counts the throttle each response carries, where
+/// it is set (`handlers::handle`, through `Metrics::record_throttle`).
+pub fn on_throttle(client_id: &str, cause: &'static str, throttle: Duration) {
+    tracing::debug!(
+        client_id,
+        cause,
+        throttle_ms = throttle.as_millis(),
+        "throttled"
+    );
+}
+
+impl Quotas {
+    /// Reads `<data_dir>/client-quotas` if there is one. A file that cannot be read as quotas
+    /// is an error naming it, not an empty set of quotas.
+    pub fn open(data_dir: &Path, window: Window) -> Result<Quotas, LoadError> {
+        let path = data_dir.join(FILE);
+        let mut table = Table::new();
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let corrupt = |reason: String| LoadError::Corrupt {
+                    path: path.clone(),
+                    reason,
+                };
+                let file: StoredFile =
+                    serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+                if file.format != FORMAT {
+                    return Err(corrupt(format!(
+                        "format {} (this lograil reads format {FORMAT})",
+                        file.format
+                    )));
+                }
+                for entry in file.quotas {
+                    let entity = Entity::from_components(
+                        entry.entity.iter().map(|(t, n)| (t.as_str(), n.as_deref())),
+                    )
+                    .map_err(|e| corrupt(e.to_string()))?;
+                    let mut values = BTreeMap::new();
+                    for (key, value) in entry.values {
+                        let kind = QuotaKind::parse(&key)
+                            .ok_or_else(|| corrupt(QuotaError::UnknownKey(key).to_string()))?;
+                        check_value(kind, value).map_err(|e| corrupt(e.to_string()))?;
+                        values.insert(kind, value);
+                    }
+                    if !values.is_empty() {
+                        table.insert(entity, values);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(FileError::new("read", path, e).into()),
+        }
+        let quotas = Quotas {
+            dir: data_dir.to_path_buf(),
+            window,
+            table: RwLock::new(Table::new()),
+            any: AtomicBool::new(false),
+            any_request: AtomicBool::new(false),
+            sensors: Mutex::new(Sensors::default()),
+            alter: Mutex::new(()),
+        };
+        quotas.install(table);
+        Ok(quotas)
+    }
+
+    fn install(&self, table: Table) {
+        self.any.store(!table.is_empty(), Ordering::Release);
+        let request = table
+            .values()
+            .any(|v| v.contains_key(&QuotaKind::RequestPercentage));
+        self.any_request.store(request, Ordering::Release);
+        *self.table.write().unwrap_or_else(PoisonError::into_inner) = table;
+    }
+
+    pub fn window(&self) -> Window {
+        self.window
+    }
+
+    /// Whether any quota is set.
+    pub fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    /// Whether a `request_percentage` quota is set.
+    pub fn any_request_quota(&self) -> bool {
+        self.any_request.load(Ordering::Acquire)
+    }
+
+    /// Applies one entry's changes (Kafka applies each entry of a request on its own), durably
+    /// unless `validate_only`. Blocking file work.
+    pub fn alter(
+        &self,
+        entity: &Entity,
+        ops: &[Op],
+        validate_only: bool,
+    ) -> Result<(), AlterError> {
+        for op in ops {
+            if let Some(value) = op.value {
+                check_value(op.kind, value)?;
+            }
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let _serial = lock(&self.alter);
+        let mut table = self
+            .table
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let values = table.entry(entity.clone()).or_default();
+        for op in ops {
+            match op.value {
+                Some(value) => values.insert(op.kind, value),
+                None => values.remove(&op.kind),
+            };
+        }
+        if values.is_empty() {
+            table.remove(entity);
+        }
+        self.write(&table)?;
+        self.install(table);
+        Ok(())
+    }
+
+    /// The entities `filter` matches (Kafka's DescribeClientQuotas: every component of the
+    /// filter must match one of the entity's; with `strict`, the entity has no other), with
+    /// their values.
+    pub fn describe(
+        &self,
+        filter: &[(&str, Match)],
+        strict: bool,
+    ) -> Vec<(Entity, BTreeMap<QuotaKind, f64>)> {
+        let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        table
+            .iter()
+            .filter(|(entity, _)| {
+                let components = entity.components();
+                if strict && components.len() != filter.len() {
+                    return false;
+                }
+                filter.iter().all(|(kind, wanted)| {
+                    components
+                        .iter()
+                        .find(|(k, _)| k == kind)
+                        .is_some_and(|(_, name)| match wanted {
+                            Match::Exact(n) => *name == Some(n.as_str()),
+                            Match::Default => name.is_none(),
+                            Match::Any => true,
+                        })
+                })
+            })
+            .map(|(e, v)| (e.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The quota of `kind` that applies to (`user`, `client_id`), and the tags of the rate it
+    /// is measured on, in Kafka's order of precedence.
+    fn resolve(
+        &self,
+        kind: QuotaKind,
+        user: &str,
+        client_id: &str,
+    ) -> Option<(f64, String, String)> {
+        let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        let named = |n: &str| Some(Name::Named(n.to_string()));
+        let order = [
+            (named(user), named(client_id)),
+            (named(user), Some(Name::Default)),
+            (named(user), None),
+            (Some(Name::Default), named(client_id)),
+            (Some(Name::Default), Some(Name::Default)),
+            (Some(Name::Default), None),
+            (None, named(client_id)),
+            (None, Some(Name::Default)),
+        ];
+        order.into_iter().find_map(|(u, c)| {
+            let tags = (
+                if u.is_some() { user } else { "" }.to_string(),
+                if c.is_some() { client_id } else { "" }.to_string(),
+            );
+            let entity = Entity {
+                user: u,
+                client_id: c,
+            };
+            table
+                .get(&entity)
+                .and_then(|values| values.get(&kind))
+                .map(|quota| (*quota, tags.0, tags.1))
+        })
+    }
+
+    /// Records `value` (bytes, or percent-seconds of handler time) for the client against its
+    /// quota of `kind`, and returns the throttle it has earned (zero under its quota or without
+    /// one).
+    pub fn record(&self, kind: QuotaKind, client_id: &str, value: f64, now: Instant) -> Duration {
+        if !self.any() {
+            return Duration::ZERO;
+        }
+        let Some((quota, user_tag, client_tag)) = self.resolve(kind, ANONYMOUS, client_id) else {
+            return Duration::ZERO;
+        };
+        let mut sensors = lock(&self.sensors);
+        let window = self.window;
+        let idle = window.length() * 2;
+        if sensors
+            .last_purge
+            .is_none_or(|t| now.saturating_duration_since(t) > idle)
+        {
+            // Buckets of clients quiet this long are full again: forgotten until they return.
+            sensors
+                .by_key
+                .retain(|_, s| now.saturating_duration_since(s.updated) <= idle);
+            sensors.last_purge = Some(now);
+        }
+        let throttle = sensors
+            .by_key
+            .entry((kind, user_tag, client_tag))
+            .or_insert_with(|| Sensor::full(quota, window, now))
+            .record(value, quota, window, now);
+        if !throttle.is_zero() {
+            on_throttle(client_id, kind.name(), throttle);
+        }
+        throttle
+    }
+
+    /// The quotas that apply to `client_id` now (for display).
+    pub fn effective(&self, client_id: &str) -> Vec<(QuotaKind, f64)> {
+        QuotaKind::ALL
+            .into_iter()
+            .filter_map(|k| {
+                self.resolve(k, ANONYMOUS, client_id)
+                    .map(|(q, _, _)| (k, q))
+            })
+            .collect()
+    }
+
+    fn write(&self, table: &Table) -> Result<(), FileError> {
+        let file = StoredFile {
+            format: FORMAT,
+            quotas: table
+                .iter()
+                .map(|(entity, values)| StoredEntry {
+                    entity: entity
+                        .components()
+                        .into_iter()
+                        .map(|(t, n)| (t.to_string(), n.map(str::to_string)))
+                        .collect(),
+                    values: values
+                        .iter()
+                        .map(|(k, v)| (k.name().to_string(), *v))
+                        .collect(),
+                })
+                .collect(),
+        };
+        let text = serde_json::to_string_pretty(&file).unwrap_or_default();
+        let path = self.dir.join(FILE);
+        let tmp = self.dir.join(format!("{FILE}.tmp"));
+        let write = || -> std::io::Result<()> {
+            let mut file = File::create(&tmp)?;
+            file.write_all(text.as_bytes())?;
+            file.write_all(b"\n")?;
+            file.sync_all()
+        };
+        write().map_err(|e| FileError::new("write", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| FileError::new("fsync", &self.dir, e))
+    }
+}
+
+/// Why an AlterClientQuotas entry was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum AlterError {
+    #[error(transparent)]
+    Invalid(#[from] QuotaError),
+    #[error(transparent)]
+    Io(#[from] FileError),
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn client(name: &str) -> Entity {
+        Entity {
+            user: None,
+            client_id: Some(Name::Named(name.into())),
+        }
+    }
+
+    fn set(kind: QuotaKind, value: f64) -> Op {
+        Op {
+            kind,
+            value: Some(value),
+        }
+    }
+
+    /// A client that sends `request` bytes whenever it is not throttled, on a virtual clock:
+    /// the bytes it got through between `from` and `to`, per second.
+    fn greedy_rate(window: Window, quota: f64, request: f64, from: f64, to: f64) -> f64 {
+        let dir = tempfile::tempdir().unwrap();
+        let quotas = Quotas::open(dir.path(), window).unwrap();
+        quotas
+            .alter(
+                &client("a"),
+                &[set(QuotaKind::ProducerByteRate, quota)],
+                false,
+            )
+            .unwrap();
+        let start = Instant::now();
+        let mut t = 0.0f64;
+        let mut sent = 0.0;
+        while t < to {
+            let throttle = quotas.record(
+                QuotaKind::ProducerByteRate,
+                "a",
+                request,
+                start + Duration::from_secs_f64(t),
+            );
+            if t >= from {
+                sent += request;
+            }
+            // 1 ms per request, then the mute.
+            t += 0.001 + throttle.as_secs_f64();
+        }
+        sent / (to - from)
+    }
+
+    #[test]
+    fn a_greedy_client_is_held_to_its_quota_once_its_burst_is_spent() {
+        for request in [16_000.0, 100_000.0, 1_000_000.0] {
+            let rate = greedy_rate(Window::default(), 1_000_000.0, request, 2.0, 30.0);
+            assert!(
+                (rate / 1_000_000.0 - 1.0).abs() < 0.05,
+                "{request}-byte requests: rate {rate}"
+            );
+        }
+    }
+
+    #[test]
+    fn under_the_quota_nothing_is_throttled() {
+        let dir = tempfile::tempdir().unwrap();
+        let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
+        let now = Instant::now();
+        assert_eq!(
+            quotas.record(QuotaKind::ProducerByteRate, "a", 1e9, now),
+            Duration::ZERO,
+            "no quota"
+        );
+        quotas
+            .alter(
+                &client("a"),
+                &[set(QuotaKind::ProducerByteRate, 1000.0)],
+                false,
+            )
+            .unwrap();
+        // A burst of the whole window (11 s at 1000/s) goes through.
+        assert_eq!(
+            quotas.record(QuotaKind::ProducerByteRate, "a", 11_000.0, now),
+            Duration::ZERO
+        );
+        // The next 1000 bytes are a debt of 1 s.
+        let throttle = quotas.record(QuotaKind::ProducerByteRate, "a", 1000.0, now);
+        assert_eq!(throttle, Duration::from_secs(1));
+        // Half a second later, half of it is paid back.
+        let later = now + Duration::from_millis(500);
+        let throttle = quotas.record(QuotaKind::ProducerByteRate, "a", 0.0, later);
+        assert_eq!(throttle, Duration::from_millis(500));
+        assert_eq!(
+            quotas.record(QuotaKind::ProducerByteRate, "b", 1e9, now),
+            Duration::ZERO,
+            "another client id"
+        );
+        // Capped at the window.
+        let throttle = quotas.record(QuotaKind::ProducerByteRate, "a", 1e12, later);
+        assert_eq!(throttle, Window::default().length());
+    }
+
+    #[test]
+    fn precedence_is_kafkas() {
+        let dir = tempfile::tempdir().unwrap();
+        let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
+        let p = QuotaKind::ProducerByteRate;
+        let entity = |user: Option<Name>, client_id: Option<Name>| Entity { user, client_id };
+        let named = |n: &str| Some(Name::Named(n.into()));
+        quotas
+            .alter(&entity(None, Some(Name::Default)), &[set(p, 8.0)], false)
+            .unwrap();
+        assert_eq!(quotas.effective("x"), vec![(p, 8.0)]);
+        quotas
+            .alter(&entity(None, named("x")), &[set(p, 7.0)], false)
+            .unwrap();
+        assert_eq!(quotas.effective("x"), vec![(p, 7.0)]);
+        assert_eq!(quotas.effective("y"), vec![(p, 8.0)]);
+        quotas
+            .alter(&entity(Some(Name::Default), None), &[set(p, 6.0)], false)
+            .unwrap();
+        assert_eq!(quotas.effective("x"), vec![(p, 6.0)]);
+        quotas
+            .alter(&entity(named(ANONYMOUS), named("x")), &[set(p, 1.0)], false)
+            .unwrap();
+        assert_eq!(quotas.effective("x"), vec![(p, 1.0)]);
+        assert_eq!(quotas.effective("y"), vec![(p, 6.0)]);
+        // Removal.
+        quotas
+            .alter(
+                &entity(named(ANONYMOUS), named("x")),
+                &[Op {
+                    kind: p,
+                    value: None,
+                }],
+                false,
+            )
+            .unwrap();
+        assert_eq!(quotas.effective("x"), vec![(p, 6.0)]);
+    }
+
+    #[test]
+    fn quotas_are_validated_persisted_and_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
+        assert!(quotas
+            .alter(
+                &client("a"),
+                &[set(QuotaKind::ProducerByteRate, 1.5)],
+                false
+            )
+            .is_err());
+        assert!(quotas
+            .alter(
+                &client("a"),
+                &[set(QuotaKind::ConsumerByteRate, -1.0)],
+                false
+            )
+            .is_err());
+        quotas
+            .alter(
+                &client("a"),
+                &[set(QuotaKind::ProducerByteRate, 100.0)],
+                true,
+            )
+            .unwrap();
+        assert!(!quotas.any(), "validate only");
+        quotas
+            .alter(
+                &client("a"),
+                &[
+                    set(QuotaKind::ProducerByteRate, 100.0),
+                    set(QuotaKind::RequestPercentage, 12.5),
+                ],
+                false,
+            )
+            .unwrap();
+        drop(quotas);
+        let reopened = Quotas::open(dir.path(), Window::default()).unwrap();
+        assert!(reopened.any() && reopened.any_request_quota());
+        let all = reopened.describe(&[], false);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].1[&QuotaKind::RequestPercentage], 12.5);
+        fs::write(dir.path().join(FILE), "{garbage").unwrap();
+        let err = Quotas::open(dir.path(), Window::default()).unwrap_err();
+        assert!(err.to_string().contains("client-quotas"), "{err}");
+    }
+}

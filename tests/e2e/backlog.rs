@@ -1,0 +1,427 @@
+//! Backlog-bounded topics against the real binary: a producer to a topic whose consumer group
+//! is over `lograil.backlog.max.records` (or `max.age.ms`) is throttled, or refused in
+//! `reject` mode, and freed once the group commits; librdkafka shows both; `lograil topic
+//! describe` shows the bound and the backlog.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::incremental_alter_configs_request as iac;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::statistics::Statistics;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use crate::broker::TestBroker;
+use crate::wire::{call, connect};
+
+const POLICY_VIOLATION: i16 = 44;
+const INVALID_CONFIG: i16 = 40;
+const TOPIC: &str = "bounded";
+const GROUP: &str = "billing";
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+fn create(addr: &str, topic: &str, configs: &[(&str, &str)]) -> i16 {
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(text(topic)))
+            .with_num_partitions(2)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(text(k))
+                            .with_value(Some(text(v)))
+                    })
+                    .collect(),
+            )])
+        .with_timeout_ms(5000);
+    let response: CreateTopicsResponse =
+        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
+    response.topics[0].error_code
+}
+
+fn set_configs(addr: &str, configs: &[(&str, &str)]) {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        iac::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(text(TOPIC))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        iac::AlterableConfig::default()
+                            .with_name(text(k))
+                            .with_config_operation(0)
+                            .with_value(Some(text(v)))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let response: IncrementalAlterConfigsResponse = call(
+        &mut connect(addr),
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &request,
+    );
+    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
+}
+
+/// Produces `records` records in one batch to partition 0 over the wire: (error code, error
+/// message, throttle_time_ms).
+fn produce(addr: &str, records: usize) -> (i16, Option<String>, i32) {
+    let values: Vec<Vec<u8>> = (0..records).map(|i| format!("r{i}").into_bytes()).collect();
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(text(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(now_batch(&values)))])]);
+    let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
+    let p = &response.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.error_message.as_ref().map(|m| m.to_string()),
+        response.throttle_time_ms,
+    )
+}
+
+/// A batch of these values, stamped now.
+fn now_batch(values: &[Vec<u8>]) -> bytes::Bytes {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let stamped: Vec<_> = values.iter().map(|v| (None, Some(&v[..]), now)).collect();
+    log_core::batch::build(&stamped)
+}
+
+/// The group commits `offset` on partitions 0 and 1 (librdkafka, no subscription needed).
+fn commit(addr: &str, offsets: [i64; 2]) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", GROUP)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    for (p, offset) in offsets.into_iter().enumerate() {
+        list.add_partition_offset(TOPIC, p as i32, Offset::Offset(offset))
+            .unwrap();
+    }
+    consumer.commit(&list, CommitMode::Sync).unwrap();
+}
+
+/// Waits out the broker's measure of the backlog (refreshed at most every 100 ms).
+fn settle() {
+    std::thread::sleep(Duration::from_millis(250));
+}
+
+#[derive(Clone, Default)]
+struct Deliveries {
+    results: Arc<Mutex<Vec<Result<(), String>>>>,
+    /// The largest `throttle` librdkafka's statistics reported, in ms.
+    throttle_max_ms: Arc<AtomicI64>,
+}
+
+impl ClientContext for Deliveries {
+    fn stats(&self, statistics: Statistics) {
+        let max = statistics
+            .brokers
+            .values()
+            .filter_map(|b| b.throttle.as_ref())
+            .map(|w| w.max)
+            .max()
+            .unwrap_or(0);
+        self.throttle_max_ms.fetch_max(max, Ordering::Relaxed);
+    }
+}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        self.results
+            .lock()
+            .unwrap()
+            .push(result.as_ref().map(|_| ()).map_err(|(e, _)| e.to_string()));
+    }
+}
+
+/// librdkafka produces one record to partition 0: its delivery outcome.
+fn rdkafka_produce_one(addr: &str) -> Result<(), String> {
+    rdkafka_produce(addr).0
+}
+
+/// librdkafka produces one record to partition 0: its delivery outcome, and the largest
+/// throttle its statistics showed meanwhile (ms).
+fn rdkafka_produce(addr: &str) -> (Result<(), String>, i64) {
+    let context = Deliveries::default();
+    let producer: ThreadedProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("message.timeout.ms", "10000")
+        .set("statistics.interval.ms", "100")
+        .create_with_context(context.clone())
+        .unwrap();
+    producer
+        .send(BaseRecord::<(), _>::to(TOPIC).partition(0).payload("x"))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    producer.flush(Duration::from_secs(15)).unwrap();
+    // A statistics interval or two after the response.
+    std::thread::sleep(Duration::from_millis(300));
+    let results = context.results.lock().unwrap();
+    assert_eq!(results.len(), 1);
+    (
+        results[0].clone(),
+        context.throttle_max_ms.load(Ordering::Relaxed),
+    )
+}
+
+fn describe(addr: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lograil"))
+        .args(["topic", "describe", TOPIC, "--bootstrap-server", addr])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let addr = broker.addr.clone();
+    // Bad values are refused at creation.
+    assert_eq!(
+        create(&addr, "bad", &[("lograil.backlog.mode", "drop")]),
+        INVALID_CONFIG
+    );
+    assert_eq!(
+        create(&addr, "bad", &[("lograil.backlog.max.records", "0")]),
+        INVALID_CONFIG
+    );
+    assert_eq!(
+        create(&addr, "bad", &[("lograil.other", "1")]),
+        INVALID_CONFIG
+    );
+    assert_eq!(
+        create(
+            &addr,
+            TOPIC,
+            &[
+                ("lograil.backlog.group", GROUP),
+                ("lograil.backlog.max.records", "100")
+            ]
+        ),
+        0
+    );
+
+    // Within the bound: no throttle. 150 records put the group (which never committed) over.
+    assert_eq!(produce(&addr, 150), (0, None, 0));
+    settle();
+    let (code, _, throttle) = produce(&addr, 10);
+    assert_eq!(code, 0, "throttle mode appends");
+    // Measured before it: 150 of 100, half a bound over: 100 ms + 500 ms.
+    assert_eq!(throttle, 600);
+    settle();
+    let (_, _, grown) = produce(&addr, 100);
+    assert!(
+        grown > throttle,
+        "the throttle grows with the backlog: {grown} after {throttle}"
+    );
+    // librdkafka is throttled too, and says so in its statistics.
+    settle();
+    let (delivered, rd_throttle) = rdkafka_produce(&addr);
+    assert_eq!(delivered, Ok(()));
+    assert!(rd_throttle > 0, "librdkafka's statistics show no throttle");
+    let text = describe(&addr);
+    assert!(
+        text.contains("lograil.backlog.group") && text.contains(GROUP),
+        "{text}"
+    );
+    assert!(
+        text.contains("records=261") && text.contains("over_bound=true"),
+        "{text}"
+    );
+
+    // The group catches up: the throttle lifts.
+    commit(&addr, [261, 0]);
+    settle();
+    assert_eq!(produce(&addr, 10), (0, None, 0));
+    assert!(describe(&addr).contains("records=10 over_bound=false"));
+
+    // Reject mode: refused with POLICY_VIOLATION and why, nothing appended; librdkafka
+    // reports it as the delivery error.
+    set_configs(
+        &addr,
+        &[
+            ("lograil.backlog.mode", "reject"),
+            ("lograil.backlog.max.records", "5"),
+        ],
+    );
+    settle();
+    let (code, message, _) = produce(&addr, 1);
+    assert_eq!(code, POLICY_VIOLATION);
+    let message = message.unwrap();
+    assert!(
+        message.contains(GROUP) && message.contains("records=10"),
+        "{message}"
+    );
+    let refused = rdkafka_produce_one(&addr);
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("Policy violation")),
+        "{refused:?}"
+    );
+    commit(&addr, [271, 0]);
+    settle();
+    assert_eq!(rdkafka_produce_one(&addr), Ok(()));
+    assert!(describe(&addr).contains("records=1 over_bound=false"));
+
+    // The bound is kept with the topic.
+    broker.stop();
+    broker.restart();
+    let addr = broker.addr.clone();
+    produce(&addr, 10);
+    settle();
+    assert_eq!(
+        produce(&addr, 1).0,
+        POLICY_VIOLATION,
+        "the bound survives a restart"
+    );
+
+    // An age bound: the oldest unread record older than the bound. The group first reads
+    // everything (272 records, 10 more after the restart).
+    commit(&addr, [282, 0]);
+    produce(&addr, 1);
+    set_configs(
+        &addr,
+        &[
+            ("lograil.backlog.mode", "throttle"),
+            ("lograil.backlog.max.records", "-1"),
+            ("lograil.backlog.max.age.ms", "1000"),
+        ],
+    );
+    settle();
+    assert_eq!(
+        produce(&addr, 1).2,
+        0,
+        "unread records younger than the bound"
+    );
+    std::thread::sleep(Duration::from_millis(1600));
+    let (code, _, throttle) = produce(&addr, 1);
+    assert_eq!(code, 0);
+    assert!(
+        throttle >= 100,
+        "unread records over 1 s old: throttle {throttle}"
+    );
+    assert!(describe(&addr).contains("age_ms="));
+}
+
+#[test]
+fn the_backlog_and_the_throttles_it_gives_show_in_the_metrics() {
+    use crate::metrics::{must, scrape, value};
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(
+        &tmp.path().join("data"),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let (addr, metrics) = (broker.addr.clone(), broker.metrics_addr.clone().unwrap());
+    assert_eq!(
+        create(
+            &addr,
+            TOPIC,
+            &[
+                ("lograil.backlog.group", GROUP),
+                ("lograil.backlog.max.records", "5"),
+                ("lograil.backlog.max.age.ms", "3600000"),
+            ]
+        ),
+        0
+    );
+    let labels = [("topic", TOPIC), ("group", GROUP)];
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_records", &labels),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_over_bound", &labels),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_max_records", &labels),
+        5.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_max_age_seconds", &labels),
+        3600.0
+    );
+    // Nobody was throttled yet.
+    assert_eq!(
+        value(&samples, "lograil_client_throttled_responses_total", &[]),
+        None
+    );
+
+    // 10 records unread: over the bound; the next produce (client id "e2e") is throttled.
+    assert_eq!(produce(&addr, 10).0, 0);
+    settle();
+    let (code, _, throttle_ms) = produce(&addr, 1);
+    assert_eq!(code, 0);
+    assert!(throttle_ms > 0, "not throttled");
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_records", &labels),
+        11.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_over_bound", &labels),
+        1.0
+    );
+    let age = must(&samples, "lograil_topic_backlog_age_seconds", &labels);
+    assert!((0.0..60.0).contains(&age), "{age}");
+    let client = [("client_id", "e2e")];
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_client_throttled_responses_total",
+            &client
+        ),
+        1.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_client_throttle_seconds_total", &client),
+        f64::from(throttle_ms) / 1000.0
+    );
+
+    // The group catches up: under the bound again.
+    commit(&addr, [11, 0]);
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_records", &labels),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_over_bound", &labels),
+        0.0
+    );
+}
