@@ -115,6 +115,12 @@ impl Broker {
                     AppendMode::Inline => partition.try_append_pending(records)?,
                 };
                 producers.record(&headers, info, log_core::now_ms());
+                let count = info.last_offset - info.base_offset + 1;
+                self.metrics.appended(
+                    topic,
+                    u64::try_from(count).unwrap_or(0),
+                    records.len() as u64,
+                );
                 info
             }
         };

@@ -12,6 +12,7 @@ use crate::durable::Syncer;
 use crate::groups::offsets::OffsetsError;
 use crate::groups::{Coordinator, OffsetStore};
 use crate::limits::RateLimiter;
+use crate::metrics::{Metrics, TimedStorage};
 use crate::producers::{ProducerIds, Producers};
 use crate::quotas::Quotas;
 use crate::shares::Shares;
@@ -78,6 +79,8 @@ pub struct Broker {
     creating_partitions: Mutex<u64>,
     /// Paces topic auto-creation (`--auto-create-topics-per-second`).
     pub auto_create: RateLimiter,
+    /// What `/metrics` reports (`--metrics-listen`).
+    pub metrics: Arc<Metrics>,
     /// Client quotas (AlterClientQuotas) and the rates they are enforced on.
     pub quotas: Quotas,
     /// The measured backlogs of backlog-bounded topics.
@@ -107,10 +110,19 @@ impl Broker {
         bound: SocketAddr,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Broker, StartError> {
-        let log = Log::open_with_options(&config.data_dir, config.log.clone())?;
+        let metrics = Arc::new(Metrics::new());
+        // Every fsync of the log is timed for the fsync latency histogram.
+        let mut options = config.log.clone();
+        options.storage = Arc::new(TimedStorage::new(options.storage, metrics.clone()));
+        let log = Log::open_with_options(&config.data_dir, options)?;
         let defaults = BrokerDefaults::open(&config.data_dir, config.topic_defaults.clone())?;
         let offsets = OffsetStore::open(&log)?;
-        let shares = Shares::open(&log, config.share.clone(), config.topic_defaults.clone())?;
+        let shares = Shares::open(
+            &log,
+            config.share.clone(),
+            config.topic_defaults.clone(),
+            metrics.clone(),
+        )?;
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
@@ -150,6 +162,7 @@ impl Broker {
             request_budget: Arc::new(Semaphore::new(budget)),
             creating_partitions: Mutex::new(0),
             auto_create: RateLimiter::per_second(auto_create_rate),
+            metrics,
             quotas,
             backlogs: crate::backlog::Backlogs::default(),
         })

@@ -23,6 +23,7 @@ pub mod fuzzing;
 mod groups;
 mod handlers;
 mod limits;
+pub mod metrics;
 mod producers;
 pub mod quotas;
 mod response;
@@ -76,6 +77,7 @@ pub struct Server {
     listener: TcpListener,
     broker: Arc<Broker>,
     stop: watch::Sender<bool>,
+    metrics_listener: Option<TcpListener>,
 }
 
 impl Server {
@@ -91,7 +93,15 @@ impl Server {
             listener,
             broker: Arc::new(broker),
             stop,
+            metrics_listener: None,
         })
+    }
+
+    /// Also serves Prometheus metrics at `/metrics` on `listener` (`--metrics-listen`): see
+    /// the README's "Metrics" for what is there.
+    pub fn with_metrics_listener(mut self, listener: TcpListener) -> Server {
+        self.metrics_listener = Some(listener);
+        self
     }
 
     /// The address clients connect to.
@@ -106,8 +116,15 @@ impl Server {
             listener,
             broker,
             stop,
+            metrics_listener,
         } = self;
-        serve(listener, broker, stop, shutdown).await
+        let metrics = metrics_listener
+            .map(|listener| tokio::spawn(metrics::http::serve(listener, broker.clone())));
+        let served = serve(listener, broker, stop, shutdown).await;
+        if let Some(metrics) = metrics {
+            metrics.abort();
+        }
+        served
     }
 }
 
@@ -131,7 +148,13 @@ async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => match gate.admit(peer.ip()) {
                     Ok(slot) => {
-                        connections.spawn(connection::serve(broker.clone(), socket, peer, slot));
+                        // Counted in lograil_connections_open until the connection ends.
+                        let open = broker.metrics.connection_opened();
+                        let served = connection::serve(broker.clone(), socket, peer, slot);
+                        connections.spawn(async move {
+                            served.await;
+                            drop(open);
+                        });
                     }
                     Err(refused) => {
                         // Closed at once: the client sees the connection end, not a hang.

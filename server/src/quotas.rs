@@ -296,8 +296,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Called with every throttle the broker imposes, with its cause (a quota key, or `backlog`
-/// for a backlog-bounded topic): the place for a throttle-time metric per client (to be wired
-/// by the metrics code); logged at debug level meanwhile.
+/// for a backlog-bounded topic); logged at debug level. The throttle-time metric per client
+/// (`lograil_client_throttle_seconds_total`) counts the throttle each response carries, where
+/// it is set (`handlers::handle`, through `Metrics::record_throttle`).
 pub fn on_throttle(client_id: &str, cause: &'static str, throttle: Duration) {
     tracing::debug!(
         client_id,

@@ -17,6 +17,10 @@ pub struct Args {
     /// Directory holding the topics' data.
     #[arg(long, default_value = "./data")]
     data_dir: PathBuf,
+    /// Serve Prometheus metrics at http://ADDR/metrics (OpenMetrics text); port 0 picks a free
+    /// port (the start-up line shows which). Off unless given.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     /// A file of `name=value` lines: any setting below by its flag name (`default-partitions=3`),
     /// topic defaults also by their Kafka name (`segment.bytes=1048576`). Flags win over the file.
     #[arg(long)]
@@ -471,11 +475,24 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
+        let metrics_listener = match &args.metrics_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding --metrics-listen {addr}"))?,
+            ),
+            None => None,
+        };
         let data_dir = config.data_dir.clone();
-        let server = lograil::Server::open(listener, config).await?;
+        let mut server = lograil::Server::open(listener, config).await?;
+        let mut metrics = String::new();
+        if let Some(listener) = metrics_listener {
+            metrics = format!(", metrics at http://{}/metrics", listener.local_addr()?);
+            server = server.with_metrics_listener(listener);
+        }
         // Only now: tests and scripts take this line to mean the broker is ready.
         println!(
-            "lograil listening on {} (data dir {})",
+            "lograil listening on {} (data dir {}){metrics}",
             server.local_addr()?,
             data_dir.display()
         );

@@ -336,3 +336,92 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
     );
     assert!(describe(&addr).contains("age_ms="));
 }
+
+#[test]
+fn the_backlog_and_the_throttles_it_gives_show_in_the_metrics() {
+    use crate::metrics::{must, scrape, value};
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(
+        &tmp.path().join("data"),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let (addr, metrics) = (broker.addr.clone(), broker.metrics_addr.clone().unwrap());
+    assert_eq!(
+        create(
+            &addr,
+            TOPIC,
+            &[
+                ("lograil.backlog.group", GROUP),
+                ("lograil.backlog.max.records", "5"),
+                ("lograil.backlog.max.age.ms", "3600000"),
+            ]
+        ),
+        0
+    );
+    let labels = [("topic", TOPIC), ("group", GROUP)];
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_records", &labels),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_over_bound", &labels),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_max_records", &labels),
+        5.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_max_age_seconds", &labels),
+        3600.0
+    );
+    // Nobody was throttled yet.
+    assert_eq!(
+        value(&samples, "lograil_client_throttled_responses_total", &[]),
+        None
+    );
+
+    // 10 records unread: over the bound; the next produce (client id "e2e") is throttled.
+    assert_eq!(produce(&addr, 10).0, 0);
+    settle();
+    let (code, _, throttle_ms) = produce(&addr, 1);
+    assert_eq!(code, 0);
+    assert!(throttle_ms > 0, "not throttled");
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_records", &labels),
+        11.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_over_bound", &labels),
+        1.0
+    );
+    let age = must(&samples, "lograil_topic_backlog_age_seconds", &labels);
+    assert!((0.0..60.0).contains(&age), "{age}");
+    let client = [("client_id", "e2e")];
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_client_throttled_responses_total",
+            &client
+        ),
+        1.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_client_throttle_seconds_total", &client),
+        f64::from(throttle_ms) / 1000.0
+    );
+
+    // The group catches up: under the bound again.
+    commit(&addr, [11, 0]);
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_records", &labels),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_topic_backlog_over_bound", &labels),
+        0.0
+    );
+}

@@ -10,6 +10,8 @@ pub struct TestBroker {
     child: Option<Child>,
     /// `127.0.0.1:PORT`
     pub addr: String,
+    /// `127.0.0.1:PORT` of `/metrics`, when started with `--metrics-listen`.
+    pub metrics_addr: Option<String>,
     pub data_dir: PathBuf,
     args: Vec<String>,
 }
@@ -20,6 +22,7 @@ impl TestBroker {
         let mut broker = TestBroker {
             child: None,
             addr: String::new(),
+            metrics_addr: None,
             data_dir: data_dir.to_path_buf(),
             args: args.iter().map(|s| s.to_string()).collect(),
         };
@@ -59,6 +62,11 @@ impl TestBroker {
             .find(|w| w.starts_with("127.0.0.1:"))
             .unwrap_or_else(|| panic!("no address in start-up line {line:?}"));
         self.addr = addr.to_string();
+        self.metrics_addr = line.split_whitespace().find_map(|w| {
+            w.strip_prefix("http://")
+                .and_then(|w| w.strip_suffix("/metrics"))
+                .map(str::to_string)
+        });
         self.child = Some(child);
     }
 

@@ -11,6 +11,7 @@ mod damaged;
 mod external_clients;
 mod groups;
 mod limits;
+mod metrics;
 mod protocol;
 mod quotas;
 mod rdkafka_clients;

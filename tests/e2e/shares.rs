@@ -703,3 +703,112 @@ fn acquisitions_end_with_a_batch_unless_the_consumer_asks_for_a_strict_limit() {
     // Past the log end there is nothing more to align with.
     assert_eq!(m.fetch_v2(15, 0), vec![(10, 19)]);
 }
+
+#[test]
+fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
+    use crate::metrics::{must, scrape, value};
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(
+        &tmp.path().join("data"),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let metrics = broker.metrics_addr.clone().unwrap();
+    create_topic(&broker.addr, "m-tasks");
+    set_group_configs(
+        &broker.addr,
+        "m-workers",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("errors.deadletterqueue.topic.name", "m-tasks-dlq"),
+        ],
+    );
+    produce(
+        &broker.addr,
+        "m-tasks",
+        &[("a", vec![]), ("b", vec![]), ("c", vec![])],
+    );
+    let mut member = Member::join(&broker.addr, "m-workers", "worker", "m-tasks");
+    assert_eq!(member.fetch(&[], 2000).len(), 3);
+    // Offset 1 done, offset 2 rejected (archived and dead-lettered), offset 0 still held.
+    assert_eq!(
+        member.acknowledge(&[(1, 1, vec![1]), (2, 2, vec![3])]),
+        (0, 0)
+    );
+
+    let p0 = [
+        ("group", "m-workers"),
+        ("topic", "m-tasks"),
+        ("partition", "0"),
+    ];
+    let state = |s: &'static str| {
+        [
+            ("group", "m-workers"),
+            ("topic", "m-tasks"),
+            ("partition", "0"),
+            ("state", s),
+        ]
+    };
+    // The lock on offset 0 ages while it is held.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let samples = loop {
+        let samples = scrape(&metrics);
+        if must(&samples, "lograil_share_group_oldest_lock_age_seconds", &p0) >= 1.0 {
+            break samples;
+        }
+        assert!(Instant::now() < deadline, "the lock did not age to 1 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        must(&samples, "lograil_share_group_records", &state("available")),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_share_group_records", &state("acquired")),
+        1.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_share_group_records", &state("archived")),
+        1.0
+    );
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_dead_letter_records_total",
+            &[("topic", "m-tasks-dlq")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "lograil_dead_letter_records_total",
+            &[("topic", "m-tasks")]
+        ),
+        None
+    );
+    // The share fetch delivered the 3 records.
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_topic_records_out_total",
+            &[("topic", "m-tasks")]
+        ),
+        3.0
+    );
+
+    // Released: available again, no lock held.
+    assert_eq!(member.acknowledge(&[(0, 0, vec![2])]), (0, 0));
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(&samples, "lograil_share_group_records", &state("available")),
+        1.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_share_group_records", &state("acquired")),
+        0.0
+    );
+    assert_eq!(
+        must(&samples, "lograil_share_group_oldest_lock_age_seconds", &p0),
+        0.0
+    );
+}

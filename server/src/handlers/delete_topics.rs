@@ -34,6 +34,7 @@ pub async fn handle(
                 match owner.log.delete_topic(&name) {
                     Ok(()) => {
                         owner.producers.forget_topic(&name);
+                        owner.metrics.forget_topic(&name);
                         tracing::info!(topic = %name.as_str(), "deleted topic");
                         result
                     }

@@ -41,6 +41,7 @@ pub async fn handle(
         let waited_enough =
             bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
         if waited_enough || broker.is_shutting_down() {
+            count_out(broker, &responses);
             return Some(FetchResponse::default().with_responses(responses));
         }
         tokio::select! {
@@ -48,6 +49,20 @@ pub async fn handle(
             () = tokio::time::sleep_until(deadline) => {}
             _ = shutdown.changed() => {}
         }
+    }
+}
+
+/// Bytes and records out per topic, for the metrics (from batch headers: no decoding).
+fn count_out(broker: &Broker, responses: &[FetchableTopicResponse]) {
+    for topic in responses {
+        let (mut records, mut bytes) = (0, 0);
+        for p in &topic.partitions {
+            if let Some(r) = &p.records {
+                records += crate::metrics::count_records(r);
+                bytes += r.len() as u64;
+            }
+        }
+        broker.metrics.fetched(&topic.topic, records, bytes);
     }
 }
 

@@ -242,8 +242,26 @@ impl Session {
 
 /// Handles one request frame in a span naming the API, version and correlation id. Returns the
 /// response frame (length prefix included), or `None` when the request gets no response
-/// (Produce with acks=0).
+/// (Produce with acks=0). Counted and timed per API and version in the broker's metrics.
 pub async fn handle(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    session: &mut Session,
+) -> Result<Option<Response>, RequestError> {
+    let started = std::time::Instant::now();
+    // Frames are at least 8 bytes (the frame reader checks): key and version are there.
+    let (key, version) = match frame.get(..4) {
+        Some(&[k0, k1, v0, v1]) => (i16::from_be_bytes([k0, k1]), i16::from_be_bytes([v0, v1])),
+        _ => (-1, -1),
+    };
+    let handled = handle_frame(broker, frame, session).await;
+    broker
+        .metrics
+        .request(key, version, started.elapsed(), handled.is_err());
+    handled
+}
+
+async fn handle_frame(
     broker: &Arc<Broker>,
     frame: Bytes,
     session: &mut Session,
@@ -357,6 +375,7 @@ pub async fn handle(
             };
             match handled {
                 Some(mut response) => {
+                    broker.metrics.response(raw_key, version, &response);
                     // A handler's own throttle (a backlog-bounded topic's), and the quotas'.
                     let own = u64::try_from(response.throttle_time_ms()).unwrap_or(0);
                     let mut throttle = Duration::from_millis(own);
@@ -374,6 +393,9 @@ pub async fn handle(
                     }
                     if !throttle.is_zero() {
                         let ms = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+                        broker
+                            .metrics
+                            .record_throttle(&request_context.client_id, ms.unsigned_abs().into());
                         response.set_throttle_time_ms(ms);
                         session.throttle = Some(throttle);
                     }
@@ -391,6 +413,10 @@ pub async fn handle(
                             None,
                             busy,
                         );
+                        let ms = u64::try_from(throttle.as_millis()).unwrap_or(u64::MAX);
+                        broker
+                            .metrics
+                            .record_throttle(&request_context.client_id, ms);
                         session.throttle = (!throttle.is_zero()).then_some(throttle);
                     }
                     Ok(None)

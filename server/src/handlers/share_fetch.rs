@@ -301,6 +301,24 @@ fn apply_acks(
         .collect()
 }
 
+/// Bytes and records out per topic, for the metrics: the batches sent and the records
+/// acquired in them.
+fn count_out(broker: &Broker, fetch: &PartitionFetch) {
+    if fetch.records.is_empty() {
+        return;
+    }
+    if let Some(topic) = broker.log.topic_by_id(fetch.topic_partition.0) {
+        let records = fetch
+            .acquired
+            .iter()
+            .map(|(first, last, _)| u64::try_from(last - first + 1).unwrap_or(0))
+            .sum();
+        broker
+            .metrics
+            .fetched(topic.name(), records, fetch.records.len() as u64);
+    }
+}
+
 /// The response's record slices, in the order they are encoded (shared, not copied, on the way
 /// out).
 pub fn records(response: &ShareFetchResponse) -> Vec<Bytes> {
@@ -344,6 +362,7 @@ fn answer(
             entry.error_code = error.code();
             entry.error_message = Some(StrBytes::from_string(error.to_string()));
         }
+        count_out(broker, &fetch);
         entry.records = Some(fetch.records);
         entry.acquired_records = fetch
             .acquired

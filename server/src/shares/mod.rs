@@ -27,6 +27,7 @@ use tokio::sync::Notify;
 
 use self::delivery::Source;
 pub use self::members::{Membership, TopicPartition};
+use crate::metrics::Metrics;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -89,6 +90,8 @@ pub struct Shares {
     topic_defaults: TopicConfig,
     /// Notified when records become available again (released, timed out), to wake fetches.
     pub released: Notify,
+    /// Counts the dead letters copied into dead-letter topics.
+    metrics: Arc<Metrics>,
 }
 
 impl Shares {
@@ -97,6 +100,7 @@ impl Shares {
         log: &Log,
         defaults: ShareConfig,
         topic_defaults: TopicConfig,
+        metrics: Arc<Metrics>,
     ) -> Result<Shares, StoreError> {
         let (store, restored) = ShareStore::open(log)?;
         let partitions = restored
@@ -112,6 +116,7 @@ impl Shares {
             defaults,
             topic_defaults,
             released: Notify::new(),
+            metrics,
         })
     }
 
@@ -247,8 +252,11 @@ impl Shares {
         else {
             return;
         };
-        match target.append_pending(&log_core::batch::build_with_headers(&copies)) {
+        let batch = log_core::batch::build_with_headers(&copies);
+        match target.append_pending(&batch) {
             Ok(info) => {
+                self.metrics
+                    .dead_lettered(dlq, copies.len() as u64, batch.len() as u64);
                 tracing::info!(
                     group = source.group,
                     topic = source.topic,

@@ -1,0 +1,714 @@
+//! One scrape: every metric family, encoded by `prometheus-client` from the counters of
+//! [`Metrics`] and from the broker's state as it is now (partitions, consumer groups, share
+//! groups). Reads the log (the timestamp of each group's oldest unconsumed record): run it on
+//! the blocking pool.
+//!
+//! Lag, per consumer group and partition it has committed an offset for:
+//!
+//! - `lograil_consumer_group_lag_records`: log end offset − committed offset (the committed
+//!   offset raised to the log start offset when retention deleted past it), never negative.
+//! - `lograil_consumer_group_lag_seconds`: now − the timestamp of the record at the committed
+//!   offset, the oldest the group has not consumed; 0 when caught up. Omitted when that record
+//!   cannot be read (a damaged segment).
+//! - `lograil_consumer_group_consume_rate`: records a second the committed offset advanced
+//!   over about the last minute ([`super::CONSUME_RATE_WINDOW`]), from samples taken at scrapes; no
+//!   series before two scrapes a second apart, nor after the offset went backwards (a reset).
+//! - `lograil_consumer_group_time_to_drain_seconds`: lag records / consume rate; 0 when caught
+//!   up. **Omitted when the rate is 0 or unknown** (a stalled group never drains: alert on
+//!   `lag_seconds` for that), rather than exposed as +Inf or NaN, which break `avg`/`sum` and
+//!   alert thresholds alike.
+
+use std::collections::HashSet;
+use std::fmt::Error;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
+
+use log_core::{batch, Partition};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::{lock, Metrics, TopicTraffic};
+use crate::broker::Broker;
+
+/// Most bytes the records of one batch may decompress to when looking up a timestamp.
+const TIMESTAMP_DECODE_MAX: usize = 8 << 20;
+
+/// The whole exposition: OpenMetrics text, ending in `# EOF`.
+pub fn encode(broker: &Arc<Broker>) -> Result<String, Error> {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Scrape(broker.clone())));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry)?;
+    Ok(out)
+}
+
+#[derive(Debug)]
+struct Scrape(Arc<Broker>);
+
+/// Starts one metric family.
+fn family<'a>(
+    encoder: &'a mut DescriptorEncoder,
+    name: &'a str,
+    help: &str,
+    kind: MetricType,
+) -> Result<MetricEncoder<'a>, Error> {
+    encoder.encode_descriptor(name, help, None, kind)
+}
+
+fn gauge(
+    family: &mut MetricEncoder,
+    labels: &impl EncodeLabelSet,
+    value: impl prometheus_client::encoding::EncodeGaugeValue,
+) -> Result<(), Error> {
+    family.encode_family(labels)?.encode_gauge(&value)
+}
+
+fn counter(
+    family: &mut MetricEncoder,
+    labels: &impl EncodeLabelSet,
+    value: impl prometheus_client::encoding::EncodeCounterValue,
+) -> Result<(), Error> {
+    family
+        .encode_family(labels)?
+        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&value, None)
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
+        let broker = &self.0;
+        let metrics = &broker.metrics;
+        topics(broker, metrics, &mut encoder)?;
+        partitions(broker, &mut encoder)?;
+        requests(metrics, &mut encoder)?;
+        {
+            let mut f = family(
+                &mut encoder,
+                "lograil_fsync_duration_seconds",
+                "Time each fsync (fdatasync) of a log file took, all partitions.",
+                MetricType::Histogram,
+            )?;
+            metrics.fsync.encode(f.encode_family(&[("", ""); 0])?)?;
+        }
+        {
+            let mut f = family(
+                &mut encoder,
+                "lograil_connections_open",
+                "Client connections open now (Kafka protocol).",
+                MetricType::Gauge,
+            )?;
+            gauge(
+                &mut f,
+                &[("", ""); 0],
+                metrics.connections.load(Ordering::Relaxed),
+            )?;
+        }
+        throttles(metrics, &mut encoder)?;
+        lag(broker, &mut encoder)?;
+        backlogs(broker, &mut encoder)?;
+        shares(broker, &mut encoder)?;
+        Ok(())
+    }
+}
+
+/// Per topic counters; those of deleted topics are dropped.
+fn topics(
+    broker: &Broker,
+    metrics: &Metrics,
+    encoder: &mut DescriptorEncoder,
+) -> Result<(), Error> {
+    let existing: HashSet<String> = broker
+        .log
+        .topics()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    let traffic: Vec<(String, Arc<TopicTraffic>)> = {
+        let mut topics = metrics
+            .topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        topics.retain(|name, _| existing.contains(name));
+        let mut list: Vec<_> = topics.iter().map(|(n, t)| (n.clone(), t.clone())).collect();
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list
+    };
+    type Field = fn(&TopicTraffic) -> &std::sync::atomic::AtomicU64;
+    let families: [(&str, &str, Field); 4] = [
+        (
+            "lograil_topic_bytes_in",
+            "Bytes of record batches producers appended to the topic (retried duplicates not counted).",
+            |t| &t.bytes_in,
+        ),
+        (
+            "lograil_topic_records_in",
+            "Records producers appended to the topic.",
+            |t| &t.records_in,
+        ),
+        (
+            "lograil_topic_bytes_out",
+            "Bytes of record batches fetch and share-fetch responses carried from the topic.",
+            |t| &t.bytes_out,
+        ),
+        (
+            "lograil_topic_records_out",
+            "Records fetch responses carried from the topic (whole batches), and records share \
+             fetches acquired.",
+            |t| &t.records_out,
+        ),
+    ];
+    for (name, help, field) in families {
+        let mut f = family(encoder, name, help, MetricType::Counter)?;
+        for (topic, t) in &traffic {
+            counter(
+                &mut f,
+                &[("topic", topic.as_str())],
+                field(t).load(Ordering::Relaxed),
+            )?;
+        }
+    }
+    let mut f = family(
+        encoder,
+        "lograil_dead_letter_records",
+        "Records that arrived in a dead-letter topic: a retry chain's (named ...-dlt or ...DLT) \
+         or a share group's errors.deadletterqueue.topic.name.",
+        MetricType::Counter,
+    )?;
+    for (topic, t) in &traffic {
+        let count = t.dead_letters.load(Ordering::Relaxed);
+        if count > 0 || super::is_dead_letter_topic(topic) {
+            counter(&mut f, &[("topic", topic.as_str())], count)?;
+        }
+    }
+    Ok(())
+}
+
+fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let topics = broker.log.topics();
+    let each = |encoder: &mut DescriptorEncoder,
+                name: &str,
+                help: &str,
+                value: &dyn Fn(&Partition) -> i64|
+     -> Result<(), Error> {
+        let mut f = family(encoder, name, help, MetricType::Gauge)?;
+        for topic in &topics {
+            for (index, partition) in (0..).zip(topic.partitions()) {
+                let index: u32 = index;
+                let p = index.to_string();
+                gauge(
+                    &mut f,
+                    &[("topic", topic.name()), ("partition", p.as_str())],
+                    value(partition),
+                )?;
+            }
+        }
+        Ok(())
+    };
+    each(
+        encoder,
+        "lograil_partition_log_start_offset",
+        "First offset the partition holds.",
+        &|p| p.log_start_offset(),
+    )?;
+    each(
+        encoder,
+        "lograil_partition_log_end_offset",
+        "Offset the next record appended to the partition gets.",
+        &|p| p.log_end_offset(),
+    )?;
+    each(
+        encoder,
+        "lograil_partition_size_bytes",
+        "Bytes of the partition's segment files.",
+        &|p| i64::try_from(p.size_bytes()).unwrap_or(i64::MAX),
+    )
+}
+
+fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let table = &metrics.requests;
+    let mut rows = Vec::new();
+    for (api, min, versions) in &table.served {
+        for (version, stats) in (*min..).zip(versions) {
+            if stats.count.get() > 0 {
+                rows.push((api.as_str(), version.to_string(), stats));
+            }
+        }
+    }
+    if table.unknown.count.get() > 0 {
+        rows.push(("unknown", "unknown".to_string(), &table.unknown));
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_requests",
+            "Requests received, per API and version (api=\"unknown\": an API or version not served).",
+            MetricType::Counter,
+        )?;
+        for (api, version, stats) in &rows {
+            counter(
+                &mut f,
+                &[("api", *api), ("version", version.as_str())],
+                stats.count.get(),
+            )?;
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_request_errors",
+            "Requests the broker could not answer (malformed, a version not served, over a cap): \
+             it closed the connection.",
+            MetricType::Counter,
+        )?;
+        for (api, version, stats) in &rows {
+            counter(
+                &mut f,
+                &[("api", *api), ("version", version.as_str())],
+                stats.errors.get(),
+            )?;
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_response_errors",
+            "Kafka error codes in responses (top level, per topic, partition or group), per API, \
+             version and error (Kafka's name, e.g. UNKNOWN_TOPIC_OR_PARTITION).",
+            MetricType::Counter,
+        )?;
+        for (api, version, stats) in &rows {
+            let mut codes = lock(&stats.codes).clone();
+            codes.sort_unstable();
+            for (code, n) in codes {
+                let name = super::errors::error_name(code);
+                let labels = [
+                    ("api", *api),
+                    ("version", version.as_str()),
+                    ("error", name.as_str()),
+                ];
+                counter(&mut f, &labels, n)?;
+            }
+        }
+    }
+    let mut f = family(
+        encoder,
+        "lograil_request_duration_seconds",
+        "Time from a request's whole arrival to its response being ready, per API and version \
+         (a long-polling fetch's wait included).",
+        MetricType::Histogram,
+    )?;
+    for (api, version, stats) in &rows {
+        stats
+            .latency
+            .encode(f.encode_family(&[("api", *api), ("version", version.as_str())])?)?;
+    }
+    Ok(())
+}
+
+fn throttles(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let mut rows: Vec<(String, u64, u64)> = lock(&metrics.throttles)
+        .iter()
+        .map(|(c, t)| (c.clone(), t.responses, t.millis))
+        .collect();
+    rows.sort();
+    {
+        let mut f = family(
+            encoder,
+            "lograil_client_throttle_seconds",
+            "Throttle time (throttle_time_ms) given to the client by quotas, per client id.",
+            MetricType::Counter,
+        )?;
+        for (client, _, millis) in &rows {
+            counter(
+                &mut f,
+                &[("client_id", client.as_str())],
+                *millis as f64 / 1000.0,
+            )?;
+        }
+    }
+    let mut f = family(
+        encoder,
+        "lograil_client_throttled_responses",
+        "Responses that carried a throttle time, per client id.",
+        MetricType::Counter,
+    )?;
+    for (client, responses, _) in &rows {
+        counter(&mut f, &[("client_id", client.as_str())], *responses)?;
+    }
+    Ok(())
+}
+
+/// The timestamp of the record at `offset` of `partition` (decoding the one batch holding it).
+fn timestamp_at(partition: &Partition, offset: i64) -> Option<i64> {
+    let read = partition.read(offset, 1).ok()?;
+    let header = batch::BatchHeader::parse(&read.records).ok()?;
+    let whole = read.records.get(..header.size as usize)?;
+    batch::decode_bounded(whole, TIMESTAMP_DECODE_MAX)
+        .ok()?
+        .into_iter()
+        .find(|r| r.offset >= offset)
+        .map(|r| r.timestamp)
+}
+
+/// One group partition's lag, computed for a scrape.
+struct Lag {
+    group: String,
+    topic: String,
+    partition: String,
+    records: i64,
+    seconds: Option<f64>,
+    rate: Option<f64>,
+}
+
+fn lag(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let now_ms = log_core::now_ms();
+    let now = Instant::now();
+    let mut rows = Vec::new();
+    {
+        let mut consumed = lock(&broker.metrics.consumed);
+        let mut seen = HashSet::new();
+        let mut groups = broker.offsets.groups();
+        groups.sort();
+        for group in groups {
+            for ((topic, index), committed) in broker.offsets.group_offsets(&group) {
+                let Some(partition) = broker.partition(&topic, index) else {
+                    continue;
+                };
+                if committed.offset < 0 {
+                    continue;
+                }
+                let start = partition.log_start_offset();
+                let end = partition.log_end_offset();
+                let next = committed.offset.max(start);
+                let records = (end - next).max(0);
+                let key = (group.clone(), topic.clone(), index);
+                seen.insert(key.clone());
+                let tracked = consumed.entry(key).or_default();
+                let seconds = if records == 0 {
+                    Some(0.0)
+                } else {
+                    let id = broker.log.topic(&topic).map(|t| t.id());
+                    let timestamp = match tracked.oldest {
+                        Some((was, at, ts)) if Some(was) == id && at == next => Some(ts),
+                        _ => {
+                            let ts = timestamp_at(&partition, next);
+                            tracked.oldest = id.zip(ts).map(|(id, ts)| (id, next, ts));
+                            ts
+                        }
+                    };
+                    timestamp.map(|ts| (now_ms - ts).max(0) as f64 / 1000.0)
+                };
+                let rate = Metrics::consume_rate(&mut tracked.samples, committed.offset, now);
+                rows.push(Lag {
+                    group: group.clone(),
+                    topic,
+                    partition: index.to_string(),
+                    records,
+                    seconds,
+                    rate,
+                });
+            }
+        }
+        consumed.retain(|key, _| seen.contains(key));
+    }
+    let labels = |l: &Lag| {
+        [
+            ("group", l.group.clone()),
+            ("topic", l.topic.clone()),
+            ("partition", l.partition.clone()),
+        ]
+    };
+    {
+        let mut f = family(
+            encoder,
+            "lograil_consumer_group_lag_records",
+            "Records between the group's committed offset and the log end.",
+            MetricType::Gauge,
+        )?;
+        for l in &rows {
+            gauge(&mut f, &labels(l), l.records)?;
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_consumer_group_lag_seconds",
+            "Age of the oldest record the group has not consumed (the one at its committed \
+             offset); 0 when caught up.",
+            MetricType::Gauge,
+        )?;
+        for l in &rows {
+            if let Some(seconds) = l.seconds {
+                gauge(&mut f, &labels(l), seconds)?;
+            }
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_consumer_group_consume_rate",
+            "Records a second the group's committed offset advanced over about the last minute.",
+            MetricType::Gauge,
+        )?;
+        for l in &rows {
+            if let Some(rate) = l.rate {
+                gauge(&mut f, &labels(l), rate)?;
+            }
+        }
+    }
+    let mut f = family(
+        encoder,
+        "lograil_consumer_group_time_to_drain_seconds",
+        "Lag records / consume rate: when the group catches up at its recent pace; 0 when caught \
+         up; no series while the group does not advance.",
+        MetricType::Gauge,
+    )?;
+    for l in &rows {
+        let drain = match (l.records, l.rate) {
+            (0, _) => Some(0.0),
+            (records, Some(rate)) if rate > 0.0 => Some(records as f64 / rate),
+            _ => None,
+        };
+        if let Some(drain) = drain {
+            gauge(&mut f, &labels(l), drain)?;
+        }
+    }
+    Ok(())
+}
+
+/// Backlog-bounded topics (`lograil.backlog.*`): the bounded group's backlog as measured now,
+/// and the bound.
+fn backlogs(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let rows: Vec<_> = broker
+        .log
+        .topics()
+        .into_iter()
+        .filter_map(|topic| {
+            let bound = crate::backlog::Bound::of(&topic.config())?;
+            let state = crate::backlog::measure(broker, &topic, &bound);
+            Some((topic.name().to_string(), bound, state))
+        })
+        .collect();
+    let labels = |(topic, bound, _): &(String, crate::backlog::Bound, _)| {
+        [("topic", topic.clone()), ("group", bound.group.clone())]
+    };
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_records",
+            "Records of a backlog-bounded topic its bounded group has not consumed.",
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            gauge(&mut f, &labels(row), row.2.records)?;
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_age_seconds",
+            "Age of the oldest record of a backlog-bounded topic its group has not consumed (topics \
+             with an age bound; 0 when none is unread).",
+            MetricType::Gauge,
+        )?;
+        for row in rows.iter().filter(|r| r.1.max_age_ms.is_some()) {
+            let age = row.2.age_ms.unwrap_or(0) as f64 / 1000.0;
+            gauge(&mut f, &labels(row), age)?;
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_max_records",
+            "The topic's lograil.backlog.max.records.",
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            if let Some(max) = row.1.max_records {
+                gauge(&mut f, &labels(row), max)?;
+            }
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_topic_backlog_max_age_seconds",
+            "The topic's lograil.backlog.max.age.ms, in seconds.",
+            MetricType::Gauge,
+        )?;
+        for row in &rows {
+            if let Some(max) = row.1.max_age_ms {
+                gauge(&mut f, &labels(row), max as f64 / 1000.0)?;
+            }
+        }
+    }
+    let mut f = family(
+        encoder,
+        "lograil_topic_backlog_over_bound",
+        "1 while the topic's backlog is over its bound (producers are throttled or refused).",
+        MetricType::Gauge,
+    )?;
+    for row in &rows {
+        gauge(&mut f, &labels(row), i64::from(row.2.is_over()))?;
+    }
+    Ok(())
+}
+
+fn shares(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let now_ms = log_core::now_ms();
+    let mut rows = Vec::new();
+    for group in broker.shares.groups() {
+        for s in broker.shares.summaries(&broker.log, &group) {
+            rows.push((group.clone(), s));
+        }
+    }
+    {
+        let mut f = family(
+            encoder,
+            "lograil_share_group_records",
+            "Records in the window of a share group's partition (from its start offset to the last \
+             record fetched) by state: available (to deliver), acquired (locked by a consumer), \
+             archived (rejected, past the delivery limit or its deadline; acknowledged records \
+             are not counted).",
+            MetricType::Gauge,
+        )?;
+        for (group, s) in &rows {
+            let p = s.partition.to_string();
+            for (state, count) in [
+                ("available", s.available),
+                ("acquired", s.acquired),
+                ("archived", s.archived),
+            ] {
+                let labels = [
+                    ("group", group.as_str()),
+                    ("topic", s.topic.as_str()),
+                    ("partition", p.as_str()),
+                    ("state", state),
+                ];
+                gauge(&mut f, &labels, count as u64)?;
+            }
+        }
+    }
+    let mut f = family(
+        encoder,
+        "lograil_share_group_oldest_lock_age_seconds",
+        "Age of the oldest lock a share consumer holds on a record of the partition; 0 when none.",
+        MetricType::Gauge,
+    )?;
+    for (group, s) in &rows {
+        let p = s.partition.to_string();
+        let age = s
+            .oldest_lock_ms
+            .map_or(0.0, |since| (now_ms - since).max(0) as f64 / 1000.0);
+        let labels = [
+            ("group", group.as_str()),
+            ("topic", s.topic.as_str()),
+            ("partition", p.as_str()),
+        ];
+        gauge(&mut f, &labels, age)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::appender::AppendMode;
+    use crate::broker::Broker;
+    use crate::config::BrokerConfig;
+    use crate::groups::Committed;
+
+    fn line<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    #[test]
+    fn a_scrape_reports_lag_throttles_and_escapes_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig {
+            data_dir: dir.path().to_path_buf(),
+            ..BrokerConfig::default()
+        };
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let bound = "127.0.0.1:9092".parse().unwrap();
+        let broker = Arc::new(Broker::open(config, bound, stopped).unwrap());
+        broker
+            .create_topic("t", 1, broker.topic_defaults())
+            .unwrap();
+        let now = log_core::now_ms();
+        // 10 records, the i-th written 100 - i seconds ago.
+        let records: Vec<log_core::batch::NewRecord> = (0..10)
+            .map(|i| (None, Some(&b"v"[..]), now - (100 - i) * 1000))
+            .collect();
+        let batch = log_core::batch::build(&records);
+        broker
+            .append_records("t", 0, Some(&batch), AppendMode::Blocking)
+            .unwrap();
+        let commit = |group: &str, offset| {
+            let committed = Committed {
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+                commit_timestamp: now,
+            };
+            broker
+                .offsets
+                .commit(group, vec![(("t".to_string(), 0), committed)])
+                .unwrap();
+        };
+        commit("we\"ird", 4);
+        commit("done", 10);
+        broker.metrics.record_throttle("slow\nclient", 250);
+        broker.metrics.record_throttle("slow\nclient", 750);
+
+        for _ in 0..2 {
+            // The second scrape reads the timestamp from its cache: the same answer.
+            let text = super::encode(&broker).unwrap();
+            let lagging = r#"{group="we\"ird",topic="t",partition="0"}"#;
+            let lag = |name: &str| line(&text, &format!("{name}{lagging}"));
+            assert_eq!(lag("lograil_consumer_group_lag_records"), Some("6"));
+            let seconds: f64 = lag("lograil_consumer_group_lag_seconds")
+                .unwrap()
+                .parse()
+                .unwrap();
+            // The record at offset 4 was written 96 s before `now`.
+            assert!((96.0..100.0).contains(&seconds), "{seconds}");
+            let done = r#"{group="done",topic="t",partition="0"}"#;
+            assert_eq!(
+                line(&text, &format!("lograil_consumer_group_lag_seconds{done}")),
+                Some("0.0")
+            );
+            assert_eq!(
+                line(
+                    &text,
+                    &format!("lograil_consumer_group_time_to_drain_seconds{done}")
+                ),
+                Some("0.0")
+            );
+            let client = r#"{client_id="slow\nclient"}"#;
+            assert_eq!(
+                line(
+                    &text,
+                    &format!("lograil_client_throttle_seconds_total{client}")
+                ),
+                Some("1.0")
+            );
+            assert_eq!(
+                line(
+                    &text,
+                    &format!("lograil_client_throttled_responses_total{client}")
+                ),
+                Some("2")
+            );
+            assert_eq!(
+                line(&text, r#"lograil_topic_records_in_total{topic="t"}"#),
+                Some("10")
+            );
+            assert!(text.ends_with("# EOF\n"));
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The `/metrics` endpoint: a minimal HTTP/1.1 responder on a tokio listener.
+//!
+//! Why not hyper or axum: the endpoint answers one request shape, `GET /metrics`, to a scraper
+//! on a trusted network, and tokio is here already. A whole HTTP stack (hyper, http, h2,
+//! tower, …) would be the broker's largest dependency for ~100 lines of request-line
+//! parsing. What it does, and what bounds it:
+//!
+//! - One request per connection (`Connection: close`): read the head (at most
+//!   [`MAX_HEAD_BYTES`], within [`READ_TIMEOUT`]), answer, close. A request body is never read.
+//! - `GET` (or `HEAD`) `/metrics` (a query string is ignored) → 200 with the OpenMetrics text
+//!   (`application/openmetrics-text; version=1.0.0; charset=utf-8`), which Prometheus asks for
+//!   first; another path → 404; another method → 405; a head that is not HTTP/1.x → 400; a
+//!   head over the limit → 431; a request line that is not text (a Kafka frame sent to the
+//!   wrong port) → 400 at once; a head not whole in time → the connection is closed.
+//! - At most [`MAX_CONNECTIONS`] scrapes at once; more wait to be accepted.
+//! - The scrape itself reads broker state and the log: it runs on the blocking pool.
+//!
+//! Nothing a metrics client sends reaches the Kafka listener or the log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+use crate::broker::Broker;
+
+/// Largest request head (request line and headers) read.
+pub const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// A request head must arrive whole within this long.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Writing the response must finish within this long.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Metrics connections served at once.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// The content type of `/metrics`.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What a request head asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `GET /metrics` (`head`: `HEAD /metrics`, the same without the body).
+    Metrics { head: bool },
+    /// A response without metrics: its status line and a one-line reason.
+    Refused {
+        status: &'static str,
+        reason: &'static str,
+    },
+}
+
+const BAD_REQUEST: &str = "400 Bad Request";
+
+/// Parses a request head (everything up to the blank line, or what arrived of it).
+pub fn parse(head: &[u8]) -> Request {
+    let refused = |status, reason| Request::Refused { status, reason };
+    let Ok(head) = std::str::from_utf8(head) else {
+        return refused(BAD_REQUEST, "the request head is not UTF-8");
+    };
+    let line = head.split("\r\n").next().unwrap_or_default();
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return refused(
+            BAD_REQUEST,
+            "expected a request line: METHOD /path HTTP/1.1",
+        );
+    };
+    if !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+        return refused(BAD_REQUEST, "only HTTP/1.0 and HTTP/1.1 are served");
+    }
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return refused(BAD_REQUEST, "malformed method");
+    }
+    if !target.starts_with('/') {
+        return refused(BAD_REQUEST, "the target must be a path");
+    }
+    let path = target.split('?').next().unwrap_or_default();
+    if path != "/metrics" {
+        return refused("404 Not Found", "metrics are at /metrics");
+    }
+    match method {
+        "GET" => Request::Metrics { head: false },
+        "HEAD" => Request::Metrics { head: true },
+        _ => refused("405 Method Not Allowed", "only GET and HEAD are served"),
+    }
+}
+
+/// Serves `/metrics` on `listener` until the broker shuts down.
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
+    let mut shutdown: watch::Receiver<bool> = broker.shutdown.clone();
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) => {
+                    let broker = broker.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = answer(socket, &broker).await {
+                            tracing::debug!(%peer, error = %e, "metrics connection failed");
+                        }
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+        if broker.is_shutting_down() {
+            return;
+        }
+    }
+}
+
+/// What arrived of a request head.
+enum Head {
+    /// Everything up to the blank line (or up to the end of the stream).
+    Whole(Vec<u8>),
+    /// Over [`MAX_HEAD_BYTES`] without a blank line.
+    TooLarge,
+    /// The request line holds bytes no HTTP request line has (a Kafka frame, binary junk):
+    /// refused at once instead of waiting for a blank line that will not come.
+    NotText,
+}
+
+/// Whether the request line begun in `head` (up to its first `\n`) could be HTTP: printable
+/// ASCII and `\r`.
+fn request_line_is_text(head: &[u8]) -> bool {
+    head.iter()
+        .take_while(|&&b| b != b'\n')
+        .all(|&b| b == b'\r' || (0x20..0x7f).contains(&b))
+}
+
+async fn read_head(socket: &mut TcpStream) -> std::io::Result<Head> {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = socket.read(&mut chunk).await?;
+        if n == 0 {
+            // The client closed its side: answer what arrived (a bare request line is one).
+            return Ok(Head::Whole(head));
+        }
+        head.extend_from_slice(&chunk[..n]);
+        if !request_line_is_text(&head) {
+            return Ok(Head::NotText);
+        }
+        let end = head
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .or_else(|| head.windows(2).position(|w| w == b"\n\n"));
+        if let Some(end) = end {
+            head.truncate(end);
+            return Ok(Head::Whole(head));
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            return Ok(Head::TooLarge);
+        }
+    }
+}
+
+/// After the response: reads and drops what the client still sends (a request body, the rest
+/// of an oversized head), up to a bound, so that closing does not reset the connection and
+/// destroy the response before the client has read it.
+async fn drain(socket: &mut TcpStream) {
+    let mut chunk = [0u8; 4096];
+    let mut left = 1usize << 20;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while left > 0 {
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
+}
+
+async fn answer(mut socket: TcpStream, broker: &Arc<Broker>) -> std::io::Result<()> {
+    let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut socket)).await {
+        Ok(head) => head?,
+        Err(_) => return Ok(()),
+    };
+    let request = match head {
+        Head::Whole(head) => parse(&head),
+        Head::TooLarge => Request::Refused {
+            status: "431 Request Header Fields Too Large",
+            reason: "the request head is over 8 KiB",
+        },
+        Head::NotText => Request::Refused {
+            status: BAD_REQUEST,
+            reason: "not an HTTP request",
+        },
+    };
+    let (status, content_type, body, send_body) = match request {
+        Request::Metrics { head } => {
+            let owner = broker.clone();
+            let encoded = crate::blocking::spawn(move || super::collect::encode(&owner)).await;
+            match encoded {
+                Ok(Ok(text)) => ("200 OK", CONTENT_TYPE, text, !head),
+                _ => {
+                    tracing::error!("encoding the metrics failed");
+                    (
+                        "500 Internal Server Error",
+                        "text/plain; charset=utf-8",
+                        "encoding the metrics failed\n".to_string(),
+                        !head,
+                    )
+                }
+            }
+        }
+        Request::Refused { status, reason } => {
+            tracing::debug!(status, reason, "metrics request refused");
+            (
+                status,
+                "text/plain; charset=utf-8",
+                format!("{reason}\n"),
+                true,
+            )
+        }
+    };
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n",
+        body.len()
+    );
+    if status.starts_with("405") {
+        response.push_str("Allow: GET, HEAD\r\n");
+    }
+    response.push_str("\r\n");
+    let written = async {
+        socket.write_all(response.as_bytes()).await?;
+        if send_body {
+            socket.write_all(body.as_bytes()).await?;
+        }
+        socket.shutdown().await
+    };
+    tokio::time::timeout(WRITE_TIMEOUT, written)
+        .await
+        .unwrap_or(Ok(()))?;
+    drain(&mut socket).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(head: &str) -> &'static str {
+        match parse(head.as_bytes()) {
+            Request::Metrics { .. } => "200 OK",
+            Request::Refused { status, .. } => status,
+        }
+    }
+
+    #[test]
+    fn binary_request_lines_are_not_text() {
+        assert!(request_line_is_text(b"GET /metrics HTTP/1.1\r\nX: \x01"));
+        assert!(request_line_is_text(b"GET /met"));
+        assert!(!request_line_is_text(b"\x00\x00\x00\x1f\x00\x12"));
+        assert!(!request_line_is_text(b"GET /\xc3\xa9"));
+    }
+
+    #[test]
+    fn requests_are_parsed_strictly() {
+        assert_eq!(status("GET /metrics HTTP/1.1\r\nHost: x"), "200 OK");
+        assert_eq!(status("GET /metrics?name[]=x HTTP/1.0"), "200 OK");
+        assert_eq!(
+            parse(b"HEAD /metrics HTTP/1.1"),
+            Request::Metrics { head: true }
+        );
+        assert_eq!(status("GET / HTTP/1.1"), "404 Not Found");
+        assert_eq!(status("GET /metricsx HTTP/1.1"), "404 Not Found");
+        assert_eq!(status("POST /metrics HTTP/1.1"), "405 Method Not Allowed");
+        for bad in [
+            "",
+            "GET",
+            "GET /metrics",
+            "GET /metrics HTTP/2.0",
+            "GET  /metrics HTTP/1.1",
+            "get /metrics HTTP/1.1",
+            "GET metrics HTTP/1.1",
+            "GET /metrics HTTP/1.1 extra",
+            "\u{0}\u{1}\u{2}",
+        ] {
+            assert_eq!(status(bad), BAD_REQUEST, "{bad:?}");
+        }
+        assert_eq!(
+            parse(&[0xff, 0xfe]),
+            Request::Refused {
+                status: BAD_REQUEST,
+                reason: "the request head is not UTF-8"
+            }
+        );
+    }
+}
