@@ -3,18 +3,19 @@
 # open-loop load at 80 % of it, a 2x spike for 5 s, then 80 % again; useful = completed within
 # the deadline) against a fresh `lograil serve` with
 #   1. no bound,
-#   2. a producer quota on the load's client id: producer_byte_rate = the capacity in bytes
-#      (brokers started with a 2 s quota window, so the quota bites within the spike rather than
-#      after Kafka's 11 s window of burst),
-#   3. a backlog bound on the topic for the consumer group: max age BACKLOG_AGE_MS, throttle mode.
-# Writes one JSON per run and spike.svg (goodput over time, the three runs) into $OUT.
+#   2. a producer quota on the load's client id: producer_byte_rate = QUOTA_SHARE of the
+#      capacity in record bytes (the broker started with a 2 s quota window, so the quota bites
+#      within the spike rather than after Kafka's 11 s window of burst),
+#   3. a backlog bound on the topic for the consumer group: max age BACKLOG_AGE_MS, throttle mode,
+#   4. the same bound in reject mode.
+# Writes one JSON per run and spike.svg (goodput over time, the four runs) into $OUT.
 #
 #   cargo build --release -p lograil -p lograil-benches
 #   bash benches/scripts/spike.sh
 #
 # Environment: BROKER, BENCH, OUT, DATA, CAPACITY (records/s the consumers complete; default
 # 10000), SIZE (record bytes, default 200), DEADLINE_MS (default 2000), BACKLOG_AGE_MS (default
-# 500), PHASES (default "--before-secs 15 --spike-secs 5 --after-secs 30").
+# 500), QUOTA_SHARE (percent, default 90), PHASES (default "--before-secs 15 --spike-secs 5 --after-secs 30").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -26,6 +27,7 @@ CAPACITY=${CAPACITY:-10000}
 SIZE=${SIZE:-200}
 DEADLINE_MS=${DEADLINE_MS:-2000}
 BACKLOG_AGE_MS=${BACKLOG_AGE_MS:-500}
+QUOTA_SHARE=${QUOTA_SHARE:-90}
 PHASES=${PHASES:---before-secs 15 --spike-secs 5 --after-secs 30}
 mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"
@@ -59,17 +61,21 @@ spike "no bound" none
 stop
 
 start --quota-window-num 2 --quota-window-size-seconds 1
+rate=$((CAPACITY * SIZE * QUOTA_SHARE / 100))
 "$BROKER" quota set --bootstrap-server "$ADDR" --client-id lograil-spike \
-    --producer-byte-rate $((CAPACITY * SIZE)) >/dev/null
-spike "producer quota $((CAPACITY * SIZE)) B/s" quota
+    --producer-byte-rate "$rate" >/dev/null
+spike "producer quota $rate B/s" quota
 stop
 
-start
-"$BROKER" topic create --bootstrap-server "$ADDR" lograil-spike --partitions 6 \
-    --config lograil.backlog.group=lograil-spike \
-    --config lograil.backlog.max.age.ms="$BACKLOG_AGE_MS" \
-    --config lograil.backlog.mode=throttle >/dev/null
-spike "backlog bound ${BACKLOG_AGE_MS} ms" backlog --plot "$OUT/spike.svg" \
-    --with "$OUT/none.json" --with "$OUT/quota.json"
-stop
+for mode in throttle reject; do
+    start
+    "$BROKER" topic create --bootstrap-server "$ADDR" lograil-spike --partitions 6 \
+        --config lograil.backlog.group=lograil-spike \
+        --config lograil.backlog.max.age.ms="$BACKLOG_AGE_MS" \
+        --config lograil.backlog.mode="$mode" >/dev/null
+    spike "backlog bound ${BACKLOG_AGE_MS} ms, $mode" "backlog-$mode"
+    stop
+done
+"$BENCH" spike-plot "$OUT/spike.svg" "$OUT"/none.json "$OUT"/quota.json \
+    "$OUT"/backlog-throttle.json "$OUT"/backlog-reject.json
 echo "plot: $OUT/spike.svg"

@@ -41,6 +41,8 @@ pub enum Command {
     /// A consumer group of fixed capacity under open-loop load with a spike: useful
     /// (in-deadline) completions per second, and how long they take to recover.
     Spike(crate::spike::SpikeArgs),
+    /// Draws the goodput over time of `spike --json` results into one SVG.
+    SpikePlot(crate::spike::SpikePlotArgs),
 }
 
 /// The client library the producers and consumers use.

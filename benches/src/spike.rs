@@ -2,9 +2,10 @@
 //! `--capacity` records per second (simulated work) reads a topic that producers feed open-loop
 //! at `--load` of the capacity measured first, then at `--spike` times that load for
 //! `--spike-secs`, then at `--load` again. Records carry their intended send time; a record is
-//! *useful* when it is completed within `--deadline-ms` of it (the producers' delivery timeout,
-//! `message.timeout.ms`, is the same deadline: a send that cannot be acknowledged in time
-//! fails, as a client with a timeout and retries would give up).
+//! *useful* when it is completed within `--deadline-ms` of it. The producers' delivery timeout
+//! (`message.timeout.ms`, librdkafka retrying within it) is half the deadline: a client gives
+//! up on a record it could not deliver while there was still time to complete it, so under
+//! overload it sheds the oldest records instead of delivering only stale ones.
 //!
 //! Reported per second: records offered, acknowledged, failed or refused by the client, and
 //! completed in and past the deadline; the useful completions per second (goodput) before the
@@ -67,8 +68,8 @@ pub struct SpikeArgs {
     /// Seconds at --load after the spike.
     #[arg(long, default_value_t = 25)]
     pub after_secs: u64,
-    /// A record is useful if completed within this long of its intended send time; also the
-    /// producers' `message.timeout.ms`.
+    /// A record is useful if completed within this long of its intended send time; half of it
+    /// is the producers' `message.timeout.ms`.
     #[arg(long, default_value_t = 2000)]
     pub deadline_ms: u64,
     #[arg(long, default_value_t = 200)]
@@ -79,15 +80,33 @@ pub struct SpikeArgs {
     /// Free text stored with the results (e.g. "quota on").
     #[arg(long)]
     pub label: Option<String>,
-    /// Write the parameters and results to this JSON file.
+    /// Write the parameters and results to this JSON file (`spike-plot` draws them).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Draw goodput over time to this SVG file, with the runs of the --with JSON files.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
-    /// Earlier `spike --json` results to draw beside this run (repeatable).
-    #[arg(long, value_name = "FILE.json")]
-    pub with: Vec<PathBuf>,
+}
+
+/// Flags of the `spike-plot` mode.
+#[derive(Debug, Clone, Args)]
+pub struct SpikePlotArgs {
+    /// The SVG file to write.
+    pub svg: PathBuf,
+    /// `spike --json` results, one line each (labelled by their --label).
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+}
+
+/// Draws the runs of `args.runs` into `args.svg`.
+pub fn plot(args: &SpikePlotArgs) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    for path in &args.runs {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        runs.push(
+            serde_json::from_str::<SpikeReport>(&text)
+                .with_context(|| format!("parsing {}", path.display()))?,
+        );
+    }
+    write_svg(&args.svg, &runs)
 }
 
 /// Counts in one second of the run.
@@ -302,7 +321,10 @@ fn producer_config(args: &SpikeArgs) -> ClientConfig {
         .set("client.id", &args.client_id)
         .set("acks", "1")
         .set("linger.ms", "5")
-        .set("message.timeout.ms", args.deadline_ms.to_string());
+        .set(
+            "message.timeout.ms",
+            (args.deadline_ms / 2).max(1).to_string(),
+        );
     config
 }
 
@@ -531,8 +553,6 @@ mod tests {
             config: Vec::new(),
             label: None,
             json: None,
-            plot: None,
-            with: Vec::new(),
         }
     }
 

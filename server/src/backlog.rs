@@ -11,8 +11,9 @@
 //! - `lograil.backlog.max.records`: records the group may have left to read, all partitions
 //!   together (log end minus committed offset; a partition without a commit counts from its log
 //!   start);
-//! - `lograil.backlog.max.age.ms`: the age of its oldest unread record (now minus the first
-//!   timestamp of the batch holding the committed offset);
+//! - `lograil.backlog.max.age.ms`: the age of its oldest unread record: how long ago the broker
+//!   appended it (by an append clock sampled as produces arrive, see [`AppendClock`]; the first
+//!   timestamp of the batch holding the committed offset when the clock started after it);
 //! - `lograil.backlog.mode`: `throttle` (the default) or `reject`.
 //!
 //! The backlog is measured at most every [`REFRESH`] per topic (on the blocking pool: it may
@@ -23,7 +24,7 @@
 //! client, Produce v8+); THROTTLING_QUOTA_EXCEEDED is retriable in the Java client, which would
 //! retry quietly until its delivery timeout.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -180,6 +181,7 @@ pub enum Verdict {
 #[derive(Debug, Default)]
 pub struct Backlogs {
     states: Mutex<HashMap<String, State>>,
+    clocks: Mutex<HashMap<String, AppendClock>>,
 }
 
 fn now_ms() -> i64 {
@@ -188,12 +190,66 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Measures `topic`'s backlog for `bound` now. Reads a segment per partition with an age bound
-/// (the batch at the committed offset): call it off the async workers.
+/// Samples kept per partition by [`AppendClock`] (at one per produce, at most every
+/// [`REFRESH`]: minutes of backlog).
+const CLOCK_SAMPLES: usize = 4096;
+
+/// When the broker saw each bounded partition's log end grow: (log end, instant) samples, taken
+/// as produces measure the backlog (right before they append). The age bound is timed by it,
+/// not by the records' own timestamps: a record that waited in a throttled producer is not old
+/// to the group, and timing the bound by producers' timestamps throttles them for their own
+/// waiting (measured with `lograil-bench spike`: throttles of seconds, then floods, goodput
+/// never recovering).
+#[derive(Debug, Default)]
+struct AppendClock {
+    partitions: Vec<VecDeque<(i64, Instant)>>,
+}
+
+impl AppendClock {
+    /// Notes that partition `index` ends at `end` now and returns how long ago the record at
+    /// `committed` was appended: since the last sample at or below it (the append came right
+    /// after that measure). `None` when the clock holds no such sample (it started with the
+    /// backlog already there).
+    fn age_of(&mut self, index: usize, committed: i64, end: i64, now: Instant) -> Option<Duration> {
+        if self.partitions.len() <= index {
+            self.partitions.resize_with(index + 1, VecDeque::new);
+        }
+        let samples = &mut self.partitions[index];
+        if samples.back().is_some_and(|&(seen, _)| seen > end) {
+            // Records deleted or the topic re-created: start again.
+            samples.clear();
+        }
+        if samples.back().is_none_or(|&(seen, _)| seen < end) {
+            samples.push_back((end, now));
+        }
+        while samples.len() > CLOCK_SAMPLES
+            || samples.len() > 1 && samples.get(1).is_some_and(|&(seen, _)| seen <= committed)
+        {
+            samples.pop_front();
+        }
+        match samples.front() {
+            Some(&(seen, at)) if seen <= committed && committed < end => {
+                Some(now.saturating_duration_since(at))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Measures `topic`'s backlog for `bound` now. With an age bound, a partition whose append
+/// clock started with a backlog reads the batch at the committed offset for its timestamp:
+/// call it off the async workers.
 pub fn measure(broker: &Broker, topic: &Topic, bound: &Bound) -> State {
     let now = now_ms();
+    let now_instant = Instant::now();
     let mut records = 0i64;
     let mut oldest: Option<i64> = None;
+    let mut clocks = broker
+        .backlogs
+        .clocks
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let clock = clocks.entry(topic.name().to_string()).or_default();
     for (index, partition) in (0..).zip(topic.partitions()) {
         let start = partition.log_start_offset();
         let end = partition.log_end_offset();
@@ -204,6 +260,12 @@ pub fn measure(broker: &Broker, topic: &Topic, bound: &Bound) -> State {
             .clamp(start, end);
         records += end - committed;
         if committed < end && bound.max_age_ms.is_some() {
+            let slot = usize::try_from(index).unwrap_or(usize::MAX);
+            if let Some(age) = clock.age_of(slot, committed, end, now_instant) {
+                let appended = now - i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+                oldest = Some(oldest.map_or(appended, |o: i64| o.min(appended)));
+                continue;
+            }
             let first = partition
                 .read(committed, 1)
                 .ok()
@@ -250,6 +312,8 @@ impl Backlogs {
         // Topics whose bound went away, or that were deleted, are dropped as they go stale.
         states.retain(|_, s| s.measured.elapsed() < REFRESH * 100);
         states.insert(topic.to_string(), state);
+        let mut clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
+        clocks.retain(|name, _| states.contains_key(name));
     }
 
     /// The backlog of `topic` now, measured again if the last measure is older than
@@ -304,6 +368,35 @@ impl Backlogs {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_append_clock_times_the_committed_offset_by_when_it_was_appended() {
+        let mut clock = AppendClock::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // Nothing unread: no age. The append of offsets 0..10 follows this measure.
+        assert_eq!(clock.age_of(0, 0, 0, at(0)), None);
+        // 1.6 s later offsets 0..10 are unread: appended right after the first sample.
+        assert_eq!(
+            clock.age_of(0, 0, 10, at(1600)),
+            Some(Duration::from_millis(1600))
+        );
+        // More appends; the group commits 10: its record was appended after the 1.6 s sample.
+        assert_eq!(
+            clock.age_of(0, 5, 20, at(1700)),
+            Some(Duration::from_millis(1700))
+        );
+        assert_eq!(
+            clock.age_of(0, 10, 20, at(2000)),
+            Some(Duration::from_millis(400))
+        );
+        // Caught up: no age.
+        assert_eq!(clock.age_of(0, 20, 20, at(2100)), None);
+        // A clock that starts with a backlog cannot tell: the caller reads the timestamp.
+        assert_eq!(clock.age_of(1, 0, 10, at(0)), None);
+        // The log shrank (records deleted, topic re-created): the clock starts again.
+        assert_eq!(clock.age_of(0, 0, 5, at(2200)), None);
+    }
 
     #[test]
     fn configs_are_checked_set_and_unset() {

@@ -55,15 +55,10 @@ fn execute(command: Command) -> anyhow::Result<bool> {
             if let Some(path) = &args.json {
                 write_json(path, &report)?;
             }
-            if let Some(path) = &args.plot {
-                let mut runs = Vec::new();
-                for other in &args.with {
-                    let text = std::fs::read_to_string(other)?;
-                    runs.push(serde_json::from_str::<spike::SpikeReport>(&text)?);
-                }
-                runs.push(report);
-                spike::write_svg(path, &runs)?;
-            }
+            return Ok(true);
+        }
+        Command::SpikePlot(args) => {
+            spike::plot(&args)?;
             return Ok(true);
         }
         Command::Produce(args) => (Mode::Produce, args),
