@@ -51,15 +51,11 @@ fn codec(c: Compression) -> Codec {
 /// name given twice written once, at its first position, with its last value — as its map
 /// did); the tests compare the two. Compressed batches compress the same records section with
 /// `kafka-protocol`'s codecs.
-///
-/// `buf` is an empty buffer to write into (one the sender kept from an acknowledged batch, or
-/// a new one): it is grown to the batch's exact size if smaller.
 pub(super) fn encode(
     batch: &mut Batch,
     identity: Option<Identity>,
     base_sequence: i32,
     compression: Compression,
-    mut buf: BytesMut,
 ) -> Result<(), String> {
     let (producer_id, producer_epoch) = identity.map_or((-1, -1), |i| (i.id, i.epoch));
     let base = if identity.is_some() {
@@ -82,8 +78,7 @@ pub(super) fn encode(
         let body = record_body_len(r, offset, min_timestamp)?;
         records_len += varint_len(i64::from(body)) + body_usize(body);
     }
-    buf.clear();
-    buf.reserve(HEADER_LEN + records_len);
+    let mut buf = BytesMut::with_capacity(HEADER_LEN + records_len);
     buf.put_i64(0); // base offset (the broker assigns it)
     buf.put_i32(0); // batch length, filled below
     buf.put_i32(-1); // partition leader epoch
@@ -336,14 +331,7 @@ mod tests {
             Compression::Zstd,
         ] {
             let mut b = batch(5);
-            encode(
-                &mut b,
-                Some(Identity { id: 7, epoch: 2 }),
-                40,
-                compression,
-                BytesMut::new(),
-            )
-            .unwrap();
+            encode(&mut b, Some(Identity { id: 7, epoch: 2 }), 40, compression).unwrap();
             let encoded = b.encoded.clone().unwrap();
             let mut bytes = encoded.bytes.clone();
             let sets = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
@@ -369,7 +357,7 @@ mod tests {
     #[test]
     fn without_idempotence_the_batch_has_no_producer() {
         let mut b = batch(3);
-        encode(&mut b, None, 0, Compression::None, BytesMut::new()).unwrap();
+        encode(&mut b, None, 0, Compression::None).unwrap();
         let mut bytes = b.encoded.unwrap().bytes;
         let sets = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
         assert_eq!(sets.len(), 1);
@@ -468,7 +456,6 @@ mod tests {
             Compression::Lz4,
             Compression::Zstd,
         ];
-        let mut spare = BytesMut::from(&b"not empty"[..]);
         for case in 0..400 {
             let n = [1, 1, 2, 3, 17, 70, 200][case % 7];
             let records: Vec<PendingRecord> = (0..n).map(|_| random_record(&mut rng)).collect();
@@ -486,8 +473,7 @@ mod tests {
                 reference(&records, identity, base_sequence, compression);
             let mut b = batch(0);
             b.records = records;
-            // The buffer of the previous case, as the sender reuses them.
-            encode(&mut b, identity, base_sequence, compression, spare).unwrap();
+            encode(&mut b, identity, base_sequence, compression).unwrap();
             let encoded = b.encoded.unwrap();
             assert!(b
                 .records
@@ -521,8 +507,6 @@ mod tests {
                 crc32c::crc32c(&encoded.bytes[ATTRIBUTES..]).to_be_bytes(),
                 encoded.bytes[CRC..CRC + 4]
             );
-            drop((sets, bytes));
-            spare = encoded.bytes.try_into_mut().unwrap();
         }
     }
 

@@ -21,7 +21,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
@@ -29,7 +28,7 @@ use kafka_protocol::messages::{
 };
 use tokio::task::JoinSet;
 
-use super::accumulator::{Batch, Encoded, PartitionKey};
+use super::accumulator::{Batch, PartitionKey};
 use super::idempotence::{self, wrap_sequence, Identity};
 use super::{DeliveryError, FatalError, Inner, RecordMetadata};
 use crate::config::Acks;
@@ -61,12 +60,7 @@ struct Sender {
     saturated: bool,
     /// Connections being opened, or failed and waiting out a backoff.
     connects: Arc<Mutex<HashMap<i32, Connect>>>,
-    /// Buffers of acknowledged batches, to encode new batches into (see `reclaim`).
-    spare: Vec<BytesMut>,
 }
-
-/// Spare batch buffers kept at most: about what 6 leaders' worth of requests in flight hold.
-const SPARE_BUFFERS: usize = 32;
 
 #[derive(Debug, Clone, Copy)]
 enum Connect {
@@ -86,7 +80,6 @@ pub(super) async fn run(inner: Arc<Inner>) {
         throttled_until: HashMap::new(),
         saturated: false,
         connects: Arc::default(),
-        spare: Vec::new(),
     };
     sender.run().await;
 }
@@ -416,14 +409,9 @@ impl Sender {
             let mut ready = Vec::with_capacity(batches.len());
             for (mut batch, sequence) in batches {
                 if batch.encoded.is_none() {
-                    let buf = self.spare.pop().unwrap_or_default();
-                    if let Err(e) = idempotence::encode(
-                        &mut batch,
-                        self.identity,
-                        sequence,
-                        config.compression,
-                        buf,
-                    ) {
+                    if let Err(e) =
+                        idempotence::encode(&mut batch, self.identity, sequence, config.compression)
+                    {
                         self.settle_in_flight(&batch);
                         if self.identity.is_some() {
                             self.bump_needed = true;
@@ -723,27 +711,7 @@ impl Sender {
             .requeue(batch);
     }
 
-    /// Keeps the buffer of a batch that is done, if nothing else holds it, for the next batch
-    /// to be encoded into. Allocating a fresh batch-sized buffer for every batch and freeing it
-    /// on acknowledgement made glibc's malloc give the top of its heap back to the kernel and
-    /// take it again over and over (`clear_page_erms` under `sysmalloc` and first writes was
-    /// ~6 % of the client's CPU in `perf`). Only buffers up to twice `batch.size` are kept.
-    fn reclaim(&mut self, encoded: Option<Encoded>) {
-        if self.spare.len() >= SPARE_BUFFERS {
-            return;
-        }
-        let Some(encoded) = encoded else {
-            return;
-        };
-        if let Ok(mut buf) = encoded.bytes.try_into_mut() {
-            if buf.capacity() <= 2 * self.inner.config.batch_size.max(1) {
-                buf.clear();
-                self.spare.push(buf);
-            }
-        }
-    }
-
-    fn succeed(&mut self, mut batch: Batch, base_offset: i64, log_append_time: i64) {
+    fn succeed(&mut self, batch: Batch, base_offset: i64, log_append_time: i64) {
         if let Some(seq) = batch.sequence() {
             let mut acc = lock(&self.inner.accumulator);
             if let Some(queue) = acc
@@ -760,7 +728,6 @@ impl Sender {
                 }
             }
         }
-        self.reclaim(batch.encoded.take());
         // Memory first: whoever the delivery wakes finds the room already free.
         let freed: usize = batch.records.iter().map(|r| r.size).sum();
         self.inner.memory.release(freed);
