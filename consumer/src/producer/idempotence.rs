@@ -39,18 +39,46 @@ fn codec(c: Compression) -> Codec {
     }
 }
 
-/// Encodes the batch's records as one RecordBatch v2 (taking keys, values and headers out of
-/// them: the encoded bytes hold the data from then on).
+/// Writes the batch's records not yet written into its open buffer (taking their keys, values
+/// and headers out: the buffer holds the data from then on). The accumulator calls this as each
+/// record is appended, on the thread that sends it, as the Java client's `MemoryRecordsBuilder`
+/// does: the copy happens there, and the record's key and value are freed by the thread that
+/// allocated them (freeing them on the sender's thread made glibc's malloc contend for the
+/// arena lock). `capacity` is the records bytes to reserve when the buffer is first opened.
 ///
-/// Written by hand rather than with `kafka-protocol`'s `RecordBatchEncoder`, which needs a
-/// `Record` per record (an `IndexMap` of headers each, a `StrBytes` per header name) and walks
-/// the records five times: in `perf` of `lograil-bench produce --client lograil` (1000 B
+/// Written by hand rather than with `kafka-protocol`'s `RecordBatchEncoder`, which needs every
+/// record at once as a `Record` (an `IndexMap` of headers each, a `StrBytes` per header name)
+/// and walks them five times: in `perf` of `lograil-bench produce --client lograil` (1000 B
 /// records, 16 KiB batches) that path was ~7 % of the client's CPU, mostly `memmove` and
-/// `malloc`. Here each record's bytes are written once, into a buffer sized exactly up front.
-/// The bytes are the ones `RecordBatchEncoder` writes (base timestamp = the smallest, a header
-/// name given twice written once, at its first position, with its last value — as its map
-/// did); the tests compare the two. Compressed batches compress the same records section with
-/// `kafka-protocol`'s codecs.
+/// `malloc`; timed alone, the hand-written encoder took 6.1 µs per batch of 16 against 8.2.
+/// The base timestamp is the first record's (as the Java client's), so the timestamp deltas of
+/// later, earlier-stamped records are negative; a header name given twice is written once, at
+/// its first position, with its last value (as `kafka-protocol`'s map kept it, so the same
+/// records decode as before). The tests check the bytes against `RecordBatchEncoder`'s.
+pub(super) fn write_pending(batch: &mut Batch, capacity: usize) -> Result<(), String> {
+    if batch.written >= batch.records.len() {
+        return Ok(());
+    }
+    if batch.written == 0 {
+        batch.base_timestamp = batch.records[0].timestamp;
+        batch.max_timestamp = i64::MIN;
+        batch.open.clear();
+        batch.open.reserve(HEADER_LEN + capacity);
+        batch.open.put_bytes(0, HEADER_LEN);
+    }
+    for i in batch.written..batch.records.len() {
+        let offset = i32::try_from(i).map_err(|_| "too many records".to_string())?;
+        let r = &mut batch.records[i];
+        let timestamp = r.timestamp;
+        write_record(&mut batch.open, r, offset, batch.base_timestamp)?;
+        batch.max_timestamp = batch.max_timestamp.max(timestamp);
+        batch.written = i + 1;
+    }
+    Ok(())
+}
+
+/// Closes the batch into one RecordBatch v2: its header stamped with the producer identity and
+/// base sequence, the records section compressed if asked.
 pub(super) fn encode(
     batch: &mut Batch,
     identity: Option<Identity>,
@@ -63,52 +91,34 @@ pub(super) fn encode(
     } else {
         -1
     };
+    write_pending(batch, batch.bytes)?;
     let count = i32::try_from(batch.records.len()).map_err(|_| "too many records".to_string())?;
     if count == 0 {
         return Err("empty batch".to_string());
     }
-    let mut min_timestamp = i64::MAX;
-    let mut max_timestamp = i64::MIN;
-    let mut records_len = 0usize;
-    for r in &batch.records {
-        min_timestamp = min_timestamp.min(r.timestamp);
-        max_timestamp = max_timestamp.max(r.timestamp);
-    }
-    for (offset, r) in (0i32..).zip(batch.records.iter()) {
-        let body = record_body_len(r, offset, min_timestamp)?;
-        records_len += varint_len(i64::from(body)) + body_usize(body);
-    }
-    let mut buf = BytesMut::with_capacity(HEADER_LEN + records_len);
-    buf.put_i64(0); // base offset (the broker assigns it)
-    buf.put_i32(0); // batch length, filled below
-    buf.put_i32(-1); // partition leader epoch
-    buf.put_i8(2); // magic
-    buf.put_u32(0); // CRC, filled below
-    buf.put_i16(codec(compression) as i16); // attributes: codec, CreateTime, not transactional
-    buf.put_i32(count - 1); // last offset delta
-    buf.put_i64(min_timestamp);
-    buf.put_i64(max_timestamp);
-    buf.put_i64(producer_id);
-    buf.put_i16(producer_epoch);
-    buf.put_i32(base);
-    buf.put_i32(count);
-    let records = &mut batch.records;
-    let mut write = |out: &mut BytesMut| -> Result<(), String> {
-        for (offset, r) in (0i32..).zip(records.iter_mut()) {
-            write_record(out, r, offset, min_timestamp)?;
-        }
-        Ok(())
+    let open = std::mem::take(&mut batch.open);
+    let mut buf = match compression {
+        Compression::None => open,
+        Compression::Gzip => compress::<cmpr::Gzip>(&open)?,
+        Compression::Snappy => compress::<cmpr::Snappy>(&open)?,
+        Compression::Lz4 => compress::<cmpr::Lz4>(&open)?,
+        Compression::Zstd => compress::<cmpr::Zstd>(&open)?,
     };
-    let compressed = match compression {
-        Compression::None => write(&mut buf),
-        Compression::Gzip => compress::<cmpr::Gzip, _>(&mut buf, write),
-        Compression::Snappy => compress::<cmpr::Snappy, _>(&mut buf, write),
-        Compression::Lz4 => compress::<cmpr::Lz4, _>(&mut buf, write),
-        Compression::Zstd => compress::<cmpr::Zstd, _>(&mut buf, write),
-    };
-    compressed?;
     let length = i32::try_from(buf.len() - 12).map_err(|_| "batch too large".to_string())?;
-    buf[8..12].copy_from_slice(&length.to_be_bytes());
+    let mut header = &mut buf[..HEADER_LEN];
+    header.put_i64(0); // base offset (the broker assigns it)
+    header.put_i32(length);
+    header.put_i32(-1); // partition leader epoch
+    header.put_i8(2); // magic
+    header.put_u32(0); // CRC, filled below
+    header.put_i16(codec(compression) as i16); // attributes: codec, CreateTime, not transactional
+    header.put_i32(count - 1); // last offset delta
+    header.put_i64(batch.base_timestamp);
+    header.put_i64(batch.max_timestamp);
+    header.put_i64(producer_id);
+    header.put_i16(producer_epoch);
+    header.put_i32(base);
+    header.put_i32(count);
     let crc = crc32c::crc32c(&buf[ATTRIBUTES..]);
     buf[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
     batch.encoded = Some(Encoded {
@@ -120,25 +130,19 @@ pub(super) fn encode(
     Ok(())
 }
 
-/// Runs `write` into the codec's buffer and compresses what it wrote onto `buf`.
-fn compress<C, F>(buf: &mut BytesMut, write: F) -> Result<(), String>
+/// The header placeholder of `open` followed by its records section, compressed.
+fn compress<C>(open: &BytesMut) -> Result<BytesMut, String>
 where
     C: Compressor<BytesMut, BufMut = BytesMut>,
-    F: FnOnce(&mut BytesMut) -> Result<(), String>,
 {
-    let mut failed = None;
-    C::compress(buf, |out| {
-        if let Err(e) = write(out) {
-            failed = Some(e);
-        }
+    let mut out = BytesMut::with_capacity(open.len());
+    out.put_slice(&open[..HEADER_LEN]);
+    C::compress(&mut out, |records| {
+        records.put_slice(&open[HEADER_LEN..]);
         Ok(())
     })
     .map_err(|e| e.to_string())?;
-    failed.map_or(Ok(()), Err)
-}
-
-fn body_usize(body: i32) -> usize {
-    usize::try_from(body).unwrap_or(0)
+    Ok(out)
 }
 
 /// Bytes of a zigzag varint (Kafka's varint and varlong alike).
@@ -318,6 +322,10 @@ mod tests {
             attempts: 0,
             retry_at: None,
             encoded: None,
+            open: BytesMut::new(),
+            written: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
         }
     }
 
@@ -456,9 +464,13 @@ mod tests {
             Compression::Lz4,
             Compression::Zstd,
         ];
+        let mut compared = 0;
         for case in 0..400 {
             let n = [1, 1, 2, 3, 17, 70, 200][case % 7];
-            let records: Vec<PendingRecord> = (0..n).map(|_| random_record(&mut rng)).collect();
+            let mut records: Vec<PendingRecord> = (0..n).map(|_| random_record(&mut rng)).collect();
+            if case % 3 == 1 {
+                records.sort_by_key(|r| r.timestamp);
+            }
             let identity = (case % 3 != 0).then_some(Identity {
                 id: rng.i64(0..1 << 40),
                 epoch: rng.i16(0..),
@@ -471,18 +483,33 @@ mod tests {
             let compression = codecs[(case / 7) % codecs.len()];
             let (expected_bytes, expected) =
                 reference(&records, identity, base_sequence, compression);
+            let first_is_oldest = records.iter().all(|r| r.timestamp >= records[0].timestamp);
+            // Written as the accumulator does, record by record as appended (every other case
+            // with a tiny first reservation, so the buffer grows), or all at encode time.
             let mut b = batch(0);
-            b.records = records;
+            if case % 2 == 0 {
+                for r in records {
+                    b.records.push(r);
+                    write_pending(&mut b, if case % 4 == 0 { 1 } else { 20_000 }).unwrap();
+                }
+            } else {
+                b.records = records;
+            }
             encode(&mut b, identity, base_sequence, compression).unwrap();
             let encoded = b.encoded.unwrap();
             assert!(b
                 .records
                 .iter()
                 .all(|r| r.key.is_none() && r.value.is_none() && r.headers.is_empty()));
-            assert_eq!(
-                encoded.bytes, expected_bytes,
-                "case {case}: {n} records, {compression:?}"
-            );
+            // kafka-protocol's base timestamp is the smallest, ours the first record's: the
+            // same bytes when the first is the smallest, the same records either way.
+            if first_is_oldest {
+                compared += 1;
+                assert_eq!(
+                    encoded.bytes, expected_bytes,
+                    "case {case}: {n} records, {compression:?}"
+                );
+            }
             // And decoded on its own (the decoder checks the CRC).
             let mut bytes = encoded.bytes.clone();
             let sets = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
@@ -508,6 +535,8 @@ mod tests {
                 encoded.bytes[CRC..CRC + 4]
             );
         }
+        // Byte-compared on many multi-record batches, not only single records.
+        assert!(compared > 150, "{compared} batches compared byte for byte");
     }
 
     #[test]
