@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::{oneshot, Notify};
 
 use super::{DeliveryError, RecordMetadata};
@@ -78,6 +78,13 @@ pub(super) struct Batch {
     /// Not to be sent again before this (retry backoff).
     pub retry_at: Option<Instant>,
     pub encoded: Option<Encoded>,
+    /// The RecordBatch being written: a header placeholder, then the first `written` records
+    /// (see `idempotence::write_pending`); taken when the batch is encoded.
+    pub open: BytesMut,
+    pub written: usize,
+    /// The first record's timestamp, and the largest, of the records written.
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
 }
 
 impl Batch {
@@ -192,6 +199,9 @@ impl Accumulator {
         {
             last.bytes += size;
             last.records.push(record);
+            // An error (a field over 2 GiB) is met again, and reported, when the batch is
+            // encoded.
+            let _ = super::idempotence::write_pending(last, batch_size);
             return if last.bytes >= batch_size {
                 Appended::Full
             } else {
@@ -202,7 +212,7 @@ impl Accumulator {
         let created = Instant::now();
         // A batch behind another one is sent as soon as its predecessor goes.
         let behind = !queue.batches.is_empty();
-        queue.batches.push_back(Batch {
+        let mut batch = Batch {
             topic,
             partition,
             records: vec![record],
@@ -212,7 +222,18 @@ impl Accumulator {
             attempts: 0,
             retry_at: None,
             encoded: None,
-        });
+            open: BytesMut::new(),
+            written: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
+        };
+        // Room for a full batch of records of this size, without reserving `batch.size` for
+        // a batch of a few small records.
+        let _ = super::idempotence::write_pending(
+            &mut batch,
+            batch_size.min(size.saturating_mul(16)).max(size),
+        );
+        queue.batches.push_back(batch);
         if size >= batch_size || behind {
             Appended::Full
         } else {
@@ -404,6 +425,10 @@ mod tests {
                 producer_epoch: 0,
                 base_sequence: s,
             }),
+            open: BytesMut::new(),
+            written: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
         };
         queue.batches.push_back(batch(None));
         queue.requeue(batch(Some(20)));

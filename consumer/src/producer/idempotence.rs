@@ -8,13 +8,11 @@
 //! batches still waiting are re-stamped, never re-encoded.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression as Codec, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::compression::{self as cmpr, Compressor};
+use kafka_protocol::records::Compression as Codec;
 
-use super::accumulator::{Batch, Encoded};
+use super::accumulator::{Batch, Encoded, PendingRecord};
 use crate::config::Compression;
-use crate::util::text;
 
 /// Producer id and epoch (absent without idempotence).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +39,46 @@ fn codec(c: Compression) -> Codec {
     }
 }
 
-/// Encodes the batch's records as one RecordBatch v2 (moving keys and values out of them).
+/// Writes the batch's records not yet written into its open buffer (taking their keys, values
+/// and headers out: the buffer holds the data from then on). The accumulator calls this as each
+/// record is appended, on the thread that sends it, as the Java client's `MemoryRecordsBuilder`
+/// does: the copy happens there, and the record's key and value are freed by the thread that
+/// allocated them (freeing them on the sender's thread made glibc's malloc contend for the
+/// arena lock). `capacity` is the records bytes to reserve when the buffer is first opened.
+///
+/// Written by hand rather than with `kafka-protocol`'s `RecordBatchEncoder`, which needs every
+/// record at once as a `Record` (an `IndexMap` of headers each, a `StrBytes` per header name)
+/// and walks them five times: in `perf` of `lograil-bench produce --client lograil` (1000 B
+/// records, 16 KiB batches) that path was ~7 % of the client's CPU, mostly `memmove` and
+/// `malloc`; timed alone, the hand-written encoder took 6.1 µs per batch of 16 against 8.2.
+/// The base timestamp is the first record's (as the Java client's), so the timestamp deltas of
+/// later, earlier-stamped records are negative; a header name given twice is written once, at
+/// its first position, with its last value (as `kafka-protocol`'s map kept it, so the same
+/// records decode as before). The tests check the bytes against `RecordBatchEncoder`'s.
+pub(super) fn write_pending(batch: &mut Batch, capacity: usize) -> Result<(), String> {
+    if batch.written >= batch.records.len() {
+        return Ok(());
+    }
+    if batch.written == 0 {
+        batch.base_timestamp = batch.records[0].timestamp;
+        batch.max_timestamp = i64::MIN;
+        batch.open.clear();
+        batch.open.reserve(HEADER_LEN + capacity);
+        batch.open.put_bytes(0, HEADER_LEN);
+    }
+    for i in batch.written..batch.records.len() {
+        let offset = i32::try_from(i).map_err(|_| "too many records".to_string())?;
+        let r = &mut batch.records[i];
+        let timestamp = r.timestamp;
+        write_record(&mut batch.open, r, offset, batch.base_timestamp)?;
+        batch.max_timestamp = batch.max_timestamp.max(timestamp);
+        batch.written = i + 1;
+    }
+    Ok(())
+}
+
+/// Closes the batch into one RecordBatch v2: its header stamped with the producer identity and
+/// base sequence, the records section compressed if asked.
 pub(super) fn encode(
     batch: &mut Batch,
     identity: Option<Identity>,
@@ -49,49 +86,179 @@ pub(super) fn encode(
     compression: Compression,
 ) -> Result<(), String> {
     let (producer_id, producer_epoch) = identity.map_or((-1, -1), |i| (i.id, i.epoch));
-    // Without idempotence the base sequence is -1; the encoder derives it from the first
-    // record's sequence, so records count up from it either way.
     let base = if identity.is_some() {
         base_sequence
     } else {
         -1
     };
-    let mut records = Vec::with_capacity(batch.records.len());
-    for (i, r) in (0i32..).zip(batch.records.iter_mut()) {
-        let mut record = Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i64::from(i),
-            // Only the base sequence is on the wire; the encoder checks that records count up.
-            sequence: base.wrapping_add(i),
-            timestamp: r.timestamp,
-            key: r.key.take(),
-            value: r.value.take(),
-            headers: Default::default(),
-        };
-        for (name, value) in std::mem::take(&mut r.headers) {
-            record.headers.insert(text(&name), value);
-        }
-        records.push(record);
+    write_pending(batch, batch.bytes)?;
+    let count = i32::try_from(batch.records.len()).map_err(|_| "too many records".to_string())?;
+    if count == 0 {
+        return Err("empty batch".to_string());
     }
-    let capacity = batch.bytes + HEADER_LEN;
-    let mut buf = BytesMut::with_capacity(capacity);
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: codec(compression),
+    let open = std::mem::take(&mut batch.open);
+    let mut buf = match compression {
+        Compression::None => open,
+        Compression::Gzip => compress::<cmpr::Gzip>(&open)?,
+        Compression::Snappy => compress::<cmpr::Snappy>(&open)?,
+        Compression::Lz4 => compress::<cmpr::Lz4>(&open)?,
+        Compression::Zstd => compress::<cmpr::Zstd>(&open)?,
     };
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &options).map_err(|e| e.to_string())?;
+    let length = i32::try_from(buf.len() - 12).map_err(|_| "batch too large".to_string())?;
+    let mut header = &mut buf[..HEADER_LEN];
+    header.put_i64(0); // base offset (the broker assigns it)
+    header.put_i32(length);
+    header.put_i32(-1); // partition leader epoch
+    header.put_i8(2); // magic
+    header.put_u32(0); // CRC, filled below
+    header.put_i16(codec(compression) as i16); // attributes: codec, CreateTime, not transactional
+    header.put_i32(count - 1); // last offset delta
+    header.put_i64(batch.base_timestamp);
+    header.put_i64(batch.max_timestamp);
+    header.put_i64(producer_id);
+    header.put_i16(producer_epoch);
+    header.put_i32(base);
+    header.put_i32(count);
+    let crc = crc32c::crc32c(&buf[ATTRIBUTES..]);
+    buf[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
     batch.encoded = Some(Encoded {
         bytes: buf.freeze(),
         producer_id,
         producer_epoch,
-        base_sequence: if identity.is_some() { base } else { -1 },
+        base_sequence: base,
     });
+    Ok(())
+}
+
+/// The header placeholder of `open` followed by its records section, compressed.
+fn compress<C>(open: &BytesMut) -> Result<BytesMut, String>
+where
+    C: Compressor<BytesMut, BufMut = BytesMut>,
+{
+    let mut out = BytesMut::with_capacity(open.len());
+    out.put_slice(&open[..HEADER_LEN]);
+    C::compress(&mut out, |records| {
+        records.put_slice(&open[HEADER_LEN..]);
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// Bytes of a zigzag varint (Kafka's varint and varlong alike).
+fn varint_len(v: i64) -> usize {
+    let z = zigzag(v);
+    // 7 bits a byte; 0 still takes one.
+    let bits = 64 - (z | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn put_varint(buf: &mut BytesMut, v: i64) {
+    let mut z = zigzag(v);
+    while z >= 0x80 {
+        buf.put_u8((z as u8) | 0x80);
+        z >>= 7;
+    }
+    buf.put_u8(z as u8);
+}
+
+/// A length on the wire (-1 for null).
+fn wire_len(len: Option<usize>) -> Result<i64, String> {
+    match len {
+        None => Ok(-1),
+        Some(n) => i32::try_from(n)
+            .map(i64::from)
+            .map_err(|_| format!("field of {n} bytes is too large")),
+    }
+}
+
+/// Whether header `i` is the first with its name (the one written).
+fn first_of_name(headers: &[(String, Option<Bytes>)], i: usize) -> bool {
+    let name = &headers[i].0;
+    !headers[..i].iter().any(|(n, _)| n == name)
+}
+
+/// The value written for the header named as header `i`: the last one of that name.
+fn last_value(headers: &[(String, Option<Bytes>)], i: usize) -> &Option<Bytes> {
+    let name = &headers[i].0;
+    headers[i..]
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map_or(&headers[i].1, |(_, v)| v)
+}
+
+/// Bytes of a record after its length varint.
+fn record_body_len(r: &PendingRecord, offset: i32, base_timestamp: i64) -> Result<i32, String> {
+    let field = |len: Option<usize>| -> Result<usize, String> {
+        let wire = wire_len(len)?;
+        Ok(varint_len(wire) + len.unwrap_or(0))
+    };
+    let mut len = 1 // attributes
+        + varint_len(r.timestamp.wrapping_sub(base_timestamp))
+        + varint_len(i64::from(offset))
+        + field(r.key.as_ref().map(Bytes::len))?
+        + field(r.value.as_ref().map(Bytes::len))?;
+    let mut headers = 0i64;
+    for i in 0..r.headers.len() {
+        if r.headers.len() > 1 && !first_of_name(&r.headers, i) {
+            continue;
+        }
+        headers += 1;
+        let value = if r.headers.len() > 1 {
+            last_value(&r.headers, i)
+        } else {
+            &r.headers[i].1
+        };
+        len += field(Some(r.headers[i].0.len()))? + field(value.as_ref().map(Bytes::len))?;
+    }
+    len += varint_len(headers);
+    i32::try_from(len).map_err(|_| format!("record of {len} bytes is too large"))
+}
+
+/// One record, length-prefixed; its key, value and headers are taken out of it.
+fn write_record(
+    buf: &mut BytesMut,
+    r: &mut PendingRecord,
+    offset: i32,
+    base_timestamp: i64,
+) -> Result<(), String> {
+    let body = record_body_len(r, offset, base_timestamp)?;
+    put_varint(buf, i64::from(body));
+    buf.put_i8(0); // attributes
+    put_varint(buf, r.timestamp.wrapping_sub(base_timestamp));
+    put_varint(buf, i64::from(offset));
+    let put_field = |buf: &mut BytesMut, data: Option<&[u8]>| -> Result<(), String> {
+        put_varint(buf, wire_len(data.map(<[u8]>::len))?);
+        if let Some(d) = data {
+            buf.put_slice(d);
+        }
+        Ok(())
+    };
+    put_field(buf, r.key.take().as_deref())?;
+    put_field(buf, r.value.take().as_deref())?;
+    let headers = std::mem::take(&mut r.headers);
+    let several = headers.len() > 1;
+    let count = (0..headers.len())
+        .filter(|i| !several || first_of_name(&headers, *i))
+        .count();
+    put_varint(buf, i64::try_from(count).unwrap_or(i64::MAX));
+    for i in 0..headers.len() {
+        if several && !first_of_name(&headers, i) {
+            continue;
+        }
+        let value = if several {
+            last_value(&headers, i)
+        } else {
+            &headers[i].1
+        };
+        put_field(buf, Some(headers[i].0.as_bytes()))?;
+        put_field(buf, value.as_deref())?;
+    }
     Ok(())
 }
 
@@ -127,7 +294,9 @@ mod tests {
     use std::time::Instant;
 
     use bytes::Bytes;
-    use kafka_protocol::records::RecordBatchDecoder;
+    use kafka_protocol::records::{
+        Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
     use tokio::sync::oneshot;
 
     use super::super::accumulator::PendingRecord;
@@ -153,6 +322,10 @@ mod tests {
             attempts: 0,
             retry_at: None,
             encoded: None,
+            open: BytesMut::new(),
+            written: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
         }
     }
 
@@ -198,6 +371,172 @@ mod tests {
         assert_eq!(sets.len(), 1);
         assert_eq!(sets[0].records[0].producer_id, -1);
         assert_eq!(sets[0].records[0].sequence, -1);
+    }
+
+    /// A record of a random shape: null, empty or filled keys and values (some over 127 bytes,
+    /// for two-byte lengths), no/one/several headers (a repeated name, null values), and
+    /// timestamps out of order and far apart.
+    fn random_record(rng: &mut fastrand::Rng) -> PendingRecord {
+        let bytes = |rng: &mut fastrand::Rng| match rng.u8(..4) {
+            0 => None,
+            1 => Some(Bytes::new()),
+            2 => Some(Bytes::from(vec![rng.u8(..); rng.usize(1..20)])),
+            _ => Some(Bytes::from(vec![rng.u8(..); rng.usize(100..400)])),
+        };
+        let key = bytes(rng);
+        let value = bytes(rng);
+        let headers = (0..[0, 0, 1, 3, 6][rng.usize(..5)])
+            .map(|_| {
+                let name = ["a", "b", "", "retry_topic-attempts"][rng.usize(..4)].to_string();
+                (name, bytes(rng))
+            })
+            .collect();
+        let timestamp = match rng.u8(..3) {
+            0 => 1_700_000_000_000 + rng.i64(-5_000..5_000),
+            1 => 1_700_000_000_000,
+            _ => rng.i64(0..4_000_000_000_000),
+        };
+        PendingRecord {
+            key,
+            value,
+            headers,
+            timestamp,
+            size: 0,
+            reply: super::super::accumulator::Reply::Future(oneshot::channel().0),
+        }
+    }
+
+    /// What `kafka-protocol`'s encoder makes of the same records (the encoder used before).
+    fn reference(
+        records: &[PendingRecord],
+        identity: Option<Identity>,
+        base_sequence: i32,
+        compression: Compression,
+    ) -> (Bytes, Vec<Record>) {
+        let (producer_id, producer_epoch) = identity.map_or((-1, -1), |i| (i.id, i.epoch));
+        let base = if identity.is_some() {
+            base_sequence
+        } else {
+            -1
+        };
+        let records: Vec<Record> = (0i32..)
+            .zip(records)
+            .map(|(i, r)| {
+                let mut record = Record {
+                    transactional: false,
+                    control: false,
+                    delete_horizon: false,
+                    partition_leader_epoch: -1,
+                    producer_id,
+                    producer_epoch,
+                    timestamp_type: TimestampType::Creation,
+                    offset: i64::from(i),
+                    sequence: base.wrapping_add(i),
+                    timestamp: r.timestamp,
+                    key: r.key.clone(),
+                    value: r.value.clone(),
+                    headers: Default::default(),
+                };
+                for (name, value) in &r.headers {
+                    record
+                        .headers
+                        .insert(crate::util::text(name), value.clone());
+                }
+                record
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: codec(compression),
+        };
+        RecordBatchEncoder::encode(&mut buf, records.iter(), &options).unwrap();
+        (buf.freeze(), records)
+    }
+
+    #[test]
+    fn hand_written_batches_match_kafka_protocols_encoder() {
+        let mut rng = fastrand::Rng::with_seed(10);
+        let codecs = [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ];
+        let mut compared = 0;
+        for case in 0..400 {
+            let n = [1, 1, 2, 3, 17, 70, 200][case % 7];
+            let mut records: Vec<PendingRecord> = (0..n).map(|_| random_record(&mut rng)).collect();
+            if case % 3 == 1 {
+                records.sort_by_key(|r| r.timestamp);
+            }
+            let identity = (case % 3 != 0).then_some(Identity {
+                id: rng.i64(0..1 << 40),
+                epoch: rng.i16(0..),
+            });
+            let base_sequence = if case % 5 == 0 {
+                i32::MAX - 3
+            } else {
+                rng.i32(0..1000)
+            };
+            let compression = codecs[(case / 7) % codecs.len()];
+            let (expected_bytes, expected) =
+                reference(&records, identity, base_sequence, compression);
+            let first_is_oldest = records.iter().all(|r| r.timestamp >= records[0].timestamp);
+            // Written as the accumulator does, record by record as appended (every other case
+            // with a tiny first reservation, so the buffer grows), or all at encode time.
+            let mut b = batch(0);
+            if case % 2 == 0 {
+                for r in records {
+                    b.records.push(r);
+                    write_pending(&mut b, if case % 4 == 0 { 1 } else { 20_000 }).unwrap();
+                }
+            } else {
+                b.records = records;
+            }
+            encode(&mut b, identity, base_sequence, compression).unwrap();
+            let encoded = b.encoded.unwrap();
+            assert!(b
+                .records
+                .iter()
+                .all(|r| r.key.is_none() && r.value.is_none() && r.headers.is_empty()));
+            // kafka-protocol's base timestamp is the smallest, ours the first record's: the
+            // same bytes when the first is the smallest, the same records either way.
+            if first_is_oldest {
+                compared += 1;
+                assert_eq!(
+                    encoded.bytes, expected_bytes,
+                    "case {case}: {n} records, {compression:?}"
+                );
+            }
+            // And decoded on its own (the decoder checks the CRC).
+            let mut bytes = encoded.bytes.clone();
+            let sets = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
+            assert_eq!(sets.len(), 1);
+            let got = &sets[0].records;
+            assert_eq!(got.len(), expected.len());
+            for (g, e) in got.iter().zip(&expected) {
+                assert_eq!(
+                    (g.offset, g.timestamp, g.sequence),
+                    (e.offset, e.timestamp, e.sequence)
+                );
+                assert_eq!(
+                    (g.producer_id, g.producer_epoch),
+                    (e.producer_id, e.producer_epoch)
+                );
+                assert_eq!(
+                    (&g.key, &g.value, &g.headers),
+                    (&e.key, &e.value, &e.headers)
+                );
+            }
+            assert_eq!(
+                crc32c::crc32c(&encoded.bytes[ATTRIBUTES..]).to_be_bytes(),
+                encoded.bytes[CRC..CRC + 4]
+            );
+        }
+        // Byte-compared on many multi-record batches, not only single records.
+        assert!(compared > 150, "{compared} batches compared byte for byte");
     }
 
     #[test]
