@@ -194,8 +194,9 @@ fn now_ms() -> i64 {
 /// [`REFRESH`]: minutes of backlog).
 const CLOCK_SAMPLES: usize = 4096;
 
-/// When the broker saw each bounded partition's log end grow: (log end, instant) samples, taken
-/// as produces measure the backlog (right before they append). The age bound is timed by it,
+/// When the broker last saw each bounded partition's log end at a value: (log end, instant)
+/// samples, taken as produces measure the backlog (right before they append): the records
+/// after a sample's log end were appended after its instant. The age bound is timed by it,
 /// not by the records' own timestamps: a record that waited in a throttled producer is not old
 /// to the group, and timing the bound by producers' timestamps throttles them for their own
 /// waiting (measured with `lograil-bench spike`: throttles of seconds, then floods, goodput
@@ -207,9 +208,8 @@ struct AppendClock {
 
 impl AppendClock {
     /// Notes that partition `index` ends at `end` now and returns how long ago the record at
-    /// `committed` was appended: since the last sample at or below it (the append came right
-    /// after that measure). `None` when the clock holds no such sample (it started with the
-    /// backlog already there).
+    /// `committed` was appended: at most since the last sample at or below it. `None` when the
+    /// clock holds no such sample (it started with the backlog already there).
     fn age_of(&mut self, index: usize, committed: i64, end: i64, now: Instant) -> Option<Duration> {
         if self.partitions.len() <= index {
             self.partitions.resize_with(index + 1, VecDeque::new);
@@ -219,8 +219,9 @@ impl AppendClock {
             // Records deleted or the topic re-created: start again.
             samples.clear();
         }
-        if samples.back().is_none_or(|&(seen, _)| seen < end) {
-            samples.push_back((end, now));
+        match samples.back_mut() {
+            Some((seen, at)) if *seen == end => *at = now,
+            _ => samples.push_back((end, now)),
         }
         while samples.len() > CLOCK_SAMPLES
             || samples.len() > 1 && samples.get(1).is_some_and(|&(seen, _)| seen <= committed)
@@ -374,22 +375,15 @@ mod tests {
         let mut clock = AppendClock::default();
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        // Nothing unread: no age. The append of offsets 0..10 follows this measure.
+        // Nothing unread: no age. Seen empty again at 100 ms; offsets 0..10 come after that.
         assert_eq!(clock.age_of(0, 0, 0, at(0)), None);
-        // 1.6 s later offsets 0..10 are unread: appended right after the first sample.
-        assert_eq!(
-            clock.age_of(0, 0, 10, at(1600)),
-            Some(Duration::from_millis(1600))
-        );
-        // More appends; the group commits 10: its record was appended after the 1.6 s sample.
-        assert_eq!(
-            clock.age_of(0, 5, 20, at(1700)),
-            Some(Duration::from_millis(1700))
-        );
-        assert_eq!(
-            clock.age_of(0, 10, 20, at(2000)),
-            Some(Duration::from_millis(400))
-        );
+        assert_eq!(clock.age_of(0, 0, 0, at(100)), None);
+        // At 1.7 s offsets 0..10 are unread: appended after the last sample of an empty log.
+        let age = |ms| Some(Duration::from_millis(ms));
+        assert_eq!(clock.age_of(0, 0, 10, at(1700)), age(1600));
+        // More appends; the group commits 10: its record was appended after the 1.7 s sample.
+        assert_eq!(clock.age_of(0, 5, 20, at(1800)), age(1700));
+        assert_eq!(clock.age_of(0, 10, 20, at(2000)), age(300));
         // Caught up: no age.
         assert_eq!(clock.age_of(0, 20, 20, at(2100)), None);
         // A clock that starts with a backlog cannot tell: the caller reads the timestamp.
