@@ -1,8 +1,7 @@
 //! The data directory's own files beside the partitions' directories: each topic's
 //! `<topic>.topic` (its partition count, id and config) and the clean-shutdown marker.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
 
 use uuid::Uuid;
@@ -79,21 +78,12 @@ pub(crate) fn write_topic_file(
     config: &TopicConfig,
     id: Uuid,
 ) -> Result<(), FileError> {
-    let path = dir.join(format!("{name}.{TOPIC_EXT}"));
-    let tmp = dir.join(format!("{name}.{TOPIC_EXT}.tmp"));
     let text = format!(
         "{TOPIC_FORMAT}\nid={}\npartitions={partitions}\n{}",
         id.hyphenated(),
         config.to_properties()
     );
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()
-    };
-    write().map_err(|e| FileError::new("write", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
-    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
+    io::replace_file(dir, &format!("{name}.{TOPIC_EXT}"), text.as_bytes())
 }
 
 pub(crate) fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {

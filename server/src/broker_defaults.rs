@@ -10,8 +10,7 @@
 //! other broker config are static flags.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -177,22 +176,11 @@ impl BrokerDefaults {
     }
 
     fn write(&self, set: &BTreeMap<&'static str, String>) -> Result<(), FileError> {
-        let path = self.dir.join(FILE);
-        let tmp = self.dir.join(format!("{FILE}.tmp"));
         let mut text = format!("{FORMAT}\n");
         for (name, value) in set {
             text += &format!("{name}={value}\n");
         }
-        let write = || -> std::io::Result<()> {
-            let mut file = File::create(&tmp)?;
-            file.write_all(text.as_bytes())?;
-            file.sync_all()
-        };
-        write().map_err(|e| FileError::new("write", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| FileError::new("fsync", &self.dir, e))
+        log_core::io::replace_file(&self.dir, FILE, text.as_bytes())
     }
 }
 

@@ -25,8 +25,7 @@
 //!   quotas apply through the default user or the user named `ANONYMOUS`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
@@ -551,20 +550,8 @@ impl Quotas {
                 })
                 .collect(),
         };
-        let text = serde_json::to_string_pretty(&file).unwrap_or_default();
-        let path = self.dir.join(FILE);
-        let tmp = self.dir.join(format!("{FILE}.tmp"));
-        let write = || -> std::io::Result<()> {
-            let mut file = File::create(&tmp)?;
-            file.write_all(text.as_bytes())?;
-            file.write_all(b"\n")?;
-            file.sync_all()
-        };
-        write().map_err(|e| FileError::new("write", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| FileError::new("fsync", &self.dir, e))
+        let text = serde_json::to_string_pretty(&file).unwrap_or_default() + "\n";
+        log_core::io::replace_file(&self.dir, FILE, text.as_bytes())
     }
 }
 

@@ -93,3 +93,19 @@ pub(crate) fn write_all_vectored(mut file: &File, bufs: &[IoSlice<'_>]) -> io::R
 pub fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
 }
+
+/// Replaces `dir/name` with `bytes` so that a crash leaves the old file or the new one, never a
+/// torn one: written to `name.tmp` and fsynced, renamed over `name`, the directory fsynced.
+pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), crate::FileError> {
+    use crate::FileError;
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let write = || -> io::Result<()> {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    };
+    write().map_err(|e| FileError::new("write", &tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
+    sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
+}

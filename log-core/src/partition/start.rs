@@ -3,8 +3,7 @@
 //! written atomically before any segment below it is deleted. The log start offset is the
 //! larger of it and the first segment's base offset.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
@@ -40,19 +39,10 @@ pub(crate) fn read_start_floor(dir: &Path) -> Result<i64, OpenError> {
 }
 
 fn write_start_floor(dir: &Path, offset: i64) -> Result<(), FileError> {
-    let path = dir.join(START_FILE);
-    let tmp = dir.join(format!("{START_FILE}.tmp"));
     let mut bytes = Vec::with_capacity(9);
     bytes.push(START_VERSION);
     bytes.extend_from_slice(&offset.to_be_bytes());
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()
-    };
-    write().map_err(|e| FileError::new("write", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
-    io::sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
+    io::replace_file(dir, START_FILE, &bytes)
 }
 
 impl Partition {
