@@ -1,9 +1,13 @@
 //! The fetcher task: resolves positions (committed offset, reset, timestamp), then keeps one
-//! Fetch in flight per leader for the partitions whose buffer has room, decodes the batches
-//! (every codec; control batches skipped) and queues them for `recv`.
+//! Fetch in flight per leader for the partitions whose buffer has room, checks the framing of
+//! the batches that come back and queues them for `recv`, which decodes them (every codec;
+//! control batches skipped) a batch at a time as it hands records out. Decoding on the
+//! application's side, as the Java client does, keeps it off the fetch loop: the next Fetch
+//! goes out while the last one is being read (measured: 2 of every 6 ms per 6 MB fetch were
+//! decoding).
 //!
 //! Bounded: a partition is fetched only while fewer than two `max.partition.fetch.bytes` of
-//! its records are buffered, and the whole buffer stays under `fetch.max.bytes` plus one fetch.
+//! its batches are buffered, and the whole buffer stays under `fetch.max.bytes` plus one fetch.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -39,8 +43,8 @@ struct Completion {
 /// What one partition's fetch produced, decoded outside the lock.
 enum Outcome {
     Records {
-        records: VecDeque<ConsumerRecord>,
-        bytes: usize,
+        /// Whole batches, not yet decoded.
+        batches: Bytes,
         next_offset: i64,
         high_watermark: i64,
     },
@@ -55,6 +59,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
     let mut in_flight: JoinSet<Completion> = JoinSet::new();
     let mut busy: HashSet<i32> = HashSet::new();
     let mut attempt: u32 = 0;
+    let mut wake_recv = false;
     loop {
         if shared.closing.load(Ordering::Acquire) {
             return;
@@ -77,6 +82,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
             }
         };
         wake = earliest(wake, send_fetches(&shared, &mut in_flight, &mut busy));
+        if std::mem::take(&mut wake_recv) {
+            shared.records.notify_one();
+        }
 
         let sleep = async {
             match wake {
@@ -88,7 +96,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
             Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                 if let Ok(done) = done {
                     busy.remove(&done.node);
-                    complete(&shared, done);
+                    wake_recv |= complete(&shared, done);
                 }
             }
             () = notified => {}
@@ -320,15 +328,28 @@ fn send_fetches(
             .with_topics(topics);
         let cluster = shared.cluster.clone();
         let timeout = config.net.request_timeout + max_wait;
+        // On an open connection the request is written here, before `recv` is woken for the
+        // last response's records (the thread that runs `recv` may take this one's core).
+        let started = cluster.live_connection(node).map(|connection| {
+            let version = connection.version::<FetchRequest>(12)?;
+            let pending = connection.start(&request, version)?;
+            Ok::<_, NetError>((connection, pending))
+        });
         in_flight.spawn(async move {
-            let result = async {
-                let connection = cluster.connection(node).await?;
-                let version = connection.version::<FetchRequest>(12)?;
-                connection
-                    .call_with_timeout(&request, version, timeout)
+            let result = match started {
+                Some(Ok((connection, pending))) => pending.wait(&connection, timeout).await,
+                Some(Err(e)) => Err(e),
+                None => {
+                    async {
+                        let connection = cluster.connection(node).await?;
+                        let version = connection.version::<FetchRequest>(12)?;
+                        connection
+                            .call_with_timeout(&request, version, timeout)
+                            .await
+                    }
                     .await
-            }
-            .await;
+                }
+            };
             Completion {
                 node,
                 partitions,
@@ -340,7 +361,7 @@ fn send_fetches(
 }
 
 /// Applies a fetch response: records to the buffer, errors to positions or `recv`.
-fn complete(shared: &Arc<Shared>, done: Completion) {
+fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
     let response = match done.result {
         Ok(r) if r.error_code == 0 => r,
         // A lost connection, or the whole fetch refused: back off, look at the metadata again.
@@ -358,10 +379,10 @@ fn complete(shared: &Arc<Shared>, done: Completion) {
             }
             drop(st);
             spawn_refresh(shared);
-            return;
+            return false;
         }
     };
-    let mut answers: HashMap<TopicPartition, Outcome> = HashMap::new();
+    let mut answers: HashMap<TopicPartition, (Arc<str>, Outcome)> = HashMap::new();
     for topic in response.responses {
         let topic_name: Arc<str> = Arc::from(topic.topic.0.as_str());
         for data in topic.partitions {
@@ -371,15 +392,13 @@ fn complete(shared: &Arc<Shared>, done: Completion) {
             };
             let outcome = match ErrorCode::try_from_code(data.error_code) {
                 Some(code) => Outcome::Error(code),
-                None => decode(
-                    &topic_name,
-                    data.partition_index,
+                None => frame(
                     fetched.offset,
                     data.records.unwrap_or_default(),
                     data.high_watermark,
                 ),
             };
-            answers.insert(tp, outcome);
+            answers.insert(tp, (topic_name.clone(), outcome));
         }
     }
     let mut refresh = false;
@@ -393,36 +412,39 @@ fn complete(shared: &Arc<Shared>, done: Completion) {
             continue;
         }
         p.in_flight = false;
-        match answers.remove(&f.partition) {
-            None => {}
-            Some(Outcome::Records {
-                records,
-                bytes,
+        let Some((topic, outcome)) = answers.remove(&f.partition) else {
+            continue;
+        };
+        match outcome {
+            Outcome::Records {
+                batches,
                 next_offset,
                 high_watermark,
-            }) => {
+            } => {
                 p.high_watermark = high_watermark;
                 p.fetch_offset = p.fetch_offset.max(next_offset);
-                if !records.is_empty() {
-                    p.buffered += bytes;
+                if !batches.is_empty() {
+                    p.buffered += batches.len();
                     got_records = true;
                     st.buffer.push_back(Chunk {
+                        topic,
                         partition: f.partition,
                         epoch: f.epoch,
-                        records,
-                        bytes,
+                        bytes: batches.len(),
+                        batches,
+                        records: VecDeque::new(),
                     });
                 }
             }
-            Some(Outcome::Error(ErrorCode::OffsetOutOfRange)) => {
+            Outcome::Error(ErrorCode::OffsetOutOfRange) => {
                 let reset = shared.config.auto_offset_reset;
                 st.reposition(&f.partition, Position::Reset(reset));
             }
-            Some(Outcome::Error(code)) if code.is_retriable() => {
+            Outcome::Error(code) if code.is_retriable() => {
                 p.retry_at = Some(Instant::now() + shared.config.net.retry_backoff);
                 refresh = true;
             }
-            Some(Outcome::Error(code)) => {
+            Outcome::Error(code) => {
                 p.retry_at = Some(Instant::now() + shared.config.net.retry_backoff_max);
                 st.error = Some(ConsumeError::Broker(CallError::broker(
                     kafka_protocol::messages::ApiKey::Fetch,
@@ -431,7 +453,7 @@ fn complete(shared: &Arc<Shared>, done: Completion) {
                 )));
                 got_records = true;
             }
-            Some(Outcome::Corrupt { offset, reason }) => {
+            Outcome::Corrupt { offset, reason } => {
                 p.retry_at = Some(Instant::now() + shared.config.net.retry_backoff_max);
                 st.error = Some(ConsumeError::Corrupt {
                     partition: f.partition,
@@ -443,12 +465,10 @@ fn complete(shared: &Arc<Shared>, done: Completion) {
         }
     }
     drop(st);
-    if got_records {
-        shared.records.notify_one();
-    }
     if refresh {
         spawn_refresh(shared);
     }
+    got_records
 }
 
 fn spawn_refresh(shared: &Arc<Shared>) {
@@ -467,11 +487,16 @@ pub(crate) fn decode_all(
     partition: i32,
     bytes: Bytes,
 ) -> Result<Vec<ConsumerRecord>, (i64, String)> {
-    match decode(topic, partition, 0, bytes, -1) {
-        Outcome::Records { records, .. } => Ok(records.into()),
-        Outcome::Corrupt { offset, reason } => Err((offset, reason)),
-        Outcome::Error(code) => Err((-1, code.to_string())),
+    let mut batches = match frame(0, bytes, -1) {
+        Outcome::Records { batches, .. } => batches,
+        Outcome::Corrupt { offset, reason } => return Err((offset, reason)),
+        Outcome::Error(code) => return Err((-1, code.to_string())),
+    };
+    let mut records = VecDeque::new();
+    while !batches.is_empty() {
+        decode_next(topic, partition, 0, &mut batches, &mut records)?;
     }
+    Ok(records.into())
 }
 
 /// Byte positions in a RecordBatch v2 header.
@@ -480,97 +505,111 @@ const ATTRIBUTES: usize = 21;
 const LAST_OFFSET_DELTA: usize = 23;
 const HEADER_LEN: usize = 61;
 
-/// Decodes the whole batches in `bytes` (a trailing partial batch is left for the next
-/// fetch): records at or after `fetch_offset`, control batches skipped.
-fn decode(
-    topic: &Arc<str>,
-    partition: i32,
-    fetch_offset: i64,
-    mut bytes: Bytes,
-    high_watermark: i64,
-) -> Outcome {
-    let mut records = VecDeque::new();
-    let mut size = 0;
+/// The framing of one batch at the start of `bytes`: its base offset and length, or why it is
+/// unreadable. `None` if the batch is not whole.
+fn batch_frame(bytes: &[u8]) -> Option<Result<(i64, usize), (i64, String)>> {
+    if bytes.len() < LENGTH_END {
+        return None;
+    }
+    let base = i64::from_be_bytes(bytes[0..8].try_into().unwrap_or([0; 8]));
+    let length = i32::from_be_bytes(bytes[8..12].try_into().unwrap_or([0; 4]));
+    let Some(total) = usize::try_from(length).ok().map(|l| l + LENGTH_END) else {
+        return Some(Err((base, format!("batch length {length}"))));
+    };
+    if bytes.len() < total {
+        return None;
+    }
+    if total < HEADER_LEN {
+        return Some(Err((base, format!("batch of {total} bytes"))));
+    }
+    let magic = bytes[16];
+    if magic != 2 {
+        return Some(Err((
+            base,
+            format!("record batch magic {magic} (only v2 is read)"),
+        )));
+    }
+    Some(Ok((base, total)))
+}
+
+/// The offset after a batch (from its header).
+fn batch_end(batch: &[u8], base: i64) -> i64 {
+    let last_delta = i32::from_be_bytes(
+        batch[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
+            .try_into()
+            .unwrap_or([0; 4]),
+    );
+    base + i64::from(last_delta) + 1
+}
+
+/// Checks the framing of the batches in a fetched partition without decoding them: the whole
+/// batches (a trailing partial batch is left for the next fetch) and the offset after them.
+fn frame(fetch_offset: i64, bytes: Bytes, high_watermark: i64) -> Outcome {
+    let mut whole = 0;
     let mut next_offset = fetch_offset;
-    while bytes.len() >= LENGTH_END {
-        let base = i64::from_be_bytes(bytes[0..8].try_into().unwrap_or([0; 8]));
-        let length = i32::from_be_bytes(bytes[8..12].try_into().unwrap_or([0; 4]));
-        let Some(total) = usize::try_from(length).ok().map(|l| l + LENGTH_END) else {
-            return Outcome::Corrupt {
-                offset: base,
-                reason: format!("batch length {length}"),
-            };
+    while let Some(framed) = batch_frame(&bytes[whole..]) {
+        let (base, total) = match framed {
+            Ok(f) => f,
+            Err((offset, reason)) => return Outcome::Corrupt { offset, reason },
         };
-        if bytes.len() < total {
-            break;
-        }
-        if total < HEADER_LEN {
-            return Outcome::Corrupt {
-                offset: base,
-                reason: format!("batch of {total} bytes"),
-            };
-        }
-        let mut batch = bytes.split_to(total);
-        let magic = batch[16];
-        let attributes = i16::from_be_bytes([batch[ATTRIBUTES], batch[ATTRIBUTES + 1]]);
-        let last_delta = i32::from_be_bytes(
-            batch[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
-                .try_into()
-                .unwrap_or([0; 4]),
-        );
-        let batch_end = base + i64::from(last_delta) + 1;
-        if magic != 2 {
-            return Outcome::Corrupt {
-                offset: base,
-                reason: format!("record batch magic {magic} (only v2 is read)"),
-            };
-        }
-        let control = attributes & (1 << 5) != 0;
-        if !control && batch_end > fetch_offset {
-            let set = match RecordBatchDecoder::decode(&mut batch) {
-                Ok(set) => set,
-                Err(e) => {
-                    return Outcome::Corrupt {
-                        offset: base,
-                        reason: e.to_string(),
-                    }
-                }
-            };
-            for r in set.records {
-                if r.offset < fetch_offset || r.control {
-                    continue;
-                }
-                let headers: Vec<(String, Option<Bytes>)> = r
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect();
-                size += 64
-                    + r.key.as_ref().map_or(0, Bytes::len)
-                    + r.value.as_ref().map_or(0, Bytes::len);
-                records.push_back(ConsumerRecord {
-                    topic: topic.clone(),
-                    partition,
-                    offset: r.offset,
-                    timestamp: r.timestamp,
-                    timestamp_type: match r.timestamp_type {
-                        WireTimestampType::Creation => TimestampType::CreateTime,
-                        WireTimestampType::LogAppend => TimestampType::LogAppendTime,
-                    },
-                    key: r.key,
-                    value: r.value,
-                    headers,
-                });
-            }
-        }
-        next_offset = next_offset.max(batch_end);
+        next_offset = next_offset.max(batch_end(&bytes[whole..whole + total], base));
+        whole += total;
     }
     Outcome::Records {
-        records,
-        bytes: size,
+        batches: bytes.slice(..whole),
         next_offset,
         high_watermark,
     }
+}
+
+/// Decodes the first batch of `batches` (whole, framed by [`frame`]) into `out`: its records
+/// at or after `from`; nothing for a control batch. The batch is taken off `batches` either
+/// way; an error names its base offset.
+pub(super) fn decode_next(
+    topic: &Arc<str>,
+    partition: i32,
+    from: i64,
+    batches: &mut Bytes,
+    out: &mut VecDeque<ConsumerRecord>,
+) -> Result<(), (i64, String)> {
+    let (base, total) = match batch_frame(batches) {
+        Some(framed) => framed?,
+        None => {
+            *batches = Bytes::new();
+            return Err((-1, "a partial batch".to_string()));
+        }
+    };
+    let mut batch = batches.split_to(total);
+    let attributes = i16::from_be_bytes([batch[ATTRIBUTES], batch[ATTRIBUTES + 1]]);
+    let control = attributes & (1 << 5) != 0;
+    if control || batch_end(&batch, base) <= from {
+        return Ok(());
+    }
+    let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| (base, e.to_string()))?;
+    for r in set.records {
+        if r.offset < from || r.control {
+            continue;
+        }
+        let headers: Vec<(String, Option<Bytes>)> = r
+            .headers
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        out.push_back(ConsumerRecord {
+            topic: topic.clone(),
+            partition,
+            offset: r.offset,
+            timestamp: r.timestamp,
+            timestamp_type: match r.timestamp_type {
+                WireTimestampType::Creation => TimestampType::CreateTime,
+                WireTimestampType::LogAppend => TimestampType::LogAppendTime,
+            },
+            key: r.key,
+            value: r.value,
+            headers,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -611,6 +650,24 @@ mod tests {
         buf.freeze()
     }
 
+    /// Frames `bytes` and decodes every batch from `from`.
+    fn decode(from: i64, bytes: Bytes) -> Result<(Vec<ConsumerRecord>, i64), (i64, String)> {
+        let Outcome::Records {
+            mut batches,
+            next_offset,
+            ..
+        } = frame(from, bytes, -1)
+        else {
+            return Err((-1, "not records".into()));
+        };
+        let topic: Arc<str> = Arc::from("t");
+        let mut records = VecDeque::new();
+        while !batches.is_empty() {
+            decode_next(&topic, 0, from, &mut batches, &mut records)?;
+        }
+        Ok((records.into(), next_offset))
+    }
+
     #[test]
     fn decodes_whole_batches_skipping_control_and_earlier_records() {
         let mut all = bytes::BytesMut::new();
@@ -619,15 +676,7 @@ mod tests {
         all.extend_from_slice(&batch(4, 2, false));
         let partial = batch(6, 5, false);
         all.extend_from_slice(&partial[..partial.len() - 3]);
-        let topic: Arc<str> = Arc::from("t");
-        let Outcome::Records {
-            records,
-            next_offset,
-            ..
-        } = decode(&topic, 0, 1, all.freeze(), 11)
-        else {
-            panic!("not records");
-        };
+        let (records, next_offset) = decode(1, all.freeze()).unwrap();
         let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![1, 2, 4, 5]);
         assert_eq!(next_offset, 6, "the partial batch is fetched again");
@@ -635,14 +684,63 @@ mod tests {
     }
 
     #[test]
+    fn recv_decodes_batch_by_batch_and_stops_at_a_corrupt_one() {
+        use super::super::{Position, State};
+        let tp = TopicPartition::new("t", 0);
+        let mut st = State::new();
+        st.add_partitions(std::slice::from_ref(&tp));
+        st.reposition(&tp, Position::Known(1));
+        let epoch = st.partitions[&tp].epoch;
+        let mut corrupt = batch(3, 2, false).to_vec();
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xff;
+        let mut all = bytes::BytesMut::new();
+        all.extend_from_slice(&batch(0, 3, false));
+        all.extend_from_slice(&corrupt);
+        all.extend_from_slice(&batch(5, 1, false));
+        let Outcome::Records { batches, .. } = frame(1, all.freeze(), 6) else {
+            panic!("framing refused");
+        };
+        st.buffer.push_back(Chunk {
+            topic: Arc::from("t"),
+            partition: tp.clone(),
+            epoch,
+            bytes: batches.len(),
+            batches,
+            records: VecDeque::new(),
+        });
+        let backoff = Duration::from_secs(1);
+        let offsets: Vec<i64> = (0..2)
+            .map(|_| st.next_record(backoff).unwrap().unwrap().offset)
+            .collect();
+        assert_eq!(
+            offsets,
+            vec![1, 2],
+            "records before the fetch position are skipped"
+        );
+        match st.next_record(backoff) {
+            Some(Err(ConsumeError::Corrupt { offset, .. })) => assert_eq!(offset, 3),
+            other => panic!("expected a corrupt batch at 3, got {other:?}"),
+        }
+        let p = &st.partitions[&tp];
+        assert_eq!(p.position, Position::Known(3), "stays at the corrupt batch");
+        assert_eq!(p.fetch_offset, 3, "fetched again from there");
+        assert!(p.retry_at.is_some(), "after a backoff");
+        assert!(st.buffer.is_empty(), "the batches after it are dropped");
+        assert!(st.next_record(backoff).is_none());
+    }
+
+    #[test]
     fn a_corrupt_batch_is_reported() {
         let mut b = batch(0, 2, false).to_vec();
         let last = b.len() - 1;
         b[last] ^= 0xff;
-        let topic: Arc<str> = Arc::from("t");
+        assert!(matches!(decode(0, Bytes::from(b)), Err((0, _))));
+        let mut framing = batch(5, 2, false).to_vec();
+        framing[16] = 1;
         assert!(matches!(
-            decode(&topic, 0, 0, Bytes::from(b), 2),
-            Outcome::Corrupt { offset: 0, .. }
+            frame(5, Bytes::from(framing), -1),
+            Outcome::Corrupt { offset: 5, .. }
         ));
     }
 }

@@ -139,12 +139,17 @@ pub(crate) struct PartitionState {
     pub high_watermark: i64,
 }
 
-/// Fetched records of one partition, not yet handed out.
+/// Fetched batches of one partition, not yet handed out: decoded a batch at a time by `recv`.
 #[derive(Debug)]
 pub(crate) struct Chunk {
+    pub topic: Arc<str>,
     pub partition: TopicPartition,
     pub epoch: u64,
+    /// Whole batches not decoded yet.
+    pub batches: Bytes,
+    /// Records of the batch being handed out.
     pub records: VecDeque<ConsumerRecord>,
+    /// Bytes it counts in the partition's buffer.
     pub bytes: usize,
 }
 
@@ -272,8 +277,14 @@ impl State {
             .collect()
     }
 
-    /// The next record to hand out, if one is buffered.
-    fn next_record(&mut self) -> Option<ConsumerRecord> {
+    /// The next record to hand out, if one is buffered, decoding the next batch when the last
+    /// one is used up. A batch that fails its checks is an error; its partition is fetched
+    /// again from the same position after `retry_backoff_max` (and fails the same way until a
+    /// seek moves it).
+    fn next_record(
+        &mut self,
+        retry_backoff_max: Duration,
+    ) -> Option<Result<ConsumerRecord, ConsumeError>> {
         while let Some(chunk) = self.buffer.front_mut() {
             let usable = self
                 .partitions
@@ -283,16 +294,40 @@ impl State {
                     _ => None,
                 });
             if let Some(position) = usable {
-                while let Some(record) = chunk.records.pop_front() {
-                    if record.offset < position {
-                        continue;
+                loop {
+                    if let Some(record) = chunk.records.pop_front() {
+                        if record.offset < position {
+                            continue;
+                        }
+                        let tp = chunk.partition.clone();
+                        if let Some(p) = self.partitions.get_mut(&tp) {
+                            p.position = Position::Known(record.offset + 1);
+                        }
+                        self.in_hand = Some((tp, record.offset));
+                        return Some(Ok(record));
                     }
-                    let tp = chunk.partition.clone();
-                    if let Some(p) = self.partitions.get_mut(&tp) {
-                        p.position = Position::Known(record.offset + 1);
+                    if chunk.batches.is_empty() {
+                        break;
                     }
-                    self.in_hand = Some((tp, record.offset));
-                    return Some(record);
+                    let decoded = fetcher::decode_next(
+                        &chunk.topic,
+                        chunk.partition.partition,
+                        position,
+                        &mut chunk.batches,
+                        &mut chunk.records,
+                    );
+                    if let Err((offset, reason)) = decoded {
+                        let tp = chunk.partition.clone();
+                        self.reposition(&tp, Position::Known(position));
+                        if let Some(p) = self.partitions.get_mut(&tp) {
+                            p.retry_at = Some(Instant::now() + retry_backoff_max);
+                        }
+                        return Some(Err(ConsumeError::Corrupt {
+                            partition: tp,
+                            offset: offset.max(position),
+                            reason,
+                        }));
+                    }
                 }
             }
             if let Some(done) = self.buffer.pop_front() {
@@ -570,11 +605,11 @@ impl Consumer {
             return Some(Err(e));
         }
         let before = st.buffer.len();
-        let record = st.next_record();
+        let record = st.next_record(self.shared.config.net.retry_backoff_max);
         if st.buffer.len() < before || (record.is_none() && before > 0) {
             self.shared.fetcher.notify_one();
         }
-        record.map(Ok)
+        record
     }
 
     /// [`Consumer::recv`] as a `Stream` (use `futures_util::StreamExt::next`).
