@@ -127,8 +127,8 @@ async fn flush_sends_lingering_batches_and_unkeyed_records_stick_per_batch() {
             .unwrap();
         partitions.insert(meta.partition);
     }
-    // 100 records of ~121 bytes fit in one 16 KiB batch: the sticky partitioner keeps them on
-    // one partition.
+    // 100 records of ~121 bytes fit in one batch: the sticky partitioner keeps them on one
+    // partition.
     assert_eq!(partitions.len(), 1, "{partitions:?}");
     assert!(requests >= 1);
     // Nothing more to send: a second flush sends nothing.

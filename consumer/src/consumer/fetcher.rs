@@ -6,8 +6,11 @@
 //! goes out while the last one is being read (measured: 2 of every 6 ms per 6 MB fetch were
 //! decoding).
 //!
-//! Bounded: a partition is fetched only while fewer than two `max.partition.fetch.bytes` of
-//! its batches are buffered, and the whole buffer stays under `fetch.max.bytes` plus one fetch.
+//! Bounded: the whole buffer stays under `fetch.max.bytes` plus one fetch, shared out among the
+//! assigned partitions (at least two `max.partition.fetch.bytes` each): a partition is fetched
+//! only while less than its share is buffered. Buffering deep, as librdkafka does (64 MiB by
+//! default), keeps fetches large and back to back: with a share of 2 MiB per partition, 6
+//! partitions were consumed at 280-540 MB/s, with 8 MiB at 820-970 (`lograil-bench consume`).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -242,10 +245,8 @@ fn send_fetches(
     let config = &shared.config;
     let now = Instant::now();
     let metadata = shared.cluster.metadata();
-    let per_partition_limit = usize::try_from(config.max_partition_fetch_bytes)
-        .unwrap_or(1 << 20)
-        .saturating_mul(2);
     let total_limit = usize::try_from(config.fetch_max_bytes).unwrap_or(50 << 20);
+    let partition_fetch = usize::try_from(config.max_partition_fetch_bytes).unwrap_or(1 << 20);
     let mut wake = None;
     let mut need_metadata = false;
     let mut by_leader: BTreeMap<i32, Vec<Fetched>> = BTreeMap::new();
@@ -255,6 +256,8 @@ fn send_fetches(
         if buffered >= total_limit {
             return None;
         }
+        let per_partition_limit =
+            (total_limit / st.partitions.len().max(1)).max(partition_fetch.saturating_mul(2));
         for (tp, p) in st.partitions.iter_mut() {
             let Position::Known(_) = p.position else {
                 continue;
