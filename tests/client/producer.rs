@@ -101,6 +101,54 @@ async fn headers_timestamps_nulls_and_every_codec_round_trip() {
     }
 }
 
+/// Once a leader's batch has lingered, the batches of its other partitions go in the same
+/// request before their own linger is over (as the Java client drains a ready node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lingered_batch_takes_the_leaders_other_batches_along() {
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("drain-node", 6).await;
+    let first = leader_of(&cluster, &topic, 0).await;
+    let mut other = None;
+    for p in 1..6 {
+        if leader_of(&cluster, &topic, p).await == first {
+            other = Some(p);
+            break;
+        }
+    }
+    let other = other.expect("a second partition led by partition 0's leader");
+    let producer = cluster.producer(&[("linger.ms", "1500")]).await;
+    // Connections and metadata first, so that only the two records make requests.
+    producer
+        .send(ProducerRecord::new(&topic).partition(0).value("warm"))
+        .await
+        .unwrap();
+    producer.flush().await;
+    let requests = producer.stats().requests;
+    let started = std::time::Instant::now();
+    let a = producer
+        .send(ProducerRecord::new(&topic).partition(0).value("a"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let b = producer
+        .send(ProducerRecord::new(&topic).partition(other).value("b"))
+        .await
+        .unwrap();
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!((a.partition, b.partition), (0, other));
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_millis(2000),
+        "the second batch went with the first at 1.5 s, not at its own linger (2.2 s): {waited:?}"
+    );
+    assert_eq!(
+        producer.stats().requests,
+        requests + 1,
+        "one request for both"
+    );
+    producer.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flush_sends_lingering_batches_and_unkeyed_records_stick_per_batch() {
     let cluster = TestCluster::start();

@@ -16,7 +16,7 @@
 //! - a batch that fails for good after it was sent leaves a gap in the sequence: the epoch is
 //!   bumped once nothing is in flight, and waiting batches are re-stamped from sequence 0.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -303,7 +303,12 @@ impl Sender {
     }
 
     /// One pass over the partitions: at most one batch each, grouped into one request per
-    /// leader. Returns whether anything was sent, and when to look again.
+    /// leader. Once one of a leader's batches is ready (full, lingered, flushed), the batches of
+    /// its other partitions go along in the same request whether lingered or not, as the Java
+    /// client drains a ready node: partitions whose lingers end at different times would
+    /// otherwise each take a request of their own and fill `max.in.flight` (measured at 100,000
+    /// records/s over 6 partitions: delivery p50 6.4-6.9 ms before, against librdkafka's
+    /// 4.7-5.2). Returns whether anything was sent, and when to look again.
     fn drain(&mut self, now: Instant) -> (bool, Option<Instant>) {
         let inner = self.inner.clone();
         let config = &inner.config;
@@ -330,6 +335,28 @@ impl Sender {
                 keys.rotate_left(start);
                 acc.drain_start = acc.drain_start.wrapping_add(1);
             }
+            let is_ready = |queue: &super::accumulator::PartitionQueue| {
+                queue.batches.front().is_some_and(|head| {
+                    queue.batches.len() > 1
+                        || head.bytes >= config.batch_size
+                        || now.saturating_duration_since(head.created) >= config.linger
+                        || head.flush_generation < flush_generation
+                        || closing
+                        || head.attempts > 0
+                })
+            };
+            let ready_leaders: HashSet<i32> = acc
+                .partitions
+                .iter()
+                .filter(|(_, queue)| {
+                    is_ready(queue)
+                        && queue
+                            .batches
+                            .front()
+                            .is_some_and(|head| head.retry_at.is_none_or(|t| t <= now))
+                })
+                .filter_map(|(key, _)| metadata.leader(&key.0, key.1))
+                .collect();
             for key in keys {
                 let Some(queue) = acc.partitions.get_mut(&key) else {
                     continue;
@@ -341,13 +368,11 @@ impl Sender {
                     wake = earliest(wake, Some(t));
                     continue;
                 }
-                let ready = queue.batches.len() > 1
-                    || head.bytes >= config.batch_size
-                    || now.saturating_duration_since(head.created) >= config.linger
-                    || head.flush_generation < flush_generation
-                    || closing
-                    || head.attempts > 0;
-                if !ready {
+                let Some(leader) = metadata.leader(&key.0, key.1) else {
+                    need_metadata = true;
+                    continue;
+                };
+                if !is_ready(queue) && !ready_leaders.contains(&leader) {
                     wake = earliest(wake, Some(head.created + config.linger));
                     continue;
                 }
@@ -356,10 +381,6 @@ impl Sender {
                 if strict_order && queue.in_flight > 0 {
                     continue;
                 }
-                let Some(leader) = metadata.leader(&key.0, key.1) else {
-                    need_metadata = true;
-                    continue;
-                };
                 if let Some(t) = self.throttled_until.get(&leader).filter(|t| **t > now) {
                     wake = earliest(wake, Some(*t));
                     continue;
