@@ -608,15 +608,21 @@ impl Inner {
                 return Vec::new();
             }
         };
-        let by_offset: BTreeMap<i64, ConsumerRecord> =
-            decoded.into_iter().map(|r| (r.offset, r)).collect();
+        // Records come in offset order; the acquired ranges are walked in order beside them.
+        let mut ranges: Vec<_> = acquired.iter().collect();
+        ranges.sort_by_key(|r| r.first_offset);
+        let mut records = decoded.into_iter().peekable();
         let mut out = Vec::new();
         let mut acks = lock(&self.acks);
-        for range in acquired {
-            for offset in range.first_offset..=range.last_offset {
-                match by_offset.get(&offset) {
+        // Offsets of an overlap (a broker's mistake) are handed out once.
+        let mut next = i64::MIN;
+        for range in ranges {
+            for offset in range.first_offset.max(next)..=range.last_offset {
+                next = offset + 1;
+                while records.next_if(|r| r.offset < offset).is_some() {}
+                match records.next_if(|r| r.offset == offset) {
                     Some(record) => out.push(Delivery {
-                        record: record.clone(),
+                        record,
                         delivery_count: range.delivery_count,
                         partition: key,
                         inner: self.clone(),
