@@ -705,6 +705,43 @@ fn acquisitions_end_with_a_batch_unless_the_consumer_asks_for_a_strict_limit() {
 }
 
 #[test]
+fn the_record_lock_limit_is_checked_before_a_batch_and_never_splits_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    create_topic(&broker.addr, "locks");
+    set_group_configs(
+        &broker.addr,
+        "g",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("group.share.partition.max.record.locks", "100"),
+        ],
+    );
+    // Three batches of 150 records: 0..=149, 150..=299, 300..=449.
+    for batch in ["a", "b", "c"] {
+        let records: Vec<(String, Vec<(&str, String)>)> =
+            (0..150).map(|i| (format!("{batch}{i}"), vec![])).collect();
+        let records: Vec<(&str, Vec<(&str, String)>)> = records
+            .iter()
+            .map(|(v, h)| (v.as_str(), h.clone()))
+            .collect();
+        produce(&broker.addr, "locks", &records);
+    }
+    let mut m = Member::join(&broker.addr, "g", "m", "locks");
+    // Room for 100 locks: the acquisition runs on to the end of the batch.
+    assert_eq!(m.fetch_v2(500, 0), vec![(0, 149)]);
+    // No room left: nothing, in either mode (not a slice of the next batch).
+    assert_eq!(m.fetch_v2(500, 0), vec![]);
+    assert_eq!(m.fetch_v2(500, 1), vec![]);
+    // 100 accepted leave 50 held: room for 50, and the next batch comes whole.
+    assert_eq!(m.acknowledge(&[(0, 99, vec![1])]), (0, 0));
+    assert_eq!(m.fetch_v2(500, 0), vec![(150, 299)]);
+    // The strict mode keeps the limit exactly.
+    assert_eq!(m.acknowledge(&[(100, 299, vec![1])]), (0, 0));
+    assert_eq!(m.fetch_v2(500, 1), vec![(300, 399)]);
+}
+
+#[test]
 fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
     use crate::metrics::{must, scrape, value};
     let tmp = tempfile::tempdir().unwrap();

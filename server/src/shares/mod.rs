@@ -388,12 +388,22 @@ impl Shares {
             changes = state.reset_start(partition.log_start_offset());
         }
         let log_end = partition.log_end_offset();
-        let max_records = if limits.whole_batches {
-            delivery::to_batch_end(&partition, state.end(), limits.records, log_end)
+        let (acquired, took) = if limits.whole_batches {
+            // The lock limit is checked first, then the acquisition runs to a batch end.
+            let room = state.lock_room(config);
+            let max_records = match room {
+                0 => 0,
+                room => delivery::to_batch_end(
+                    &partition,
+                    state.end(),
+                    limits.records.min(room),
+                    log_end,
+                ),
+            };
+            state.acquire_up_to(member, now, max_records, log_end, config)
         } else {
-            limits.records
+            state.acquire(member, now, limits.records, log_end, config)
         };
-        let (acquired, took) = state.acquire(member, now, max_records, log_end, config);
         merge(&mut changes, took);
         let mut ranges = acquired.ranges;
         let records = match delivery::read_acquired(&partition, &ranges) {
