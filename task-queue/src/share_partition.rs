@@ -279,10 +279,10 @@ impl SharePartition {
     }
 
     /// [`SharePartition::acquire`] of exactly up to `max_records`, which the caller bounded by
-    /// [`SharePartition::lock_room`] itself. Kafka's batch-optimized acquisition does so and
-    /// then rounds up to the end of a batch, passing the lock limit by less than a batch:
-    /// acquiring the few records the limit leaves would send a whole batch for them (measured:
-    /// 2.6 bytes sent per byte completed with 8 workers on 2 partitions).
+    /// [`SharePartition::lock_room`] itself. The broker's batch-optimized acquisition does so
+    /// and then rounds up to the end of a batch, passing the lock limit by less than a batch:
+    /// acquiring only the few records the limit leaves would send a whole batch for them
+    /// (measured: 2.6 bytes sent per byte completed with 8 workers on 2 partitions).
     pub fn acquire_up_to(
         &mut self,
         member: &str,
