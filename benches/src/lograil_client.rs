@@ -85,7 +85,7 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
         let intended = match job.interval {
             Some(interval) => {
                 let at = run_start + job.phase + interval.mul_f64(n as f64);
-                tokio::time::sleep_until(at.into()).await;
+                pace(at, job.tokio_workers).await;
                 at
             }
             None => Instant::now(),
@@ -143,6 +143,25 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
     outcome.first_send = first_send;
     outcome.timed_out |= timed_out;
     Ok(outcome)
+}
+
+/// Waits until `at`. Tokio's timer ticks in whole milliseconds, so an open-loop producer paced
+/// by it alone sends each millisecond's records late by up to 1 ms (its records' latencies count
+/// from `at`); the librdkafka jobs pace with `std::thread::sleep`. The last stretch is slept the
+/// same way here, unless the runtime is this thread's (`--tokio-workers 0`), which must not block.
+async fn pace(at: Instant, tokio_workers: usize) {
+    let now = Instant::now();
+    if at <= now {
+        return;
+    }
+    if tokio_workers == 0 {
+        tokio::time::sleep_until(at.into()).await;
+        return;
+    }
+    if at - now > Duration::from_millis(2) {
+        tokio::time::sleep_until((at - Duration::from_millis(2)).into()).await;
+    }
+    std::thread::sleep(at.saturating_duration_since(Instant::now()));
 }
 
 /// As [`crate::consume::run_consumer`], with lograil's consumer (assign, no group).
