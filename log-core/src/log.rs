@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::config::TopicConfig;
+use crate::config::{Durability, TopicConfig};
 use crate::data_dir::{
     read_topic_file, remove_dir, remove_partition_dirs, take_clean_marker, write_clean_marker,
     write_topic_file, TOPIC_EXT,
@@ -244,6 +244,33 @@ impl Log {
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.shared.topics_read().get(name).cloned()
+    }
+
+    /// The one partition of an internal state log (committed offsets, share-group state),
+    /// created on first use: every append fsynced before it is acknowledged, nothing deleted by
+    /// retention (its owner compacts it), `segment_bytes` per segment, batches of at most
+    /// `max_message_bytes`.
+    pub fn state_log(
+        &self,
+        name: &str,
+        segment_bytes: u32,
+        max_message_bytes: u32,
+    ) -> Result<Arc<Partition>, TopicError> {
+        let topic = match self.topic(name) {
+            Some(topic) => topic,
+            None => self.create_topic(
+                name,
+                1,
+                TopicConfig {
+                    durability: Durability::Always,
+                    segment_bytes,
+                    max_message_bytes,
+                    retention_ms: None,
+                    ..TopicConfig::default()
+                },
+            )?,
+        };
+        Ok(topic.partitions()[0].clone())
     }
 
     /// The topic with Kafka topic id `id`, if it exists.

@@ -17,8 +17,7 @@ use std::sync::Arc;
 
 use log_core::batch::{self, NewRecord};
 use log_core::{
-    AppendError, AppendInfo, BatchError, Durability, FileError, Log, Partition, ReadError,
-    TopicConfig, TopicError, Uuid,
+    AppendError, AppendInfo, BatchError, FileError, Log, Partition, ReadError, TopicError, Uuid,
 };
 use serde::{Deserialize, Serialize};
 
@@ -191,20 +190,7 @@ struct Replayed {
 impl ShareStore {
     /// Opens (creating if needed) the state topic and replays it.
     pub fn open(log: &Log) -> Result<(ShareStore, Restored), StoreError> {
-        let topic = match log.topic(TOPIC) {
-            Some(topic) => topic,
-            None => {
-                let config = TopicConfig {
-                    durability: Durability::Always,
-                    segment_bytes: 64 << 20,
-                    max_message_bytes: MAX_BATCH_BYTES,
-                    retention_ms: None,
-                    ..TopicConfig::default()
-                };
-                log.create_topic(TOPIC, 1, config)?
-            }
-        };
-        let partition = topic.partitions()[0].clone();
+        let partition = log.state_log(TOPIC, 64 << 20, MAX_BATCH_BYTES)?;
         let mut replayed: HashMap<ShareKey, Replayed> = HashMap::new();
         let mut configs = HashMap::new();
         let mut records = 0usize;

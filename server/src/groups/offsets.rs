@@ -17,10 +17,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use log_core::batch::{self, NewRecord};
-use log_core::{
-    AppendError, BatchError, Durability, FileError, Log, Partition, ReadError, TopicConfig,
-    TopicError,
-};
+use log_core::{AppendError, BatchError, FileError, Log, Partition, ReadError, TopicError};
 use serde::{Deserialize, Serialize};
 
 pub const TOPIC: &str = "__consumer_offsets";
@@ -137,20 +134,7 @@ fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, RecordError> 
 impl OffsetStore {
     /// Opens (creating if needed) `__consumer_offsets` and replays it.
     pub fn open(log: &Log) -> Result<Self, OffsetsError> {
-        let topic = match log.topic(TOPIC) {
-            Some(topic) => topic,
-            None => {
-                let config = TopicConfig {
-                    durability: Durability::Always,
-                    segment_bytes: 16 << 20,
-                    max_message_bytes: MAX_BATCH_BYTES,
-                    retention_ms: None,
-                    ..TopicConfig::default()
-                };
-                log.create_topic(TOPIC, 1, config)?
-            }
-        };
-        let partition = topic.partitions()[0].clone();
+        let partition = log.state_log(TOPIC, 16 << 20, MAX_BATCH_BYTES)?;
         let mut groups: HashMap<String, GroupOffsets> = HashMap::new();
         let mut records = 0usize;
         for decoded in partition.replay::<OffsetsError>(batch::DECODE_MAX_BYTES) {
