@@ -26,25 +26,9 @@ CURVE_RATES=${CURVE_RATES:-25000 50000 100000 175000}
 mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"
 
-BROKER_PID=
-PORT=
+source benches/scripts/serve.sh
 start_broker() { # NAME [serve flags...]
-    local name=$1
-    shift
-    local dir="$DATA/broker-$name"
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    "$BROKER" serve --listen 127.0.0.1:0 --data-dir "$dir/data" "$@" >"$dir/stdout" 2>"$dir/stderr" &
-    BROKER_PID=$!
-    for _ in $(seq 100); do
-        grep -q 'listening on' "$dir/stdout" 2>/dev/null && break
-        sleep 0.1
-    done
-    PORT=$(head -1 "$dir/stdout" | grep -o '127\.0\.0\.1:[0-9]*') || {
-        echo "broker $name did not start:" >&2
-        cat "$dir/stderr" >&2
-        exit 1
-    }
+    serve_lograil "$DATA/broker-$1" "${@:2}"
 }
 stop_broker() { # NAME
     kill "$BROKER_PID"
@@ -64,7 +48,7 @@ bench() { # NAME MODE [flags...]
     local name=$1
     shift
     echo "== $name: lograil-bench $*"
-    "$BENCH" "$@" --brokers "$PORT" --broker-pid "$BROKER_PID" --json "$OUT/$name.json" \
+    "$BENCH" "$@" --brokers "$BROKER_ADDR" --broker-pid "$BROKER_PID" --json "$OUT/$name.json" \
         --label "$name; broker: $BROKER serve $BROKER_FLAGS" | tee "$OUT/$name.txt"
 }
 

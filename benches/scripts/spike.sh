@@ -32,26 +32,21 @@ PHASES=${PHASES:---before-secs 15 --spike-secs 5 --after-secs 30}
 mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"
 
+source benches/scripts/serve.sh
 start() { # serve flags...
     DIR=$(mktemp -d "$DATA/spike-XXXX")
-    "$BROKER" serve --listen 127.0.0.1:0 --data-dir "$DIR/data" "$@" >"$DIR/stdout" 2>"$DIR/stderr" &
-    PID=$!
-    for _ in $(seq 100); do
-        grep -q 'listening on' "$DIR/stdout" 2>/dev/null && break
-        sleep 0.1
-    done
-    ADDR=$(grep -o '127\.0\.0\.1:[0-9]*' "$DIR/stdout" | head -1)
+    serve_lograil "$DIR" "$@"
 }
 stop() {
-    kill "$PID"
-    wait "$PID" || true
+    kill "$BROKER_PID"
+    wait "$BROKER_PID" || true
     rm -rf "$DIR"
 }
 spike() { # LABEL NAME [spike flags...]
     local label=$1 name=$2
     shift 2
     # shellcheck disable=SC2086
-    "$BENCH" spike --brokers "$ADDR" --capacity "$CAPACITY" --message-size "$SIZE" \
+    "$BENCH" spike --brokers "$BROKER_ADDR" --capacity "$CAPACITY" --message-size "$SIZE" \
         --deadline-ms "$DEADLINE_MS" $PHASES --label "$label" --json "$OUT/$name.json" "$@" |
         tee "$OUT/$name.txt" | tail -1
 }
@@ -62,14 +57,14 @@ stop
 
 start --quota-window-num 2 --quota-window-size-seconds 1
 rate=$((CAPACITY * SIZE * QUOTA_SHARE / 100))
-"$BROKER" quota set --bootstrap-server "$ADDR" --client-id lograil-spike \
+"$BROKER" quota set --bootstrap-server "$BROKER_ADDR" --client-id lograil-spike \
     --producer-byte-rate "$rate" >/dev/null
 spike "producer quota $rate B/s" quota
 stop
 
 for mode in throttle reject; do
     start
-    "$BROKER" topic create --bootstrap-server "$ADDR" lograil-spike --partitions 6 \
+    "$BROKER" topic create --bootstrap-server "$BROKER_ADDR" lograil-spike --partitions 6 \
         --config lograil.backlog.group=lograil-spike \
         --config lograil.backlog.max.age.ms="$BACKLOG_AGE_MS" \
         --config lograil.backlog.mode="$mode" >/dev/null
