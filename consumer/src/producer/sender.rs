@@ -335,26 +335,22 @@ impl Sender {
                 keys.rotate_left(start);
                 acc.drain_start = acc.drain_start.wrapping_add(1);
             }
+            // Full, lingered, flushed or retried, and not backing off.
             let is_ready = |queue: &super::accumulator::PartitionQueue| {
                 queue.batches.front().is_some_and(|head| {
-                    queue.batches.len() > 1
-                        || head.bytes >= config.batch_size
-                        || now.saturating_duration_since(head.created) >= config.linger
-                        || head.flush_generation < flush_generation
-                        || closing
-                        || head.attempts > 0
+                    head.retry_at.is_none_or(|t| t <= now)
+                        && (queue.batches.len() > 1
+                            || head.bytes >= config.batch_size
+                            || now.saturating_duration_since(head.created) >= config.linger
+                            || head.flush_generation < flush_generation
+                            || closing
+                            || head.attempts > 0)
                 })
             };
             let ready_leaders: HashSet<i32> = acc
                 .partitions
                 .iter()
-                .filter(|(_, queue)| {
-                    is_ready(queue)
-                        && queue
-                            .batches
-                            .front()
-                            .is_some_and(|head| head.retry_at.is_none_or(|t| t <= now))
-                })
+                .filter(|(_, queue)| is_ready(queue))
                 .filter_map(|(key, _)| metadata.leader(&key.0, key.1))
                 .collect();
             for key in keys {
