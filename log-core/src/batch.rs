@@ -149,8 +149,9 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[ATTRIBUTES_AT..])
 }
 
-/// Validates the single whole batch at the start of `buf` (header, length against `buf`, CRC)
-/// and returns its header. `buf` may hold more bytes after the batch.
+/// Validates the single whole batch at the start of `buf` (header, length against `buf`, CRC,
+/// and for an uncompressed batch its records' framing against its record count, walking the
+/// record lengths without decoding them) and returns its header. `buf` may hold more bytes after the batch.
 pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     let header = BatchHeader::parse(buf)?;
     let size = header.size as usize;
@@ -165,6 +166,13 @@ pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         return Err(BatchError::CrcMismatch {
             stored: header.crc,
             computed,
+        });
+    }
+    // The CRC only says the producer's bytes arrived intact, not that its header tells the
+    // truth about them: a count short of the records would store two records at one offset.
+    if !header.is_compressed() && !records_fit(&buf[HEADER_LEN..size], header.record_count) {
+        return Err(BatchError::BadRecordOffsets {
+            count: header.record_count,
         });
     }
     Ok(header)
@@ -393,7 +401,7 @@ pub fn decode_bounded(buf: &[u8], max: usize) -> Result<Vec<DecodedRecord>, Batc
 /// Checks the records inside the compressed batches of `buf`, as Kafka's broker does before it
 /// accepts them: they decompress (to at most `max` bytes per batch), exactly as many records as
 /// the header says fill the decompressed bytes, and their offset deltas run 0, 1, 2, … . An
-/// uncompressed batch's count was already checked against its length by [`validate`].
+/// uncompressed batch's records were already checked by [`validate`].
 pub fn validate_compressed(
     buf: &[u8],
     headers: &[BatchHeader],
@@ -636,6 +644,58 @@ mod tests {
         assert!(matches!(
             validate(&batch),
             Err(BatchError::BadRecordCount { count: 1000, .. })
+        ));
+    }
+
+    /// `batch` with its header saying `count` records (CRC recomputed, as a lying producer
+    /// would send it).
+    fn claiming(batch: &[u8], count: i32) -> Vec<u8> {
+        let mut batch = batch.to_vec();
+        batch[COUNT_AT..COUNT_AT + 4].copy_from_slice(&count.to_be_bytes());
+        batch[LAST_DELTA_AT..LAST_DELTA_AT + 4].copy_from_slice(&(count - 1).to_be_bytes());
+        let crc = compute_crc(&batch);
+        batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    #[test]
+    fn an_uncompressed_count_that_lies_about_the_records_is_refused() {
+        let values: Vec<String> = (0..10)
+            .map(|i| format!("a value long enough {i}"))
+            .collect();
+        let records: Vec<NewRecord> = values
+            .iter()
+            .map(|v| (None, Some(v.as_bytes()), 1))
+            .collect();
+        let batch = build(&records);
+        assert_eq!(validate(&batch).unwrap().record_count, 10);
+        for count in [1, 5, 9, 11, 20] {
+            let lying = claiming(&batch, count);
+            assert!(
+                BatchHeader::parse(&lying).is_ok(),
+                "the header alone fits {count}"
+            );
+            assert!(
+                matches!(
+                    validate(&lying),
+                    Err(BatchError::BadRecordOffsets { count: c }) if c == count
+                ),
+                "count {count}: {:?}",
+                validate(&lying)
+            );
+        }
+        // Offset deltas that do not run 0, 1, 2, …: the second record's delta made 5.
+        let two = build(&[(None, Some(b"x"), 1), (None, Some(b"y"), 1)]);
+        let second = HEADER_LEN + 1 + usize::from(two[HEADER_LEN]) / 2;
+        let mut skewed = two.to_vec();
+        // record: length, attributes, timestampDelta (0: one byte), offsetDelta
+        assert_eq!(skewed[second + 3], 2, "zigzag 1");
+        skewed[second + 3] = 10;
+        let crc = compute_crc(&skewed);
+        skewed[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate(&skewed),
+            Err(BatchError::BadRecordOffsets { count: 2 })
         ));
     }
 

@@ -92,6 +92,34 @@ pub(crate) fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {
     }
 }
 
+/// Removes the partition directories (`<topic>-<N>`) that belong to no topic: left by a create,
+/// a growth or a delete that a crash interrupted before or after its commit point (the `.topic`
+/// file). `owns(topic, N)` says whether a topic holds partition N; a directory whose name is
+/// not a partition's is left alone. Returns how many were removed.
+pub(crate) fn remove_orphan_partition_dirs(dir: &Path, owns: impl Fn(&str, u32) -> bool) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((topic, index)) = name.rsplit_once('-') else {
+            continue;
+        };
+        let Ok(index) = index.parse::<u32>() else {
+            continue;
+        };
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !is_dir || crate::topic::validate_name(topic).is_err() || owns(topic, index) {
+            continue;
+        }
+        tracing::warn!(dir = %entry.path().display(), "removing a partition directory no topic holds (left by an interrupted create, growth or delete)");
+        remove_dir(&entry.path());
+        removed += 1;
+    }
+    removed
+}
+
 pub(crate) fn remove_dir(path: &Path) {
     if let Err(e) = fs::remove_dir_all(path) {
         if e.kind() != std::io::ErrorKind::NotFound {

@@ -31,7 +31,7 @@ pub enum BatchError {
     Undecodable(String),
     #[error(transparent)]
     Decompress(#[from] DecompressError),
-    #[error("the batch says {count} records; its compressed records are not that many, with offset deltas 0, 1, 2, …")]
+    #[error("the batch says {count} records; its records are not that many, with offset deltas 0, 1, 2, …")]
     BadRecordOffsets { count: i32 },
     #[error("at byte {position} of the record set: {source}")]
     At {

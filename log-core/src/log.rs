@@ -1,7 +1,8 @@
 //! A data directory of topics: `<data-dir>/<topic>.topic` holds a topic's partition count and
 //! config (Kafka config names, one `name=value` a line), `<data-dir>/<topic>-<N>/` its
 //! partitions. The `.topic` file is written last when a topic is created and removed first when
-//! it is deleted, so it is the commit point of both.
+//! it is deleted, so it is the commit point of both; partition directories that no topic holds
+//! (a crash came before or after that point) are removed at open.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -14,8 +15,8 @@ use uuid::Uuid;
 
 use crate::config::{Durability, TopicConfig};
 use crate::data_dir::{
-    read_topic_file, remove_dir, remove_partition_dirs, take_clean_marker, write_clean_marker,
-    write_topic_file, TOPIC_EXT,
+    read_topic_file, remove_dir, remove_orphan_partition_dirs, remove_partition_dirs,
+    take_clean_marker, write_clean_marker, write_topic_file, TOPIC_EXT,
 };
 use crate::error::{AppendError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
@@ -27,6 +28,8 @@ use crate::topic::{open_topic, validate_name, Topic};
 const LOCK_FILE: &str = ".lock";
 /// Partition directories of a deleted topic are renamed with this suffix, then removed.
 const DELETED_SUFFIX: &str = "-deleted";
+/// Longest file name (in bytes) the common Linux file systems allow.
+const MAX_FILE_NAME: usize = 255;
 /// Most partitions a topic may have.
 pub const MAX_PARTITIONS: u32 = 100_000;
 
@@ -118,6 +121,11 @@ impl Log {
             let entry = entry.map_err(|e| FileError::new("list", &dir, e))?;
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(io::REPLACE_TMP_PREFIX) {
+                // A file replacement a crash interrupted: the old file is still in place.
+                let _ = fs::remove_file(&path);
+                continue;
+            }
             if name.ends_with(DELETED_SUFFIX) {
                 // A topic deleted just before a crash.
                 remove_dir(&path);
@@ -150,6 +158,12 @@ impl Log {
                 }
             }
         }
+        remove_orphan_partition_dirs(&dir, |topic, index| {
+            offline.contains_key(topic)
+                || topics
+                    .get(topic)
+                    .is_some_and(|t: &Arc<Topic>| (index as usize) < t.partitions.len())
+        });
         let dir_for_errors = dir.clone();
         let context = OpenContext {
             clean: false,
@@ -331,7 +345,7 @@ impl Log {
             let mut doomed = Vec::with_capacity(topic.partitions.len());
             for p in 0..topic.partitions.len() {
                 let from = dir.join(format!("{name}-{p}"));
-                let to = dir.join(format!("{name}-{p}.{stamp}{DELETED_SUFFIX}"));
+                let to = dir.join(deleted_dir_name(name, p, stamp));
                 match fs::rename(&from, &to) {
                     Ok(()) => doomed.push(to),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -555,4 +569,16 @@ impl Shared {
             }
         }
     }
+}
+
+/// The name a deleted partition's directory is renamed to before it is removed:
+/// `<topic>-<N>.<ms>.<n>-deleted`, the topic's name cut short where the whole would be longer
+/// than a file name may be (Kafka's names run to 249 characters).
+fn deleted_dir_name(topic: &str, partition: usize, stamp: i64) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let suffix = format!("-{partition}.{stamp}.{n}{DELETED_SUFFIX}");
+    // Topic names are ASCII: any byte is a character boundary.
+    let keep = topic.len().min(MAX_FILE_NAME - suffix.len());
+    format!("{}{suffix}", &topic[..keep])
 }

@@ -94,12 +94,20 @@ pub fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
 }
 
+/// Prefix of [`replace_file`]'s temporary files; one left by a crash is removed when the data
+/// dir opens.
+pub(crate) const REPLACE_TMP_PREFIX: &str = ".replace-";
+
 /// Replaces `dir/name` with `bytes` so that a crash leaves the old file or the new one, never a
-/// torn one: written to `name.tmp` and fsynced, renamed over `name`, the directory fsynced.
+/// torn one: written to a temporary file and fsynced, renamed over `name`, the directory
+/// fsynced. The temporary name is short (`.replace-<n>.tmp`), so `name` may be as long as the
+/// file system allows.
 pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), crate::FileError> {
     use crate::FileError;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
+    let tmp = dir.join(format!("{REPLACE_TMP_PREFIX}{n}.tmp"));
     let write = || -> io::Result<()> {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;

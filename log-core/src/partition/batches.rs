@@ -11,7 +11,8 @@ use crate::error::ReadError;
 const CHUNK: usize = 1 << 20;
 
 /// The headers of a partition's batches from a given offset to the log end, oldest first.
-/// Ends at the first error, after yielding it.
+/// A damaged stretch is yielded as [`ReadError::Damaged`] and stepped over; any other error
+/// ends the walk, after it is yielded.
 #[derive(Debug)]
 pub struct BatchHeaders<'a> {
     partition: &'a Partition,
@@ -51,6 +52,10 @@ impl Iterator for BatchHeaders<'_> {
                 Ok(read) => {
                     self.chunk = read.records;
                     self.at = 0;
+                }
+                Err(ReadError::Damaged { path, damage }) if damage.end_offset > self.next => {
+                    self.next = damage.end_offset;
+                    return Some(Err(ReadError::Damaged { path, damage }));
                 }
                 Err(e) => {
                     self.failed = true;
