@@ -168,14 +168,26 @@ pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
             computed,
         });
     }
-    // The CRC only says the producer's bytes arrived intact, not that its header tells the
-    // truth about them: a count short of the records would store two records at one offset.
-    if !header.is_compressed() && !records_fit(&buf[HEADER_LEN..size], header.record_count) {
-        return Err(BatchError::BadRecordOffsets {
-            count: header.record_count,
-        });
-    }
+    check_records(&buf[..size], &header)?;
     Ok(header)
+}
+
+/// Checks that the uncompressed whole batch `batch` (with `header`) holds exactly the records
+/// its header counts, with offset deltas 0, 1, 2, …, by walking the record lengths. The CRC
+/// only says the producer's bytes arrived intact, not that its header tells the truth about
+/// them: a count short of the records would store two records at one offset. A compressed
+/// batch passes (see [`validate_compressed`]).
+pub fn check_records(batch: &[u8], header: &BatchHeader) -> Result<(), BatchError> {
+    let records = batch
+        .get(HEADER_LEN..header.size as usize)
+        .unwrap_or_default();
+    if header.is_compressed() || records_fit(records, header.record_count) {
+        Ok(())
+    } else {
+        Err(BatchError::BadRecordOffsets {
+            count: header.record_count,
+        })
+    }
 }
 
 /// Headers of the whole batches that make up `buf`, checking lengths but not CRCs (a cheap look

@@ -69,10 +69,19 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
             Link::Batch(pos, header) => {
                 let crc_ok =
                     batch::compute_crc(&data[pos..pos + header.size as usize]) == header.crc;
+                let bytes = &data[pos..pos + header.size as usize];
                 if !crc_ok {
                     report.problems.push(format!(
                         "byte {pos}: CRC mismatch in batch at offset {}",
                         header.base_offset
+                    ));
+                } else if let Err(e) = batch::check_records(bytes, &header) {
+                    // Served by no read: the broker's walk finds it as damage too.
+                    report.problems.push(format!(
+                        "bytes {pos}..{}: offsets {}..{} damaged: {e}",
+                        pos + bytes.len(),
+                        header.base_offset,
+                        header.next_offset(),
                     ));
                 }
                 report.batches.push(BatchReport {

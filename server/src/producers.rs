@@ -212,7 +212,8 @@ impl Producers {
             .sum()
     }
 
-    /// Rebuilds a partition's state from the batch headers in its last segments. A producer is
+    /// Rebuilds a partition's state from the batch headers in its last segments, from the log
+    /// start on (a producer whose batches are all below it is gone, as in Kafka). A producer is
     /// taken as last seen at its last batch's timestamp (as Kafka does), or now if that is later.
     pub fn rebuild(&self, topic: &str, index: i32, partition: &Partition) {
         let now_ms = log_core::now_ms();
@@ -220,10 +221,10 @@ impl Producers {
         let mut state = lock(&state);
         let log_start = partition.log_start_offset();
         let bases = partition.segment_base_offsets();
+        // DeleteRecords may have moved the log start inside the first segment scanned.
         let from = bases[bases.len().saturating_sub(SEGMENTS_TO_SCAN)..]
             .first()
-            .copied()
-            .unwrap_or(log_start);
+            .map_or(log_start, |&base| base.max(log_start));
         for header in partition.batch_headers(from) {
             match header {
                 Ok(h) if h.producer_id >= 0 => {
@@ -236,6 +237,9 @@ impl Producers {
                     state.record(std::slice::from_ref(&h), info, h.max_timestamp.min(now_ms));
                 }
                 Ok(_) => {}
+                Err(e @ log_core::ReadError::Damaged { .. }) => {
+                    tracing::warn!(partition = partition.name(), error = %e, "producer state of a damaged stretch is not rebuilt");
+                }
                 Err(e) => {
                     tracing::warn!(partition = partition.name(), error = %e, "could not rebuild producer state; producers will be accepted as new");
                     break;

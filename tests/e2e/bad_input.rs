@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::broker::TestBroker;
-use crate::wire::{call, closed, connect, frame, read_response};
+use crate::wire::{call, claiming, closed, connect, frame, read_response};
 
 fn api_versions(addr: &str) -> ApiVersionsResponse {
     let mut s = connect(addr);
@@ -245,7 +245,26 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
     bad_crc[last] ^= 0x55;
     let mut bad_magic = evil.to_vec();
     bad_magic[16] = 1; // magic: v1 message sets are not RecordBatch v2
+    let values: Vec<String> = (0..10)
+        .map(|i| format!("a value of some length {i}"))
+        .collect();
+    let ten = log_core::batch::build(
+        &values
+            .iter()
+            .map(|v| (None, Some(v.as_bytes()), 3_000))
+            .collect::<Vec<_>>(),
+    );
     let cases: Vec<(&str, ProduceRequest, i16)> = vec![
+        (
+            "an uncompressed batch saying 5 records over 10",
+            produce_request("raw", 0, Some(claiming(&ten, 5))),
+            2,
+        ),
+        (
+            "an uncompressed batch saying 11 records over 10",
+            produce_request("raw", 0, Some(claiming(&ten, 11))),
+            2,
+        ),
         (
             "a batch with a bad CRC",
             produce_request("raw", 0, Some(Bytes::from(bad_crc.clone()))),

@@ -17,6 +17,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::broker::TestBroker;
+use crate::wire::claiming;
 
 /// 1 KiB values: 3,000 of them fill more than two 1 MiB segments.
 const RECORDS: i64 = 3000;
@@ -219,4 +220,70 @@ fn a_topic_that_cannot_be_opened_stays_offline_and_the_broker_serves_the_others(
     ]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("LogEndOffset: 1"), "{out}");
+}
+
+#[test]
+fn a_batch_whose_count_lies_in_an_existing_log_is_reported_and_never_served() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut broker = TestBroker::start(&data, &[]);
+    let (code, out) = lograil(&[
+        "topic",
+        "create",
+        "liar",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    broker.stop();
+    // As an older broker stored it: 3 good records, then a batch whose header says 5 records
+    // over the 10 it holds (offsets 3..8), then 2 good records at offsets 8 and 9.
+    let at = |offset: i64, batch: bytes::Bytes| {
+        let mut batch = batch.to_vec();
+        batch[..8].copy_from_slice(&offset.to_be_bytes());
+        batch
+    };
+    let values: Vec<String> = (0..13).map(|i| format!("{i:08}")).collect();
+    let records = |from: usize, n: usize| -> Vec<log_core::batch::NewRecord> {
+        values[from..from + n]
+            .iter()
+            .map(|v| (None, Some(v.as_bytes()), 1_000))
+            .collect()
+    };
+    let lying = claiming(&log_core::batch::build(&records(3, 10)), 5);
+    let mut segment = at(0, log_core::batch::build(&records(0, 3)));
+    let lying_at = segment.len();
+    segment.extend(at(3, lying));
+    segment.extend(at(8, log_core::batch::build(&records(8, 2))));
+    let dir = data.join("liar-0");
+    for entry in fs::read_dir(&dir).unwrap() {
+        fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let log = dir.join("00000000000000000000.log");
+    fs::write(&log, &segment).unwrap();
+
+    let (code, out) = lograil(&["dump-log", log.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("offsets 3..8 damaged"), "{out}");
+
+    broker.restart();
+    // The intact records on either side, and an error at the lying batch: never two records
+    // at one offset, never a silent skip.
+    let (got, errors) = consume_everything(&broker.addr, "liar", 8, 5);
+    assert_eq!(got, vec![0, 1, 2, 8, 9]);
+    assert_eq!(errors, vec![3]);
+    let (code, out) = lograil(&[
+        "topic",
+        "describe",
+        "liar",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "DAMAGED: offsets 3..8 in 00000000000000000000.log at bytes {lying_at}.."
+        )),
+        "{out}"
+    );
 }

@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -147,6 +150,71 @@ fn idempotent_retries_are_stored_once_even_across_a_restart() {
     let other: InitProducerIdResponse =
         call(&mut connect(&broker.addr), ApiKey::InitProducerId, 4, &init);
     assert_ne!(other.producer_id.0, pid);
+}
+
+#[test]
+fn idempotent_retries_are_stored_once_after_delete_records_and_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    ensure_topic(&broker.addr, "idem-deleted");
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let id: InitProducerIdResponse =
+        call(&mut connect(&broker.addr), ApiKey::InitProducerId, 4, &init);
+    let (pid, epoch) = (id.producer_id.0, id.producer_epoch);
+    let plain = batch::build(&[(None, Some(&b"plain"[..]), 1); 5]);
+    assert_eq!(produce(&broker.addr, "idem-deleted", plain), (0, 0));
+    let values: Vec<String> = (0..10).map(|i| format!("idem-{i}")).collect();
+    let records: Vec<batch::NewRecord> = values
+        .iter()
+        .map(|v| (None, Some(v.as_bytes()), 2))
+        .collect();
+    let acknowledged = batch::build_for_producer(&records, pid, epoch, 0);
+    assert_eq!(
+        produce(&broker.addr, "idem-deleted", acknowledged.clone()),
+        (0, 5)
+    );
+    // DeleteRecords moves the log start inside the (only) segment.
+    let request = DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(topic("idem-deleted"))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(3)])])
+        .with_timeout_ms(5000);
+    let deleted: DeleteRecordsResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::DeleteRecords,
+        2,
+        &request,
+    );
+    assert_eq!(deleted.topics[0].partitions[0].low_watermark, 3);
+
+    for restart in ["a clean stop", "kill -9"] {
+        if restart == "kill -9" {
+            broker.kill9();
+        } else {
+            broker.stop();
+        }
+        broker.restart();
+        // The producer state was rebuilt from the log start: the retry is acknowledged at its
+        // first offsets and stored once.
+        assert_eq!(
+            produce(&broker.addr, "idem-deleted", acknowledged.clone()),
+            (0, 5),
+            "after {restart}"
+        );
+        assert_eq!(
+            list_offset(&broker.addr, "idem-deleted", -1).1,
+            15,
+            "after {restart}"
+        );
+    }
+    let log = std::fs::read_to_string(broker.log_path()).unwrap();
+    assert!(!log.contains("could not rebuild producer state"), "{log}");
 }
 
 #[test]

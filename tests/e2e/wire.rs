@@ -89,3 +89,14 @@ pub fn call<Req: Encodable, Resp: Decodable>(
     assert_eq!(header.correlation_id, 42);
     Resp::decode(&mut body, version).unwrap()
 }
+
+/// `batch` with its header saying `count` records (lastOffsetDelta and CRC made to agree), as
+/// a producer that lies about its records sends it.
+pub fn claiming(batch: &[u8], count: i32) -> Bytes {
+    let mut batch = batch.to_vec();
+    batch[57..61].copy_from_slice(&count.to_be_bytes());
+    batch[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+    let crc = log_core::batch::compute_crc(&batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(batch)
+}
