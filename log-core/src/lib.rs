@@ -41,6 +41,7 @@ mod index;
 pub mod io;
 mod log;
 mod partition;
+mod scrub;
 mod segment;
 mod topic;
 
@@ -51,6 +52,7 @@ pub use error::{
 };
 pub use log::{Log, LogOptions, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
+pub use scrub::{ScrubOptions, ScrubStats, DEFAULT_SCRUB};
 pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};
 pub use topic::{validate_name, Topic};
 pub use uuid::Uuid;

@@ -22,6 +22,7 @@ use crate::error::{AppendError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
 use crate::partition::OpenContext;
 use crate::partition::{Partition, RetentionReport};
+use crate::scrub::{self, ScrubOptions, ScrubStats};
 use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
 use crate::topic::{open_topic, validate_name, Topic};
 
@@ -38,6 +39,7 @@ pub const MAX_PARTITIONS: u32 = 100_000;
 pub struct Log {
     shared: Arc<Shared>,
     flusher: Option<JoinHandle<()>>,
+    scrubber: Option<JoinHandle<()>>,
 }
 
 /// How a data directory is opened.
@@ -47,6 +49,8 @@ pub struct LogOptions {
     pub storage: Arc<dyn Storage>,
     /// How many closed segments may be loaded (log mapped, indexes in memory) at once.
     pub loaded_segments: usize,
+    /// When the background scrubber checks the closed segments, and how fast.
+    pub scrub: ScrubOptions,
 }
 
 impl Default for LogOptions {
@@ -54,6 +58,7 @@ impl Default for LogOptions {
         LogOptions {
             storage: Arc::new(FileStorage),
             loaded_segments: DEFAULT_LOADED_SEGMENTS,
+            scrub: ScrubOptions::default(),
         }
     }
 }
@@ -76,6 +81,7 @@ struct Shared {
     _lock: File,
     stop: Mutex<bool>,
     wake: Condvar,
+    scrub_stats: ScrubStats,
 }
 
 impl Log {
@@ -165,6 +171,7 @@ impl Log {
                     .is_some_and(|t: &Arc<Topic>| (index as usize) < t.partitions.len())
         });
         let dir_for_errors = dir.clone();
+        let unclean = !context.clean;
         let context = OpenContext {
             clean: false,
             ..context
@@ -179,6 +186,7 @@ impl Log {
             _lock: lock,
             stop: Mutex::new(false),
             wake: Condvar::new(),
+            scrub_stats: ScrubStats::default(),
         });
         let flusher = {
             let shared = shared.clone();
@@ -187,9 +195,29 @@ impl Log {
                 .spawn(move || shared.run_flusher())
                 .map_err(|e| FileError::new("start the flusher for", &dir_for_errors, e))?
         };
+        let scrubber = {
+            let shared = shared.clone();
+            let scrub = options.scrub;
+            std::thread::Builder::new()
+                .name("lograil-scrubber".into())
+                .spawn(move || {
+                    let partitions = || {
+                        shared
+                            .topics_read()
+                            .values()
+                            .flat_map(|t| t.partitions.iter().cloned())
+                            .collect()
+                    };
+                    scrub::run(scrub, &shared.scrub_stats, unclean, partitions, |d| {
+                        shared.wait(d)
+                    })
+                })
+                .map_err(|e| FileError::new("start the scrubber for", &dir_for_errors, e))?
+        };
         Ok(Log {
             shared,
             flusher: Some(flusher),
+            scrubber: Some(scrubber),
         })
     }
 
@@ -315,6 +343,11 @@ impl Log {
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .cloned()
+    }
+
+    /// What the background scrubber has done since the log opened.
+    pub fn scrub_stats(&self) -> &ScrubStats {
+        &self.shared.scrub_stats
     }
 
     /// How many closed segments are loaded now (bounded by [`LogOptions::loaded_segments`]).
@@ -469,8 +502,11 @@ impl Log {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = true;
         self.shared.wake.notify_all();
-        if let Some(flusher) = self.flusher.take() {
-            let _ = flusher.join();
+        for thread in [self.flusher.take(), self.scrubber.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = thread.join();
         }
         let mut first_error = None;
         for topic in self.topics() {
@@ -535,6 +571,19 @@ impl Shared {
 
     fn topics_write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Topic>>> {
         self.topics.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sleeps up to `timeout` (less when woken); false once the log is closing.
+    fn wait(&self, timeout: Duration) -> bool {
+        let stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
+        if *stop {
+            return false;
+        }
+        let (stop, _) = self
+            .wake
+            .wait_timeout(stop, timeout)
+            .unwrap_or_else(PoisonError::into_inner);
+        !*stop
     }
 
     /// Background fsync for topics with `Durability::Interval`.

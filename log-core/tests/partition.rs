@@ -1011,3 +1011,89 @@ fn under_always_readers_see_only_what_is_on_disk() {
     assert_eq!(p.log_end_offset(), 3);
     assert_eq!(read_all(&p, 0).len(), 3);
 }
+
+/// Waits (at most 10 s) until `p` reports damage without any read; returns it.
+fn damage_found_without_reads(
+    p: &log_core::Partition,
+) -> Vec<(std::path::PathBuf, log_core::Damage)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while p.damage().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.damage()
+}
+
+#[test]
+fn the_scrubber_finds_damage_in_closed_segments_after_an_unclean_shutdown() {
+    let (dir, starts) = closed_segments();
+    // A flipped bit in the records of the third batch (offsets 10..15): only its CRC tells.
+    damage_first_segment(dir.path(), starts[2] + 70, b"X");
+    fs::remove_file(dir.path().join(".clean-shutdown")).unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    let damage = damage_found_without_reads(&p);
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert_eq!(damage[0].1.position, starts[2]);
+    assert_eq!((damage[0].1.first_offset, damage[0].1.end_offset), (10, 15));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while log
+        .scrub_stats()
+        .passes
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        log.scrub_stats()
+            .passes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "one pass at open, the next a day later"
+    );
+    // Every closed segment was read once; the active one is left to recovery and reads.
+    let logs = segment_files(&dir.path().join("t-0"), "log");
+    let closed: u64 = logs[..logs.len() - 1]
+        .iter()
+        .map(|name| {
+            fs::metadata(dir.path().join("t-0").join(name))
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert_eq!(
+        log.scrub_stats()
+            .bytes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        closed
+    );
+}
+
+#[test]
+fn the_scrubber_runs_every_interval_after_a_clean_shutdown() {
+    let (dir, starts) = closed_segments();
+    damage_first_segment(dir.path(), starts[2] + 70, b"X");
+    let clean = |scrub| {
+        let options = log_core::LogOptions {
+            scrub,
+            ..log_core::LogOptions::default()
+        };
+        Log::open_with_options(dir.path(), options).unwrap()
+    };
+    // Default options, clean shutdown: no pass at open.
+    let log = clean(log_core::ScrubOptions::default());
+    std::thread::sleep(Duration::from_millis(200));
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    assert!(p.damage().is_empty(), "{:?}", p.damage());
+    drop(p);
+    drop(log);
+    let log = clean(log_core::ScrubOptions {
+        interval: Some(Duration::from_millis(20)),
+        bytes_per_second: 100 << 20,
+    });
+    let p = log.topic("t").unwrap().partitions()[0].clone();
+    let damage = damage_found_without_reads(&p);
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert_eq!((damage[0].1.first_offset, damage[0].1.end_offset), (10, 15));
+}

@@ -55,6 +55,14 @@ struct Settings {
     /// least recently read are unloaded beyond it (default 10000; each is one memory map).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_loaded_segments: Option<u64>,
+    /// Time between two passes of the scrubber, which checks every closed segment's CRCs in
+    /// the background so damage is reported before a consumer meets it, in ms (lograil's own;
+    /// default 86400000, a day; 0: only the pass at start-up after an unclean shutdown).
+    #[arg(long)]
+    log_scrub_interval_ms: Option<u64>,
+    /// Most bytes a second the scrubber reads (lograil's own; default 52428800, 50 MiB/s).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    log_scrub_bytes_per_second: Option<u64>,
     /// How long a new consumer group waits for more members before its first rebalance, in ms
     /// (Kafka's `group.initial.rebalance.delay.ms`, default 3000).
     #[arg(long)]
@@ -229,6 +237,10 @@ impl Settings {
                 .retention_check_interval_ms
                 .or(other.retention_check_interval_ms),
             max_loaded_segments: self.max_loaded_segments.or(other.max_loaded_segments),
+            log_scrub_interval_ms: self.log_scrub_interval_ms.or(other.log_scrub_interval_ms),
+            log_scrub_bytes_per_second: self
+                .log_scrub_bytes_per_second
+                .or(other.log_scrub_bytes_per_second),
             group_initial_rebalance_delay_ms: self
                 .group_initial_rebalance_delay_ms
                 .or(other.group_initial_rebalance_delay_ms),
@@ -325,6 +337,12 @@ impl Settings {
         }
         if let Some(loaded) = self.max_loaded_segments {
             config.log.loaded_segments = usize::try_from(loaded).unwrap_or(usize::MAX);
+        }
+        if let Some(every) = self.log_scrub_interval_ms {
+            config.log.scrub.interval = (every > 0).then(|| ms(every));
+        }
+        if let Some(rate) = self.log_scrub_bytes_per_second {
+            config.log.scrub.bytes_per_second = rate;
         }
         if let Some(delay) = self.group_initial_rebalance_delay_ms {
             config.groups.initial_rebalance_delay = ms(delay);

@@ -287,3 +287,85 @@ fn a_batch_whose_count_lies_in_an_existing_log_is_reported_and_never_served() {
         "{out}"
     );
 }
+
+#[test]
+fn damage_in_a_closed_segment_is_found_at_start_up_after_a_crash_before_any_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut broker = TestBroker::start(
+        &data,
+        &[
+            "--segment-bytes",
+            "1048576",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let (code, out) = lograil(&[
+        "topic",
+        "create",
+        "rot",
+        "--partitions",
+        "1",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    produce(&broker.addr, "rot");
+    // Bit rot in a record of a closed segment: only the batch's CRC tells.
+    broker.kill9();
+    let segment = data.join("rot-0/00000000000000000000.log");
+    let starts = batch_starts(&segment);
+    let (position, first_damaged) = starts[starts.len() / 2];
+    let end_damaged = starts[starts.len() / 2 + 1].1;
+    let mut bytes = fs::read(&segment).unwrap();
+    bytes[position as usize + 200] ^= 0x01;
+    fs::write(&segment, bytes).unwrap();
+
+    // On its defaults, after the crash, the broker scrubs its closed segments at start-up:
+    // the damage is in the log, `topic describe` and /metrics with nobody reading the topic.
+    broker.restart();
+    let metrics = broker.metrics_addr.clone().unwrap();
+    let damaged = format!("{}", end_damaged - first_damaged);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let found = loop {
+        let scrape = crate::metrics::get(&metrics, "/metrics").unwrap_or_default();
+        let line = scrape
+            .lines()
+            .find(|l| l.starts_with("lograil_partition_damaged_offsets{topic=\"rot\""))
+            .map(str::to_string);
+        if line
+            .as_deref()
+            .is_some_and(|l| l.ends_with(&format!(" {damaged}")))
+            || Instant::now() > deadline
+        {
+            break line;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        found
+            .as_deref()
+            .is_some_and(|l| l.contains("topic=\"rot\"") && l.ends_with(&format!(" {damaged}"))),
+        "{found:?}"
+    );
+    let (code, out) = lograil(&[
+        "topic",
+        "describe",
+        "rot",
+        "--bootstrap-server",
+        &broker.addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "DAMAGED: offsets {first_damaged}..{end_damaged} in 00000000000000000000.log at bytes {position}.."
+        )),
+        "{out}"
+    );
+    let log = fs::read_to_string(broker.log_path()).unwrap();
+    assert!(
+        log.contains("damaged segment") && log.contains(&format!("position={position}")),
+        "{log}"
+    );
+}

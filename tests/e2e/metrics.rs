@@ -535,7 +535,7 @@ fn free_port() -> u16 {
 }
 
 /// `GET path` on `addr`: the body of a 200 answer, `None` otherwise (not up yet).
-fn get(addr: &str, path: &str) -> Option<String> {
+pub(crate) fn get(addr: &str, path: &str) -> Option<String> {
     let stream = TcpStream::connect(addr).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

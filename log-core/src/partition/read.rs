@@ -32,6 +32,23 @@ impl Partition {
             .collect()
     }
 
+    /// Scrubs the closed segments (the active one was checked at open and is checked as it is
+    /// read): every batch not yet checked in this run is CRC- and framing-checked and any
+    /// damage recorded ([`Partition::damage`]). `pace(bytes)` is called after each segment with
+    /// the bytes it read, to bound the I/O rate; it returns false to stop early.
+    pub fn scrub(&self, mut pace: impl FnMut(u64) -> bool) -> Result<(), ReadError> {
+        let closed: Vec<_> = {
+            let segments = self.segments();
+            segments[..segments.len().saturating_sub(1)].to_vec()
+        };
+        for segment in closed {
+            if !pace(segment.scrub()?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Reads whole batches starting with the one that contains `offset`, up to `max_bytes`
     /// (but always at least one batch, however large, so a consumer can make progress).
     /// At the log end the result is empty.

@@ -100,6 +100,26 @@ impl Segment {
         }))
     }
 
+    /// Checks the CRC and framing of every batch of this closed segment not yet checked in
+    /// this run (a scrub), recording the damage found, so that it is reported before a reader
+    /// meets it. Returns how many bytes it read.
+    pub fn scrub(self: &Arc<Self>) -> Result<u64, ReadError> {
+        let verified = self.verified.load(Ordering::Acquire);
+        if verified >= self.len() {
+            return Ok(0);
+        }
+        let end = self.next_offset();
+        let (map, len) = self.view()?;
+        let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
+        for link in self.chain(data, 0, self.base_offset, end, verified as usize) {
+            if let Link::Damage(damage) = link {
+                self.record_damage(&damage);
+            }
+        }
+        self.verified_up_to(len);
+        Ok(len.saturating_sub(verified))
+    }
+
     /// The walk from byte `pos` (offset `expected`) of a segment whose offsets end at `end`:
     /// batches beyond the CRC-checked prefix `verified` are checked, damage found before is
     /// stepped over as it was then.

@@ -223,7 +223,46 @@ fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Er
         "lograil_partition_size_bytes",
         "Bytes of the partition's segment files.",
         &|p| i64::try_from(p.size_bytes()).unwrap_or(i64::MAX),
-    )
+    )?;
+    each(
+        encoder,
+        "lograil_partition_damaged_offsets",
+        "Offsets of the partition that cannot be served: damaged data found by reads, \
+         recovery or the scrubber (the broker's log and `topic describe` name file and bytes).",
+        &|p| {
+            p.damage()
+                .iter()
+                .map(|(_, d)| d.end_offset.saturating_sub(d.first_offset))
+                .sum()
+        },
+    )?;
+    let mut f = family(
+        encoder,
+        "lograil_topics_offline",
+        "Topics whose files could not be opened at start-up: not served (clients get \
+         KAFKA_STORAGE_ERROR), their data kept.",
+        MetricType::Gauge,
+    )?;
+    gauge(
+        &mut f,
+        &[("", ""); 0],
+        broker.log.offline_topics().len() as u64,
+    )?;
+    let stats = broker.log.scrub_stats();
+    let mut f = family(
+        encoder,
+        "lograil_log_scrub_passes",
+        "Passes of the scrubber over every closed segment completed since start-up.",
+        MetricType::Counter,
+    )?;
+    counter(&mut f, &[("", ""); 0], stats.passes.load(Ordering::Relaxed))?;
+    let mut f = family(
+        encoder,
+        "lograil_log_scrubbed_bytes",
+        "Bytes of closed segments the scrubber checked since start-up.",
+        MetricType::Counter,
+    )?;
+    counter(&mut f, &[("", ""); 0], stats.bytes.load(Ordering::Relaxed))
 }
 
 fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
