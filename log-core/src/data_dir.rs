@@ -92,29 +92,51 @@ pub(crate) fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {
     }
 }
 
+/// The partition directories (`<topic>-<N>`) in `dir`: (topic, N) for each.
+fn partition_dirs(dir: &Path) -> Vec<(String, u32, std::path::PathBuf)> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let (topic, index) = name.rsplit_once('-')?;
+            let index = index.parse::<u32>().ok()?;
+            crate::topic::validate_name(topic).ok()?;
+            Some((topic.to_string(), index, entry.path()))
+        })
+        .collect()
+}
+
+/// For each topic `wanted` picks, how many partitions its directories show (the highest N + 1).
+pub(crate) fn count_partition_dirs(
+    dir: &Path,
+    wanted: impl Fn(&str) -> bool,
+) -> std::collections::BTreeMap<String, u32> {
+    let mut counts = std::collections::BTreeMap::new();
+    for (topic, index, _) in partition_dirs(dir) {
+        if wanted(&topic) {
+            let count = counts.entry(topic).or_insert(0u32);
+            *count = (*count).max(index.saturating_add(1));
+        }
+    }
+    counts
+}
+
 /// Removes the partition directories (`<topic>-<N>`) that belong to no topic: left by a create,
 /// a growth or a delete that a crash interrupted before or after its commit point (the `.topic`
 /// file). `owns(topic, N)` says whether a topic holds partition N; a directory whose name is
 /// not a partition's is left alone. Returns how many were removed.
 pub(crate) fn remove_orphan_partition_dirs(dir: &Path, owns: impl Fn(&str, u32) -> bool) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
     let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((topic, index)) = name.rsplit_once('-') else {
-            continue;
-        };
-        let Ok(index) = index.parse::<u32>() else {
-            continue;
-        };
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if !is_dir || crate::topic::validate_name(topic).is_err() || owns(topic, index) {
+    for (topic, index, path) in partition_dirs(dir) {
+        if owns(&topic, index) {
             continue;
         }
-        tracing::warn!(dir = %entry.path().display(), "removing a partition directory no topic holds (left by an interrupted create, growth or delete)");
-        remove_dir(&entry.path());
+        tracing::warn!(dir = %path.display(), "removing a partition directory no topic holds (left by an interrupted create, growth or delete)");
+        remove_dir(&path);
         removed += 1;
     }
     removed

@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use crate::config::{Durability, TopicConfig};
 use crate::data_dir::{
-    read_topic_file, remove_dir, remove_orphan_partition_dirs, remove_partition_dirs,
-    take_clean_marker, write_clean_marker, write_topic_file, TOPIC_EXT,
+    count_partition_dirs, read_topic_file, remove_dir, remove_orphan_partition_dirs,
+    remove_partition_dirs, take_clean_marker, write_clean_marker, write_topic_file, TOPIC_EXT,
 };
 use crate::error::{AppendError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
@@ -74,6 +74,9 @@ struct Shared {
     /// Topics whose files could not be opened, with why: not served, and their names cannot
     /// be taken by a new topic (which would remove their data).
     offline: RwLock<BTreeMap<String, String>>,
+    /// How many partition directories each offline topic has (its partitions, as far as the
+    /// data dir tells without its `.topic` file).
+    offline_partitions: BTreeMap<String, u32>,
     /// Serialises changes to existing topics (partitions added, config altered, deletion), so
     /// that each rewrites the `.topic` file from the state the last one left.
     alter: Mutex<()>,
@@ -164,6 +167,7 @@ impl Log {
                 }
             }
         }
+        let offline_partitions = count_partition_dirs(&dir, |topic| offline.contains_key(topic));
         remove_orphan_partition_dirs(&dir, |topic, index| {
             offline.contains_key(topic)
                 || topics
@@ -182,6 +186,7 @@ impl Log {
             topics: RwLock::new(topics),
             creating: Mutex::new(BTreeSet::new()),
             offline: RwLock::new(offline),
+            offline_partitions,
             alter: Mutex::new(()),
             _lock: lock,
             stop: Mutex::new(false),
@@ -343,6 +348,16 @@ impl Log {
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .cloned()
+    }
+
+    /// How many partitions offline topic `name` has, as counted from its partition
+    /// directories (0 if it has none, or is not offline).
+    pub fn offline_partition_count(&self, name: &str) -> u32 {
+        self.shared
+            .offline_partitions
+            .get(name)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// What the background scrubber has done since the log opened.

@@ -266,6 +266,12 @@ impl Broker {
         self.log.topic(topic)?.partition(index).cloned()
     }
 
+    /// Whether partition `index` of `topic` belongs to a topic whose files could not be
+    /// opened (counted from its partition directories).
+    pub fn is_offline(&self, topic: &str, index: i32) -> bool {
+        u32::try_from(index).is_ok_and(|i| i < self.log.offline_partition_count(topic))
+    }
+
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
     }

@@ -211,6 +211,47 @@ fn a_topic_that_cannot_be_opened_stays_offline_and_the_broker_serves_the_others(
         data.join("broken-0").exists(),
         "the offline topic's data is kept"
     );
+    // A consumer of the offline topic is told at once, whether it assigns the partition or
+    // subscribes (KAFKA_STORAGE_ERROR alone is retried silently by librdkafka).
+    for subscribe in [false, true] {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &broker.addr)
+            .set("group.id", format!("offline-reader-{subscribe}"))
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .unwrap();
+        let metadata = consumer
+            .fetch_metadata(Some("broken"), Duration::from_secs(5))
+            .unwrap();
+        let topic = &metadata.topics()[0];
+        assert_eq!(
+            topic.partitions().len(),
+            1,
+            "partitions from its directories"
+        );
+        assert_eq!(
+            topic.partitions()[0].error(),
+            Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR)
+        );
+        if subscribe {
+            consumer.subscribe(&["broken"]).unwrap();
+        } else {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset("broken", 0, Offset::Beginning)
+                .unwrap();
+            consumer.assign(&tpl).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let error = loop {
+            match consumer.poll(Duration::from_millis(200)) {
+                Some(Err(e)) => break Some(e),
+                Some(Ok(m)) => panic!("served offset {} of an offline topic", m.offset()),
+                None if Instant::now() > deadline => break None,
+                None => {}
+            }
+        };
+        assert!(error.is_some(), "subscribe={subscribe}: no error in 15 s");
+    }
     let (code, out) = lograil(&[
         "topic",
         "describe",

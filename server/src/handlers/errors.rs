@@ -64,6 +64,16 @@ pub fn read(e: &ReadError) -> ResponseError {
     }
 }
 
+/// What a Fetch of an offline topic's partition answers (its files could not be opened, so its
+/// data cannot be served): CORRUPT_MESSAGE, as for damaged data, which librdkafka and the Java
+/// client hand to the application; KAFKA_STORAGE_ERROR is retried silently forever, and one
+/// broker has no other replica to fail over to.
+pub const OFFLINE_FETCH: ResponseError = ResponseError::CorruptMessage;
+/// What a ListOffsets of an offline topic's partition answers: UNKNOWN_SERVER_ERROR, which is
+/// not retriable, so librdkafka reports "failed to query logical offset" to the application
+/// (it retries CORRUPT_MESSAGE and KAFKA_STORAGE_ERROR here without a word).
+pub const OFFLINE_LIST_OFFSETS: ResponseError = ResponseError::UnknownServerError;
+
 pub fn topic(e: &TopicError) -> ResponseError {
     match e {
         TopicError::InvalidName { .. } => ResponseError::InvalidTopicException,

@@ -8,7 +8,10 @@
 //! `partition_max_bytes` are soft for the first batch returned, as in Kafka (KIP-74), so a
 //! consumer can always make progress; a later batch that does not fit is left for the next
 //! fetch. No
-//! transactions, so read_committed reads everything and aborted_transactions is empty.
+//! transactions, so read_committed reads everything and aborted_transactions is empty. A
+//! partition of an offline topic (its files could not be opened) answers CORRUPT_MESSAGE, which
+//! clients hand to the application, rather than Kafka's KAFKA_STORAGE_ERROR, which they retry
+//! silently: one broker has no other replica to fail over to.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,8 +102,13 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (Vec<FetchableTopicRespo
                         .with_preferred_read_replica((-1).into());
                     let Some(partition) = broker.partition(&topic.topic, p.partition) else {
                         any_error = true;
+                        let error = if broker.is_offline(&topic.topic, p.partition) {
+                            errors::OFFLINE_FETCH
+                        } else {
+                            ResponseError::UnknownTopicOrPartition
+                        };
                         return response
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_code(error.code())
                             .with_high_watermark(-1)
                             .with_last_stable_offset(-1)
                             .with_log_start_offset(-1);

@@ -1,7 +1,8 @@
 //! ListOffsets, versions 1–7: timestamp -2 is the log start, -1 the log end, -3 (v7, KIP-734)
 //! the record with the largest timestamp, and any other value the first record whose timestamp
 //! is at or after it (offset -1 when every record is older). A lookup by time reads (and may
-//! decompress) batches: it runs on the blocking pool, so it cannot stall other requests.
+//! decompress) batches: it runs on the blocking pool, so it cannot stall other requests. A
+//! partition of an offline topic answers UNKNOWN_SERVER_ERROR (see `errors::OFFLINE_LIST_OFFSETS`).
 
 use std::sync::Arc;
 
@@ -58,8 +59,13 @@ fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicR
                         .with_partition_index(p.partition_index)
                         .with_leader_epoch(-1);
                     let Some(partition) = broker.partition(&topic.name, p.partition_index) else {
+                        let error = if broker.is_offline(&topic.name, p.partition_index) {
+                            errors::OFFLINE_LIST_OFFSETS
+                        } else {
+                            ResponseError::UnknownTopicOrPartition
+                        };
                         return response
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_code(error.code())
                             .with_timestamp(-1)
                             .with_offset(-1);
                     };

@@ -4,7 +4,10 @@
 //! request (v4+ `allow_auto_topic_creation`) allow it: on the blocking pool, paced by
 //! `--auto-create-topics-per-second` and within `max.broker.partitions`. A topic over the pace,
 //! or being created by another request, is answered LEADER_NOT_AVAILABLE (clients retry), as
-//! Kafka answers while it creates a topic; one over the partition limit POLICY_VIOLATION.
+//! Kafka answers while it creates a topic; one over the partition limit POLICY_VIOLATION. An
+//! offline topic (its files could not be opened) lists the partitions its directories show,
+//! each KAFKA_STORAGE_ERROR with its replica offline; with none, the topic is
+//! KAFKA_STORAGE_ERROR.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -120,6 +123,7 @@ pub async fn handle(
                 Found::Topic(topic) => response
                     .with_topic_id(topic.id())
                     .with_partitions(partitions(&topic, node)),
+                Found::Offline(count) => response.with_partitions(offline_partitions(count, node)),
                 Found::Error(e) => response.with_error_code(e.code()),
                 // Every topic to create was replaced by its outcome above.
                 Found::ToCreate => {
@@ -146,6 +150,8 @@ pub async fn handle(
 /// A requested topic: there, refused, or to be auto-created.
 enum Found {
     Topic(Arc<Topic>),
+    /// A topic whose files could not be opened, with the partitions its directories show.
+    Offline(u32),
     Error(ResponseError),
     ToCreate,
 }
@@ -158,6 +164,10 @@ fn lookup(broker: &Broker, name: &str, create: bool) -> Found {
     }
     // A topic whose files could not be opened: never re-created over its data.
     if let Some(reason) = broker.log.offline_reason(name) {
+        let partitions = broker.log.offline_partition_count(name);
+        if partitions > 0 {
+            return Found::Offline(partitions);
+        }
         let offline = TopicError::Offline {
             name: name.to_string(),
             reason,
@@ -204,6 +214,24 @@ fn partitions(topic: &Topic, node: BrokerId) -> Vec<MetadataResponsePartition> {
                 .with_leader_epoch(-1)
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
+        })
+        .collect()
+}
+
+/// An offline topic's partitions: each KAFKA_STORAGE_ERROR with its one replica offline (as
+/// Kafka answers for a replica on a failed log dir), listed so that clients know them and
+/// their reads get the error the application sees ([`errors::OFFLINE_FETCH`], [`errors::OFFLINE_LIST_OFFSETS`]).
+fn offline_partitions(count: u32, node: BrokerId) -> Vec<MetadataResponsePartition> {
+    (0..count)
+        .map(|index| {
+            MetadataResponsePartition::default()
+                .with_error_code(ResponseError::KafkaStorageError.code())
+                .with_partition_index(i32::try_from(index).unwrap_or(i32::MAX))
+                .with_leader_id(node)
+                .with_leader_epoch(-1)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(Vec::new())
+                .with_offline_replicas(vec![node])
         })
         .collect()
 }
