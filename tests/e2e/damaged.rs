@@ -32,6 +32,31 @@ fn lograil(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// `topic describe` names the damaged offsets `first..end`, their file and byte `position`.
+fn assert_describes_damage(addr: &str, topic: &str, first: i64, end: i64, position: u64) {
+    let (code, out) = lograil(&["topic", "describe", topic, "--bootstrap-server", addr]);
+    assert_eq!(code, 0, "{out}");
+    let expected = format!(
+        "DAMAGED: offsets {first}..{end} in 00000000000000000000.log at bytes {position}.."
+    );
+    assert!(out.contains(&expected), "{out}");
+}
+
+/// Creates `topic` (one partition) and fills it with [`RECORDS`] records.
+fn create_and_fill(addr: &str, topic: &str) {
+    let (code, out) = lograil(&[
+        "topic",
+        "create",
+        topic,
+        "--partitions",
+        "1",
+        "--bootstrap-server",
+        addr,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    produce(addr, topic);
+}
+
 fn produce(addr: &str, topic: &str) {
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", addr)
@@ -109,17 +134,7 @@ fn a_corrupt_closed_segment_is_refused_visibly_and_everything_else_is_served() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let mut broker = TestBroker::start(&data, &["--segment-bytes", "1048576"]);
-    let (code, out) = lograil(&[
-        "topic",
-        "create",
-        "damaged",
-        "--partitions",
-        "1",
-        "--bootstrap-server",
-        &broker.addr,
-    ]);
-    assert_eq!(code, 0, "{out}");
-    produce(&broker.addr, "damaged");
+    create_and_fill(&broker.addr, "damaged");
     broker.stop();
 
     // A batch in the middle of the first (closed) segment gets a 2 GiB length.
@@ -148,19 +163,12 @@ fn a_corrupt_closed_segment_is_refused_visibly_and_everything_else_is_served() {
     assert_eq!(got, expected);
 
     // The operator sees which offsets, in which file, at which byte.
-    let (code, out) = lograil(&[
-        "topic",
-        "describe",
-        "damaged",
-        "--bootstrap-server",
+    assert_describes_damage(
         &broker.addr,
-    ]);
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains(&format!(
-            "DAMAGED: offsets {first_damaged}..{end_damaged} in 00000000000000000000.log at bytes {position}.."
-        )),
-        "{out}"
+        "damaged",
+        first_damaged,
+        end_damaged,
+        position as u64,
     );
     let log = std::fs::read_to_string(data.with_extension("broker.log")).unwrap();
     assert!(
@@ -313,20 +321,7 @@ fn a_batch_whose_count_lies_in_an_existing_log_is_reported_and_never_served() {
     let (got, errors) = consume_everything(&broker.addr, "liar", 8, 5);
     assert_eq!(got, vec![0, 1, 2, 8, 9]);
     assert_eq!(errors, vec![3]);
-    let (code, out) = lograil(&[
-        "topic",
-        "describe",
-        "liar",
-        "--bootstrap-server",
-        &broker.addr,
-    ]);
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains(&format!(
-            "DAMAGED: offsets 3..8 in 00000000000000000000.log at bytes {lying_at}.."
-        )),
-        "{out}"
-    );
+    assert_describes_damage(&broker.addr, "liar", 3, 8, lying_at as u64);
 }
 
 #[test]
@@ -342,17 +337,7 @@ fn damage_in_a_closed_segment_is_found_at_start_up_after_a_crash_before_any_read
             "127.0.0.1:0",
         ],
     );
-    let (code, out) = lograil(&[
-        "topic",
-        "create",
-        "rot",
-        "--partitions",
-        "1",
-        "--bootstrap-server",
-        &broker.addr,
-    ]);
-    assert_eq!(code, 0, "{out}");
-    produce(&broker.addr, "rot");
+    create_and_fill(&broker.addr, "rot");
     // Bit rot in a record of a closed segment: only the batch's CRC tells.
     broker.kill9();
     let segment = data.join("rot-0/00000000000000000000.log");
@@ -390,19 +375,12 @@ fn damage_in_a_closed_segment_is_found_at_start_up_after_a_crash_before_any_read
             .is_some_and(|l| l.contains("topic=\"rot\"") && l.ends_with(&format!(" {damaged}"))),
         "{found:?}"
     );
-    let (code, out) = lograil(&[
-        "topic",
-        "describe",
-        "rot",
-        "--bootstrap-server",
+    assert_describes_damage(
         &broker.addr,
-    ]);
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains(&format!(
-            "DAMAGED: offsets {first_damaged}..{end_damaged} in 00000000000000000000.log at bytes {position}.."
-        )),
-        "{out}"
+        "rot",
+        first_damaged,
+        end_damaged,
+        position as u64,
     );
     let log = fs::read_to_string(broker.log_path()).unwrap();
     assert!(

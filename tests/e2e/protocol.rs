@@ -83,20 +83,24 @@ fn list_offset(addr: &str, name: &str, timestamp: i64) -> (i16, i64, i64) {
     (p.error_code, p.offset, p.timestamp)
 }
 
-#[test]
-fn idempotent_retries_are_stored_once_even_across_a_restart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    ensure_topic(&broker.addr, "idem");
+/// A new idempotent producer's (id, epoch).
+fn init_producer_id(addr: &str) -> (i64, i16) {
     let init = InitProducerIdRequest::default()
         .with_transactional_id(None)
         .with_transaction_timeout_ms(60_000)
         .with_producer_id((-1).into())
         .with_producer_epoch(-1);
-    let id: InitProducerIdResponse =
-        call(&mut connect(&broker.addr), ApiKey::InitProducerId, 4, &init);
+    let id: InitProducerIdResponse = call(&mut connect(addr), ApiKey::InitProducerId, 4, &init);
     assert_eq!(id.error_code, 0);
-    let (pid, epoch) = (id.producer_id.0, id.producer_epoch);
+    (id.producer_id.0, id.producer_epoch)
+}
+
+#[test]
+fn idempotent_retries_are_stored_once_even_across_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    ensure_topic(&broker.addr, "idem");
+    let (pid, epoch) = init_producer_id(&broker.addr);
     assert!(pid >= 0);
     assert_eq!(epoch, 0);
 
@@ -147,9 +151,7 @@ fn idempotent_retries_are_stored_once_even_across_a_restart() {
         "INVALID_PRODUCER_EPOCH"
     );
     // Ids are not reused after the restart.
-    let other: InitProducerIdResponse =
-        call(&mut connect(&broker.addr), ApiKey::InitProducerId, 4, &init);
-    assert_ne!(other.producer_id.0, pid);
+    assert_ne!(init_producer_id(&broker.addr).0, pid);
 }
 
 #[test]
@@ -157,14 +159,7 @@ fn idempotent_retries_are_stored_once_after_delete_records_and_a_restart() {
     let tmp = tempfile::tempdir().unwrap();
     let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
     ensure_topic(&broker.addr, "idem-deleted");
-    let init = InitProducerIdRequest::default()
-        .with_transactional_id(None)
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id((-1).into())
-        .with_producer_epoch(-1);
-    let id: InitProducerIdResponse =
-        call(&mut connect(&broker.addr), ApiKey::InitProducerId, 4, &init);
-    let (pid, epoch) = (id.producer_id.0, id.producer_epoch);
+    let (pid, epoch) = init_producer_id(&broker.addr);
     let plain = batch::build(&[(None, Some(&b"plain"[..]), 1); 5]);
     assert_eq!(produce(&broker.addr, "idem-deleted", plain), (0, 0));
     let values: Vec<String> = (0..10).map(|i| format!("idem-{i}")).collect();
