@@ -88,7 +88,7 @@ impl Drop for PeakRss {
 }
 
 /// Polls `condition` every 20 ms; fails the test if it does not hold within `deadline`.
-fn wait_until(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
     while !condition() {
         assert!(
@@ -99,7 +99,7 @@ fn wait_until(what: &str, deadline: Duration, mut condition: impl FnMut() -> boo
     }
 }
 
-fn api_versions_answered(addr: &str) -> bool {
+pub(crate) fn api_versions_answered(addr: &str) -> bool {
     let mut s = connect(addr);
     s.write_all(&frame(
         ApiKey::ApiVersions,
@@ -111,7 +111,7 @@ fn api_versions_answered(addr: &str) -> bool {
     read_response(&mut s).is_some()
 }
 
-fn ensure_topic(addr: &str, name: &str) {
+pub(crate) fn ensure_topic(addr: &str, name: &str) {
     let request = MetadataRequest::default()
         .with_topics(Some(vec![
             MetadataRequestTopic::default().with_name(Some(topic(name)))
@@ -121,7 +121,7 @@ fn ensure_topic(addr: &str, name: &str) {
     assert_eq!(response.topics[0].error_code, 0, "{name} created");
 }
 
-fn produce_request(name: &str, records: Bytes) -> ProduceRequest {
+pub(crate) fn produce_request(name: &str, records: Bytes) -> ProduceRequest {
     ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(30_000)
@@ -133,7 +133,7 @@ fn produce_request(name: &str, records: Bytes) -> ProduceRequest {
 }
 
 /// Produces to partition 0 at `version`; returns the partition's error code.
-fn produce_at(stream: &mut TcpStream, version: i16, name: &str, records: Bytes) -> i16 {
+pub(crate) fn produce_at(stream: &mut TcpStream, version: i16, name: &str, records: Bytes) -> i16 {
     let response: ProduceResponse = call(
         stream,
         ApiKey::Produce,
@@ -393,7 +393,7 @@ fn topic_auto_creation_is_rate_limited() {
 }
 
 /// A Produce frame header declaring `size` bytes; the body is whatever follows.
-fn declared_produce(size: i32) -> Vec<u8> {
+pub(crate) fn declared_produce(size: i32) -> Vec<u8> {
     let mut head = Vec::new();
     head.put_i32(size);
     head.put_i16(ApiKey::Produce as i16);
