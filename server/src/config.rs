@@ -96,7 +96,8 @@ impl BrokerConfig {
 pub struct Limits {
     /// `max.connections`: connections at once; a new one over it is closed.
     pub max_connections: usize,
-    /// `max.connections.per.ip`: connections at once from one address.
+    /// `max.connections.per.ip`: connections at once from one address; a new one over it
+    /// evicts one of the address's connections not busy with a request (`limits::Phase`).
     pub max_connections_per_ip: usize,
     /// `connections.max.idle.ms`: a connection with no request for this long is closed.
     pub connections_max_idle: Duration,

@@ -39,9 +39,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
-use crate::limits::{ConnectionGate, RefusalLog};
+use crate::limits::{Admitted, ConnectionGate, RefusalLog};
 
-/// After a refused connection is logged, further refusals are only counted for this long.
+/// After a refused (or evicted) connection is logged, further ones are only counted for this long.
 const REFUSAL_LOG_QUIET: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long shutdown waits for in-flight requests before closing their connections.
@@ -142,12 +142,25 @@ async fn serve(
     let limits = &broker.config.limits;
     let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
     let mut refusals = RefusalLog::new(REFUSAL_LOG_QUIET);
+    let mut evictions = RefusalLog::new(REFUSAL_LOG_QUIET);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => match gate.admit(peer.ip()) {
-                    Ok(slot) => {
+                Ok((socket, peer)) => match gate.admit(peer.ip(), std::time::Instant::now()) {
+                    Ok(Admitted { slot, evicted }) => {
+                        if let Some(phase) = evicted {
+                            if let Some(count) = evictions.note(std::time::Instant::now()) {
+                                tracing::info!(
+                                    %peer,
+                                    evicted = count,
+                                    "closed a {} connection from the same address to make room \
+                                     (--max-connections-per-ip); more in the next \
+                                     {REFUSAL_LOG_QUIET:?} are counted, not logged",
+                                    phase.name()
+                                );
+                            }
+                        }
                         // Counted in lograil_connections_open until the connection ends.
                         let open = broker.metrics.connection_opened();
                         let served = connection::serve(broker.clone(), socket, peer, slot);

@@ -94,8 +94,10 @@ struct Settings {
     /// it is closed at once.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,
-    /// Kafka's `max.connections.per.ip`: connections at once from one address (default 1000);
-    /// a new connection over it is closed at once.
+    /// Kafka's `max.connections.per.ip`: connections at once from one address (default 1000).
+    /// A new connection over it takes the place of one of the address's connections not busy
+    /// with a request (a half-sent request's first, then one never served, then the longest
+    /// idle); it is closed at once only when all are busy.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections_per_ip: Option<u64>,
     /// Kafka's `connections.max.idle.ms`: a connection that sends no request for this long is

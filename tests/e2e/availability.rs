@@ -85,9 +85,11 @@ fn idle_and_half_sent_connections_of_one_address_do_not_lock_out_its_neighbours(
             s
         })
         .collect();
-    let mut silent: Vec<TcpStream> = (0..PER_IP / 2).map(|_| connect(&addr)).collect();
+    let silent: Vec<TcpStream> = (0..PER_IP / 2).map(|_| connect(&addr)).collect();
 
-    // Fresh clients from the same address are served at once, on new connections.
+    // Fresh clients from the same address are served at once, on new connections (kept open,
+    // so that each takes a place).
+    let mut served = Vec::new();
     for round in 0..3 {
         let mut fresh = connect(&addr);
         fresh
@@ -103,6 +105,7 @@ fn idle_and_half_sent_connections_of_one_address_do_not_lock_out_its_neighbours(
             "round {round}: a new connection that sends a produce was closed unanswered \
              (the address's slots were held by idle and half-sent connections)"
         );
+        served.push(fresh);
     }
     // The room was made by closing stalled half-sent requests first: four of them (one over
     // the cap, then three fresh clients), and none of the silent connections.
@@ -142,7 +145,7 @@ fn idle_and_half_sent_connections_of_one_address_do_not_lock_out_its_neighbours(
     drop(producer);
     assert!(api_versions_answered(&addr), "the broker is healthy");
     assert_eq!(produce_at(&mut established, 9, "neighbours", records()), 0);
-    drop(silent.drain(..));
+    drop((silent, served));
 }
 
 #[test]
