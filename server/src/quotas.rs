@@ -17,6 +17,13 @@
 //!   against `consumer_byte_rate`, every request the time its handler spends running (polled,
 //!   not waiting: a long-polling fetch costs only its reads) against `request_percentage`
 //!   (100 = one thread's whole time). A request throttled by both gets the longer throttle.
+//! - The bucket is the quota entity's, shared by all its connections, and a Produce or Fetch
+//!   waits, before it is handled, until its entity's byte-rate bucket is out of debt (Produce
+//!   bytes are taken out then, before the append). So many connections of one client id that
+//!   ignore `throttle_time_ms` share its quota instead of each being muted on its own (with
+//!   Kafka, and lograil before, N such connections got up to N times a window's worth per
+//!   window). A Fetch's bytes are known only once it is answered: concurrent fetches of one
+//!   entity may overshoot by one response each. `request_percentage` mutes per connection only.
 //! - Which quota applies is Kafka's order, first match per quota key: user+client-id,
 //!   user+default client-id, user, default user+client-id, default user+default client-id,
 //!   default user, client-id, default client-id. A default entity gives each user / client id
@@ -264,6 +271,18 @@ impl Sensor {
         }
         let secs = -self.tokens / quota;
         Duration::from_secs_f64(secs.min(window.length().as_secs_f64()))
+    }
+}
+
+impl Sensor {
+    /// The time the bucket needs, filling at the quota, to be out of debt at `now`.
+    fn debt(&self, quota: f64, now: Instant) -> Duration {
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        let tokens = self.tokens + quota * elapsed;
+        if tokens >= 0.0 || quota <= 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::try_from_secs_f64(-tokens / quota).unwrap_or(Duration::MAX)
     }
 }
 
@@ -521,6 +540,25 @@ impl Quotas {
         throttle
     }
 
+    /// How long until the bucket of `kind` that `client_id` draws on is out of debt (zero
+    /// without a quota or a debt). The bucket is the quota entity's, shared by all its
+    /// connections: a request of that kind waits this long before it is handled, so that
+    /// connections that ignore `throttle_time_ms` share one quota instead of each being muted
+    /// on its own.
+    pub fn debt(&self, kind: QuotaKind, client_id: &str, now: Instant) -> Duration {
+        if !self.any() {
+            return Duration::ZERO;
+        }
+        let Some((quota, user_tag, client_tag)) = self.resolve(kind, ANONYMOUS, client_id) else {
+            return Duration::ZERO;
+        };
+        let sensors = lock(&self.sensors);
+        sensors
+            .by_key
+            .get(&(kind, user_tag, client_tag))
+            .map_or(Duration::ZERO, |sensor| sensor.debt(quota, now))
+    }
+
     /// The quotas that apply to `client_id` now (for display).
     pub fn effective(&self, client_id: &str) -> Vec<(QuotaKind, f64)> {
         QuotaKind::ALL
@@ -662,6 +700,37 @@ mod tests {
         // Capped at the window.
         let throttle = quotas.record(QuotaKind::ProducerByteRate, "a", 1e12, later);
         assert_eq!(throttle, Window::default().length());
+    }
+
+    #[test]
+    fn the_debt_is_the_entitys_and_is_paid_back_at_the_quota() {
+        let dir = tempfile::tempdir().unwrap();
+        let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
+        let p = QuotaKind::ProducerByteRate;
+        let now = Instant::now();
+        assert_eq!(quotas.debt(p, "a", now), Duration::ZERO, "no quota");
+        quotas
+            .alter(&client("a"), &[set(p, 1000.0)], false)
+            .unwrap();
+        assert_eq!(quotas.debt(p, "a", now), Duration::ZERO, "nothing recorded");
+        // The burst (11 s at 1000/s) and 2 s more.
+        quotas.record(p, "a", 13_000.0, now);
+        assert_eq!(quotas.debt(p, "a", now), Duration::from_secs(2));
+        let later = now + Duration::from_millis(1500);
+        assert_eq!(quotas.debt(p, "a", later), Duration::from_millis(500));
+        assert_eq!(
+            quotas.debt(p, "a", now + Duration::from_secs(3)),
+            Duration::ZERO
+        );
+        assert_eq!(
+            quotas.debt(p, "b", now),
+            Duration::ZERO,
+            "another client id"
+        );
+        assert_eq!(
+            quotas.debt(QuotaKind::ConsumerByteRate, "a", now),
+            Duration::ZERO
+        );
     }
 
     #[test]
