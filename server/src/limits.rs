@@ -274,6 +274,24 @@ impl RateLimiter {
         }
     }
 
+    /// Takes one token at `now` if there is one (zero returned); otherwise takes nothing and
+    /// returns how long until there is one.
+    pub fn take_or_wait(&self, now: Instant) -> Duration {
+        let mut state = lock(&self.state);
+        let (tokens, last) = &mut *state;
+        if let Some(last) = *last {
+            let refill = now.saturating_duration_since(last).as_secs_f64() * self.rate;
+            *tokens = (*tokens + refill).min(self.rate);
+        }
+        *last = Some(now);
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - *tokens) / self.rate)
+        }
+    }
+
     /// Takes one token at `now` if there is one.
     pub fn try_take(&self, now: Instant) -> bool {
         let mut state = lock(&self.state);
@@ -381,6 +399,18 @@ mod tests {
             assert_eq!(log.note(t + Duration::from_millis(i * 100)), None);
         }
         assert_eq!(log.note(t + Duration::from_secs(11)), Some(51));
+    }
+
+    #[test]
+    fn the_bucket_says_how_long_until_its_next_token() {
+        let bucket = RateLimiter::per_second(4);
+        let t = Instant::now();
+        for _ in 0..4 {
+            assert_eq!(bucket.take_or_wait(t), Duration::ZERO);
+        }
+        assert_eq!(bucket.take_or_wait(t), Duration::from_millis(250));
+        let later = t + Duration::from_millis(250);
+        assert_eq!(bucket.take_or_wait(later), Duration::ZERO);
     }
 
     #[test]

@@ -275,3 +275,103 @@ fn connections_of_one_client_id_share_its_byte_rate_quota() {
     assert!(count > 0, "nothing was acknowledged");
     assert!(api_versions_answered(&addr));
 }
+
+/// Connects, asks for ApiVersions and closes, over and over until `until`: how many of the
+/// connections were answered, and how many were tried.
+fn reconnect_per_request(addr: &str, until: Instant) -> (usize, usize) {
+    let (mut served, mut tried) = (0, 0);
+    while Instant::now() < until {
+        tried += 1;
+        let mut s = connect(addr);
+        let request = frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default());
+        if s.write_all(&request).is_ok() && read_response(&mut s).is_some() {
+            served += 1;
+        }
+    }
+    (served, tried)
+}
+
+#[test]
+fn connection_creation_rate_quotas_hold_a_reconnecting_client_to_its_rate() {
+    const RATE: f64 = 10.0;
+    let tmp = tempfile::tempdir().unwrap();
+    // A 2-second window: a burst of 20 connections.
+    let broker = TestBroker::start(&tmp.path().join("data"), &["--quota-window-num", "2"]);
+    let addr = broker.addr.clone();
+    let alter = |entity: &[(&str, Option<&str>)], key: &str, value: f64| {
+        crate::quotas::alter(&addr, entity, &[(key, Some(value))], false)
+    };
+    const INVALID_REQUEST: i16 = 42;
+    let ip = [("ip", Some("127.0.0.1"))];
+    // Kafka's rules: an ip entity stands alone, takes only connection_creation_rate (a whole
+    // number), and names an address.
+    assert_eq!(
+        alter(
+            &[("ip", Some("127.0.0.1")), ("client-id", Some("a"))],
+            "connection_creation_rate",
+            RATE
+        ),
+        INVALID_REQUEST
+    );
+    assert_eq!(alter(&ip, "producer_byte_rate", 1000.0), INVALID_REQUEST);
+    assert_eq!(
+        alter(
+            &[("client-id", Some("a"))],
+            "connection_creation_rate",
+            RATE
+        ),
+        INVALID_REQUEST
+    );
+    assert_eq!(
+        alter(
+            &[("ip", Some("not-an-address"))],
+            "connection_creation_rate",
+            RATE
+        ),
+        INVALID_REQUEST
+    );
+    assert_eq!(alter(&ip, "connection_creation_rate", 1.5), INVALID_REQUEST);
+    assert_eq!(
+        alter(&[("ip", None)], "connection_creation_rate", 1000.0),
+        0
+    );
+    assert_eq!(alter(&ip, "connection_creation_rate", RATE), 0);
+
+    let start = Instant::now();
+    let secs = 3.0;
+    let (served, tried) = reconnect_per_request(&addr, start + Duration::from_secs_f64(secs));
+    let allowed = 2.0 * RATE + secs * RATE;
+    println!("reconnect per request at {RATE}/s: {served} of {tried} connections served, {allowed} allowed");
+    assert!(served >= 1, "nothing was served");
+    assert!(
+        (served as f64) < allowed * 1.3,
+        "{served} connections served in {secs} s at a quota of {RATE}/s (burst {})",
+        2.0 * RATE
+    );
+    // Once the client slows to its rate, it is served again.
+    std::thread::sleep(Duration::from_millis(200));
+    crate::limits::wait_until(
+        "a connection is served again",
+        Duration::from_secs(10),
+        || api_versions_answered(&addr),
+    );
+
+    // The broker-wide rate (Kafka's max.connection.creation.rate): connections over it wait
+    // to be accepted.
+    let broker = TestBroker::start(
+        &tmp.path().join("data2"),
+        &["--max-connection-creation-rate", "10"],
+    );
+    let start = Instant::now();
+    let secs = 2.0;
+    let (served, tried) =
+        reconnect_per_request(&broker.addr, start + Duration::from_secs_f64(secs));
+    // A burst of one second's worth, then the rate.
+    let allowed = RATE + secs * RATE;
+    println!("broker-wide {RATE}/s: {served} of {tried} connections served, {allowed} allowed");
+    assert!(served >= 1);
+    assert!(
+        (served as f64) < allowed * 1.3,
+        "{served} connections accepted in {secs} s at --max-connection-creation-rate {RATE}"
+    );
+}

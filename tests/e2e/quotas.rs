@@ -230,8 +230,11 @@ fn client_quotas_are_set_described_removed_and_kept_across_a_restart() {
         users.keys().collect::<Vec<_>>(),
         ["user=<default>,client-id=a"]
     );
+    assert!(describe(&addr, &[("ip", ANY, None)], false)
+        .unwrap()
+        .is_empty());
     assert_eq!(
-        describe(&addr, &[("ip", ANY, None)], false),
+        describe(&addr, &[("group", ANY, None)], false),
         Err(INVALID_REQUEST)
     );
     assert_eq!(
