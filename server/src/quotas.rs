@@ -25,6 +25,9 @@
 //!   Kafka, and lograil before, N such connections got up to N times a window's worth per
 //!   window). A Fetch's bytes are known only once it is answered: concurrent fetches of one
 //!   entity may overshoot by one response each. `request_percentage` mutes per connection only.
+//!   Deviation: the wait is after the request is read (Kafka mutes before reading), so a
+//!   waiting request keeps its bytes, and one over 64 KiB its share of
+//!   `queued.max.request.bytes`.
 //! - Which quota applies is Kafka's order, first match per quota key: user+client-id,
 //!   user+default client-id, user, default user+client-id, default user+default client-id,
 //!   default user, client-id, default client-id. A default entity gives each user / client id
