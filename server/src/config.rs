@@ -96,8 +96,13 @@ impl BrokerConfig {
 pub struct Limits {
     /// `max.connections`: connections at once; a new one over it is closed.
     pub max_connections: usize,
-    /// `max.connections.per.ip`: connections at once from one address.
+    /// `max.connections.per.ip`: connections at once from one address; a new one over it
+    /// evicts one of the address's connections not busy with a request (`limits::Phase`).
     pub max_connections_per_ip: usize,
+    /// `max.connection.creation.rate`: connections accepted per second, all addresses
+    /// together, in bursts of one second's worth; a connection over it waits to be accepted.
+    /// `None`: unlimited (Kafka's default).
+    pub max_connection_creation_rate: Option<u32>,
     /// `connections.max.idle.ms`: a connection with no request for this long is closed.
     pub connections_max_idle: Duration,
     /// Once a request's first byte arrives, all of it must within this (lograil's own).
@@ -136,6 +141,7 @@ impl Default for Limits {
         Limits {
             max_connections: 10_000,
             max_connections_per_ip: 1_000,
+            max_connection_creation_rate: None,
             connections_max_idle: Duration::from_secs(600),
             request_read_timeout: Duration::from_secs(30),
             queued_max_request_bytes: 256 * 1024 * 1024,

@@ -9,9 +9,14 @@
 //! so is one whose request does not arrive whole within `--request-read-timeout-ms` of its first
 //! byte (a client that declares a large request and stalls must not hold the memory or the
 //! request budget for long).
+//!
+//! The connection tells the gate what it is doing ([`Phase`]: half-sent, never served, idle,
+//! busy), so that an address at `max.connections.per.ip` can close one of its connections that
+//! is not busy for a new one; an evicted connection ends at once.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedReadHalf;
@@ -22,7 +27,7 @@ use tracing::Instrument;
 use crate::broker::Broker;
 use crate::frame::{FrameLimits, FrameReader};
 use crate::handlers::{self, Session, SCRATCH_IDLE_RELEASE};
-use crate::limits::Slot;
+use crate::limits::{Activity, Phase, Slot};
 
 /// How long a response (or what is left in the write buffer) may take to go out once shutdown
 /// has begun: a client that stops reading cannot hold the broker's exit up for longer.
@@ -33,7 +38,7 @@ const SHUTDOWN_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
 /// the connection's place under the connection caps, freed when it ends.
 pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr, slot: Slot) {
     let span = tracing::info_span!("connection", %peer, client_id = tracing::field::Empty);
-    serve_in_span(broker.clone(), socket, peer)
+    serve_in_span(broker.clone(), socket, peer, slot.activity())
         .instrument(span)
         .await;
     release_share_sessions(&broker, peer).await;
@@ -54,7 +59,12 @@ async fn release_share_sessions(broker: &Arc<Broker>, peer: SocketAddr) {
     }
 }
 
-async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr) {
+async fn serve_in_span(
+    broker: Arc<Broker>,
+    socket: TcpStream,
+    peer: SocketAddr,
+    activity: &Activity,
+) {
     let _ = socket.set_nodelay(true);
     let (reader, writer) = socket.into_split();
     let mut reader = FrameReader::new(reader);
@@ -71,10 +81,12 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
             break;
         }
         if !reader.has_buffered()
-            && !next_request_begins(&mut reader, &mut session, &broker, &mut shutdown).await
+            && !next_request_begins(&mut reader, &mut session, &broker, &mut shutdown, activity)
+                .await
         {
             break;
         }
+        activity.set(Phase::Partial, Instant::now());
         let read = tokio::time::timeout(
             limits.request_read_timeout,
             reader.read_frame(&frame_limits, &broker.request_budget),
@@ -83,6 +95,10 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
             biased;
             frame = read => frame,
             _ = shutdown.changed() => break,
+            () = activity.evicted() => {
+                tracing::debug!("closing a half-sent request's connection to make room for a new one from the same address (--max-connections-per-ip)");
+                break;
+            }
         };
         let frame = match frame {
             Ok(Ok(Some(frame))) => frame,
@@ -99,6 +115,7 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
                 break;
             }
         };
+        activity.set(Phase::Busy, Instant::now());
         let (frame, budget) = frame.into_parts();
         let handled = handlers::handle(&broker, frame, &mut session).await;
         // The request is done with: its bytes no longer count against the budget.
@@ -146,6 +163,7 @@ async fn serve_in_span(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr)
                 () = tokio::time::sleep(throttle) => {}
             }
         }
+        activity.set(Phase::Idle, Instant::now());
     }
     // Whatever is buffered goes out, unless the client stopped reading.
     let _ = tokio::time::timeout(SHUTDOWN_WRITE, writer.flush()).await;
@@ -160,6 +178,7 @@ async fn next_request_begins(
     session: &mut Session,
     broker: &Broker,
     shutdown: &mut watch::Receiver<bool>,
+    activity: &Activity,
 ) -> bool {
     let idle = broker.config.limits.connections_max_idle;
     let deadline = tokio::time::Instant::now() + idle;
@@ -178,6 +197,10 @@ async fn next_request_begins(
                 };
             }
             _ = shutdown.changed() => return false,
+            () = activity.evicted() => {
+                tracing::debug!("closing a connection waiting for a request to make room for a new one from the same address (--max-connections-per-ip)");
+                return false;
+            }
             () = tokio::time::sleep(SCRATCH_IDLE_RELEASE), if session.holds_large_buffer() => {
                 session.release_buffer();
             }

@@ -39,10 +39,14 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
-use crate::limits::{ConnectionGate, RefusalLog};
+use crate::limits::{Admitted, ConnectionGate, RateLimiter, RefusalLog};
 
-/// After a refused connection is logged, further refusals are only counted for this long.
+/// After a refused (or evicted) connection is logged, further ones are only counted for this long.
 const REFUSAL_LOG_QUIET: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Connections over their address's `connection_creation_rate` held at once before being
+/// closed; past this many, they are closed at once.
+const THROTTLED_HELD: usize = 1000;
 
 /// How long shutdown waits for in-flight requests before closing their connections.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -142,32 +146,75 @@ async fn serve(
     let limits = &broker.config.limits;
     let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
     let mut refusals = RefusalLog::new(REFUSAL_LOG_QUIET);
+    let mut evictions = RefusalLog::new(REFUSAL_LOG_QUIET);
+    let mut throttles = RefusalLog::new(REFUSAL_LOG_QUIET);
+    let creation_rate = limits
+        .max_connection_creation_rate
+        .map(RateLimiter::per_second);
+    let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
+        // max.connection.creation.rate: accepting waits (the kernel queues new connections).
+        if let Some(rate) = &creation_rate {
+            let wait = rate.take_or_wait(std::time::Instant::now());
+            if !wait.is_zero() {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => continue,
+                    () = &mut shutdown => break,
+                }
+            }
+        }
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => match gate.admit(peer.ip()) {
-                    Ok(slot) => {
-                        // Counted in lograil_connections_open until the connection ends.
-                        let open = broker.metrics.connection_opened();
-                        let served = connection::serve(broker.clone(), socket, peer, slot);
-                        connections.spawn(async move {
-                            served.await;
-                            drop(open);
-                        });
-                    }
-                    Err(refused) => {
-                        // Closed at once: the client sees the connection end, not a hang.
-                        drop(socket);
-                        if let Some(count) = refusals.note(std::time::Instant::now()) {
-                            tracing::warn!(
+                Ok((socket, peer)) => {
+                    // The address's connection_creation_rate: held unserved, then closed.
+                    let throttle = broker.quotas.admit_connection(peer.ip(), std::time::Instant::now());
+                    if !throttle.is_zero() {
+                        if let Some(count) = throttles.note(std::time::Instant::now()) {
+                            tracing::info!(
                                 %peer,
-                                refused = count,
-                                "refusing connections: {refused}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
+                                throttled = count,
+                                "closing connections over their address's connection_creation_rate after {throttle:?}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
                             );
                         }
+                        hold_then_close(socket, throttle, &held, broker.shutdown.clone());
+                        continue;
                     }
-                },
+                    match gate.admit(peer.ip(), std::time::Instant::now()) {
+                        Ok(Admitted { slot, evicted }) => {
+                            if let Some(phase) = evicted {
+                                if let Some(count) = evictions.note(std::time::Instant::now()) {
+                                    tracing::info!(
+                                        %peer,
+                                        evicted = count,
+                                        "closed a {} connection from the same address to make room \
+                                         (--max-connections-per-ip); more in the next \
+                                         {REFUSAL_LOG_QUIET:?} are counted, not logged",
+                                        phase.name()
+                                    );
+                                }
+                            }
+                            // Counted in lograil_connections_open until the connection ends.
+                            let open = broker.metrics.connection_opened();
+                            let served = connection::serve(broker.clone(), socket, peer, slot);
+                            connections.spawn(async move {
+                                served.await;
+                                drop(open);
+                            });
+                        }
+                        Err(refused) => {
+                            // Closed at once: the client sees the connection end, not a hang.
+                            drop(socket);
+                            if let Some(count) = refusals.note(std::time::Instant::now()) {
+                                tracing::warn!(
+                                    %peer,
+                                    refused = count,
+                                    "refusing connections: {refused}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
+                                );
+                            }
+                        }
+                    }
+                }
                 Err(e) => {
                     // Out of file descriptors and the like: back off, keep serving.
                     tracing::warn!(error = %e, "accept failed");
@@ -214,6 +261,31 @@ async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Holds a connection over its address's connection rate unserved for `throttle`, then closes
+/// it, as Kafka does, so that a client reconnecting at once is slowed; closes it at once when
+/// [`THROTTLED_HELD`] are held already.
+fn hold_then_close(
+    socket: tokio::net::TcpStream,
+    throttle: std::time::Duration,
+    held: &Arc<std::sync::atomic::AtomicUsize>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering;
+    if held.fetch_add(1, Ordering::AcqRel) >= THROTTLED_HELD {
+        held.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let held = held.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = tokio::time::sleep(throttle) => {}
+            _ = shutdown.changed() => {}
+        }
+        drop(socket);
+        held.fetch_sub(1, Ordering::AcqRel);
+    });
 }
 
 async fn run_retention(broker: Arc<Broker>) {

@@ -1,5 +1,6 @@
 //! Kafka client quotas: `producer_byte_rate`, `consumer_byte_rate` and `request_percentage`
-//! per user and/or client id, set with AlterClientQuotas, read with DescribeClientQuotas,
+//! per user and/or client id, and `connection_creation_rate` per `ip` (KIP-612), set with
+//! AlterClientQuotas, read with DescribeClientQuotas,
 //! kept in `<data-dir>/client-quotas` (JSON, written atomically) and enforced as Kafka does
 //! since KIP-219: a request is recorded against its quota entity's rate, the response carries
 //! `throttle_time_ms`, and the connection reads no further request for that long.
@@ -17,15 +18,31 @@
 //!   against `consumer_byte_rate`, every request the time its handler spends running (polled,
 //!   not waiting: a long-polling fetch costs only its reads) against `request_percentage`
 //!   (100 = one thread's whole time). A request throttled by both gets the longer throttle.
+//! - The bucket is the quota entity's, shared by all its connections, and a Produce or Fetch
+//!   waits, before it is handled, until its entity's byte-rate bucket is out of debt (Produce
+//!   bytes are taken out then, before the append). So many connections of one client id that
+//!   ignore `throttle_time_ms` share its quota instead of each being muted on its own (with
+//!   Kafka, and lograil before, N such connections got up to N times a window's worth per
+//!   window). A Fetch's bytes are known only once it is answered: concurrent fetches of one
+//!   entity may overshoot by one response each. `request_percentage` mutes per connection only.
+//!   Deviation: the wait is after the request is read (Kafka mutes before reading), so a
+//!   waiting request keeps its bytes, and one over 64 KiB its share of
+//!   `queued.max.request.bytes`.
 //! - Which quota applies is Kafka's order, first match per quota key: user+client-id,
 //!   user+default client-id, user, default user+client-id, default user+default client-id,
 //!   default user, client-id, default client-id. A default entity gives each user / client id
 //!   its own rate at that quota, as in Kafka.
+//! - `connection_creation_rate` of an `ip` entity (the address, or the default: each address
+//!   its own rate) is a bucket of connections over the same window: a new connection from the
+//!   address takes one out, and one over the rate is not served but held for the time the
+//!   bucket needs to refill, then closed (Kafka's per-IP throttle; the held connection is not
+//!   counted, as Kafka unrecords it).
 //! - lograil has no authentication: every client's user principal is `ANONYMOUS`, so user
 //!   quotas apply through the default user or the user named `ANONYMOUS`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
@@ -47,13 +64,16 @@ pub enum QuotaKind {
     ProducerByteRate,
     ConsumerByteRate,
     RequestPercentage,
+    /// Of `ip` entities only.
+    ConnectionCreationRate,
 }
 
 impl QuotaKind {
-    pub const ALL: [QuotaKind; 3] = [
+    pub const ALL: [QuotaKind; 4] = [
         QuotaKind::ProducerByteRate,
         QuotaKind::ConsumerByteRate,
         QuotaKind::RequestPercentage,
+        QuotaKind::ConnectionCreationRate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +81,7 @@ impl QuotaKind {
             QuotaKind::ProducerByteRate => "producer_byte_rate",
             QuotaKind::ConsumerByteRate => "consumer_byte_rate",
             QuotaKind::RequestPercentage => "request_percentage",
+            QuotaKind::ConnectionCreationRate => "connection_creation_rate",
         }
     }
 
@@ -89,28 +110,37 @@ impl Name {
     }
 }
 
-/// A quota entity: a user, a client id, or both (Kafka also has `ip`, for connection rates,
-/// which lograil does not serve).
+/// A quota entity: a user, a client id, or both; or an address (`ip`, alone).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Entity {
     pub user: Option<Name>,
     pub client_id: Option<Name>,
+    /// A named address is kept in its canonical text form.
+    pub ip: Option<Name>,
 }
 
 pub const USER: &str = "user";
 pub const CLIENT_ID: &str = "client-id";
+pub const IP: &str = "ip";
 
 /// Why an entity, a key or a value was refused (INVALID_REQUEST, as Kafka answers).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum QuotaError {
-    #[error("unknown quota entity type {0:?} (lograil serves \"user\" and \"client-id\")")]
+    #[error("unknown quota entity type {0:?} (lograil serves \"user\", \"client-id\" and \"ip\")")]
     UnknownEntityType(String),
+    #[error("an ip quota entity cannot be combined with a user or a client-id")]
+    IpCombined,
+    #[error("{0:?} is not an IP address")]
+    NotAnAddress(String),
+    #[error("{key} applies to ip entities only, and ip entities take only {}", QuotaKind::ConnectionCreationRate.name())]
+    WrongEntityForKey { key: &'static str },
     #[error("entity type {0:?} is named twice")]
     DuplicateEntityType(String),
     #[error("an entity needs a user or a client-id")]
     EmptyEntity,
     #[error(
-        "unknown quota key {0:?} (producer_byte_rate, consumer_byte_rate, request_percentage)"
+        "unknown quota key {0:?} (producer_byte_rate, consumer_byte_rate, request_percentage, \
+         connection_creation_rate)"
     )]
     UnknownKey(String),
     #[error("{key} must be a positive number, not {value}")]
@@ -127,19 +157,33 @@ impl Entity {
         let mut entity = Entity {
             user: None,
             client_id: None,
+            ip: None,
         };
         for (kind, name) in components {
             let slot = match kind {
                 USER => &mut entity.user,
                 CLIENT_ID => &mut entity.client_id,
+                IP => &mut entity.ip,
                 other => return Err(QuotaError::UnknownEntityType(other.to_string())),
             };
             if slot.is_some() {
                 return Err(QuotaError::DuplicateEntityType(kind.to_string()));
             }
-            *slot = Some(Name::from_wire(name));
+            let mut name = Name::from_wire(name);
+            if kind == IP {
+                if let Name::Named(text) = &name {
+                    let addr: IpAddr = text
+                        .parse()
+                        .map_err(|_| QuotaError::NotAnAddress(text.clone()))?;
+                    name = Name::Named(addr.to_string());
+                }
+            }
+            *slot = Some(name);
         }
-        if entity.user.is_none() && entity.client_id.is_none() {
+        if entity.ip.is_some() && (entity.user.is_some() || entity.client_id.is_some()) {
+            return Err(QuotaError::IpCombined);
+        }
+        if entity.user.is_none() && entity.client_id.is_none() && entity.ip.is_none() {
             return Err(QuotaError::EmptyEntity);
         }
         Ok(entity)
@@ -154,11 +198,24 @@ impl Entity {
         if let Some(client) = &self.client_id {
             out.push((CLIENT_ID, client.to_wire()));
         }
+        if let Some(ip) = &self.ip {
+            out.push((IP, ip.to_wire()));
+        }
         out
     }
 }
 
-/// Checks one quota value as Kafka does: positive, and whole for the byte rates.
+/// Checks that a key applies to an entity, as Kafka does: `connection_creation_rate` to ip
+/// entities only, and only it to them.
+pub fn check_key(entity: &Entity, kind: QuotaKind) -> Result<(), QuotaError> {
+    if entity.ip.is_some() != (kind == QuotaKind::ConnectionCreationRate) {
+        return Err(QuotaError::WrongEntityForKey { key: kind.name() });
+    }
+    Ok(())
+}
+
+/// Checks one quota value as Kafka does: positive, and whole for the byte and connection
+/// rates.
 pub fn check_value(kind: QuotaKind, value: f64) -> Result<(), QuotaError> {
     let key = kind.name();
     if !(value.is_finite() && value > 0.0) {
@@ -267,6 +324,34 @@ impl Sensor {
     }
 }
 
+impl Sensor {
+    /// Takes `value` out if the bucket holds that much at `now` (zero returned); otherwise
+    /// takes nothing and returns the time it needs, filling at the quota, to hold it (at most
+    /// the whole window).
+    fn try_take(&mut self, value: f64, quota: f64, window: Window, now: Instant) -> Duration {
+        let burst = quota * window.length().as_secs_f64();
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        self.updated = self.updated.max(now);
+        self.tokens = (self.tokens + quota * elapsed).min(burst);
+        if self.tokens >= value || quota <= 0.0 {
+            self.tokens -= value;
+            return Duration::ZERO;
+        }
+        let secs = (value - self.tokens) / quota;
+        Duration::from_secs_f64(secs.min(window.length().as_secs_f64()))
+    }
+
+    /// The time the bucket needs, filling at the quota, to be out of debt at `now`.
+    fn debt(&self, quota: f64, now: Instant) -> Duration {
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        let tokens = self.tokens + quota * elapsed;
+        if tokens >= 0.0 || quota <= 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::try_from_secs_f64(-tokens / quota).unwrap_or(Duration::MAX)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Sensors {
     /// By (key, user tag, client-id tag); a tag is empty when the matched entity has no
@@ -281,8 +366,12 @@ pub struct Quotas {
     dir: PathBuf,
     window: Window,
     table: RwLock<Table>,
-    /// Whether any quota is set (the request path does nothing more when none is).
+    /// Whether any quota of a user or client id is set (the request path does nothing more
+    /// when none is).
     any: AtomicBool,
+    /// Whether a `connection_creation_rate` quota is set (accepting does nothing more when
+    /// none is).
+    any_ip: AtomicBool,
     /// Whether a `request_percentage` quota is set (handlers are timed only then).
     any_request: AtomicBool,
     sensors: Mutex<Sensors>,
@@ -336,6 +425,7 @@ impl Quotas {
                     for (key, value) in entry.values {
                         let kind = QuotaKind::parse(&key)
                             .ok_or_else(|| corrupt(QuotaError::UnknownKey(key).to_string()))?;
+                        check_key(&entity, kind).map_err(|e| corrupt(e.to_string()))?;
                         check_value(kind, value).map_err(|e| corrupt(e.to_string()))?;
                         values.insert(kind, value);
                     }
@@ -352,6 +442,7 @@ impl Quotas {
             window,
             table: RwLock::new(Table::new()),
             any: AtomicBool::new(false),
+            any_ip: AtomicBool::new(false),
             any_request: AtomicBool::new(false),
             sensors: Mutex::new(Sensors::default()),
             alter: Mutex::new(()),
@@ -361,7 +452,10 @@ impl Quotas {
     }
 
     fn install(&self, table: Table) {
-        self.any.store(!table.is_empty(), Ordering::Release);
+        let ip = table.keys().any(|e| e.ip.is_some());
+        self.any_ip.store(ip, Ordering::Release);
+        let client = table.keys().any(|e| e.ip.is_none());
+        self.any.store(client, Ordering::Release);
         let request = table
             .values()
             .any(|v| v.contains_key(&QuotaKind::RequestPercentage));
@@ -378,6 +472,11 @@ impl Quotas {
         self.any.load(Ordering::Acquire)
     }
 
+    /// Whether a `connection_creation_rate` quota is set.
+    pub fn any_connection_rate(&self) -> bool {
+        self.any_ip.load(Ordering::Acquire)
+    }
+
     /// Whether a `request_percentage` quota is set.
     pub fn any_request_quota(&self) -> bool {
         self.any_request.load(Ordering::Acquire)
@@ -392,6 +491,7 @@ impl Quotas {
         validate_only: bool,
     ) -> Result<(), AlterError> {
         for op in ops {
+            check_key(entity, op.kind)?;
             if let Some(value) = op.value {
                 check_value(op.kind, value)?;
             }
@@ -479,6 +579,7 @@ impl Quotas {
             let entity = Entity {
                 user: u,
                 client_id: c,
+                ip: None,
             };
             table
                 .get(&entity)
@@ -497,19 +598,8 @@ impl Quotas {
         let Some((quota, user_tag, client_tag)) = self.resolve(kind, ANONYMOUS, client_id) else {
             return Duration::ZERO;
         };
-        let mut sensors = lock(&self.sensors);
+        let mut sensors = self.purged_sensors(now);
         let window = self.window;
-        let idle = window.length() * 2;
-        if sensors
-            .last_purge
-            .is_none_or(|t| now.saturating_duration_since(t) > idle)
-        {
-            // Buckets of clients quiet this long are full again: forgotten until they return.
-            sensors
-                .by_key
-                .retain(|_, s| now.saturating_duration_since(s.updated) <= idle);
-            sensors.last_purge = Some(now);
-        }
         let throttle = sensors
             .by_key
             .entry((kind, user_tag, client_tag))
@@ -519,6 +609,85 @@ impl Quotas {
             on_throttle(client_id, kind.name(), throttle);
         }
         throttle
+    }
+
+    /// A new connection from `ip` at `now`, against its `connection_creation_rate` (the
+    /// address's, else the default ip entity's): zero if it may be served (it is counted),
+    /// else how long to hold it before closing it (it is not counted).
+    pub fn admit_connection(&self, ip: IpAddr, now: Instant) -> Duration {
+        if !self.any_connection_rate() {
+            return Duration::ZERO;
+        }
+        let kind = QuotaKind::ConnectionCreationRate;
+        let address = ip.to_string();
+        let quota = {
+            let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
+            [Name::Named(address.clone()), Name::Default]
+                .into_iter()
+                .find_map(|name| {
+                    let entity = Entity {
+                        user: None,
+                        client_id: None,
+                        ip: Some(name),
+                    };
+                    table.get(&entity).and_then(|v| v.get(&kind)).copied()
+                })
+        };
+        let Some(quota) = quota else {
+            return Duration::ZERO;
+        };
+        let mut sensors = self.purged_sensors(now);
+        let window = self.window;
+        let throttle = sensors
+            .by_key
+            .entry((kind, address.clone(), String::new()))
+            .or_insert_with(|| Sensor::full(quota, window, now))
+            .try_take(1.0, quota, window, now);
+        if !throttle.is_zero() {
+            tracing::debug!(
+                %ip,
+                throttle_ms = throttle.as_millis(),
+                "connection over connection_creation_rate"
+            );
+        }
+        throttle
+    }
+
+    /// The sensors, those of clients quiet for two windows forgotten first (at most once per
+    /// two windows).
+    fn purged_sensors(&self, now: Instant) -> MutexGuard<'_, Sensors> {
+        let mut sensors = lock(&self.sensors);
+        let idle = self.window.length() * 2;
+        if sensors
+            .last_purge
+            .is_none_or(|t| now.saturating_duration_since(t) > idle)
+        {
+            // Buckets quiet this long are full again: forgotten until they are used again.
+            sensors
+                .by_key
+                .retain(|_, s| now.saturating_duration_since(s.updated) <= idle);
+            sensors.last_purge = Some(now);
+        }
+        sensors
+    }
+
+    /// How long until the bucket of `kind` that `client_id` draws on is out of debt (zero
+    /// without a quota or a debt). The bucket is the quota entity's, shared by all its
+    /// connections: a request of that kind waits this long before it is handled, so that
+    /// connections that ignore `throttle_time_ms` share one quota instead of each being muted
+    /// on its own.
+    pub fn debt(&self, kind: QuotaKind, client_id: &str, now: Instant) -> Duration {
+        if !self.any() {
+            return Duration::ZERO;
+        }
+        let Some((quota, user_tag, client_tag)) = self.resolve(kind, ANONYMOUS, client_id) else {
+            return Duration::ZERO;
+        };
+        let sensors = lock(&self.sensors);
+        sensors
+            .by_key
+            .get(&(kind, user_tag, client_tag))
+            .map_or(Duration::ZERO, |sensor| sensor.debt(quota, now))
     }
 
     /// The quotas that apply to `client_id` now (for display).
@@ -573,6 +742,7 @@ mod tests {
         Entity {
             user: None,
             client_id: Some(Name::Named(name.into())),
+            ip: None,
         }
     }
 
@@ -665,11 +835,106 @@ mod tests {
     }
 
     #[test]
+    fn the_debt_is_the_entitys_and_is_paid_back_at_the_quota() {
+        let dir = tempfile::tempdir().unwrap();
+        let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
+        let p = QuotaKind::ProducerByteRate;
+        let now = Instant::now();
+        assert_eq!(quotas.debt(p, "a", now), Duration::ZERO, "no quota");
+        quotas
+            .alter(&client("a"), &[set(p, 1000.0)], false)
+            .unwrap();
+        assert_eq!(quotas.debt(p, "a", now), Duration::ZERO, "nothing recorded");
+        // The burst (11 s at 1000/s) and 2 s more.
+        quotas.record(p, "a", 13_000.0, now);
+        assert_eq!(quotas.debt(p, "a", now), Duration::from_secs(2));
+        let later = now + Duration::from_millis(1500);
+        assert_eq!(quotas.debt(p, "a", later), Duration::from_millis(500));
+        assert_eq!(
+            quotas.debt(p, "a", now + Duration::from_secs(3)),
+            Duration::ZERO
+        );
+        assert_eq!(
+            quotas.debt(p, "b", now),
+            Duration::ZERO,
+            "another client id"
+        );
+        assert_eq!(
+            quotas.debt(QuotaKind::ConsumerByteRate, "a", now),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn connections_over_an_ips_rate_are_held_and_not_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let window = Window {
+            size: Duration::from_secs(1),
+            samples: 2,
+        };
+        let quotas = Quotas::open(dir.path(), window).unwrap();
+        let kind = QuotaKind::ConnectionCreationRate;
+        let ip = |name: Option<&str>| Entity::from_components([(IP, name)]).unwrap();
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let now = Instant::now();
+        assert_eq!(quotas.admit_connection(a, now), Duration::ZERO, "no quota");
+        quotas
+            .alter(&ip(Some("10.0.0.1")), &[set(kind, 2.0)], false)
+            .unwrap();
+        assert!(!quotas.any(), "an ip quota is not a client quota");
+        // A burst of the window's worth (2 s at 2/s), then one every half second.
+        for _ in 0..4 {
+            assert_eq!(quotas.admit_connection(a, now), Duration::ZERO);
+        }
+        assert_eq!(quotas.admit_connection(a, now), Duration::from_millis(500));
+        // The refused one was not counted.
+        assert_eq!(quotas.admit_connection(a, now), Duration::from_millis(500));
+        let later = now + Duration::from_millis(500);
+        assert_eq!(quotas.admit_connection(a, later), Duration::ZERO);
+        assert_eq!(
+            quotas.admit_connection(b, now),
+            Duration::ZERO,
+            "another address"
+        );
+        // The default ip entity gives each address its own rate.
+        quotas.alter(&ip(None), &[set(kind, 1.0)], false).unwrap();
+        assert_eq!(quotas.admit_connection(b, later), Duration::ZERO);
+        assert_eq!(quotas.admit_connection(b, later), Duration::ZERO);
+        assert_eq!(quotas.admit_connection(b, later), Duration::from_secs(1));
+        // Kafka's rules for ip entities.
+        assert_eq!(
+            Entity::from_components([(IP, Some("10.0.0.1")), (CLIENT_ID, Some("c"))]),
+            Err(QuotaError::IpCombined)
+        );
+        assert!(Entity::from_components([(IP, Some("host.example"))]).is_err());
+        assert_eq!(
+            ip(Some("0:0:0:0:0:0:0:1")).ip,
+            Some(Name::Named("::1".into())),
+            "kept canonical"
+        );
+        assert!(quotas
+            .alter(
+                &ip(Some("10.0.0.1")),
+                &[set(QuotaKind::ProducerByteRate, 1.0)],
+                false
+            )
+            .is_err());
+        assert!(quotas
+            .alter(&client("c"), &[set(kind, 1.0)], false)
+            .is_err());
+    }
+
+    #[test]
     fn precedence_is_kafkas() {
         let dir = tempfile::tempdir().unwrap();
         let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
         let p = QuotaKind::ProducerByteRate;
-        let entity = |user: Option<Name>, client_id: Option<Name>| Entity { user, client_id };
+        let entity = |user: Option<Name>, client_id: Option<Name>| Entity {
+            user,
+            client_id,
+            ip: None,
+        };
         let named = |n: &str| Some(Name::Named(n.into()));
         quotas
             .alter(&entity(None, Some(Name::Default)), &[set(p, 8.0)], false)

@@ -102,10 +102,17 @@ struct Settings {
     /// it is closed at once.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,
-    /// Kafka's `max.connections.per.ip`: connections at once from one address (default 1000);
-    /// a new connection over it is closed at once.
+    /// Kafka's `max.connections.per.ip`: connections at once from one address (default 1000).
+    /// A new connection over it takes the place of one of the address's connections not busy
+    /// with a request (a half-sent request's first, then one never served, then the longest
+    /// idle); it is closed at once only when all are busy.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections_per_ip: Option<u64>,
+    /// Kafka's `max.connection.creation.rate`: connections accepted per second, all addresses
+    /// together, in bursts of one second's worth (default unlimited); a connection over it
+    /// waits to be accepted. Per address: the `connection_creation_rate` quota of `ip` entities.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connection_creation_rate: Option<u32>,
     /// Kafka's `connections.max.idle.ms`: a connection that sends no request for this long is
     /// closed (default 600000, 10 min).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -257,6 +264,9 @@ impl Settings {
             flush_ms: self.flush_ms.or(other.flush_ms),
             max_connections: self.max_connections.or(other.max_connections),
             max_connections_per_ip: self.max_connections_per_ip.or(other.max_connections_per_ip),
+            max_connection_creation_rate: self
+                .max_connection_creation_rate
+                .or(other.max_connection_creation_rate),
             connections_max_idle_ms: self
                 .connections_max_idle_ms
                 .or(other.connections_max_idle_ms),
@@ -386,6 +396,9 @@ impl Settings {
         }
         if let Some(n) = self.max_connections_per_ip {
             limits.max_connections_per_ip = size("max-connections-per-ip", n)?;
+        }
+        if let Some(rate) = self.max_connection_creation_rate {
+            limits.max_connection_creation_rate = Some(rate);
         }
         if let Some(t) = self.connections_max_idle_ms {
             limits.connections_max_idle = ms(t);

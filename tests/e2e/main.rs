@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod availability;
 mod backlog;
 mod bad_input;
 mod broker;

@@ -30,7 +30,12 @@ fn text(s: &str) -> StrBytes {
 /// (entity type, name; `None` the default)
 type Entity<'a> = &'a [(&'a str, Option<&'a str>)];
 
-fn alter(addr: &str, entity: Entity, ops: &[(&str, Option<f64>)], validate_only: bool) -> i16 {
+pub(crate) fn alter(
+    addr: &str,
+    entity: Entity,
+    ops: &[(&str, Option<f64>)],
+    validate_only: bool,
+) -> i16 {
     let request = AlterClientQuotasRequest::default()
         .with_validate_only(validate_only)
         .with_entries(vec![EntryData::default()
@@ -115,7 +120,7 @@ fn describe(
         .collect())
 }
 
-fn create_topic(addr: &str, topic: &str) {
+pub(crate) fn create_topic(addr: &str, topic: &str) {
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     let request = CreateTopicsRequest::default()
         .with_topics(vec![CreatableTopic::default()
@@ -225,8 +230,11 @@ fn client_quotas_are_set_described_removed_and_kept_across_a_restart() {
         users.keys().collect::<Vec<_>>(),
         ["user=<default>,client-id=a"]
     );
+    assert!(describe(&addr, &[("ip", ANY, None)], false)
+        .unwrap()
+        .is_empty());
     assert_eq!(
-        describe(&addr, &[("ip", ANY, None)], false),
+        describe(&addr, &[("group", ANY, None)], false),
         Err(INVALID_REQUEST)
     );
     assert_eq!(

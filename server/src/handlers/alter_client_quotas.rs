@@ -1,9 +1,10 @@
 //! AlterClientQuotas, versions 0–1: sets and removes Kafka's client quotas
 //! (`producer_byte_rate`, `consumer_byte_rate`, `request_percentage`) of `user` and
-//! `client-id` entities, default entities (a null name) included. Each entry is applied on its
-//! own and durably (`<data-dir>/client-quotas`) before the answer; `validate_only` only checks.
-//! Bad entities, keys or values are INVALID_REQUEST with the reason, as in Kafka. Deviation:
-//! the `ip` entity type (connection-rate quotas) is not served (INVALID_REQUEST).
+//! `client-id` entities, and `connection_creation_rate` of `ip` entities (KIP-612), default
+//! entities (a null name) included. Each entry is applied on its own and durably
+//! (`<data-dir>/client-quotas`) before the answer; `validate_only` only checks. Bad entities
+//! (an `ip` combined with another type, or not an address), keys (a key of the other kind of
+//! entity) or values are INVALID_REQUEST with the reason, as in Kafka.
 
 use std::sync::Arc;
 

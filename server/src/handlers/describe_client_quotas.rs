@@ -1,5 +1,5 @@
 //! DescribeClientQuotas, versions 0–1: the client quotas whose entity matches the filter, as in
-//! Kafka: each filter component names an entity type (`user`, `client-id`) and matches an
+//! Kafka: each filter component names an entity type (`user`, `client-id`, `ip`) and matches an
 //! exact name (0), the default entity (1) or any entity of that type (2); every component must
 //! match, and with `strict` the entity has no other component. A malformed filter (an unknown
 //! or repeated entity type, an exact match without a name) is INVALID_REQUEST.
@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::quotas::{Match, CLIENT_ID, USER};
+use crate::quotas::{Match, CLIENT_ID, IP, USER};
 
 const MATCH_EXACT: i8 = 0;
 const MATCH_DEFAULT: i8 = 1;
@@ -72,9 +72,10 @@ fn parse_filter(request: &DescribeClientQuotasRequest) -> Result<Vec<(&str, Matc
         let kind = match component.entity_type.as_str() {
             USER => USER,
             CLIENT_ID => CLIENT_ID,
+            IP => IP,
             other => {
                 return Err(format!(
-                "unknown quota entity type {other:?} (lograil serves \"user\" and \"client-id\")"
+                "unknown quota entity type {other:?} (lograil serves \"user\", \"client-id\" and \"ip\")"
             ))
             }
         };

@@ -338,6 +338,13 @@ async fn handle_frame(
         client_id: client_id.to_string(),
         peer: session.peer,
     };
+    // A Produce or Fetch waits until its quota entity is out of debt (all its connections
+    // share the quota); a Produce's bytes are taken out then.
+    let produce_throttle = if broker.quotas.any() {
+        wait_for_quota(broker, key, client_id, request_bytes).await
+    } else {
+        Duration::ZERO
+    };
     let span = tracing::info_span!("request", api = ?key, version, correlation_id);
     let scratch = &mut session.scratch;
     // `shared`: the record slices of the response, written to the socket from where they lie
@@ -382,11 +389,10 @@ async fn handle_frame(
                     if broker.quotas.any() {
                         let response_bytes = (key == ApiKey::Fetch)
                             .then(|| response.compute_size(version).unwrap_or(0));
-                        throttle = throttle.max(throttle_of(
+                        throttle = throttle.max(produce_throttle).max(throttle_of(
                             broker,
                             key,
                             &request_context.client_id,
-                            request_bytes,
                             response_bytes,
                             busy,
                         ));
@@ -405,14 +411,13 @@ async fn handle_frame(
                 None => {
                     if broker.quotas.any() {
                         // Produce with acks=0: no response, but the connection is muted.
-                        let throttle = throttle_of(
+                        let throttle = produce_throttle.max(throttle_of(
                             broker,
                             key,
                             &request_context.client_id,
-                            request_bytes,
                             None,
                             busy,
-                        );
+                        ));
                         let ms = u64::try_from(throttle.as_millis()).unwrap_or(u64::MAX);
                         broker
                             .metrics
@@ -486,13 +491,49 @@ async fn handle_frame(
     }
 }
 
-/// The throttle a request earned (KIP-219): the longest of its byte-rate quota's (Produce:
-/// request bytes; Fetch: response bytes) and its `request_percentage` quota's (handler time).
-fn throttle_of(
+/// Before a Produce or Fetch is handled: waits until the byte-rate bucket of its quota entity
+/// is out of debt (every connection of the entity waits on the same bucket; shutdown ends the
+/// wait). A Produce's request bytes are then taken out; returns the throttle they earned.
+async fn wait_for_quota(
     broker: &Broker,
     key: ApiKey,
     client_id: &str,
     request_bytes: usize,
+) -> Duration {
+    use crate::quotas::QuotaKind;
+    let kind = match key {
+        ApiKey::Produce => QuotaKind::ProducerByteRate,
+        ApiKey::Fetch => QuotaKind::ConsumerByteRate,
+        _ => return Duration::ZERO,
+    };
+    let quotas = &broker.quotas;
+    let mut shutdown = broker.shutdown.clone();
+    // Ends when the debt is paid: each round sleeps until then, and the bucket fills at its
+    // quota meanwhile.
+    loop {
+        let debt = quotas.debt(kind, client_id, Instant::now());
+        if debt.is_zero() || broker.is_shutting_down() {
+            break;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(debt) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    if kind == QuotaKind::ProducerByteRate {
+        quotas.record(kind, client_id, request_bytes as f64, Instant::now())
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// The throttle a request earned after it was handled (KIP-219): the longest of its Fetch
+/// byte-rate quota's (response bytes) and its `request_percentage` quota's (handler time).
+/// (A Produce's bytes were counted before it was handled: [`wait_for_quota`].)
+fn throttle_of(
+    broker: &Broker,
+    key: ApiKey,
+    client_id: &str,
     response_bytes: Option<usize>,
     busy: Option<Duration>,
 ) -> Duration {
@@ -500,7 +541,6 @@ fn throttle_of(
     let quotas = &broker.quotas;
     let now = Instant::now();
     let bytes = match key {
-        ApiKey::Produce => Some((QuotaKind::ProducerByteRate, request_bytes)),
         ApiKey::Fetch => response_bytes.map(|n| (QuotaKind::ConsumerByteRate, n)),
         _ => None,
     };

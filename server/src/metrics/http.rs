@@ -12,24 +12,28 @@
 //!   first; another path → 404; another method → 405; a head that is not HTTP/1.x → 400; a
 //!   head over the limit → 431; a request line that is not text (a Kafka frame sent to the
 //!   wrong port) → 400 at once; a head not whole in time → the connection is closed.
-//! - At most [`MAX_CONNECTIONS`] scrapes at once; more wait to be accepted.
+//! - At most [`MAX_CONNECTIONS`] connections at once. When all are taken, a new one closes the
+//!   oldest connection still reading its head (a slowloris or idle connections cannot keep a
+//!   scrape out); only while all are being answered does a new one wait to be accepted.
 //! - The scrape itself reads broker state and the log: it runs on the blocking pool.
 //!
 //! Nothing a metrics client sends reaches the Kafka listener or the log.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, Notify};
 
 use crate::broker::Broker;
 
 /// Largest request head (request line and headers) read.
 pub const MAX_HEAD_BYTES: usize = 8 * 1024;
-/// A request head must arrive whole within this long.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request head must arrive whole within this long (a scraper sends its request as soon as
+/// it connects).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// Writing the response must finish within this long.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Metrics connections served at once.
@@ -89,23 +93,112 @@ pub fn parse(head: &[u8]) -> Request {
     }
 }
 
+/// The metrics connections open: those still reading their head (by age; any may be closed
+/// for a new connection) and how many are being answered.
+#[derive(Debug, Default)]
+struct Open {
+    next_id: u64,
+    reading: BTreeMap<u64, Arc<Notify>>,
+    answering: usize,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    open: Mutex<Open>,
+    /// Notified when an answered connection ends.
+    freed: Notify,
+}
+
+impl Slots {
+    fn open(&self) -> MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether every slot is taken by a connection being answered: none can be evicted.
+    fn all_answering(&self) -> bool {
+        let open = self.open();
+        open.reading.is_empty() && open.answering >= MAX_CONNECTIONS
+    }
+
+    /// A place for a new connection; when all are taken, the oldest connection still reading
+    /// its head is told to close.
+    fn admit(self: &Arc<Self>) -> Ticket {
+        let mut open = self.open();
+        if open.reading.len() + open.answering >= MAX_CONNECTIONS {
+            if let Some((_, oldest)) = open.reading.pop_first() {
+                oldest.notify_one();
+            }
+        }
+        let id = open.next_id;
+        open.next_id += 1;
+        let evicted = Arc::new(Notify::new());
+        open.reading.insert(id, evicted.clone());
+        Ticket {
+            slots: self.clone(),
+            id,
+            evicted,
+            answering: false,
+        }
+    }
+}
+
+/// One metrics connection's place; given back when dropped.
+#[derive(Debug)]
+struct Ticket {
+    slots: Arc<Slots>,
+    id: u64,
+    /// Notified when the connection was closed for a new one.
+    evicted: Arc<Notify>,
+    answering: bool,
+}
+
+impl Ticket {
+    /// Moves from reading the head to being answered; `false` if the connection was evicted.
+    fn answer(&mut self) -> bool {
+        let mut open = self.slots.open();
+        if open.reading.remove(&self.id).is_none() {
+            return false;
+        }
+        open.answering += 1;
+        self.answering = true;
+        true
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut open = self.slots.open();
+        if self.answering {
+            open.answering = open.answering.saturating_sub(1);
+            drop(open);
+            self.slots.freed.notify_one();
+        } else {
+            open.reading.remove(&self.id);
+        }
+    }
+}
+
 /// Serves `/metrics` on `listener` until the broker shuts down.
 pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
     let mut shutdown: watch::Receiver<bool> = broker.shutdown.clone();
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Slots::default());
     loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
+        // Accepting waits only while every slot is being answered.
+        while slots.all_answering() {
+            tokio::select! {
+                () = slots.freed.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+        }
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     let broker = broker.clone();
+                    let ticket = slots.admit();
                     tokio::spawn(async move {
-                        if let Err(e) = answer(socket, &broker).await {
+                        if let Err(e) = answer(socket, &broker, ticket).await {
                             tracing::debug!(%peer, error = %e, "metrics connection failed");
                         }
-                        drop(permit);
                     });
                 }
                 Err(e) => {
@@ -184,11 +277,22 @@ async fn drain(socket: &mut TcpStream) {
     .await;
 }
 
-async fn answer(mut socket: TcpStream, broker: &Arc<Broker>) -> std::io::Result<()> {
-    let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut socket)).await {
-        Ok(head) => head?,
-        Err(_) => return Ok(()),
+async fn answer(
+    mut socket: TcpStream,
+    broker: &Arc<Broker>,
+    mut ticket: Ticket,
+) -> std::io::Result<()> {
+    let evicted = ticket.evicted.clone();
+    let head = tokio::select! {
+        head = tokio::time::timeout(READ_TIMEOUT, read_head(&mut socket)) => match head {
+            Ok(head) => head?,
+            Err(_) => return Ok(()),
+        },
+        () = evicted.notified() => return Ok(()),
     };
+    if !ticket.answer() {
+        return Ok(());
+    }
     let request = match head {
         Head::Whole(head) => parse(&head),
         Head::TooLarge => Request::Refused {
@@ -259,6 +363,34 @@ mod tests {
             Request::Metrics { .. } => "200 OK",
             Request::Refused { status, .. } => status,
         }
+    }
+
+    #[tokio::test]
+    async fn a_new_connection_closes_the_oldest_head_still_reading_when_all_are_taken() {
+        let slots = Arc::new(Slots::default());
+        let mut tickets: Vec<Ticket> = (0..MAX_CONNECTIONS).map(|_| slots.admit()).collect();
+        assert!(tickets[0].answer(), "the first is being answered");
+        let newest = slots.admit();
+        // The oldest still reading (the second) is told to close; the answered one is not.
+        tokio::time::timeout(Duration::from_secs(5), tickets[1].evicted.notified())
+            .await
+            .unwrap();
+        assert!(
+            !tickets[1].answer(),
+            "an evicted connection is not answered"
+        );
+        assert_eq!(slots.open().reading.len(), MAX_CONNECTIONS - 1);
+        drop(newest);
+        // Once every place is being answered, a new connection has to wait.
+        for t in tickets.iter_mut().skip(2) {
+            assert!(t.answer());
+        }
+        assert!(!slots.all_answering());
+        let mut last = slots.admit();
+        assert!(last.answer());
+        assert!(slots.all_answering());
+        drop(last);
+        assert!(!slots.all_answering());
     }
 
     #[test]
