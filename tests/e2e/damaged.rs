@@ -168,7 +168,7 @@ fn a_corrupt_closed_segment_is_refused_visibly_and_everything_else_is_served() {
         "damaged",
         first_damaged,
         end_damaged,
-        position as u64,
+        position,
     );
     let log = std::fs::read_to_string(data.with_extension("broker.log")).unwrap();
     assert!(
@@ -375,13 +375,7 @@ fn damage_in_a_closed_segment_is_found_at_start_up_after_a_crash_before_any_read
             .is_some_and(|l| l.contains("topic=\"rot\"") && l.ends_with(&format!(" {damaged}"))),
         "{found:?}"
     );
-    assert_describes_damage(
-        &broker.addr,
-        "rot",
-        first_damaged,
-        end_damaged,
-        position as u64,
-    );
+    assert_describes_damage(&broker.addr, "rot", first_damaged, end_damaged, position);
     let log = fs::read_to_string(broker.log_path()).unwrap();
     assert!(
         log.contains("damaged segment") && log.contains(&format!("position={position}")),
