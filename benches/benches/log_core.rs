@@ -216,5 +216,36 @@ fn sequential_read(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, append_never, append_always, sequential_read);
+/// What validating a batch on append costs beyond its CRC-32C: `crc` is the checksum alone,
+/// `validate` the whole check (header, CRC, and the walk of the records' lengths and offset
+/// deltas against the header's count), on the same bytes.
+fn validate(c: &mut Criterion) {
+    let mut group = c.benchmark_group("validate");
+    group
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(30);
+    for (label, count, size) in [
+        ("10B_x_160", 160, 10),
+        ("100B_x_16KiB", 160, 100),
+        ("1KiB_x_1MiB", 1000, 1024),
+    ] {
+        let batch = make_batch(count, size);
+        group.throughput(Throughput::Bytes(batch.len() as u64));
+        group.bench_with_input(BenchmarkId::new("crc", label), &batch, |b, batch| {
+            b.iter(|| batch::compute_crc(batch))
+        });
+        group.bench_with_input(BenchmarkId::new("validate", label), &batch, |b, batch| {
+            b.iter(|| batch::validate(batch).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    append_never,
+    append_always,
+    sequential_read,
+    validate
+);
 criterion_main!(benches);
