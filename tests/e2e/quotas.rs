@@ -297,6 +297,20 @@ fn client_quotas_are_set_described_removed_and_kept_across_a_restart() {
     assert!(describe(&addr, &[("client-id", EXACT, Some("cli"))], false)
         .unwrap()
         .is_empty());
+    // Addresses (KIP-612 `ip` entities) take their connection rate, and only that.
+    cli(&["set", "--ip", "10.1.2.3", "--connection-creation-rate", "7"]);
+    cli(&["set", "--ip-default", "--connection-creation-rate", "50"]);
+    let ips = describe(&addr, &[("ip", EXACT, Some("10.1.2.3"))], true).unwrap();
+    assert_eq!(
+        ips["ip=10.1.2.3"]["connection_creation_rate"], 7.0,
+        "{ips:?}"
+    );
+    let text = cli(&["describe", "--ip-default", "--strict"]);
+    assert!(text.contains("connection_creation_rate=50"), "{text}");
+    cli(&["remove", "--ip", "10.1.2.3"]);
+    cli(&["remove", "--ip-default"]);
+    let ips = describe(&addr, &[("ip", EXACT, Some("10.1.2.3"))], false).unwrap();
+    assert!(ips.is_empty(), "{ips:?}");
 
     // A corrupt file stops the broker at start with a reason naming it.
     broker.stop();

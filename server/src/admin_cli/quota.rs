@@ -1,7 +1,8 @@
 //! `lograil quota set | remove | describe`: Kafka's client quotas (`producer_byte_rate`,
-//! `consumer_byte_rate`, `request_percentage`) of users and client ids, over
-//! AlterClientQuotas and DescribeClientQuotas (so it works against any Kafka cluster, like
-//! `kafka-configs --entity-type clients/users`).
+//! `consumer_byte_rate`, `request_percentage`) of users and client ids, and the
+//! `connection_creation_rate` of addresses (KIP-612 `ip` entities), over AlterClientQuotas and
+//! DescribeClientQuotas (so it works against any Kafka cluster, like `kafka-configs
+//! --entity-type clients/users/ips`).
 
 use anyhow::bail;
 use consumer::{Admin, QuotaMatch};
@@ -23,6 +24,12 @@ pub struct EntityArgs {
     /// The default client id: each client id without a quota of its own gets this one.
     #[arg(long)]
     client_id_default: bool,
+    /// A client address (an `ip` entity: only `connection_creation_rate`, on its own).
+    #[arg(long, conflicts_with_all = ["ip_default", "user", "user_default", "client_id", "client_id_default"])]
+    ip: Option<String>,
+    /// The default address: each address without a quota of its own gets this one.
+    #[arg(long, conflicts_with_all = ["user", "user_default", "client_id", "client_id_default"])]
+    ip_default: bool,
 }
 
 impl EntityArgs {
@@ -41,7 +48,12 @@ impl EntityArgs {
                 "client-id".to_string(),
                 one(&self.client_id, self.client_id_default),
             ),
+            ("ip".to_string(), one(&self.ip, self.ip_default)),
         ]
+    }
+
+    fn is_ip(&self) -> bool {
+        self.ip.is_some() || self.ip_default
     }
 
     fn entity(&self) -> anyhow::Result<Vec<(String, Option<String>)>> {
@@ -51,7 +63,7 @@ impl EntityArgs {
             .filter_map(|(kind, name)| name.map(|n| (kind, n)))
             .collect();
         if entity.is_empty() {
-            bail!("name an entity: --user, --user-default, --client-id or --client-id-default");
+            bail!("name an entity: --user, --user-default, --client-id, --client-id-default, --ip or --ip-default");
         }
         Ok(entity)
     }
@@ -72,6 +84,9 @@ pub enum QuotaCommand {
         /// Percent of one request-handling thread's time (100: a whole thread).
         #[arg(long)]
         request_percentage: Option<f64>,
+        /// New connections per second from an address (with --ip or --ip-default).
+        #[arg(long)]
+        connection_creation_rate: Option<u64>,
         /// Only check the values with the broker.
         #[arg(long)]
         validate_only: bool,
@@ -89,6 +104,9 @@ pub enum QuotaCommand {
         /// Remove `request_percentage`.
         #[arg(long)]
         request_percentage: bool,
+        /// Remove `connection_creation_rate`.
+        #[arg(long)]
+        connection_creation_rate: bool,
     },
     /// List quotas: all of them, or those of the entities named (with `--strict`, only
     /// entities with exactly the components named).
@@ -102,11 +120,14 @@ pub enum QuotaCommand {
     },
 }
 
-const KEYS: [&str; 3] = [
+const KEYS: [&str; 4] = [
     "producer_byte_rate",
     "consumer_byte_rate",
     "request_percentage",
+    "connection_creation_rate",
 ];
+/// The one key an `ip` entity takes (as in Kafka).
+const IP_KEY: &str = "connection_creation_rate";
 
 pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<()> {
     super::runtime()?.block_on(async {
@@ -117,6 +138,7 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                 producer_byte_rate,
                 consumer_byte_rate,
                 request_percentage,
+                connection_creation_rate,
                 validate_only,
             } => {
                 let entity = entity.entity()?;
@@ -124,6 +146,7 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                     producer_byte_rate.map(|v| v as f64),
                     consumer_byte_rate.map(|v| v as f64),
                     *request_percentage,
+                    connection_creation_rate.map(|v| v as f64),
                 ];
                 let ops: Vec<(String, Option<f64>)> = KEYS
                     .iter()
@@ -131,7 +154,7 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                     .filter_map(|(k, v)| v.map(|v| (k.to_string(), Some(v))))
                     .collect();
                 if ops.is_empty() {
-                    bail!("nothing to set: --producer-byte-rate, --consumer-byte-rate or --request-percentage");
+                    bail!("nothing to set: --producer-byte-rate, --consumer-byte-rate, --request-percentage or --connection-creation-rate");
                 }
                 admin.alter_client_quotas(&entity, &ops, *validate_only).await?;
                 let verb = if *validate_only { "Valid" } else { "Set" };
@@ -144,14 +167,22 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                 producer_byte_rate,
                 consumer_byte_rate,
                 request_percentage,
+                connection_creation_rate,
             } => {
+                let is_ip = entity.is_ip();
                 let entity = entity.entity()?;
-                let chosen = [*producer_byte_rate, *consumer_byte_rate, *request_percentage];
+                let chosen = [
+                    *producer_byte_rate,
+                    *consumer_byte_rate,
+                    *request_percentage,
+                    *connection_creation_rate,
+                ];
                 let all = !chosen.iter().any(|c| *c);
+                // "All" of an entity is the keys its type takes.
                 let ops: Vec<(String, Option<f64>)> = KEYS
                     .iter()
                     .zip(chosen)
-                    .filter(|(_, c)| all || *c)
+                    .filter(|(k, c)| *c || (all && ((**k == IP_KEY) == is_ip)))
                     .map(|(k, _)| (k.to_string(), None))
                     .collect();
                 admin.alter_client_quotas(&entity, &ops, false).await?;
@@ -182,9 +213,9 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                         };
                         let values: Vec<(String, Option<f64>)> =
                             q.values.iter().map(|(k, v)| (k.clone(), Some(*v))).collect();
-                        vec![of("user"), of("client-id"), ops_text(&values)]
+                        vec![of("user"), of("client-id"), of("ip"), ops_text(&values)]
                     });
-                    table(&["USER", "CLIENT-ID", "QUOTAS"], &[], rows)
+                    table(&["USER", "CLIENT-ID", "IP", "QUOTAS"], &[], rows)
                 });
             }
         }
