@@ -1052,6 +1052,11 @@ fn the_scrubber_finds_damage_in_closed_segments_after_an_unclean_shutdown() {
         1,
         "one pass at open, the next a day later"
     );
+    assert_eq!(
+        log.loaded_segments(),
+        0,
+        "the scrub maps segments for itself: it loads none into the cache"
+    );
     // Every closed segment was read once; the active one is left to recovery and reads.
     let logs = segment_files(&dir.path().join("t-0"), "log");
     let closed: u64 = logs[..logs.len() - 1]

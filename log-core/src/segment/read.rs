@@ -102,14 +102,30 @@ impl Segment {
 
     /// Checks the CRC and framing of every batch of this closed segment not yet checked in
     /// this run (a scrub), recording the damage found, so that it is reported before a reader
-    /// meets it. Returns how many bytes it read.
+    /// meets it. Returns how many bytes it read. A segment not loaded is mapped for the scrub
+    /// alone, not loaded: a pass does not push the segments readers use out of the cache.
     pub fn scrub(self: &Arc<Self>) -> Result<u64, ReadError> {
         let verified = self.verified.load(Ordering::Acquire);
-        if verified >= self.len() {
+        let len = self.len();
+        if verified >= len {
             return Ok(0);
         }
         let end = self.next_offset();
-        let (map, len) = self.view()?;
+        let loaded = self
+            .map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let map = match loaded {
+            Some(map) => Some(map),
+            None => {
+                let file = self
+                    .storage
+                    .open(&self.log_path)
+                    .map_err(|e| crate::error::FileError::new("open", &self.log_path, e))?;
+                super::map_file(file.as_ref(), len, &self.log_path)?
+            }
+        };
         let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
         for link in self.chain(data, 0, self.base_offset, end, verified as usize) {
             if let Link::Damage(damage) = link {
