@@ -33,8 +33,8 @@ impl Partition {
     }
 
     /// Scrubs the closed segments (the active one was checked at open and is checked as it is
-    /// read): every batch not yet checked in this run is CRC- and framing-checked and any
-    /// damage recorded ([`Partition::damage`]). `pace(bytes)` is called after each segment with
+    /// read): every batch is CRC- and framing-checked and any damage recorded
+    /// ([`Partition::damage`]). `pace(bytes)` is called after each segment with
     /// the bytes it read, to bound the I/O rate; it returns false to stop early.
     pub fn scrub(&self, mut pace: impl FnMut(u64) -> bool) -> Result<(), ReadError> {
         let closed: Vec<_> = {

@@ -100,16 +100,13 @@ impl Segment {
         }))
     }
 
-    /// Checks the CRC and framing of every batch of this closed segment not yet checked in
-    /// this run (a scrub), recording the damage found, so that it is reported before a reader
-    /// meets it. Returns how many bytes it read. A segment not loaded is mapped for the scrub
-    /// alone, not loaded: a pass does not push the segments readers use out of the cache.
+    /// Checks the CRC and framing of every batch of this closed segment (a scrub), even those
+    /// a read or an earlier pass checked (bit rot comes later), recording the damage found, so
+    /// that it is reported before a reader meets it. Returns how many bytes it read. A segment
+    /// not loaded is mapped for the scrub alone, not loaded: a pass does not push the segments
+    /// readers use out of the cache.
     pub fn scrub(self: &Arc<Self>) -> Result<u64, ReadError> {
-        let verified = self.verified.load(Ordering::Acquire);
         let len = self.len();
-        if verified >= len {
-            return Ok(0);
-        }
         let end = self.next_offset();
         let loaded = self
             .map
@@ -127,13 +124,13 @@ impl Segment {
             }
         };
         let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
-        for link in self.chain(data, 0, self.base_offset, end, verified as usize) {
+        for link in self.chain(data, 0, self.base_offset, end, 0) {
             if let Link::Damage(damage) = link {
                 self.record_damage(&damage);
             }
         }
         self.verified_up_to(len);
-        Ok(len.saturating_sub(verified))
+        Ok(len)
     }
 
     /// The walk from byte `pos` (offset `expected`) of a segment whose offsets end at `end`:
