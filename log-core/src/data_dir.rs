@@ -92,8 +92,15 @@ pub(crate) fn remove_partition_dirs(dir: &Path, name: &str, partitions: u32) {
     }
 }
 
-/// The partition directories (`<topic>-<N>`) in `dir`: (topic, N) for each.
-fn partition_dirs(dir: &Path) -> Vec<(String, u32, std::path::PathBuf)> {
+/// A directory named as a partition's: `<topic>-<N>`.
+pub(crate) struct PartitionDir {
+    pub topic: String,
+    pub index: u32,
+    pub path: std::path::PathBuf,
+}
+
+/// The partition directories in `dir` (an unreadable dir has none).
+pub(crate) fn partition_dirs(dir: &Path) -> Vec<PartitionDir> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -105,41 +112,36 @@ fn partition_dirs(dir: &Path) -> Vec<(String, u32, std::path::PathBuf)> {
             let (topic, index) = name.rsplit_once('-')?;
             let index = index.parse::<u32>().ok()?;
             crate::topic::validate_name(topic).ok()?;
-            Some((topic.to_string(), index, entry.path()))
+            Some(PartitionDir {
+                topic: topic.to_string(),
+                index,
+                path: entry.path(),
+            })
         })
         .collect()
 }
 
 /// For each topic `wanted` picks, how many partitions its directories show (the highest N + 1).
-pub(crate) fn count_partition_dirs(
-    dir: &Path,
+pub(crate) fn count_partitions(
+    dirs: &[PartitionDir],
     wanted: impl Fn(&str) -> bool,
 ) -> std::collections::BTreeMap<String, u32> {
     let mut counts = std::collections::BTreeMap::new();
-    for (topic, index, _) in partition_dirs(dir) {
-        if wanted(&topic) {
-            let count = counts.entry(topic).or_insert(0u32);
-            *count = (*count).max(index.saturating_add(1));
-        }
+    for dir in dirs.iter().filter(|d| wanted(&d.topic)) {
+        let count = counts.entry(dir.topic.clone()).or_insert(0u32);
+        *count = (*count).max(dir.index.saturating_add(1));
     }
     counts
 }
 
-/// Removes the partition directories (`<topic>-<N>`) that belong to no topic: left by a create,
-/// a growth or a delete that a crash interrupted before or after its commit point (the `.topic`
-/// file). `owns(topic, N)` says whether a topic holds partition N; a directory whose name is
-/// not a partition's is left alone. Returns how many were removed.
-pub(crate) fn remove_orphan_partition_dirs(dir: &Path, owns: impl Fn(&str, u32) -> bool) -> usize {
-    let mut removed = 0;
-    for (topic, index, path) in partition_dirs(dir) {
-        if owns(&topic, index) {
-            continue;
-        }
-        tracing::warn!(dir = %path.display(), "removing a partition directory no topic holds (left by an interrupted create, growth or delete)");
-        remove_dir(&path);
-        removed += 1;
+/// Removes the partition directories that belong to no topic: left by a create, a growth or a
+/// delete that a crash interrupted before or after its commit point (the `.topic` file).
+/// `owns(topic, N)` says whether a topic holds partition N.
+pub(crate) fn remove_orphans(dirs: &[PartitionDir], owns: impl Fn(&str, u32) -> bool) {
+    for dir in dirs.iter().filter(|d| !owns(&d.topic, d.index)) {
+        tracing::warn!(dir = %dir.path.display(), "removing a partition directory no topic holds (left by an interrupted create, growth or delete)");
+        remove_dir(&dir.path);
     }
-    removed
 }
 
 pub(crate) fn remove_dir(path: &Path) {

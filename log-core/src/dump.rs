@@ -67,9 +67,8 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
     for link in Chain::new(&data, 0, base.unwrap_or(0), limit, false) {
         match link {
             Link::Batch(pos, header) => {
-                let crc_ok =
-                    batch::compute_crc(&data[pos..pos + header.size as usize]) == header.crc;
                 let bytes = &data[pos..pos + header.size as usize];
+                let crc_ok = batch::compute_crc(bytes) == header.crc;
                 if !crc_ok {
                     report.problems.push(format!(
                         "byte {pos}: CRC mismatch in batch at offset {}",

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::config::{Durability, TopicConfig};
 use crate::data_dir::{
-    count_partition_dirs, read_topic_file, remove_dir, remove_orphan_partition_dirs,
+    count_partitions, partition_dirs, read_topic_file, remove_dir, remove_orphans,
     remove_partition_dirs, take_clean_marker, write_clean_marker, write_topic_file, TOPIC_EXT,
 };
 use crate::error::{AppendError, FileError, OpenError, TopicError};
@@ -167,8 +167,9 @@ impl Log {
                 }
             }
         }
-        let offline_partitions = count_partition_dirs(&dir, |topic| offline.contains_key(topic));
-        remove_orphan_partition_dirs(&dir, |topic, index| {
+        let partition_dirs = partition_dirs(&dir);
+        let offline_partitions = count_partitions(&partition_dirs, |t| offline.contains_key(t));
+        remove_orphans(&partition_dirs, |topic, index| {
             offline.contains_key(topic)
                 || topics
                     .get(topic)

@@ -294,19 +294,7 @@ impl RateLimiter {
 
     /// Takes one token at `now` if there is one.
     pub fn try_take(&self, now: Instant) -> bool {
-        let mut state = lock(&self.state);
-        let (tokens, last) = &mut *state;
-        if let Some(last) = *last {
-            let refill = now.saturating_duration_since(last).as_secs_f64() * self.rate;
-            *tokens = (*tokens + refill).min(self.rate);
-        }
-        *last = Some(now);
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.take_or_wait(now).is_zero()
     }
 }
 
