@@ -38,6 +38,10 @@ pub enum ProduceError {
     },
     #[error(transparent)]
     Append(#[from] AppendError),
+    /// The blocking task appending the records failed (it panicked): whether they were
+    /// stored is not known.
+    #[error("the append task failed: {0}")]
+    TaskFailed(String),
 }
 
 impl ProduceError {

@@ -105,12 +105,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Broker {
+    /// Opens the broker's state in `config.data_dir`, counting into `metrics`.
     pub fn open(
         config: BrokerConfig,
         bound: SocketAddr,
         shutdown: watch::Receiver<bool>,
+        metrics: Arc<Metrics>,
     ) -> Result<Broker, StartError> {
-        let metrics = Arc::new(Metrics::new());
         // Every fsync of the log is timed for the fsync latency histogram.
         let mut options = config.log.clone();
         options.storage = Arc::new(TimedStorage::new(options.storage, metrics.clone()));

@@ -87,7 +87,12 @@ impl FuzzBroker {
         };
         let (stop, stopped) = watch::channel(false);
         let bound = SocketAddr::from(([127, 0, 0, 1], 9092));
-        let broker = Arc::new(Broker::open(config, bound, stopped)?);
+        let broker = Arc::new(Broker::open(
+            config,
+            bound,
+            stopped,
+            Arc::new(crate::metrics::Metrics::new(&crate::handlers::APIS)),
+        )?);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)

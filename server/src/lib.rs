@@ -33,7 +33,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 pub use config::{BrokerConfig, Limits};
-pub use handlers::{Api, APIS};
+pub use handlers::APIS;
+pub use metrics::Api;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -90,9 +91,16 @@ impl Server {
         config.validate()?;
         let bound = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
-        let broker = crate::blocking::spawn(move || Broker::open(config, bound, stopped))
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        let broker = crate::blocking::spawn(move || {
+            Broker::open(
+                config,
+                bound,
+                stopped,
+                Arc::new(crate::metrics::Metrics::new(&handlers::APIS)),
+            )
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
         Ok(Server {
             listener,
             broker: Arc::new(broker),

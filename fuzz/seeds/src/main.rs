@@ -34,7 +34,7 @@ fn main() -> anyhow::Result<()> {
     for (name, bytes) in &sessions {
         out.write("request", name, bytes)?;
     }
-    for api in lograil::APIS {
+    for api in lograil::APIS.iter() {
         let stream: Vec<u8> = (api.min..=api.max)
             .flat_map(|v| prefixed(&synthetic(api.key, v)))
             .collect();
@@ -54,7 +54,7 @@ fn main() -> anyhow::Result<()> {
 
     // request_body: one frame per API and version, a captured one where there is one.
     let captured: Vec<Bytes> = sessions.iter().flat_map(|(_, s)| frames(s)).collect();
-    for api in lograil::APIS {
+    for api in lograil::APIS.iter() {
         for version in api.min..=api.max {
             let real = captured
                 .iter()

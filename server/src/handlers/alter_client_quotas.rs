@@ -13,23 +13,25 @@ use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryDa
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::quotas::{AlterError, Entity, Op, QuotaError, QuotaKind};
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: AlterClientQuotasRequest,
-    _: &RequestContext,
-) -> Option<AlterClientQuotasResponse> {
-    let validate_only = request.validate_only;
-    let owner = broker.clone();
-    let entries = crate::blocking::spawn(move || {
-        request
+impl Handler for AlterClientQuotasRequest {
+    const SERVED: (i16, i16) = (0, 1);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: AlterClientQuotasRequest,
+        _: &RequestContext,
+    ) -> AlterClientQuotasResponse {
+        let validate_only = request.validate_only;
+        let echoed: Vec<Vec<EntityData>> = request
             .entries
-            .into_iter()
+            .iter()
             .map(|entry| {
-                let echoed = entry
+                entry
                     .entity
                     .iter()
                     .map(|e| {
@@ -37,9 +39,15 @@ pub async fn handle(
                             .with_entity_type(e.entity_type.clone())
                             .with_entity_name(e.entity_name.clone())
                     })
-                    .collect();
-                let outcome = apply(&owner, &entry, validate_only);
-                let (code, message) = match outcome {
+                    .collect()
+            })
+            .collect();
+        let owner = broker.clone();
+        let outcomes = crate::blocking::spawn(move || {
+            request
+                .entries
+                .iter()
+                .map(|entry| match apply(&owner, entry, validate_only) {
                     Ok(()) => (0, None),
                     Err(AlterError::Invalid(e)) => {
                         (ResponseError::InvalidRequest.code(), Some(e.to_string()))
@@ -48,21 +56,34 @@ pub async fn handle(
                         tracing::error!(error = %e, "client quotas not saved");
                         (ResponseError::KafkaStorageError.code(), Some(e.to_string()))
                     }
-                };
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "AlterClientQuotas task failed");
+            let failed = ResponseError::UnknownServerError;
+            vec![(failed.code(), Some(failed.to_string())); echoed.len()]
+        });
+        let entries = echoed
+            .into_iter()
+            .zip(outcomes)
+            .map(|(entity, (code, message))| {
                 EntryData::default()
-                    .with_entity(echoed)
+                    .with_entity(entity)
                     .with_error_code(code)
                     .with_error_message(message.map(StrBytes::from_string))
             })
-            .collect::<Vec<_>>()
-    })
-    .await;
-    match entries {
-        Ok(entries) => Some(AlterClientQuotasResponse::default().with_entries(entries)),
-        Err(e) => {
-            tracing::error!(error = %e, "AlterClientQuotas task failed");
-            None
-        }
+            .collect();
+        AlterClientQuotasResponse::default().with_entries(entries)
+    }
+
+    fn throttle_time_ms(response: &mut AlterClientQuotasResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &AlterClientQuotasResponse, f: &mut dyn FnMut(i16)) {
+        r.entries.iter().for_each(|e| f(e.error_code))
     }
 }
 

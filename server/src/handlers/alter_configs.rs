@@ -12,73 +12,95 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::incremental_alter_configs::{alter_topic, TOPIC};
 use super::RequestContext;
 use crate::broker::Broker;
 
 const BROKER: i8 = 4;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: AlterConfigsRequest,
-    _: &RequestContext,
-) -> Option<AlterConfigsResponse> {
-    let mut responses = Vec::with_capacity(request.resources.len());
-    for resource in request.resources {
-        let response = AlterConfigsResourceResponse::default()
-            .with_resource_type(resource.resource_type)
-            .with_resource_name(resource.resource_name.clone());
-        let outcome = match resource.resource_type {
-            TOPIC => {
-                let changes: Result<Vec<_>, String> = resource
-                    .configs
-                    .iter()
-                    .map(|c| match &c.value {
-                        Some(value) => Ok((c.name.to_string(), Some(value.to_string()))),
-                        None => Err(format!(
-                            "Null value not supported for : {}",
-                            c.name.as_str()
-                        )),
-                    })
-                    .collect();
-                match changes {
-                    Err(message) => Err((ResponseError::InvalidConfig, message)),
-                    Ok(changes) => {
-                        let owner = broker.clone();
-                        let name = resource.resource_name.to_string();
-                        let validate_only = request.validate_only;
-                        tokio::task::spawn_blocking(move || {
-                            alter_topic(&owner, &name, &changes, true, validate_only)
+impl Handler for AlterConfigsRequest {
+    const SERVED: (i16, i16) = (0, 2);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.resources.len(),
+            partitions: self.resources.iter().map(|r| r.configs.len()).sum(),
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: AlterConfigsRequest,
+        _: &RequestContext,
+    ) -> AlterConfigsResponse {
+        let mut responses = Vec::with_capacity(request.resources.len());
+        for resource in request.resources {
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            let outcome = match resource.resource_type {
+                TOPIC => {
+                    let changes: Result<Vec<_>, String> = resource
+                        .configs
+                        .iter()
+                        .map(|c| match &c.value {
+                            Some(value) => Ok((c.name.to_string(), Some(value.to_string()))),
+                            None => Err(format!(
+                                "Null value not supported for : {}",
+                                c.name.as_str()
+                            )),
                         })
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err((
-                                ResponseError::UnknownServerError,
-                                format!("altering the topic's configs failed: {e}"),
-                            ))
-                        })
+                        .collect();
+                    match changes {
+                        Err(message) => Err((ResponseError::InvalidConfig, message)),
+                        Ok(changes) => {
+                            let owner = broker.clone();
+                            let name = resource.resource_name.to_string();
+                            let validate_only = request.validate_only;
+                            crate::blocking::spawn(move || {
+                                alter_topic(&owner, &name, &changes, true, validate_only)
+                            })
+                            .await
+                            .unwrap_or_else(|e| {
+                                Err((
+                                    ResponseError::UnknownServerError,
+                                    format!("altering the topic's configs failed: {e}"),
+                                ))
+                            })
+                        }
                     }
                 }
-            }
-            BROKER => Err((
-                ResponseError::InvalidRequest,
-                "broker configs are altered with IncrementalAlterConfigs: the cluster-wide \
-                 defaults (--entity-default) of log.retention.ms, log.retention.bytes, \
-                 log.segment.bytes, log.roll.ms, message.max.bytes and \
-                 log.index.interval.bytes; the others are lograil's static flags"
-                    .to_string(),
-            )),
-            other => Err((
-                ResponseError::InvalidRequest,
-                format!("altering configs of resource type {other} is not supported"),
-            )),
-        };
-        responses.push(match outcome {
-            Ok(()) => response,
-            Err((error, message)) => response
-                .with_error_code(error.code())
-                .with_error_message(Some(StrBytes::from_string(message))),
-        });
+                BROKER => Err((
+                    ResponseError::InvalidRequest,
+                    "broker configs are altered with IncrementalAlterConfigs: the cluster-wide \
+                     defaults (--entity-default) of log.retention.ms, log.retention.bytes, \
+                     log.segment.bytes, log.roll.ms, message.max.bytes and \
+                     log.index.interval.bytes; the others are lograil's static flags"
+                        .to_string(),
+                )),
+                other => Err((
+                    ResponseError::InvalidRequest,
+                    format!("altering configs of resource type {other} is not supported"),
+                )),
+            };
+            responses.push(match outcome {
+                Ok(()) => response,
+                Err((error, message)) => response
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            });
+        }
+        AlterConfigsResponse::default().with_responses(responses)
     }
-    Some(AlterConfigsResponse::default().with_responses(responses))
+
+    fn throttle_time_ms(response: &mut AlterConfigsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &AlterConfigsResponse, f: &mut dyn FnMut(i16)) {
+        r.responses.iter().for_each(|c| f(c.error_code))
+    }
 }

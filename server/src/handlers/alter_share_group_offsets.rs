@@ -6,75 +6,104 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
 };
 use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse};
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::Pending;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: AlterShareGroupOffsetsRequest,
-    _: &RequestContext,
-) -> Option<AlterShareGroupOffsetsResponse> {
-    let group = request.group_id.to_string();
-    let members = broker
-        .shares
-        .members
-        .describe(&group)
-        .map_or(0, |(_, m)| m.len());
-    if members > 0 {
-        return Some(
-            AlterShareGroupOffsetsResponse::default()
-                .with_error_code(ResponseError::NonEmptyGroup.code()),
-        );
+impl Handler for AlterShareGroupOffsetsRequest {
+    const SERVED: (i16, i16) = (0, 0);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
-    let owner = broker.clone();
-    let (responses, pending) = crate::blocking::spawn(move || {
-        let mut pending = Pending::default();
-        let responses: Vec<AlterShareGroupOffsetsResponseTopic> = request
-            .topics
-            .into_iter()
-            .map(|t| {
-                let topic = owner.log.topic(&t.topic_name);
-                let response = AlterShareGroupOffsetsResponseTopic::default()
-                    .with_topic_id(topic.as_ref().map(|t| t.id()).unwrap_or_default())
-                    .with_topic_name(t.topic_name);
-                let partitions = t
-                    .partitions
-                    .into_iter()
-                    .map(|p| {
-                        let done = AlterShareGroupOffsetsResponsePartition::default()
-                            .with_partition_index(p.partition_index);
-                        let found = topic.as_ref().and_then(|topic| {
-                            let partition =
-                                topic.partition(u32::try_from(p.partition_index).ok()?)?;
-                            Some((topic.id(), partition.clone()))
-                        });
-                        let Some((id, partition)) = found else {
-                            return done
-                                .with_error_code(ResponseError::UnknownTopicOrPartition.code());
-                        };
-                        let start = p
-                            .start_offset
-                            .clamp(partition.log_start_offset(), partition.log_end_offset());
-                        let key = task_queue::ShareKey::new(&group, id, p.partition_index);
-                        match owner.shares.alter_offset(&key, start, &mut pending) {
-                            Ok(()) => done,
-                            Err(error) => done.with_error_code(error.code()),
-                        }
-                    })
-                    .collect();
-                response.with_partitions(partitions)
-            })
-            .collect();
-        (responses, pending)
-    })
-    .await
-    .ok()?;
-    pending.durable(&broker.syncer).await;
-    Some(AlterShareGroupOffsetsResponse::default().with_responses(responses))
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: AlterShareGroupOffsetsRequest,
+        _: &RequestContext,
+    ) -> AlterShareGroupOffsetsResponse {
+        let group = request.group_id.to_string();
+        let members = broker
+            .shares
+            .members
+            .describe(&group)
+            .map_or(0, |(_, m)| m.len());
+        if members > 0 {
+            return 
+                AlterShareGroupOffsetsResponse::default()
+                    .with_error_code(ResponseError::NonEmptyGroup.code());
+        }
+        let owner = broker.clone();
+        let altered = crate::blocking::spawn(move || {
+            let mut pending = Pending::default();
+            let responses: Vec<AlterShareGroupOffsetsResponseTopic> = request
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let topic = owner.log.topic(&t.topic_name);
+                    let response = AlterShareGroupOffsetsResponseTopic::default()
+                        .with_topic_id(topic.as_ref().map(|t| t.id()).unwrap_or_default())
+                        .with_topic_name(t.topic_name);
+                    let partitions = t
+                        .partitions
+                        .into_iter()
+                        .map(|p| {
+                            let done = AlterShareGroupOffsetsResponsePartition::default()
+                                .with_partition_index(p.partition_index);
+                            let found = topic.as_ref().and_then(|topic| {
+                                let partition =
+                                    topic.partition(u32::try_from(p.partition_index).ok()?)?;
+                                Some((topic.id(), partition.clone()))
+                            });
+                            let Some((id, partition)) = found else {
+                                return done
+                                    .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                            };
+                            let start = p
+                                .start_offset
+                                .clamp(partition.log_start_offset(), partition.log_end_offset());
+                            let key = task_queue::ShareKey::new(&group, id, p.partition_index);
+                            match owner.shares.alter_offset(&key, start, &mut pending) {
+                                Ok(()) => done,
+                                Err(error) => done.with_error_code(error.code()),
+                            }
+                        })
+                        .collect();
+                    response.with_partitions(partitions)
+                })
+                .collect();
+            (responses, pending)
+        })
+        .await;
+        let (responses, pending) = match altered {
+            Ok(altered) => altered,
+            Err(e) => {
+                tracing::error!(error = %e, "AlterShareGroupOffsets task failed");
+                let failed = ResponseError::UnknownServerError;
+                return AlterShareGroupOffsetsResponse::default()
+                    .with_error_code(failed.code())
+                    .with_error_message(Some(StrBytes::from_string(failed.to_string())));
+            }
+        };
+        pending.durable(&broker.syncer).await;
+        AlterShareGroupOffsetsResponse::default().with_responses(responses)
+    }
+
+    fn throttle_time_ms(response: &mut AlterShareGroupOffsetsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &AlterShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+    
+    }
 }

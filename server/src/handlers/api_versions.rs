@@ -6,10 +6,11 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
-use super::RequestContext;
-use super::{encode_frame, APIS};
+use super::Handler;
+use super::request::encode;
+use super::{RequestContext, APIS};
 use crate::broker::Broker;
 use crate::response::Response;
 
@@ -28,21 +29,37 @@ fn body(error_code: i16) -> ApiVersionsResponse {
         .with_api_keys(api_keys)
 }
 
-pub async fn handle(
-    _: &Arc<Broker>,
-    _: ApiVersionsRequest,
-    _: &RequestContext,
-) -> Option<ApiVersionsResponse> {
-    Some(body(0))
+impl Handler for ApiVersionsRequest {
+    const SERVED: (i16, i16) = (0, 3);
+
+    async fn handle(
+        _: &Arc<Broker>,
+        _: ApiVersionsRequest,
+        _: &RequestContext,
+    ) -> ApiVersionsResponse {
+        body(0)
+    }
+
+    fn throttle_time_ms(response: &mut ApiVersionsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &ApiVersionsResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }
 
 /// The response to a version we don't serve: header v0, body v0.
 pub fn unsupported(correlation_id: i32) -> Response {
-    let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let body = body(ResponseError::UnsupportedVersion.code());
-    let encoded = Response::encode(&mut BytesMut::new(), Vec::new(), |out| {
-        encode_frame(&header, 0, &body, 0, out)
-    });
+    let encoded = encode(
+        ApiKey::ApiVersions,
+        0,
+        correlation_id,
+        &body,
+        &mut BytesMut::new(),
+        Vec::new(),
+    );
     match encoded {
         Ok(frame) => frame,
         // A v0 ApiVersions body of a fixed table always encodes.

@@ -10,8 +10,6 @@
 //! - group ids (DescribeGroups, DeleteGroups, OffsetFetch v8+): `--max-groups-per-request`;
 //! - members (LeaveGroup, SyncGroup assignments): `group.max.size`.
 
-use kafka_protocol::messages as m;
-
 use crate::config::BrokerConfig;
 
 /// What a request names.
@@ -32,9 +30,8 @@ pub struct OverCap {
     pub setting: &'static str,
 }
 
-/// Checks what `request` names against the caps in `config`.
-pub fn check<R: Counted>(request: &R, config: &BrokerConfig) -> Result<(), OverCap> {
-    let counts = request.counts();
+/// Checks what a request names against the caps in `config`.
+pub fn check(counts: &Counts, config: &BrokerConfig) -> Result<(), OverCap> {
     let partitions = usize::try_from(config.limits.max_broker_partitions).unwrap_or(usize::MAX);
     let caps = [
         (
@@ -177,277 +174,12 @@ impl Cursor<'_> {
     }
 }
 
-/// A request whose names are counted.
-pub trait Counted {
-    fn counts(&self) -> Counts;
-}
-
-fn topics_and_partitions<T>(topics: &[T], partitions: impl Fn(&T) -> usize) -> Counts {
+/// What a request naming `topics`, each with `partitions(topic)` partitions, names.
+pub fn topics_and_partitions<T>(topics: &[T], partitions: impl Fn(&T) -> usize) -> Counts {
     Counts {
         topics: topics.len(),
         partitions: topics.iter().map(partitions).sum(),
         ..Counts::default()
-    }
-}
-
-macro_rules! nothing_counted {
-    ($($request:ty),*) => {
-        $(impl Counted for $request {
-            fn counts(&self) -> Counts {
-                Counts::default()
-            }
-        })*
-    };
-}
-
-nothing_counted!(
-    m::ShareGroupHeartbeatRequest,
-    m::ApiVersionsRequest,
-    m::InitProducerIdRequest,
-    m::HeartbeatRequest,
-    m::ListGroupsRequest,
-    m::JoinGroupRequest,
-    m::DescribeClusterRequest,
-    m::DescribeClientQuotasRequest,
-    m::AlterClientQuotasRequest,
-    m::DescribeUserScramCredentialsRequest
-);
-
-impl Counted for m::AlterConfigsRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            topics: self.resources.len(),
-            partitions: self.resources.iter().map(|r| r.configs.len()).sum(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::CreatePartitionsRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.assignments.as_ref().map_or(0, Vec::len))
-    }
-}
-
-impl Counted for m::DeleteRecordsRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.partitions.len())
-    }
-}
-
-impl Counted for m::DescribeLogDirsRequest {
-    fn counts(&self) -> Counts {
-        let topics = self.topics.as_deref().unwrap_or_default();
-        topics_and_partitions(topics, |t| t.partitions.len())
-    }
-}
-
-impl Counted for m::DescribeProducersRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.partition_indexes.len())
-    }
-}
-
-impl Counted for m::ProduceRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topic_data, |t| t.partition_data.len())
-    }
-}
-
-impl Counted for m::FetchRequest {
-    fn counts(&self) -> Counts {
-        let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
-        let forgotten = topics_and_partitions(&self.forgotten_topics_data, |t| t.partitions.len());
-        Counts {
-            topics: fetched.topics + forgotten.topics,
-            partitions: fetched.partitions + forgotten.partitions,
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::ListOffsetsRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.partitions.len())
-    }
-}
-
-impl Counted for m::MetadataRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            topics: self.topics.as_ref().map_or(0, Vec::len),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::CreateTopicsRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.assignments.len())
-    }
-}
-
-impl Counted for m::DeleteTopicsRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            topics: self.topics.len() + self.topic_names.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::DescribeConfigsRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            topics: self.resources.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::FindCoordinatorRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            groups: self.coordinator_keys.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::SyncGroupRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            members: self.assignments.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::LeaveGroupRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            members: self.members.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::OffsetCommitRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.partitions.len())
-    }
-}
-
-impl Counted for m::OffsetFetchRequest {
-    fn counts(&self) -> Counts {
-        let single = topics_and_partitions(self.topics.as_deref().unwrap_or_default(), |t| {
-            t.partition_indexes.len()
-        });
-        let grouped = self.groups.iter().map(|g| {
-            topics_and_partitions(g.topics.as_deref().unwrap_or_default(), |t| {
-                t.partition_indexes.len()
-            })
-        });
-        let (topics, partitions) = grouped.fold(
-            (single.topics, single.partitions),
-            |(topics, partitions), c| (topics + c.topics, partitions + c.partitions),
-        );
-        Counts {
-            topics,
-            partitions,
-            groups: self.groups.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::DescribeGroupsRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            groups: self.groups.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::DeleteGroupsRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            groups: self.groups_names.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::OffsetDeleteRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.partitions.len())
-    }
-}
-
-impl Counted for m::ShareGroupDescribeRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            groups: self.group_ids.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::ShareFetchRequest {
-    fn counts(&self) -> Counts {
-        let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
-        let forgotten = topics_and_partitions(&self.forgotten_topics_data, |t| t.partitions.len());
-        Counts {
-            topics: fetched.topics + forgotten.topics,
-            partitions: fetched.partitions + forgotten.partitions,
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::ShareAcknowledgeRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.partitions.len())
-    }
-}
-
-impl Counted for m::DescribeShareGroupOffsetsRequest {
-    fn counts(&self) -> Counts {
-        let topics = self.groups.iter().flat_map(|g| g.topics.iter().flatten());
-        let (topics, partitions) =
-            topics.fold((0, 0), |(t, p), topic| (t + 1, p + topic.partitions.len()));
-        Counts {
-            topics,
-            partitions,
-            groups: self.groups.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::AlterShareGroupOffsetsRequest {
-    fn counts(&self) -> Counts {
-        topics_and_partitions(&self.topics, |t| t.partitions.len())
-    }
-}
-
-impl Counted for m::DeleteShareGroupOffsetsRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            topics: self.topics.len(),
-            ..Counts::default()
-        }
-    }
-}
-
-impl Counted for m::IncrementalAlterConfigsRequest {
-    fn counts(&self) -> Counts {
-        Counts {
-            topics: self.resources.len(),
-            partitions: self.resources.iter().map(|r| r.configs.len()).sum(),
-            ..Counts::default()
-        }
     }
 }
 
@@ -459,6 +191,8 @@ mod tests {
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
     use super::*;
+    use crate::handlers::Handler;
+    use kafka_protocol::messages as m;
 
     fn produce_frame(version: i16, topics: usize, partitions: usize) -> Bytes {
         let request = m::ProduceRequest::default()
@@ -532,10 +266,10 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let two = m::DescribeGroupsRequest::default().with_groups(ids(2));
-        assert_eq!(check(&two, &config), Ok(()));
+        assert_eq!(check(&two.counts(), &config), Ok(()));
         let three = m::DeleteGroupsRequest::default().with_groups_names(ids(3));
         assert_eq!(
-            check(&three, &config),
+            check(&three.counts(), &config),
             Err(OverCap {
                 what: "group ids",
                 count: 3,

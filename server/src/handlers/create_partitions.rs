@@ -21,66 +21,85 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::errors;
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: CreatePartitionsRequest,
-    _: &RequestContext,
-) -> Option<CreatePartitionsResponse> {
-    let mut named: HashMap<String, usize> = HashMap::new();
-    for topic in &request.topics {
-        *named.entry(topic.name.to_string()).or_default() += 1;
+impl Handler for CreatePartitionsRequest {
+    const SERVED: (i16, i16) = (0, 3);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.assignments.as_ref().map_or(0, Vec::len))
     }
-    let new_partitions: u64 = request
-        .topics
-        .iter()
-        .filter_map(|t| {
-            let current = broker.log.topic(&t.name)?.partitions().len() as u64;
-            Some(u64::try_from(t.count).unwrap_or(0).saturating_sub(current))
-        })
-        .sum();
-    let per_request = u64::from(broker.config.limits.max_partitions_per_request);
-    let owner = broker.clone();
-    let validate_only = request.validate_only;
-    let results = tokio::task::spawn_blocking(move || {
-        request
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: CreatePartitionsRequest,
+        _: &RequestContext,
+    ) -> CreatePartitionsResponse {
+        let mut named: HashMap<String, usize> = HashMap::new();
+        for topic in &request.topics {
+            *named.entry(topic.name.to_string()).or_default() += 1;
+        }
+        let new_partitions: u64 = request
             .topics
-            .into_iter()
-            .map(|topic| {
-                let name = topic.name.to_string();
-                let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-                let outcome = if named.get(&name).copied().unwrap_or(0) > 1 {
-                    Err((
-                        ResponseError::InvalidRequest,
-                        format!("topic {name} is named more than once in the request"),
-                    ))
-                } else if new_partitions > per_request {
-                    Err((
-                        ResponseError::PolicyViolation,
-                        format!(
-                            "Excessively large number of partitions per request: \
-                             {new_partitions} requested, limit {per_request} \
-                             (--max-partitions-per-request)."
-                        ),
-                    ))
-                } else {
-                    grow(&owner, &name, &topic, validate_only)
-                };
-                match outcome {
-                    Ok(()) => result,
-                    Err((error, message)) => result
-                        .with_error_code(error.code())
-                        .with_error_message(Some(StrBytes::from_string(message))),
-                }
+            .iter()
+            .filter_map(|t| {
+                let current = broker.log.topic(&t.name)?.partitions().len() as u64;
+                Some(u64::try_from(t.count).unwrap_or(0).saturating_sub(current))
             })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
-    Some(CreatePartitionsResponse::default().with_results(results))
+            .sum();
+        let per_request = u64::from(broker.config.limits.max_partitions_per_request);
+        let owner = broker.clone();
+        let validate_only = request.validate_only;
+        let results = crate::blocking::map_each(
+            request.topics,
+            move |topic| {
+                    let name = topic.name.to_string();
+                    let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+                    let outcome = if named.get(&name).copied().unwrap_or(0) > 1 {
+                        Err((
+                            ResponseError::InvalidRequest,
+                            format!("topic {name} is named more than once in the request"),
+                        ))
+                    } else if new_partitions > per_request {
+                        Err((
+                            ResponseError::PolicyViolation,
+                            format!(
+                                "Excessively large number of partitions per request: \
+                                 {new_partitions} requested, limit {per_request} \
+                                 (--max-partitions-per-request)."
+                            ),
+                        ))
+                    } else {
+                        grow(&owner, &name, &topic, validate_only)
+                    };
+                    match outcome {
+                        Ok(()) => result,
+                        Err((error, message)) => result
+                            .with_error_code(error.code())
+                            .with_error_message(Some(StrBytes::from_string(message))),
+                    }
+            },
+            |topic| {
+                CreatePartitionsTopicResult::default()
+                    .with_name(topic.name)
+                    .with_error_code(ResponseError::UnknownServerError.code())
+            },
+        )
+        .await;
+        CreatePartitionsResponse::default().with_results(results)
+    }
+
+    fn throttle_time_ms(response: &mut CreatePartitionsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &CreatePartitionsResponse, f: &mut dyn FnMut(i16)) {
+        r.results.iter().for_each(|t| f(t.error_code))
+    }
 }
 
 fn grow(

@@ -19,51 +19,72 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use log_core::TopicConfig;
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::describe_configs::TOPIC_CONFIG_SOURCE;
 use super::errors;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::config::set_topic_config;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: CreateTopicsRequest,
-    _: &RequestContext,
-) -> Option<CreateTopicsResponse> {
-    let requested = requested_partitions(broker, &request.topics);
-    let per_request = broker.config.limits.max_partitions_per_request;
-    if requested > u64::from(per_request) {
-        // Kafka's answer (and message) for a request over its fixed 10,000.
-        let message = format!(
-            "Excessively large number of partitions per request: {requested} requested, \
-             limit {per_request} (--max-partitions-per-request)."
-        );
-        let results = request
-            .topics
-            .into_iter()
-            .map(|topic| {
+impl Handler for CreateTopicsRequest {
+    const SERVED: (i16, i16) = (2, 5);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.assignments.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: CreateTopicsRequest,
+        _: &RequestContext,
+    ) -> CreateTopicsResponse {
+        let requested = requested_partitions(broker, &request.topics);
+        let per_request = broker.config.limits.max_partitions_per_request;
+        if requested > u64::from(per_request) {
+            // Kafka's answer (and message) for a request over its fixed 10,000.
+            let message = format!(
+                "Excessively large number of partitions per request: {requested} requested, \
+                 limit {per_request} (--max-partitions-per-request)."
+            );
+            let results = request
+                .topics
+                .into_iter()
+                .map(|topic| {
+                    CreatableTopicResult::default()
+                        .with_name(topic.name)
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                        .with_error_code(ResponseError::PolicyViolation.code())
+                        .with_error_message(Some(StrBytes::from_string(message.clone())))
+                })
+                .collect();
+            return CreateTopicsResponse::default().with_topics(results);
+        }
+        let owner = broker.clone();
+        let validate_only = request.validate_only;
+        let results = crate::blocking::map_each(
+            request.topics,
+            move |topic| create(&owner, topic, validate_only),
+            |topic| {
                 CreatableTopicResult::default()
                     .with_name(topic.name)
                     .with_num_partitions(-1)
                     .with_replication_factor(-1)
-                    .with_error_code(ResponseError::PolicyViolation.code())
-                    .with_error_message(Some(StrBytes::from_string(message.clone())))
-            })
-            .collect();
-        return Some(CreateTopicsResponse::default().with_topics(results));
+                    .with_error_code(ResponseError::UnknownServerError.code())
+            },
+        )
+        .await;
+        CreateTopicsResponse::default().with_topics(results)
     }
-    let owner = broker.clone();
-    let validate_only = request.validate_only;
-    let results = crate::blocking::spawn(move || {
-        request
-            .topics
-            .into_iter()
-            .map(|topic| create(&owner, topic, validate_only))
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
-    Some(CreateTopicsResponse::default().with_topics(results))
+
+    fn throttle_time_ms(response: &mut CreateTopicsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &CreateTopicsResponse, f: &mut dyn FnMut(i16)) {
+        r.topics.iter().for_each(|t| f(t.error_code))
+    }
 }
 
 /// Partitions a request asks for, all its topics together, as Kafka counts them.

@@ -7,38 +7,60 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
+use super::bounds::Counts;
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DeleteGroupsRequest,
-    _: &RequestContext,
-) -> Option<DeleteGroupsResponse> {
-    let owner = broker.clone();
-    let results = crate::blocking::spawn(move || {
-        request
-            .groups_names
-            .into_iter()
-            .map(|id| {
-                let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
-                let code = if !known {
-                    ResponseError::GroupIdNotFound.code()
-                } else if let Err(e) = owner.groups.delete(&id) {
-                    e.code()
-                } else {
-                    match owner.offsets.delete(&id, None) {
-                        Ok(_) => 0,
-                        Err(e) => errors::offsets(&e).code(),
-                    }
-                };
+impl Handler for DeleteGroupsRequest {
+    const SERVED: (i16, i16) = (0, 2);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            groups: self.groups_names.len(),
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DeleteGroupsRequest,
+        _: &RequestContext,
+    ) -> DeleteGroupsResponse {
+        let owner = broker.clone();
+        let results = crate::blocking::map_each(
+            request.groups_names,
+            move |id| {
+                    let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
+                    let code = if !known {
+                        ResponseError::GroupIdNotFound.code()
+                    } else if let Err(e) = owner.groups.delete(&id) {
+                        e.code()
+                    } else {
+                        match owner.offsets.delete(&id, None) {
+                            Ok(_) => 0,
+                            Err(e) => errors::offsets(&e).code(),
+                        }
+                    };
+                    DeletableGroupResult::default()
+                        .with_group_id(id)
+                        .with_error_code(code)
+            },
+            |id| {
                 DeletableGroupResult::default()
                     .with_group_id(id)
-                    .with_error_code(code)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
-    Some(DeleteGroupsResponse::default().with_results(results))
+                    .with_error_code(ResponseError::UnknownServerError.code())
+            },
+        )
+        .await;
+        DeleteGroupsResponse::default().with_results(results)
+    }
+
+    fn throttle_time_ms(response: &mut DeleteGroupsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DeleteGroupsResponse, f: &mut dyn FnMut(i16)) {
+        r.results.iter().for_each(|g| f(g.error_code))
+    }
 }

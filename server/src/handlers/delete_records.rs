@@ -18,42 +18,71 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use log_core::DeleteRecordsError;
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DeleteRecordsRequest,
-    _: &RequestContext,
-) -> Option<DeleteRecordsResponse> {
-    let owner = broker.clone();
-    let topics = tokio::task::spawn_blocking(move || {
-        request
-            .topics
-            .into_iter()
-            .map(|topic| {
+impl Handler for DeleteRecordsRequest {
+    const SERVED: (i16, i16) = (0, 2);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DeleteRecordsRequest,
+        _: &RequestContext,
+    ) -> DeleteRecordsResponse {
+        let owner = broker.clone();
+        let topics = crate::blocking::map_each(
+            request.topics,
+            move |topic| {
+                    let partitions = topic
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let result = DeleteRecordsPartitionResult::default()
+                                .with_partition_index(p.partition_index)
+                                .with_low_watermark(-1);
+                            match delete(&owner, &topic.name, p.partition_index, p.offset) {
+                                Ok(low_watermark) => result.with_low_watermark(low_watermark),
+                                Err(error) => result.with_error_code(error.code()),
+                            }
+                        })
+                        .collect();
+                    DeleteRecordsTopicResult::default()
+                        .with_name(topic.name)
+                        .with_partitions(partitions)
+            },
+            |topic| {
                 let partitions = topic
                     .partitions
                     .iter()
                     .map(|p| {
-                        let result = DeleteRecordsPartitionResult::default()
+                        DeleteRecordsPartitionResult::default()
                             .with_partition_index(p.partition_index)
-                            .with_low_watermark(-1);
-                        match delete(&owner, &topic.name, p.partition_index, p.offset) {
-                            Ok(low_watermark) => result.with_low_watermark(low_watermark),
-                            Err(error) => result.with_error_code(error.code()),
-                        }
+                            .with_low_watermark(-1)
+                            .with_error_code(ResponseError::UnknownServerError.code())
                     })
                     .collect();
                 DeleteRecordsTopicResult::default()
                     .with_name(topic.name)
                     .with_partitions(partitions)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
-    Some(DeleteRecordsResponse::default().with_topics(topics))
+            },
+        )
+        .await;
+        DeleteRecordsResponse::default().with_topics(topics)
+    }
+
+    fn throttle_time_ms(response: &mut DeleteRecordsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DeleteRecordsResponse, f: &mut dyn FnMut(i16)) {
+        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+    }
 }
 
 fn delete(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, ResponseError> {

@@ -8,54 +8,74 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic;
 use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse};
 
+use super::bounds::Counts;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::Pending;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DeleteShareGroupOffsetsRequest,
-    _: &RequestContext,
-) -> Option<DeleteShareGroupOffsetsResponse> {
-    let group = request.group_id.to_string();
-    if !broker.shares.groups().contains(&group) {
-        return Some(
-            DeleteShareGroupOffsetsResponse::default()
-                .with_error_code(ResponseError::GroupIdNotFound.code()),
-        );
+impl Handler for DeleteShareGroupOffsetsRequest {
+    const SERVED: (i16, i16) = (0, 0);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.topics.len(),
+            ..Counts::default()
+        }
     }
-    if broker
-        .shares
-        .members
-        .describe(&group)
-        .is_some_and(|(_, m)| !m.is_empty())
-    {
-        return Some(
-            DeleteShareGroupOffsetsResponse::default()
-                .with_error_code(ResponseError::NonEmptyGroup.code()),
-        );
-    }
-    let mut pending = Pending::default();
-    let responses = request
-        .topics
-        .into_iter()
-        .map(|t| {
-            let response = DeleteShareGroupOffsetsResponseTopic::default();
-            match broker.log.topic(&t.topic_name) {
-                Some(topic) => {
-                    broker
-                        .shares
-                        .delete_offsets(&group, topic.id(), &mut pending);
-                    response
-                        .with_topic_id(topic.id())
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DeleteShareGroupOffsetsRequest,
+        _: &RequestContext,
+    ) -> DeleteShareGroupOffsetsResponse {
+        let group = request.group_id.to_string();
+        if !broker.shares.groups().contains(&group) {
+            return 
+                DeleteShareGroupOffsetsResponse::default()
+                    .with_error_code(ResponseError::GroupIdNotFound.code());
+        }
+        if broker
+            .shares
+            .members
+            .describe(&group)
+            .is_some_and(|(_, m)| !m.is_empty())
+        {
+            return                 DeleteShareGroupOffsetsResponse::default()
+                    .with_error_code(ResponseError::NonEmptyGroup.code());
+        }
+        let mut pending = Pending::default();
+        let responses = request
+            .topics
+            .into_iter()
+            .map(|t| {
+                let response = DeleteShareGroupOffsetsResponseTopic::default();
+                match broker.log.topic(&t.topic_name) {
+                    Some(topic) => {
+                        broker
+                            .shares
+                            .delete_offsets(&group, topic.id(), &mut pending);
+                        response
+                            .with_topic_id(topic.id())
+                            .with_topic_name(t.topic_name)
+                    }
+                    None => response
                         .with_topic_name(t.topic_name)
+                        .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
                 }
-                None => response
-                    .with_topic_name(t.topic_name)
-                    .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-            }
-        })
-        .collect();
-    pending.durable(&broker.syncer).await;
-    Some(DeleteShareGroupOffsetsResponse::default().with_responses(responses))
+            })
+            .collect();
+        pending.durable(&broker.syncer).await;
+        DeleteShareGroupOffsetsResponse::default().with_responses(responses)
+    }
+
+    fn throttle_time_ms(response: &mut DeleteShareGroupOffsetsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DeleteShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.responses.iter().for_each(|t| f(t.error_code));
+    
+    }
 }

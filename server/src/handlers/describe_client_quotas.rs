@@ -11,6 +11,7 @@ use kafka_protocol::messages::describe_client_quotas_response::{EntityData, Entr
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::quotas::{Match, CLIENT_ID, IP, USER};
@@ -19,51 +20,63 @@ const MATCH_EXACT: i8 = 0;
 const MATCH_DEFAULT: i8 = 1;
 const MATCH_ANY: i8 = 2;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DescribeClientQuotasRequest,
-    _: &RequestContext,
-) -> Option<DescribeClientQuotasResponse> {
-    let filter = match parse_filter(&request) {
-        Ok(filter) => filter,
-        Err(message) => {
-            return Some(
-                DescribeClientQuotasResponse::default()
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(StrBytes::from_string(message))),
-            )
-        }
-    };
-    let entries = broker
-        .quotas
-        .describe(&filter, request.strict)
-        .into_iter()
-        .map(|(entity, values)| {
-            EntryData::default()
-                .with_entity(
-                    entity
-                        .components()
-                        .into_iter()
-                        .map(|(kind, name)| {
-                            EntityData::default()
-                                .with_entity_type(StrBytes::from_static_str(kind))
-                                .with_entity_name(name.map(|n| StrBytes::from_string(n.into())))
-                        })
-                        .collect(),
-                )
-                .with_values(
-                    values
-                        .into_iter()
-                        .map(|(kind, value)| {
-                            ValueData::default()
-                                .with_key(StrBytes::from_static_str(kind.name()))
-                                .with_value(value)
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
-    Some(DescribeClientQuotasResponse::default().with_entries(Some(entries)))
+impl Handler for DescribeClientQuotasRequest {
+    const SERVED: (i16, i16) = (0, 1);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DescribeClientQuotasRequest,
+        _: &RequestContext,
+    ) -> DescribeClientQuotasResponse {
+        let filter = match parse_filter(&request) {
+            Ok(filter) => filter,
+            Err(message) => {
+                return 
+                    DescribeClientQuotasResponse::default()
+                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_message(Some(StrBytes::from_string(message)))
+                
+            }
+        };
+        let entries = broker
+            .quotas
+            .describe(&filter, request.strict)
+            .into_iter()
+            .map(|(entity, values)| {
+                EntryData::default()
+                    .with_entity(
+                        entity
+                            .components()
+                            .into_iter()
+                            .map(|(kind, name)| {
+                                EntityData::default()
+                                    .with_entity_type(StrBytes::from_static_str(kind))
+                                    .with_entity_name(name.map(|n| StrBytes::from_string(n.into())))
+                            })
+                            .collect(),
+                    )
+                    .with_values(
+                        values
+                            .into_iter()
+                            .map(|(kind, value)| {
+                                ValueData::default()
+                                    .with_key(StrBytes::from_static_str(kind.name()))
+                                    .with_value(value)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        DescribeClientQuotasResponse::default().with_entries(Some(entries))
+    }
+
+    fn throttle_time_ms(response: &mut DescribeClientQuotasResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeClientQuotasResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }
 
 fn parse_filter(request: &DescribeClientQuotasRequest) -> Result<Vec<(&str, Match)>, String> {

@@ -10,6 +10,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -18,32 +19,43 @@ const OPERATIONS_OMITTED: i32 = i32::MIN;
 const BROKERS: i8 = 1;
 const CONTROLLERS: i8 = 2;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DescribeClusterRequest,
-    _: &RequestContext,
-) -> Option<DescribeClusterResponse> {
-    let node = BrokerId(broker.config.node_id);
-    let response = DescribeClusterResponse::default()
-        .with_endpoint_type(request.endpoint_type)
-        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
-        .with_controller_id(node)
-        .with_cluster_authorized_operations(OPERATIONS_OMITTED);
-    if !matches!(request.endpoint_type, BROKERS | CONTROLLERS) {
-        return Some(
-            response
-                .with_controller_id(BrokerId(-1))
-                .with_error_code(ResponseError::UnsupportedEndpointType.code())
-                .with_error_message(Some(StrBytes::from_string(format!(
-                    "endpoint type {} is neither brokers (1) nor controllers (2)",
-                    request.endpoint_type
-                )))),
-        );
+impl Handler for DescribeClusterRequest {
+    const SERVED: (i16, i16) = (0, 2);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DescribeClusterRequest,
+        _: &RequestContext,
+    ) -> DescribeClusterResponse {
+        let node = BrokerId(broker.config.node_id);
+        let response = DescribeClusterResponse::default()
+            .with_endpoint_type(request.endpoint_type)
+            .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+            .with_controller_id(node)
+            .with_cluster_authorized_operations(OPERATIONS_OMITTED);
+        if !matches!(request.endpoint_type, BROKERS | CONTROLLERS) {
+            return 
+                response
+                    .with_controller_id(BrokerId(-1))
+                    .with_error_code(ResponseError::UnsupportedEndpointType.code())
+                    .with_error_message(Some(StrBytes::from_string(format!(
+                        "endpoint type {} is neither brokers (1) nor controllers (2)",
+                        request.endpoint_type
+                    ))));
+        }
+        response.with_brokers(vec![DescribeClusterBroker::default()
+                .with_broker_id(node)
+                .with_host(StrBytes::from_string(broker.host.clone()))
+                .with_port(broker.port)
+                .with_rack(None)
+                .with_is_fenced(false)])
     }
-    Some(response.with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(node)
-            .with_host(StrBytes::from_string(broker.host.clone()))
-            .with_port(broker.port)
-            .with_rack(None)
-            .with_is_fenced(false)]))
+
+    fn throttle_time_ms(response: &mut DescribeClusterResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeClusterResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }

@@ -27,6 +27,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 use log_core::Topic;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::RequestContext;
 use crate::backlog;
 use crate::broker::Broker;
@@ -142,114 +144,133 @@ fn damage_entries(topic: &Topic) -> Vec<Entry> {
         .collect()
 }
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DescribeConfigsRequest,
-    _: &RequestContext,
-) -> Option<DescribeConfigsResponse> {
-    let defaults = broker.topic_defaults().entries();
-    let results = request
-        .resources
-        .into_iter()
-        .map(|resource| {
-            let result = DescribeConfigsResult::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            let entries: Vec<Entry> = match resource.resource_type {
-                TOPIC => match broker.log.topic(&resource.resource_name) {
-                    Some(topic) => {
-                        let config = topic.config();
-                        let mut entries: Vec<Entry> = config
-                            .entries()
-                            .into_iter()
-                            .map(|(k, v)| {
-                                let default = defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
-                                let source = if default {
-                                    DEFAULT_CONFIG_SOURCE
-                                } else {
-                                    TOPIC_CONFIG_SOURCE
-                                };
-                                (k.to_string(), v, source, false)
-                            })
-                            .collect();
-                        // Kafka's tools read it (`kafka-topics --describe
-                        // --under-min-isr-partitions` fails without it); one replica, so 1.
-                        if !entries.iter().any(|(k, ..)| k == "min.insync.replicas") {
-                            entries.push((
-                                "min.insync.replicas".to_string(),
-                                "1".to_string(),
-                                DEFAULT_CONFIG_SOURCE,
-                                true,
-                            ));
+impl Handler for DescribeConfigsRequest {
+    const SERVED: (i16, i16) = (1, 4);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.resources.len(),
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DescribeConfigsRequest,
+        _: &RequestContext,
+    ) -> DescribeConfigsResponse {
+        let defaults = broker.topic_defaults().entries();
+        let results = request
+            .resources
+            .into_iter()
+            .map(|resource| {
+                let result = DescribeConfigsResult::default()
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone());
+                let entries: Vec<Entry> = match resource.resource_type {
+                    TOPIC => match broker.log.topic(&resource.resource_name) {
+                        Some(topic) => {
+                            let config = topic.config();
+                            let mut entries: Vec<Entry> = config
+                                .entries()
+                                .into_iter()
+                                .map(|(k, v)| {
+                                    let default = defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
+                                    let source = if default {
+                                        DEFAULT_CONFIG_SOURCE
+                                    } else {
+                                        TOPIC_CONFIG_SOURCE
+                                    };
+                                    (k.to_string(), v, source, false)
+                                })
+                                .collect();
+                            // Kafka's tools read it (`kafka-topics --describe
+                            // --under-min-isr-partitions` fails without it); one replica, so 1.
+                            if !entries.iter().any(|(k, ..)| k == "min.insync.replicas") {
+                                entries.push((
+                                    "min.insync.replicas".to_string(),
+                                    "1".to_string(),
+                                    DEFAULT_CONFIG_SOURCE,
+                                    true,
+                                ));
+                            }
+                            entries.extend(damage_entries(&topic));
+                            entries.extend(backlog_entries(broker, &topic, &config));
+                            entries
                         }
-                        entries.extend(damage_entries(&topic));
-                        entries.extend(backlog_entries(broker, &topic, &config));
-                        entries
-                    }
-                    None => {
-                        let name = resource.resource_name.as_str();
-                        let (error, message) = match broker.log.offline_reason(name) {
-                            Some(reason) => (
-                                ResponseError::KafkaStorageError,
-                                format!("topic {name} is offline: {reason}"),
-                            ),
-                            None => (
-                                ResponseError::UnknownTopicOrPartition,
-                                format!("topic {name} does not exist"),
-                            ),
-                        };
+                        None => {
+                            let name = resource.resource_name.as_str();
+                            let (error, message) = match broker.log.offline_reason(name) {
+                                Some(reason) => (
+                                    ResponseError::KafkaStorageError,
+                                    format!("topic {name} is offline: {reason}"),
+                                ),
+                                None => (
+                                    ResponseError::UnknownTopicOrPartition,
+                                    format!("topic {name} does not exist"),
+                                ),
+                            };
+                            return result
+                                .with_error_code(error.code())
+                                .with_error_message(Some(StrBytes::from_string(message)));
+                        }
+                    },
+                    // The cluster-wide default (`--entity-default`): the dynamic values only.
+                    BROKER if resource.resource_name.is_empty() => broker
+                        .defaults
+                        .dynamic()
+                        .into_iter()
+                        .map(|(k, v)| {
+                            (
+                                k.to_string(),
+                                v,
+                                DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE,
+                                false,
+                            )
+                        })
+                        .collect(),
+                    BROKER => defaults
+                        .iter()
+                        .cloned()
+                        .chain(broker.config.share.broker_entries())
+                        .map(|(k, v)| (k.to_string(), v, STATIC_BROKER_CONFIG_SOURCE, true))
+                        .collect(),
+                    GROUP => group_entries(broker, &resource.resource_name),
+                    other => {
                         return result
-                            .with_error_code(error.code())
-                            .with_error_message(Some(StrBytes::from_string(message)));
+                            .with_error_code(ResponseError::InvalidRequest.code())
+                            .with_error_message(Some(StrBytes::from_string(format!(
+                                "resource type {other} is not supported"
+                            ))))
                     }
-                },
-                // The cluster-wide default (`--entity-default`): the dynamic values only.
-                BROKER if resource.resource_name.is_empty() => broker
-                    .defaults
-                    .dynamic()
+                };
+                // Null (or, leniently, an empty list) asks for every config.
+                let wanted = resource
+                    .configuration_keys
+                    .as_ref()
+                    .filter(|keys| !keys.is_empty());
+                let configs = entries
                     .into_iter()
-                    .map(|(k, v)| {
-                        (
-                            k.to_string(),
-                            v,
-                            DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE,
-                            false,
-                        )
+                    .filter(|(k, ..)| wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == k)))
+                    .map(|(k, v, source, read_only)| {
+                        DescribeConfigsResourceResult::default()
+                            .with_name(StrBytes::from_string(k))
+                            .with_value(Some(StrBytes::from_string(v)))
+                            .with_read_only(read_only)
+                            .with_config_source(source)
                     })
-                    .collect(),
-                BROKER => defaults
-                    .iter()
-                    .cloned()
-                    .chain(broker.config.share.broker_entries())
-                    .map(|(k, v)| (k.to_string(), v, STATIC_BROKER_CONFIG_SOURCE, true))
-                    .collect(),
-                GROUP => group_entries(broker, &resource.resource_name),
-                other => {
-                    return result
-                        .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(StrBytes::from_string(format!(
-                            "resource type {other} is not supported"
-                        ))))
-                }
-            };
-            // Null (or, leniently, an empty list) asks for every config.
-            let wanted = resource
-                .configuration_keys
-                .as_ref()
-                .filter(|keys| !keys.is_empty());
-            let configs = entries
-                .into_iter()
-                .filter(|(k, ..)| wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == k)))
-                .map(|(k, v, source, read_only)| {
-                    DescribeConfigsResourceResult::default()
-                        .with_name(StrBytes::from_string(k))
-                        .with_value(Some(StrBytes::from_string(v)))
-                        .with_read_only(read_only)
-                        .with_config_source(source)
-                })
-                .collect();
-            result.with_configs(configs)
-        })
-        .collect();
-    Some(DescribeConfigsResponse::default().with_results(results))
+                    .collect();
+                result.with_configs(configs)
+            })
+            .collect();
+        DescribeConfigsResponse::default().with_results(results)
+    }
+
+    fn throttle_time_ms(response: &mut DescribeConfigsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeConfigsResponse, f: &mut dyn FnMut(i16)) {
+        r.results.iter().for_each(|t| f(t.error_code))
+    }
 }

@@ -7,52 +7,73 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::groups::GroupState;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DescribeGroupsRequest,
-    _: &RequestContext,
-) -> Option<DescribeGroupsResponse> {
-    let text = StrBytes::from_string;
-    let groups = request
-        .groups
-        .into_iter()
-        .map(|id| {
-            let described = DescribedGroup::default()
-                .with_group_id(id.clone())
-                .with_authorized_operations(i32::MIN);
-            match broker.groups.describe(&id) {
-                Some(view) => described
-                    .with_group_state(StrBytes::from_static_str(view.state.name()))
-                    .with_protocol_type(text(view.protocol_type))
-                    .with_protocol_data(text(view.protocol))
-                    .with_members(
-                        view.members
-                            .into_iter()
-                            .map(|m| {
-                                DescribedGroupMember::default()
-                                    .with_member_id(text(m.member_id))
-                                    .with_group_instance_id(m.instance_id.map(text))
-                                    .with_client_id(text(m.client_id))
-                                    .with_client_host(text(m.client_host))
-                                    .with_member_metadata(m.metadata)
-                                    .with_member_assignment(m.assignment)
-                            })
-                            .collect(),
-                    ),
-                None => {
-                    let state = if broker.offsets.has_offsets(&id) {
-                        GroupState::Empty
-                    } else {
-                        GroupState::Dead
-                    };
-                    described.with_group_state(StrBytes::from_static_str(state.name()))
+impl Handler for DescribeGroupsRequest {
+    const SERVED: (i16, i16) = (0, 5);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            groups: self.groups.len(),
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DescribeGroupsRequest,
+        _: &RequestContext,
+    ) -> DescribeGroupsResponse {
+        let text = StrBytes::from_string;
+        let groups = request
+            .groups
+            .into_iter()
+            .map(|id| {
+                let described = DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_authorized_operations(i32::MIN);
+                match broker.groups.describe(&id) {
+                    Some(view) => described
+                        .with_group_state(StrBytes::from_static_str(view.state.name()))
+                        .with_protocol_type(text(view.protocol_type))
+                        .with_protocol_data(text(view.protocol))
+                        .with_members(
+                            view.members
+                                .into_iter()
+                                .map(|m| {
+                                    DescribedGroupMember::default()
+                                        .with_member_id(text(m.member_id))
+                                        .with_group_instance_id(m.instance_id.map(text))
+                                        .with_client_id(text(m.client_id))
+                                        .with_client_host(text(m.client_host))
+                                        .with_member_metadata(m.metadata)
+                                        .with_member_assignment(m.assignment)
+                                })
+                                .collect(),
+                        ),
+                    None => {
+                        let state = if broker.offsets.has_offsets(&id) {
+                            GroupState::Empty
+                        } else {
+                            GroupState::Dead
+                        };
+                        described.with_group_state(StrBytes::from_static_str(state.name()))
+                    }
                 }
-            }
-        })
-        .collect();
-    Some(DescribeGroupsResponse::default().with_groups(groups))
+            })
+            .collect();
+        DescribeGroupsResponse::default().with_groups(groups)
+    }
+
+    fn throttle_time_ms(response: &mut DescribeGroupsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeGroupsResponse, f: &mut dyn FnMut(i16)) {
+        r.groups.iter().for_each(|g| f(g.error_code))
+    }
 }

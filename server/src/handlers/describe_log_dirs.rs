@@ -13,6 +13,8 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use kafka_protocol::protocol::StrBytes;
 use log_core::Topic;
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -33,32 +35,51 @@ fn describe(topic: &Topic, wanted: Option<&[i32]>) -> DescribeLogDirsTopic {
         .with_partitions(partitions)
 }
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DescribeLogDirsRequest,
-    _: &RequestContext,
-) -> Option<DescribeLogDirsResponse> {
-    let topics: Vec<DescribeLogDirsTopic> = match &request.topics {
-        None => broker
-            .log
-            .topics()
-            .iter()
-            .map(|t| describe(t, None))
-            .collect(),
-        Some(asked) => asked
-            .iter()
-            .filter_map(|a| {
-                let topic = broker.log.topic(&a.topic)?;
-                Some(describe(&topic, Some(&a.partitions)))
-            })
-            .collect(),
-    };
-    let dir =
-        std::fs::canonicalize(broker.log.dir()).unwrap_or_else(|_| broker.log.dir().to_path_buf());
-    let result = DescribeLogDirsResult::default()
-        .with_log_dir(StrBytes::from_string(dir.display().to_string()))
-        .with_topics(topics)
-        .with_total_bytes(-1)
-        .with_usable_bytes(-1);
-    Some(DescribeLogDirsResponse::default().with_results(vec![result]))
+impl Handler for DescribeLogDirsRequest {
+    const SERVED: (i16, i16) = (1, 4);
+
+    fn counts(&self) -> Counts {
+        let topics = self.topics.as_deref().unwrap_or_default();
+        topics_and_partitions(topics, |t| t.partitions.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DescribeLogDirsRequest,
+        _: &RequestContext,
+    ) -> DescribeLogDirsResponse {
+        let topics: Vec<DescribeLogDirsTopic> = match &request.topics {
+            None => broker
+                .log
+                .topics()
+                .iter()
+                .map(|t| describe(t, None))
+                .collect(),
+            Some(asked) => asked
+                .iter()
+                .filter_map(|a| {
+                    let topic = broker.log.topic(&a.topic)?;
+                    Some(describe(&topic, Some(&a.partitions)))
+                })
+                .collect(),
+        };
+        let dir =
+            std::fs::canonicalize(broker.log.dir()).unwrap_or_else(|_| broker.log.dir().to_path_buf());
+        let result = DescribeLogDirsResult::default()
+            .with_log_dir(StrBytes::from_string(dir.display().to_string()))
+            .with_topics(topics)
+            .with_total_bytes(-1)
+            .with_usable_bytes(-1);
+        DescribeLogDirsResponse::default().with_results(vec![result])
+    }
+
+    fn throttle_time_ms(response: &mut DescribeLogDirsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeLogDirsResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.results.iter().for_each(|d| f(d.error_code));
+    
+    }
 }

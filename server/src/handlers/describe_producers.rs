@@ -14,53 +14,71 @@ use kafka_protocol::messages::describe_producers_response::{
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DescribeProducersRequest,
-    _: &RequestContext,
-) -> Option<DescribeProducersResponse> {
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let partitions = topic
-                .partition_indexes
-                .iter()
-                .map(|&index| {
-                    let response = PartitionResponse::default().with_partition_index(index);
-                    if broker.partition(&topic.name, index).is_none() {
-                        return response
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_error_message(Some(StrBytes::from_string(format!(
-                                "{}-{index} does not exist",
-                                topic.name.as_str()
-                            ))));
-                    }
-                    let state = broker.producers.partition(&topic.name, index);
-                    let active = state.lock().map(|s| s.active()).unwrap_or_default();
-                    response.with_active_producers(
-                        active
-                            .into_iter()
-                            .map(|(id, epoch, sequence, last_ms)| {
-                                ProducerState::default()
-                                    .with_producer_id(ProducerId(id))
-                                    .with_producer_epoch(i32::from(epoch))
-                                    .with_last_sequence(sequence)
-                                    .with_last_timestamp(last_ms)
-                                    .with_coordinator_epoch(-1)
-                                    .with_current_txn_start_offset(-1)
-                            })
-                            .collect(),
-                    )
-                })
-                .collect();
-            TopicResponse::default()
-                .with_name(topic.name)
-                .with_partitions(partitions)
-        })
-        .collect();
-    Some(DescribeProducersResponse::default().with_topics(topics))
+impl Handler for DescribeProducersRequest {
+    const SERVED: (i16, i16) = (0, 0);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partition_indexes.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DescribeProducersRequest,
+        _: &RequestContext,
+    ) -> DescribeProducersResponse {
+        let topics = request
+            .topics
+            .into_iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partition_indexes
+                    .iter()
+                    .map(|&index| {
+                        let response = PartitionResponse::default().with_partition_index(index);
+                        if broker.partition(&topic.name, index).is_none() {
+                            return response
+                                .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                                .with_error_message(Some(StrBytes::from_string(format!(
+                                    "{}-{index} does not exist",
+                                    topic.name.as_str()
+                                ))));
+                        }
+                        let state = broker.producers.partition(&topic.name, index);
+                        let active = state.lock().map(|s| s.active()).unwrap_or_default();
+                        response.with_active_producers(
+                            active
+                                .into_iter()
+                                .map(|(id, epoch, sequence, last_ms)| {
+                                    ProducerState::default()
+                                        .with_producer_id(ProducerId(id))
+                                        .with_producer_epoch(i32::from(epoch))
+                                        .with_last_sequence(sequence)
+                                        .with_last_timestamp(last_ms)
+                                        .with_coordinator_epoch(-1)
+                                        .with_current_txn_start_offset(-1)
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                TopicResponse::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        DescribeProducersResponse::default().with_topics(topics)
+    }
+
+    fn throttle_time_ms(response: &mut DescribeProducersResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeProducersResponse, f: &mut dyn FnMut(i16)) {
+        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+    }
 }

@@ -1,4 +1,4 @@
-//! DescribeShareGroupOffsets, versions 0-1: each share partition's start offset (SPSO) and,
+//! DescribeShareGroupOffsets, versions 0–1: each share partition's start offset (SPSO) and,
 //! from v1, its lag, for the groups asked, all of a group's topics when it names none. A
 //! partition the group has never read answers -1 for both.
 
@@ -14,77 +14,107 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: DescribeShareGroupOffsetsRequest,
-    _: &RequestContext,
-) -> Option<DescribeShareGroupOffsetsResponse> {
-    let groups = request
-        .groups
-        .into_iter()
-        .map(|g| {
-            let group =
-                DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
-            if !broker.shares.groups().contains(&g.group_id.to_string()) {
-                return group.with_error_code(ResponseError::GroupIdNotFound.code());
-            }
-            let offsets = broker.shares.offsets(&broker.log, &g.group_id);
-            // (topic name, partitions) asked, or every topic the group has state for.
-            let asked: Vec<(String, Option<Vec<i32>>)> = match g.topics {
-                Some(topics) => topics
-                    .into_iter()
-                    .map(|t| (t.topic_name.to_string(), Some(t.partitions)))
-                    .collect(),
-                None => {
-                    let mut names: Vec<String> = offsets
-                        .iter()
-                        .filter_map(|(k, _)| broker.log.topic_by_id(k.topic_id()))
-                        .map(|t| t.name().to_string())
-                        .collect();
-                    names.dedup();
-                    names.into_iter().map(|n| (n, None)).collect()
+impl Handler for DescribeShareGroupOffsetsRequest {
+    const SERVED: (i16, i16) = (0, 1);
+
+    fn counts(&self) -> Counts {
+        let topics = self.groups.iter().flat_map(|g| g.topics.iter().flatten());
+        let (topics, partitions) =
+            topics.fold((0, 0), |(t, p), topic| (t + 1, p + topic.partitions.len()));
+        Counts {
+            topics,
+            partitions,
+            groups: self.groups.len(),
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: DescribeShareGroupOffsetsRequest,
+        _: &RequestContext,
+    ) -> DescribeShareGroupOffsetsResponse {
+        let groups = request
+            .groups
+            .into_iter()
+            .map(|g| {
+                let group =
+                    DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
+                if !broker.shares.groups().contains(&g.group_id.to_string()) {
+                    return group.with_error_code(ResponseError::GroupIdNotFound.code());
                 }
-            };
-            let topics = asked
-                .into_iter()
-                .map(|(name, partitions)| {
-                    let topic = broker.log.topic(&name);
-                    let response = DescribeShareGroupOffsetsResponseTopic::default()
-                        .with_topic_name(TopicName(StrBytes::from_string(name)))
-                        .with_topic_id(topic.as_ref().map(|t| t.id()).unwrap_or_default());
-                    let Some(topic) = topic else {
-                        return response;
-                    };
-                    let partitions = partitions.unwrap_or_else(|| {
-                        offsets
+                let offsets = broker.shares.offsets(&broker.log, &g.group_id);
+                // (topic name, partitions) asked, or every topic the group has state for.
+                let asked: Vec<(String, Option<Vec<i32>>)> = match g.topics {
+                    Some(topics) => topics
+                        .into_iter()
+                        .map(|t| (t.topic_name.to_string(), Some(t.partitions)))
+                        .collect(),
+                    None => {
+                        let mut names: Vec<String> = offsets
                             .iter()
-                            .filter(|(k, _)| k.topic_id() == topic.id())
-                            .map(|(k, _)| k.partition)
-                            .collect()
-                    });
-                    response.with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|p| {
-                                let offset = offsets
-                                    .iter()
-                                    .find(|(k, _)| k.topic_id() == topic.id() && k.partition == p)
-                                    .map(|(_, o)| *o);
-                                DescribeShareGroupOffsetsResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_start_offset(offset.map_or(-1, |o| o.start))
-                                    .with_lag(offset.and_then(|o| o.lag).unwrap_or(-1))
-                                    .with_leader_epoch(-1)
-                            })
-                            .collect(),
-                    )
-                })
-                .collect();
-            group.with_topics(topics)
-        })
-        .collect();
-    Some(DescribeShareGroupOffsetsResponse::default().with_groups(groups))
+                            .filter_map(|(k, _)| broker.log.topic_by_id(k.topic_id()))
+                            .map(|t| t.name().to_string())
+                            .collect();
+                        names.dedup();
+                        names.into_iter().map(|n| (n, None)).collect()
+                    }
+                };
+                let topics = asked
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        let topic = broker.log.topic(&name);
+                        let response = DescribeShareGroupOffsetsResponseTopic::default()
+                            .with_topic_name(TopicName(StrBytes::from_string(name)))
+                            .with_topic_id(topic.as_ref().map(|t| t.id()).unwrap_or_default());
+                        let Some(topic) = topic else {
+                            return response;
+                        };
+                        let partitions = partitions.unwrap_or_else(|| {
+                            offsets
+                                .iter()
+                                .filter(|(k, _)| k.topic_id() == topic.id())
+                                .map(|(k, _)| k.partition)
+                                .collect()
+                        });
+                        response.with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|p| {
+                                    let offset = offsets
+                                        .iter()
+                                        .find(|(k, _)| k.topic_id() == topic.id() && k.partition == p)
+                                        .map(|(_, o)| *o);
+                                    DescribeShareGroupOffsetsResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_start_offset(offset.map_or(-1, |o| o.start))
+                                        .with_lag(offset.and_then(|o| o.lag).unwrap_or(-1))
+                                        .with_leader_epoch(-1)
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                group.with_topics(topics)
+            })
+            .collect();
+        DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+    }
+
+    fn throttle_time_ms(response: &mut DescribeShareGroupOffsetsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {
+            for g in &r.groups {
+                f(g.error_code);
+                g.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+            }
+    
+    }
 }

@@ -12,26 +12,41 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    _: &Arc<Broker>,
-    request: DescribeUserScramCredentialsRequest,
-    _: &RequestContext,
-) -> Option<DescribeUserScramCredentialsResponse> {
-    let results = request
-        .users
-        .unwrap_or_default()
-        .into_iter()
-        .map(|user| {
-            DescribeUserScramCredentialsResult::default()
-                .with_user(user.name)
-                .with_error_code(ResponseError::ResourceNotFound.code())
-                .with_error_message(Some(StrBytes::from_static_str(
-                    "no SCRAM credentials: lograil has no authentication",
-                )))
-        })
-        .collect();
-    Some(DescribeUserScramCredentialsResponse::default().with_results(results))
+impl Handler for DescribeUserScramCredentialsRequest {
+    const SERVED: (i16, i16) = (0, 0);
+
+    async fn handle(
+        _: &Arc<Broker>,
+        request: DescribeUserScramCredentialsRequest,
+        _: &RequestContext,
+    ) -> DescribeUserScramCredentialsResponse {
+        let results = request
+            .users
+            .unwrap_or_default()
+            .into_iter()
+            .map(|user| {
+                DescribeUserScramCredentialsResult::default()
+                    .with_user(user.name)
+                    .with_error_code(ResponseError::ResourceNotFound.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "no SCRAM credentials: lograil has no authentication",
+                    )))
+            })
+            .collect();
+        DescribeUserScramCredentialsResponse::default().with_results(results)
+    }
+
+    fn throttle_time_ms(response: &mut DescribeUserScramCredentialsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &DescribeUserScramCredentialsResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.results.iter().for_each(|u| f(u.error_code));
+    
+    }
 }

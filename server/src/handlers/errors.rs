@@ -40,6 +40,7 @@ pub fn produce(e: &ProduceError, version: i16) -> ResponseError {
         ProduceError::NoRecords | ProduceError::Corrupt(_) => ResponseError::CorruptMessage,
         ProduceError::Producer { error, .. } => *error,
         ProduceError::Append(e) => append(e),
+        ProduceError::TaskFailed(_) => ResponseError::UnknownServerError,
     }
 }
 

@@ -21,37 +21,67 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::errors;
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: FetchRequest,
-    _: &RequestContext,
-) -> Option<FetchResponse> {
-    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
-    let deadline = tokio::time::Instant::now() + max_wait;
-    let mut shutdown = broker.shutdown.clone();
-    loop {
-        // Register for the next append before reading, so none is missed in between.
-        let appended = broker.appended.notified();
-        tokio::pin!(appended);
-        appended.as_mut().enable();
+impl Handler for FetchRequest {
+    const SERVED: (i16, i16) = (4, 12);
 
-        let (responses, bytes, any_error) = read_all(broker, &request);
-        let waited_enough =
-            bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
-        if waited_enough || broker.is_shutting_down() {
-            count_out(broker, &responses);
-            return Some(FetchResponse::default().with_responses(responses));
+    fn counts(&self) -> Counts {
+        let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
+        let forgotten = topics_and_partitions(&self.forgotten_topics_data, |t| t.partitions.len());
+        Counts {
+            topics: fetched.topics + forgotten.topics,
+            partitions: fetched.partitions + forgotten.partitions,
+            ..Counts::default()
         }
-        tokio::select! {
-            () = &mut appended => {}
-            () = tokio::time::sleep_until(deadline) => {}
-            _ = shutdown.changed() => {}
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: FetchRequest,
+        _: &RequestContext,
+    ) -> FetchResponse {
+        let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+        let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+        let deadline = tokio::time::Instant::now() + max_wait;
+        let mut shutdown = broker.shutdown.clone();
+        loop {
+            // Register for the next append before reading, so none is missed in between.
+            let appended = broker.appended.notified();
+            tokio::pin!(appended);
+            appended.as_mut().enable();
+
+            let (responses, bytes, any_error) = read_all(broker, &request);
+            let waited_enough =
+                bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
+            if waited_enough || broker.is_shutting_down() {
+                count_out(broker, &responses);
+                return FetchResponse::default().with_responses(responses);
+            }
+            tokio::select! {
+                () = &mut appended => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                _ = shutdown.changed() => {}
+            }
         }
+    }
+
+    fn throttle_time_ms(response: &mut FetchResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn shared(response: &FetchResponse) -> Vec<Bytes> {
+        records(response)
+    }
+
+    fn each_error(r: &FetchResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+    
     }
 }
 

@@ -7,32 +7,54 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
 const GROUP: i8 = 0;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: FindCoordinatorRequest,
-    _: &RequestContext,
-) -> Option<FindCoordinatorResponse> {
-    let response = FindCoordinatorResponse::default();
-    if request.key_type != GROUP {
-        return Some(
-            response
-                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                .with_error_message(Some(StrBytes::from_static_str(
-                    "transactions are not supported",
-                )))
-                .with_node_id(BrokerId(-1))
-                .with_port(-1),
-        );
+impl Handler for FindCoordinatorRequest {
+    const SERVED: (i16, i16) = (0, 3);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            groups: self.coordinator_keys.len(),
+            ..Counts::default()
+        }
     }
-    Some(
-        response
-            .with_node_id(BrokerId(broker.config.node_id))
-            .with_host(StrBytes::from_string(broker.host.clone()))
-            .with_port(broker.port),
-    )
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: FindCoordinatorRequest,
+        _: &RequestContext,
+    ) -> FindCoordinatorResponse {
+        let response = FindCoordinatorResponse::default();
+        if request.key_type != GROUP {
+            return 
+                response
+                    .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "transactions are not supported",
+                    )))
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1);
+        }
+        
+            response
+                .with_node_id(BrokerId(broker.config.node_id))
+                .with_host(StrBytes::from_string(broker.host.clone()))
+                .with_port(broker.port)
+        
+    }
+
+    fn throttle_time_ms(response: &mut FindCoordinatorResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &FindCoordinatorResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.coordinators.iter().for_each(|c| f(c.error_code));
+    
+    }
 }

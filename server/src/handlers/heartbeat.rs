@@ -6,20 +6,33 @@ use std::time::Instant;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: HeartbeatRequest,
-    _: &RequestContext,
-) -> Option<HeartbeatResponse> {
-    let error = broker.groups.heartbeat(
-        &request.group_id,
-        request.generation_id,
-        &request.member_id,
-        request.group_instance_id.as_deref(),
-        Instant::now(),
-    );
-    Some(HeartbeatResponse::default().with_error_code(errors::code(&error)))
+impl Handler for HeartbeatRequest {
+    const SERVED: (i16, i16) = (0, 3);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: HeartbeatRequest,
+        _: &RequestContext,
+    ) -> HeartbeatResponse {
+        let error = broker.groups.heartbeat(
+            &request.group_id,
+            request.generation_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            Instant::now(),
+        );
+        HeartbeatResponse::default().with_error_code(errors::code(&error))
+    }
+
+    fn throttle_time_ms(response: &mut HeartbeatResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &HeartbeatResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }

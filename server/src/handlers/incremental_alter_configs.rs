@@ -30,6 +30,8 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::broker_defaults::{follow, DefaultsError};
@@ -42,94 +44,114 @@ const BROKER: i8 = 4;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: IncrementalAlterConfigsRequest,
-    _: &RequestContext,
-) -> Option<IncrementalAlterConfigsResponse> {
-    let mut pending = Pending::default();
-    let mut responses = Vec::with_capacity(request.resources.len());
-    for resource in request.resources {
-        if resource.resource_type == BROKER && resource.resource_name.is_empty() {
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            let changes = match topic_changes(&resource.configs) {
-                Ok(changes) => changes,
-                Err(message) => {
-                    responses.push(
-                        response
-                            .with_error_code(ResponseError::InvalidConfig.code())
-                            .with_error_message(Some(StrBytes::from_string(message))),
-                    );
-                    continue;
-                }
-            };
-            let owner = broker.clone();
-            let validate_only = request.validate_only;
-            let outcome = tokio::task::spawn_blocking(move || {
-                alter_broker_defaults(&owner, &changes, validate_only)
-            })
-            .await
-            .unwrap_or_else(|e| {
-                Err((
-                    ResponseError::UnknownServerError,
-                    format!("altering the broker defaults failed: {e}"),
-                ))
-            });
-            responses.push(match outcome {
-                Ok(()) => response,
-                Err((error, message)) => response
-                    .with_error_code(error.code())
-                    .with_error_message(Some(StrBytes::from_string(message))),
-            });
-            continue;
+impl Handler for IncrementalAlterConfigsRequest {
+    const SERVED: (i16, i16) = (0, 1);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.resources.len(),
+            partitions: self.resources.iter().map(|r| r.configs.len()).sum(),
+            ..Counts::default()
         }
-        if resource.resource_type == TOPIC {
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            let changes = match topic_changes(&resource.configs) {
-                Ok(changes) => changes,
-                Err(message) => {
-                    responses.push(
-                        response
-                            .with_error_code(ResponseError::InvalidConfig.code())
-                            .with_error_message(Some(StrBytes::from_string(message))),
-                    );
-                    continue;
-                }
-            };
-            let owner = broker.clone();
-            let name = resource.resource_name.to_string();
-            let validate_only = request.validate_only;
-            let outcome = tokio::task::spawn_blocking(move || {
-                alter_topic(&owner, &name, &changes, false, validate_only)
-            })
-            .await
-            .unwrap_or_else(|e| {
-                Err((
-                    ResponseError::UnknownServerError,
-                    format!("altering the topic's configs failed: {e}"),
-                ))
-            });
-            responses.push(match outcome {
-                Ok(()) => response,
-                Err((error, message)) => response
-                    .with_error_code(error.code())
-                    .with_error_message(Some(StrBytes::from_string(message))),
-            });
-            continue;
-        }
-        responses.push(alter_group(
-            broker,
-            resource,
-            request.validate_only,
-            &mut pending,
-        ));
     }
-    pending.durable(&broker.syncer).await;
-    Some(IncrementalAlterConfigsResponse::default().with_responses(responses))
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: IncrementalAlterConfigsRequest,
+        _: &RequestContext,
+    ) -> IncrementalAlterConfigsResponse {
+        let mut pending = Pending::default();
+        let mut responses = Vec::with_capacity(request.resources.len());
+        for resource in request.resources {
+            if resource.resource_type == BROKER && resource.resource_name.is_empty() {
+                let response = AlterConfigsResourceResponse::default()
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone());
+                let changes = match topic_changes(&resource.configs) {
+                    Ok(changes) => changes,
+                    Err(message) => {
+                        responses.push(
+                            response
+                                .with_error_code(ResponseError::InvalidConfig.code())
+                                .with_error_message(Some(StrBytes::from_string(message))),
+                        );
+                        continue;
+                    }
+                };
+                let owner = broker.clone();
+                let validate_only = request.validate_only;
+                let outcome = crate::blocking::spawn(move || {
+                    alter_broker_defaults(&owner, &changes, validate_only)
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    Err((
+                        ResponseError::UnknownServerError,
+                        format!("altering the broker defaults failed: {e}"),
+                    ))
+                });
+                responses.push(match outcome {
+                    Ok(()) => response,
+                    Err((error, message)) => response
+                        .with_error_code(error.code())
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                });
+                continue;
+            }
+            if resource.resource_type == TOPIC {
+                let response = AlterConfigsResourceResponse::default()
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone());
+                let changes = match topic_changes(&resource.configs) {
+                    Ok(changes) => changes,
+                    Err(message) => {
+                        responses.push(
+                            response
+                                .with_error_code(ResponseError::InvalidConfig.code())
+                                .with_error_message(Some(StrBytes::from_string(message))),
+                        );
+                        continue;
+                    }
+                };
+                let owner = broker.clone();
+                let name = resource.resource_name.to_string();
+                let validate_only = request.validate_only;
+                let outcome = crate::blocking::spawn(move || {
+                    alter_topic(&owner, &name, &changes, false, validate_only)
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    Err((
+                        ResponseError::UnknownServerError,
+                        format!("altering the topic's configs failed: {e}"),
+                    ))
+                });
+                responses.push(match outcome {
+                    Ok(()) => response,
+                    Err((error, message)) => response
+                        .with_error_code(error.code())
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                });
+                continue;
+            }
+            responses.push(alter_group(
+                broker,
+                resource,
+                request.validate_only,
+                &mut pending,
+            ));
+        }
+        pending.durable(&broker.syncer).await;
+        IncrementalAlterConfigsResponse::default().with_responses(responses)
+    }
+
+    fn throttle_time_ms(response: &mut IncrementalAlterConfigsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &IncrementalAlterConfigsResponse, f: &mut dyn FnMut(i16)) {
+        r.responses.iter().for_each(|c| f(c.error_code))
+    }
 }
 
 /// A share group's configs (or a refusal for a resource type not served).

@@ -8,47 +8,56 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: InitProducerIdRequest,
-    _: &RequestContext,
-) -> Option<InitProducerIdResponse> {
-    let response = InitProducerIdResponse::default()
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    if request
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !id.is_empty())
-    {
-        return Some(response.with_error_code(ResponseError::InvalidRequest.code()));
-    }
-    let (id, epoch) = (request.producer_id.0, request.producer_epoch);
-    // Epoch exhausted, or an id this broker never handed out: a new id.
-    if broker.producer_ids.issued(id) && (0..i16::MAX - 1).contains(&epoch) {
-        return Some(
-            response
-                .with_producer_id(ProducerId(id))
-                .with_producer_epoch(epoch + 1),
-        );
-    }
-    let owner = broker.clone();
-    match crate::blocking::spawn(move || owner.producer_ids.allocate()).await {
-        Ok(Ok(id)) => Some(
-            response
-                .with_producer_id(ProducerId(id))
-                .with_producer_epoch(0),
-        ),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "could not reserve producer ids");
-            Some(response.with_error_code(ResponseError::KafkaStorageError.code()))
+impl Handler for InitProducerIdRequest {
+    const SERVED: (i16, i16) = (0, 4);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: InitProducerIdRequest,
+        _: &RequestContext,
+    ) -> InitProducerIdResponse {
+        let response = InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        if request
+            .transactional_id
+            .as_ref()
+            .is_some_and(|id| !id.is_empty())
+        {
+            return response.with_error_code(ResponseError::InvalidRequest.code());
         }
-        Err(e) => {
-            tracing::error!(error = %e, "producer id task failed");
-            Some(response.with_error_code(ResponseError::UnknownServerError.code()))
+        let (id, epoch) = (request.producer_id.0, request.producer_epoch);
+        // Epoch exhausted, or an id this broker never handed out: a new id.
+        if broker.producer_ids.issued(id) && (0..i16::MAX - 1).contains(&epoch) {
+            return                 response
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(epoch + 1);
         }
+        let owner = broker.clone();
+        match crate::blocking::spawn(move || owner.producer_ids.allocate()).await {
+            Ok(Ok(id)) =>                 response
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(0),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "could not reserve producer ids");
+                response.with_error_code(ResponseError::KafkaStorageError.code())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "producer id task failed");
+                response.with_error_code(ResponseError::UnknownServerError.code())
+            }
+        }
+    }
+
+    fn throttle_time_ms(response: &mut InitProducerIdResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &InitProducerIdResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
     }
 }

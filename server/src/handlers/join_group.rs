@@ -12,6 +12,7 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::groups::{Join, Joined, Reply};
@@ -20,53 +21,65 @@ fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: JoinGroupRequest,
-    ctx: &RequestContext,
-) -> Option<JoinGroupResponse> {
-    let session_timeout = millis(request.session_timeout_ms);
-    // v0 has no rebalance timeout: Kafka uses the session timeout.
-    let rebalance_timeout = if ctx.version == 0 {
-        session_timeout
-    } else {
-        millis(request.rebalance_timeout_ms)
-    };
-    let join = Join {
-        group_id: request.group_id.to_string(),
-        member_id: request.member_id.to_string(),
-        instance_id: request.group_instance_id.map(|i| i.to_string()),
-        client_id: ctx.client_id.clone(),
-        client_host: format!("/{}", ctx.peer.ip()),
-        session_timeout,
-        rebalance_timeout,
-        protocol_type: request.protocol_type.to_string(),
-        protocols: request
-            .protocols
-            .into_iter()
-            // Copied: the group keeps it, and a slice would keep the connection's whole
-            // read buffer alive with it.
-            .map(|p| (p.name.to_string(), Bytes::copy_from_slice(&p.metadata)))
-            .collect(),
-        require_known_member_id: ctx.version >= 4,
-    };
-    let member_id = join.member_id.clone();
-    let joined = match broker.groups.join(join, Instant::now()) {
-        Reply::Now(joined) => joined,
-        Reply::Later(rx) => {
-            // The coordinator answers by the rebalance deadline; the margin covers its tick.
-            let wait = rebalance_timeout + Duration::from_secs(5);
-            let mut shutdown = broker.shutdown.clone();
-            tokio::select! {
-                answer = tokio::time::timeout(wait, rx) => match answer {
-                    Ok(Ok(joined)) => joined,
-                    _ => Joined::failed(ResponseError::UnknownMemberId, &member_id),
-                },
-                _ = shutdown.changed() => Joined::failed(ResponseError::CoordinatorNotAvailable, &member_id),
+impl Handler for JoinGroupRequest {
+    const SERVED: (i16, i16) = (0, 5);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: JoinGroupRequest,
+        ctx: &RequestContext,
+    ) -> JoinGroupResponse {
+        let session_timeout = millis(request.session_timeout_ms);
+        // v0 has no rebalance timeout: Kafka uses the session timeout.
+        let rebalance_timeout = if ctx.version == 0 {
+            session_timeout
+        } else {
+            millis(request.rebalance_timeout_ms)
+        };
+        let join = Join {
+            group_id: request.group_id.to_string(),
+            member_id: request.member_id.to_string(),
+            instance_id: request.group_instance_id.map(|i| i.to_string()),
+            client_id: ctx.client_id.clone(),
+            client_host: format!("/{}", ctx.peer.ip()),
+            session_timeout,
+            rebalance_timeout,
+            protocol_type: request.protocol_type.to_string(),
+            protocols: request
+                .protocols
+                .into_iter()
+                // Copied: the group keeps it, and a slice would keep the connection's whole
+                // read buffer alive with it.
+                .map(|p| (p.name.to_string(), Bytes::copy_from_slice(&p.metadata)))
+                .collect(),
+            require_known_member_id: ctx.version >= 4,
+        };
+        let member_id = join.member_id.clone();
+        let joined = match broker.groups.join(join, Instant::now()) {
+            Reply::Now(joined) => joined,
+            Reply::Later(rx) => {
+                // The coordinator answers by the rebalance deadline; the margin covers its tick.
+                let wait = rebalance_timeout + Duration::from_secs(5);
+                let mut shutdown = broker.shutdown.clone();
+                tokio::select! {
+                    answer = tokio::time::timeout(wait, rx) => match answer {
+                        Ok(Ok(joined)) => joined,
+                        _ => Joined::failed(ResponseError::UnknownMemberId, &member_id),
+                    },
+                    _ = shutdown.changed() => Joined::failed(ResponseError::CoordinatorNotAvailable, &member_id),
+                }
             }
-        }
-    };
-    Some(response(joined, ctx.version))
+        };
+        response(joined, ctx.version)
+    }
+
+    fn throttle_time_ms(response: &mut JoinGroupResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &JoinGroupResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }
 
 fn response(mut joined: Joined, version: i16) -> JoinGroupResponse {

@@ -7,51 +7,72 @@ use std::time::Instant;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
+use super::bounds::Counts;
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: LeaveGroupRequest,
-    ctx: &RequestContext,
-) -> Option<LeaveGroupResponse> {
-    let members: Vec<(String, Option<String>)> = if ctx.version < 3 {
-        vec![(request.member_id.to_string(), None)]
-    } else {
-        request
-            .members
-            .iter()
-            .map(|m| {
-                (
-                    m.member_id.to_string(),
-                    m.group_instance_id.as_ref().map(|i| i.to_string()),
-                )
-            })
-            .collect()
-    };
-    let response = LeaveGroupResponse::default();
-    match broker
-        .groups
-        .leave(&request.group_id, &members, Instant::now())
-    {
-        Err(error) => Some(response.with_error_code(error.code())),
-        Ok(codes) if ctx.version < 3 => {
-            Some(response.with_error_code(codes.first().map_or(0, errors::code)))
+impl Handler for LeaveGroupRequest {
+    const SERVED: (i16, i16) = (0, 3);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            members: self.members.len(),
+            ..Counts::default()
         }
-        Ok(codes) => Some(
-            response.with_members(
-                request
-                    .members
-                    .into_iter()
-                    .zip(codes)
-                    .map(|(m, code)| {
-                        MemberResponse::default()
-                            .with_member_id(m.member_id)
-                            .with_group_instance_id(m.group_instance_id)
-                            .with_error_code(errors::code(&code))
-                    })
-                    .collect(),
-            ),
-        ),
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: LeaveGroupRequest,
+        ctx: &RequestContext,
+    ) -> LeaveGroupResponse {
+        let members: Vec<(String, Option<String>)> = if ctx.version < 3 {
+            vec![(request.member_id.to_string(), None)]
+        } else {
+            request
+                .members
+                .iter()
+                .map(|m| {
+                    (
+                        m.member_id.to_string(),
+                        m.group_instance_id.as_ref().map(|i| i.to_string()),
+                    )
+                })
+                .collect()
+        };
+        let response = LeaveGroupResponse::default();
+        match broker
+            .groups
+            .leave(&request.group_id, &members, Instant::now())
+        {
+            Err(error) => response.with_error_code(error.code()),
+            Ok(codes) if ctx.version < 3 => {
+                response.with_error_code(codes.first().map_or(0, errors::code))
+            }
+            Ok(codes) => response.with_members(
+                    request
+                        .members
+                        .into_iter()
+                        .zip(codes)
+                        .map(|(m, code)| {
+                            MemberResponse::default()
+                                .with_member_id(m.member_id)
+                                .with_group_instance_id(m.group_instance_id)
+                                .with_error_code(errors::code(&code))
+                        })
+                        .collect(),
+                ),
+        }
+    }
+
+    fn throttle_time_ms(response: &mut LeaveGroupResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &LeaveGroupResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.members.iter().for_each(|m| f(m.error_code));
+    
     }
 }

@@ -9,6 +9,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::groups::GroupState;
@@ -16,53 +17,65 @@ use crate::groups::GroupState;
 const CLASSIC: &str = "Classic";
 const SHARE: &str = "Share";
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: ListGroupsRequest,
-    ctx: &RequestContext,
-) -> Option<ListGroupsResponse> {
-    // id → (protocol type, state, group type)
-    let mut groups: BTreeMap<String, (String, &'static str, &'static str)> = broker
-        .offsets
-        .groups()
-        .into_iter()
-        .map(|g| (g, (String::new(), GroupState::Empty.name(), CLASSIC)))
-        .collect();
-    for (id, protocol_type, state) in broker.groups.list() {
-        groups.insert(id, (protocol_type, state.name(), CLASSIC));
-    }
-    if ctx.version >= 5 {
-        let members: BTreeMap<String, usize> = broker.shares.members.list().into_iter().collect();
-        for id in broker.shares.groups() {
-            let state = if members.get(&id).is_some_and(|n| *n > 0) {
-                "Stable"
-            } else {
-                "Empty"
-            };
-            groups.insert(id, ("share".to_string(), state, SHARE));
+impl Handler for ListGroupsRequest {
+    const SERVED: (i16, i16) = (0, 5);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ListGroupsRequest,
+        ctx: &RequestContext,
+    ) -> ListGroupsResponse {
+        // id → (protocol type, state, group type)
+        let mut groups: BTreeMap<String, (String, &'static str, &'static str)> = broker
+            .offsets
+            .groups()
+            .into_iter()
+            .map(|g| (g, (String::new(), GroupState::Empty.name(), CLASSIC)))
+            .collect();
+        for (id, protocol_type, state) in broker.groups.list() {
+            groups.insert(id, (protocol_type, state.name(), CLASSIC));
         }
+        if ctx.version >= 5 {
+            let members: BTreeMap<String, usize> = broker.shares.members.list().into_iter().collect();
+            for id in broker.shares.groups() {
+                let state = if members.get(&id).is_some_and(|n| *n > 0) {
+                    "Stable"
+                } else {
+                    "Empty"
+                };
+                groups.insert(id, ("share".to_string(), state, SHARE));
+            }
+        }
+        let types: Vec<String> = request
+            .types_filter
+            .iter()
+            .map(|t| t.to_lowercase())
+            .collect();
+        let filter: Vec<String> = request
+            .states_filter
+            .iter()
+            .map(|s| s.to_lowercase())
+            .collect();
+        let listed = groups
+            .into_iter()
+            .filter(|(_, (_, state, _))| filter.is_empty() || filter.contains(&state.to_lowercase()))
+            .filter(|(_, (_, _, kind))| types.is_empty() || types.contains(&kind.to_lowercase()))
+            .map(|(id, (protocol_type, state, kind))| {
+                ListedGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_string(id)))
+                    .with_protocol_type(StrBytes::from_string(protocol_type))
+                    .with_group_state(StrBytes::from_static_str(state))
+                    .with_group_type(StrBytes::from_static_str(kind))
+            })
+            .collect();
+        ListGroupsResponse::default().with_groups(listed)
     }
-    let types: Vec<String> = request
-        .types_filter
-        .iter()
-        .map(|t| t.to_lowercase())
-        .collect();
-    let filter: Vec<String> = request
-        .states_filter
-        .iter()
-        .map(|s| s.to_lowercase())
-        .collect();
-    let listed = groups
-        .into_iter()
-        .filter(|(_, (_, state, _))| filter.is_empty() || filter.contains(&state.to_lowercase()))
-        .filter(|(_, (_, _, kind))| types.is_empty() || types.contains(&kind.to_lowercase()))
-        .map(|(id, (protocol_type, state, kind))| {
-            ListedGroup::default()
-                .with_group_id(GroupId(StrBytes::from_string(id)))
-                .with_protocol_type(StrBytes::from_string(protocol_type))
-                .with_group_state(StrBytes::from_static_str(state))
-                .with_group_type(StrBytes::from_static_str(kind))
-        })
-        .collect();
-    Some(ListGroupsResponse::default().with_groups(listed))
+
+    fn throttle_time_ms(response: &mut ListGroupsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &ListGroupsResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }

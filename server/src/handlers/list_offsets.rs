@@ -13,6 +13,8 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use log_core::{Partition, ReadError};
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::errors;
 use super::RequestContext;
 use crate::broker::Broker;
@@ -21,29 +23,45 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 const MAX_TIMESTAMP: i64 = -3;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: ListOffsetsRequest,
-    _: &RequestContext,
-) -> Option<ListOffsetsResponse> {
-    let by_time = request
-        .topics
-        .iter()
-        .flat_map(|t| &t.partitions)
-        .any(|p| !matches!(p.timestamp, EARLIEST | LATEST));
-    let topics = if by_time {
-        let owner = broker.clone();
-        match crate::blocking::spawn(move || answer(&owner, request)).await {
-            Ok(topics) => topics,
-            Err(e) => {
-                tracing::error!(error = %e, "offset lookup task failed");
-                return None;
+impl Handler for ListOffsetsRequest {
+    const SERVED: (i16, i16) = (1, 7);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ListOffsetsRequest,
+        _: &RequestContext,
+    ) -> ListOffsetsResponse {
+        let by_time = request
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| !matches!(p.timestamp, EARLIEST | LATEST));
+        let topics = if by_time {
+            let (owner, asked) = (broker.clone(), request.clone());
+            match crate::blocking::spawn(move || answer(&owner, asked)).await {
+                Ok(topics) => topics,
+                Err(e) => {
+                    tracing::error!(error = %e, "offset lookup task failed");
+                    failed(request, ResponseError::UnknownServerError)
+                }
             }
-        }
-    } else {
-        answer(broker, request)
-    };
-    Some(ListOffsetsResponse::default().with_topics(topics))
+        } else {
+            answer(broker, request)
+        };
+        ListOffsetsResponse::default().with_topics(topics)
+    }
+
+    fn throttle_time_ms(response: &mut ListOffsetsResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &ListOffsetsResponse, f: &mut dyn FnMut(i16)) {
+        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+    }
 }
 
 fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicResponse> {
@@ -78,6 +96,31 @@ fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicR
                             .with_timestamp(-1)
                             .with_offset(-1),
                     }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect()
+}
+
+/// Every partition of `request` answered with `error`.
+fn failed(request: ListOffsetsRequest, error: ResponseError) -> Vec<ListOffsetsTopicResponse> {
+    request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_leader_epoch(-1)
+                        .with_error_code(error.code())
+                        .with_timestamp(-1)
+                        .with_offset(-1)
                 })
                 .collect();
             ListOffsetsTopicResponse::default()

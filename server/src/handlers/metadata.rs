@@ -20,6 +20,8 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use log_core::{Topic, TopicError};
 
+use super::bounds::Counts;
+use super::Handler;
 use super::errors;
 use super::RequestContext;
 use crate::broker::{Broker, CreateError};
@@ -27,124 +29,148 @@ use crate::broker::{Broker, CreateError};
 /// "Not requested" for the authorized-operations fields.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: MetadataRequest,
-    ctx: &RequestContext,
-) -> Option<MetadataResponse> {
-    let node = BrokerId(broker.config.node_id);
-    // Topics asked by id (v10+, as share consumers do) are answered under their names; an
-    // unknown id answers UNKNOWN_TOPIC_ID.
-    let mut unknown_ids = Vec::new();
-    let names: Vec<String> = match &request.topics {
-        // v0: an empty list means every topic; v1+: null means every topic.
-        Some(topics) if !(ctx.version == 0 && topics.is_empty()) => topics
+impl Handler for MetadataRequest {
+    const SERVED: (i16, i16) = (0, 12);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            topics: self.topics.as_ref().map_or(0, Vec::len),
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: MetadataRequest,
+        ctx: &RequestContext,
+    ) -> MetadataResponse {
+        let node = BrokerId(broker.config.node_id);
+        // Topics asked by id (v10+, as share consumers do) are answered under their names; an
+        // unknown id answers UNKNOWN_TOPIC_ID.
+        let mut unknown_ids = Vec::new();
+        let names: Vec<String> = match &request.topics {
+            // v0: an empty list means every topic; v1+: null means every topic.
+            Some(topics) if !(ctx.version == 0 && topics.is_empty()) => topics
+                .iter()
+                .filter_map(|t| match &t.name {
+                    Some(name) => Some(name.to_string()),
+                    None => match broker.log.topic_by_id(t.topic_id) {
+                        Some(topic) => Some(topic.name().to_string()),
+                        None => {
+                            unknown_ids.push(t.topic_id);
+                            None
+                        }
+                    },
+                })
+                .collect(),
+            // Every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
+            _ => broker
+                .log
+                .topics()
+                .iter()
+                .map(|t| t.name().to_string())
+                .chain(
+                    broker
+                        .log
+                        .offline_topics()
+                        .into_iter()
+                        .map(|(name, _)| name),
+                )
+                .collect(),
+        };
+        let create =
+            broker.config.auto_create_topics && (ctx.version < 4 || request.allow_auto_topic_creation);
+        let mut found: Vec<Found> = names
             .iter()
-            .filter_map(|t| match &t.name {
-                Some(name) => Some(name.to_string()),
-                None => match broker.log.topic_by_id(t.topic_id) {
-                    Some(topic) => Some(topic.name().to_string()),
-                    None => {
-                        unknown_ids.push(t.topic_id);
-                        None
-                    }
-                },
-            })
-            .collect(),
-        // Every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
-        _ => broker
-            .log
-            .topics()
+            .map(|name| lookup(broker, name, create))
+            .collect();
+        // The topics to create (a token taken for each), created in one go off the async workers.
+        let missing: Vec<(usize, String)> = found
             .iter()
-            .map(|t| t.name().to_string())
-            .chain(
-                broker
-                    .log
-                    .offline_topics()
+            .zip(&names)
+            .enumerate()
+            .filter(|(_, (f, _))| matches!(f, Found::ToCreate))
+            .map(|(i, (_, name))| (i, name.clone()))
+            .collect();
+        if !missing.is_empty() {
+            let owner = broker.clone();
+            let created = crate::blocking::spawn(move || {
+                missing
                     .into_iter()
-                    .map(|(name, _)| name),
-            )
-            .collect(),
-    };
-    let create =
-        broker.config.auto_create_topics && (ctx.version < 4 || request.allow_auto_topic_creation);
-    let mut found: Vec<Found> = names
-        .iter()
-        .map(|name| lookup(broker, name, create))
-        .collect();
-    // The topics to create (a token taken for each), created in one go off the async workers.
-    let missing: Vec<(usize, String)> = found
-        .iter()
-        .zip(&names)
-        .enumerate()
-        .filter(|(_, (f, _))| matches!(f, Found::ToCreate))
-        .map(|(i, (_, name))| (i, name.clone()))
-        .collect();
-    if !missing.is_empty() {
-        let owner = broker.clone();
-        let created = crate::blocking::spawn(move || {
-            missing
-                .into_iter()
-                .map(|(i, name)| (i, auto_create(&owner, &name)))
-                .collect::<Vec<_>>()
-        })
-        .await;
-        match created {
-            Ok(created) => {
-                for (i, topic) in created {
-                    found[i] = topic;
+                    .map(|(i, name)| (i, auto_create(&owner, &name)))
+                    .collect::<Vec<_>>()
+            })
+            .await;
+            match created {
+                Ok(created) => {
+                    for (i, topic) in created {
+                        found[i] = topic;
+                    }
                 }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "topic auto-creation task failed");
-                for f in &mut found {
-                    if matches!(f, Found::ToCreate) {
-                        *f = Found::Error(ResponseError::UnknownServerError);
+                Err(e) => {
+                    tracing::error!(error = %e, "topic auto-creation task failed");
+                    for f in &mut found {
+                        if matches!(f, Found::ToCreate) {
+                            *f = Found::Error(ResponseError::UnknownServerError);
+                        }
                     }
                 }
             }
         }
-    }
-    let unknown = unknown_ids.into_iter().map(|id| {
-        MetadataResponseTopic::default()
-            .with_topic_id(id)
-            .with_error_code(ResponseError::UnknownTopicId.code())
-            .with_topic_authorized_operations(OPERATIONS_OMITTED)
-    });
-    let topics = names
-        .into_iter()
-        .zip(found)
-        .map(|(name, topic)| {
-            let response = MetadataResponseTopic::default()
-                .with_is_internal(Broker::is_internal(&name))
-                .with_name(Some(TopicName(StrBytes::from_string(name))))
-                .with_topic_authorized_operations(OPERATIONS_OMITTED);
-            match topic {
-                Found::Topic(topic) => response
-                    .with_topic_id(topic.id())
-                    .with_partitions(partitions(&topic, node)),
-                Found::Offline(count) => response.with_partitions(offline_partitions(count, node)),
-                Found::Error(e) => response.with_error_code(e.code()),
-                // Every topic to create was replaced by its outcome above.
-                Found::ToCreate => {
-                    response.with_error_code(ResponseError::UnknownServerError.code())
+        let unknown = unknown_ids.into_iter().map(|id| {
+            MetadataResponseTopic::default()
+                .with_topic_id(id)
+                .with_error_code(ResponseError::UnknownTopicId.code())
+                .with_topic_authorized_operations(OPERATIONS_OMITTED)
+        });
+        let topics = names
+            .into_iter()
+            .zip(found)
+            .map(|(name, topic)| {
+                let response = MetadataResponseTopic::default()
+                    .with_is_internal(Broker::is_internal(&name))
+                    .with_name(Some(TopicName(StrBytes::from_string(name))))
+                    .with_topic_authorized_operations(OPERATIONS_OMITTED);
+                match topic {
+                    Found::Topic(topic) => response
+                        .with_topic_id(topic.id())
+                        .with_partitions(partitions(&topic, node)),
+                    Found::Offline(count) => response.with_partitions(offline_partitions(count, node)),
+                    Found::Error(e) => response.with_error_code(e.code()),
+                    // Every topic to create was replaced by its outcome above.
+                    Found::ToCreate => {
+                        response.with_error_code(ResponseError::UnknownServerError.code())
+                    }
                 }
+            })
+            .chain(unknown)
+            .collect();
+        let broker_entry = MetadataResponseBroker::default()
+            .with_node_id(node)
+            .with_host(StrBytes::from_string(broker.host.clone()))
+            .with_port(broker.port);
+        
+            MetadataResponse::default()
+                .with_brokers(vec![broker_entry])
+                .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
+                .with_controller_id(node)
+                .with_topics(topics)
+                .with_cluster_authorized_operations(OPERATIONS_OMITTED)
+        
+    }
+
+    fn throttle_time_ms(response: &mut MetadataResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &MetadataResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            for t in &r.topics {
+                f(t.error_code);
+                t.partitions.iter().for_each(|p| f(p.error_code));
             }
-        })
-        .chain(unknown)
-        .collect();
-    let broker_entry = MetadataResponseBroker::default()
-        .with_node_id(node)
-        .with_host(StrBytes::from_string(broker.host.clone()))
-        .with_port(broker.port);
-    Some(
-        MetadataResponse::default()
-            .with_brokers(vec![broker_entry])
-            .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
-            .with_controller_id(node)
-            .with_topics(topics)
-            .with_cluster_authorized_operations(OPERATIONS_OMITTED),
-    )
+    
+    }
 }
 
 /// A requested topic: there, refused, or to be auto-created.

@@ -11,6 +11,8 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::groups::offsets::MAX_METADATA_BYTES;
@@ -19,103 +21,119 @@ use crate::groups::{Committed, GroupState};
 /// A partition of the request: the commit to store, or why it is refused.
 type PartitionCheck = (i32, Result<Committed, ResponseError>);
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: OffsetCommitRequest,
-    _: &RequestContext,
-) -> Option<OffsetCommitResponse> {
-    let group = request.group_id.to_string();
-    let group_error = membership_error(
-        broker,
-        &group,
-        request.generation_id_or_member_epoch,
-        &request.member_id,
-        request.group_instance_id.as_deref(),
-    );
-    let now = log_core::now_ms();
-    // Per partition: Ok(commit to store) or the partition's error.
-    let mut checked: Vec<(String, Vec<PartitionCheck>)> = Vec::new();
-    for topic in &request.topics {
-        let name = topic.name.to_string();
-        let exists = broker.log.topic(&name);
-        let partitions = topic
-            .partitions
+impl Handler for OffsetCommitRequest {
+    const SERVED: (i16, i16) = (2, 8);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: OffsetCommitRequest,
+        _: &RequestContext,
+    ) -> OffsetCommitResponse {
+        let group = request.group_id.to_string();
+        let group_error = membership_error(
+            broker,
+            &group,
+            request.generation_id_or_member_epoch,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+        );
+        let now = log_core::now_ms();
+        // Per partition: Ok(commit to store) or the partition's error.
+        let mut checked: Vec<(String, Vec<PartitionCheck>)> = Vec::new();
+        for topic in &request.topics {
+            let name = topic.name.to_string();
+            let exists = broker.log.topic(&name);
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let result = if let Some(error) = group_error {
+                        Err(error)
+                    } else if p
+                        .committed_metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+                    {
+                        Err(ResponseError::OffsetMetadataTooLarge)
+                    } else if !exists.as_ref().is_some_and(|t| {
+                        u32::try_from(p.partition_index).is_ok_and(|i| t.partition(i).is_some())
+                    }) {
+                        Err(ResponseError::UnknownTopicOrPartition)
+                    } else {
+                        Ok(Committed {
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                            commit_timestamp: now,
+                        })
+                    };
+                    (p.partition_index, result)
+                })
+                .collect();
+            checked.push((name, partitions));
+        }
+        let commits: Vec<((String, i32), Committed)> = checked
             .iter()
-            .map(|p| {
-                let result = if let Some(error) = group_error {
-                    Err(error)
-                } else if p
-                    .committed_metadata
-                    .as_ref()
-                    .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
-                {
-                    Err(ResponseError::OffsetMetadataTooLarge)
-                } else if !exists.as_ref().is_some_and(|t| {
-                    u32::try_from(p.partition_index).is_ok_and(|i| t.partition(i).is_some())
-                }) {
-                    Err(ResponseError::UnknownTopicOrPartition)
-                } else {
-                    Ok(Committed {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                        commit_timestamp: now,
-                    })
-                };
-                (p.partition_index, result)
+            .flat_map(|(topic, partitions)| {
+                partitions.iter().filter_map(|(index, r)| {
+                    r.as_ref()
+                        .ok()
+                        .map(|c| ((topic.clone(), *index), c.clone()))
+                })
             })
             .collect();
-        checked.push((name, partitions));
-    }
-    let commits: Vec<((String, i32), Committed)> = checked
-        .iter()
-        .flat_map(|(topic, partitions)| {
-            partitions.iter().filter_map(|(index, r)| {
-                r.as_ref()
-                    .ok()
-                    .map(|c| ((topic.clone(), *index), c.clone()))
-            })
-        })
-        .collect();
-    let stored = if commits.is_empty() {
-        Ok(())
-    } else {
-        let owner = broker.clone();
-        let id = group.clone();
-        match crate::blocking::spawn(move || owner.offsets.commit(&id, commits)).await {
-            Ok(stored) => stored.map_err(|e| {
-                tracing::error!(group = %group, error = %e, "storing offsets failed");
-                errors::offsets(&e)
-            }),
-            Err(e) => {
-                tracing::error!(group = %group, error = %e, "offset commit task failed");
-                Err(ResponseError::UnknownServerError)
+        let stored = if commits.is_empty() {
+            Ok(())
+        } else {
+            let owner = broker.clone();
+            let id = group.clone();
+            match crate::blocking::spawn(move || owner.offsets.commit(&id, commits)).await {
+                Ok(stored) => stored.map_err(|e| {
+                    tracing::error!(group = %group, error = %e, "storing offsets failed");
+                    errors::offsets(&e)
+                }),
+                Err(e) => {
+                    tracing::error!(group = %group, error = %e, "offset commit task failed");
+                    Err(ResponseError::UnknownServerError)
+                }
             }
-        }
-    };
-    let store_error = stored.err();
-    let topics = checked
-        .into_iter()
-        .map(|(name, partitions)| {
-            OffsetCommitResponseTopic::default()
-                .with_name(kafka_protocol::messages::TopicName(name.into()))
-                .with_partitions(
-                    partitions
-                        .into_iter()
-                        .map(|(index, r)| {
-                            let code = match r {
-                                Err(e) => e.code(),
-                                Ok(_) => store_error.map_or(0, |e| e.code()),
-                            };
-                            OffsetCommitResponsePartition::default()
-                                .with_partition_index(index)
-                                .with_error_code(code)
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
-    Some(OffsetCommitResponse::default().with_topics(topics))
+        };
+        let store_error = stored.err();
+        let topics = checked
+            .into_iter()
+            .map(|(name, partitions)| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(kafka_protocol::messages::TopicName(name.into()))
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|(index, r)| {
+                                let code = match r {
+                                    Err(e) => e.code(),
+                                    Ok(_) => store_error.map_or(0, |e| e.code()),
+                                };
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        OffsetCommitResponse::default().with_topics(topics)
+    }
+
+    fn throttle_time_ms(response: &mut OffsetCommitResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &OffsetCommitResponse, f: &mut dyn FnMut(i16)) {
+        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+    }
 }
 
 /// Why this member may not commit to this group now, if it may not.

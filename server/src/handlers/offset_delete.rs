@@ -14,67 +14,96 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::groups::GroupState;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: OffsetDeleteRequest,
-    _: &RequestContext,
-) -> Option<OffsetDeleteResponse> {
-    let group = request.group_id.to_string();
-    let view = broker.groups.describe(&group);
-    if view.is_none() && !broker.offsets.has_offsets(&group) {
-        return Some(
-            OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code()),
-        );
+impl Handler for OffsetDeleteRequest {
+    const SERVED: (i16, i16) = (0, 0);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
-    let subscribed: HashSet<String> = view
-        .filter(|v| v.state != GroupState::Empty && v.protocol_type == "consumer")
-        .map(|v| {
-            v.members
-                .iter()
-                .flat_map(|m| subscriptions(&m.metadata))
-                .collect()
-        })
-        .unwrap_or_default();
-    let owner = broker.clone();
-    let topics = crate::blocking::spawn(move || {
-        request
-            .topics
-            .into_iter()
-            .map(|topic| {
-                let name = topic.name.to_string();
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: OffsetDeleteRequest,
+        _: &RequestContext,
+    ) -> OffsetDeleteResponse {
+        let group = request.group_id.to_string();
+        let view = broker.groups.describe(&group);
+        if view.is_none() && !broker.offsets.has_offsets(&group) {
+            return 
+                OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code());
+        }
+        let subscribed: HashSet<String> = view
+            .filter(|v| v.state != GroupState::Empty && v.protocol_type == "consumer")
+            .map(|v| {
+                v.members
+                    .iter()
+                    .flat_map(|m| subscriptions(&m.metadata))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let owner = broker.clone();
+        let topics = crate::blocking::map_each(
+            request.topics,
+            move |topic| {
+                    let name = topic.name.to_string();
+                    let partitions = topic
+                        .partitions
+                        .into_iter()
+                        .map(|p| {
+                            let code = if subscribed.contains(&name) {
+                                ResponseError::GroupSubscribedToTopic.code()
+                            } else {
+                                match owner
+                                    .offsets
+                                    .delete(&group, Some(&[(name.clone(), p.partition_index)]))
+                                {
+                                    Ok(_) => 0,
+                                    Err(e) => errors::offsets(&e).code(),
+                                }
+                            };
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect();
+                    OffsetDeleteResponseTopic::default()
+                        .with_name(topic.name)
+                        .with_partitions(partitions)
+            },
+            |topic| {
                 let partitions = topic
                     .partitions
-                    .into_iter()
+                    .iter()
                     .map(|p| {
-                        let code = if subscribed.contains(&name) {
-                            ResponseError::GroupSubscribedToTopic.code()
-                        } else {
-                            match owner
-                                .offsets
-                                .delete(&group, Some(&[(name.clone(), p.partition_index)]))
-                            {
-                                Ok(_) => 0,
-                                Err(e) => errors::offsets(&e).code(),
-                            }
-                        };
                         OffsetDeleteResponsePartition::default()
                             .with_partition_index(p.partition_index)
-                            .with_error_code(code)
+                            .with_error_code(ResponseError::UnknownServerError.code())
                     })
                     .collect();
                 OffsetDeleteResponseTopic::default()
                     .with_name(topic.name)
                     .with_partitions(partitions)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_default();
-    Some(OffsetDeleteResponse::default().with_topics(topics))
+            },
+        )
+        .await;
+        OffsetDeleteResponse::default().with_topics(topics)
+    }
+
+    fn throttle_time_ms(response: &mut OffsetDeleteResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &OffsetDeleteResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+    
+    }
 }
 
 /// Topics in a consumer-protocol subscription (member metadata); none if it does not decode.

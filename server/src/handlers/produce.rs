@@ -1,4 +1,4 @@
-//! Produce, versions 3–9 served (0–2 are advertised and refused: `produce_legacy`). acks 0, 1
+//! Produce, versions 0–9: 3–9 served, 0–2 advertised and refused (`produce_legacy`). acks 0, 1
 //! and -1; with -1 (and with 1: lograil has no replicas to wait for) the answer comes once the
 //! batch is as durable as the topic's `flush.messages`/`flush.ms` policy asks. acks=0 gets no
 //! response, as in Kafka. Idempotent producers are checked per (producer id, epoch, partition)
@@ -19,6 +19,8 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use log_core::{AppendError, AppendInfo};
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::appender::{AppendMode, Appended, ProduceError};
 use crate::backlog::{Backlogs, Verdict};
@@ -27,107 +29,124 @@ use crate::broker::Broker;
 /// Produce requests up to this size are appended on the async worker (see `handle`).
 const INLINE_APPEND_BYTES: usize = 64 * 1024;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: ProduceRequest,
-    ctx: &RequestContext,
-) -> Option<ProduceResponse> {
-    let acks = request.acks;
-    let refuse = if request
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !id.is_empty())
-    {
-        Some((
-            ResponseError::InvalidRequest,
-            "transactions are not supported",
-        ))
-    } else if !matches!(acks, -1..=1) {
-        Some((
-            ResponseError::InvalidRequiredAcks,
-            "acks must be -1, 0 or 1",
-        ))
-    } else {
-        None
-    };
-    let work: Vec<TopicWork> = request
-        .topic_data
-        .into_iter()
-        .map(|t| {
-            let partitions = t
-                .partition_data
-                .into_iter()
-                .map(|p| (p.index, p.records))
-                .collect();
-            (t.name.to_string(), partitions)
-        })
-        .collect();
-    let mut backlog_throttle = 0;
-    let responses = match refuse {
-        Some((error, message)) => work
+impl Handler for ProduceRequest {
+    const SERVED: (i16, i16) = (0, 9);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topic_data, |t| t.partition_data.len())
+    }
+
+    fn answered(&self) -> bool {
+        self.acks != 0
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ProduceRequest,
+        ctx: &RequestContext,
+    ) -> ProduceResponse {
+        let acks = request.acks;
+        let refuse = if request
+            .transactional_id
+            .as_ref()
+            .is_some_and(|id| !id.is_empty())
+        {
+            Some((
+                ResponseError::InvalidRequest,
+                "transactions are not supported",
+            ))
+        } else if !matches!(acks, -1..=1) {
+            Some((
+                ResponseError::InvalidRequiredAcks,
+                "acks must be -1, 0 or 1",
+            ))
+        } else {
+            None
+        };
+        let work: Vec<TopicWork> = request
+            .topic_data
             .into_iter()
-            .map(|(topic, partitions)| {
-                let results = partitions
+            .map(|t| {
+                let partitions = t
+                    .partition_data
                     .into_iter()
-                    .map(|(index, _)| failure(index, error, message.to_string()))
+                    .map(|p| (p.index, p.records))
                     .collect();
-                (topic, results)
+                (t.name.to_string(), partitions)
             })
-            .collect(),
-        None => {
-            // Backlog-bounded topics: a topic over its bound in reject mode is refused; in
-            // throttle mode it is appended and the response carries a throttle.
-            let mut throttle = Duration::ZERO;
-            let mut refused = Vec::new();
-            let mut accepted = Vec::with_capacity(work.len());
-            for (topic, partitions) in work {
-                match Backlogs::verdict(broker, &topic).await {
-                    Verdict::Accept => accepted.push((topic, partitions)),
-                    Verdict::Throttle(t) => {
-                        throttle = throttle.max(t);
-                        accepted.push((topic, partitions));
-                    }
-                    Verdict::Reject(message) => {
-                        let results = partitions
-                            .into_iter()
-                            .map(|(index, _)| {
-                                failure(index, ResponseError::PolicyViolation, message.clone())
-                            })
-                            .collect();
-                        refused.push((topic, results));
+            .collect();
+        let mut backlog_throttle = 0;
+        let responses = match refuse {
+            Some((error, message)) => work
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    let results = partitions
+                        .into_iter()
+                        .map(|(index, _)| failure(index, error, message.to_string()))
+                        .collect();
+                    (topic, results)
+                })
+                .collect(),
+            None => {
+                // Backlog-bounded topics: a topic over its bound in reject mode is refused; in
+                // throttle mode it is appended and the response carries a throttle.
+                let mut throttle = Duration::ZERO;
+                let mut refused = Vec::new();
+                let mut accepted = Vec::with_capacity(work.len());
+                for (topic, partitions) in work {
+                    match Backlogs::verdict(broker, &topic).await {
+                        Verdict::Accept => accepted.push((topic, partitions)),
+                        Verdict::Throttle(t) => {
+                            throttle = throttle.max(t);
+                            accepted.push((topic, partitions));
+                        }
+                        Verdict::Reject(message) => {
+                            let results = partitions
+                                .into_iter()
+                                .map(|(index, _)| {
+                                    failure(index, ResponseError::PolicyViolation, message.clone())
+                                })
+                                .collect();
+                            refused.push((topic, results));
+                        }
                     }
                 }
+                if !throttle.is_zero() {
+                    backlog_throttle = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+                    crate::quotas::on_throttle(&ctx.client_id, "backlog", throttle);
+                }
+                let mut responses = if accepted.is_empty() {
+                    Vec::new()
+                } else {
+                    append_and_wait(broker, accepted, ctx.version).await
+                };
+                responses.extend(refused);
+                responses
             }
-            if !throttle.is_zero() {
-                backlog_throttle = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
-                crate::quotas::on_throttle(&ctx.client_id, "backlog", throttle);
-            }
-            let mut responses = if accepted.is_empty() {
-                Vec::new()
-            } else {
-                append_and_wait(broker, accepted, ctx.version).await?
-            };
-            responses.extend(refused);
-            responses
-        }
-    };
-    broker.appended.notify_waiters();
-    if acks == 0 {
-        return None;
+        };
+        broker.appended.notify_waiters();
+        let responses = responses
+            .into_iter()
+            .map(|(topic, partitions)| {
+                TopicProduceResponse::default()
+                    .with_name(StrBytes::from_string(topic).into())
+                    .with_partition_responses(partitions)
+            })
+            .collect();
+        
+            ProduceResponse::default()
+                .with_responses(responses)
+                .with_throttle_time_ms(backlog_throttle)
+        
     }
-    let responses = responses
-        .into_iter()
-        .map(|(topic, partitions)| {
-            TopicProduceResponse::default()
-                .with_name(StrBytes::from_string(topic).into())
-                .with_partition_responses(partitions)
-        })
-        .collect();
-    Some(
-        ProduceResponse::default()
-            .with_responses(responses)
-            .with_throttle_time_ms(backlog_throttle),
-    )
+
+    fn throttle_time_ms(response: &mut ProduceResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &ProduceResponse, f: &mut dyn FnMut(i16)) {
+        r.responses.iter().flat_map(|t| &t.partition_responses).for_each(|p| f(p.error_code))
+    }
 }
 
 /// A topic and its partitions' record sets, as the request carried them.
@@ -140,12 +159,12 @@ type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 /// request is appended in place (handing it to another thread costs more than a page-cache
 /// write); a large or compressed one (its records are decompressed to be checked), and any
 /// partition whose append would block (its writer busy, or a segment to roll), goes to the
-/// blocking pool. Fsync waits hold no thread. `None` if a blocking task failed.
+/// blocking pool. Fsync waits hold no thread.
 async fn append_and_wait(
     broker: &Arc<Broker>,
     work: Vec<TopicWork>,
     version: i16,
-) -> Option<Vec<TopicResults>> {
+) -> Vec<TopicResults> {
     let records = || {
         work.iter()
             .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()))
@@ -158,7 +177,7 @@ async fn append_and_wait(
     let mut outcomes = if bytes <= INLINE_APPEND_BYTES && !compressed {
         append_all(broker, &work, AppendMode::Inline, |_, _| true)
     } else {
-        blocking(broker, &work, |_, _| true).await?
+        blocking(broker, &work, |_, _| true).await
     };
     if outcomes
         .iter()
@@ -174,7 +193,7 @@ async fn append_and_wait(
                         .collect()
                 })
                 .collect();
-            blocking(broker, &work, move |t, p| blocked[t][p]).await?
+            blocking(broker, &work, move |t, p| blocked[t][p]).await
         };
         for (topic, retried) in outcomes.iter_mut().zip(retried) {
             for (slot, again) in topic.iter_mut().zip(retried) {
@@ -208,7 +227,7 @@ async fn append_and_wait(
         }
         results.push((topic.clone(), responses));
     }
-    Some(results)
+    results
 }
 
 /// Appends the partitions `chosen(topic index, partition index)` selects; the others get a
@@ -238,20 +257,29 @@ fn append_all(
         .collect()
 }
 
-/// [`append_all`] on the blocking pool.
+/// [`append_all`] on the blocking pool. If the task fails, every partition of `work` has
+/// [`ProduceError::TaskFailed`]: the producer hears of it (UNKNOWN_SERVER_ERROR) rather than
+/// waiting for a response that never comes.
 async fn blocking(
     broker: &Arc<Broker>,
     work: &Arc<Vec<TopicWork>>,
     chosen: impl Fn(usize, usize) -> bool + Send + 'static,
-) -> Option<Outcomes> {
-    let (owner, work) = (broker.clone(), work.clone());
-    match crate::blocking::spawn(move || append_all(&owner, &work, AppendMode::Blocking, chosen))
+) -> Outcomes {
+    let (owner, shared) = (broker.clone(), work.clone());
+    match crate::blocking::spawn(move || append_all(&owner, &shared, AppendMode::Blocking, chosen))
         .await
     {
-        Ok(outcomes) => Some(outcomes),
+        Ok(outcomes) => outcomes,
         Err(e) => {
             tracing::error!(error = %e, "produce task failed");
-            None
+            work.iter()
+                .map(|(_, partitions)| {
+                    partitions
+                        .iter()
+                        .map(|(index, _)| (*index, Err(ProduceError::TaskFailed(e.to_string()))))
+                        .collect()
+                })
+                .collect()
         }
     }
 }

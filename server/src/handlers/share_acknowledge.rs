@@ -1,4 +1,4 @@
-//! ShareAcknowledge, version 1 (KIP-932): acknowledgements outside a fetch, within the
+//! ShareAcknowledge, versions 1–2 (KIP-932): acknowledgements outside a fetch, within the
 //! member's share session (its current epoch; -1 acknowledges, then closes the session and
 //! releases what the member still holds). Accept, release, reject and gap per offset range,
 //! validated all-or-nothing per partition (INVALID_RECORD_STATE for a record the member does
@@ -14,99 +14,120 @@ use kafka_protocol::messages::share_acknowledge_response::{
 use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::share_fetch::{ack_batch, acknowledge, release_member, Acks};
 use super::RequestContext;
 use crate::broker::Broker;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: ShareAcknowledgeRequest,
-    ctx: &RequestContext,
-) -> Option<ShareAcknowledgeResponse> {
-    let group = request
-        .group_id
-        .as_ref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
-    let member = request.member_id.as_deref().unwrap_or_default().to_string();
-    let epoch = request.share_session_epoch;
-    let lock_ms = broker.shares.config(&group).lock_duration_ms;
-    let response = ShareAcknowledgeResponse::default()
-        .with_acquisition_lock_timeout_ms(i32::try_from(lock_ms).unwrap_or(i32::MAX))
-        .with_node_endpoints(vec![NodeEndpoint::default()
-            .with_node_id(BrokerId(broker.config.node_id))
-            .with_host(StrBytes::from_string(broker.host.clone()))
-            .with_port(broker.port)]);
-    let fail = |error: ResponseError| {
-        Some(
+impl Handler for ShareAcknowledgeRequest {
+    const SERVED: (i16, i16) = (1, 2);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ShareAcknowledgeRequest,
+        ctx: &RequestContext,
+    ) -> ShareAcknowledgeResponse {
+        let group = request
+            .group_id
+            .as_ref()
+            .map(|g| g.to_string())
+            .unwrap_or_default();
+        let member = request.member_id.as_deref().unwrap_or_default().to_string();
+        let epoch = request.share_session_epoch;
+        let lock_ms = broker.shares.config(&group).lock_duration_ms;
+        let response = ShareAcknowledgeResponse::default()
+            .with_acquisition_lock_timeout_ms(i32::try_from(lock_ms).unwrap_or(i32::MAX))
+            .with_node_endpoints(vec![NodeEndpoint::default()
+                .with_node_id(BrokerId(broker.config.node_id))
+                .with_host(StrBytes::from_string(broker.host.clone()))
+                .with_port(broker.port)]);
+        let fail = |error: ResponseError| {
             response
                 .clone()
                 .with_error_code(error.code())
-                .with_error_message(Some(StrBytes::from_string(error.to_string()))),
-        )
-    };
-    if let Err(error) =
-        broker
-            .shares
-            .members
-            .session(&group, &member, epoch, &[], &[], false, Some(ctx.peer))
-    {
-        return fail(error);
-    }
-    let acks: Acks = request
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                let batches = p
-                    .acknowledgement_batches
-                    .iter()
-                    .map(|b| {
-                        ack_batch(
-                            b.first_offset,
-                            b.last_offset,
-                            &b.acknowledge_types,
-                            &b.unknown_tagged_fields,
-                            request.is_renew_ack,
-                        )
-                    })
-                    .collect();
-                ((t.topic_id, p.partition_index), batches)
-            })
-        })
-        .collect();
-    let (results, mut pending) = acknowledge(broker, &group, &member, acks).await?;
-    if epoch == -1 {
-        pending
-            .0
-            .extend(release_member(broker, &group, &member).await?.0);
-    }
-    pending.durable(&broker.syncer).await;
-    let leader = LeaderIdAndEpoch::default()
-        .with_leader_id(broker.config.node_id)
-        .with_leader_epoch(0);
-    let mut topics: BTreeMap<log_core::Uuid, Vec<PartitionData>> = BTreeMap::new();
-    for ((topic, index), result) in results {
-        let mut data = PartitionData::default()
-            .with_partition_index(index)
-            .with_current_leader(leader.clone());
-        if let Err(error) = result {
-            data = data
-                .with_error_code(error.code())
-                .with_error_message(Some(StrBytes::from_string(error.to_string())));
+                .with_error_message(Some(StrBytes::from_string(error.to_string())))
+        };
+        if let Err(error) =
+            broker
+                .shares
+                .members
+                .session(&group, &member, epoch, &[], &[], false, Some(ctx.peer))
+        {
+            return fail(error);
         }
-        topics.entry(topic).or_default().push(data);
-    }
-    Some(
-        response.with_responses(
-            topics
-                .into_iter()
-                .map(|(topic_id, partitions)| {
-                    ShareAcknowledgeTopicResponse::default()
-                        .with_topic_id(topic_id)
-                        .with_partitions(partitions)
+        let acks: Acks = request
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    let batches = p
+                        .acknowledgement_batches
+                        .iter()
+                        .map(|b| {
+                            ack_batch(
+                                b.first_offset,
+                                b.last_offset,
+                                &b.acknowledge_types,
+                                &b.unknown_tagged_fields,
+                                request.is_renew_ack,
+                            )
+                        })
+                        .collect();
+                    ((t.topic_id, p.partition_index), batches)
                 })
-                .collect(),
-        ),
-    )
+            })
+            .collect();
+        let Ok((results, mut pending)) = acknowledge(broker, &group, &member, acks).await else {
+            return fail(ResponseError::UnknownServerError);
+        };
+        if epoch == -1 {
+            let Ok(released) = release_member(broker, &group, &member).await else {
+                return fail(ResponseError::UnknownServerError);
+            };
+            pending.0.extend(released.0);
+        }
+        pending.durable(&broker.syncer).await;
+        let leader = LeaderIdAndEpoch::default()
+            .with_leader_id(broker.config.node_id)
+            .with_leader_epoch(0);
+        let mut topics: BTreeMap<log_core::Uuid, Vec<PartitionData>> = BTreeMap::new();
+        for ((topic, index), result) in results {
+            let mut data = PartitionData::default()
+                .with_partition_index(index)
+                .with_current_leader(leader.clone());
+            if let Err(error) = result {
+                data = data
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(error.to_string())));
+            }
+            topics.entry(topic).or_default().push(data);
+        }
+        
+            response.with_responses(
+                topics
+                    .into_iter()
+                    .map(|(topic_id, partitions)| {
+                        ShareAcknowledgeTopicResponse::default()
+                            .with_topic_id(topic_id)
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            )
+        
+    }
+
+    fn throttle_time_ms(response: &mut ShareAcknowledgeResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &ShareAcknowledgeResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
+    
+    }
 }

@@ -1,4 +1,4 @@
-//! ShareFetch, version 1 (KIP-932): a share group member's fetch. In order:
+//! ShareFetch, versions 1–2 (KIP-932): a share group member's fetch. In order:
 //!
 //! 1. the share session: epoch 0 opens one with the request's partitions, N (the session's
 //!    epoch) adds them and drops the forgotten ones, -1 closes it (INVALID_SHARE_SESSION_EPOCH,
@@ -28,6 +28,8 @@ use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
 use kafka_protocol::protocol::StrBytes;
 use task_queue::{AckBatch, AckType};
 
+use super::bounds::{topics_and_partitions, Counts};
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::{FetchLimits, PartitionFetch, Pending, TopicPartition};
@@ -35,168 +37,203 @@ use crate::shares::{FetchLimits, PartitionFetch, Pending, TopicPartition};
 /// Records a fetch acquires when it does not say (`max.poll.records`' default).
 const DEFAULT_MAX_RECORDS: usize = 500;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: ShareFetchRequest,
-    ctx: &RequestContext,
-) -> Option<ShareFetchResponse> {
-    let group = request
-        .group_id
-        .as_ref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
-    let member = request.member_id.as_deref().unwrap_or_default().to_string();
-    let epoch = request.share_session_epoch;
-    let config = broker.shares.config(&group);
-    let response = ShareFetchResponse::default()
-        .with_acquisition_lock_timeout_ms(
-            i32::try_from(config.lock_duration_ms).unwrap_or(i32::MAX),
-        )
-        .with_node_endpoints(vec![NodeEndpoint::default()
-            .with_node_id(BrokerId(broker.config.node_id))
-            .with_host(StrBytes::from_string(broker.host.clone()))
-            .with_port(broker.port)]);
-    let fail = |error: ResponseError| {
-        Some(
+impl Handler for ShareFetchRequest {
+    const SERVED: (i16, i16) = (1, 2);
+
+    fn counts(&self) -> Counts {
+        let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
+        let forgotten = topics_and_partitions(&self.forgotten_topics_data, |t| t.partitions.len());
+        Counts {
+            topics: fetched.topics + forgotten.topics,
+            partitions: fetched.partitions + forgotten.partitions,
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ShareFetchRequest,
+        ctx: &RequestContext,
+    ) -> ShareFetchResponse {
+        let group = request
+            .group_id
+            .as_ref()
+            .map(|g| g.to_string())
+            .unwrap_or_default();
+        let member = request.member_id.as_deref().unwrap_or_default().to_string();
+        let epoch = request.share_session_epoch;
+        let config = broker.shares.config(&group);
+        let response = ShareFetchResponse::default()
+            .with_acquisition_lock_timeout_ms(
+                i32::try_from(config.lock_duration_ms).unwrap_or(i32::MAX),
+            )
+            .with_node_endpoints(vec![NodeEndpoint::default()
+                .with_node_id(BrokerId(broker.config.node_id))
+                .with_host(StrBytes::from_string(broker.host.clone()))
+                .with_port(broker.port)]);
+        let fail = |error: ResponseError| {
             response
                 .clone()
                 .with_error_code(error.code())
-                .with_error_message(Some(StrBytes::from_string(error.to_string()))),
-        )
-    };
-    if epoch != -1 && !broker.shares.members.is_member(&group, &member) {
-        return fail(ResponseError::UnknownMemberId);
-    }
-    let requested: Vec<TopicPartition> = request
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
-        .collect();
-    let forgotten: Vec<TopicPartition> = request
-        .forgotten_topics_data
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
-        .collect();
-    let acks: Acks = request
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .filter(|p| !p.acknowledgement_batches.is_empty())
-                .map(|p| {
-                    let batches = p
-                        .acknowledgement_batches
-                        .iter()
-                        .map(|b| {
-                            ack_batch(
-                                b.first_offset,
-                                b.last_offset,
-                                &b.acknowledge_types,
-                                &b.unknown_tagged_fields,
-                                request.is_renew_ack,
-                            )
-                        })
-                        .collect();
-                    ((t.topic_id, p.partition_index), batches)
-                })
-        })
-        .collect();
-    if epoch == 0 && !acks.is_empty() {
-        return fail(ResponseError::InvalidRequest);
-    }
-    let session = match broker.shares.members.session(
-        &group,
-        &member,
-        epoch,
-        &requested,
-        &forgotten,
-        true,
-        Some(ctx.peer),
-    ) {
-        Ok(partitions) => partitions,
-        Err(error) => return fail(error),
-    };
-
-    let mut fetched = Vec::new();
-    let (mut ack_results, mut pending) = (Vec::new(), Pending::default());
-    if epoch == -1 || request.is_renew_ack {
-        (ack_results, pending) = acknowledge(broker, &group, &member, acks).await?;
-        if epoch == -1 {
-            pending
-                .0
-                .extend(release_member(broker, &group, &member).await?.0);
-        }
-        // A request renewing locks fetches nothing (KIP-1222).
-    } else {
-        // The acknowledgements go with the first look for records: one trip to the blocking
-        // pool instead of two.
-        let mut acks = Some(acks);
-        let partitions: Vec<TopicPartition> = session.into_iter().collect();
-        let max_records = usize::try_from(request.max_records)
-            .ok()
-            .filter(|n| *n > 0)
-            .unwrap_or(DEFAULT_MAX_RECORDS);
-        let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
-        // ShareAcquireMode (v2): 0 batch_optimized (also what v1 gets), 1 record_limit.
-        let limits = FetchLimits {
-            records: max_records,
-            bytes: max_bytes,
-            whole_batches: request.share_acquire_mode != 1,
+                .with_error_message(Some(StrBytes::from_string(error.to_string())))
         };
-        let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
-        let deadline = tokio::time::Instant::now() + max_wait;
-        let mut shutdown = broker.shutdown.clone();
-        let rotate = usize::try_from(epoch).unwrap_or(0);
-        loop {
-            // Registered before looking, so no append or release in between is missed.
-            let appended = broker.appended.notified();
-            let released = broker.shares.released.notified();
-            tokio::pin!(appended, released);
-            appended.as_mut().enable();
-            released.as_mut().enable();
-            let owner = broker.clone();
-            let (g, m, ps) = (group.clone(), member.clone(), partitions.clone());
-            let acks = acks.take();
-            let (acked, got, more) = crate::blocking::spawn(move || {
-                let mut pending = Pending::default();
-                let now = log_core::now_ms();
-                let acked = acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
-                let got = owner.shares.acquire(
-                    &owner.log,
-                    &g,
-                    &m,
-                    &ps,
-                    rotate,
-                    limits,
-                    now,
-                    &mut pending,
-                );
-                (acked, got, pending)
+        if epoch != -1 && !broker.shares.members.is_member(&group, &member) {
+            return fail(ResponseError::UnknownMemberId);
+        }
+        let requested: Vec<TopicPartition> = request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
+            .collect();
+        let forgotten: Vec<TopicPartition> = request
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
+            .collect();
+        let acks: Acks = request
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|p| !p.acknowledgement_batches.is_empty())
+                    .map(|p| {
+                        let batches = p
+                            .acknowledgement_batches
+                            .iter()
+                            .map(|b| {
+                                ack_batch(
+                                    b.first_offset,
+                                    b.last_offset,
+                                    &b.acknowledge_types,
+                                    &b.unknown_tagged_fields,
+                                    request.is_renew_ack,
+                                )
+                            })
+                            .collect();
+                        ((t.topic_id, p.partition_index), batches)
+                    })
             })
-            .await
-            .ok()?;
-            if let Some(acked) = acked {
-                ack_results = acked;
+            .collect();
+        if epoch == 0 && !acks.is_empty() {
+            return fail(ResponseError::InvalidRequest);
+        }
+        let session = match broker.shares.members.session(
+            &group,
+            &member,
+            epoch,
+            &requested,
+            &forgotten,
+            true,
+            Some(ctx.peer),
+        ) {
+            Ok(partitions) => partitions,
+            Err(error) => return fail(error),
+        };
+
+        let mut fetched = Vec::new();
+        let (mut ack_results, mut pending) = (Vec::new(), Pending::default());
+        if epoch == -1 || request.is_renew_ack {
+            let Ok(acked) = acknowledge(broker, &group, &member, acks).await else {
+                return fail(ResponseError::UnknownServerError);
+            };
+            (ack_results, pending) = acked;
+            if epoch == -1 {
+                let Ok(released) = release_member(broker, &group, &member).await else {
+                    return fail(ResponseError::UnknownServerError);
+                };
+                pending.0.extend(released.0);
             }
-            pending.0.extend(more.0);
-            let any = got
-                .iter()
-                .any(|f| !f.acquired.is_empty() || f.error.is_some());
-            fetched = got;
-            if any || tokio::time::Instant::now() >= deadline || broker.is_shutting_down() {
-                break;
-            }
-            tokio::select! {
-                () = &mut appended => {}
-                () = &mut released => {}
-                () = tokio::time::sleep_until(deadline) => {}
-                _ = shutdown.changed() => {}
+            // A request renewing locks fetches nothing (KIP-1222).
+        } else {
+            // The acknowledgements go with the first look for records: one trip to the blocking
+            // pool instead of two.
+            let mut acks = Some(acks);
+            let partitions: Vec<TopicPartition> = session.into_iter().collect();
+            let max_records = usize::try_from(request.max_records)
+                .ok()
+                .filter(|n| *n > 0)
+                .unwrap_or(DEFAULT_MAX_RECORDS);
+            let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
+            // ShareAcquireMode (v2): 0 batch_optimized (also what v1 gets), 1 record_limit.
+            let limits = FetchLimits {
+                records: max_records,
+                bytes: max_bytes,
+                whole_batches: request.share_acquire_mode != 1,
+            };
+            let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+            let deadline = tokio::time::Instant::now() + max_wait;
+            let mut shutdown = broker.shutdown.clone();
+            let rotate = usize::try_from(epoch).unwrap_or(0);
+            loop {
+                // Registered before looking, so no append or release in between is missed.
+                let appended = broker.appended.notified();
+                let released = broker.shares.released.notified();
+                tokio::pin!(appended, released);
+                appended.as_mut().enable();
+                released.as_mut().enable();
+                let owner = broker.clone();
+                let (g, m, ps) = (group.clone(), member.clone(), partitions.clone());
+                let acks = acks.take();
+                let fetched_now = joined(crate::blocking::spawn(move || {
+                    let mut pending = Pending::default();
+                    let now = log_core::now_ms();
+                    let acked = acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
+                    let got = owner.shares.acquire(
+                        &owner.log,
+                        &g,
+                        &m,
+                        &ps,
+                        rotate,
+                        limits,
+                        now,
+                        &mut pending,
+                    );
+                    (acked, got, pending)
+                }))
+                .await;
+                let Ok((acked, got, more)) = fetched_now else {
+                    return fail(ResponseError::UnknownServerError);
+                };
+                if let Some(acked) = acked {
+                    ack_results = acked;
+                }
+                pending.0.extend(more.0);
+                let any = got
+                    .iter()
+                    .any(|f| !f.acquired.is_empty() || f.error.is_some());
+                fetched = got;
+                if any || tokio::time::Instant::now() >= deadline || broker.is_shutting_down() {
+                    break;
+                }
+                tokio::select! {
+                    () = &mut appended => {}
+                    () = &mut released => {}
+                    () = tokio::time::sleep_until(deadline) => {}
+                    _ = shutdown.changed() => {}
+                }
             }
         }
+        pending.durable(&broker.syncer).await;
+        response.with_responses(answer(broker, ack_results, fetched))
     }
-    pending.durable(&broker.syncer).await;
-    Some(response.with_responses(answer(broker, ack_results, fetched)))
+
+    fn throttle_time_ms(response: &mut ShareFetchResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn shared(response: &ShareFetchResponse) -> Vec<Bytes> {
+        records(response)
+    }
+
+    fn each_error(r: &ShareFetchResponse, f: &mut dyn FnMut(i16)) {
+            f(r.error_code);
+            for p in r.responses.iter().flat_map(|t| &t.partitions) {
+                f(p.error_code);
+                f(p.acknowledge_error_code);
+            }
+    
+    }
 }
 
 /// The tagged field in which lograil's queue consumer gives a release its delay (ms, 8 bytes
@@ -234,12 +271,29 @@ pub fn ack_batch(
     })
 }
 
+/// A share handler's blocking task failed (it panicked; logged): the request answers
+/// UNKNOWN_SERVER_ERROR.
+#[derive(Debug)]
+pub struct TaskFailed;
+
+/// Waits for a share handler's blocking task.
+async fn joined<T>(task: tokio::task::JoinHandle<T>) -> Result<T, TaskFailed> {
+    task.await.map_err(|e| {
+        tracing::error!(error = %e, "share group task failed");
+        TaskFailed
+    })
+}
+
 /// Releases every record `member` holds in `group` (its session or membership ended), on the
-/// blocking pool. `None` if the task failed.
-pub async fn release_member(broker: &Arc<Broker>, group: &str, member: &str) -> Option<Pending> {
+/// blocking pool.
+pub async fn release_member(
+    broker: &Arc<Broker>,
+    group: &str,
+    member: &str,
+) -> Result<Pending, TaskFailed> {
     let owner = broker.clone();
     let (group, member) = (group.to_string(), member.to_string());
-    crate::blocking::spawn(move || {
+    joined(crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         owner.shares.release_member(
             &owner.log,
@@ -249,35 +303,33 @@ pub async fn release_member(broker: &Arc<Broker>, group: &str, member: &str) -> 
             &mut pending,
         );
         pending
-    })
+    }))
     .await
-    .ok()
 }
 
 type AckResults = Vec<(TopicPartition, Result<(), ResponseError>)>;
 /// Acknowledgement batches by partition, or why a partition's could not be read.
 pub type Acks = Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)>;
 
-/// Applies acknowledgements per partition on the blocking pool. `None` if the task failed.
+/// Applies acknowledgements per partition on the blocking pool.
 pub async fn acknowledge(
     broker: &Arc<Broker>,
     group: &str,
     member: &str,
     acks: Acks,
-) -> Option<(AckResults, Pending)> {
+) -> Result<(AckResults, Pending), TaskFailed> {
     if acks.is_empty() {
-        return Some((Vec::new(), Pending::default()));
+        return Ok((Vec::new(), Pending::default()));
     }
     let owner = broker.clone();
     let (group, member) = (group.to_string(), member.to_string());
-    crate::blocking::spawn(move || {
+    joined(crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         let now = log_core::now_ms();
         let results = apply_acks(&owner, &group, &member, acks, now, &mut pending);
         (results, pending)
-    })
+    }))
     .await
-    .ok()
 }
 
 /// Applies acknowledgements partition by partition (blocking: it appends to the share state).

@@ -13,81 +13,102 @@ use kafka_protocol::messages::share_group_describe_response::{
 use kafka_protocol::messages::{ShareGroupDescribeRequest, ShareGroupDescribeResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
 /// "Not requested" for the authorized-operations field.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: ShareGroupDescribeRequest,
-    _: &RequestContext,
-) -> Option<ShareGroupDescribeResponse> {
-    let text = |s: &str| StrBytes::from_string(s.to_string());
-    let groups = request
-        .group_ids
-        .into_iter()
-        .map(|id| {
-            let described = DescribedGroup::default()
-                .with_group_id(id.clone())
-                .with_authorized_operations(OPERATIONS_OMITTED);
-            let known = broker.shares.members.describe(&id);
-            let Some((epoch, members)) = known.or_else(|| {
-                broker
-                    .shares
-                    .groups()
-                    .contains(&id.to_string())
-                    .then(|| (0, Vec::new()))
-            }) else {
-                return described
-                    .with_error_code(ResponseError::GroupIdNotFound.code())
-                    .with_group_state(text("Dead"));
-            };
-            let state = if members.is_empty() {
-                "Empty"
-            } else {
-                "Stable"
-            };
-            let members = members
-                .into_iter()
-                .map(|(member_id, m)| {
-                    let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
-                    for (topic, partition) in &m.assignment {
-                        by_topic.entry(*topic).or_default().push(*partition);
-                    }
-                    let assigned = by_topic
-                        .into_iter()
-                        .map(|(topic_id, partitions)| {
-                            let name = broker
-                                .log
-                                .topic_by_id(topic_id)
-                                .map(|t| t.name().to_string())
-                                .unwrap_or_default();
-                            TopicPartitions::default()
-                                .with_topic_id(topic_id)
-                                .with_topic_name(TopicName(text(&name)))
-                                .with_partitions(partitions)
-                        })
-                        .collect();
-                    Member::default()
-                        .with_member_id(text(&member_id))
-                        .with_member_epoch(m.epoch)
-                        .with_client_id(text(&m.client_id))
-                        .with_client_host(text(&m.client_host))
-                        .with_subscribed_topic_names(
-                            m.subscriptions.iter().map(|t| TopicName(text(t))).collect(),
-                        )
-                        .with_assignment(Assignment::default().with_topic_partitions(assigned))
-                })
-                .collect();
-            described
-                .with_group_state(text(state))
-                .with_group_epoch(epoch)
-                .with_assignment_epoch(epoch)
-                .with_assignor_name(text("simple"))
-                .with_members(members)
-        })
-        .collect();
-    Some(ShareGroupDescribeResponse::default().with_groups(groups))
+impl Handler for ShareGroupDescribeRequest {
+    const SERVED: (i16, i16) = (1, 1);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            groups: self.group_ids.len(),
+            ..Counts::default()
+        }
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ShareGroupDescribeRequest,
+        _: &RequestContext,
+    ) -> ShareGroupDescribeResponse {
+        let text = |s: &str| StrBytes::from_string(s.to_string());
+        let groups = request
+            .group_ids
+            .into_iter()
+            .map(|id| {
+                let described = DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_authorized_operations(OPERATIONS_OMITTED);
+                let known = broker.shares.members.describe(&id);
+                let Some((epoch, members)) = known.or_else(|| {
+                    broker
+                        .shares
+                        .groups()
+                        .contains(&id.to_string())
+                        .then(|| (0, Vec::new()))
+                }) else {
+                    return described
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_group_state(text("Dead"));
+                };
+                let state = if members.is_empty() {
+                    "Empty"
+                } else {
+                    "Stable"
+                };
+                let members = members
+                    .into_iter()
+                    .map(|(member_id, m)| {
+                        let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
+                        for (topic, partition) in &m.assignment {
+                            by_topic.entry(*topic).or_default().push(*partition);
+                        }
+                        let assigned = by_topic
+                            .into_iter()
+                            .map(|(topic_id, partitions)| {
+                                let name = broker
+                                    .log
+                                    .topic_by_id(topic_id)
+                                    .map(|t| t.name().to_string())
+                                    .unwrap_or_default();
+                                TopicPartitions::default()
+                                    .with_topic_id(topic_id)
+                                    .with_topic_name(TopicName(text(&name)))
+                                    .with_partitions(partitions)
+                            })
+                            .collect();
+                        Member::default()
+                            .with_member_id(text(&member_id))
+                            .with_member_epoch(m.epoch)
+                            .with_client_id(text(&m.client_id))
+                            .with_client_host(text(&m.client_host))
+                            .with_subscribed_topic_names(
+                                m.subscriptions.iter().map(|t| TopicName(text(t))).collect(),
+                            )
+                            .with_assignment(Assignment::default().with_topic_partitions(assigned))
+                    })
+                    .collect();
+                described
+                    .with_group_state(text(state))
+                    .with_group_epoch(epoch)
+                    .with_assignment_epoch(epoch)
+                    .with_assignor_name(text("simple"))
+                    .with_members(members)
+            })
+            .collect();
+        ShareGroupDescribeResponse::default().with_groups(groups)
+    }
+
+    fn throttle_time_ms(response: &mut ShareGroupDescribeResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &ShareGroupDescribeResponse, f: &mut dyn FnMut(i16)) {
+        r.groups.iter().for_each(|g| f(g.error_code))
+    }
 }

@@ -11,72 +11,85 @@ use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, Topic
 use kafka_protocol::messages::{ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::shares::TopicPartition;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: ShareGroupHeartbeatRequest,
-    ctx: &RequestContext,
-) -> Option<ShareGroupHeartbeatResponse> {
-    let group = request.group_id.to_string();
-    let member = request.member_id.to_string();
-    let config = broker.shares.config(&group);
-    let subscriptions = request
-        .subscribed_topic_names
-        .map(|names| names.into_iter().map(|n| n.to_string()).collect());
-    let host = format!("/{}", ctx.peer.ip());
-    let answer = broker.shares.members.heartbeat(
-        &group,
-        &member,
-        request.member_epoch,
-        subscriptions,
-        (&ctx.client_id, &host),
-        log_core::now_ms(),
-        broker.config.share_group_max_size,
-        |topic| partitions_of(broker, topic),
-    );
-    let response = ShareGroupHeartbeatResponse::default().with_heartbeat_interval_ms(
-        i32::try_from(config.heartbeat_interval_ms).unwrap_or(i32::MAX),
-    );
-    let heartbeat = match answer {
-        Ok(heartbeat) => heartbeat,
-        Err(error) => {
-            return Some(
-                response
-                    .with_error_code(error.code())
-                    .with_error_message(Some(StrBytes::from_string(error.to_string()))),
+impl Handler for ShareGroupHeartbeatRequest {
+    const SERVED: (i16, i16) = (1, 1);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ShareGroupHeartbeatRequest,
+        ctx: &RequestContext,
+    ) -> ShareGroupHeartbeatResponse {
+        let group = request.group_id.to_string();
+        let member = request.member_id.to_string();
+        let config = broker.shares.config(&group);
+        let subscriptions = request
+            .subscribed_topic_names
+            .map(|names| names.into_iter().map(|n| n.to_string()).collect());
+        let host = format!("/{}", ctx.peer.ip());
+        let answer = broker.shares.members.heartbeat(
+            &group,
+            &member,
+            request.member_epoch,
+            subscriptions,
+            (&ctx.client_id, &host),
+            log_core::now_ms(),
+            broker.config.share_group_max_size,
+            |topic| partitions_of(broker, topic),
+        );
+        let response = ShareGroupHeartbeatResponse::default().with_heartbeat_interval_ms(
+            i32::try_from(config.heartbeat_interval_ms).unwrap_or(i32::MAX),
+        );
+        let heartbeat = match answer {
+            Ok(heartbeat) => heartbeat,
+            Err(error) => {
+                return 
+                    response
+                        .with_error_code(error.code())
+                        .with_error_message(Some(StrBytes::from_string(error.to_string())))
+                
+            }
+        };
+        if request.member_epoch == -1 {
+            if let Ok(pending) = super::share_fetch::release_member(broker, &group, &member).await {
+                pending.durable(&broker.syncer).await;
+            }
+        }
+        let assignment = heartbeat.assignment.map(|partitions| {
+            let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
+            for (topic, partition) in partitions {
+                by_topic.entry(topic).or_default().push(partition);
+            }
+            Assignment::default().with_topic_partitions(
+                by_topic
+                    .into_iter()
+                    .map(|(topic_id, partitions)| {
+                        TopicPartitions::default()
+                            .with_topic_id(topic_id)
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
             )
-        }
-    };
-    if request.member_epoch == -1 {
-        if let Some(pending) = super::share_fetch::release_member(broker, &group, &member).await {
-            pending.durable(&broker.syncer).await;
-        }
+        });
+        
+            response
+                .with_member_id(Some(StrBytes::from_string(member)))
+                .with_member_epoch(heartbeat.member_epoch)
+                .with_assignment(assignment)
+        
     }
-    let assignment = heartbeat.assignment.map(|partitions| {
-        let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
-        for (topic, partition) in partitions {
-            by_topic.entry(topic).or_default().push(partition);
-        }
-        Assignment::default().with_topic_partitions(
-            by_topic
-                .into_iter()
-                .map(|(topic_id, partitions)| {
-                    TopicPartitions::default()
-                        .with_topic_id(topic_id)
-                        .with_partitions(partitions)
-                })
-                .collect(),
-        )
-    });
-    Some(
-        response
-            .with_member_id(Some(StrBytes::from_string(member)))
-            .with_member_epoch(heartbeat.member_epoch)
-            .with_assignment(assignment),
-    )
+
+    fn throttle_time_ms(response: &mut ShareGroupHeartbeatResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &ShareGroupHeartbeatResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }
 
 /// A topic's partitions by topic id; none if it does not exist (a subscription may name a topic

@@ -9,6 +9,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
+use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::groups::{Reply, Synced};
@@ -16,49 +18,68 @@ use crate::groups::{Reply, Synced};
 /// How long a follower waits for its leader's assignment before it is told to rejoin.
 const SYNC_WAIT: Duration = Duration::from_secs(300);
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    request: SyncGroupRequest,
-    _: &RequestContext,
-) -> Option<SyncGroupResponse> {
-    let assignments = request
-        .assignments
-        .into_iter()
-        // Copied: the group keeps them, and a slice would keep the connection's whole read
-        // buffer alive with it.
-        .map(|a| {
-            (
-                a.member_id.to_string(),
-                Bytes::copy_from_slice(&a.assignment),
-            )
-        })
-        .collect();
-    let reply = broker.groups.sync(
-        &request.group_id,
-        request.generation_id,
-        &request.member_id,
-        request.group_instance_id.as_deref(),
-        assignments,
-        Instant::now(),
-    );
-    let synced = match reply {
-        Reply::Now(synced) => synced,
-        Reply::Later(rx) => {
-            let mut shutdown = broker.shutdown.clone();
-            tokio::select! {
-                answer = tokio::time::timeout(SYNC_WAIT, rx) => match answer {
-                    Ok(Ok(synced)) => synced,
-                    _ => Synced::failed(ResponseError::RebalanceInProgress),
-                },
-                _ = shutdown.changed() => Synced::failed(ResponseError::CoordinatorNotAvailable),
-            }
+impl Handler for SyncGroupRequest {
+    const SERVED: (i16, i16) = (0, 3);
+
+    fn counts(&self) -> Counts {
+        Counts {
+            members: self.assignments.len(),
+            ..Counts::default()
         }
-    };
-    Some(
-        SyncGroupResponse::default()
-            .with_error_code(errors::code_of(synced.error))
-            .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
-            .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
-            .with_assignment(synced.assignment),
-    )
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: SyncGroupRequest,
+        _: &RequestContext,
+    ) -> SyncGroupResponse {
+        let assignments = request
+            .assignments
+            .into_iter()
+            // Copied: the group keeps them, and a slice would keep the connection's whole read
+            // buffer alive with it.
+            .map(|a| {
+                (
+                    a.member_id.to_string(),
+                    Bytes::copy_from_slice(&a.assignment),
+                )
+            })
+            .collect();
+        let reply = broker.groups.sync(
+            &request.group_id,
+            request.generation_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            assignments,
+            Instant::now(),
+        );
+        let synced = match reply {
+            Reply::Now(synced) => synced,
+            Reply::Later(rx) => {
+                let mut shutdown = broker.shutdown.clone();
+                tokio::select! {
+                    answer = tokio::time::timeout(SYNC_WAIT, rx) => match answer {
+                        Ok(Ok(synced)) => synced,
+                        _ => Synced::failed(ResponseError::RebalanceInProgress),
+                    },
+                    _ = shutdown.changed() => Synced::failed(ResponseError::CoordinatorNotAvailable),
+                }
+            }
+        };
+        
+            SyncGroupResponse::default()
+                .with_error_code(errors::code_of(synced.error))
+                .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
+                .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
+                .with_assignment(synced.assignment)
+        
+    }
+
+    fn throttle_time_ms(response: &mut SyncGroupResponse) -> &mut i32 {
+        &mut response.throttle_time_ms
+    }
+
+    fn each_error(r: &SyncGroupResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
 }

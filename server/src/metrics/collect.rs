@@ -674,7 +674,15 @@ mod tests {
         };
         let (_stop, stopped) = tokio::sync::watch::channel(false);
         let bound = "127.0.0.1:9092".parse().unwrap();
-        let broker = Arc::new(Broker::open(config, bound, stopped).unwrap());
+        let broker = Arc::new(
+            Broker::open(
+                config,
+                bound,
+                stopped,
+                Arc::new(crate::metrics::Metrics::new(&crate::handlers::APIS)),
+            )
+            .unwrap(),
+        );
         broker
             .create_topic("t", 1, broker.topic_defaults())
             .unwrap();

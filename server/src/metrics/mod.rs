@@ -7,7 +7,7 @@
 //! - **Counted as things happen** ([`Metrics`]): bytes and records in and out per topic and
 //!   dead-letter arrivals ([`TopicTraffic`]: plain atomics found by topic name under a read
 //!   lock, no label set built or allocated per batch), request count, errors and latency per
-//!   API and version (a table built once from [`APIS`], indexed by API key and version;
+//!   API and version (a table built once from the served APIs, indexed by API key and version;
 //!   latencies in [`histogram::LatencyHistogram`]s of atomics, no lock per request), fsync
 //!   latency ([`storage::TimedStorage`] under log-core's storage seam: every `fdatasync` of
 //!   every partition, the background `flush.ms` ones included), open connections, and the
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use prometheus_client::metrics::counter::Counter;
 
 use self::histogram::LatencyHistogram;
-use crate::handlers::APIS;
+use kafka_protocol::messages::ApiKey;
 pub use storage::TimedStorage;
 
 /// Client ids with throttle figures of their own; throttles of further clients are added to
@@ -90,10 +90,18 @@ impl RequestStats {
     }
 }
 
+/// One API the broker serves, with the versions it serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Api {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+}
+
 /// Request figures of every API and version served, plus one row for everything else.
 #[derive(Debug)]
 struct RequestTable {
-    /// Per entry of [`APIS`], one per version from its `min` to its `max`.
+    /// Per API served, one per version from its `min` to its `max`.
     served: Vec<(String, i16, Vec<RequestStats>)>,
     /// Indexed by API key: the index into `served` (API keys are small numbers).
     by_key: Vec<Option<usize>>,
@@ -102,8 +110,8 @@ struct RequestTable {
 }
 
 impl RequestTable {
-    fn new() -> RequestTable {
-        let served: Vec<(String, i16, Vec<RequestStats>)> = APIS
+    fn new(apis: &[Api]) -> RequestTable {
+        let served: Vec<(String, i16, Vec<RequestStats>)> = apis
             .iter()
             .map(|api| {
                 let versions = (api.min..=api.max).map(|_| RequestStats::new()).collect();
@@ -111,7 +119,7 @@ impl RequestTable {
             })
             .collect();
         let mut by_key = Vec::new();
-        for (i, api) in APIS.iter().enumerate() {
+        for (i, api) in apis.iter().enumerate() {
             let key = usize::try_from(api.key as i16).unwrap_or(0);
             if by_key.len() <= key {
                 by_key.resize(key + 1, None);
@@ -172,21 +180,16 @@ pub struct Metrics {
     consumed: Mutex<HashMap<GroupPartition, Tracked>>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    /// Counts requests of `apis` by API and version (others as unknown).
+    pub fn new(apis: &[Api]) -> Metrics {
         Metrics {
             topics: RwLock::new(HashMap::new()),
-            requests: RequestTable::new(),
+            requests: RequestTable::new(apis),
             // 10 µs to ~5 s.
             fsync: LatencyHistogram::doubling(Duration::from_micros(10), 20),
             connections: AtomicI64::new(0),
@@ -282,9 +285,15 @@ impl Metrics {
 
     /// The response to a request of API `key` and `version` is ready: counts the error codes
     /// in it (top level, per topic, partition, group). Locks nothing when there is none.
-    pub(crate) fn response<R: errors::ResponseErrors>(&self, key: i16, version: i16, response: &R) {
+    /// `each_error` calls its argument with every error code in the response.
+    pub(crate) fn response(
+        &self,
+        key: i16,
+        version: i16,
+        each_error: impl FnOnce(&mut dyn FnMut(i16)),
+    ) {
         let mut found: Vec<(i16, u64)> = Vec::new();
-        response.each_error(&mut |code| {
+        each_error(&mut |code| {
             if code != 0 {
                 match found.iter_mut().find(|(c, _)| *c == code) {
                     Some((_, n)) => *n += 1,
@@ -400,7 +409,7 @@ mod tests {
 
     #[test]
     fn request_figures_land_in_their_api_and_version_or_in_unknown() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(&crate::handlers::APIS);
         metrics.request(0, 9, Duration::from_millis(2), false);
         metrics.request(0, 9, Duration::from_millis(3), true);
         metrics.request(0, 99, Duration::from_millis(1), true);
@@ -418,7 +427,7 @@ mod tests {
 
     #[test]
     fn throttled_clients_are_bounded() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(&crate::handlers::APIS);
         for i in 0..MAX_THROTTLED_CLIENTS + 5 {
             metrics.record_throttle(&format!("c{i}"), 10);
         }

@@ -1,0 +1,402 @@
+//! One request frame's way to its response frame, in the order it happens: read the API key
+//! and version, check them against [`super::APIS`], count a Produce before decoding it, decode
+//! the header, wait out a byte-rate quota, decode the body, check it against the bounds, run
+//! the handler, set the throttle, count the response's errors, encode.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tracing::Instrument;
+
+use super::{api_versions, bounds, produce_legacy, throttle, Handler};
+use crate::broker::Broker;
+use crate::response::{Response, SharingBuf};
+
+/// Why a request could not be answered; the connection is closed with this logged.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("{key:?} v{version} is not served (versions {min}–{max})")]
+    UnsupportedVersion {
+        key: ApiKey,
+        version: i16,
+        min: i16,
+        max: i16,
+    },
+    #[error("malformed {key:?} v{version} {part}: {source}")]
+    Malformed {
+        key: ApiKey,
+        version: i16,
+        part: Part,
+        source: BoxError,
+    },
+    #[error("malformed Produce v{version}: {reason}")]
+    MalformedLegacyProduce { version: i16, reason: &'static str },
+    #[error("{key:?} v{version} names {count} {what}, over the cap of {max} ({setting})")]
+    TooMany {
+        key: ApiKey,
+        version: i16,
+        what: &'static str,
+        count: usize,
+        max: usize,
+        setting: &'static str,
+    },
+    #[error("{key:?} v{version} response could not be encoded: {source}")]
+    Encode {
+        key: ApiKey,
+        version: i16,
+        source: BoxError,
+    },
+}
+
+/// Which part of a request could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Header,
+    Body,
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Part::Header => "header",
+            Part::Body => "body",
+        })
+    }
+}
+
+/// kafka-protocol's decoding and encoding errors, kept boxed at this edge.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Who sent a request, and in which version.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub version: i16,
+    pub client_id: String,
+    pub peer: SocketAddr,
+}
+
+/// A response buffer up to this size is kept from one response to the next; a larger one only
+/// while responses stay larger (see [`Session::recycle`]).
+const SCRATCH_KEEP: usize = 1024 * 1024;
+/// A connection quiet for this long gives back a large response buffer.
+pub const SCRATCH_IDLE_RELEASE: Duration = Duration::from_secs(1);
+
+/// What a connection keeps from one request to the next.
+#[derive(Debug)]
+pub struct Session {
+    pub peer: SocketAddr,
+    /// The client id of the last request (recorded on the connection's span when it changes).
+    client_id: Option<String>,
+    /// The buffer responses are encoded into and split off: once a response is written and
+    /// dropped, the next `reserve` reclaims the same memory, so a consumer's large fetches do
+    /// not fault in fresh pages for every response.
+    scratch: BytesMut,
+    /// `scratch` grew past [`SCRATCH_KEEP`] for a response.
+    large: bool,
+    /// How long the connection stays muted after the last response (KIP-219): the client went
+    /// over a quota.
+    throttle: Option<Duration>,
+}
+
+impl Session {
+    pub fn new(peer: SocketAddr) -> Session {
+        Session {
+            peer,
+            client_id: None,
+            scratch: BytesMut::new(),
+            large: false,
+            throttle: None,
+        }
+    }
+
+    /// The throttle the last request earned, if any: the connection reads nothing for that
+    /// long once its response is out.
+    pub fn take_throttle(&mut self) -> Option<Duration> {
+        self.throttle.take()
+    }
+
+    /// Called once a response of `len` bytes is written and dropped. A buffer that grew past
+    /// [`SCRATCH_KEEP`] is kept while responses stay that large (a consumer catching up with
+    /// large fetches reuses it: see BENCHMARKS.md, "large fetches"), and given back at the first
+    /// smaller one, or when the connection goes quiet ([`SCRATCH_IDLE_RELEASE`]), so that one
+    /// large response does not hold its memory for the life of the connection.
+    pub fn recycle(&mut self, len: usize) {
+        if len > SCRATCH_KEEP {
+            self.large = true;
+        } else if self.large {
+            self.release_buffer();
+        }
+    }
+
+    /// Whether the response buffer is one to give back when the connection goes quiet.
+    pub fn holds_large_buffer(&self) -> bool {
+        self.large
+    }
+
+    /// Gives the response buffer's memory back.
+    pub fn release_buffer(&mut self) {
+        self.scratch = BytesMut::new();
+        self.large = false;
+    }
+
+    /// Records the client id of a request (on the connection's span when it changed).
+    fn note_client(&mut self, client_id: &str) {
+        if self.client_id.as_deref() != Some(client_id) {
+            tracing::Span::current().record("client_id", client_id);
+            self.client_id = Some(client_id.to_string());
+        }
+    }
+}
+
+/// Handles one request frame in a span naming the API, version and correlation id. Returns the
+/// response frame (length prefix included), or `None` when the request gets no response
+/// (Produce with acks=0). Counted and timed per API and version in the broker's metrics.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    session: &mut Session,
+) -> Result<Option<Response>, RequestError> {
+    let started = Instant::now();
+    // Frames are at least 8 bytes (the frame reader checks): key, version and correlation id
+    // are there.
+    let mut peek = frame.get(..8).unwrap_or_default();
+    let (key, version, correlation_id) = if peek.len() == 8 {
+        (peek.get_i16(), peek.get_i16(), peek.get_i32())
+    } else {
+        (-1, -1, -1)
+    };
+    let handled = handle_frame(broker, frame, session, key, version, correlation_id).await;
+    broker
+        .metrics
+        .request(key, version, started.elapsed(), handled.is_err());
+    handled
+}
+
+async fn handle_frame(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    session: &mut Session,
+    raw_key: i16,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Option<Response>, RequestError> {
+    let api = super::served(raw_key).ok_or(RequestError::UnknownApi(raw_key))?;
+    let key = api.key;
+    if !(api.min..=api.max).contains(&version) {
+        if key == ApiKey::ApiVersions {
+            // KIP-511: answer with a v0 body listing our ranges, so the client can pick one.
+            return Ok(Some(api_versions::unsupported(correlation_id)));
+        }
+        return Err(RequestError::UnsupportedVersion {
+            key,
+            version,
+            min: api.min,
+            max: api.max,
+        });
+    }
+    if key == ApiKey::Produce {
+        if version < produce_legacy::MIN_VERSION {
+            return produce_legacy::reject(frame, version).map(|r| r.map(Response::from));
+        }
+        count_produce(broker, &frame, version)?;
+    }
+    let request_bytes = frame.len();
+    let mut body = frame;
+    let header = RequestHeader::decode(&mut body, key.request_header_version(version))
+        .map_err(|e| malformed(key, version, Part::Header, e))?;
+    let client_id = header.client_id.as_deref().unwrap_or_default();
+    session.note_client(client_id);
+    let ctx = RequestContext {
+        version,
+        client_id: client_id.to_string(),
+        peer: session.peer,
+    };
+    // A Produce or Fetch waits until its quota entity is out of debt (all its connections
+    // share the quota); a Produce's bytes are taken out then.
+    let quota_throttle = if broker.quotas.any() {
+        throttle::wait_for_quota(broker, key, client_id, request_bytes).await
+    } else {
+        Duration::ZERO
+    };
+    let call = Call {
+        broker,
+        body,
+        ctx,
+        session,
+        correlation_id: header.correlation_id,
+        quota_throttle,
+    };
+    super::dispatch(key, call).await
+}
+
+/// A Produce is counted before it is decoded: one of empty partitions decodes to ten times
+/// its size.
+fn count_produce(broker: &Broker, frame: &[u8], version: i16) -> Result<(), RequestError> {
+    let cap = usize::try_from(broker.config.limits.max_broker_partitions).unwrap_or(usize::MAX);
+    let Some(counts) = bounds::scan_produce(frame, version, cap) else {
+        // Malformed: the decoder says why.
+        return Ok(());
+    };
+    let named = counts.topics.max(counts.partitions);
+    if named <= cap {
+        return Ok(());
+    }
+    Err(RequestError::TooMany {
+        key: ApiKey::Produce,
+        version,
+        what: if counts.partitions > cap {
+            "partitions"
+        } else {
+            "topics"
+        },
+        count: named,
+        max: cap,
+        setting: "--max-broker-partitions",
+    })
+}
+
+fn malformed(key: ApiKey, version: i16, part: Part, e: anyhow::Error) -> RequestError {
+    RequestError::Malformed {
+        key,
+        version,
+        part,
+        source: e.into(),
+    }
+}
+
+/// A request whose header is read, on its way to its handler.
+pub(super) struct Call<'a> {
+    broker: &'a Arc<Broker>,
+    /// The request body (the frame past its header).
+    body: Bytes,
+    ctx: RequestContext,
+    session: &'a mut Session,
+    correlation_id: i32,
+    /// What a Produce's bytes earned against its byte-rate quota before it was handled.
+    quota_throttle: Duration,
+}
+
+impl Call<'_> {
+    /// Decodes the body as `H`, checks it against the bounds, runs its handler and encodes the
+    /// response.
+    pub(super) async fn run<H: Handler>(mut self) -> Result<Option<Response>, RequestError>
+    where
+        H::Response: Send,
+    {
+        let broker = self.broker;
+        let version = self.ctx.version;
+        let key = ApiKey::try_from(H::KEY).map_err(|()| RequestError::UnknownApi(H::KEY))?;
+        let request = H::decode(&mut self.body, version)
+            .map_err(|e| malformed(key, version, Part::Body, e))?;
+        bounds::check(&request.counts(), &broker.config).map_err(|over| RequestError::TooMany {
+            key,
+            version,
+            what: over.what,
+            count: over.count,
+            max: over.max,
+            setting: over.setting,
+        })?;
+        let answered = request.answered();
+        let span = tracing::info_span!(
+            "request",
+            api = ?key,
+            version,
+            correlation_id = self.correlation_id
+        );
+        let handled = H::handle(broker, request, &self.ctx).instrument(span);
+        // request_percentage counts the time the handler runs, not the time it waits.
+        let (mut response, busy) = if broker.quotas.any_request_quota() {
+            let (response, busy) = throttle::timed(handled).await;
+            (response, Some(busy))
+        } else {
+            (handled.await, None)
+        };
+        let mut throttle = self.quota_throttle;
+        if answered {
+            broker
+                .metrics
+                .response(H::KEY, version, |f| H::each_error(&response, f));
+            // A handler's own throttle (a backlog-bounded topic's).
+            let own = u64::try_from(*H::throttle_time_ms(&mut response)).unwrap_or(0);
+            throttle = throttle.max(Duration::from_millis(own));
+        }
+        if broker.quotas.any() {
+            let response_bytes = (answered && key == ApiKey::Fetch)
+                .then(|| response.compute_size(version).unwrap_or(0));
+            throttle = throttle.max(throttle::after_handling(
+                broker,
+                key,
+                &self.ctx.client_id,
+                response_bytes,
+                busy,
+            ));
+        }
+        if !throttle.is_zero() || (!answered && broker.quotas.any()) {
+            let ms = u64::try_from(throttle.as_millis()).unwrap_or(u64::MAX);
+            broker.metrics.record_throttle(&self.ctx.client_id, ms);
+        }
+        self.session.throttle = (!throttle.is_zero()).then_some(throttle);
+        if !answered {
+            // Produce with acks=0: no response, but the connection is muted all the same.
+            return Ok(None);
+        }
+        *H::throttle_time_ms(&mut response) =
+            i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+        let shared = H::shared(&response);
+        encode(
+            key,
+            version,
+            self.correlation_id,
+            &response,
+            &mut self.session.scratch,
+            shared,
+        )
+        .map(Some)
+    }
+}
+
+/// Encodes `body` into `scratch` as a response frame, sharing the slices of `shared` (see
+/// [`Response::encode`]).
+pub(super) fn encode<T: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+    scratch: &mut BytesMut,
+    shared: Vec<Bytes>,
+) -> Result<Response, RequestError> {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = key.response_header_version(version);
+    Response::encode(scratch, shared, |out| {
+        encode_frame(&header, header_version, body, version, out)
+    })
+    .map_err(|source| RequestError::Encode {
+        key,
+        version,
+        source,
+    })
+}
+
+/// Length prefix, header, body.
+fn encode_frame<T: Encodable>(
+    header: &ResponseHeader,
+    header_version: i16,
+    body: &T,
+    version: i16,
+    out: &mut SharingBuf,
+) -> Result<(), BoxError> {
+    let size = header.compute_size(header_version)? + body.compute_size(version)?;
+    let prefix =
+        i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
+    out.reserve(4 + size);
+    out.put_i32(prefix);
+    header.encode(out, header_version)?;
+    body.encode(out, version)?;
+    Ok(())
+}
