@@ -27,6 +27,7 @@ pub mod metrics;
 mod producers;
 pub mod quotas;
 mod response;
+mod scrape;
 mod shares;
 
 use std::future::Future;
@@ -130,8 +131,13 @@ impl Server {
             stop,
             metrics_listener,
         } = self;
-        let metrics = metrics_listener
-            .map(|listener| tokio::spawn(metrics::http::serve(listener, broker.clone())));
+        let metrics = metrics_listener.map(|listener| {
+            tokio::spawn(scrape::http::serve(
+                listener,
+                Arc::new(scrape::Scraper::new(broker.clone())),
+                broker.shutdown.clone(),
+            ))
+        });
         let served = serve(listener, broker, stop, shutdown).await;
         if let Some(metrics) = metrics {
             metrics.abort();

@@ -77,8 +77,9 @@ async fn a_produce_whose_append_task_fails_answers_unknown_server_error() {
     // Over 64 KiB: appended on the blocking pool.
     let value = vec![b'x'; 100 * 1024];
     let batch = log_core::batch::build(&[(None, Some(&value[..]), log_core::now_ms())]);
-    let request = m::ProduceRequest::default().with_acks(-1).with_topic_data(vec![
-        m::produce_request::TopicProduceData::default()
+    let request = m::ProduceRequest::default()
+        .with_acks(-1)
+        .with_topic_data(vec![m::produce_request::TopicProduceData::default()
             .with_name(topic_name("t"))
             .with_partition_data(
                 (0..2)
@@ -88,8 +89,7 @@ async fn a_produce_whose_append_task_fails_answers_unknown_server_error() {
                             .with_records(Some(batch.clone()))
                     })
                     .collect(),
-            ),
-    ]);
+            )]);
     let response = failing(&broker, 9, request).await;
     let codes: Vec<i16> = response
         .responses

@@ -1,5 +1,6 @@
 //! The broker's Prometheus metrics (`lograil serve --metrics-listen ADDR`, served at
-//! `/metrics` by [`http`]), in the OpenMetrics text format written by the `prometheus-client`
+//! `/metrics` by the `scrape` module, which sits above the broker context and reads it), in the
+//! OpenMetrics text format written by the `prometheus-client`
 //! crate: no hand-written exposition.
 //!
 //! Two kinds of figures, so that the request path pays as little as possible:
@@ -11,8 +12,9 @@
 //!   latencies in [`histogram::LatencyHistogram`]s of atomics, no lock per request), fsync
 //!   latency ([`storage::TimedStorage`] under log-core's storage seam: every `fdatasync` of
 //!   every partition, the background `flush.ms` ones included), open connections, and the
-//!   throttle time quotas give clients ([`Metrics::record_throttle`]).
-//! - **Read at scrape time** ([`collect`]): log start/end offsets and sizes per partition,
+//!   throttle time quotas give clients ([`Metrics::record_throttle`]). [`encode`] writes them
+//!   out for a scrape.
+//! - **Read at scrape time** (by `scrape`, from the broker's state): log start/end offsets and sizes per partition,
 //!   consumer-group lag in records and seconds with a time-to-drain estimate, share-group
 //!   record counts and lock ages. They cost nothing between scrapes.
 //!
@@ -21,16 +23,15 @@
 //! served table (anything else is `api="unknown"`), client ids of throttle figures by
 //! [`MAX_THROTTLED_CLIENTS`] (later ones are counted under `client_id="other"`).
 
-mod collect;
+pub(crate) mod encode;
 pub(crate) mod errors;
 mod histogram;
-pub(crate) mod http;
 mod storage;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 
@@ -44,10 +45,6 @@ pub const MAX_THROTTLED_CLIENTS: usize = 1000;
 
 /// The label value throttles of clients beyond [`MAX_THROTTLED_CLIENTS`] are counted under.
 pub const OTHER_CLIENTS: &str = "other";
-
-/// How far back the consume rate of a group's partition looks (the rate of its committed
-/// offset), for the time-to-drain estimate.
-pub const CONSUME_RATE_WINDOW: Duration = Duration::from_secs(60);
 
 /// Counters of one topic, updated with relaxed atomics.
 #[derive(Debug, Default)]
@@ -147,20 +144,6 @@ impl RequestTable {
     }
 }
 
-/// A group's partition: (group, topic, partition).
-type GroupPartition = (String, String, i32);
-/// Committed offsets sampled at scrapes, oldest first.
-type OffsetSamples = VecDeque<(Instant, i64)>;
-
-/// What scrapes keep of a group's partition.
-#[derive(Debug, Default)]
-struct Tracked {
-    samples: OffsetSamples,
-    /// The timestamp of the record at the committed offset, once read: (topic id, offset,
-    /// timestamp). Read again only when the offset moves (or the topic was re-created).
-    oldest: Option<(log_core::Uuid, i64, i64)>,
-}
-
 /// Throttle figures of one client.
 #[derive(Debug, Default)]
 struct Throttle {
@@ -176,8 +159,6 @@ pub struct Metrics {
     fsync: LatencyHistogram,
     connections: AtomicI64,
     throttles: Mutex<HashMap<String, Throttle>>,
-    /// Samples of committed offsets per (group, topic, partition), for consume rates.
-    consumed: Mutex<HashMap<GroupPartition, Tracked>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -194,7 +175,6 @@ impl Metrics {
             fsync: LatencyHistogram::doubling(Duration::from_micros(10), 20),
             connections: AtomicI64::new(0),
             throttles: Mutex::new(HashMap::new()),
-            consumed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -347,29 +327,6 @@ impl Metrics {
         entry.responses += 1;
         entry.millis = entry.millis.saturating_add(throttle_ms);
     }
-
-    /// Notes a group's committed `offset` on a partition at `now` in its `samples`, and
-    /// returns its consume rate (records a second) over about the last
-    /// [`CONSUME_RATE_WINDOW`]: `None` until two samples at least a second apart exist, or when
-    /// the offset went backwards (a reset). Samples are taken at scrapes.
-    fn consume_rate(samples: &mut OffsetSamples, offset: i64, now: Instant) -> Option<f64> {
-        samples.push_back((now, offset));
-        // Keep the newest sample older than the window, so the rate spans the whole window
-        // once there is that much history.
-        while samples.len() > 2
-            && samples
-                .get(1)
-                .is_some_and(|(t, _)| now.duration_since(*t) >= CONSUME_RATE_WINDOW)
-        {
-            samples.pop_front();
-        }
-        let (t0, o0) = *samples.front()?;
-        let elapsed = now.duration_since(t0).as_secs_f64();
-        if elapsed < 1.0 || offset < o0 {
-            return None;
-        }
-        Some((offset - o0) as f64 / elapsed)
-    }
 }
 
 /// An open client connection, counted until dropped.
@@ -440,23 +397,6 @@ mod tests {
         assert_eq!(throttles["c1"].responses, 1);
         assert_eq!(throttles[OTHER_CLIENTS].responses, 5);
         assert_eq!(throttles[OTHER_CLIENTS].millis, 50);
-    }
-
-    #[test]
-    fn consume_rate_spans_the_window_and_ignores_resets() {
-        let mut samples = OffsetSamples::new();
-        let t0 = Instant::now();
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        assert_eq!(Metrics::consume_rate(&mut samples, 0, at(0)), None);
-        assert_eq!(Metrics::consume_rate(&mut samples, 100, at(10)), Some(10.0));
-        assert_eq!(Metrics::consume_rate(&mut samples, 700, at(70)), Some(10.0));
-        // The sample at 0 s is now out of the window; the one at 10 s is the base.
-        assert_eq!(
-            Metrics::consume_rate(&mut samples, 900, at(80)),
-            Some(800.0 / 70.0)
-        );
-        // An offset reset backwards: no rate.
-        assert_eq!(Metrics::consume_rate(&mut samples, 5, at(90)), None);
     }
 
     #[test]

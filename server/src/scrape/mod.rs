@@ -1,5 +1,5 @@
-//! One scrape: every metric family, encoded by `prometheus-client` from the counters of
-//! [`Metrics`] and from the broker's state as it is now (partitions, consumer groups, share
+//! The `/metrics` scrapes ([`http`] serves them): every metric family, encoded by
+//! `prometheus-client` from the counters of [`crate::metrics::Metrics`] and from the broker's state as it is now (partitions, consumer groups, share
 //! groups). Reads the log (the timestamp of each group's oldest unconsumed record): run it on
 //! the blocking pool.
 //!
@@ -11,178 +11,98 @@
 //!   offset, the oldest the group has not consumed; 0 when caught up. Omitted when that record
 //!   cannot be read (a damaged segment).
 //! - `lograil_consumer_group_consume_rate`: records a second the committed offset advanced
-//!   over about the last minute ([`super::CONSUME_RATE_WINDOW`]), from samples taken at scrapes; no
+//!   over about the last minute ([`crate::metrics::CONSUME_RATE_WINDOW`]), from samples taken at scrapes; no
 //!   series before two scrapes a second apart, nor after the offset went backwards (a reset).
 //! - `lograil_consumer_group_time_to_drain_seconds`: lag records / consume rate; 0 when caught
 //!   up. **Omitted when the rate is 0 or unknown** (a stalled group never drains: alert on
 //!   `lag_seconds` for that), rather than exposed as +Inf or NaN, which break `avg`/`sum` and
 //!   alert thresholds alike.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Error;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use log_core::{batch, Partition};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, MetricEncoder};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::{lock, Metrics, TopicTraffic};
+use crate::metrics::encode::{counter, family, gauge};
+
+pub mod http;
 use crate::broker::Broker;
+
+/// How far back the consume rate of a group's partition looks (the rate of its committed
+/// offset), for the time-to-drain estimate.
+pub const CONSUME_RATE_WINDOW: Duration = Duration::from_secs(60);
+
+/// A group's partition: (group, topic, partition).
+type GroupPartition = (String, String, i32);
+/// Committed offsets sampled at scrapes, oldest first.
+type OffsetSamples = VecDeque<(Instant, i64)>;
+
+/// What scrapes keep of a group's partition.
+#[derive(Debug, Default)]
+struct Tracked {
+    samples: OffsetSamples,
+    /// The timestamp of the record at the committed offset, once read: (topic id, offset,
+    /// timestamp). Read again only when the offset moves (or the topic was re-created).
+    oldest: Option<(log_core::Uuid, i64, i64)>,
+}
 
 /// Most bytes the records of one batch may decompress to when looking up a timestamp.
 const TIMESTAMP_DECODE_MAX: usize = 8 << 20;
 
-/// The whole exposition: OpenMetrics text, ending in `# EOF`.
-pub fn encode(broker: &Arc<Broker>) -> Result<String, Error> {
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(Scrape(broker.clone())));
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &registry)?;
-    Ok(out)
+/// The scrapes of one broker: what they read, and what they keep from one scrape to the next
+/// (committed-offset samples for consume rates, the timestamps of oldest records).
+#[derive(Debug)]
+pub struct Scraper {
+    broker: Arc<Broker>,
+    tracked: Mutex<HashMap<GroupPartition, Tracked>>,
+}
+
+impl Scraper {
+    pub fn new(broker: Arc<Broker>) -> Scraper {
+        Scraper {
+            broker,
+            tracked: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The whole exposition: OpenMetrics text, ending in `# EOF`. Reads the log: call it on
+    /// the blocking pool.
+    pub fn encode(self: &Arc<Self>) -> Result<String, Error> {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Scrape(self.clone())));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry)?;
+        Ok(out)
+    }
 }
 
 #[derive(Debug)]
-struct Scrape(Arc<Broker>);
-
-/// Starts one metric family.
-fn family<'a>(
-    encoder: &'a mut DescriptorEncoder,
-    name: &'a str,
-    help: &str,
-    kind: MetricType,
-) -> Result<MetricEncoder<'a>, Error> {
-    encoder.encode_descriptor(name, help, None, kind)
-}
-
-fn gauge(
-    family: &mut MetricEncoder,
-    labels: &impl EncodeLabelSet,
-    value: impl prometheus_client::encoding::EncodeGaugeValue,
-) -> Result<(), Error> {
-    family.encode_family(labels)?.encode_gauge(&value)
-}
-
-fn counter(
-    family: &mut MetricEncoder,
-    labels: &impl EncodeLabelSet,
-    value: impl prometheus_client::encoding::EncodeCounterValue,
-) -> Result<(), Error> {
-    family
-        .encode_family(labels)?
-        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&value, None)
-}
+struct Scrape(Arc<Scraper>);
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
-        let broker = &self.0;
+        let broker = &self.0.broker;
         let metrics = &broker.metrics;
-        topics(broker, metrics, &mut encoder)?;
+        let existing: HashSet<String> = broker
+            .log
+            .topics()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        metrics.encode_counters(&existing, &mut encoder)?;
         partitions(broker, &mut encoder)?;
-        requests(metrics, &mut encoder)?;
-        {
-            let mut f = family(
-                &mut encoder,
-                "lograil_fsync_duration_seconds",
-                "Time each fsync (fdatasync) of a log file took, all partitions.",
-                MetricType::Histogram,
-            )?;
-            metrics.fsync.encode(f.encode_family(&[("", ""); 0])?)?;
-        }
-        {
-            let mut f = family(
-                &mut encoder,
-                "lograil_connections_open",
-                "Client connections open now (Kafka protocol).",
-                MetricType::Gauge,
-            )?;
-            gauge(
-                &mut f,
-                &[("", ""); 0],
-                metrics.connections.load(Ordering::Relaxed),
-            )?;
-        }
-        throttles(metrics, &mut encoder)?;
-        lag(broker, &mut encoder)?;
+        lag(broker, &self.0.tracked, &mut encoder)?;
         backlogs(broker, &mut encoder)?;
         shares(broker, &mut encoder)?;
         Ok(())
     }
-}
-
-/// Per topic counters; those of deleted topics are dropped.
-fn topics(
-    broker: &Broker,
-    metrics: &Metrics,
-    encoder: &mut DescriptorEncoder,
-) -> Result<(), Error> {
-    let existing: HashSet<String> = broker
-        .log
-        .topics()
-        .iter()
-        .map(|t| t.name().to_string())
-        .collect();
-    let traffic: Vec<(String, Arc<TopicTraffic>)> = {
-        let mut topics = metrics
-            .topics
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        topics.retain(|name, _| existing.contains(name));
-        let mut list: Vec<_> = topics.iter().map(|(n, t)| (n.clone(), t.clone())).collect();
-        list.sort_by(|a, b| a.0.cmp(&b.0));
-        list
-    };
-    type Field = fn(&TopicTraffic) -> &std::sync::atomic::AtomicU64;
-    let families: [(&str, &str, Field); 4] = [
-        (
-            "lograil_topic_bytes_in",
-            "Bytes of record batches producers appended to the topic (retried duplicates not counted).",
-            |t| &t.bytes_in,
-        ),
-        (
-            "lograil_topic_records_in",
-            "Records producers appended to the topic.",
-            |t| &t.records_in,
-        ),
-        (
-            "lograil_topic_bytes_out",
-            "Bytes of record batches fetch and share-fetch responses carried from the topic.",
-            |t| &t.bytes_out,
-        ),
-        (
-            "lograil_topic_records_out",
-            "Records fetch responses carried from the topic (whole batches), and records share \
-             fetches acquired.",
-            |t| &t.records_out,
-        ),
-    ];
-    for (name, help, field) in families {
-        let mut f = family(encoder, name, help, MetricType::Counter)?;
-        for (topic, t) in &traffic {
-            counter(
-                &mut f,
-                &[("topic", topic.as_str())],
-                field(t).load(Ordering::Relaxed),
-            )?;
-        }
-    }
-    let mut f = family(
-        encoder,
-        "lograil_dead_letter_records",
-        "Records that arrived in a dead-letter topic: a retry chain's (named ...-dlt or ...DLT) \
-         or a share group's errors.deadletterqueue.topic.name.",
-        MetricType::Counter,
-    )?;
-    for (topic, t) in &traffic {
-        let count = t.dead_letters.load(Ordering::Relaxed);
-        if count > 0 || super::is_dead_letter_topic(topic) {
-            counter(&mut f, &[("topic", topic.as_str())], count)?;
-        }
-    }
-    Ok(())
 }
 
 fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
@@ -265,120 +185,6 @@ fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Er
     counter(&mut f, &[("", ""); 0], stats.bytes.load(Ordering::Relaxed))
 }
 
-fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
-    let table = &metrics.requests;
-    let mut rows = Vec::new();
-    for (api, min, versions) in &table.served {
-        for (version, stats) in (*min..).zip(versions) {
-            if stats.count.get() > 0 {
-                rows.push((api.as_str(), version.to_string(), stats));
-            }
-        }
-    }
-    if table.unknown.count.get() > 0 {
-        rows.push(("unknown", "unknown".to_string(), &table.unknown));
-    }
-    {
-        let mut f = family(
-            encoder,
-            "lograil_requests",
-            "Requests received, per API and version (api=\"unknown\": an API or version not served).",
-            MetricType::Counter,
-        )?;
-        for (api, version, stats) in &rows {
-            counter(
-                &mut f,
-                &[("api", *api), ("version", version.as_str())],
-                stats.count.get(),
-            )?;
-        }
-    }
-    {
-        let mut f = family(
-            encoder,
-            "lograil_request_errors",
-            "Requests the broker could not answer (malformed, a version not served, over a cap): \
-             it closed the connection.",
-            MetricType::Counter,
-        )?;
-        for (api, version, stats) in &rows {
-            counter(
-                &mut f,
-                &[("api", *api), ("version", version.as_str())],
-                stats.errors.get(),
-            )?;
-        }
-    }
-    {
-        let mut f = family(
-            encoder,
-            "lograil_response_errors",
-            "Kafka error codes in responses (top level, per topic, partition or group), per API, \
-             version and error (Kafka's name, e.g. UNKNOWN_TOPIC_OR_PARTITION).",
-            MetricType::Counter,
-        )?;
-        for (api, version, stats) in &rows {
-            let mut codes = lock(&stats.codes).clone();
-            codes.sort_unstable();
-            for (code, n) in codes {
-                let name = super::errors::error_name(code);
-                let labels = [
-                    ("api", *api),
-                    ("version", version.as_str()),
-                    ("error", name.as_str()),
-                ];
-                counter(&mut f, &labels, n)?;
-            }
-        }
-    }
-    let mut f = family(
-        encoder,
-        "lograil_request_duration_seconds",
-        "Time from a request's whole arrival to its response being ready, per API and version \
-         (a long-polling fetch's wait included).",
-        MetricType::Histogram,
-    )?;
-    for (api, version, stats) in &rows {
-        stats
-            .latency
-            .encode(f.encode_family(&[("api", *api), ("version", version.as_str())])?)?;
-    }
-    Ok(())
-}
-
-fn throttles(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
-    let mut rows: Vec<(String, u64, u64)> = lock(&metrics.throttles)
-        .iter()
-        .map(|(c, t)| (c.clone(), t.responses, t.millis))
-        .collect();
-    rows.sort();
-    {
-        let mut f = family(
-            encoder,
-            "lograil_client_throttle_seconds",
-            "Throttle time (throttle_time_ms) given to the client by quotas, per client id.",
-            MetricType::Counter,
-        )?;
-        for (client, _, millis) in &rows {
-            counter(
-                &mut f,
-                &[("client_id", client.as_str())],
-                *millis as f64 / 1000.0,
-            )?;
-        }
-    }
-    let mut f = family(
-        encoder,
-        "lograil_client_throttled_responses",
-        "Responses that carried a throttle time, per client id.",
-        MetricType::Counter,
-    )?;
-    for (client, responses, _) in &rows {
-        counter(&mut f, &[("client_id", client.as_str())], *responses)?;
-    }
-    Ok(())
-}
-
 /// The timestamp of the record at `offset` of `partition` (decoding the one batch holding it).
 fn timestamp_at(partition: &Partition, offset: i64) -> Option<i64> {
     let read = partition.read(offset, 1).ok()?;
@@ -391,6 +197,29 @@ fn timestamp_at(partition: &Partition, offset: i64) -> Option<i64> {
         .map(|r| r.timestamp)
 }
 
+/// Notes a group's committed `offset` on a partition at `now` in its `samples`, and
+/// returns its consume rate (records a second) over about the last
+/// [`CONSUME_RATE_WINDOW`]: `None` until two samples at least a second apart exist, or when
+/// the offset went backwards (a reset). Samples are taken at scrapes.
+fn consume_rate(samples: &mut OffsetSamples, offset: i64, now: Instant) -> Option<f64> {
+    samples.push_back((now, offset));
+    // Keep the newest sample older than the window, so the rate spans the whole window
+    // once there is that much history.
+    while samples.len() > 2
+        && samples
+            .get(1)
+            .is_some_and(|(t, _)| now.duration_since(*t) >= CONSUME_RATE_WINDOW)
+    {
+        samples.pop_front();
+    }
+    let (t0, o0) = *samples.front()?;
+    let elapsed = now.duration_since(t0).as_secs_f64();
+    if elapsed < 1.0 || offset < o0 {
+        return None;
+    }
+    Some((offset - o0) as f64 / elapsed)
+}
+
 /// One group partition's lag, computed for a scrape.
 struct Lag {
     group: String,
@@ -401,12 +230,16 @@ struct Lag {
     rate: Option<f64>,
 }
 
-fn lag(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+fn lag(
+    broker: &Broker,
+    tracked: &Mutex<HashMap<GroupPartition, Tracked>>,
+    encoder: &mut DescriptorEncoder,
+) -> Result<(), Error> {
     let now_ms = log_core::now_ms();
     let now = Instant::now();
     let mut rows = Vec::new();
     {
-        let mut consumed = lock(&broker.metrics.consumed);
+        let mut consumed = tracked.lock().unwrap_or_else(PoisonError::into_inner);
         let mut seen = HashSet::new();
         let mut groups = broker.offsets.groups();
         groups.sort();
@@ -439,7 +272,7 @@ fn lag(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
                     };
                     timestamp.map(|ts| (now_ms - ts).max(0) as f64 / 1000.0)
                 };
-                let rate = Metrics::consume_rate(&mut tracked.samples, committed.offset, now);
+                let rate = consume_rate(&mut tracked.samples, committed.offset, now);
                 rows.push(Lag {
                     group: group.clone(),
                     topic,
@@ -660,9 +493,26 @@ mod tests {
     use crate::config::BrokerConfig;
     use crate::groups::Committed;
 
+    use super::{consume_rate, OffsetSamples};
+    use std::time::{Duration, Instant};
+
     fn line<'a>(text: &'a str, series: &str) -> Option<&'a str> {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    #[test]
+    fn consume_rate_spans_the_window_and_ignores_resets() {
+        let mut samples = OffsetSamples::new();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(consume_rate(&mut samples, 0, at(0)), None);
+        assert_eq!(consume_rate(&mut samples, 100, at(10)), Some(10.0));
+        assert_eq!(consume_rate(&mut samples, 700, at(70)), Some(10.0));
+        // The sample at 0 s is now out of the window; the one at 10 s is the base.
+        assert_eq!(consume_rate(&mut samples, 900, at(80)), Some(800.0 / 70.0));
+        // An offset reset backwards: no rate.
+        assert_eq!(consume_rate(&mut samples, 5, at(90)), None);
     }
 
     #[test]
@@ -712,9 +562,10 @@ mod tests {
         broker.metrics.record_throttle("slow\nclient", 250);
         broker.metrics.record_throttle("slow\nclient", 750);
 
+        let scraper = Arc::new(super::Scraper::new(broker.clone()));
         for _ in 0..2 {
             // The second scrape reads the timestamp from its cache: the same answer.
-            let text = super::encode(&broker).unwrap();
+            let text = scraper.encode().unwrap();
             let lagging = r#"{group="we\"ird",topic="t",partition="0"}"#;
             let lag = |name: &str| line(&text, &format!("{name}{lagging}"));
             assert_eq!(lag("lograil_consumer_group_lag_records"), Some("6"));

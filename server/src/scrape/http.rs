@@ -27,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
-use crate::broker::Broker;
+use super::Scraper;
 
 /// Largest request head (request line and headers) read.
 pub const MAX_HEAD_BYTES: usize = 8 * 1024;
@@ -178,9 +178,12 @@ impl Drop for Ticket {
     }
 }
 
-/// Serves `/metrics` on `listener` until the broker shuts down.
-pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
-    let mut shutdown: watch::Receiver<bool> = broker.shutdown.clone();
+/// Serves `/metrics` on `listener` until `shutdown` turns `true`.
+pub async fn serve(
+    listener: TcpListener,
+    scraper: Arc<Scraper>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Slots::default());
     loop {
         // Accepting waits only while every slot is being answered.
@@ -193,10 +196,10 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
-                    let broker = broker.clone();
+                    let scraper = scraper.clone();
                     let ticket = slots.admit();
                     tokio::spawn(async move {
-                        if let Err(e) = answer(socket, &broker, ticket).await {
+                        if let Err(e) = answer(socket, &scraper, ticket).await {
                             tracing::debug!(%peer, error = %e, "metrics connection failed");
                         }
                     });
@@ -208,7 +211,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
             },
             _ = shutdown.changed() => return,
         }
-        if broker.is_shutting_down() {
+        if *shutdown.borrow() {
             return;
         }
     }
@@ -279,7 +282,7 @@ async fn drain(socket: &mut TcpStream) {
 
 async fn answer(
     mut socket: TcpStream,
-    broker: &Arc<Broker>,
+    scraper: &Arc<Scraper>,
     mut ticket: Ticket,
 ) -> std::io::Result<()> {
     let evicted = ticket.evicted.clone();
@@ -306,8 +309,8 @@ async fn answer(
     };
     let (status, content_type, body, send_body) = match request {
         Request::Metrics { head } => {
-            let owner = broker.clone();
-            let encoded = crate::blocking::spawn(move || super::collect::encode(&owner)).await;
+            let owner = scraper.clone();
+            let encoded = crate::blocking::spawn(move || owner.encode()).await;
             match encoded {
                 Ok(Ok(text)) => ("200 OK", CONTENT_TYPE, text, !head),
                 _ => {
