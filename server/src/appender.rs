@@ -13,10 +13,11 @@ use std::sync::{Arc, PoisonError, TryLockError};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use log_core::{batch, AppendError, AppendInfo, BatchError, Partition};
+use log_core::{batch, AppendError, AppendInfo, BatchError, Log, Partition};
 
-use crate::broker::Broker;
-use crate::producers::Verdict;
+use crate::durable::Syncer;
+use crate::metrics::Metrics;
+use crate::producers::{ProducerIds, Producers, Verdict};
 
 /// Why records were not appended. Nothing of them was stored.
 #[derive(Debug, thiserror::Error)]
@@ -67,10 +68,25 @@ pub struct Appended {
     pub partition: Arc<Partition>,
 }
 
-impl Broker {
+/// Topics only the broker writes (`__consumer_offsets`): clients may not produce to or delete
+/// them.
+pub fn is_internal(topic: &str) -> bool {
+    topic.starts_with("__")
+}
+
+/// What an append reads and records: the parts of the broker context it uses.
+#[derive(Debug, Clone, Copy)]
+pub struct Appender<'a> {
+    pub log: &'a Log,
+    pub producers: &'a Producers,
+    pub producer_ids: &'a ProducerIds,
+    pub metrics: &'a Metrics,
+}
+
+impl Appender<'_> {
     /// Appends a producer's record batches to `topic`-`index`. A retry of batches already
     /// stored answers with where they were stored, without storing them again. The caller
-    /// waits for durability before acknowledging ([`Broker::await_durable`]).
+    /// waits for durability before acknowledging ([`Appended::durable`]).
     pub fn append_records(
         &self,
         topic: &str,
@@ -78,15 +94,16 @@ impl Broker {
         records: Option<&Bytes>,
         mode: AppendMode,
     ) -> Result<Appended, ProduceError> {
-        if Broker::is_internal(topic) {
+        if is_internal(topic) {
             return Err(ProduceError::InternalTopic(topic.to_string()));
         }
-        let partition =
-            self.partition(topic, index)
-                .ok_or_else(|| ProduceError::UnknownPartition {
-                    topic: topic.to_string(),
-                    index,
-                })?;
+        let partition = u32::try_from(index)
+            .ok()
+            .and_then(|i| self.log.topic(topic)?.partition(i).cloned())
+            .ok_or_else(|| ProduceError::UnknownPartition {
+                topic: topic.to_string(),
+                index,
+            })?;
         let records = records.ok_or(ProduceError::NoRecords)?;
         let headers = batch::parse_all(records)?;
         if let Some(id) = headers
@@ -130,10 +147,12 @@ impl Broker {
         };
         Ok(Appended { info, partition })
     }
+}
 
-    /// Waits until appended records are as durable as their topic asks.
-    pub async fn await_durable(&self, appended: &Appended) -> Result<(), ProduceError> {
-        let end = appended.info.last_offset + 1;
-        Ok(self.syncer.wait(&appended.partition, end).await?)
+impl Appended {
+    /// Waits until the records are as durable as their topic asks.
+    pub async fn durable(&self, syncer: &Syncer) -> Result<(), ProduceError> {
+        let end = self.info.last_offset + 1;
+        Ok(syncer.wait(&self.partition, end).await?)
     }
 }

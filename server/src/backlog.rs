@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use log_core::{ConfigError, Topic, TopicConfig};
 
-use crate::broker::Broker;
+use crate::groups::OffsetStore;
 
 pub const GROUP: &str = "lograil.backlog.group";
 pub const MAX_RECORDS: &str = "lograil.backlog.max.records";
@@ -237,70 +237,66 @@ impl AppendClock {
     }
 }
 
-/// Measures `topic`'s backlog for `bound` now. With an age bound, a partition whose append
-/// clock started with a backlog reads the batch at the committed offset for its timestamp:
-/// call it off the async workers.
-pub fn measure(broker: &Broker, topic: &Topic, bound: &Bound) -> State {
-    let now = now_ms();
-    let now_instant = Instant::now();
-    let mut records = 0i64;
-    let mut oldest: Option<i64> = None;
-    let mut clocks = broker
-        .backlogs
-        .clocks
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    let clock = clocks.entry(topic.name().to_string()).or_default();
-    for (index, partition) in (0..).zip(topic.partitions()) {
-        let start = partition.log_start_offset();
-        let end = partition.log_end_offset();
-        let committed = broker
-            .offsets
-            .fetch(&bound.group, topic.name(), index)
-            .map_or(start, |c| c.offset)
-            .clamp(start, end);
-        records += end - committed;
-        if committed < end && bound.max_age_ms.is_some() {
-            let slot = usize::try_from(index).unwrap_or(usize::MAX);
-            if let Some(age) = clock.age_of(slot, committed, end, now_instant) {
-                let appended = now - i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-                oldest = Some(oldest.map_or(appended, |o: i64| o.min(appended)));
-                continue;
-            }
-            let first = partition
-                .read(committed, 1)
-                .ok()
-                .and_then(|read| log_core::batch::BatchHeader::parse(&read.records).ok())
-                .map(|header| header.base_timestamp);
-            if let Some(ts) = first {
-                oldest = Some(oldest.map_or(ts, |o: i64| o.min(ts)));
+impl Backlogs {
+    /// Measures `topic`'s backlog for `bound` now. With an age bound, a partition whose append
+    /// clock started with a backlog reads the batch at the committed offset for its timestamp:
+    /// call it off the async workers.
+    pub fn measure(&self, offsets: &OffsetStore, topic: &Topic, bound: &Bound) -> State {
+        let now = now_ms();
+        let now_instant = Instant::now();
+        let mut records = 0i64;
+        let mut oldest: Option<i64> = None;
+        let mut clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
+        let clock = clocks.entry(topic.name().to_string()).or_default();
+        for (index, partition) in (0..).zip(topic.partitions()) {
+            let start = partition.log_start_offset();
+            let end = partition.log_end_offset();
+            let committed = offsets
+                .fetch(&bound.group, topic.name(), index)
+                .map_or(start, |c| c.offset)
+                .clamp(start, end);
+            records += end - committed;
+            if committed < end && bound.max_age_ms.is_some() {
+                let slot = usize::try_from(index).unwrap_or(usize::MAX);
+                if let Some(age) = clock.age_of(slot, committed, end, now_instant) {
+                    let appended = now - i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+                    oldest = Some(oldest.map_or(appended, |o: i64| o.min(appended)));
+                    continue;
+                }
+                let first = partition
+                    .read(committed, 1)
+                    .ok()
+                    .and_then(|read| log_core::batch::BatchHeader::parse(&read.records).ok())
+                    .map(|header| header.base_timestamp);
+                if let Some(ts) = first {
+                    oldest = Some(oldest.map_or(ts, |o: i64| o.min(ts)));
+                }
             }
         }
+        let age_ms = oldest.map(|ts| (now - ts).max(0));
+        let over_records = bound
+            .max_records
+            .map_or(f64::MIN, |max| (records - max) as f64 / max as f64);
+        let over_age = match (bound.max_age_ms, age_ms) {
+            (Some(max), Some(age)) => (age - max) as f64 / max as f64,
+            _ => f64::MIN,
+        };
+        let excess_age_ms = match (bound.max_age_ms, age_ms) {
+            (Some(max), Some(age)) => (age - max).max(0),
+            _ => 0,
+        };
+        State {
+            records,
+            age_ms,
+            over: over_records.max(over_age),
+            over_records,
+            excess_age_ms,
+            measured: Instant::now(),
+        }
     }
-    let age_ms = oldest.map(|ts| (now - ts).max(0));
-    let over_records = bound
-        .max_records
-        .map_or(f64::MIN, |max| (records - max) as f64 / max as f64);
-    let over_age = match (bound.max_age_ms, age_ms) {
-        (Some(max), Some(age)) => (age - max) as f64 / max as f64,
-        _ => f64::MIN,
-    };
-    let excess_age_ms = match (bound.max_age_ms, age_ms) {
-        (Some(max), Some(age)) => (age - max).max(0),
-        _ => 0,
-    };
-    State {
-        records,
-        age_ms,
-        over: over_records.max(over_age),
-        over_records,
-        excess_age_ms,
-        measured: Instant::now(),
-    }
-}
 
-impl Backlogs {
-    fn fresh(&self, topic: &str) -> Option<State> {
+    /// The last measure of `topic`'s backlog, unless older than [`REFRESH`].
+    pub fn fresh(&self, topic: &str) -> Option<State> {
         let states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
         states
             .get(topic)
@@ -308,7 +304,8 @@ impl Backlogs {
             .cloned()
     }
 
-    fn store(&self, topic: &str, state: State) {
+    /// Keeps a measure of `topic`'s backlog.
+    pub fn store(&self, topic: &str, state: State) {
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
         // Topics whose bound went away, or that were deleted, are dropped as they go stale.
         states.retain(|_, s| s.measured.elapsed() < REFRESH * 100);
@@ -317,28 +314,9 @@ impl Backlogs {
         clocks.retain(|name, _| states.contains_key(name));
     }
 
-    /// The backlog of `topic` now, measured again if the last measure is older than
-    /// [`REFRESH`]; `None` when the topic has no bound.
-    pub async fn state(broker: &std::sync::Arc<Broker>, topic: &str) -> Option<(Bound, State)> {
-        let handle = broker.log.topic(topic)?;
-        let bound = Bound::of(&handle.config())?;
-        if let Some(state) = broker.backlogs.fresh(topic) {
-            return Some((bound, state));
-        }
-        let owner = broker.clone();
-        let for_measure = bound.clone();
-        let state = crate::blocking::spawn(move || measure(&owner, &handle, &for_measure))
-            .await
-            .ok()?;
-        broker.backlogs.store(topic, state.clone());
-        Some((bound, state))
-    }
-
-    /// What a produce to `topic` gets now.
-    pub async fn verdict(broker: &std::sync::Arc<Broker>, topic: &str) -> Verdict {
-        let Some((bound, state)) = Backlogs::state(broker, topic).await else {
-            return Verdict::Accept;
-        };
+    /// What a produce to `topic`, bounded by `bound` and measured at `state`, gets now; a
+    /// throttle is at most `cap`.
+    pub fn verdict(topic: &str, bound: &Bound, state: &State, cap: Duration) -> Verdict {
         if !state.is_over() {
             return Verdict::Accept;
         }
@@ -353,7 +331,6 @@ impl Backlogs {
                 bound.max_age_ms.map_or("-1".into(), |n| n.to_string()),
             )),
             Mode::Throttle => {
-                let cap = broker.quotas.window().length();
                 let by_records = match state.over_records > 0.0 {
                     true => THROTTLE_BASE + THROTTLE_PER_OVER.mul_f64(state.over_records.min(1e6)),
                     false => Duration::ZERO,

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use log_core::{Log, OpenError, Partition, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
+use crate::appender::Appender;
+use crate::backlog::{self, Backlogs, Bound, Verdict};
 use crate::broker_defaults::BrokerDefaults;
 use crate::config::BrokerConfig;
 use crate::durable::Syncer;
@@ -84,7 +86,7 @@ pub struct Broker {
     /// Client quotas (AlterClientQuotas) and the rates they are enforced on.
     pub quotas: Quotas,
     /// The measured backlogs of backlog-bounded topics.
-    pub backlogs: crate::backlog::Backlogs,
+    pub backlogs: Backlogs,
 }
 
 /// Room for partitions being created; given back when dropped.
@@ -165,7 +167,7 @@ impl Broker {
             auto_create: RateLimiter::per_second(auto_create_rate),
             metrics,
             quotas,
-            backlogs: crate::backlog::Backlogs::default(),
+            backlogs: Backlogs::default(),
         })
     }
 
@@ -259,7 +261,17 @@ impl Broker {
     /// Topics only the broker writes (`__consumer_offsets`): clients may not produce to or
     /// delete them.
     pub fn is_internal(topic: &str) -> bool {
-        topic.starts_with("__")
+        crate::appender::is_internal(topic)
+    }
+
+    /// The append path over this broker's log, producer state and metrics.
+    pub fn appender(&self) -> Appender<'_> {
+        Appender {
+            log: &self.log,
+            producers: &self.producers,
+            producer_ids: &self.producer_ids,
+            metrics: &self.metrics,
+        }
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
@@ -271,6 +283,45 @@ impl Broker {
     /// opened (counted from its partition directories).
     pub fn is_offline(&self, topic: &str, index: i32) -> bool {
         u32::try_from(index).is_ok_and(|i| i < self.log.offline_partition_count(topic))
+    }
+
+    /// What a produce to `topic` gets from its backlog bound now (`backlog`): measured again,
+    /// on the blocking pool, when the last measure is older than [`backlog::REFRESH`].
+    pub async fn backlog_verdict(self: &Arc<Self>, topic: &str) -> Verdict {
+        let Some(handle) = self.log.topic(topic) else {
+            return Verdict::Accept;
+        };
+        let Some(bound) = Bound::of(&handle.config()) else {
+            return Verdict::Accept;
+        };
+        let state = match self.backlogs.fresh(topic) {
+            Some(state) => state,
+            None => {
+                let (owner, for_measure) = (self.clone(), bound.clone());
+                let measured = crate::blocking::spawn(move || {
+                    owner
+                        .backlogs
+                        .measure(&owner.offsets, &handle, &for_measure)
+                })
+                .await;
+                match measured {
+                    Ok(state) => {
+                        self.backlogs.store(topic, state.clone());
+                        state
+                    }
+                    Err(e) => {
+                        tracing::error!(topic, error = %e, "measuring the backlog failed");
+                        return Verdict::Accept;
+                    }
+                }
+            }
+        };
+        Backlogs::verdict(topic, &bound, &state, self.quotas.window().length())
+    }
+
+    /// `topic`'s backlog for `bound`, measured now (it may read a segment: blocking).
+    pub fn measure_backlog(&self, topic: &Topic, bound: &Bound) -> backlog::State {
+        self.backlogs.measure(&self.offsets, topic, bound)
     }
 
     pub fn is_shutting_down(&self) -> bool {

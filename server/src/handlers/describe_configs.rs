@@ -99,7 +99,7 @@ fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfi
         .map(|(k, v)| (k.clone(), v.clone(), TOPIC_CONFIG_SOURCE, false))
         .collect();
     if let Some(bound) = backlog::Bound::of(config) {
-        let state = backlog::measure(broker, topic, &bound);
+        let state = broker.measure_backlog(topic, &bound);
         entries.push((
             backlog::STATE.to_string(),
             state.describe(),

@@ -6,6 +6,7 @@ use log_core::{AppendError, ReadError, TopicError};
 use crate::appender::ProduceError;
 use crate::broker::CreateError;
 use crate::groups::offsets::OffsetsError;
+use crate::shares::FetchError;
 
 /// The code of an outcome: 0 for success.
 pub fn code<T>(outcome: &Result<T, ResponseError>) -> i16 {
@@ -52,6 +53,13 @@ pub fn offsets(e: &OffsetsError) -> ResponseError {
         | OffsetsError::Read(_)
         | OffsetsError::Batch(_)
         | OffsetsError::Compact(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn share_fetch(e: &FetchError) -> ResponseError {
+    match e {
+        FetchError::Protocol(error) => *error,
+        FetchError::Read(e) => read(e),
     }
 }
 

@@ -23,7 +23,7 @@ use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::{errors, RequestContext};
 use crate::appender::{AppendMode, Appended, ProduceError};
-use crate::backlog::{Backlogs, Verdict};
+use crate::backlog::Verdict;
 use crate::broker::Broker;
 
 /// Produce requests up to this size are appended on the async worker (see `handle`).
@@ -94,7 +94,7 @@ impl Handler for ProduceRequest {
                 let mut refused = Vec::new();
                 let mut accepted = Vec::with_capacity(work.len());
                 for (topic, partitions) in work {
-                    match Backlogs::verdict(broker, &topic).await {
+                    match broker.backlog_verdict(&topic).await {
                         Verdict::Accept => accepted.push((topic, partitions)),
                         Verdict::Throttle(t) => {
                             throttle = throttle.max(t);
@@ -217,8 +217,8 @@ async fn append_and_wait(
         let mut responses = Vec::with_capacity(partitions.len());
         for (index, outcome) in partitions {
             let durable = match outcome {
-                Ok(appended) => broker
-                    .await_durable(&appended)
+                Ok(appended) => appended
+                    .durable(&broker.syncer)
                     .await
                     .map(|()| appended.info),
                 Err(e) => Err(e),
@@ -246,7 +246,9 @@ fn append_all(
                 .enumerate()
                 .map(|(p, (index, records))| {
                     let outcome = if chosen(t, p) {
-                        broker.append_records(topic, *index, records.as_ref(), mode)
+                        broker
+                            .appender()
+                            .append_records(topic, *index, records.as_ref(), mode)
                     } else {
                         Err(AppendError::WouldBlock.into())
                     };

@@ -29,8 +29,7 @@ use kafka_protocol::protocol::StrBytes;
 use task_queue::{AckBatch, AckType};
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::Handler;
-use super::RequestContext;
+use super::{errors, Handler, RequestContext};
 use crate::broker::Broker;
 use crate::shares::{FetchLimits, PartitionFetch, Pending, TopicPartition};
 
@@ -410,7 +409,8 @@ fn answer(
         let entry = partitions
             .entry(fetch.topic_partition)
             .or_insert_with(|| empty(fetch.topic_partition.1));
-        if let Some(error) = fetch.error {
+        if let Some(error) = &fetch.error {
+            let error = errors::share_fetch(error);
             entry.error_code = error.code();
             entry.error_message = Some(StrBytes::from_string(error.to_string()));
         }

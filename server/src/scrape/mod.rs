@@ -359,7 +359,7 @@ fn backlogs(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Erro
         .into_iter()
         .filter_map(|topic| {
             let bound = crate::backlog::Bound::of(&topic.config())?;
-            let state = crate::backlog::measure(broker, &topic, &bound);
+            let state = broker.measure_backlog(&topic, &bound);
             Some((topic.name().to_string(), bound, state))
         })
         .collect();
@@ -543,6 +543,7 @@ mod tests {
             .collect();
         let batch = log_core::batch::build(&records);
         broker
+            .appender()
             .append_records("t", 0, Some(&batch), AppendMode::Blocking)
             .unwrap();
         let commit = |group: &str, offset| {

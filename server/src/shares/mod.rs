@@ -67,11 +67,20 @@ pub struct FetchLimits {
     pub whole_batches: bool,
 }
 
+/// Why a partition of a ShareFetch got no records.
+#[derive(Debug, Clone)]
+pub enum FetchError {
+    /// A share-group protocol error (an unknown topic id or partition).
+    Protocol(ResponseError),
+    /// Reading the acquired records failed (they were released again, unseen).
+    Read(Arc<log_core::ReadError>),
+}
+
 /// What one ShareFetch got from one partition.
 #[derive(Debug, Clone)]
 pub struct PartitionFetch {
     pub topic_partition: TopicPartition,
-    pub error: Option<ResponseError>,
+    pub error: Option<FetchError>,
     /// Whole batches holding the acquired records (never absent: empty when none).
     pub records: Bytes,
     /// (first offset, last offset, delivery count)
@@ -371,13 +380,13 @@ impl Shares {
             acquired: Vec::new(),
         };
         let Some(topic) = log.topic_by_id(topic_id) else {
-            return fail(ResponseError::UnknownTopicId);
+            return fail(FetchError::Protocol(ResponseError::UnknownTopicId));
         };
         let Some(partition) = u32::try_from(index)
             .ok()
             .and_then(|i| topic.partition(i).cloned())
         else {
-            return fail(ResponseError::UnknownTopicOrPartition);
+            return fail(FetchError::Protocol(ResponseError::UnknownTopicOrPartition));
         };
         let key = ShareKey::new(group, topic_id, index);
         let state = self.state(&key, &partition, config, now, pending);
@@ -415,7 +424,7 @@ impl Shares {
                 let _ = self.record(
                     log, &key, &state, &changes, &topic, &partition, config, pending,
                 );
-                return fail(crate::handlers::errors::read(&e));
+                return fail(FetchError::Read(Arc::new(e)));
             }
         };
         let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
@@ -427,7 +436,7 @@ impl Shares {
         if let Err(error) = self.record(
             log, &key, &state, &changes, &topic, &partition, config, pending,
         ) {
-            return fail(error);
+            return fail(FetchError::Protocol(error));
         }
         PartitionFetch {
             topic_partition: (topic_id, index),
