@@ -26,7 +26,7 @@ use tracing::Instrument;
 
 use crate::broker::Broker;
 use crate::frame::{FrameLimits, FrameReader};
-use crate::handlers::{self, Session, SCRATCH_IDLE_RELEASE};
+use crate::handlers::request::{self, Session, SCRATCH_IDLE_RELEASE};
 use crate::limits::{Activity, Phase, Slot};
 
 /// How long a response (or what is left in the write buffer) may take to go out once shutdown
@@ -117,7 +117,7 @@ async fn serve_in_span(
         };
         activity.set(Phase::Busy, Instant::now());
         let (frame, budget) = frame.into_parts();
-        let handled = handlers::handle(&broker, frame, &mut session).await;
+        let handled = request::handle(&broker, frame, &mut session).await;
         // The request is done with: its bytes no longer count against the budget.
         drop(budget);
         match handled {

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use crate::broker::{Broker, StartError};
 use crate::frame::{FrameLimits, FrameReader};
-use crate::handlers::{self, RequestError, Session};
+use crate::handlers::request::{self, RequestError, Session};
 use crate::BrokerConfig;
 
 /// Largest frame a [`FuzzBroker`] reads: fuzz inputs are far smaller, and a length prefix
@@ -126,7 +126,7 @@ impl FuzzBroker {
                 let handled = with_group_clock(
                     broker,
                     started,
-                    handlers::handle(broker, frame.clone(), &mut session),
+                    request::handle(broker, frame.clone(), &mut session),
                 )
                 .await;
                 broker.groups.tick(group_now(started));

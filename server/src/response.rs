@@ -10,7 +10,9 @@ use std::io::IoSlice;
 
 use bytes::buf::UninitSlice;
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ResponseHeader};
 use kafka_protocol::protocol::buf::ByteBufMut;
+use kafka_protocol::protocol::Encodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// Record slices shorter than this are copied: an extra part costs more than the copy.
@@ -37,6 +39,9 @@ impl From<BytesMut> for Response {
         }
     }
 }
+
+/// kafka-protocol's encoding errors.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Response {
     /// Runs `encode` into `scratch`, sharing (not copying) every slice of `shared` the encoder
@@ -131,6 +136,44 @@ impl Response {
     fn shared_parts(&self) -> usize {
         self.parts.len()
     }
+}
+
+impl Response {
+    /// Encodes `body` into `scratch` as the response frame (length prefix, header, body) to
+    /// request `correlation_id` of API `key` at `version`, sharing the slices of `shared`
+    /// (see [`Response::encode`]).
+    pub fn frame<T: Encodable>(
+        key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        body: &T,
+        scratch: &mut BytesMut,
+        shared: Vec<Bytes>,
+    ) -> Result<Response, BoxError> {
+        let header = ResponseHeader::default().with_correlation_id(correlation_id);
+        let header_version = key.response_header_version(version);
+        Response::encode(scratch, shared, |out| {
+            encode_frame(&header, header_version, body, version, out)
+        })
+    }
+}
+
+/// Length prefix, header, body.
+fn encode_frame<T: Encodable>(
+    header: &ResponseHeader,
+    header_version: i16,
+    body: &T,
+    version: i16,
+    out: &mut SharingBuf,
+) -> Result<(), BoxError> {
+    let size = header.compute_size(header_version)? + body.compute_size(version)?;
+    let prefix =
+        i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
+    out.reserve(4 + size);
+    out.put_i32(prefix);
+    header.encode(out, header_version)?;
+    body.encode(out, version)?;
+    Ok(())
 }
 
 /// The buffer a response is encoded into by [`Response::encode`]: bytes go to `encoded`, except

@@ -9,7 +9,6 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
 use super::Handler;
-use super::request::encode;
 use super::{RequestContext, APIS};
 use crate::broker::Broker;
 use crate::response::Response;
@@ -52,7 +51,7 @@ impl Handler for ApiVersionsRequest {
 /// The response to a version we don't serve: header v0, body v0.
 pub fn unsupported(correlation_id: i32) -> Response {
     let body = body(ResponseError::UnsupportedVersion.code());
-    let encoded = encode(
+    let encoded = Response::frame(
         ApiKey::ApiVersions,
         0,
         correlation_id,

@@ -10,7 +10,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{self as m, ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 
-use super::{handle, Handler, Session, APIS};
+use super::request::{handle, Session};
+use super::{Handler, APIS};
 use crate::blocking::FAIL_TASKS;
 use crate::broker::Broker;
 use crate::config::BrokerConfig;

@@ -2,72 +2,27 @@
 //! file of its API (versions served, what the request counts against the bounds, where its
 //! response carries `throttle_time_ms` and error codes, and the handler itself), and the
 //! [`apis!`] table below that lists them once. ApiVersions, dispatch and the request metrics
-//! all read that table; [`request`] takes a frame through it.
+//! all read that table; [`request`] takes a frame through it. Files import downwards only:
+//! `request` → this table → `handler` (the trait), and each API's file → `handler`.
 //!
 //! A new API is a file here with its `impl Handler` and one line in the table.
 
-use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
-use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::Request;
 
-use crate::broker::Broker;
 pub use crate::metrics::Api;
-use bounds::Counts;
-pub use request::{handle, RequestContext, RequestError, Session, SCRATCH_IDLE_RELEASE};
+pub(crate) use handler::{Handler, RequestContext, Route};
 
 mod bounds;
 pub(crate) mod errors;
+mod handler;
 #[cfg(test)]
 mod internal_failures;
 mod produce_legacy;
-mod request;
+pub mod request;
 mod throttle;
-
-/// One API: how its requests are answered. `Self` is the decoded request; the response type
-/// is kafka-protocol's for it.
-pub(crate) trait Handler: Request + Send + 'static
-where
-    Self::Response: Send,
-{
-    /// The versions advertised in ApiVersions (`min..=max`); a request in any other version
-    /// closes the connection (ApiVersions answers it: KIP-511).
-    const SERVED: (i16, i16);
-
-    /// What the request names, checked against the broker's caps before it is handled
-    /// ([`bounds`]).
-    fn counts(&self) -> Counts {
-        Counts::default()
-    }
-
-    /// Whether the request gets a response at all: only a Produce with acks=0 does not.
-    fn answered(&self) -> bool {
-        true
-    }
-
-    /// Answers the request. Every failure is an answer: a Kafka error code in the response.
-    fn handle(
-        broker: &Arc<Broker>,
-        request: Self,
-        ctx: &RequestContext,
-    ) -> impl Future<Output = Self::Response> + Send;
-
-    /// The response's `throttle_time_ms` (KIP-219: every response lograil sends has one in its
-    /// recent versions; older versions drop it when encoded).
-    fn throttle_time_ms(response: &mut Self::Response) -> &mut i32;
-
-    /// Calls `f` with every error code in the response (top level, per topic, partition,
-    /// group, member), 0 included: counted in `lograil_response_errors_total`.
-    fn each_error(response: &Self::Response, f: &mut dyn FnMut(i16));
-
-    /// The record slices of the response, written from where they lie instead of copied
-    /// (see [`crate::response`]).
-    fn shared(_: &Self::Response) -> Vec<Bytes> {
-        Vec::new()
-    }
-}
 
 /// The served APIs: each entry is a handler module and its request type. Generates the
 /// module declarations, [`APIS`], the dispatch by API key and a test that each module's
@@ -81,15 +36,12 @@ macro_rules! apis {
             vec![$(api::<kafka_protocol::messages::$request>()),*]
         });
 
-        /// Runs the handler of `key` on the request `call` carries.
-        async fn dispatch(
-            key: ApiKey,
-            call: request::Call<'_>,
-        ) -> Result<Option<crate::response::Response>, RequestError> {
-            $(if key as i16 == <kafka_protocol::messages::$request as Request>::KEY {
-                return call.run::<kafka_protocol::messages::$request>().await;
+        /// Takes `route` to the handler of API `key`; `None` when no API of that key is served.
+        async fn dispatch<R: Route>(key: i16, route: R) -> Option<R::Output> {
+            $(if key == <kafka_protocol::messages::$request as Request>::KEY {
+                return Some(route.route::<kafka_protocol::messages::$request>().await);
             })*
-            Err(RequestError::UnknownApi(key as i16))
+            None
         }
 
         #[cfg(test)]

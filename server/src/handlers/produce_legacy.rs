@@ -5,17 +5,15 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 
-use super::RequestError;
-
 /// The first Produce version served.
 pub const MIN_VERSION: i16 = 3;
 
 /// Answers a Produce v0–2 frame with UNSUPPORTED_VERSION for every partition it names (no
-/// response for acks=0).
-pub fn reject(frame: Bytes, version: i16) -> Result<Option<BytesMut>, RequestError> {
-    let bad = |reason: &'static str| RequestError::MalformedLegacyProduce { version, reason };
+/// response for acks=0); `Err` says what in the frame is malformed.
+pub fn reject(frame: Bytes, version: i16) -> Result<Option<BytesMut>, &'static str> {
+    let bad = |reason: &'static str| reason;
     let mut buf = frame;
-    let take_string = |buf: &mut Bytes| -> Result<Bytes, RequestError> {
+    let take_string = |buf: &mut Bytes| -> Result<Bytes, &'static str> {
         let len = buf.try_get_i16().map_err(|_| bad("truncated"))?;
         let len = usize::try_from(len).unwrap_or(0);
         if buf.remaining() < len {

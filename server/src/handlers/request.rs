@@ -7,14 +7,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tracing::Instrument;
 
-use super::{api_versions, bounds, produce_legacy, throttle, Handler};
+use super::{api_versions, bounds, produce_legacy, throttle, Handler, RequestContext, Route};
 use crate::broker::Broker;
-use crate::response::{Response, SharingBuf};
+use crate::response::Response;
 
 /// Why a request could not be answered; the connection is closed with this logged.
 #[derive(Debug, thiserror::Error)]
@@ -71,15 +71,7 @@ impl std::fmt::Display for Part {
 }
 
 /// kafka-protocol's decoding and encoding errors, kept boxed at this edge.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Who sent a request, and in which version.
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    pub version: i16,
-    pub client_id: String,
-    pub peer: SocketAddr,
-}
+pub use crate::response::BoxError;
 
 /// A response buffer up to this size is kept from one response to the next; a larger one only
 /// while responses stay larger (see [`Session::recycle`]).
@@ -202,7 +194,9 @@ async fn handle_frame(
     }
     if key == ApiKey::Produce {
         if version < produce_legacy::MIN_VERSION {
-            return produce_legacy::reject(frame, version).map(|r| r.map(Response::from));
+            return produce_legacy::reject(frame, version)
+                .map(|r| r.map(Response::from))
+                .map_err(|reason| RequestError::MalformedLegacyProduce { version, reason });
         }
         count_produce(broker, &frame, version)?;
     }
@@ -232,7 +226,9 @@ async fn handle_frame(
         correlation_id: header.correlation_id,
         quota_throttle,
     };
-    super::dispatch(key, call).await
+    super::dispatch(raw_key, call)
+        .await
+        .unwrap_or(Err(RequestError::UnknownApi(raw_key)))
 }
 
 /// A Produce is counted before it is decoded: one of empty partitions decodes to ten times
@@ -282,10 +278,12 @@ pub(super) struct Call<'a> {
     quota_throttle: Duration,
 }
 
-impl Call<'_> {
+impl Route for Call<'_> {
+    type Output = Result<Option<Response>, RequestError>;
+
     /// Decodes the body as `H`, checks it against the bounds, runs its handler and encodes the
     /// response.
-    pub(super) async fn run<H: Handler>(mut self) -> Result<Option<Response>, RequestError>
+    async fn route<H: Handler>(mut self) -> Self::Output
     where
         H::Response: Send,
     {
@@ -349,54 +347,20 @@ impl Call<'_> {
         *H::throttle_time_ms(&mut response) =
             i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
         let shared = H::shared(&response);
-        encode(
+        let scratch = &mut self.session.scratch;
+        Response::frame(
             key,
             version,
             self.correlation_id,
             &response,
-            &mut self.session.scratch,
+            scratch,
             shared,
         )
         .map(Some)
+        .map_err(|source| RequestError::Encode {
+            key,
+            version,
+            source,
+        })
     }
-}
-
-/// Encodes `body` into `scratch` as a response frame, sharing the slices of `shared` (see
-/// [`Response::encode`]).
-pub(super) fn encode<T: Encodable>(
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &T,
-    scratch: &mut BytesMut,
-    shared: Vec<Bytes>,
-) -> Result<Response, RequestError> {
-    let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let header_version = key.response_header_version(version);
-    Response::encode(scratch, shared, |out| {
-        encode_frame(&header, header_version, body, version, out)
-    })
-    .map_err(|source| RequestError::Encode {
-        key,
-        version,
-        source,
-    })
-}
-
-/// Length prefix, header, body.
-fn encode_frame<T: Encodable>(
-    header: &ResponseHeader,
-    header_version: i16,
-    body: &T,
-    version: i16,
-    out: &mut SharingBuf,
-) -> Result<(), BoxError> {
-    let size = header.compute_size(header_version)? + body.compute_size(version)?;
-    let prefix =
-        i32::try_from(size).map_err(|_| format!("response of {size} bytes exceeds 2 GiB"))?;
-    out.reserve(4 + size);
-    out.put_i32(prefix);
-    header.encode(out, header_version)?;
-    body.encode(out, version)?;
-    Ok(())
 }
