@@ -43,6 +43,7 @@ mod log;
 mod partition;
 mod scrub;
 mod segment;
+mod state_log;
 mod topic;
 
 pub use config::{Durability, TopicConfig, EXTRA_PREFIX, MIN_SEGMENT_BYTES};
@@ -54,5 +55,6 @@ pub use log::{Log, LogOptions, MAX_PARTITIONS};
 pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
 pub use scrub::{ScrubOptions, ScrubStats, DEFAULT_SCRUB};
 pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};
+pub use state_log::{StateLog, StateLogError};
 pub use topic::{validate_name, Topic};
 pub use uuid::Uuid;

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use log_core::{Log, OpenError, Partition, Topic, TopicConfig, TopicError};
+use log_core::{Log, OpenError, Partition, StateLogError, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::appender::Appender;
@@ -42,10 +42,9 @@ pub enum CreateError {
 pub enum StartError {
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// `__consumer_offsets` or `__share_group_state` (the error names which).
     #[error(transparent)]
-    Offsets(#[from] OffsetsError),
-    #[error(transparent)]
-    Shares(#[from] task_queue::StoreError),
+    State(#[from] StateLogError),
     #[error("client quotas: {0}")]
     Quotas(#[from] crate::quotas::LoadError),
 }

@@ -15,24 +15,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use log_core::batch::{self, NewRecord};
-use log_core::{
-    AppendError, AppendInfo, BatchError, FileError, Log, Partition, ReadError, TopicError, Uuid,
-};
+use log_core::{AppendInfo, Log, Partition, StateLog, StateLogError, Uuid};
 use serde::{Deserialize, Serialize};
 
 use crate::share_partition::{Entry, SharePartition};
 
 pub const TOPIC: &str = "__share_group_state";
-const FORMAT: u8 = 1;
-/// Rewrite on open when the topic holds more than this many records per live state.
-const COMPACT_RATIO: usize = 4;
 /// `max.message.bytes` of the state topic: one operation's changes are one batch.
 const MAX_BATCH_BYTES: u32 = 64 << 20;
-
-fn bincode_config() -> impl bincode::config::Config {
-    bincode::config::standard().with_fixed_int_encoding()
-}
 
 /// A share partition: the group and the topic partition (topic by id, as share groups address
 /// topics).
@@ -135,21 +125,8 @@ impl Change {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("opening {TOPIC}: {0}")]
-    Topic(#[from] TopicError),
-    #[error("replaying {TOPIC}: {0}")]
-    Read(#[from] ReadError),
-    #[error("replaying {TOPIC}: {0}")]
-    Batch(#[from] BatchError),
-    #[error("deleting old segments of {TOPIC}: {0}")]
-    Compact(#[from] FileError),
-    #[error("encoding a share state record: {0}")]
-    Encode(#[from] bincode::error::EncodeError),
-    #[error("writing {TOPIC}: {0}")]
-    Append(#[from] AppendError),
-}
+/// Why the share state could not be replayed or written.
+pub type StoreError = StateLogError;
 
 /// What replaying the topic rebuilt.
 #[derive(Debug, Default)]
@@ -161,22 +138,7 @@ pub struct Restored {
 /// The share-state topic.
 #[derive(Debug)]
 pub struct ShareStore {
-    partition: Arc<Partition>,
-}
-
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, bincode::error::EncodeError> {
-    let mut out = vec![FORMAT];
-    out.extend_from_slice(&bincode::serde::encode_to_vec(value, bincode_config())?);
-    Ok(out)
-}
-
-fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Option<T> {
-    match bytes.split_first() {
-        Some((&FORMAT, rest)) => bincode::serde::decode_from_slice(rest, bincode_config())
-            .ok()
-            .map(|(v, _)| v),
-        _ => None,
-    }
+    log: StateLog,
 }
 
 /// A share partition as replay builds it up.
@@ -190,81 +152,66 @@ struct Replayed {
 impl ShareStore {
     /// Opens (creating if needed) the state topic and replays it.
     pub fn open(log: &Log) -> Result<(ShareStore, Restored), StoreError> {
-        let partition = log.state_log(TOPIC, 64 << 20, MAX_BATCH_BYTES)?;
+        let state = StateLog::open(log, TOPIC, 64 << 20, MAX_BATCH_BYTES)?;
         let mut replayed: HashMap<ShareKey, Replayed> = HashMap::new();
         let mut configs = HashMap::new();
-        let mut records = 0usize;
-        for decoded in partition.replay::<StoreError>(MAX_BATCH_BYTES as usize * 8) {
-            for record in decoded? {
-                records += 1;
-                let Some(key) = record.key.as_deref().and_then(decode::<Key>) else {
-                    tracing::warn!(
-                        offset = record.offset,
-                        "skipping an unreadable share state record"
-                    );
-                    continue;
-                };
-                let value = record.value.as_deref().map(decode::<Value>);
-                match (key, value) {
-                    (Key::Partition(key), None) => {
-                        replayed.remove(&key);
-                    }
-                    (
-                        Key::Partition(key),
-                        Some(Some(Value::Snapshot {
-                            start,
-                            end,
-                            entries,
-                        })),
-                    ) => {
-                        replayed.insert(
-                            key,
-                            Replayed {
-                                start,
-                                end,
-                                entries: entries.into_iter().collect(),
-                            },
-                        );
-                    }
-                    (
-                        Key::Partition(key),
-                        Some(Some(Value::Delta {
-                            start,
-                            end,
-                            entries,
-                        })),
-                    ) => {
-                        let state = replayed.entry(key).or_default();
-                        state.start = start;
-                        state.end = end;
-                        state.entries.extend(entries);
-                        state.entries = state.entries.split_off(&start);
-                    }
-                    (Key::Partition(key), Some(Some(Value::Runs { start, end, runs }))) => {
-                        let state = replayed.entry(key).or_default();
-                        state.start = start;
-                        state.end = end;
-                        for (first, last, entry) in runs {
-                            state
-                                .entries
-                                .extend((first..=last).map(|o| (o, entry.clone())));
-                        }
-                        state.entries = state.entries.split_off(&start);
-                    }
-                    (Key::GroupConfig(group), Some(Some(Value::GroupConfig(overrides)))) => {
-                        configs.insert(group, overrides);
-                    }
-                    (Key::GroupConfig(group), None) => {
-                        configs.remove(&group);
-                    }
-                    _ => tracing::warn!(
-                        offset = record.offset,
-                        "skipping an unreadable share state record"
-                    ),
+        let records = state.replay(MAX_BATCH_BYTES as usize * 8, |key, value, offset| {
+            match (key, value) {
+                (Key::Partition(key), None) => {
+                    replayed.remove(&key);
                 }
+                (
+                    Key::Partition(key),
+                    Some(Value::Snapshot {
+                        start,
+                        end,
+                        entries,
+                    }),
+                ) => {
+                    replayed.insert(
+                        key,
+                        Replayed {
+                            start,
+                            end,
+                            entries: entries.into_iter().collect(),
+                        },
+                    );
+                }
+                (
+                    Key::Partition(key),
+                    Some(Value::Delta {
+                        start,
+                        end,
+                        entries,
+                    }),
+                ) => {
+                    let state = replayed.entry(key).or_default();
+                    state.start = start;
+                    state.end = end;
+                    state.entries.extend(entries);
+                    state.entries = state.entries.split_off(&start);
+                }
+                (Key::Partition(key), Some(Value::Runs { start, end, runs })) => {
+                    let state = replayed.entry(key).or_default();
+                    state.start = start;
+                    state.end = end;
+                    for (first, last, entry) in runs {
+                        state
+                            .entries
+                            .extend((first..=last).map(|o| (o, entry.clone())));
+                    }
+                    state.entries = state.entries.split_off(&start);
+                }
+                (Key::GroupConfig(group), Some(Value::GroupConfig(overrides))) => {
+                    configs.insert(group, overrides);
+                }
+                (Key::GroupConfig(group), None) => {
+                    configs.remove(&group);
+                }
+                _ => tracing::warn!(offset, "skipping a share state record of the wrong kind"),
             }
-        }
-        let store = ShareStore { partition };
+        })?;
+        let store = ShareStore { log: state };
         let restored = Restored {
             partitions: replayed
                 .into_iter()
@@ -273,15 +220,14 @@ impl ShareStore {
             configs,
         };
         let live = restored.partitions.len() + restored.configs.len();
-        if records > COMPACT_RATIO * live.max(256) {
-            store.compact(&restored, records)?;
+        if StateLog::needs_rewrite(records, live) {
+            store.rewrite(&restored, records)?;
         }
         Ok((store, restored))
     }
 
     /// Writes every state again, then deletes the segments that only held older records.
-    fn compact(&self, restored: &Restored, records: usize) -> Result<(), StoreError> {
-        let rewritten_from = self.partition.log_end_offset();
+    fn rewrite(&self, restored: &Restored, records: usize) -> Result<(), StoreError> {
         let mut changes: Vec<Change> = restored
             .partitions
             .iter()
@@ -299,64 +245,47 @@ impl ShareStore {
                     overrides: overrides.clone(),
                 }),
         );
-        for chunk in changes.chunks(500) {
-            if let Some(info) = self.append(chunk.to_vec())? {
-                self.partition.await_durable(&info)?;
-            }
-        }
-        let report = self.partition.delete_segments_before(rewritten_from)?;
-        tracing::info!(
-            records,
-            deleted_segments = report.deleted_segments,
-            "compacted {TOPIC}"
-        );
-        Ok(())
+        let entries: Vec<(Key, Option<Value>)> = changes.into_iter().map(Change::record).collect();
+        self.log.rewrite(&entries, 500, records)
     }
 
     /// The state topic's partition (callers wait for its durability their own way).
     pub fn partition(&self) -> &Arc<Partition> {
-        &self.partition
+        self.log.partition()
     }
 
     /// Appends `changes` as one batch, without waiting for its fsync: the caller waits (see
     /// [`Partition::append_pending`]) before acknowledging what they record. `None` when there
     /// is nothing to write.
     pub fn append(&self, changes: Vec<Change>) -> Result<Option<AppendInfo>, StoreError> {
-        if changes.is_empty() {
-            return Ok(None);
+        let entries: Vec<(Key, Option<Value>)> = changes.into_iter().map(Change::record).collect();
+        self.log.append_pending(&entries)
+    }
+}
+
+impl Change {
+    /// The record that writes this change.
+    fn record(self) -> (Key, Option<Value>) {
+        match self {
+            Change::Delta {
+                key,
+                start,
+                end,
+                runs,
+            } => (Key::Partition(key), Some(Value::Runs { start, end, runs })),
+            Change::Snapshot { key, state } => (
+                Key::Partition(key),
+                Some(Value::Snapshot {
+                    start: state.start(),
+                    end: state.end(),
+                    entries: state.entries().map(|(o, e)| (o, e.clone())).collect(),
+                }),
+            ),
+            Change::Delete(key) => (Key::Partition(key), None),
+            Change::GroupConfig { group, overrides } => {
+                (Key::GroupConfig(group), Some(Value::GroupConfig(overrides)))
+            }
         }
-        let now = log_core::now_ms();
-        let mut encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(changes.len());
-        for change in changes {
-            let (key, value) = match change {
-                Change::Delta {
-                    key,
-                    start,
-                    end,
-                    runs,
-                } => (Key::Partition(key), Some(Value::Runs { start, end, runs })),
-                Change::Snapshot { key, state } => (
-                    Key::Partition(key),
-                    Some(Value::Snapshot {
-                        start: state.start(),
-                        end: state.end(),
-                        entries: state.entries().map(|(o, e)| (o, e.clone())).collect(),
-                    }),
-                ),
-                Change::Delete(key) => (Key::Partition(key), None),
-                Change::GroupConfig { group, overrides } => {
-                    (Key::GroupConfig(group), Some(Value::GroupConfig(overrides)))
-                }
-            };
-            encoded.push((encode(&key)?, value.as_ref().map(encode).transpose()?));
-        }
-        let records: Vec<NewRecord> = encoded
-            .iter()
-            .map(|(k, v)| (Some(k.as_slice()), v.as_deref(), now))
-            .collect();
-        Ok(Some(
-            self.partition.append_pending(&batch::build(&records))?,
-        ))
     }
 }
 
@@ -434,16 +363,10 @@ mod tests {
                 end: 1,
                 entries: vec![(0, entry.entry(0).unwrap().clone())],
             };
-            let (k, v) = (
-                encode(&Key::Partition(key())).unwrap(),
-                encode(&delta).unwrap(),
-            );
-            let records: Vec<NewRecord> = vec![(Some(k.as_slice()), Some(v.as_slice()), 1)];
-            let info = store
-                .partition()
-                .append_pending(&batch::build(&records))
+            store
+                .log
+                .append(&[(Key::Partition(key()), Some(delta))])
                 .unwrap();
-            store.partition().await_durable(&info).unwrap();
         }
         let log = Log::open(dir.path()).unwrap();
         let (_, restored) = ShareStore::open(&log).unwrap();

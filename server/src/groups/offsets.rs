@@ -14,24 +14,19 @@
 //! so a restart never expires offsets early.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use log_core::batch::{self, NewRecord};
-use log_core::{AppendError, BatchError, FileError, Log, Partition, ReadError, TopicError};
+use log_core::{batch, Log, StateLog, StateLogError};
 use serde::{Deserialize, Serialize};
 
 pub const TOPIC: &str = "__consumer_offsets";
 /// Kafka's `offset.metadata.max.bytes`.
 pub const MAX_METADATA_BYTES: usize = 4096;
-const FORMAT: u8 = 1;
-/// Rewrite on start-up when the topic holds more than this many records per live offset.
-const COMPACT_RATIO: usize = 4;
-/// `max.message.bytes` of `__consumer_offsets`.
+/// `max.message.bytes` of `__consumer_offsets`: a commit of many partitions is one batch.
 const MAX_BATCH_BYTES: u32 = 64 << 20;
 
-fn bincode_config() -> impl bincode::config::Config {
-    bincode::config::standard().with_fixed_int_encoding()
-}
+/// Why offsets could not be replayed or written.
+pub type OffsetsError = StateLogError;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 struct Key {
@@ -82,7 +77,7 @@ fn apply(groups: &mut HashMap<String, GroupOffsets>, key: Key, value: Option<Com
 
 #[derive(Debug)]
 pub struct OffsetStore {
-    partition: Arc<Partition>,
+    log: StateLog,
     groups: Mutex<HashMap<String, GroupOffsets>>,
     /// When each group with offsets was last seen with members (ms), by [`OffsetStore::expire`].
     seen_with_members: Mutex<HashMap<String, i64>>,
@@ -90,103 +85,25 @@ pub struct OffsetStore {
     opened_ms: i64,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum OffsetsError {
-    #[error("opening {TOPIC}: {0}")]
-    Topic(#[from] TopicError),
-    #[error("replaying {TOPIC}: {0}")]
-    Read(#[from] ReadError),
-    #[error("replaying {TOPIC}: {0}")]
-    Batch(#[from] BatchError),
-    #[error("deleting old segments of {TOPIC}: {0}")]
-    Compact(#[from] FileError),
-    #[error("encoding an offset record: {0}")]
-    Encode(#[from] bincode::error::EncodeError),
-    #[error("writing {TOPIC}: {0}")]
-    Append(#[from] AppendError),
-}
-
-/// Why one record of `__consumer_offsets` could not be read (it is skipped, with a warning).
-#[derive(Debug, thiserror::Error)]
-enum RecordError {
-    #[error("empty record")]
-    Empty,
-    #[error("unknown record format {0}")]
-    UnknownFormat(u8),
-    #[error(transparent)]
-    Decode(#[from] bincode::error::DecodeError),
-}
-
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, bincode::error::EncodeError> {
-    let mut out = vec![FORMAT];
-    out.extend_from_slice(&bincode::serde::encode_to_vec(value, bincode_config())?);
-    Ok(out)
-}
-
-fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, RecordError> {
-    match bytes.split_first() {
-        Some((&FORMAT, rest)) => Ok(bincode::serde::decode_from_slice(rest, bincode_config())?.0),
-        Some((other, _)) => Err(RecordError::UnknownFormat(*other)),
-        None => Err(RecordError::Empty),
-    }
-}
-
 impl OffsetStore {
     /// Opens (creating if needed) `__consumer_offsets` and replays it.
     pub fn open(log: &Log) -> Result<Self, OffsetsError> {
-        let partition = log.state_log(TOPIC, 16 << 20, MAX_BATCH_BYTES)?;
+        let state = StateLog::open(log, TOPIC, 16 << 20, MAX_BATCH_BYTES)?;
         let mut groups: HashMap<String, GroupOffsets> = HashMap::new();
-        let mut records = 0usize;
-        for decoded in partition.replay::<OffsetsError>(batch::DECODE_MAX_BYTES) {
-            for record in decoded? {
-                records += 1;
-                let Some(key) = record.key.as_deref() else {
-                    continue;
-                };
-                let key: Key = match decode(key) {
-                    Ok(key) => key,
-                    Err(e) => {
-                        tracing::warn!(offset = record.offset, error = %e, "skipping an unreadable offset record");
-                        continue;
-                    }
-                };
-                match record.value.as_deref().map(decode::<Committed>) {
-                    Some(Ok(committed)) => apply(&mut groups, key, Some(committed), record.offset),
-                    Some(Err(e)) => {
-                        tracing::warn!(offset = record.offset, error = %e, "skipping an unreadable offset record")
-                    }
-                    None => apply(&mut groups, key, None, record.offset),
-                }
-            }
-        }
+        let records = state.replay(batch::DECODE_MAX_BYTES, |key: Key, value, at| {
+            apply(&mut groups, key, value, at);
+        })?;
         for offsets in groups.values_mut() {
             offsets.retain(|_, (value, _)| value.is_some());
         }
         groups.retain(|_, offsets| !offsets.is_empty());
         let store = OffsetStore {
-            partition,
+            log: state,
             groups: Mutex::new(groups),
             seen_with_members: Mutex::new(HashMap::new()),
             opened_ms: log_core::now_ms(),
         };
-        let live: usize = store.lock().values().map(BTreeMap::len).sum();
-        // A commit of many partitions is one batch: allow large ones on this topic.
-        let mut config = store.partition.config();
-        config.max_message_bytes = config.max_message_bytes.max(MAX_BATCH_BYTES);
-        store.partition.set_config(config);
-        if records > COMPACT_RATIO * live.max(256) {
-            store.compact(records, live)?;
-        }
-        Ok(store)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, GroupOffsets>> {
-        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Writes every live offset again, then deletes the segments that only held older records.
-    fn compact(&self, records: usize, live: usize) -> Result<(), OffsetsError> {
-        let entries: Vec<(Key, Option<Committed>)> = self
+        let live: Vec<(Key, Option<Committed>)> = store
             .lock()
             .iter()
             .flat_map(|(group, offsets)| {
@@ -195,57 +112,23 @@ impl OffsetStore {
                 })
             })
             .collect();
-        let rewritten_from = self.partition.log_end_offset();
-        for chunk in entries.chunks(1000) {
-            self.append(chunk)?;
+        if StateLog::needs_rewrite(records, live.len()) {
+            store.log.rewrite(&live, 1000, records)?;
         }
-        let report = self.partition.delete_segments_before(rewritten_from)?;
-        tracing::info!(
-            records,
-            live,
-            deleted_segments = report.deleted_segments,
-            "compacted {TOPIC}"
-        );
-        Ok(())
+        Ok(store)
     }
 
-    /// Appends records (a `None` value is a tombstone) and waits until they are durable.
-    fn append(&self, entries: &[(Key, Option<Committed>)]) -> Result<(), OffsetsError> {
-        if let Some(info) = self.append_pending(entries)? {
-            self.partition.await_durable(&info)?;
-        }
-        Ok(())
-    }
-
-    /// Writes records without waiting for the fsync (see [`Partition::append_pending`]).
-    fn append_pending(
-        &self,
-        entries: &[(Key, Option<Committed>)],
-    ) -> Result<Option<log_core::AppendInfo>, OffsetsError> {
-        if entries.is_empty() {
-            return Ok(None);
-        }
-        let now = log_core::now_ms();
-        let encoded = entries
-            .iter()
-            .map(|(k, v)| Ok((encode(k)?, v.as_ref().map(encode).transpose()?)))
-            .collect::<Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, OffsetsError>>()?;
-        let records: Vec<NewRecord> = encoded
-            .iter()
-            .map(|(k, v)| (Some(k.as_slice()), v.as_deref(), now))
-            .collect();
-        Ok(Some(
-            self.partition.append_pending(&batch::build(&records))?,
-        ))
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, GroupOffsets>> {
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Writes records and waits until they are durable; then makes them visible, each ordered
     /// by the log offset it got (so a visible commit is always on disk).
     fn write(&self, entries: Vec<(Key, Option<Committed>)>) -> Result<(), OffsetsError> {
-        let Some(info) = self.append_pending(&entries)? else {
+        let Some(info) = self.log.append_pending(&entries)? else {
             return Ok(());
         };
-        self.partition.await_durable(&info)?;
+        self.log.await_durable(&info)?;
         let mut groups = self.lock();
         for (at, (key, value)) in (info.base_offset..).zip(entries) {
             apply(&mut groups, key, value, at);
@@ -521,17 +404,5 @@ mod tests {
             store.expire(store.opened_ms + week, week, &none).unwrap(),
             vec!["g".to_string()]
         );
-    }
-
-    #[test]
-    fn unknown_formats_are_refused() {
-        assert!(decode::<Key>(&[9, 1, 2]).is_err());
-        assert!(decode::<Key>(&[]).is_err());
-        let key = Key {
-            group: "g".into(),
-            topic: "t".into(),
-            partition: 3,
-        };
-        assert_eq!(decode::<Key>(&encode(&key).unwrap()).unwrap(), key);
     }
 }

@@ -1,11 +1,10 @@
 //! The one place where lograil's errors become Kafka error codes.
 
 use kafka_protocol::error::ResponseError;
-use log_core::{AppendError, ReadError, TopicError};
+use log_core::{AppendError, ReadError, StateLogError, TopicError};
 
 use crate::appender::ProduceError;
 use crate::broker::CreateError;
-use crate::groups::offsets::OffsetsError;
 use crate::shares::FetchError;
 
 /// The code of an outcome: 0 for success.
@@ -45,14 +44,11 @@ pub fn produce(e: &ProduceError, version: i16) -> ResponseError {
     }
 }
 
-pub fn offsets(e: &OffsetsError) -> ResponseError {
+pub fn offsets(e: &StateLogError) -> ResponseError {
     match e {
-        OffsetsError::Append(e) => append(e),
-        OffsetsError::Encode(_) => ResponseError::UnknownServerError,
-        OffsetsError::Topic(_)
-        | OffsetsError::Read(_)
-        | OffsetsError::Batch(_)
-        | OffsetsError::Compact(_) => ResponseError::KafkaStorageError,
+        StateLogError::Append { source, .. } => append(source),
+        StateLogError::Encode { .. } => ResponseError::UnknownServerError,
+        _ => ResponseError::KafkaStorageError,
     }
 }
 
