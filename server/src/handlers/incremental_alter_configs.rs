@@ -63,75 +63,9 @@ impl Handler for IncrementalAlterConfigsRequest {
         let mut pending = Pending::default();
         let mut responses = Vec::with_capacity(request.resources.len());
         for resource in request.resources {
-            if resource.resource_type == BROKER && resource.resource_name.is_empty() {
-                let response = AlterConfigsResourceResponse::default()
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name.clone());
-                let changes = match topic_changes(&resource.configs) {
-                    Ok(changes) => changes,
-                    Err(message) => {
-                        responses.push(
-                            response
-                                .with_error_code(ResponseError::InvalidConfig.code())
-                                .with_error_message(Some(StrBytes::from_string(message))),
-                        );
-                        continue;
-                    }
-                };
-                let owner = broker.clone();
-                let validate_only = request.validate_only;
-                let outcome = crate::blocking::spawn(move || {
-                    alter_broker_defaults(&owner, &changes, validate_only)
-                })
-                .await
-                .unwrap_or_else(|e| {
-                    Err((
-                        ResponseError::UnknownServerError,
-                        format!("altering the broker defaults failed: {e}"),
-                    ))
-                });
-                responses.push(match outcome {
-                    Ok(()) => response,
-                    Err((error, message)) => response
-                        .with_error_code(error.code())
-                        .with_error_message(Some(StrBytes::from_string(message))),
-                });
-                continue;
-            }
-            if resource.resource_type == TOPIC {
-                let response = AlterConfigsResourceResponse::default()
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name.clone());
-                let changes = match topic_changes(&resource.configs) {
-                    Ok(changes) => changes,
-                    Err(message) => {
-                        responses.push(
-                            response
-                                .with_error_code(ResponseError::InvalidConfig.code())
-                                .with_error_message(Some(StrBytes::from_string(message))),
-                        );
-                        continue;
-                    }
-                };
-                let owner = broker.clone();
-                let name = resource.resource_name.to_string();
-                let validate_only = request.validate_only;
-                let outcome = crate::blocking::spawn(move || {
-                    alter_topic(&owner, &name, &changes, false, validate_only)
-                })
-                .await
-                .unwrap_or_else(|e| {
-                    Err((
-                        ResponseError::UnknownServerError,
-                        format!("altering the topic's configs failed: {e}"),
-                    ))
-                });
-                responses.push(match outcome {
-                    Ok(()) => response,
-                    Err((error, message)) => response
-                        .with_error_code(error.code())
-                        .with_error_message(Some(StrBytes::from_string(message))),
-                });
+            let is_broker = resource.resource_type == BROKER && resource.resource_name.is_empty();
+            if is_broker || resource.resource_type == TOPIC {
+                responses.push(alter_broker_or_topic(broker, resource, request.validate_only).await);
                 continue;
             }
             responses.push(alter_group(
@@ -151,6 +85,54 @@ impl Handler for IncrementalAlterConfigsRequest {
 
     fn each_error(r: &IncrementalAlterConfigsResponse, f: &mut dyn FnMut(i16)) {
         r.responses.iter().for_each(|c| f(c.error_code))
+    }
+}
+
+/// The broker's topic defaults (the broker resource named "") or one topic's configs, on
+/// the blocking pool.
+async fn alter_broker_or_topic(
+    broker: &Arc<Broker>,
+    resource: AlterConfigsResource,
+    validate_only: bool,
+) -> AlterConfigsResourceResponse {
+    let response = AlterConfigsResourceResponse::default()
+        .with_resource_type(resource.resource_type)
+        .with_resource_name(resource.resource_name.clone());
+    let changes = match topic_changes(&resource.configs) {
+        Ok(changes) => changes,
+        Err(message) => {
+            return response
+                .with_error_code(ResponseError::InvalidConfig.code())
+                .with_error_message(Some(StrBytes::from_string(message)));
+        }
+    };
+    let owner = broker.clone();
+    let name = resource.resource_name.to_string();
+    let is_topic = resource.resource_type == TOPIC;
+    let outcome = crate::blocking::spawn(move || {
+        if is_topic {
+            alter_topic(&owner, &name, &changes, false, validate_only)
+        } else {
+            alter_broker_defaults(&owner, &changes, validate_only)
+        }
+    })
+    .await
+    .unwrap_or_else(|e| {
+        let what = if is_topic {
+            "the topic's configs"
+        } else {
+            "the broker defaults"
+        };
+        Err((
+            ResponseError::UnknownServerError,
+            format!("altering {what} failed: {e}"),
+        ))
+    });
+    match outcome {
+        Ok(()) => response,
+        Err((error, message)) => response
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message))),
     }
 }
 

@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
-use super::share_fetch::{ack_batch, acknowledge, release_member, Acks};
+use super::share_fetch::{ack_batches, acknowledge, release_member, Acks};
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -65,19 +65,7 @@ impl Handler for ShareAcknowledgeRequest {
             .iter()
             .flat_map(|t| {
                 t.partitions.iter().map(|p| {
-                    let batches = p
-                        .acknowledgement_batches
-                        .iter()
-                        .map(|b| {
-                            ack_batch(
-                                b.first_offset,
-                                b.last_offset,
-                                &b.acknowledge_types,
-                                &b.unknown_tagged_fields,
-                                request.is_renew_ack,
-                            )
-                        })
-                        .collect();
+                    let batches = ack_batches(&p.acknowledgement_batches, request.is_renew_ack);
                     ((t.topic_id, p.partition_index), batches)
                 })
             })

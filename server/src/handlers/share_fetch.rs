@@ -97,19 +97,7 @@ impl Handler for ShareFetchRequest {
                     .iter()
                     .filter(|p| !p.acknowledgement_batches.is_empty())
                     .map(|p| {
-                        let batches = p
-                            .acknowledgement_batches
-                            .iter()
-                            .map(|b| {
-                                ack_batch(
-                                    b.first_offset,
-                                    b.last_offset,
-                                    &b.acknowledge_types,
-                                    &b.unknown_tagged_fields,
-                                    request.is_renew_ack,
-                                )
-                            })
-                            .collect();
+                        let batches = ack_batches(&p.acknowledgement_batches, request.is_renew_ack);
                         ((t.topic_id, p.partition_index), batches)
                     })
             })
@@ -239,10 +227,63 @@ impl Handler for ShareFetchRequest {
 /// big-endian); see `vendor/kafka-protocol/LOGRAIL-PATCH.md`.
 pub const RELEASE_DELAY_TAG: i32 = 10_000;
 
+/// An acknowledgement batch as ShareFetch and ShareAcknowledge carry it (two wire types of
+/// the same fields).
+pub trait WireAckBatch {
+    fn first_offset(&self) -> i64;
+    fn last_offset(&self) -> i64;
+    fn acknowledge_types(&self) -> &[i8];
+    fn tags(&self) -> &std::collections::BTreeMap<i32, Bytes>;
+}
+
+macro_rules! wire_ack_batch {
+    ($($batch:ty),*) => {$(
+        impl WireAckBatch for $batch {
+            fn first_offset(&self) -> i64 {
+                self.first_offset
+            }
+            fn last_offset(&self) -> i64 {
+                self.last_offset
+            }
+            fn acknowledge_types(&self) -> &[i8] {
+                &self.acknowledge_types
+            }
+            fn tags(&self) -> &std::collections::BTreeMap<i32, Bytes> {
+                &self.unknown_tagged_fields
+            }
+        }
+    )*};
+}
+
+wire_ack_batch!(
+    kafka_protocol::messages::share_fetch_request::AcknowledgementBatch,
+    kafka_protocol::messages::share_acknowledge_request::AcknowledgementBatch
+);
+
+/// One partition's acknowledgement batches, read with [`ack_batch`]: the first that cannot be
+/// read fails them all.
+pub fn ack_batches<B: WireAckBatch>(
+    batches: &[B],
+    renew_allowed: bool,
+) -> Result<Vec<AckBatch>, ResponseError> {
+    batches
+        .iter()
+        .map(|b| {
+            ack_batch(
+                b.first_offset(),
+                b.last_offset(),
+                b.acknowledge_types(),
+                b.tags(),
+                renew_allowed,
+            )
+        })
+        .collect()
+}
+
 /// Acknowledgement types on the wire to ours (a release with lograil's delay tag waits that
 /// long before it can be delivered again); INVALID_REQUEST for an unknown type, and for RENEW
 /// unless the request says it renews (`IsRenewAck`, v2).
-pub fn ack_batch(
+fn ack_batch(
     first: i64,
     last: i64,
     types: &[i8],
