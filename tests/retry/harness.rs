@@ -12,7 +12,8 @@ use retry_topic::{Event, Handler, RetryConfig, RetryError, RetryingConsumer, Sta
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::cluster::{read_all, wait_until, TestCluster};
+use test_support::cluster::{read_all, TestCluster};
+use test_support::kafka::wait_until_async;
 
 /// Client properties for the chain's consumer: the suite's group timing, and short fetch
 /// waits so a resumed partition is fetched promptly.
@@ -171,7 +172,7 @@ impl Effects {
 }
 
 pub async fn wait_for(what: &str, secs: u64, check: impl FnMut() -> bool) {
-    wait_until(what, Duration::from_secs(secs), check).await;
+    wait_until_async(what, Duration::from_secs(secs), check).await;
 }
 
 /// `lograil <args>` with `--bootstrap-server`, its exit status and stdout.
