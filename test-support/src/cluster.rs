@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use consumer::{Admin, ClientConfig, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition};
+use consumer::{
+    Admin, ClientConfig, Consumer, ConsumerRecord, NewTopic, Producer, ProducerRecord,
+    TopicPartition,
+};
 
 use crate::broker::TestBroker;
 
@@ -199,6 +202,26 @@ impl TestCluster {
             config.set(*k, *v);
         }
         Producer::from_config(&config).await.unwrap()
+    }
+
+    /// Sends `records` with a producer of its own (`props` set) and waits until each is
+    /// delivered; their offsets, in order.
+    pub async fn produce(
+        &self,
+        props: &[(&str, &str)],
+        records: impl IntoIterator<Item = ProducerRecord>,
+    ) -> Vec<i64> {
+        let producer = self.producer(props).await;
+        let mut deliveries = Vec::new();
+        for record in records {
+            deliveries.push(producer.send(record).await.unwrap());
+        }
+        let mut offsets = Vec::new();
+        for d in deliveries {
+            offsets.push(d.await.unwrap().offset);
+        }
+        producer.close().await;
+        offsets
     }
 
     /// A consumer with test-friendly group timing (Kafka's minimum session timeout).

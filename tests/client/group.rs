@@ -52,18 +52,12 @@ impl RebalanceListener for Events {
 }
 
 async fn produce_ids(cluster: &TestCluster, topic: &str, ids: std::ops::Range<u32>) {
-    let producer = cluster.producer(&[("linger.ms", "5")]).await;
-    for id in ids {
-        producer
-            .send(
-                ProducerRecord::new(topic)
-                    .key(format!("k{}", id % 50))
-                    .value(id.to_string()),
-            )
-            .await
-            .unwrap();
-    }
-    producer.close().await;
+    let records = ids.map(|id| {
+        ProducerRecord::new(topic)
+            .key(format!("k{}", id % 50))
+            .value(id.to_string())
+    });
+    cluster.produce(&[("linger.ms", "5")], records).await;
 }
 
 fn id_of(r: &consumer::ConsumerRecord) -> u32 {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use consumer::{ConsumerRecord, Producer, ProducerRecord};
+use consumer::{ConsumerRecord, ProducerRecord};
 use retry_topic::{Event, Handler, RetryConfig, RetryError, RetryingConsumer, StatusHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -102,11 +102,7 @@ pub async fn produce(
     partition: i32,
     records: &[Sent<'_>],
 ) -> Vec<i64> {
-    let producer = Producer::from_config(&cluster.config().with("acks", "all"))
-        .await
-        .unwrap();
-    let mut deliveries = Vec::new();
-    for (key, value, headers) in records {
+    let records = records.iter().map(|(key, value, headers)| {
         let mut r = ProducerRecord::new(topic)
             .value(value.to_string())
             .partition(partition);
@@ -116,14 +112,9 @@ pub async fn produce(
         for (n, v) in headers {
             r = r.header(n.to_string(), v.clone());
         }
-        deliveries.push(producer.send(r).await.unwrap());
-    }
-    let mut offsets = Vec::new();
-    for d in deliveries {
-        offsets.push(d.await.unwrap().offset);
-    }
-    producer.close().await;
-    offsets
+        r
+    });
+    cluster.produce(&[("acks", "all")], records).await
 }
 
 /// Values only, no key or headers.
