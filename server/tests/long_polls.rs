@@ -83,7 +83,7 @@ fn group_state(broker: &InProcess, group: &str) -> (String, usize) {
     let request = DescribeGroupsRequest::default()
         .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]);
     let response: DescribeGroupsResponse =
-        call(&mut client(&broker), ApiKey::DescribeGroups, 5, &request);
+        call(&mut client(broker), ApiKey::DescribeGroups, 5, &request);
     let group = &response.groups[0];
     (group.group_state.to_string(), group.members.len())
 }

@@ -30,6 +30,23 @@ pub fn lograil_bin() -> PathBuf {
     }
 }
 
+/// Runs `lograil <args>` (a CLI command) to its end: whether it succeeded, its stdout and stderr.
+pub fn lograil(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(lograil_bin()).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `lograil <args>`; fails the test (showing stderr) unless it succeeds; its stdout.
+pub fn lograil_stdout(args: &[&str]) -> String {
+    let (ok, out, err) = lograil(args);
+    assert!(ok, "lograil {args:?}: {err}");
+    out
+}
+
 /// A `lograil serve` process on a fresh port; killed (SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct TestBroker {

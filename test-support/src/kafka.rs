@@ -27,6 +27,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{
     BaseRecord, DefaultProducerContext, Producer, ProducerContext, ThreadedProducer,
 };
+use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::wire::{call, connect, frame, read_response};
@@ -277,6 +278,17 @@ impl Record {
             ..self
         }
     }
+}
+
+/// The largest throttle (ms) that librdkafka's `statistics` show for any broker.
+pub fn max_throttle_ms(statistics: &Statistics) -> i64 {
+    statistics
+        .brokers
+        .values()
+        .filter_map(|b| b.throttle.as_ref())
+        .map(|w| w.max)
+        .max()
+        .unwrap_or(0)
 }
 
 /// A librdkafka producer of the broker at `addr`, with `props` set.

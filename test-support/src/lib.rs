@@ -19,6 +19,6 @@ pub mod in_process;
 pub mod kafka;
 pub mod wire;
 
-pub use broker::TestBroker;
+pub use broker::{lograil, lograil_stdout, TestBroker};
 pub use cluster::TestCluster;
 pub use in_process::InProcess;

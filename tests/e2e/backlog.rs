@@ -13,8 +13,10 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use test_support::kafka::{produce_response, set_configs, try_create_topic, TOPIC_RESOURCE};
-use test_support::TestBroker;
+use test_support::kafka::{
+    max_throttle_ms, produce_response, set_configs, try_create_topic, TOPIC_RESOURCE,
+};
+use test_support::{lograil_stdout, TestBroker};
 
 const POLICY_VIOLATION: i16 = 44;
 const INVALID_CONFIG: i16 = 40;
@@ -74,14 +76,8 @@ struct Deliveries {
 
 impl ClientContext for Deliveries {
     fn stats(&self, statistics: Statistics) {
-        let max = statistics
-            .brokers
-            .values()
-            .filter_map(|b| b.throttle.as_ref())
-            .map(|w| w.max)
-            .max()
-            .unwrap_or(0);
-        self.throttle_max_ms.fetch_max(max, Ordering::Relaxed);
+        self.throttle_max_ms
+            .fetch_max(max_throttle_ms(&statistics), Ordering::Relaxed);
     }
 }
 
@@ -127,16 +123,7 @@ fn rdkafka_produce(addr: &str) -> (Result<(), String>, i64) {
 }
 
 fn describe(addr: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lograil"))
-        .args(["topic", "describe", TOPIC, "--bootstrap-server", addr])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    lograil_stdout(&["topic", "describe", TOPIC, "--bootstrap-server", addr])
 }
 
 #[test]

@@ -23,7 +23,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use test_support::kafka::{rdkafka_produce, Record};
 use test_support::wire::{call, connect};
-use test_support::TestBroker;
+use test_support::{lograil, TestBroker};
 
 const BROKER_FLAGS: &[&str] = &[
     "--default-partitions",
@@ -531,18 +531,6 @@ fn bad_commits_get_kafka_errors_and_corrupt_nothing() {
         .with_member_id(StrBytes::from_static_str("nobody"));
     let hb: HeartbeatResponse = call(&mut connect(&broker.addr), ApiKey::Heartbeat, 3, &hb);
     assert_eq!(hb.error_code, 25);
-}
-
-fn lograil(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lograil"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

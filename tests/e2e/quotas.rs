@@ -17,9 +17,9 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 
-use test_support::kafka::{create_topic, fetch_request, produce, text};
+use test_support::kafka::{create_topic, fetch_request, max_throttle_ms, produce, text};
 use test_support::wire::{call, connect, read_response};
-use test_support::TestBroker;
+use test_support::{lograil_stdout, TestBroker};
 
 const INVALID_REQUEST: i16 = 42;
 
@@ -253,18 +253,9 @@ fn client_quotas_are_set_described_removed_and_kept_across_a_restart() {
 
     // The CLI reads and writes the same quotas.
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lograil"))
-            .arg("quota")
-            .args(args)
-            .args(["--bootstrap-server", &addr])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let mut args = [&["quota"], args].concat();
+        args.extend(["--bootstrap-server", &addr]);
+        lograil_stdout(&args)
     };
     cli(&["set", "--client-id", "cli", "--producer-byte-rate", "4096"]);
     assert_eq!(
@@ -321,14 +312,8 @@ struct Meter {
 impl ClientContext for Meter {
     fn stats(&self, statistics: Statistics) {
         self.stats.fetch_add(1, Ordering::Relaxed);
-        let max = statistics
-            .brokers
-            .values()
-            .filter_map(|b| b.throttle.as_ref())
-            .map(|w| w.max)
-            .max()
-            .unwrap_or(0);
-        self.throttle_max_ms.fetch_max(max, Ordering::Relaxed);
+        self.throttle_max_ms
+            .fetch_max(max_throttle_ms(&statistics), Ordering::Relaxed);
     }
 }
 

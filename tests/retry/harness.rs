@@ -2,7 +2,6 @@
 //! producer of test records, and readers of what ended up in a topic.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -166,18 +165,11 @@ pub async fn wait_for(what: &str, secs: u64, check: impl FnMut() -> bool) {
     wait_until_async(what, Duration::from_secs(secs), check).await;
 }
 
-/// `lograil <args>` with `--bootstrap-server`, its exit status and stdout.
+/// `lograil <args>` with `--bootstrap-server`: whether it succeeded, its stdout and stderr.
 pub fn lograil(cluster: &TestCluster, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lograil"))
-        .args(args)
-        .args(["--bootstrap-server", cluster.bootstrap()])
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut args = args.to_vec();
+    args.extend(["--bootstrap-server", cluster.bootstrap()]);
+    test_support::lograil(&args)
 }
 
 pub fn value_of(record: &ConsumerRecord) -> String {
