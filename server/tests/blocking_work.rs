@@ -9,25 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use consumer::{Admin, Connection};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::ProduceResponse;
 use log_core::io::{Faults, FaultyStorage};
 use log_core::{batch, LogOptions};
-
-fn produce_request(topic: &str, records: Bytes) -> ProduceRequest {
-    let partition = PartitionProduceData::default()
-        .with_index(0)
-        .with_records(Some(records));
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![partition])])
-}
+use test_support::kafka::produce_request;
+use test_support::InProcess;
 
 /// Produces one batch of `size` bytes of value; the error code and base offset.
 async fn produce(addr: &str, topic: &str, size: usize) -> (i16, i64) {
@@ -35,7 +22,7 @@ async fn produce(addr: &str, topic: &str, size: usize) -> (i16, i64) {
     let value = vec![b'v'; size];
     let records = batch::build(&[(None, Some(value.as_slice()), 1)]);
     let response: ProduceResponse = connection
-        .call(&produce_request(topic, records), 9)
+        .call(&produce_request(topic, 0, Some(records)), 9)
         .await
         .unwrap();
     let partition = &response.responses[0].partition_responses[0];
@@ -54,30 +41,17 @@ impl Drop for Release {
 
 #[test]
 fn a_segment_roll_and_an_fsync_wait_do_not_stall_other_requests() {
-    let broker_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
     let faults = Faults::new();
-    let _release = Release(faults.clone());
-    let config = lograil::BrokerConfig {
-        data_dir: dir.path().to_path_buf(),
-        log: LogOptions {
+    // One worker thread: blocking work run on it would stall every other request.
+    let mut broker = InProcess::start(1, |config| {
+        config.log = LogOptions {
             storage: Arc::new(FaultyStorage::new(faults.clone())),
             ..LogOptions::default()
-        },
-        ..lograil::BrokerConfig::default()
-    };
-    let listener = broker_runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = broker_runtime.spawn(lograil::run(listener, config, async {
-        let _ = stopped.await;
-    }));
+        }
+    });
+    // Declared after the broker, so dropped before it: held fsyncs are released first.
+    let _release = Release(faults.clone());
+    let addr = broker.addr.clone();
 
     let clients = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -128,7 +102,5 @@ fn a_segment_roll_and_an_fsync_wait_do_not_stall_other_requests() {
         assert_eq!(rolling.await.unwrap(), (0, 17));
         assert_eq!(durable.await.unwrap(), (0, 0));
     });
-    let _ = stop.send(());
-    broker_runtime.block_on(server).unwrap().unwrap();
-    broker_runtime.shutdown_timeout(Duration::from_secs(10));
+    broker.stop(Duration::from_secs(60));
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use consumer::{ProducerRecord, SendError};
 
-use crate::cluster::{on_kafka, read_all, wait_until, TestCluster};
+use test_support::cluster::{on_kafka, read_all, TestCluster};
+use test_support::kafka::wait_until_async;
 
 fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -65,7 +66,7 @@ async fn lograil_only_send_waits_at_buffer_memory_and_try_send_sheds_with_a_hint
         })
     };
     // The buffer fills and `send` stops accepting.
-    wait_until("buffer.memory full", Duration::from_secs(30), || {
+    wait_until_async("buffer.memory full", Duration::from_secs(30), || {
         producer.buffered_bytes() + RECORD + 100 > BUFFER
     })
     .await;

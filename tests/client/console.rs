@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use consumer::partition_for_key;
 use serde_json::Value;
 
-use crate::cluster::{unique, TestCluster};
+use test_support::cluster::{unique, TestCluster};
 
 fn lograil() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lograil"))

@@ -11,7 +11,7 @@ use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer as _, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::cluster::{read_all, TestCluster};
+use test_support::cluster::{read_all, TestCluster};
 
 /// Key, value and headers of a test record.
 type Parts = (

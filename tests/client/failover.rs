@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use consumer::{ConsumeError, ProducerRecord};
 
-use crate::cluster::{on_kafka, read_all, unique, wait_until, TestCluster};
+use test_support::cluster::{on_kafka, read_all, unique, TestCluster};
+use test_support::kafka::wait_until_async;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_only_broker_killed_mid_stream_with_acks_all() {
@@ -70,7 +71,7 @@ async fn kafka_only_broker_killed_mid_stream_with_acks_all() {
         deliveries.push(producer.send(record).await.unwrap());
         if id == TOTAL / 3 {
             // Let the first third be acknowledged and read, then kill a leader.
-            wait_until("a third read", Duration::from_secs(60), || {
+            wait_until_async("a third read", Duration::from_secs(60), || {
                 seen.lock().unwrap().len() as u32 > TOTAL / 4
             })
             .await;
@@ -95,7 +96,7 @@ async fn kafka_only_broker_killed_mid_stream_with_acks_all() {
         acked += 1;
     }
     assert_eq!(acked, TOTAL);
-    wait_until(
+    wait_until_async(
         "consumers read every record",
         Duration::from_secs(120),
         || seen.lock().unwrap().iter().collect::<BTreeSet<_>>().len() as u32 == TOTAL,
@@ -204,7 +205,7 @@ async fn kafka_only_group_coordinator_killed() {
         }
     };
     send(0, 1000).await;
-    wait_until("the first 1000 read", Duration::from_secs(60), || {
+    wait_until_async("the first 1000 read", Duration::from_secs(60), || {
         seen.lock().unwrap().iter().collect::<BTreeSet<_>>().len() == 1000
     })
     .await;
@@ -216,7 +217,7 @@ async fn kafka_only_group_coordinator_killed() {
         .unwrap();
     let killed = cluster.kill_node(coordinator);
     send(1000, 2000).await;
-    wait_until(
+    wait_until_async(
         "all 2000 read after the coordinator died",
         Duration::from_secs(120),
         || seen.lock().unwrap().iter().collect::<BTreeSet<_>>().len() == 2000,

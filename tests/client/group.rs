@@ -11,7 +11,8 @@ use consumer::{
     TopicPartition,
 };
 
-use crate::cluster::{unique, wait_until, TestCluster};
+use test_support::cluster::{unique, TestCluster};
+use test_support::kafka::wait_until_async;
 
 /// Every rebalance callback, in order.
 #[derive(Debug, Default)]
@@ -51,18 +52,12 @@ impl RebalanceListener for Events {
 }
 
 async fn produce_ids(cluster: &TestCluster, topic: &str, ids: std::ops::Range<u32>) {
-    let producer = cluster.producer(&[("linger.ms", "5")]).await;
-    for id in ids {
-        producer
-            .send(
-                ProducerRecord::new(topic)
-                    .key(format!("k{}", id % 50))
-                    .value(id.to_string()),
-            )
-            .await
-            .unwrap();
-    }
-    producer.close().await;
+    let records = ids.map(|id| {
+        ProducerRecord::new(topic)
+            .key(format!("k{}", id % 50))
+            .value(id.to_string())
+    });
+    cluster.produce(&[("linger.ms", "5")], records).await;
 }
 
 fn id_of(r: &consumer::ConsumerRecord) -> u32 {
@@ -134,7 +129,7 @@ async fn three_members_one_killed(assignor: &str) {
         let task = reader(i, c.clone(), seen.clone());
         members.push((c, task));
     }
-    wait_until(
+    wait_until_async(
         "three members with two partitions each",
         Duration::from_secs(60),
         || {
@@ -145,7 +140,7 @@ async fn three_members_one_killed(assignor: &str) {
         },
     )
     .await;
-    wait_until(
+    wait_until_async(
         "the first 300 records read",
         Duration::from_secs(60),
         || ids(&seen).len() == 300,
@@ -159,7 +154,7 @@ async fn three_members_one_killed(assignor: &str) {
     let dead_partitions = dead.assignment();
     drop(dead);
     produce_ids(&cluster, &topic, 300..600).await;
-    wait_until(
+    wait_until_async(
         "the survivors to take all six partitions",
         Duration::from_secs(60),
         || {
@@ -169,7 +164,7 @@ async fn three_members_one_killed(assignor: &str) {
         },
     )
     .await;
-    wait_until("every record read", Duration::from_secs(60), || {
+    wait_until_async("every record read", Duration::from_secs(60), || {
         ids(&seen).len() == 600
     })
     .await;
@@ -214,14 +209,14 @@ async fn cooperative_rebalance_revokes_only_what_moves() {
     a.subscribe(&[&topic]).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let a_task = reader(0, a.clone(), seen.clone());
-    wait_until("a owns all six", Duration::from_secs(60), || {
+    wait_until_async("a owns all six", Duration::from_secs(60), || {
         a.assignment().len() == 6
     })
     .await;
     let (b, b_events) = member(&cluster, &group, "cooperative-sticky", &[]).await;
     b.subscribe(&[&topic]).unwrap();
     let b_task = reader(1, b.clone(), seen.clone());
-    wait_until("three each", Duration::from_secs(60), || {
+    wait_until_async("three each", Duration::from_secs(60), || {
         a.assignment().len() == 3 && b.assignment().len() == 3
     })
     .await;
@@ -235,7 +230,7 @@ async fn cooperative_rebalance_revokes_only_what_moves() {
     assert!(a_events.of("lost").is_empty());
     assert!(b_events.of("revoked").is_empty());
     produce_ids(&cluster, &topic, 0..200).await;
-    wait_until("both read", Duration::from_secs(60), || {
+    wait_until_async("both read", Duration::from_secs(60), || {
         ids(&seen).len() == 200
     })
     .await;
@@ -256,14 +251,14 @@ async fn eager_rebalance_revokes_everything_first() {
     a.subscribe(&[&topic]).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let a_task = reader(0, a.clone(), seen.clone());
-    wait_until("a owns all", Duration::from_secs(60), || {
+    wait_until_async("a owns all", Duration::from_secs(60), || {
         a.assignment().len() == 4
     })
     .await;
     let (b, _) = member(&cluster, &group, "range", &[]).await;
     b.subscribe(&[&topic]).unwrap();
     let b_task = reader(1, b.clone(), seen.clone());
-    wait_until("two each", Duration::from_secs(60), || {
+    wait_until_async("two each", Duration::from_secs(60), || {
         a.assignment().len() == 2 && b.assignment().len() == 2
     })
     .await;
@@ -308,7 +303,7 @@ async fn static_member_restart_keeps_its_partitions() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let a_task = reader(0, a.clone(), seen.clone());
     let b_task = reader(1, b.clone(), seen.clone());
-    wait_until("two each", Duration::from_secs(60), || {
+    wait_until_async("two each", Duration::from_secs(60), || {
         a.assignment().len() == 2 && b.assignment().len() == 2
     })
     .await;
@@ -327,7 +322,7 @@ async fn static_member_restart_keeps_its_partitions() {
     .await;
     a2.subscribe(&[&topic]).unwrap();
     let a2_task = reader(0, a2.clone(), seen.clone());
-    wait_until(
+    wait_until_async(
         "a back with its partitions",
         Duration::from_secs(60),
         || a2.assignment() == a_before,
@@ -335,7 +330,7 @@ async fn static_member_restart_keeps_its_partitions() {
     .await;
     assert_eq!(a2_events.of("assigned"), vec![a_before.clone()]);
     produce_ids(&cluster, &topic, 0..100).await;
-    wait_until("all read", Duration::from_secs(60), || {
+    wait_until_async("all read", Duration::from_secs(60), || {
         ids(&seen).len() == 100
     })
     .await;
@@ -504,7 +499,7 @@ async fn reset_none_is_an_error_until_a_seek() {
         .consumer(Some(&unique("latest")), &[("auto.offset.reset", "latest")])
         .await;
     latest.assign(std::slice::from_ref(&tp)).unwrap();
-    wait_until("position resolved", Duration::from_secs(30), || {
+    wait_until_async("position resolved", Duration::from_secs(30), || {
         latest.position(&tp) == Some(10)
     })
     .await;
@@ -561,7 +556,7 @@ async fn seek_pause_and_resume() {
     let r = c.recv().await.unwrap();
     assert_eq!((r.partition, r.offset), (1, 0));
     c.seek_to_end(&[p0.clone(), p1.clone()]).unwrap();
-    wait_until("at the end", Duration::from_secs(30), || {
+    wait_until_async("at the end", Duration::from_secs(30), || {
         c.position(&p0) == Some(100) && c.position(&p1) == Some(100)
     })
     .await;
@@ -599,14 +594,14 @@ async fn a_member_that_stops_polling_leaves_and_rejoins() {
     let b_task = reader(1, b.clone(), seen.clone());
     // a asks for records until the group is settled, then stops asking.
     let a_task = reader(0, a.clone(), seen.clone());
-    wait_until("one partition each", Duration::from_secs(60), || {
+    wait_until_async("one partition each", Duration::from_secs(60), || {
         a.assignment().len() == 1 && b.assignment().len() == 1
     })
     .await;
     a_task.abort();
     let _ = a_task.await;
     // After max.poll.interval.ms without a recv, a leaves and b takes both partitions.
-    wait_until("b owns both partitions", Duration::from_secs(60), || {
+    wait_until_async("b owns both partitions", Duration::from_secs(60), || {
         b.assignment().len() == 2
     })
     .await;
@@ -615,11 +610,11 @@ async fn a_member_that_stops_polling_leaves_and_rejoins() {
     // a asks again: it rejoins and gets a partition back.
     produce_ids(&cluster, &topic, 0..20).await;
     let a_reader = reader(0, a.clone(), seen.clone());
-    wait_until("a back in the group", Duration::from_secs(60), || {
+    wait_until_async("a back in the group", Duration::from_secs(60), || {
         a.assignment().len() == 1 && b.assignment().len() == 1
     })
     .await;
-    wait_until("all read", Duration::from_secs(60), || {
+    wait_until_async("all read", Duration::from_secs(60), || {
         ids(&seen).len() == 20
     })
     .await;

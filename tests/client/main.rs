@@ -7,14 +7,6 @@
 //! (the whole broker frozen or killed) do nothing on the shared Kafka cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
-#[path = "../e2e/broker.rs"]
-mod broker;
-mod cluster;
-#[allow(dead_code)]
-#[path = "../e2e/wire.rs"]
-mod wire;
-
 mod backpressure;
 mod console;
 mod cross_client;

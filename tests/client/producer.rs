@@ -7,7 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use consumer::{partition_for_key, DeliveryError, ProducerRecord};
 
-use crate::cluster::{read_all, TestCluster};
+use test_support::cluster::{read_all, TestCluster};
+use test_support::kafka::wait_until_async;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_records_land_on_their_murmur2_partition() {
@@ -222,7 +223,7 @@ async fn idempotent_retries_never_duplicate_or_reorder() {
         deliveries.push(producer.send(record).await.unwrap());
     }
     // Long enough for requests to time out and be retried (request.timeout.ms = 1.5 s).
-    crate::cluster::wait_until("a retry", Duration::from_secs(30), || {
+    wait_until_async("a retry", Duration::from_secs(30), || {
         producer.stats().retries > 0
     })
     .await;
@@ -303,7 +304,7 @@ async fn a_refused_batch_fails_alone_and_the_epoch_is_bumped() {
 /// (the buffer is not full).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lograil_only_records_time_out_when_the_cluster_is_gone() {
-    if crate::cluster::on_kafka() {
+    if test_support::cluster::on_kafka() {
         return; // Needs the whole cluster gone: lograil only.
     }
     let mut cluster = TestCluster::start();
@@ -407,8 +408,8 @@ async fn an_out_of_order_sequence_is_fatal() {
     let leader = leader_of(&cluster, &topic, 0).await;
     let addr = cluster.address_of(leader);
     let response: ProduceResponse = tokio::task::spawn_blocking(move || {
-        let mut stream = crate::wire::connect(&addr);
-        crate::wire::call(&mut stream, ApiKey::Produce, 7, &request)
+        let mut stream = test_support::wire::connect(&addr);
+        test_support::wire::call(&mut stream, ApiKey::Produce, 7, &request)
     })
     .await
     .unwrap();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use consumer::{Delivery, IdempotencyLedger, ProducerRecord, QueueConsumer};
 
-use crate::cluster::{unique, TestCluster};
+use test_support::cluster::{unique, TestCluster};
 
 /// A topic with `values` produced to it (round robin over its partitions) and a share group
 /// reading it from the start, with `configs` on the group.

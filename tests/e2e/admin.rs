@@ -10,24 +10,21 @@ use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, Alte
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
 };
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::incremental_alter_configs_request as iac;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
-use crate::broker::TestBroker;
-use crate::wire::{call, connect};
+use test_support::kafka::{
+    alter_configs, create_topic, fetch_request, list_offset, name, produce, text,
+};
+use test_support::wire::{call, connect};
+use test_support::TestBroker;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -36,26 +33,6 @@ const INVALID_REQUEST: i16 = 42;
 const INVALID_CONFIG: i16 = 40;
 const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 const POLICY_VIOLATION: i16 = 44;
-
-fn name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_string()))
-}
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
-
-fn create_topic(addr: &str, topic: &str, partitions: i32) {
-    let request = CreateTopicsRequest::default()
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1)])
-        .with_timeout_ms(5000);
-    let response: CreateTopicsResponse =
-        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
-    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
-}
 
 fn partition_count(addr: &str, topic: &str) -> usize {
     let request = MetadataRequest::default()
@@ -68,35 +45,10 @@ fn partition_count(addr: &str, topic: &str) -> usize {
     response.topics[0].partitions.len()
 }
 
-fn produce(addr: &str, topic: &str, partition: i32, records: Bytes) -> (i16, i64) {
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])]);
-    let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
-    let p = &response.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
-
-/// (error code, number of bytes of records) of a fetch of partition 0 at `offset`.
+/// (error code, number of bytes of records, log start offset) of a fetch of partition 0 at
+/// `offset`.
 fn fetch(addr: &str, topic: &str, offset: i64) -> (i16, usize, i64) {
-    let request = FetchRequest::default()
-        .with_replica_id((-1).into())
-        .with_max_wait_ms(0)
-        .with_min_bytes(1)
-        .with_max_bytes(50 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(name(topic))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(offset)
-                .with_log_start_offset(-1)
-                .with_partition_max_bytes(1 << 20)])]);
+    let request = fetch_request(topic, offset, 0, 1 << 20);
     let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 11, &request);
     let p = &response.responses[0].partitions[0];
     (
@@ -106,18 +58,11 @@ fn fetch(addr: &str, topic: &str, offset: i64) -> (i16, usize, i64) {
     )
 }
 
-fn list_offset(addr: &str, topic: &str, timestamp: i64) -> i64 {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id((-1).into())
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(name(topic))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(0)
-                .with_timestamp(timestamp)])]);
-    let response: ListOffsetsResponse = call(&mut connect(addr), ApiKey::ListOffsets, 7, &request);
-    let p = &response.topics[0].partitions[0];
-    assert_eq!(p.error_code, 0);
-    p.offset
+/// The offset of partition 0 at `timestamp`, answered without error.
+fn offset_at(addr: &str, topic: &str, timestamp: i64) -> i64 {
+    let (code, offset, _) = list_offset(addr, topic, timestamp);
+    assert_eq!(code, 0);
+    offset
 }
 
 fn create_partitions(addr: &str, topics: &[(&str, i32)], validate_only: bool) -> Vec<i16> {
@@ -153,9 +98,8 @@ fn segment_files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn create_partitions_grows_a_topic_and_refuses_what_kafka_refuses() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(&data, &["--max-broker-partitions", "20"]);
+    let mut broker = TestBroker::start_temp(&["--max-broker-partitions", "20"]);
+    let data = broker.data_dir.clone();
     let addr = broker.addr.clone();
     create_topic(&addr, "grow", 2);
     assert_eq!(
@@ -266,47 +210,9 @@ fn config_of(addr: &str, topic: &str, key: &str) -> (String, i8) {
         .unwrap_or_else(|| panic!("{key} is not described"))
 }
 
-/// IncrementalAlterConfigs of one resource; (error code, message).
-fn incremental(
-    addr: &str,
-    resource_type: i8,
-    resource: &str,
-    changes: &[(&str, i8, Option<&str>)],
-    validate_only: bool,
-) -> (i16, Option<String>) {
-    let request = IncrementalAlterConfigsRequest::default()
-        .with_resources(vec![iac::AlterConfigsResource::default()
-            .with_resource_type(resource_type)
-            .with_resource_name(text(resource))
-            .with_configs(
-                changes
-                    .iter()
-                    .map(|(k, op, v)| {
-                        iac::AlterableConfig::default()
-                            .with_name(text(k))
-                            .with_config_operation(*op)
-                            .with_value(v.map(text))
-                    })
-                    .collect(),
-            )])
-        .with_validate_only(validate_only);
-    let response: IncrementalAlterConfigsResponse = call(
-        &mut connect(addr),
-        ApiKey::IncrementalAlterConfigs,
-        1,
-        &request,
-    );
-    let r = &response.responses[0];
-    (
-        r.error_code,
-        r.error_message.as_ref().map(|m| m.to_string()),
-    )
-}
-
 #[test]
 fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let mut broker = TestBroker::start_temp(&[]);
     let addr = broker.addr.clone();
     create_topic(&addr, "conf", 2);
     let (default_retention, source) = config_of(&addr, "conf", "retention.ms");
@@ -316,7 +222,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
     const DELETE: i8 = 1;
     const APPEND: i8 = 2;
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "conf",
@@ -331,7 +237,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
         default_retention
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "conf",
@@ -352,7 +258,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
     );
 
     // Bad input: nothing of the resource's changes is applied.
-    let (code, message) = incremental(
+    let (code, message) = alter_configs(
         &addr,
         2,
         "conf",
@@ -366,7 +272,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
     assert!(message.unwrap().contains("no.such.config"));
     assert_eq!(config_of(&addr, "conf", "retention.ms").0, "1234");
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "conf",
@@ -377,7 +283,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
         INVALID_CONFIG
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "conf",
@@ -388,7 +294,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
         INVALID_CONFIG
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "conf",
@@ -400,7 +306,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
         "a config lograil cannot honour"
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "conf",
@@ -411,11 +317,11 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
         INVALID_CONFIG
     );
     assert_eq!(
-        incremental(&addr, 2, "conf", &[("retention.ms", SET, None)], false).0,
+        alter_configs(&addr, 2, "conf", &[("retention.ms", SET, None)], false).0,
         INVALID_CONFIG
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "missing",
@@ -426,7 +332,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
         UNKNOWN_TOPIC_OR_PARTITION
     );
     // A per-broker config (the cluster-wide defaults: see the test of dynamic defaults).
-    let (code, message) = incremental(
+    let (code, message) = alter_configs(
         &addr,
         4,
         "1",
@@ -438,7 +344,7 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
 
     // DELETE puts the broker default back.
     assert_eq!(
-        incremental(&addr, 2, "conf", &[("segment.bytes", DELETE, None)], false).0,
+        alter_configs(&addr, 2, "conf", &[("segment.bytes", DELETE, None)], false).0,
         0
     );
     assert_eq!(config_of(&addr, "conf", "segment.bytes").1, 5);
@@ -510,13 +416,12 @@ fn delete_records(addr: &str, requests: &[(&str, i32, i64)]) -> Vec<(i16, i64)> 
 
 #[test]
 fn delete_records_moves_the_log_start_deletes_old_segments_and_survives_a_restart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(&data, &[]);
+    let mut broker = TestBroker::start_temp(&[]);
+    let data = broker.data_dir.clone();
     let addr = broker.addr.clone();
     create_topic(&addr, "old", 1);
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "old",
@@ -560,9 +465,9 @@ fn delete_records_moves_the_log_start_deletes_old_segments_and_survives_a_restar
             (UNKNOWN_TOPIC_OR_PARTITION, -1)
         ]
     );
-    assert_eq!(list_offset(&addr, "old", -2), 0, "nothing moved");
+    assert_eq!(offset_at(&addr, "old", -2), 0, "nothing moved");
     assert_eq!(delete_records(&addr, &[("old", 0, 7)]), vec![(0, 7)]);
-    assert_eq!(list_offset(&addr, "old", -2), 7);
+    assert_eq!(offset_at(&addr, "old", -2), 7);
     let (code, _, log_start) = fetch(&addr, "old", 6);
     assert_eq!(code, OFFSET_OUT_OF_RANGE);
     assert_eq!(fetch(&addr, "old", 0).0, OFFSET_OUT_OF_RANGE);
@@ -579,20 +484,19 @@ fn delete_records_moves_the_log_start_deletes_old_segments_and_survives_a_restar
     broker.kill9();
     broker.restart();
     let addr = broker.addr.clone();
-    assert_eq!(list_offset(&addr, "old", -2), 7);
+    assert_eq!(offset_at(&addr, "old", -2), 7);
     assert_eq!(fetch(&addr, "old", 6).0, OFFSET_OUT_OF_RANGE);
     // -1: up to the high watermark.
     assert_eq!(delete_records(&addr, &[("old", 0, -1)]), vec![(0, 12)]);
-    assert_eq!(list_offset(&addr, "old", -2), 12);
-    assert_eq!(list_offset(&addr, "old", -1), 12);
+    assert_eq!(offset_at(&addr, "old", -2), 12);
+    assert_eq!(offset_at(&addr, "old", -1), 12);
     assert_eq!(fetch(&addr, "old", 12).0, 0);
 }
 
 #[test]
 fn describe_cluster_log_dirs_and_producers() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(&data, &[]);
+    let mut broker = TestBroker::start_temp(&[]);
+    let data = broker.data_dir.clone();
     let addr = broker.addr.clone();
     let describe = |addr: &str, endpoint_type: i8| -> DescribeClusterResponse {
         let request = DescribeClusterRequest::default().with_endpoint_type(endpoint_type);
@@ -712,8 +616,7 @@ fn describe_cluster_log_dirs_and_producers() {
 #[test]
 fn join_group_before_v7_never_answers_a_null_protocol_name() {
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     let request = JoinGroupRequest::default()
         .with_group_id(GroupId(text("java-like")))
         .with_session_timeout_ms(10_000)
@@ -739,16 +642,14 @@ fn join_group_before_v7_never_answers_a_null_protocol_name() {
 
 #[test]
 fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(&data, &[]);
+    let mut broker = TestBroker::start_temp(&[]);
     let addr = broker.addr.clone();
     const SET: i8 = 0;
     const DELETE: i8 = 1;
     create_topic(&addr, "follows", 1);
     create_topic(&addr, "own", 1);
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             2,
             "own",
@@ -762,11 +663,11 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
 
     // Bad input first: nothing changes.
     assert_eq!(
-        incremental(&addr, 4, "", &[("num.io.threads", SET, Some("4"))], false).0,
+        alter_configs(&addr, 4, "", &[("num.io.threads", SET, Some("4"))], false).0,
         INVALID_REQUEST
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             4,
             "",
@@ -777,7 +678,7 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
         INVALID_REQUEST
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             4,
             "1",
@@ -789,7 +690,7 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
         "per-broker configs are static flags"
     );
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             4,
             "",
@@ -802,7 +703,7 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
     assert_eq!(config_of(&addr, "follows", "retention.ms").0, flag_default);
 
     assert_eq!(
-        incremental(
+        alter_configs(
             &addr,
             4,
             "",
@@ -858,7 +759,7 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
     );
     // Back to the flag: the topics that followed follow back.
     assert_eq!(
-        incremental(&addr, 4, "", &[("log.retention.ms", DELETE, None)], false).0,
+        alter_configs(&addr, 4, "", &[("log.retention.ms", DELETE, None)], false).0,
         0
     );
     assert!(describe_default(&addr).is_empty());

@@ -16,11 +16,13 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 
-use crate::broker::TestBroker;
-use crate::limits::{
-    api_versions_answered, declared_produce, produce_at, produce_request, wait_until,
+use test_support::kafka::{
+    api_versions_answered, create_topic, produce_at, produce_request, wait_until,
 };
-use crate::wire::{call, connect, frame, read_response};
+use test_support::wire::{call, connect, frame, read_response};
+use test_support::TestBroker;
+
+use crate::limits::declared_produce;
 
 /// Whether the broker still holds `stream` open: nothing to read yet (or bytes waiting) is
 /// open; end of stream or a reset is closed.
@@ -55,11 +57,7 @@ impl ProducerContext for Deliveries {
 #[test]
 fn idle_and_half_sent_connections_of_one_address_do_not_lock_out_its_neighbours() {
     const PER_IP: usize = 20;
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &["--max-connections-per-ip", &PER_IP.to_string()],
-    );
+    let broker = TestBroker::start_temp(&["--max-connections-per-ip", &PER_IP.to_string()]);
     let addr = broker.addr.clone();
     // A client that has been served and is idle between requests (the topic is created on it,
     // so that no other connection is still closing when the flood starts).
@@ -97,7 +95,7 @@ fn idle_and_half_sent_connections_of_one_address_do_not_lock_out_its_neighbours(
                 ApiKey::Produce,
                 9,
                 7,
-                &produce_request("neighbours", records()),
+                &produce_request("neighbours", 0, Some(records())),
             ))
             .unwrap();
         assert!(
@@ -150,11 +148,7 @@ fn idle_and_half_sent_connections_of_one_address_do_not_lock_out_its_neighbours(
 
 #[test]
 fn a_slowloris_does_not_take_metrics_dark() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &["--metrics-listen", "127.0.0.1:0"],
-    );
+    let broker = TestBroker::start_temp(&["--metrics-listen", "127.0.0.1:0"]);
     let metrics = broker.metrics_addr.clone().unwrap();
     // 24 connections, more than the endpoint serves at once, each with a request head begun
     // and never finished.
@@ -197,11 +191,10 @@ fn connections_of_one_client_id_share_its_byte_rate_quota() {
     const QUOTA: f64 = 100_000.0;
     const CONNECTIONS: usize = 40;
     const VALUE: usize = 20_000;
-    let tmp = tempfile::tempdir().unwrap();
     // A 2-second window: a burst of 200 kB, and a throttle of at most 2 s.
-    let broker = TestBroker::start(&tmp.path().join("data"), &["--quota-window-num", "2"]);
+    let broker = TestBroker::start_temp(&["--quota-window-num", "2"]);
     let addr = broker.addr.clone();
-    crate::quotas::create_topic(&addr, "shared-quota");
+    create_topic(&addr, "shared-quota", 1);
     // The wire tests' client id is "e2e".
     assert_eq!(
         crate::quotas::alter(
@@ -219,7 +212,8 @@ fn connections_of_one_client_id_share_its_byte_rate_quota() {
         1,
         &produce_request(
             "shared-quota",
-            batch::build(&[(None, Some(value.as_slice()), 1)]),
+            0,
+            Some(batch::build(&[(None, Some(value.as_slice()), 1)])),
         ),
     );
     let start = Instant::now();
@@ -350,7 +344,7 @@ fn connection_creation_rate_quotas_hold_a_reconnecting_client_to_its_rate() {
     );
     // Once the client slows to its rate, it is served again.
     std::thread::sleep(Duration::from_millis(200));
-    crate::limits::wait_until(
+    wait_until(
         "a connection is served again",
         Duration::from_secs(10),
         || api_versions_answered(&addr),

@@ -7,90 +7,27 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::incremental_alter_configs_request as iac;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use crate::broker::TestBroker;
-use crate::wire::{call, connect};
+use test_support::kafka::{
+    max_throttle_ms, produce_response, set_configs, try_create_topic, TOPIC_RESOURCE,
+};
+use test_support::{lograil_stdout, TestBroker};
 
 const POLICY_VIOLATION: i16 = 44;
 const INVALID_CONFIG: i16 = 40;
 const TOPIC: &str = "bounded";
 const GROUP: &str = "billing";
 
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
-
-fn create(addr: &str, topic: &str, configs: &[(&str, &str)]) -> i16 {
-    let request = CreateTopicsRequest::default()
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(text(topic)))
-            .with_num_partitions(2)
-            .with_replication_factor(1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        CreatableTopicConfig::default()
-                            .with_name(text(k))
-                            .with_value(Some(text(v)))
-                    })
-                    .collect(),
-            )])
-        .with_timeout_ms(5000);
-    let response: CreateTopicsResponse =
-        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
-    response.topics[0].error_code
-}
-
-fn set_configs(addr: &str, configs: &[(&str, &str)]) {
-    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        iac::AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(text(TOPIC))
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        iac::AlterableConfig::default()
-                            .with_name(text(k))
-                            .with_config_operation(0)
-                            .with_value(Some(text(v)))
-                    })
-                    .collect(),
-            ),
-    ]);
-    let response: IncrementalAlterConfigsResponse = call(
-        &mut connect(addr),
-        ApiKey::IncrementalAlterConfigs,
-        1,
-        &request,
-    );
-    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
-}
-
 /// Produces `records` records in one batch to partition 0 over the wire: (error code, error
 /// message, throttle_time_ms).
 fn produce(addr: &str, records: usize) -> (i16, Option<String>, i32) {
     let values: Vec<Vec<u8>> = (0..records).map(|i| format!("r{i}").into_bytes()).collect();
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(text(TOPIC)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(now_batch(&values)))])]);
-    let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
+    let response = produce_response(addr, TOPIC, 0, now_batch(&values));
     let p = &response.responses[0].partition_responses[0];
     (
         p.error_code,
@@ -139,14 +76,8 @@ struct Deliveries {
 
 impl ClientContext for Deliveries {
     fn stats(&self, statistics: Statistics) {
-        let max = statistics
-            .brokers
-            .values()
-            .filter_map(|b| b.throttle.as_ref())
-            .map(|w| w.max)
-            .max()
-            .unwrap_or(0);
-        self.throttle_max_ms.fetch_max(max, Ordering::Relaxed);
+        self.throttle_max_ms
+            .fetch_max(max_throttle_ms(&statistics), Ordering::Relaxed);
     }
 }
 
@@ -192,40 +123,31 @@ fn rdkafka_produce(addr: &str) -> (Result<(), String>, i64) {
 }
 
 fn describe(addr: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lograil"))
-        .args(["topic", "describe", TOPIC, "--bootstrap-server", addr])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    lograil_stdout(&["topic", "describe", TOPIC, "--bootstrap-server", addr])
 }
 
 #[test]
 fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let mut broker = TestBroker::start_temp(&[]);
     let addr = broker.addr.clone();
     // Bad values are refused at creation.
     assert_eq!(
-        create(&addr, "bad", &[("lograil.backlog.mode", "drop")]),
+        try_create_topic(&addr, "bad", 2, &[("lograil.backlog.mode", "drop")]),
         INVALID_CONFIG
     );
     assert_eq!(
-        create(&addr, "bad", &[("lograil.backlog.max.records", "0")]),
+        try_create_topic(&addr, "bad", 2, &[("lograil.backlog.max.records", "0")]),
         INVALID_CONFIG
     );
     assert_eq!(
-        create(&addr, "bad", &[("lograil.other", "1")]),
+        try_create_topic(&addr, "bad", 2, &[("lograil.other", "1")]),
         INVALID_CONFIG
     );
     assert_eq!(
-        create(
+        try_create_topic(
             &addr,
             TOPIC,
+            2,
             &[
                 ("lograil.backlog.group", GROUP),
                 ("lograil.backlog.max.records", "100")
@@ -272,6 +194,8 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
     // reports it as the delivery error.
     set_configs(
         &addr,
+        TOPIC_RESOURCE,
+        TOPIC,
         &[
             ("lograil.backlog.mode", "reject"),
             ("lograil.backlog.max.records", "5"),
@@ -315,6 +239,8 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
     produce(&addr, 1);
     set_configs(
         &addr,
+        TOPIC_RESOURCE,
+        TOPIC,
         &[
             ("lograil.backlog.mode", "throttle"),
             ("lograil.backlog.max.records", "-1"),
@@ -340,16 +266,13 @@ fn producers_are_throttled_or_refused_while_a_group_is_over_its_backlog_bound() 
 #[test]
 fn the_backlog_and_the_throttles_it_gives_show_in_the_metrics() {
     use crate::metrics::{must, scrape, value};
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &["--metrics-listen", "127.0.0.1:0"],
-    );
+    let broker = TestBroker::start_temp(&["--metrics-listen", "127.0.0.1:0"]);
     let (addr, metrics) = (broker.addr.clone(), broker.metrics_addr.clone().unwrap());
     assert_eq!(
-        create(
+        try_create_topic(
             &addr,
             TOPIC,
+            2,
             &[
                 ("lograil.backlog.group", GROUP),
                 ("lograil.backlog.max.records", "5"),

@@ -8,41 +8,15 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
     ProduceRequest, ProduceResponse, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use crate::broker::TestBroker;
-use crate::wire::{call, claiming, closed, connect, frame, read_response};
-
-fn api_versions(addr: &str) -> ApiVersionsResponse {
-    let mut s = connect(addr);
-    s.write_all(&frame(
-        ApiKey::ApiVersions,
-        3,
-        1,
-        &ApiVersionsRequest::default(),
-    ))
-    .unwrap();
-    let mut body = read_response(&mut s).expect("ApiVersions answered");
-    let header = ResponseHeader::decode(&mut body, 0).unwrap();
-    assert_eq!(header.correlation_id, 1);
-    ApiVersionsResponse::decode(&mut body, 3).unwrap()
-}
-
-fn produce_request(topic: &str, partition: i32, records: Option<Bytes>) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(records)])])
-}
+use test_support::kafka::{api_versions, produce_request};
+use test_support::wire::{call, claiming, closed, connect, frame, read_response};
+use test_support::TestBroker;
 
 fn produce(addr: &str, version: i16, records: Bytes) -> ProduceResponse {
     send_produce(addr, version, &produce_request("raw", 0, Some(records)))
@@ -99,11 +73,7 @@ fn dump_log(broker: &TestBroker) -> (i32, String) {
 
 #[test]
 fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &["--max-request-bytes", "1048576"],
-    );
+    let broker = TestBroker::start_temp(&["--max-request-bytes", "1048576"]);
     let addr = broker.addr.clone();
 
     // A good batch first, so there is a log to keep intact.
@@ -365,8 +335,7 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
 
 #[test]
 fn pipelined_requests_are_answered_in_order() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     let mut s = connect(&broker.addr);
     let mut all = BytesMut::new();
     for id in 0..20 {
@@ -395,8 +364,7 @@ fn pipelined_requests_are_answered_in_order() {
 
 #[test]
 fn api_versions_advertises_exactly_what_is_routed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     let advertised: Vec<(i16, i16, i16)> = api_versions(&broker.addr)
         .api_keys
         .iter()
@@ -546,8 +514,7 @@ fn batches(partition: &PartitionData) -> usize {
 
 #[test]
 fn fetch_bad_input_at_every_served_version() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     let addr = broker.addr.clone();
     let fetch = lograil::APIS
         .iter()

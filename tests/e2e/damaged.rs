@@ -16,8 +16,9 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::broker::TestBroker;
-use crate::wire::claiming;
+use test_support::kafka::{rdkafka_produce, Record};
+use test_support::wire::claiming;
+use test_support::TestBroker;
 
 /// 1 KiB values: 3,000 of them fill more than two 1 MiB segments.
 const RECORDS: i64 = 3000;
@@ -58,20 +59,9 @@ fn create_and_fill(addr: &str, topic: &str) {
 }
 
 fn produce(addr: &str, topic: &str) {
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("linger.ms", "2")
-        .set("batch.size", "16384")
-        .create()
-        .unwrap();
-    for i in 0..RECORDS {
-        let value = format!("{i:08}{}", "v".repeat(1016));
-        producer
-            .send(BaseRecord::<(), _>::to(topic).payload(&value))
-            .map_err(|(e, _)| e)
-            .unwrap();
-    }
-    producer.flush(Duration::from_secs(60)).unwrap();
+    let props = [("linger.ms", "2"), ("batch.size", "16384")];
+    let records = (0..RECORDS).map(|i| Record::new(format!("{i:08}{}", "v".repeat(1016))));
+    rdkafka_produce(addr, &props, topic, records);
 }
 
 /// What a consumer sees reading partition 0 from offset 0 until it got `wanted` records: the
@@ -131,9 +121,8 @@ fn batch_starts(segment: &Path) -> Vec<(u64, i64)> {
 
 #[test]
 fn a_corrupt_closed_segment_is_refused_visibly_and_everything_else_is_served() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(&data, &["--segment-bytes", "1048576"]);
+    let mut broker = TestBroker::start_temp(&["--segment-bytes", "1048576"]);
+    let data = broker.data_dir.clone();
     create_and_fill(&broker.addr, "damaged");
     broker.stop();
 
@@ -179,9 +168,8 @@ fn a_corrupt_closed_segment_is_refused_visibly_and_everything_else_is_served() {
 
 #[test]
 fn a_topic_that_cannot_be_opened_stays_offline_and_the_broker_serves_the_others() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(&data, &[]);
+    let mut broker = TestBroker::start_temp(&[]);
+    let data = broker.data_dir.clone();
     for topic in ["healthy", "broken"] {
         let (code, out) = lograil(&["topic", "create", topic, "--bootstrap-server", &broker.addr]);
         assert_eq!(code, 0, "{out}");
@@ -273,9 +261,8 @@ fn a_topic_that_cannot_be_opened_stays_offline_and_the_broker_serves_the_others(
 
 #[test]
 fn a_batch_whose_count_lies_in_an_existing_log_is_reported_and_never_served() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(&data, &[]);
+    let mut broker = TestBroker::start_temp(&[]);
+    let data = broker.data_dir.clone();
     let (code, out) = lograil(&[
         "topic",
         "create",
@@ -326,17 +313,13 @@ fn a_batch_whose_count_lies_in_an_existing_log_is_reported_and_never_served() {
 
 #[test]
 fn damage_in_a_closed_segment_is_found_at_start_up_after_a_crash_before_any_read() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mut broker = TestBroker::start(
-        &data,
-        &[
-            "--segment-bytes",
-            "1048576",
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ],
-    );
+    let mut broker = TestBroker::start_temp(&[
+        "--segment-bytes",
+        "1048576",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let data = broker.data_dir.clone();
     create_and_fill(&broker.addr, "rot");
     // Bit rot in a record of a closed segment: only the batch's CRC tells.
     broker.kill9();

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::broker::TestBroker;
+use test_support::TestBroker;
 
 fn require(program: &str, args: &[&str], install: &str) {
     let ok = Command::new(program)
@@ -27,8 +27,7 @@ fn python_client(script: &str, module: &str, package: &str) {
         &["-c", &format!("import {module}")],
         &format!("pip install {package}"),
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &["--default-partitions", "3"]);
+    let broker = TestBroker::start_temp(&["--default-partitions", "3"]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/clients")
         .join(script);
@@ -67,8 +66,7 @@ fn kafka_python_round_trip_with_version_inference() {
 #[test]
 fn kcat_round_trip() {
     require("kcat", &["-V"], "apt-get install kcat");
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &["--default-partitions", "4"]);
+    let broker = TestBroker::start_temp(&["--default-partitions", "4"]);
     let lines: Vec<String> = (0..2000)
         .map(|i| format!("key-{}:value-{i}", i % 37))
         .collect();

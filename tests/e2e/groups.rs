@@ -19,11 +19,11 @@ use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use crate::broker::TestBroker;
-use crate::wire::{call, connect};
+use test_support::kafka::{rdkafka_produce, Record};
+use test_support::wire::{call, connect};
+use test_support::{lograil, TestBroker};
 
 const BROKER_FLAGS: &[&str] = &[
     "--default-partitions",
@@ -33,20 +33,8 @@ const BROKER_FLAGS: &[&str] = &[
 ];
 
 fn produce(addr: &str, topic: &str, ids: std::ops::Range<u64>) {
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    for id in ids {
-        let payload = id.to_string();
-        let key = format!("k{}", id % 101);
-        producer
-            .send(BaseRecord::to(topic).key(&key).payload(&payload))
-            .map_err(|(e, _)| e)
-            .unwrap();
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
+    let records = ids.map(|id| Record::new(id.to_string()).key(format!("k{}", id % 101)));
+    rdkafka_produce(addr, &[("linger.ms", "5")], topic, records);
 }
 
 fn group_consumer(addr: &str, group: &str, reset: &str) -> BaseConsumer {
@@ -256,8 +244,7 @@ impl Drop for Worker {
 #[test]
 fn shared_partitions_are_taken_over_when_a_member_dies() {
     const RECORDS: u64 = 3000;
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    let broker = TestBroker::start_temp(BROKER_FLAGS);
     produce(&broker.addr, "shared", 0..RECORDS);
     let mut workers: Vec<Worker> = (0..3)
         .map(|_| Worker::start(&broker.addr, "shared"))
@@ -360,8 +347,7 @@ fn shared_partitions_are_taken_over_when_a_member_dies() {
 
 #[test]
 fn committed_offsets_survive_consumer_restarts_and_broker_kill_9() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    let mut broker = TestBroker::start_temp(BROKER_FLAGS);
     produce(&broker.addr, "resume", 0..1000);
 
     let first = {
@@ -398,8 +384,7 @@ fn committed_offsets_survive_consumer_restarts_and_broker_kill_9() {
 
 #[test]
 fn groups_are_independent_and_auto_offset_reset_behaves_as_in_kafka() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    let broker = TestBroker::start_temp(BROKER_FLAGS);
     produce(&broker.addr, "twice", 0..300);
     let early = group_consumer(&broker.addr, "early", "earliest");
     early.subscribe(&["twice"]).unwrap();
@@ -452,8 +437,7 @@ fn commit_error(addr: &str, request: &OffsetCommitRequest) -> i16 {
 
 #[test]
 fn bad_commits_get_kafka_errors_and_corrupt_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    let mut broker = TestBroker::start_temp(BROKER_FLAGS);
     produce(&broker.addr, "bad", 0..10);
     // A live group with one member.
     let member = group_consumer(&broker.addr, "live", "earliest");
@@ -549,22 +533,9 @@ fn bad_commits_get_kafka_errors_and_corrupt_nothing() {
     assert_eq!(hb.error_code, 25);
 }
 
-fn lograil(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lograil"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn cli_shows_lag_in_records_and_seconds_and_resets_offsets() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    let broker = TestBroker::start_temp(BROKER_FLAGS);
     let server = ["--bootstrap-server", broker.addr.as_str()];
     let with = |args: &[&str]| -> Vec<String> {
         args.iter().chain(&server).map(|s| s.to_string()).collect()
@@ -588,22 +559,8 @@ fn cli_shows_lag_in_records_and_seconds_and_resets_offsets() {
 
     // 100 records, one a second, the newest 100 s old.
     let base = log_core::now_ms() - 200_000;
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", &broker.addr)
-        .create()
-        .unwrap();
-    for i in 0..100i64 {
-        let payload = i.to_string();
-        producer
-            .send(
-                BaseRecord::<(), _>::to("lagged")
-                    .payload(&payload)
-                    .timestamp(base + i * 1000),
-            )
-            .map_err(|(e, _)| e)
-            .unwrap();
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
+    let records = (0..100i64).map(|i| Record::new(i.to_string()).timestamp(base + i * 1000));
+    rdkafka_produce(&broker.addr, &[], "lagged", records);
 
     // A group that stopped halfway.
     let consumer = group_consumer(&broker.addr, "halfway", "earliest");
@@ -700,8 +657,7 @@ fn counted_consumer(
 
 #[test]
 fn a_restarted_static_member_rejoins_without_a_rebalance() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), BROKER_FLAGS);
+    let broker = TestBroker::start_temp(BROKER_FLAGS);
     produce(&broker.addr, "static", 0..60);
     let (seen_a, seen_b) = (Rebalances::default(), Rebalances::default());
     let a = counted_consumer(&broker.addr, Some("host-a"), seen_a.clone());

@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -25,14 +25,13 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
-use crate::broker::TestBroker;
-use crate::wire::{call, closed, connect, frame, read_response};
+use test_support::kafka::{
+    api_versions_answered, ensure_topic, name as topic, produce_at, produce_request, wait_until,
+};
+use test_support::wire::{call, closed, connect, frame, read_response};
+use test_support::TestBroker;
 
 const MIB: u64 = 1 << 20;
-
-fn topic(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_string()))
-}
 
 /// Anonymous resident memory of a process (its heap; mapped segment files are not counted).
 fn rss_anon(pid: u32) -> u64 {
@@ -87,62 +86,6 @@ impl Drop for PeakRss {
     }
 }
 
-/// Polls `condition` every 20 ms; fails the test if it does not hold within `deadline`.
-pub(crate) fn wait_until(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < deadline,
-            "not within {deadline:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-pub(crate) fn api_versions_answered(addr: &str) -> bool {
-    let mut s = connect(addr);
-    s.write_all(&frame(
-        ApiKey::ApiVersions,
-        3,
-        1,
-        &ApiVersionsRequest::default(),
-    ))
-    .unwrap();
-    read_response(&mut s).is_some()
-}
-
-pub(crate) fn ensure_topic(addr: &str, name: &str) {
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(topic(name)))
-        ]))
-        .with_allow_auto_topic_creation(true);
-    let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
-    assert_eq!(response.topics[0].error_code, 0, "{name} created");
-}
-
-pub(crate) fn produce_request(name: &str, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(topic(name))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])])
-}
-
-/// Produces to partition 0 at `version`; returns the partition's error code.
-pub(crate) fn produce_at(stream: &mut TcpStream, version: i16, name: &str, records: Bytes) -> i16 {
-    let response: ProduceResponse = call(
-        stream,
-        ApiKey::Produce,
-        version,
-        &produce_request(name, records),
-    );
-    response.responses[0].partition_responses[0].error_code
-}
-
 fn create_topics(addr: &str, topics: &[(&str, i32)]) -> CreateTopicsResponse {
     let request = CreateTopicsRequest::default()
         .with_topics(
@@ -180,9 +123,8 @@ fn answered_while(addr: &str, other_topic: &str, what: &str, busy: impl Fn() -> 
 
 #[test]
 fn the_listening_line_is_printed_only_once_the_data_dir_is_open() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let _first = TestBroker::start(&data, &[]);
+    let _first = TestBroker::start_temp(&[]);
+    let data = _first.data_dir.clone();
     // A second broker on the same data dir cannot open it (it is locked): it must exit with an
     // error and never say it is listening, since tests and scripts take that line as "ready".
     let second = std::process::Command::new(env!("CARGO_BIN_EXE_lograil"))
@@ -200,9 +142,8 @@ fn the_listening_line_is_printed_only_once_the_data_dir_is_open() {
 
 #[test]
 fn creating_thousands_of_partitions_does_not_stall_other_requests() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let broker = TestBroker::start(&data, &[]);
+    let broker = TestBroker::start_temp(&[]);
+    let data = broker.data_dir.clone();
     ensure_topic(&broker.addr, "other");
     let addr = broker.addr.clone();
     let create = std::thread::spawn(move || create_topics(&addr, &[("big", 8000)]));
@@ -220,9 +161,8 @@ fn creating_thousands_of_partitions_does_not_stall_other_requests() {
 
 #[test]
 fn auto_creating_a_big_topic_does_not_stall_other_requests() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let broker = TestBroker::start(&data, &["--default-partitions", "8000"]);
+    let broker = TestBroker::start_temp(&["--default-partitions", "8000"]);
+    let data = broker.data_dir.clone();
     let small = CreateTopicsRequest::default()
         .with_topics(vec![CreatableTopic::default()
             .with_name(topic("other"))
@@ -258,12 +198,8 @@ fn auto_creating_a_big_topic_does_not_stall_other_requests() {
 
 #[test]
 fn time_lookups_in_big_compressed_batches_do_not_stall_other_requests() {
-    let tmp = tempfile::tempdir().unwrap();
     // A compressed batch may decompress to 8 x max.message.bytes: 4 MiB lets 20 MB in.
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &["--max-message-bytes", "4194304"],
-    );
+    let broker = TestBroker::start_temp(&["--max-message-bytes", "4194304"]);
     ensure_topic(&broker.addr, "zipped");
     ensure_topic(&broker.addr, "other");
     // One gzip batch of 100,000 records (20 MB before compression, a few hundred KB after):
@@ -311,17 +247,13 @@ fn time_lookups_in_big_compressed_batches_do_not_stall_other_requests() {
 
 #[test]
 fn partitions_per_request_and_per_broker_are_capped() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let broker = TestBroker::start(
-        &data,
-        &[
-            "--max-broker-partitions",
-            "50",
-            "--max-partitions-per-request",
-            "30",
-        ],
-    );
+    let broker = TestBroker::start_temp(&[
+        "--max-broker-partitions",
+        "50",
+        "--max-partitions-per-request",
+        "30",
+    ]);
+    let data = broker.data_dir.clone();
     // Kafka's per-request answer: every topic of the request fails with POLICY_VIOLATION.
     let over = create_topics(&broker.addr, &[("a", 20), ("b", 11)]);
     let codes: Vec<i16> = over.topics.iter().map(|t| t.error_code).collect();
@@ -365,9 +297,8 @@ fn partitions_per_request_and_per_broker_are_capped() {
 
 #[test]
 fn topic_auto_creation_is_rate_limited() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let broker = TestBroker::start(&data, &["--auto-create-topics-per-second", "2"]);
+    let broker = TestBroker::start_temp(&["--auto-create-topics-per-second", "2"]);
+    let data = broker.data_dir.clone();
     let names = ["t1", "t2", "t3", "t4", "t5"];
     let request = MetadataRequest::default()
         .with_topics(Some(
@@ -404,20 +335,16 @@ pub(crate) fn declared_produce(size: i32) -> Vec<u8> {
 
 #[test]
 fn partial_requests_are_bounded_in_memory_and_time_out() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &[
-            "--max-request-bytes",
-            "60000000",
-            "--queued-max-request-bytes",
-            "64000000",
-            "--request-read-timeout-ms",
-            "3000",
-            "--connections-max-idle-ms",
-            "2000",
-        ],
-    );
+    let broker = TestBroker::start_temp(&[
+        "--max-request-bytes",
+        "60000000",
+        "--queued-max-request-bytes",
+        "64000000",
+        "--request-read-timeout-ms",
+        "3000",
+        "--connections-max-idle-ms",
+        "2000",
+    ]);
     let pid = broker.pid();
     // Warm up, so the baseline includes the broker's working set.
     ensure_topic(&broker.addr, "warm");
@@ -466,7 +393,7 @@ fn partial_requests_are_bounded_in_memory_and_time_out() {
     let big = batch::build(&[(None, Some(value.as_slice()), 1)]);
     let mut s = connect(&broker.addr);
     ensure_topic(&broker.addr, "big");
-    let request = produce_request("big", big);
+    let request = produce_request("big", 0, Some(big));
     s.write_all(&frame(ApiKey::Produce, 9, 42, &request))
         .unwrap();
     assert!(read_response(&mut s).is_some(), "a whole 10 MB produce");
@@ -575,8 +502,7 @@ fn describe_empty_groups(count: u32) -> BytesMut {
 
 #[test]
 fn requests_cannot_decode_into_far_more_memory_than_they_take() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     let pid = broker.pid();
     ensure_topic(&broker.addr, "warm");
     let baseline = rss_anon(pid);
@@ -663,8 +589,7 @@ fn fetch_everything(name: &str) -> FetchRequest {
 
 #[test]
 fn fetch_responses_are_capped_and_their_memory_released() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &["--fetch-max-bytes", "20971520"]);
+    let broker = TestBroker::start_temp(&["--fetch-max-bytes", "20971520"]);
     let pid = broker.pid();
     ensure_topic(&broker.addr, "wide");
     // 40 batches of ~1 MB: 40 MB in the partition.
@@ -753,11 +678,7 @@ fn fetched_batches(response: &FetchResponse) -> Vec<(i16, Vec<i64>, usize)> {
 fn the_fetch_budget_spans_partitions() {
     // fetch.max.bytes of 1.5 MiB; three partitions of ~1 MB each, in four batches of 250 kB.
     const CAP: usize = 1_572_864;
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &["--fetch-max-bytes", &CAP.to_string()],
-    );
+    let broker = TestBroker::start_temp(&["--fetch-max-bytes", &CAP.to_string()]);
     let created = create_topics(&broker.addr, &[("spread", 3)]);
     assert_eq!(created.topics[0].error_code, 0);
     let value = vec![b's'; 250_000];
@@ -878,8 +799,7 @@ fn join_group(stream: &mut TcpStream, group: &str) -> JoinGroupResponse {
 
 #[test]
 fn groups_are_capped_at_group_max_size() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &["--group-max-size", "2"]);
+    let broker = TestBroker::start_temp(&["--group-max-size", "2"]);
     let mut s = connect(&broker.addr);
     // New members first get an id (MEMBER_ID_REQUIRED); those pending ids count.
     assert_eq!(join_group(&mut s, "g").error_code, 79);
@@ -895,8 +815,7 @@ fn groups_are_capped_at_group_max_size() {
 
 #[test]
 fn only_producer_ids_the_broker_handed_out_are_tracked() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     ensure_topic(&broker.addr, "idem");
     let mut s = connect(&broker.addr);
     // Never handed out: refused, and no state kept for it.

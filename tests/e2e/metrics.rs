@@ -22,25 +22,22 @@ use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::broker::TestBroker;
-use crate::wire::{call, closed, connect, frame};
+use test_support::kafka::{rdkafka_produce, Record};
+use test_support::wire::{call, closed, connect, frame};
+use test_support::TestBroker;
 
 /// A broker with `/metrics` on a free port; fsync before ack, so fsyncs are timed.
-fn broker(dir: &Path) -> TestBroker {
-    TestBroker::start(
-        &dir.join("data"),
-        &[
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--flush-messages",
-            "1",
-            "--group-initial-rebalance-delay-ms",
-            "0",
-        ],
-    )
+fn broker() -> TestBroker {
+    TestBroker::start_temp(&[
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--flush-messages",
+        "1",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+    ])
 }
 
 /// Sends `request` raw to `addr` and returns the status line, the headers and the body.
@@ -141,24 +138,12 @@ pub(crate) fn must(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f6
 
 /// `count` records of `topic` partition 0, the i-th timestamped `base_ms + i s`.
 fn produce(addr: &str, topic: &str, count: i64, base_ms: i64) {
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    for i in 0..count {
-        let payload = format!("record {i}");
-        producer
-            .send(
-                BaseRecord::<(), _>::to(topic)
-                    .partition(0)
-                    .payload(&payload)
-                    .timestamp(base_ms + i * 1000),
-            )
-            .map_err(|(e, _)| e)
-            .unwrap();
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
+    let records = (0..count).map(|i| {
+        Record::new(format!("record {i}"))
+            .partition(0)
+            .timestamp(base_ms + i * 1000)
+    });
+    rdkafka_produce(addr, &[("linger.ms", "5")], topic, records);
 }
 
 /// Reads `count` records of `topic` as group `group`, then commits offset `commit` on
@@ -189,8 +174,7 @@ fn consume_and_commit(addr: &str, group: &str, topic: &str, count: usize, commit
 
 #[test]
 fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = broker(tmp.path());
+    let broker = broker();
     let metrics = broker
         .metrics_addr
         .clone()
@@ -414,8 +398,7 @@ fn metrics_report_traffic_offsets_requests_and_lag_after_known_traffic() {
 
 #[test]
 fn bad_metrics_requests_get_http_errors_and_do_not_touch_the_broker() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = broker(tmp.path());
+    let broker = broker();
     let metrics = broker.metrics_addr.clone().unwrap();
     produce(&broker.addr, "m-bad", 5, log_core::now_ms());
 
@@ -553,7 +536,7 @@ pub(crate) fn get(addr: &str, path: &str) -> Option<String> {
 fn prometheus_scrapes_the_broker_and_serves_lag_in_seconds() {
     require("prometheus");
     let tmp = tempfile::tempdir().unwrap();
-    let broker = broker(tmp.path());
+    let broker = broker();
     let metrics = broker.metrics_addr.clone().unwrap();
     let base = log_core::now_ms() - 200_000;
     produce(&broker.addr, "m-lagged", 100, base);

@@ -3,85 +3,19 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
-use crate::broker::TestBroker;
-use crate::wire::{call, connect};
-
-fn topic(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_string()))
-}
-
-fn ensure_topic(addr: &str, name: &str) {
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(topic(name)))
-        ]))
-        .with_allow_auto_topic_creation(true);
-    let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
-    assert_eq!(response.topics[0].error_code, 0);
-}
-
-/// Produces to partition 0; returns (error code, base offset).
-fn produce(addr: &str, name: &str, records: Bytes) -> (i16, i64) {
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(topic(name))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])]);
-    let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
-    let p = &response.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
-
-fn fetch_request(
-    name: &str,
-    offset: i64,
-    max_wait_ms: i32,
-    partition_max_bytes: i32,
-) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id((-1).into())
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(50 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(topic(name))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(offset)
-                .with_log_start_offset(-1)
-                .with_partition_max_bytes(partition_max_bytes)])])
-}
-
-fn list_offset(addr: &str, name: &str, timestamp: i64) -> (i16, i64, i64) {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id((-1).into())
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(topic(name))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(0)
-                .with_timestamp(timestamp)])]);
-    let response: ListOffsetsResponse = call(&mut connect(addr), ApiKey::ListOffsets, 7, &request);
-    let p = &response.topics[0].partitions[0];
-    (p.error_code, p.offset, p.timestamp)
-}
+use test_support::kafka::{ensure_topic, fetch_request, list_offset, name as topic, produce};
+use test_support::wire::{call, connect};
+use test_support::TestBroker;
 
 /// A new idempotent producer's (id, epoch).
 fn init_producer_id(addr: &str) -> (i64, i16) {
@@ -97,8 +31,7 @@ fn init_producer_id(addr: &str) -> (i64, i16) {
 
 #[test]
 fn idempotent_retries_are_stored_once_even_across_a_restart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let mut broker = TestBroker::start_temp(&[]);
     ensure_topic(&broker.addr, "idem");
     let (pid, epoch) = init_producer_id(&broker.addr);
     assert!(pid >= 0);
@@ -110,14 +43,14 @@ fn idempotent_retries_are_stored_once_even_across_a_restart() {
         epoch,
         0,
     );
-    assert_eq!(produce(&broker.addr, "idem", first.clone()), (0, 0));
+    assert_eq!(produce(&broker.addr, "idem", 0, first.clone()), (0, 0));
     // A retry: acknowledged again at the same offset, stored once.
-    assert_eq!(produce(&broker.addr, "idem", first.clone()), (0, 0));
+    assert_eq!(produce(&broker.addr, "idem", 0, first.clone()), (0, 0));
     assert_eq!(list_offset(&broker.addr, "idem", -1).1, 2);
     // A gap in the sequence.
     let gap = batch::build_for_producer(&[(None, Some(b"x"), 3)], pid, epoch, 5);
     assert_eq!(
-        produce(&broker.addr, "idem", gap).0,
+        produce(&broker.addr, "idem", 0, gap).0,
         45,
         "OUT_OF_ORDER_SEQUENCE_NUMBER"
     );
@@ -125,9 +58,9 @@ fn idempotent_retries_are_stored_once_even_across_a_restart() {
     broker.stop();
     broker.restart();
     // The producer state was rebuilt from the log: the retry is still recognised.
-    assert_eq!(produce(&broker.addr, "idem", first), (0, 0));
+    assert_eq!(produce(&broker.addr, "idem", 0, first), (0, 0));
     let second = batch::build_for_producer(&[(None, Some(b"c"), 4)], pid, epoch, 2);
-    assert_eq!(produce(&broker.addr, "idem", second), (0, 2));
+    assert_eq!(produce(&broker.addr, "idem", 0, second), (0, 2));
     assert_eq!(list_offset(&broker.addr, "idem", -1).1, 3);
     // An older epoch is fenced.
     let bumped = InitProducerIdRequest::default()
@@ -143,10 +76,10 @@ fn idempotent_retries_are_stored_once_even_across_a_restart() {
     );
     assert_eq!((bumped.producer_id.0, bumped.producer_epoch), (pid, 1));
     let new_epoch = batch::build_for_producer(&[(None, Some(b"d"), 5)], pid, 1, 0);
-    assert_eq!(produce(&broker.addr, "idem", new_epoch), (0, 3));
+    assert_eq!(produce(&broker.addr, "idem", 0, new_epoch), (0, 3));
     let stale = batch::build_for_producer(&[(None, Some(b"e"), 6)], pid, 0, 3);
     assert_eq!(
-        produce(&broker.addr, "idem", stale).0,
+        produce(&broker.addr, "idem", 0, stale).0,
         47,
         "INVALID_PRODUCER_EPOCH"
     );
@@ -156,12 +89,11 @@ fn idempotent_retries_are_stored_once_even_across_a_restart() {
 
 #[test]
 fn idempotent_retries_are_stored_once_after_delete_records_and_a_restart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let mut broker = TestBroker::start_temp(&[]);
     ensure_topic(&broker.addr, "idem-deleted");
     let (pid, epoch) = init_producer_id(&broker.addr);
     let plain = batch::build(&[(None, Some(&b"plain"[..]), 1); 5]);
-    assert_eq!(produce(&broker.addr, "idem-deleted", plain), (0, 0));
+    assert_eq!(produce(&broker.addr, "idem-deleted", 0, plain), (0, 0));
     let values: Vec<String> = (0..10).map(|i| format!("idem-{i}")).collect();
     let records: Vec<batch::NewRecord> = values
         .iter()
@@ -169,7 +101,7 @@ fn idempotent_retries_are_stored_once_after_delete_records_and_a_restart() {
         .collect();
     let acknowledged = batch::build_for_producer(&records, pid, epoch, 0);
     assert_eq!(
-        produce(&broker.addr, "idem-deleted", acknowledged.clone()),
+        produce(&broker.addr, "idem-deleted", 0, acknowledged.clone()),
         (0, 5)
     );
     // DeleteRecords moves the log start inside the (only) segment.
@@ -198,7 +130,7 @@ fn idempotent_retries_are_stored_once_after_delete_records_and_a_restart() {
         // The producer state was rebuilt from the log start: the retry is acknowledged at its
         // first offsets and stored once.
         assert_eq!(
-            produce(&broker.addr, "idem-deleted", acknowledged.clone()),
+            produce(&broker.addr, "idem-deleted", 0, acknowledged.clone()),
             (0, 5),
             "after {restart}"
         );
@@ -214,8 +146,7 @@ fn idempotent_retries_are_stored_once_after_delete_records_and_a_restart() {
 
 #[test]
 fn fetch_long_polls_until_an_append_wakes_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     ensure_topic(&broker.addr, "poll");
 
     // Nothing arrives: the fetch returns empty after max_wait_ms.
@@ -240,7 +171,12 @@ fn fetch_long_polls_until_an_append_wakes_it() {
     let addr = broker.addr.clone();
     let producer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
-        produce(&addr, "poll", batch::build(&[(None, Some(b"wake up"), 1)]))
+        produce(
+            &addr,
+            "poll",
+            0,
+            batch::build(&[(None, Some(b"wake up"), 1)]),
+        )
     });
     let woken: FetchResponse = call(
         &mut connect(&broker.addr),
@@ -261,6 +197,7 @@ fn fetch_long_polls_until_an_append_wakes_it() {
         produce(
             &broker.addr,
             "poll",
+            0,
             batch::build(&[(None, Some(format!("b{i}").as_bytes()), 2)]),
         );
     }
@@ -306,15 +243,14 @@ fn fetch_long_polls_until_an_append_wakes_it() {
 
 #[test]
 fn list_offsets_earliest_latest_and_by_timestamp() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     ensure_topic(&broker.addr, "times");
     for i in 0..5i64 {
         let records = batch::build(&[
             (None, Some(b"x"), 1000 * i),
             (None, Some(b"y"), 1000 * i + 500),
         ]);
-        produce(&broker.addr, "times", records);
+        produce(&broker.addr, "times", 0, records);
     }
     assert_eq!(list_offset(&broker.addr, "times", -2), (0, 0, -1));
     assert_eq!(list_offset(&broker.addr, "times", -1), (0, 10, -1));
@@ -330,9 +266,8 @@ fn list_offsets_earliest_latest_and_by_timestamp() {
 
 #[test]
 fn admin_create_describe_and_delete_topics() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let broker = TestBroker::start(&data, &["--auto-create-topics", "false"]);
+    let broker = TestBroker::start_temp(&["--auto-create-topics", "false"]);
+    let data = broker.data_dir.clone();
     let creatable = |name: &str, partitions: i32, replication: i16, configs: &[(&str, &str)]| {
         CreatableTopic::default()
             .with_name(topic(name))
@@ -438,8 +373,7 @@ fn admin_create_describe_and_delete_topics() {
 
 #[test]
 fn metadata_carries_each_topics_id_across_restarts() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let mut broker = TestBroker::start_temp(&[]);
     let id_of = |addr: &str| {
         let request = MetadataRequest::default().with_topics(Some(vec![
             MetadataRequestTopic::default().with_name(Some(topic("ids"))),
@@ -457,8 +391,7 @@ fn metadata_carries_each_topics_id_across_restarts() {
 
 #[test]
 fn a_line_logged_on_the_blocking_pool_names_its_request() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     // Topic creation runs on the blocking pool and logs "created topic" there.
     let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
         .with_name(topic("spanned"))

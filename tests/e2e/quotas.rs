@@ -11,21 +11,17 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 
-use crate::broker::TestBroker;
-use crate::wire::{call, connect};
+use test_support::kafka::{create_topic, fetch_request, max_throttle_ms, produce, text};
+use test_support::wire::{call, connect, read_response};
+use test_support::{lograil_stdout, TestBroker};
 
 const INVALID_REQUEST: i16 = 42;
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
 
 /// (entity type, name; `None` the default)
 type Entity<'a> = &'a [(&'a str, Option<&'a str>)];
@@ -118,19 +114,6 @@ fn describe(
             (entity, values)
         })
         .collect())
-}
-
-pub(crate) fn create_topic(addr: &str, topic: &str) {
-    use kafka_protocol::messages::create_topics_request::CreatableTopic;
-    let request = CreateTopicsRequest::default()
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(text(topic)))
-            .with_num_partitions(1)
-            .with_replication_factor(1)])
-        .with_timeout_ms(5000);
-    let response: CreateTopicsResponse =
-        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
-    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
 }
 
 const EXACT: i8 = 0;
@@ -270,18 +253,9 @@ fn client_quotas_are_set_described_removed_and_kept_across_a_restart() {
 
     // The CLI reads and writes the same quotas.
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lograil"))
-            .arg("quota")
-            .args(args)
-            .args(["--bootstrap-server", &addr])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let mut args = [&["quota"], args].concat();
+        args.extend(["--bootstrap-server", &addr]);
+        lograil_stdout(&args)
     };
     cli(&["set", "--client-id", "cli", "--producer-byte-rate", "4096"]);
     assert_eq!(
@@ -338,14 +312,8 @@ struct Meter {
 impl ClientContext for Meter {
     fn stats(&self, statistics: Statistics) {
         self.stats.fetch_add(1, Ordering::Relaxed);
-        let max = statistics
-            .brokers
-            .values()
-            .filter_map(|b| b.throttle.as_ref())
-            .map(|w| w.max)
-            .max()
-            .unwrap_or(0);
-        self.throttle_max_ms.fetch_max(max, Ordering::Relaxed);
+        self.throttle_max_ms
+            .fetch_max(max_throttle_ms(&statistics), Ordering::Relaxed);
     }
 }
 
@@ -409,8 +377,7 @@ fn a_producer_over_its_byte_rate_is_slowed_to_it_and_another_client_id_is_not() 
     const QUOTA: f64 = 1_000_000.0;
     // Kafka's default window: 11 s at the quota may go at once before the throttle starts.
     const BURST: usize = 11_000_000;
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     let addr = broker.addr.clone();
     assert_eq!(
         alter(
@@ -488,20 +455,7 @@ fn a_producer_over_its_byte_rate_is_slowed_to_it_and_another_client_id_is_not() 
 
 /// One connection's Fetch of partition 0 from offset 0: (throttle_time_ms, record bytes).
 fn fetch_throttle(stream: &mut std::net::TcpStream, topic: &str) -> (i32, usize) {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    let request = FetchRequest::default()
-        .with_replica_id((-1).into())
-        .with_max_wait_ms(0)
-        .with_min_bytes(1)
-        .with_max_bytes(50 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(text(topic)))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(0)
-                .with_log_start_offset(-1)
-                .with_partition_max_bytes(1 << 20)])]);
+    let request = fetch_request(topic, 0, 0, 1 << 20);
     let response: FetchResponse = call(stream, ApiKey::Fetch, 11, &request);
     let records = response.responses[0].partitions[0]
         .records
@@ -512,27 +466,13 @@ fn fetch_throttle(stream: &mut std::net::TcpStream, topic: &str) -> (i32, usize)
 
 #[test]
 fn a_consumer_over_its_byte_rate_is_throttled_and_its_connection_muted() {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    let tmp = tempfile::tempdir().unwrap();
     // A 2-second window: a quota of 10000 B/s allows a burst of 20000 bytes.
-    let broker = TestBroker::start(&tmp.path().join("data"), &["--quota-window-num", "2"]);
+    let broker = TestBroker::start_temp(&["--quota-window-num", "2"]);
     let addr = broker.addr.clone();
     let value = vec![b'c'; 60_000];
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(text("quota-fetch")))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(log_core::batch::build(&[(
-                    None,
-                    Some(&value[..]),
-                    1,
-                )])))])]);
-    create_topic(&addr, "quota-fetch");
-    let produced: ProduceResponse = call(&mut connect(&addr), ApiKey::Produce, 9, &request);
-    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    create_topic(&addr, "quota-fetch", 1);
+    let records = log_core::batch::build(&[(None, Some(&value[..]), 1)]);
+    assert_eq!(produce(&addr, "quota-fetch", 0, records).0, 0);
     // Without a quota: no throttle.
     let mut stream = connect(&addr);
     let (throttle, bytes) = fetch_throttle(&mut stream, "quota-fetch");
@@ -627,7 +567,7 @@ fn rdkafka_fetch_throttle_free(addr: &str) -> bool {
     buf[..4].copy_from_slice(&len.to_be_bytes());
     let mut stream = connect(addr);
     stream.write_all(&buf).unwrap();
-    let mut body = crate::wire::read_response(&mut stream).unwrap();
+    let mut body = read_response(&mut stream).unwrap();
     ResponseHeader::decode(&mut body, ApiKey::Fetch.response_header_version(11)).unwrap();
     let response = FetchResponse::decode(&mut body, 11).unwrap();
     assert!(response.responses[0].partitions[0]

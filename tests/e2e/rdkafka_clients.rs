@@ -14,7 +14,8 @@ use rdkafka::producer::{
 };
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use crate::broker::TestBroker;
+use test_support::kafka::{rdkafka_send, Record};
+use test_support::TestBroker;
 
 const PARTITIONS: i32 = 6;
 
@@ -69,25 +70,11 @@ fn key_of(id: u64) -> String {
 
 /// Produces ids `from..to` keyed by `key_of`, waits until all are acknowledged.
 fn produce(producer: &ThreadedProducer<Acks>, topic: &str, ids: std::ops::Range<u64>) {
-    for id in ids {
-        let key = key_of(id);
-        let payload = id.to_string();
-        let mut record = BaseRecord::to(topic).key(&key).payload(&payload);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((
-                    KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
-                    r,
-                )) => {
-                    record = r;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => panic!("send failed: {e}"),
-            }
-        }
-    }
-    producer.flush(Duration::from_secs(60)).expect("flush");
+    rdkafka_send(
+        producer,
+        topic,
+        ids.map(|id| Record::new(id.to_string()).key(key_of(id))),
+    );
 }
 
 /// Every record of the topic, per partition in offset order: (offset, key, id).
@@ -163,16 +150,9 @@ fn check_consumed(consumed: &BTreeMap<i32, Vec<(i64, String, u64)>>, expected: &
     );
 }
 
-fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("data");
-    (tmp, dir)
-}
-
 #[test]
 fn idempotent_keyed_round_trip_of_100k_records() {
-    let (_tmp, dir) = data_dir();
-    let broker = TestBroker::start(&dir, &["--default-partitions", "6"]);
+    let broker = TestBroker::start_temp(&["--default-partitions", "6"]);
     let acks = Acks::default();
     let p = producer(&broker.addr, &acks);
     produce(&p, "keyed", 0..100_000);
@@ -194,8 +174,7 @@ fn idempotent_keyed_round_trip_of_100k_records() {
 
 #[test]
 fn every_compression_codec_round_trips() {
-    let (_tmp, dir) = data_dir();
-    let broker = TestBroker::start(&dir, &["--default-partitions", "6"]);
+    let broker = TestBroker::start_temp(&["--default-partitions", "6"]);
     for codec in ["gzip", "snappy", "lz4", "zstd"] {
         let acks = Acks::default();
         let p = producer_with(&broker.addr, &acks, &[("compression.type", codec)]);
@@ -214,8 +193,7 @@ fn every_compression_codec_round_trips() {
 
 #[test]
 fn nothing_is_lost_across_a_graceful_restart() {
-    let (_tmp, dir) = data_dir();
-    let mut broker = TestBroker::start(&dir, &["--default-partitions", "6"]);
+    let mut broker = TestBroker::start_temp(&["--default-partitions", "6"]);
     let acks = Acks::default();
     {
         let p = producer(&broker.addr, &acks);
@@ -235,11 +213,8 @@ fn nothing_is_lost_across_a_graceful_restart() {
 
 #[test]
 fn acknowledged_records_survive_kill_9_with_durability_always() {
-    let (_tmp, dir) = data_dir();
-    let mut broker = TestBroker::start(
-        &dir,
-        &["--default-partitions", "6", "--flush-messages", "1"],
-    );
+    let mut broker =
+        TestBroker::start_temp(&["--default-partitions", "6", "--flush-messages", "1"]);
     let acks = Acks::default();
     let p = producer(&broker.addr, &acks);
     // Keep producing while the broker is killed.

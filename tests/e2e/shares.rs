@@ -7,9 +7,6 @@
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchAck,
 };
@@ -17,20 +14,16 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition, FetchTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use log_core::batch::{self, HeadedRecord};
 
-use crate::broker::TestBroker;
-use crate::wire::{call, connect};
+use test_support::kafka::{self, create_topic, set_configs, text, GROUP_RESOURCE};
+use test_support::wire::{call, connect};
+use test_support::TestBroker;
 
 const INVALID_RECORD_STATE: i16 = 121;
 const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
 const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_REQUEST: i16 = 42;
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
 
 /// Produces records (value, headers) to partition 0 of `topic` in one batch.
 fn produce(addr: &str, topic: &str, records: &[(&str, Vec<(&str, String)>)]) {
@@ -46,30 +39,8 @@ fn produce(addr: &str, topic: &str, records: &[(&str, Vec<(&str, String)>)]) {
             ..HeadedRecord::default()
         })
         .collect();
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![produce_request::TopicProduceData::default()
-            .with_name(TopicName(text(topic)))
-            .with_partition_data(vec![
-                produce_request::PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(batch::build_with_headers(&records))),
-            ])]);
-    let response: ProduceResponse = call(&mut connect(addr), ApiKey::Produce, 9, &request);
-    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
-}
-
-fn create_topic(addr: &str, name: &str) {
-    let request = CreateTopicsRequest::default()
-        .with_topics(vec![create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(text(name)))
-            .with_num_partitions(1)
-            .with_replication_factor(-1)])
-        .with_timeout_ms(5000);
-    let response: CreateTopicsResponse =
-        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
-    assert_eq!(response.topics[0].error_code, 0);
+    let (code, _) = kafka::produce(addr, topic, 0, batch::build_with_headers(&records));
+    assert_eq!(code, 0);
 }
 
 fn topic_id(addr: &str, name: &str) -> log_core::Uuid {
@@ -80,36 +51,6 @@ fn topic_id(addr: &str, name: &str) -> log_core::Uuid {
             .with_name(Some(TopicName(text(name))))]));
     let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
     response.topics[0].topic_id
-}
-
-fn set_group_configs(addr: &str, group: &str, configs: &[(&str, &str)]) {
-    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(32)
-            .with_resource_name(text(group))
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        AlterableConfig::default()
-                            .with_name(text(k))
-                            .with_config_operation(0)
-                            .with_value(Some(text(v)))
-                    })
-                    .collect(),
-            ),
-    ]);
-    let response: IncrementalAlterConfigsResponse = call(
-        &mut connect(addr),
-        ApiKey::IncrementalAlterConfigs,
-        1,
-        &request,
-    );
-    assert_eq!(
-        response.responses[0].error_code, 0,
-        "{:?}",
-        response.responses[0].error_message
-    );
 }
 
 /// One share consumer in raw protocol: a connection, its member id and session epoch.
@@ -323,15 +264,7 @@ fn share_offset(addr: &str, group: &str, topic: &str) -> (i64, i64) {
 
 /// Every record of partition 0 of `topic`: (value, headers).
 fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
-    let request = FetchRequest::default()
-        .with_max_wait_ms(0)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![fetch_request::FetchTopic::default()
-            .with_topic(TopicName(text(topic)))
-            .with_partitions(vec![fetch_request::FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
+    let request = kafka::fetch_request(topic, 0, 0, 1 << 20);
     let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
     let records = response.responses[0].partitions[0]
         .records
@@ -378,11 +311,11 @@ fn fetch_until(member: &mut Member, want: usize) -> Vec<(i64, String, i16)> {
 
 #[test]
 fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and_kill_9() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "tasks");
-    set_group_configs(
+    let mut broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "tasks", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "workers",
         &[
             ("share.auto.offset.reset", "earliest"),
@@ -466,11 +399,11 @@ fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and
 
 #[test]
 fn a_record_past_its_deadline_is_never_delivered_and_goes_to_the_dead_letters() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "jobs");
-    set_group_configs(
+    let broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "jobs", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "g",
         &[
             ("share.auto.offset.reset", "earliest"),
@@ -501,11 +434,11 @@ fn a_record_past_its_deadline_is_never_delivered_and_goes_to_the_dead_letters() 
 
 #[test]
 fn bad_acknowledgements_get_kafkas_errors_and_change_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "q");
-    set_group_configs(
+    let broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "q", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "g",
         &[("share.auto.offset.reset", "earliest")],
     );
@@ -556,11 +489,11 @@ fn bad_acknowledgements_get_kafkas_errors_and_change_nothing() {
 
 #[test]
 fn a_release_can_carry_a_delay_before_the_record_comes_back() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "later");
-    set_group_configs(
+    let broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "later", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "g",
         &[("share.auto.offset.reset", "earliest")],
     );
@@ -591,11 +524,11 @@ fn a_release_can_carry_a_delay_before_the_record_comes_back() {
 
 #[test]
 fn records_come_back_at_once_when_their_consumers_connection_closes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "jobs");
-    set_group_configs(
+    let broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "jobs", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "g",
         &[
             ("share.auto.offset.reset", "earliest"),
@@ -627,11 +560,11 @@ fn records_come_back_at_once_when_their_consumers_connection_closes() {
 
 #[test]
 fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "slow");
-    set_group_configs(
+    let broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "slow", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "g",
         &[
             ("share.auto.offset.reset", "earliest"),
@@ -676,11 +609,11 @@ fn a_consumer_renews_its_lock_and_the_lag_counts_what_is_left() {
 
 #[test]
 fn acquisitions_end_with_a_batch_unless_the_consumer_asks_for_a_strict_limit() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "batches");
-    set_group_configs(
+    let broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "batches", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "g",
         &[("share.auto.offset.reset", "earliest")],
     );
@@ -706,11 +639,11 @@ fn acquisitions_end_with_a_batch_unless_the_consumer_asks_for_a_strict_limit() {
 
 #[test]
 fn the_record_lock_limit_is_checked_before_a_batch_and_never_splits_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(&tmp.path().join("data"), &[]);
-    create_topic(&broker.addr, "locks");
-    set_group_configs(
+    let broker = TestBroker::start_temp(&[]);
+    create_topic(&broker.addr, "locks", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "g",
         &[
             ("share.auto.offset.reset", "earliest"),
@@ -744,15 +677,12 @@ fn the_record_lock_limit_is_checked_before_a_batch_and_never_splits_one() {
 #[test]
 fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
     use crate::metrics::{must, scrape, value};
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(
-        &tmp.path().join("data"),
-        &["--metrics-listen", "127.0.0.1:0"],
-    );
+    let broker = TestBroker::start_temp(&["--metrics-listen", "127.0.0.1:0"]);
     let metrics = broker.metrics_addr.clone().unwrap();
-    create_topic(&broker.addr, "m-tasks");
-    set_group_configs(
+    create_topic(&broker.addr, "m-tasks", 1);
+    set_configs(
         &broker.addr,
+        GROUP_RESOURCE,
         "m-workers",
         &[
             ("share.auto.offset.reset", "earliest"),

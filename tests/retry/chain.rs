@@ -11,11 +11,11 @@ use bytes::Bytes;
 use retry_topic::headers as h;
 use retry_topic::{Delivery, Event, HandlerError, OutageBudget};
 
-use crate::cluster::{unique, TestCluster};
 use crate::harness::{
     chain_config, count, header, produce, produce_values, records_of, value_of, wait_for, Effects,
     Running,
 };
+use test_support::cluster::{unique, TestCluster};
 
 #[derive(Debug, thiserror::Error)]
 #[error("downstream timed out")]

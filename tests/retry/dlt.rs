@@ -10,11 +10,11 @@ use retry_topic::headers as h;
 use retry_topic::{Delivery, Event, HandlerError};
 use serde_json::Value;
 
-use crate::cluster::{unique, TestCluster};
 use crate::harness::{
     chain_config, count, header, lograil, produce, produce_values, records_of, value_of, wait_for,
     Running,
 };
+use test_support::cluster::{unique, TestCluster};
 
 /// Headers as Spring Kafka's `DeadLetterPublishingRecoverer` and `@RetryableTopic` write them
 /// for a record of `topic`-0@41 failed on its third attempt.

@@ -2,17 +2,17 @@
 //! producer of test records, and readers of what ended up in a topic.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use consumer::{ConsumerRecord, Producer, ProducerRecord};
+use consumer::{ConsumerRecord, ProducerRecord};
 use retry_topic::{Event, Handler, RetryConfig, RetryError, RetryingConsumer, StatusHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::cluster::{read_all, wait_until, TestCluster};
+use test_support::cluster::{read_all, TestCluster};
+use test_support::kafka::wait_until_async;
 
 /// Client properties for the chain's consumer: the suite's group timing, and short fetch
 /// waits so a resumed partition is fetched promptly.
@@ -101,11 +101,7 @@ pub async fn produce(
     partition: i32,
     records: &[Sent<'_>],
 ) -> Vec<i64> {
-    let producer = Producer::from_config(&cluster.config().with("acks", "all"))
-        .await
-        .unwrap();
-    let mut deliveries = Vec::new();
-    for (key, value, headers) in records {
+    let records = records.iter().map(|(key, value, headers)| {
         let mut r = ProducerRecord::new(topic)
             .value(value.to_string())
             .partition(partition);
@@ -115,14 +111,9 @@ pub async fn produce(
         for (n, v) in headers {
             r = r.header(n.to_string(), v.clone());
         }
-        deliveries.push(producer.send(r).await.unwrap());
-    }
-    let mut offsets = Vec::new();
-    for d in deliveries {
-        offsets.push(d.await.unwrap().offset);
-    }
-    producer.close().await;
-    offsets
+        r
+    });
+    cluster.produce(&[("acks", "all")], records).await
 }
 
 /// Values only, no key or headers.
@@ -171,21 +162,14 @@ impl Effects {
 }
 
 pub async fn wait_for(what: &str, secs: u64, check: impl FnMut() -> bool) {
-    wait_until(what, Duration::from_secs(secs), check).await;
+    wait_until_async(what, Duration::from_secs(secs), check).await;
 }
 
-/// `lograil <args>` with `--bootstrap-server`, its exit status and stdout.
+/// `lograil <args>` with `--bootstrap-server`: whether it succeeded, its stdout and stderr.
 pub fn lograil(cluster: &TestCluster, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lograil"))
-        .args(args)
-        .args(["--bootstrap-server", cluster.bootstrap()])
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut args = args.to_vec();
+    args.extend(["--bootstrap-server", cluster.bootstrap()]);
+    test_support::lograil(&args)
 }
 
 pub fn value_of(record: &ConsumerRecord) -> String {

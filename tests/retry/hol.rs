@@ -14,8 +14,8 @@ use std::time::Duration;
 use consumer::{Producer, ProducerRecord};
 use retry_topic::{Delivery, HandlerError};
 
-use crate::cluster::{unique, TestCluster};
 use crate::harness::{chain_config, value_of, wait_for, Running};
+use test_support::cluster::{unique, TestCluster};
 
 const RECORDS: usize = 2000;
 const RATE: u64 = 500;

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use retry_topic::{Delivery, Event, HandlerError, RetryingConsumer};
 
-use crate::cluster::{unique, TestCluster};
 use crate::harness::{
     chain_config, count, produce_values, records_of, value_of, wait_for, Effects, Running,
 };
+use test_support::cluster::{unique, TestCluster};
 
 const CHILD_ENV: &str = "LOGRAIL_RETRY_KILL_CHILD";
 

@@ -6,12 +6,6 @@
 //! that Apache Kafka cluster instead, with its own topics and groups.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
-#[path = "../e2e/broker.rs"]
-mod broker;
-#[allow(dead_code)]
-#[path = "../client/cluster.rs"]
-mod cluster;
 mod harness;
 
 mod chain;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use retry_topic::{Delivery, Event, HandlerError};
 
-use crate::cluster::{unique, TestCluster};
 use crate::harness::{chain_config, lograil, produce, value_of, wait_for, Effects, Running};
+use test_support::cluster::{unique, TestCluster};
 
 #[derive(Debug, thiserror::Error)]
 #[error("inventory service down for this customer")]

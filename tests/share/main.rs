@@ -7,17 +7,14 @@
 //! confluent-kafka >= 2.16; `.ci/run` installs them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
-#[path = "../e2e/broker.rs"]
-mod broker;
-
 use std::path::Path;
 use std::process::Command;
 
+use test_support::TestBroker;
+
 #[test]
 fn java_and_librdkafka_share_consumers_pass_every_scenario() {
-    let tmp = tempfile::tempdir().unwrap();
-    let broker = broker::TestBroker::start(&tmp.path().join("data"), &[]);
+    let broker = TestBroker::start_temp(&[]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/share/run_scenarios.sh");
     let out = Command::new(&script)
         .arg(&broker.addr)

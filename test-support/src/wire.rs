@@ -8,6 +8,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
+/// The correlation id of the requests [`send`] and [`call`] make.
+const CORRELATION_ID: i32 = 42;
+
+/// A connection whose reads time out after 10 s (a hang fails the test, see [`closed`]).
 pub fn connect(addr: &str) -> TcpStream {
     let stream = TcpStream::connect(addr).unwrap();
     stream
@@ -75,6 +79,23 @@ fn read_or_timeout(stream: &mut TcpStream, buf: &mut [u8]) -> Option<()> {
     }
 }
 
+/// Sends one request whose response is read later with [`receive`].
+pub fn send<Req: Encodable>(stream: &mut TcpStream, key: ApiKey, version: i16, request: &Req) {
+    stream
+        .write_all(&frame(key, version, CORRELATION_ID, request))
+        .unwrap();
+}
+
+/// The response to the request [`send`] sent; fails on a closed connection (and, through the
+/// read timeout, on a hang).
+pub fn receive<Resp: Decodable>(stream: &mut TcpStream, key: ApiKey, version: i16) -> Resp {
+    let mut body =
+        read_response(stream).unwrap_or_else(|| panic!("{key:?} v{version}: connection closed"));
+    let header = ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, CORRELATION_ID);
+    Resp::decode(&mut body, version).unwrap()
+}
+
 /// Sends one request and decodes its response.
 pub fn call<Req: Encodable, Resp: Decodable>(
     stream: &mut TcpStream,
@@ -82,12 +103,8 @@ pub fn call<Req: Encodable, Resp: Decodable>(
     version: i16,
     request: &Req,
 ) -> Resp {
-    stream.write_all(&frame(key, version, 42, request)).unwrap();
-    let mut body =
-        read_response(stream).unwrap_or_else(|| panic!("{key:?} v{version}: connection closed"));
-    let header = ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, 42);
-    Resp::decode(&mut body, version).unwrap()
+    send(stream, key, version, request);
+    receive(stream, key, version)
 }
 
 /// `batch` with its header saying `count` records (lastOffsetDelta and CRC made to agree), as

@@ -6,6 +6,49 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The `lograil` binary of this build. Cargo builds it for the integration tests of the
+/// `lograil` package (the suites that start brokers are those) and names it in
+/// `CARGO_BIN_EXE_lograil` when it builds them and (recent cargo) when it runs them; a test
+/// binary run by an older cargo or by hand finds it where cargo put it, beside `deps/` holding
+/// the test binary.
+pub fn lograil_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_lograil") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let beside_deps = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("lograil"));
+    match beside_deps {
+        Some(path) if path.is_file() => path,
+        _ => panic!(
+            "no lograil binary: CARGO_BIN_EXE_lograil is not set and there is none beside the \
+             folder of {} (run the suite with cargo test)",
+            exe.display()
+        ),
+    }
+}
+
+/// Runs `lograil <args>` (a CLI command) to its end: whether it succeeded, its stdout and stderr.
+pub fn lograil(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(lograil_bin()).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `lograil <args>`; fails the test (showing stderr) unless it succeeds; its stdout.
+pub fn lograil_stdout(args: &[&str]) -> String {
+    let (ok, out, err) = lograil(args);
+    assert!(ok, "lograil {args:?}: {err}");
+    out
+}
+
+/// A `lograil serve` process on a fresh port; killed (SIGKILL) when dropped.
+#[derive(Debug)]
 pub struct TestBroker {
     child: Option<Child>,
     /// `127.0.0.1:PORT`
@@ -14,17 +57,32 @@ pub struct TestBroker {
     pub metrics_addr: Option<String>,
     pub data_dir: PathBuf,
     args: Vec<String>,
+    /// The temporary folder of the data dir, for a broker from [`TestBroker::start_temp`];
+    /// removed after the process is gone (fields drop after `drop`).
+    _tmp: Option<tempfile::TempDir>,
 }
 
 impl TestBroker {
     /// Starts a broker on a fresh port with its data in `data_dir` and extra `serve` flags.
     pub fn start(data_dir: &Path, args: &[&str]) -> TestBroker {
+        TestBroker::launched(data_dir.to_path_buf(), args, None)
+    }
+
+    /// Starts a broker as [`TestBroker::start`] does, on a data dir of its own in a temporary
+    /// folder that goes with it (`data_dir` is `<tmp>/data`, the log `<tmp>/data.broker.log`).
+    pub fn start_temp(args: &[&str]) -> TestBroker {
+        let tmp = tempfile::tempdir().unwrap();
+        TestBroker::launched(tmp.path().join("data"), args, Some(tmp))
+    }
+
+    fn launched(data_dir: PathBuf, args: &[&str], tmp: Option<tempfile::TempDir>) -> TestBroker {
         let mut broker = TestBroker {
             child: None,
             addr: String::new(),
             metrics_addr: None,
-            data_dir: data_dir.to_path_buf(),
+            data_dir,
             args: args.iter().map(|s| s.to_string()).collect(),
+            _tmp: tmp,
         };
         broker.launch();
         broker
@@ -36,7 +94,7 @@ impl TestBroker {
             .append(true)
             .open(self.log_path())
             .expect("broker log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lograil"))
+        let mut child = Command::new(lograil_bin())
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")

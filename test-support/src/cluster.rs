@@ -1,5 +1,6 @@
-//! Where the client tests run: a fresh lograil broker per test, or the Apache Kafka cluster
-//! named by `LOGRAIL_TEST_KAFKA` (shared by all tests; each uses its own topics and groups).
+//! Where the client and retry-topic suites run: a fresh lograil broker per test, or the Apache
+//! Kafka cluster named by `LOGRAIL_TEST_KAFKA` (shared by all tests; each uses its own topics
+//! and groups).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,29 +9,30 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use consumer::{Admin, ClientConfig, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition};
+use consumer::{
+    Admin, ClientConfig, Consumer, ConsumerRecord, NewTopic, Producer, ProducerRecord,
+    TopicPartition,
+};
 
 use crate::broker::TestBroker;
 
 /// Tests that stop Kafka brokers hold this exclusively; all others share it.
 static CLUSTER_LOCK: RwLock<()> = RwLock::new(());
 
-#[allow(dead_code)]
-enum Guard {
-    Shared(RwLockReadGuard<'static, ()>),
-    Exclusive(RwLockWriteGuard<'static, ()>),
+/// [`CLUSTER_LOCK`] held for the test's whole run: shared, or exclusive.
+#[derive(Debug)]
+struct Guard {
+    _shared: Option<RwLockReadGuard<'static, ()>>,
+    _exclusive: Option<RwLockWriteGuard<'static, ()>>,
 }
 
+#[derive(Debug)]
 enum Target {
-    Lograil {
-        broker: TestBroker,
-        _dir: tempfile::TempDir,
-    },
-    Kafka {
-        dir: PathBuf,
-    },
+    Lograil { broker: TestBroker },
+    Kafka { dir: PathBuf },
 }
 
+#[derive(Debug)]
 pub struct TestCluster {
     target: Target,
     bootstrap: String,
@@ -71,6 +73,7 @@ fn kafka_sh(args: &[&str]) {
 }
 
 /// A Kafka broker killed by a test; started again (waiting until it is back) when dropped.
+#[derive(Debug)]
 pub struct KilledNode {
     dir: PathBuf,
     node: i32,
@@ -89,13 +92,19 @@ impl Drop for KilledNode {
 impl TestCluster {
     /// A lograil broker of its own, or the shared Kafka cluster.
     pub fn start() -> TestCluster {
-        let guard = Guard::Shared(CLUSTER_LOCK.read().unwrap_or_else(|e| e.into_inner()));
+        let guard = Guard {
+            _shared: Some(CLUSTER_LOCK.read().unwrap_or_else(|e| e.into_inner())),
+            _exclusive: None,
+        };
         TestCluster::with_guard(guard)
     }
 
     /// The cluster with no other test running on it (for killing brokers).
     pub fn start_exclusive() -> TestCluster {
-        let guard = Guard::Exclusive(CLUSTER_LOCK.write().unwrap_or_else(|e| e.into_inner()));
+        let guard = Guard {
+            _shared: None,
+            _exclusive: Some(CLUSTER_LOCK.write().unwrap_or_else(|e| e.into_inner())),
+        };
         TestCluster::with_guard(guard)
     }
 
@@ -121,12 +130,10 @@ impl TestCluster {
                 }
             }
             None => {
-                let dir = tempfile::tempdir().unwrap();
-                let args = ["--group-initial-rebalance-delay-ms", "0"];
-                let broker = TestBroker::start(&dir.path().join("data"), &args);
+                let broker = TestBroker::start_temp(&["--group-initial-rebalance-delay-ms", "0"]);
                 let bootstrap = broker.addr.clone();
                 TestCluster {
-                    target: Target::Lograil { broker, _dir: dir },
+                    target: Target::Lograil { broker },
                     bootstrap,
                     _guard: guard,
                 }
@@ -197,6 +204,26 @@ impl TestCluster {
         Producer::from_config(&config).await.unwrap()
     }
 
+    /// Sends `records` with a producer of its own (`props` set) and waits until each is
+    /// delivered; their offsets, in order.
+    pub async fn produce(
+        &self,
+        props: &[(&str, &str)],
+        records: impl IntoIterator<Item = ProducerRecord>,
+    ) -> Vec<i64> {
+        let producer = self.producer(props).await;
+        let mut deliveries = Vec::new();
+        for record in records {
+            deliveries.push(producer.send(record).await.unwrap());
+        }
+        let mut offsets = Vec::new();
+        for d in deliveries {
+            offsets.push(d.await.unwrap().offset);
+        }
+        producer.close().await;
+        offsets
+    }
+
     /// A consumer with test-friendly group timing (Kafka's minimum session timeout).
     pub async fn consumer(&self, group: Option<&str>, props: &[(&str, &str)]) -> Consumer {
         let mut config = self
@@ -231,7 +258,7 @@ impl TestCluster {
     /// The pid of the process serving `node` (lograil: the broker; Kafka: node id = NODE).
     pub fn pid_of(&self, node: i32) -> u32 {
         match &self.target {
-            Target::Lograil { broker, .. } => broker.pid(),
+            Target::Lograil { broker } => broker.pid(),
             Target::Kafka { dir } => std::fs::read_to_string(dir.join(format!("node-{node}.pid")))
                 .unwrap()
                 .trim()
@@ -266,21 +293,9 @@ impl TestCluster {
 
     /// lograil only: stop the broker (for tests that need it gone).
     pub fn kill_lograil(&mut self) {
-        if let Target::Lograil { broker, .. } = &mut self.target {
+        if let Target::Lograil { broker } = &mut self.target {
             broker.kill9();
         }
-    }
-}
-
-/// Waits (polling) until `check` holds, failing the test after `timeout`.
-pub async fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -1,0 +1,368 @@
+//! Kafka operations the suites share: over the raw protocol ([`crate::wire`]), one request on a
+//! connection of its own, asserting what set-up needs; through librdkafka ([`rdkafka_produce`]);
+//! and [`wait_until`] a condition holds.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    FetchRequest, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{
+    BaseRecord, DefaultProducerContext, Producer, ProducerContext, ThreadedProducer,
+};
+use rdkafka::statistics::Statistics;
+use rdkafka::types::RDKafkaErrorCode;
+
+use crate::wire::{call, connect, frame, read_response};
+
+/// A string of the protocol.
+pub fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A topic name of the protocol.
+pub fn name(topic: &str) -> TopicName {
+    TopicName(text(topic))
+}
+
+/// Creates `topic` with `partitions` partitions, the broker's replication factor and
+/// `configs`; the topic's error code.
+pub fn try_create_topic(addr: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) -> i16 {
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(-1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(text(k))
+                            .with_value(Some(text(v)))
+                    })
+                    .collect(),
+            )])
+        .with_timeout_ms(30_000);
+    let response: CreateTopicsResponse =
+        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
+    assert_eq!(response.topics.len(), 1, "{response:?}");
+    response.topics[0].error_code
+}
+
+/// Creates `topic` with `partitions` partitions; fails the test if it cannot.
+pub fn create_topic(addr: &str, topic: &str, partitions: i32) {
+    assert_eq!(
+        try_create_topic(addr, topic, partitions, &[]),
+        0,
+        "{topic} created"
+    );
+}
+
+/// Has `topic` created by a Metadata request that may create topics (the broker's defaults);
+/// fails the test unless it then exists.
+pub fn ensure_topic(addr: &str, topic: &str) {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name(topic)))
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let response: MetadataResponse = call(&mut connect(addr), ApiKey::Metadata, 12, &request);
+    assert_eq!(response.topics[0].error_code, 0, "{topic} created");
+}
+
+/// A Produce of `records` to one partition, acks=all.
+pub fn produce_request(topic: &str, partition: i32, records: Option<Bytes>) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(records)])])
+}
+
+/// Produces `records` (v9) to `partition` of `topic`; the whole response.
+pub fn produce_response(
+    addr: &str,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> ProduceResponse {
+    let request = produce_request(topic, partition, Some(records));
+    call(&mut connect(addr), ApiKey::Produce, 9, &request)
+}
+
+/// Produces `records` (v9) to `partition` of `topic`; (error code, base offset).
+pub fn produce(addr: &str, topic: &str, partition: i32, records: Bytes) -> (i16, i64) {
+    let response = produce_response(addr, topic, partition, records);
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// Produces to partition 0 at `version` on `stream`; the partition's error code.
+pub fn produce_at(stream: &mut TcpStream, version: i16, topic: &str, records: Bytes) -> i16 {
+    let response: ProduceResponse = call(
+        stream,
+        ApiKey::Produce,
+        version,
+        &produce_request(topic, 0, Some(records)),
+    );
+    response.responses[0].partition_responses[0].error_code
+}
+
+/// A Fetch of partition 0 of `topic` from `offset` that waits up to `max_wait_ms` for one
+/// byte, and returns up to `partition_max_bytes` (50 MiB for the whole response).
+pub fn fetch_request(
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+    partition_max_bytes: i32,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(offset)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(partition_max_bytes)])])
+}
+
+/// ListOffsets (v7) of partition 0 of `topic` at `timestamp` (-1 latest, -2 earliest):
+/// (error code, offset, timestamp).
+pub fn list_offset(addr: &str, topic: &str, timestamp: i64) -> (i16, i64, i64) {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(timestamp)])]);
+    let response: ListOffsetsResponse = call(&mut connect(addr), ApiKey::ListOffsets, 7, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp)
+}
+
+/// The resource types of the config APIs.
+pub const TOPIC_RESOURCE: i8 = 2;
+pub const BROKER_RESOURCE: i8 = 4;
+pub const GROUP_RESOURCE: i8 = 32;
+
+/// IncrementalAlterConfigs (v1) of one resource (a `*_RESOURCE` type), each
+/// change (name, operation: 0 set, 1 delete, value); (error code, message).
+pub fn alter_configs(
+    addr: &str,
+    resource_type: i8,
+    resource: &str,
+    changes: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> (i16, Option<String>) {
+    let request = IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(text(resource))
+            .with_configs(
+                changes
+                    .iter()
+                    .map(|(k, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(text(k))
+                            .with_config_operation(*op)
+                            .with_value(v.map(text))
+                    })
+                    .collect(),
+            )])
+        .with_validate_only(validate_only);
+    let response: IncrementalAlterConfigsResponse = call(
+        &mut connect(addr),
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &request,
+    );
+    let r = &response.responses[0];
+    (
+        r.error_code,
+        r.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+/// Sets `configs` of one resource (as [`alter_configs`]); fails the test if refused.
+pub fn set_configs(addr: &str, resource_type: i8, resource: &str, configs: &[(&str, &str)]) {
+    let changes: Vec<_> = configs.iter().map(|(k, v)| (*k, 0, Some(*v))).collect();
+    let (code, message) = alter_configs(addr, resource_type, resource, &changes, false);
+    assert_eq!(code, 0, "{resource}: {message:?}");
+}
+
+/// ApiVersions v3.
+pub fn api_versions(addr: &str) -> ApiVersionsResponse {
+    call(
+        &mut connect(addr),
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+}
+
+/// Whether an ApiVersions request on a connection of its own is answered (not closed).
+pub fn api_versions_answered(addr: &str) -> bool {
+    let mut s = connect(addr);
+    s.write_all(&frame(
+        ApiKey::ApiVersions,
+        3,
+        1,
+        &ApiVersionsRequest::default(),
+    ))
+    .unwrap();
+    read_response(&mut s).is_some()
+}
+
+/// A record for [`rdkafka_send`]: a value, and a key, partition and timestamp if given.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    pub key: Option<String>,
+    pub value: String,
+    pub partition: Option<i32>,
+    pub timestamp: Option<i64>,
+}
+
+impl Record {
+    pub fn new(value: impl Into<String>) -> Record {
+        Record {
+            value: value.into(),
+            ..Record::default()
+        }
+    }
+
+    pub fn key(self, key: impl Into<String>) -> Record {
+        Record {
+            key: Some(key.into()),
+            ..self
+        }
+    }
+
+    pub fn partition(self, partition: i32) -> Record {
+        Record {
+            partition: Some(partition),
+            ..self
+        }
+    }
+
+    pub fn timestamp(self, timestamp: i64) -> Record {
+        Record {
+            timestamp: Some(timestamp),
+            ..self
+        }
+    }
+}
+
+/// The largest throttle (ms) that librdkafka's `statistics` show for any broker.
+pub fn max_throttle_ms(statistics: &Statistics) -> i64 {
+    statistics
+        .brokers
+        .values()
+        .filter_map(|b| b.throttle.as_ref())
+        .map(|w| w.max)
+        .max()
+        .unwrap_or(0)
+}
+
+/// A librdkafka producer of the broker at `addr`, with `props` set.
+pub fn rdkafka_producer(
+    addr: &str,
+    props: &[(&str, &str)],
+) -> ThreadedProducer<DefaultProducerContext> {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", addr);
+    for (k, v) in props {
+        config.set(*k, *v);
+    }
+    config.create().expect("librdkafka producer")
+}
+
+/// Sends `records` to `topic` (waiting while librdkafka's queue is full), then flushes: every
+/// record is delivered or has failed (see the producer's context) within 60 s.
+pub fn rdkafka_send<C>(
+    producer: &ThreadedProducer<C>,
+    topic: &str,
+    records: impl IntoIterator<Item = Record>,
+) where
+    C: ProducerContext<DeliveryOpaque = ()> + 'static,
+{
+    for r in records {
+        let mut record = BaseRecord::to(topic).payload(&r.value);
+        if let Some(key) = &r.key {
+            record = record.key(key);
+        }
+        if let Some(partition) = r.partition {
+            record = record.partition(partition);
+        }
+        if let Some(timestamp) = r.timestamp {
+            record = record.timestamp(timestamp);
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err((e, _)) => panic!("send failed: {e}"),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).expect("flush");
+}
+
+/// Produces `records` to `topic` with a librdkafka producer of its own ([`rdkafka_producer`]
+/// with `props`, [`rdkafka_send`]).
+pub fn rdkafka_produce(
+    addr: &str,
+    props: &[(&str, &str)],
+    topic: &str,
+    records: impl IntoIterator<Item = Record>,
+) {
+    rdkafka_send(&rdkafka_producer(addr, props), topic, records);
+}
+
+/// Polls `condition` every 20 ms; fails the test if it does not hold within `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < timeout, "not within {timeout:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// [`wait_until`] on a tokio runtime: sleeps without holding the thread.
+pub async fn wait_until_async(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < timeout, "not within {timeout:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,24 @@
+//! What lograil's test suites share, so that each is written once:
+//!
+//! - [`broker`]: the real `lograil` binary on 127.0.0.1:0 ([`TestBroker`]), stopped gracefully
+//!   or with SIGKILL and started again on the same data;
+//! - [`in_process`]: the broker in the test's own process through `lograil::run`
+//!   ([`InProcess`]), for tests that configure what the binary cannot (storage fakes, timings);
+//! - [`wire`]: raw Kafka protocol, one frame at a time;
+//! - [`kafka`]: Kafka operations over the raw protocol and librdkafka (create a topic, produce,
+//!   fetch, ...) and [`kafka::wait_until`];
+//! - [`cluster`]: where the client and retry-topic suites run ([`TestCluster`]): a lograil
+//!   broker of their own, or the Apache Kafka cluster named by `LOGRAIL_TEST_KAFKA`.
+//!
+//! Not published; a dev-dependency of the suites (`publish = false`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod broker;
+pub mod cluster;
+pub mod in_process;
+pub mod kafka;
+pub mod wire;
+
+pub use broker::{lograil, lograil_stdout, TestBroker};
+pub use cluster::TestCluster;
+pub use in_process::InProcess;
