@@ -82,6 +82,7 @@ pub struct NewTopic {
 
 /// Why an admin call failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum AdminError {
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -28,6 +28,7 @@ const MAX_RESPONSE: usize = 256 << 20;
 
 /// A transport failure: the request may or may not have reached the broker.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum NetError {
     #[error("connecting to {addr}: {source}")]
     Connect {

@@ -9,6 +9,7 @@ pub use kafka_protocol::error::ResponseError as ErrorCode;
 
 /// A request to the cluster that failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     #[error(transparent)]
     Net(#[from] NetError),

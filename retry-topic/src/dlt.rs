@@ -23,6 +23,7 @@ use crate::retrying::now_ms;
 
 /// Why reading or redriving a dead-letter topic failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DltError {
     #[error("topic {0} does not exist")]
     NoTopic(String),

@@ -8,6 +8,7 @@ use consumer::{
 use crate::config::ConfigError;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RetryError {
     #[error(transparent)]
     Config(#[from] ConfigError),

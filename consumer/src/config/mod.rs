@@ -20,6 +20,7 @@ pub use queue::{AckMode, QueueConfig};
 
 /// Why a configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("unknown property {0:?}")]
     Unknown(String),

@@ -55,6 +55,7 @@ pub struct ConsumerRecord {
 
 /// Why no record could be handed out.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConsumeError {
     /// `auto.offset.reset=none` and the partition has no committed offset, or its position is
     /// out of range: seek to go on.
@@ -80,6 +81,7 @@ pub enum ConsumeError {
 
 /// Why a commit failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommitError {
     #[error("no group.id: nothing to commit to")]
     NoGroup,
@@ -93,6 +95,7 @@ pub enum CommitError {
 
 /// Why a seek or pause was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AssignmentError {
     #[error("{0} is not assigned to this consumer")]
     NotAssigned(TopicPartition),
@@ -104,6 +107,7 @@ pub enum AssignmentError {
 
 /// Why a consumer could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConsumerError {
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -159,6 +159,7 @@ pub struct FatalError {
 
 /// Why a record was not delivered.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeliveryError {
     #[error("{topic}-{partition}: {code}")]
     Broker {
@@ -180,6 +181,7 @@ pub enum DeliveryError {
 
 /// Why `send` or `try_send` did not accept a record.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SendError {
     /// `buffer.memory` is full (from `try_send`): try again after about `retry_after`, an
     /// estimate from the rate at which acknowledged batches have been freeing memory.
@@ -213,6 +215,7 @@ pub enum SendError {
 
 /// Why a producer could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProducerError {
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -32,6 +32,7 @@ use crate::{ConsumerRecord, TopicPartition};
 
 /// Why the queue consumer could not do what was asked.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     #[error(transparent)]
     Config(#[from] ConfigError),
