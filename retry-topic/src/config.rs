@@ -12,9 +12,15 @@ pub enum Backoff {
     /// value. With `jitter`, each record's wait is uniform in `[0, stage delay]` ("full
     /// jitter"), so a record may wait behind an earlier one of its stage for up to that delay.
     Exponential {
+        /// Delay of the first retry; must not be zero.
         initial: Duration,
+        /// Growth of the delay per retry; must be at least 1 (Spring's `multiplier`).
         multiplier: f64,
+        /// Cap on every delay (Spring's `maxDelay`); the capped delay's stage takes every
+        /// later retry.
         max: Duration,
+        /// Full jitter: a record waits a random time up to its stage's delay, not the whole
+        /// delay (topic names keep the whole delay).
         jitter: bool,
     },
 }
@@ -28,6 +34,7 @@ pub struct OutageBudget {
     pub failure_ratio: f64,
     /// First wait between probes; doubles after each failed probe up to `probe_max`.
     pub probe_interval: Duration,
+    /// Longest wait between probes, where the doubling stops.
     pub probe_max: Duration,
 }
 
@@ -50,6 +57,7 @@ pub struct RetryConfig {
     pub topic: String,
     /// The consumer group reading the main topic and the retry topics.
     pub group: String,
+    /// The wait before each retry; it also names the retry topics, one per distinct delay.
     pub backoff: Backoff,
     /// Deliveries at most, the first included (Spring's `maxAttempts`).
     pub max_attempts: u32,
@@ -58,6 +66,7 @@ pub struct RetryConfig {
     pub retry_deadline: Option<Duration>,
     /// Retry topics are `<topic><retry_suffix>-<delay ms>`.
     pub retry_suffix: String,
+    /// The dead-letter topic is `<topic><dlt_suffix>`.
     pub dlt_suffix: String,
     /// Park later records of a key behind one in retry, and release them in order.
     pub key_ordering: bool,
@@ -74,6 +83,9 @@ pub struct RetryConfig {
 }
 
 impl RetryConfig {
+    /// A chain for `topic` read by consumer group `group`, with the defaults: one 1 s retry
+    /// stage, 3 attempts, suffixes `-retry` and `-dlt`, no retry deadline, no per-key ordering,
+    /// the default [`OutageBudget`], commits every 500 ms, the broker's replication factor.
     pub fn new(topic: impl Into<String>, group: impl Into<String>) -> RetryConfig {
         RetryConfig {
             topic: topic.into(),
@@ -98,6 +110,8 @@ impl RetryConfig {
         self
     }
 
+    /// Exponential backoff (see [`Backoff::Exponential`]); the values are checked by
+    /// [`RetryConfig::topology`].
     pub fn exponential(
         mut self,
         initial: Duration,
@@ -114,42 +128,59 @@ impl RetryConfig {
         self
     }
 
+    /// Deliveries at most, the first included: `n - 1` retries; with 1 there are no retry
+    /// topics and a failure goes straight to the DLT; 0 is refused by
+    /// [`RetryConfig::topology`].
     pub fn max_attempts(mut self, n: u32) -> RetryConfig {
         self.max_attempts = n;
         self
     }
 
+    /// A failed record whose next retry would be due more than `d` after its main-topic
+    /// timestamp goes to the DLT instead (Spring's `timeout`; default: no deadline).
     pub fn retry_deadline(mut self, d: Duration) -> RetryConfig {
         self.retry_deadline = Some(d);
         self
     }
 
+    /// Per-key ordering (default off). When on, every retry topic must have the main topic's
+    /// partition count ([`RetryError::PartitionCount`](crate::RetryError::PartitionCount)).
     pub fn key_ordering(mut self, on: bool) -> RetryConfig {
         self.key_ordering = on;
         self
     }
 
+    /// The outage budget (default: [`OutageBudget::default`]); `None` turns it off.
     pub fn outage(mut self, budget: Option<OutageBudget>) -> RetryConfig {
         self.outage = budget;
         self
     }
 
+    /// Replication factor of the retry and dead-letter topics created at start (-1, the
+    /// default: the broker's); topics that exist already are left as they are.
     pub fn replication_factor(mut self, rf: i16) -> RetryConfig {
         self.replication_factor = rf;
         self
     }
 
+    /// Commit processed records at least this often (default 500 ms); forwarded records are
+    /// committed at once.
     pub fn commit_interval(mut self, every: Duration) -> RetryConfig {
         self.commit_interval = every;
         self
     }
 
+    /// Adds a Java client property for the consumer only, set over the common client
+    /// properties, `group.id` and `enable.auto.commit=false`. An `auto.offset.reset` other
+    /// than `earliest` is refused by [`RetryingConsumer::new`](crate::RetryingConsumer::new).
     pub fn consumer_property(mut self, name: &str, value: &str) -> RetryConfig {
         self.consumer_properties
             .push((name.to_string(), value.to_string()));
         self
     }
 
+    /// Adds a Java client property for the producer only, set over the common client
+    /// properties, `acks=all` and `enable.idempotence=true`.
     pub fn producer_property(mut self, name: &str, value: &str) -> RetryConfig {
         self.producer_properties
             .push((name.to_string(), value.to_string()));
@@ -227,21 +258,27 @@ pub struct ConfigError(pub String);
 /// A retry topic and its delay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stage {
+    /// `<topic><retry_suffix>-<delay ms>`.
     pub topic: String,
+    /// The delay in the topic's name; with jitter, a record's wait is at most this.
     pub delay: Duration,
 }
 
 /// Where a record is read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
+    /// The main topic.
     Main,
+    /// A retry topic: its index in [`Topology::stages`].
     Retry(usize),
 }
 
 /// The topics of a chain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
+    /// The main topic ([`RetryConfig::topic`]).
     pub main: String,
+    /// The dead-letter topic, `<main><dlt_suffix>`.
     pub dlt: String,
     /// Retry topics in order, one per distinct delay.
     pub stages: Vec<Stage>,
@@ -258,6 +295,7 @@ impl Topology {
             .collect()
     }
 
+    /// Where in the chain `topic` is; `None` for any other topic, the DLT included.
     pub fn place(&self, topic: &str) -> Option<Place> {
         if topic == self.main {
             return Some(Place::Main);

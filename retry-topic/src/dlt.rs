@@ -25,32 +25,59 @@ use crate::retrying::now_ms;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DltError {
+    /// The named topic does not exist (or has no partitions).
     #[error("topic {0} does not exist")]
     NoTopic(String),
+    /// An admin request failed: connecting, describing, listing or creating topics, reading a
+    /// group's committed offsets.
     #[error("admin: {0}")]
     Admin(#[from] AdminError),
+    /// The reading consumer or the redrive producer could not be created; the client's error
+    /// as text.
     #[error("client: {0}")]
     Client(String),
+    /// Looking up offsets or reading records failed, or no record came for 30 s before the end
+    /// offsets were reached.
     #[error("reading {topic}: {reason}")]
-    Read { topic: String, reason: String },
+    Read {
+        /// The topic being read.
+        topic: String,
+        /// The client's error, as text.
+        reason: String,
+    },
+    /// An entry could not be written to the ledger topic (a record that could not be
+    /// redriven is reported in [`RedriveReport::failed`] instead).
     #[error("writing {topic}: {reason}")]
-    Write { topic: String, reason: String },
+    Write {
+        /// The ledger topic.
+        topic: String,
+        /// The encoding or producer error, as text.
+        reason: String,
+    },
 }
 
 /// A dead-letter record, decoded.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeadLetter {
+    /// The dead-letter topic it was read from.
     pub topic: String,
+    /// Its partition in the dead-letter topic.
     pub partition: i32,
+    /// Its offset in the dead-letter topic.
     pub offset: i64,
+    /// The dead-letter record's own timestamp, ms since the epoch (the original's is in
+    /// [`origin`](Self::origin)).
     pub timestamp: i64,
+    /// Lossy UTF-8; `None` for a null key.
     pub key: Option<String>,
+    /// Lossy UTF-8; `None` for a null value (a tombstone).
     pub value: Option<String>,
     /// Where it first came from (`kafka_dlt-original-*` or `kafka_original-*`); `None` for a
     /// record without those headers.
     pub origin: Option<Origin>,
     /// The error class (`kafka_dlt-exception-fqcn`; `expired`, `panic`, a type name, …).
     pub class: Option<String>,
+    /// The error message (`kafka_dlt-exception-message`, else `kafka_exception-message`).
     pub message: Option<String>,
     /// Attempts made (`retry_topic-attempts` minus one), when known.
     pub attempts: Option<u32>,
@@ -63,6 +90,8 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
+    /// Decodes a dead-letter record. Never fails: a header that cannot be read leaves its
+    /// field `None` (or empty) and is described in [`problems`](Self::problems).
     pub fn read(record: &ConsumerRecord) -> DeadLetter {
         let mut problems = Vec::new();
         let origin = Origin::from_headers(record).unwrap_or_else(|e| {
@@ -236,6 +265,7 @@ async fn read_ranges(
 /// What to redrive, where, how fast.
 #[derive(Debug, Clone, Default)]
 pub struct Redrive {
+    /// The dead-letter topic to redrive.
     pub from: String,
     /// `None`: each record's original topic.
     pub to: Option<String>,
@@ -256,6 +286,7 @@ pub struct RedriveReport {
     pub filtered: usize,
     /// Records not redriven, with why (they stay in the DLT).
     pub failed: Vec<(i32, i64, String)>,
+    /// How long the whole run took, in seconds.
     pub seconds: f64,
 }
 

@@ -13,6 +13,7 @@ use futures_util::FutureExt;
 /// A record handed to the handler, with where it stands in the chain.
 #[derive(Debug, Clone)]
 pub struct Delivery {
+    /// The record as read from the main topic or a retry topic, chain headers included.
     pub record: ConsumerRecord,
     /// 1 on the main topic, 2 on the first retry, …
     pub attempt: u32,
@@ -23,6 +24,9 @@ pub struct Delivery {
 /// Retryable or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
+    /// Worth another attempt: the record goes to its next retry stage, or to the dead-letter
+    /// topic once the attempts or the retry deadline run out. Counts towards the outage
+    /// budget.
     Retryable,
     /// Straight to the dead-letter topic.
     Fatal,
@@ -81,10 +85,17 @@ impl HandlerError {
         }
     }
 
+    /// The error class written to `kafka_exception-fqcn` and `kafka_dlt-exception-fqcn`: the
+    /// Rust type name of a converted error (`std::any::type_name`), [`PANIC_CLASS`] for a
+    /// panic, or the name given to [`HandlerError::new`].
     pub fn type_name(&self) -> &str {
         &self.type_name
     }
 
+    /// The error's `Display` text (clipped to [`headers::MESSAGE_LIMIT`] characters in the
+    /// headers), or a panic's message.
+    ///
+    /// [`headers::MESSAGE_LIMIT`]: crate::headers::MESSAGE_LIMIT
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -115,6 +126,9 @@ impl Classifier {
         self
     }
 
+    /// The class forced by [`HandlerError::fatal`] or [`HandlerError::retryable`] if any;
+    /// else [`Class::Fatal`] if the error or one in its `source()` chain is of a type
+    /// registered with [`Classifier::fatal`]; else [`Class::Retryable`].
     pub fn classify(&self, e: &HandlerError) -> Class {
         if let Some(c) = e.class {
             return c;
@@ -135,6 +149,9 @@ impl Classifier {
 
 /// The user's code for one record.
 pub trait Handler: Send + Sync + 'static {
+    /// Handles one delivery: `Ok` marks the record done, `Err` is a failed attempt (and so is
+    /// a panic). Any `Fn(Delivery) -> impl Future<Output = Result<(), HandlerError>>` closure
+    /// implements it.
     fn handle(
         &self,
         delivery: Delivery,

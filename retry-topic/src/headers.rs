@@ -24,24 +24,51 @@ pub const BACKOFF_TIMESTAMP: &str = "retry_topic-backoff-timestamp";
 /// The timestamp of the record on the main topic.
 pub const ORIGINAL_TIMESTAMP: &str = "retry_topic-original-timestamp";
 
-/// `DeadLetterPublishingRecoverer`'s names.
+// `DeadLetterPublishingRecoverer`'s names (written on dead-letter records). "The original
+// record" is the main-topic record the chain started from.
+
+/// `DeadLetterPublishingRecoverer`'s name for the original record's topic (UTF-8).
 pub const DLT_ORIGINAL_TOPIC: &str = "kafka_dlt-original-topic";
+/// The original record's partition, a 4-byte big-endian int.
 pub const DLT_ORIGINAL_PARTITION: &str = "kafka_dlt-original-partition";
+/// The original record's offset, an 8-byte big-endian long.
 pub const DLT_ORIGINAL_OFFSET: &str = "kafka_dlt-original-offset";
+/// The original record's timestamp, ms since the epoch, an 8-byte big-endian long.
 pub const DLT_ORIGINAL_TIMESTAMP: &str = "kafka_dlt-original-timestamp";
+/// The original record's timestamp type, as Java names it (`CreateTime`, `LogAppendTime`).
 pub const DLT_ORIGINAL_TIMESTAMP_TYPE: &str = "kafka_dlt-original-timestamp-type";
-/// The same name in both of Spring's families.
+/// The consumer group that failed the record (UTF-8); the same name in both of Spring's
+/// families.
 pub const DLT_ORIGINAL_CONSUMER_GROUP: &str = "kafka_dlt-original-consumer-group";
+/// The error class of the failure that dead-lettered the record: Spring writes the
+/// exception's fully qualified class name, we write [`HandlerError::type_name`],
+/// [`EXPIRED_CLASS`] or [`MALFORMED_CLASS`].
+///
+/// [`HandlerError::type_name`]: crate::HandlerError::type_name
+/// [`EXPIRED_CLASS`]: crate::EXPIRED_CLASS
+/// [`MALFORMED_CLASS`]: crate::MALFORMED_CLASS
 pub const DLT_EXCEPTION_FQCN: &str = "kafka_dlt-exception-fqcn";
+/// The message of the failure that dead-lettered the record (UTF-8).
 pub const DLT_EXCEPTION_MESSAGE: &str = "kafka_dlt-exception-message";
 
-/// The `@RetryableTopic` flow's names.
+// The `@RetryableTopic` flow's names (written on retry and dead-letter records), same
+// encodings as their `kafka_dlt-` counterparts.
+
+/// `@RetryableTopic`'s name for the original record's topic (UTF-8).
 pub const ORIGINAL_TOPIC: &str = "kafka_original-topic";
+/// The original record's partition, a 4-byte big-endian int.
 pub const ORIGINAL_PARTITION: &str = "kafka_original-partition";
+/// The original record's offset, an 8-byte big-endian long: what per-key ordering tracks a
+/// record in retry by.
 pub const ORIGINAL_OFFSET: &str = "kafka_original-offset";
+/// The original record's timestamp, ms since the epoch, an 8-byte big-endian long (not
+/// [`ORIGINAL_TIMESTAMP`], which is a `BigInteger`).
 pub const ORIGINAL_TIMESTAMP_KAFKA: &str = "kafka_original-timestamp";
+/// The original record's timestamp type, as Java names it (`CreateTime`, `LogAppendTime`).
 pub const ORIGINAL_TIMESTAMP_TYPE: &str = "kafka_original-timestamp-type";
+/// The error class of the latest failed attempt (see [`DLT_EXCEPTION_FQCN`]).
 pub const EXCEPTION_FQCN: &str = "kafka_exception-fqcn";
+/// The message of the latest failed attempt (UTF-8).
 pub const EXCEPTION_MESSAGE: &str = "kafka_exception-message";
 
 /// lograil's attempt history, a JSON array of [`HistoryEntry`].
@@ -74,7 +101,9 @@ pub fn is_chain_header(name: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("header {name}: {reason}")]
 pub struct BadHeader {
+    /// The header's name.
     pub name: &'static str,
+    /// What is wrong with its value.
     pub reason: String,
 }
 
@@ -211,17 +240,22 @@ pub fn deadline(record: &ConsumerRecord) -> Result<Option<i64>, BadHeader> {
 /// One attempt in [`HISTORY`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryEntry {
+    /// The attempt that failed (1: the main-topic delivery; 0 when a malformed header sent
+    /// the record to the DLT before its attempt number was read).
     pub attempt: u32,
     /// When it failed, ms since the epoch.
     pub at: i64,
     /// Where the record was read from.
     pub topic: String,
+    /// The partition it was read from.
     pub partition: i32,
+    /// Its offset there.
     pub offset: i64,
     /// Which consumer ran it (`group/client.id/pid`).
     pub consumer: String,
     /// The error class (a Rust type name, a Java class name, `expired`, `panic`, …).
     pub class: String,
+    /// The error message (a handler's is cut with [`clip`]).
     pub message: String,
 }
 
@@ -236,11 +270,19 @@ pub fn history(record: &ConsumerRecord) -> Result<Vec<HistoryEntry>, BadHeader> 
 /// Where a record first came from (Spring's original headers, else the record itself).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Origin {
+    /// The original record's topic.
     pub topic: String,
+    /// Its partition; -1 when its header is absent.
     pub partition: i32,
+    /// Its offset; -1 when its header is absent.
     pub offset: i64,
+    /// Its timestamp, ms since the epoch; -1 when its header is absent.
     pub timestamp: i64,
+    /// Its timestamp type as Java names it (`CreateTime`, `LogAppendTime`); empty when its
+    /// header is absent.
     pub timestamp_type: String,
+    /// The consumer group that failed it ([`DLT_ORIGINAL_CONSUMER_GROUP`]); `None` when
+    /// absent, and always from [`Origin::of`].
     pub group: Option<String>,
 }
 
@@ -312,15 +354,18 @@ impl HeaderSet {
         HeaderSet(record.headers.clone())
     }
 
+    /// Is a header `name` there (with a null value too)?
     pub fn has(&self, name: &str) -> bool {
         self.0.iter().any(|(n, _)| n == name)
     }
 
+    /// Sets `name` to `value`: every header of that name is removed, one is appended.
     pub fn set(&mut self, name: &str, value: impl Into<Bytes>) {
         self.0.retain(|(n, _)| n != name);
         self.0.push((name.to_string(), Some(value.into())));
     }
 
+    /// Removes every header named `name`.
     pub fn remove(&mut self, name: &str) {
         self.0.retain(|(n, _)| n != name);
     }

@@ -13,13 +13,11 @@ use serde::Serialize;
 
 /// What to do with a record of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
+    /// Hand it to the handler now.
     Process,
     /// Forward it to `stage`, parked behind the record at main offset `behind`.
-    Park {
-        behind: i64,
-        stage: usize,
-    },
+    Park { behind: i64, stage: usize },
 }
 
 #[derive(Debug, Clone)]
@@ -35,6 +33,7 @@ struct Chain {
 /// A key with records parked, as [`crate::Status`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ParkedKey {
+    /// The partition the key is in: the same number in the main topic and each retry topic.
     pub partition: i32,
     /// The key, lossy UTF-8.
     pub key: String,
@@ -50,13 +49,13 @@ pub struct ParkedKey {
 
 /// Chains of every key with records in retry, per main partition.
 #[derive(Debug, Default)]
-pub struct KeyChains {
+pub(crate) struct KeyChains {
     chains: HashMap<(i32, Bytes), Chain>,
 }
 
 impl KeyChains {
     /// A main-topic record at `offset`.
-    pub fn on_main(&mut self, partition: i32, key: &Bytes, offset: i64) -> Decision {
+    pub(crate) fn on_main(&mut self, partition: i32, key: &Bytes, offset: i64) -> Decision {
         match self.chains.get_mut(&(partition, key.clone())) {
             Some(chain) => {
                 chain.pending.insert(offset);
@@ -70,7 +69,7 @@ impl KeyChains {
     }
 
     /// A retry-topic record whose main-topic offset is `original`.
-    pub fn on_retry(&mut self, partition: i32, key: &Bytes, original: i64) -> Decision {
+    pub(crate) fn on_retry(&mut self, partition: i32, key: &Bytes, original: i64) -> Decision {
         let Some(chain) = self.chains.get(&(partition, key.clone())) else {
             return Decision::Process;
         };
@@ -86,7 +85,7 @@ impl KeyChains {
     }
 
     /// The record at `original` failed and goes to `stage`.
-    pub fn failed(
+    pub(crate) fn failed(
         &mut self,
         partition: i32,
         key: &Bytes,
@@ -110,7 +109,7 @@ impl KeyChains {
     }
 
     /// The record at `original` is done (processed or dead-lettered).
-    pub fn finished(&mut self, partition: i32, key: &Bytes, original: i64) {
+    pub(crate) fn finished(&mut self, partition: i32, key: &Bytes, original: i64) {
         let k = (partition, key.clone());
         if let Some(chain) = self.chains.get_mut(&k) {
             chain.pending.remove(&original);
@@ -121,7 +120,7 @@ impl KeyChains {
     }
 
     /// A record found in `stage` while rebuilding (see the module doc).
-    pub fn found(
+    pub(crate) fn found(
         &mut self,
         partition: i32,
         key: &Bytes,
@@ -148,11 +147,12 @@ impl KeyChains {
     }
 
     /// Forgets a partition's chains (it was revoked; they are rebuilt when it comes back).
-    pub fn drop_partition(&mut self, partition: i32) {
+    pub(crate) fn drop_partition(&mut self, partition: i32) {
         self.chains.retain(|(p, _), _| *p != partition);
     }
 
-    pub fn parked(&self) -> Vec<ParkedKey> {
+    /// Every key with records in the chain, by partition, then key.
+    pub(crate) fn parked(&self) -> Vec<ParkedKey> {
         let mut out: Vec<ParkedKey> = self
             .chains
             .iter()

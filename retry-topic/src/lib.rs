@@ -86,6 +86,8 @@
 //! assert_eq!(headers::big_integer(1_767_225_600_000), [0x01, 0x9b, 0x76, 0xda, 0xa8, 0x00]);
 //! ```
 
+#![warn(missing_docs, unreachable_pub, rustdoc::broken_intra_doc_links)]
+
 mod config;
 pub mod dlt;
 mod error;

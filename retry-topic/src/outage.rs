@@ -8,7 +8,8 @@ use crate::config::OutageBudget;
 
 /// What the window says after an outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
+    /// Go on spending attempts.
     Normal,
     /// Most recent records failed: switch to probing.
     Outage,
@@ -16,7 +17,7 @@ pub enum Verdict {
 
 /// The window and, during an outage, the probe schedule.
 #[derive(Debug)]
-pub struct Outage {
+pub(crate) struct Outage {
     budget: OutageBudget,
     /// `true` = failed.
     window: VecDeque<bool>,
@@ -33,7 +34,8 @@ struct Probing {
 }
 
 impl Outage {
-    pub fn new(budget: OutageBudget) -> Outage {
+    /// An empty window, no outage.
+    pub(crate) fn new(budget: OutageBudget) -> Outage {
         Outage {
             window: VecDeque::with_capacity(budget.window),
             budget,
@@ -42,7 +44,7 @@ impl Outage {
     }
 
     /// Counts an outcome (outside an outage).
-    pub fn record(&mut self, failed: bool) -> Verdict {
+    pub(crate) fn record(&mut self, failed: bool) -> Verdict {
         if self.budget.window == 0 {
             return Verdict::Normal;
         }
@@ -60,7 +62,7 @@ impl Outage {
     }
 
     /// Enters the outage: the first probe after `probe_interval`.
-    pub fn enter(&mut self, now: Instant, now_ms: i64) {
+    pub(crate) fn enter(&mut self, now: Instant, now_ms: i64) {
         self.probing = Some(Probing {
             since_ms: now_ms,
             next: now + self.budget.probe_interval,
@@ -70,7 +72,7 @@ impl Outage {
     }
 
     /// A probe failed: the next one after twice the interval (capped).
-    pub fn probe_failed(&mut self, now: Instant) {
+    pub(crate) fn probe_failed(&mut self, now: Instant) {
         let max = self.budget.probe_max;
         if let Some(p) = &mut self.probing {
             p.interval = (p.interval * 2).min(max);
@@ -80,22 +82,23 @@ impl Outage {
     }
 
     /// A probe succeeded: back to normal with an empty window.
-    pub fn leave(&mut self) {
+    pub(crate) fn leave(&mut self) {
         self.probing = None;
         self.window.clear();
     }
 
-    pub fn active(&self) -> bool {
+    /// In an outage (probing)?
+    pub(crate) fn active(&self) -> bool {
         self.probing.is_some()
     }
 
     /// When the next probe is due, during an outage.
-    pub fn next_probe(&self) -> Option<Instant> {
+    pub(crate) fn next_probe(&self) -> Option<Instant> {
         self.probing.as_ref().map(|p| p.next)
     }
 
     /// Since when (ms since the epoch) and how many probes failed, during an outage.
-    pub fn state(&self) -> Option<(i64, u64)> {
+    pub(crate) fn state(&self) -> Option<(i64, u64)> {
         self.probing.as_ref().map(|p| (p.since_ms, p.probes))
     }
 }

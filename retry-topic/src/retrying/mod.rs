@@ -199,6 +199,7 @@ impl RetryingConsumer {
         self.status.clone()
     }
 
+    /// The chain's topics, from the [`RetryConfig`] given to [`RetryingConsumer::new`].
     pub fn topology(&self) -> &Topology {
         &self.topology
     }
