@@ -21,6 +21,19 @@ pub struct Counts {
     pub members: usize,
 }
 
+impl std::ops::Add for Counts {
+    type Output = Counts;
+
+    fn add(self, other: Counts) -> Counts {
+        Counts {
+            topics: self.topics + other.topics,
+            partitions: self.partitions + other.partitions,
+            groups: self.groups + other.groups,
+            members: self.members + other.members,
+        }
+    }
+}
+
 /// A count over its cap: what, how many, the cap and the setting that sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OverCap {

@@ -41,12 +41,7 @@ impl Handler for ShareFetchRequest {
 
     fn counts(&self) -> Counts {
         let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
-        let forgotten = topics_and_partitions(&self.forgotten_topics_data, |t| t.partitions.len());
-        Counts {
-            topics: fetched.topics + forgotten.topics,
-            partitions: fetched.partitions + forgotten.partitions,
-            ..Counts::default()
-        }
+        fetched + topics_and_partitions(&self.forgotten_topics_data, |t| t.partitions.len())
     }
 
     async fn handle(

@@ -156,34 +156,27 @@ fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Er
     if table.unknown.count.get() > 0 {
         rows.push(("unknown", "unknown".to_string(), &table.unknown));
     }
-    {
-        let mut f = family(
-            encoder,
+    type Count = fn(&super::RequestStats) -> u64;
+    let counted: [(&str, &str, Count); 2] = [
+        (
             "lograil_requests",
             "Requests received, per API and version (api=\"unknown\": an API or version not served).",
-            MetricType::Counter,
-        )?;
-        for (api, version, stats) in &rows {
-            counter(
-                &mut f,
-                &[("api", *api), ("version", version.as_str())],
-                stats.count.get(),
-            )?;
-        }
-    }
-    {
-        let mut f = family(
-            encoder,
+            |s| s.count.get(),
+        ),
+        (
             "lograil_request_errors",
             "Requests the broker could not answer (malformed, a version not served, over a cap): \
              it closed the connection.",
-            MetricType::Counter,
-        )?;
+            |s| s.errors.get(),
+        ),
+    ];
+    for (name, help, count) in counted {
+        let mut f = family(encoder, name, help, MetricType::Counter)?;
         for (api, version, stats) in &rows {
             counter(
                 &mut f,
                 &[("api", *api), ("version", version.as_str())],
-                stats.errors.get(),
+                count(stats),
             )?;
         }
     }
