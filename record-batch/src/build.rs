@@ -1,0 +1,208 @@
+//! Writing a batch: a header placeholder, the records one by one as they come, then the header
+//! stamped over the placeholder with its CRC. Compression is the caller's: it compresses the
+//! bytes after [`HEADER_LEN`] between the last record and [`finish`] (this crate has no codec).
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use record_batch::build::{self, Record, Stamp};
+//! use record_batch::{validate, Codec};
+//!
+//! let mut buf = BytesMut::new();
+//! build::begin(&mut buf, 64);
+//! for (i, value) in [&b"a"[..], b"bc"].into_iter().enumerate() {
+//!     build::put_record(
+//!         &mut buf,
+//!         Record {
+//!             offset_delta: i as i32,
+//!             timestamp_delta: 0,
+//!             key: None,
+//!             value: Some(value),
+//!             headers: std::iter::empty(),
+//!         },
+//!     )?;
+//! }
+//! build::finish(&mut buf, &Stamp::new(Codec::None, 2, 1_700_000_000_000))?;
+//! assert_eq!(validate(&buf)?.record_count, 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use bytes::{BufMut, BytesMut};
+
+use crate::error::BuildError;
+use crate::layout::*;
+use crate::validate::compute_crc;
+use crate::varint;
+
+/// Clears `buf` and starts a batch in it: a zeroed header for [`finish`] to fill in, and room
+/// reserved for `records_capacity` bytes of records.
+pub fn begin(buf: &mut BytesMut, records_capacity: usize) {
+    buf.clear();
+    buf.reserve(HEADER_LEN + records_capacity);
+    buf.put_bytes(0, HEADER_LEN);
+}
+
+/// One record to write. Its timestamp and offset are deltas from the batch's base timestamp
+/// and base offset.
+#[derive(Clone, Debug)]
+pub struct Record<'a, H> {
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+    /// `None` is a null key (not the same as an empty one).
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    /// `(name, value)` pairs, walked twice (lengths first, then bytes).
+    pub headers: H,
+}
+
+/// A length on the wire (-1 for null).
+#[inline]
+fn wire_len(len: Option<usize>) -> Result<i64, BuildError> {
+    match len {
+        None => Ok(-1),
+        Some(n) => i32::try_from(n)
+            .map(i64::from)
+            .map_err(|_| BuildError::FieldTooLarge(n)),
+    }
+}
+
+/// Bytes of a length-prefixed field.
+#[inline]
+fn field_len(data: Option<&[u8]>) -> Result<usize, BuildError> {
+    let len = data.map(<[u8]>::len);
+    Ok(varint::len(wire_len(len)?) + len.unwrap_or(0))
+}
+
+#[inline]
+fn put_field<B: BufMut + ?Sized>(buf: &mut B, data: Option<&[u8]>) -> Result<(), BuildError> {
+    varint::put(buf, wire_len(data.map(<[u8]>::len))?);
+    if let Some(d) = data {
+        buf.put_slice(d);
+    }
+    Ok(())
+}
+
+/// Bytes of `record` after its length varint.
+#[inline]
+fn body_len<'a, H>(record: &Record<'a, H>) -> Result<i32, BuildError>
+where
+    H: Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + Clone,
+{
+    let mut len = 1 // attributes
+        + varint::len(record.timestamp_delta)
+        + varint::len(i64::from(record.offset_delta))
+        + field_len(record.key)?
+        + field_len(record.value)?;
+    let mut headers = 0i64;
+    for (name, value) in record.headers.clone() {
+        headers += 1;
+        len += field_len(Some(name))? + field_len(value)?;
+    }
+    len += varint::len(headers);
+    i32::try_from(len).map_err(|_| BuildError::RecordTooLarge(len))
+}
+
+/// Appends `record` to the records of the batch in `buf`, length-prefixed.
+#[inline]
+pub fn put_record<'a, B, H>(buf: &mut B, record: Record<'a, H>) -> Result<(), BuildError>
+where
+    B: BufMut + ?Sized,
+    H: Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + Clone,
+{
+    let body = body_len(&record)?;
+    varint::put(buf, i64::from(body));
+    buf.put_i8(0); // attributes
+    varint::put(buf, record.timestamp_delta);
+    varint::put(buf, i64::from(record.offset_delta));
+    put_field(buf, record.key)?;
+    put_field(buf, record.value)?;
+    let count = record.headers.clone().count();
+    varint::put(buf, i64::try_from(count).unwrap_or(i64::MAX));
+    for (name, value) in record.headers {
+        put_field(buf, Some(name))?;
+        put_field(buf, value)?;
+    }
+    Ok(())
+}
+
+/// What [`finish`] writes into a batch's header besides its length and CRC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The codec the records after the header are compressed with.
+    pub codec: Codec,
+    pub record_count: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    /// -1, -1, -1 for a producer without idempotence.
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+}
+
+impl Stamp {
+    /// A batch of `record_count` records all stamped `timestamp`, from no idempotent producer.
+    pub fn new(codec: Codec, record_count: i32, timestamp: i64) -> Stamp {
+        Stamp {
+            codec,
+            record_count,
+            base_timestamp: timestamp,
+            max_timestamp: timestamp,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+        }
+    }
+}
+
+/// Fills in the header of the whole batch `batch` (the placeholder [`begin`] wrote, then the
+/// records): base offset 0 (the broker assigns it), the length, partition leader epoch -1,
+/// magic 2, attributes (the codec, CreateTime, not transactional), `stamp`, and last the CRC.
+pub fn finish(batch: &mut [u8], stamp: &Stamp) -> Result<(), BuildError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BuildError::NoHeader(batch.len()));
+    }
+    if stamp.record_count < 1 {
+        return Err(BuildError::Empty);
+    }
+    let length = i32::try_from(batch.len() - LOG_OVERHEAD)
+        .map_err(|_| BuildError::BatchTooLarge(batch.len()))?;
+    let mut header = &mut batch[..HEADER_LEN];
+    header.put_i64(0);
+    header.put_i32(length);
+    header.put_i32(-1);
+    header.put_i8(MAGIC);
+    header.put_u32(0); // the CRC, below
+    header.put_i16(stamp.codec as i16);
+    header.put_i32(stamp.record_count - 1);
+    header.put_i64(stamp.base_timestamp);
+    header.put_i64(stamp.max_timestamp);
+    header.put_i64(stamp.producer_id);
+    header.put_i16(stamp.producer_epoch);
+    header.put_i32(stamp.base_sequence);
+    header.put_i32(stamp.record_count);
+    put_crc(batch);
+    Ok(())
+}
+
+/// Rewrites the producer id, epoch and base sequence of the whole batch `batch`, and its CRC
+/// (an idempotent producer's batch sent again under a new epoch).
+pub fn restamp(
+    batch: &mut [u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Result<(), BuildError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BuildError::NoHeader(batch.len()));
+    }
+    let mut put = |at: usize, value: &[u8]| batch[at..at + value.len()].copy_from_slice(value);
+    put(PRODUCER_ID_AT, &producer_id.to_be_bytes());
+    put(PRODUCER_EPOCH_AT, &producer_epoch.to_be_bytes());
+    put(BASE_SEQUENCE_AT, &base_sequence.to_be_bytes());
+    put_crc(batch);
+    Ok(())
+}
+
+fn put_crc(batch: &mut [u8]) {
+    let crc = compute_crc(batch);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}

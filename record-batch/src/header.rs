@@ -1,0 +1,125 @@
+//! A batch's header, read into its fields.
+
+use crate::error::BatchError;
+use crate::layout::*;
+
+/// The header of one batch, its fields as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// Whole size of the batch in bytes, `LOG_OVERHEAD + batchLength`.
+    pub size: u32,
+    pub partition_leader_epoch: i32,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+impl BatchHeader {
+    /// Reads the header at the start of `buf`, checking only what framing needs: a whole
+    /// header, a length that covers it, magic 2. For batches a broker already stored or
+    /// served, where Kafka's compaction may have left fewer records than `lastOffsetDelta`
+    /// counts; a producer's batch is checked with [`BatchHeader::parse`].
+    pub fn read(buf: &[u8]) -> Result<Self, BatchError> {
+        if buf.len() < HEADER_LEN {
+            return Err(BatchError::Truncated {
+                needed: HEADER_LEN,
+                available: buf.len(),
+            });
+        }
+        let batch_length = i32::from_be_bytes(array(buf, LENGTH_AT));
+        if batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+            return Err(BatchError::BadLength(batch_length));
+        }
+        let magic = buf[MAGIC_AT] as i8;
+        if magic != MAGIC {
+            return Err(BatchError::BadMagic(magic));
+        }
+        Ok(BatchHeader {
+            base_offset: i64::from_be_bytes(array(buf, BASE_OFFSET_AT)),
+            size: batch_length as u32 + LOG_OVERHEAD as u32,
+            partition_leader_epoch: i32::from_be_bytes(array(buf, PARTITION_LEADER_EPOCH_AT)),
+            crc: u32::from_be_bytes(array(buf, CRC_AT)),
+            attributes: i16::from_be_bytes(array(buf, ATTRIBUTES_AT)),
+            last_offset_delta: i32::from_be_bytes(array(buf, LAST_OFFSET_DELTA_AT)),
+            base_timestamp: i64::from_be_bytes(array(buf, BASE_TIMESTAMP_AT)),
+            max_timestamp: i64::from_be_bytes(array(buf, MAX_TIMESTAMP_AT)),
+            producer_id: i64::from_be_bytes(array(buf, PRODUCER_ID_AT)),
+            producer_epoch: i16::from_be_bytes(array(buf, PRODUCER_EPOCH_AT)),
+            base_sequence: i32::from_be_bytes(array(buf, BASE_SEQUENCE_AT)),
+            record_count: i32::from_be_bytes(array(buf, RECORD_COUNT_AT)),
+        })
+    }
+
+    /// Parses the header at the start of `buf` and checks what the header alone can tell:
+    /// length, magic, compression codec and record count (at least one record, offset deltas
+    /// 0 to count - 1, and, uncompressed, room for that many records). Does not check the CRC
+    /// (see [`crate::validate`]).
+    pub fn parse(buf: &[u8]) -> Result<Self, BatchError> {
+        let header = BatchHeader::read(buf)?;
+        let codec = header.attributes & COMPRESSION_MASK;
+        if codec > Codec::Zstd as i16 {
+            return Err(BatchError::BadCompression(codec as u8));
+        }
+        let count = header.record_count;
+        let records_len = header.size as usize - HEADER_LEN;
+        let fits = codec != 0 || (count as usize).saturating_mul(MIN_RECORD_LEN) <= records_len;
+        if count < 1 || header.last_offset_delta != count - 1 || !fits {
+            return Err(BatchError::BadRecordCount {
+                count,
+                last_offset_delta: header.last_offset_delta,
+                records_len,
+            });
+        }
+        Ok(header)
+    }
+
+    /// Offset of the last record in the batch.
+    #[inline]
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + i64::from(self.last_offset_delta)
+    }
+
+    /// Offset right after the batch.
+    #[inline]
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+
+    /// The records' codec; `None` for codes Kafka does not define (which [`BatchHeader::parse`]
+    /// refuses).
+    #[inline]
+    pub fn codec(&self) -> Option<Codec> {
+        Codec::from_attributes(self.attributes)
+    }
+
+    #[inline]
+    pub fn is_compressed(&self) -> bool {
+        self.attributes & COMPRESSION_MASK != 0
+    }
+
+    #[inline]
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_FLAG != 0
+    }
+
+    #[inline]
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_FLAG != 0
+    }
+
+    #[inline]
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes & LOG_APPEND_TIME_FLAG != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+}
