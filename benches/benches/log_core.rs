@@ -205,7 +205,7 @@ fn sequential_read(c: &mut Criterion) {
                 // The next offset after the last whole batch, from its header.
                 let mut at = 0;
                 while at < records.len() {
-                    let h = batch::BatchHeader::parse(&records[at..]).unwrap();
+                    let h = record_batch::BatchHeader::parse(&records[at..]).unwrap();
                     offset = h.next_offset();
                     at += h.size as usize;
                 }
@@ -232,10 +232,10 @@ fn validate(c: &mut Criterion) {
         let batch = make_batch(count, size);
         group.throughput(Throughput::Bytes(batch.len() as u64));
         group.bench_with_input(BenchmarkId::new("crc", label), &batch, |b, batch| {
-            b.iter(|| batch::compute_crc(batch))
+            b.iter(|| record_batch::compute_crc(batch))
         });
         group.bench_with_input(BenchmarkId::new("validate", label), &batch, |b, batch| {
-            b.iter(|| batch::validate(batch).unwrap())
+            b.iter(|| record_batch::validate(batch).unwrap())
         });
     }
     group.finish();

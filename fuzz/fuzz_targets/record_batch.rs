@@ -1,8 +1,10 @@
 //! RecordBatch validation and decoding, as the broker runs them on a produce and as tools and
-//! time lookups run them: `batch::validate_all`, then `batch::validate_compressed` with a small
-//! decompression bound, then `batch::decode_bounded` with the same bound, on arbitrary bytes.
+//! time lookups run them: `record_batch::validate_all`, then `batch::validate_compressed` with a
+//! small decompression bound, then `batch::decode_bounded` with the same bound, on arbitrary
+//! bytes.
 //!
-//! Checked: no panic; accepted batches exactly cover the input; no batch decodes to more
+//! Checked: no panic; `record_batch::parse_all` then `validate_parsed` accepts what
+//! `validate_all` accepts; accepted batches exactly cover the input; no batch decodes to more
 //! key and value bytes than the bound allows; and a batch the broker accepts, when it decodes,
 //! yields exactly the records its header announces (a compressed one at offsets base,
 //! base + 1, …).
@@ -18,7 +20,11 @@ use log_core::batch;
 const MAX: usize = 64 << 10;
 
 fuzz_target!(|data: &[u8]| {
-    let accepted = match batch::validate_all(data) {
+    let whole = record_batch::validate_all(data);
+    let stepwise = record_batch::parse_all(data)
+        .and_then(|headers| record_batch::validate_parsed(data, &headers).map(|()| headers));
+    assert_eq!(whole.as_ref().ok(), stepwise.as_ref().ok(), "{whole:?} / {stepwise:?}");
+    let accepted = match whole {
         Ok(headers) => {
             let total: usize = headers.iter().map(|h| h.size as usize).sum();
             assert_eq!(total, data.len(), "accepted batches do not cover the input");

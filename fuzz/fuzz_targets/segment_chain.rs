@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use log_core::{batch, Durability, Log, Partition, ReadError, TopicConfig};
+use log_core::{Durability, Log, Partition, ReadError, TopicConfig};
 
 const FIRST: &str = "00000000000000000000.log";
 
@@ -83,7 +83,7 @@ fn read_every_offset(p: &Partition) -> Reads {
     for offset in p.log_start_offset()..end {
         match p.read(offset, 1) {
             Ok(read) => {
-                let headers = batch::parse_all(&read.records)
+                let headers = record_batch::parse_all(&read.records)
                     .unwrap_or_else(|e| panic!("read at {offset} served unparsable bytes: {e}"));
                 let first = headers[0];
                 assert!(
@@ -107,7 +107,7 @@ fn read_every_offset(p: &Partition) -> Reads {
     // Reads that may span several batches: consecutive offsets, none of them refused.
     for offset in reads.served.iter().copied() {
         let read = p.read(offset, 1 << 20).expect("served once, served again");
-        let headers = batch::parse_all(&read.records).expect("whole batches");
+        let headers = record_batch::parse_all(&read.records).expect("whole batches");
         let mut next = headers[0].base_offset;
         for h in &headers {
             assert_eq!(
@@ -128,7 +128,7 @@ fn read_every_offset(p: &Partition) -> Reads {
 
 fn check_time_lookups(p: &Partition, data: &[u8], reads: &Reads) {
     let mut timestamps = vec![i64::MIN, -1, 0, i64::MAX];
-    if let Ok(headers) = batch::parse_all(data) {
+    if let Ok(headers) = record_batch::parse_all(data) {
         timestamps.extend(
             headers
                 .iter()

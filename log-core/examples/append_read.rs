@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut offset, mut read_records, mut read_bytes) = (first, 0usize, 0usize);
     while offset < partition.log_end_offset() {
         let read = partition.read(offset, 1 << 20)?;
-        let headers = batch::validate_all(&read.records)?;
+        let headers = record_batch::validate_all(&read.records)?;
         read_bytes += read.records.len();
         for h in headers {
             read_records += h.record_count as usize;

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::batch::{self, BatchHeader};
-use crate::error::{BatchError, FileError};
+use record_batch::{BatchError, BatchHeader};
+
+use crate::error::FileError;
 use crate::index::{OFFSET_ENTRY_LEN, TIME_ENTRY_LEN};
 use crate::segment::chain::{Chain, DamageReason, Link, UNKNOWN_END};
 use crate::segment::{file_name, parse_file_name, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
@@ -68,13 +69,13 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
         match link {
             Link::Batch(pos, header) => {
                 let bytes = &data[pos..pos + header.size as usize];
-                let crc_ok = batch::compute_crc(bytes) == header.crc;
+                let crc_ok = record_batch::compute_crc(bytes) == header.crc;
                 if !crc_ok {
                     report.problems.push(format!(
                         "byte {pos}: CRC mismatch in batch at offset {}",
                         header.base_offset
                     ));
-                } else if let Err(e) = batch::check_records(bytes, &header) {
+                } else if let Err(e) = record_batch::check_records(bytes, &header) {
                     // Served by no read: the broker's walk finds it as damage too.
                     report.problems.push(format!(
                         "bytes {pos}..{}: offsets {}..{} damaged: {e}",

@@ -6,51 +6,20 @@ use std::path::PathBuf;
 use crate::decompress::DecompressError;
 use crate::segment::Damage;
 
-/// Why bytes are not a valid Kafka RecordBatch v2.
+/// Why a record set was refused, or could not be decoded: not valid as RecordBatch v2, or
+/// its records do not decompress or decode.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum BatchError {
-    #[error("no batch: the record set is empty")]
-    Empty,
-    #[error("truncated batch: {needed} bytes needed, {available} available")]
-    Truncated { needed: usize, available: usize },
-    #[error("invalid batch length {0}")]
-    BadLength(i32),
-    #[error("unsupported magic {0}: only RecordBatch v2 (magic 2) is stored")]
-    BadMagic(i8),
-    #[error("CRC-32C mismatch: batch says {stored:#010x}, content is {computed:#010x}")]
-    CrcMismatch { stored: u32, computed: u32 },
-    #[error("unknown compression codec {0}")]
-    BadCompression(u8),
-    #[error("record count {count} does not fit lastOffsetDelta {last_offset_delta} and {records_len} bytes of records")]
-    BadRecordCount {
-        count: i32,
-        last_offset_delta: i32,
-        records_len: usize,
+    #[error(transparent)]
+    Invalid(#[from] record_batch::BatchError),
+    #[error("at byte {position} of the record set: {source}")]
+    Decompress {
+        /// Where the batch starts.
+        position: usize,
+        source: DecompressError,
     },
     #[error("batch cannot be decoded: {0}")]
     Undecodable(String),
-    #[error(transparent)]
-    Decompress(#[from] DecompressError),
-    #[error("the batch says {count} records; its records are not that many, with offset deltas 0, 1, 2, …")]
-    BadRecordOffsets { count: i32 },
-    #[error("at byte {position} of the record set: {source}")]
-    At {
-        position: usize,
-        source: Box<BatchError>,
-    },
-}
-
-impl BatchError {
-    pub(crate) fn at(self, position: usize) -> Self {
-        if position == 0 {
-            self
-        } else {
-            BatchError::At {
-                position,
-                source: Box::new(self),
-            }
-        }
-    }
 }
 
 /// An I/O failure on a named file.
@@ -144,6 +113,12 @@ pub enum AppendError {
     /// Only from [`crate::Partition::try_append_pending`]: nothing was written.
     #[error("the append would block (the writer is busy or the segment must roll)")]
     WouldBlock,
+}
+
+impl From<record_batch::BatchError> for AppendError {
+    fn from(e: record_batch::BatchError) -> Self {
+        AppendError::InvalidBatch(e.into())
+    }
 }
 
 impl AppendError {

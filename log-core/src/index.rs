@@ -10,7 +10,7 @@
 
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
-use crate::batch::BatchHeader;
+use record_batch::BatchHeader;
 
 pub(crate) const OFFSET_ENTRY_LEN: usize = 8;
 pub(crate) const TIME_ENTRY_LEN: usize = 12;

@@ -43,7 +43,7 @@ fn concurrent_appends_with_group_commit_and_tailing_readers() {
                         continue;
                     }
                     // Whole, valid batches only, starting exactly where we asked.
-                    let headers = batch::validate_all(&read.records).unwrap();
+                    let headers = record_batch::validate_all(&read.records).unwrap();
                     assert_eq!(headers[0].base_offset, next);
                     for h in &headers {
                         assert_eq!(h.base_offset, next, "offsets are contiguous");

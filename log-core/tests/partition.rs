@@ -145,14 +145,60 @@ fn several_batches_in_one_append_get_contiguous_offsets() {
     assert_eq!(all[2].1, "y-0");
 }
 
+#[test]
+fn batches_parsed_by_the_caller_are_appended_with_the_remaining_checks() {
+    let (_dir, _log, p) = one_partition(TopicConfig::default());
+    let mut two = records("x", 2, 0).to_vec();
+    two.extend_from_slice(&batch::build_with(
+        &[(None, Some(b"z"), 0)],
+        batch::Compression::Lz4,
+    ));
+    let headers = record_batch::parse_all(&two).unwrap();
+    let info = p.append_pending_parsed(&two, &headers).unwrap();
+    p.await_durable(&info).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 2));
+    let info = p.try_append_pending_parsed(&two, &headers).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (3, 5));
+    let values: Vec<String> = read_all(&p, 0).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(values, ["x-0", "x-1", "z", "x-0", "x-1", "z"]);
+
+    // The CRC is still checked, and so are a compressed batch's records.
+    let mut flipped = two.clone();
+    flipped[70] ^= 1;
+    let headers = record_batch::parse_all(&flipped).unwrap();
+    assert!(matches!(
+        p.append_pending_parsed(&flipped, &headers),
+        Err(AppendError::InvalidBatch(log_core::BatchError::Invalid(
+            record_batch::BatchError::CrcMismatch { .. }
+        )))
+    ));
+    let liar = with_claimed_count(
+        &batch::build_with(&[(None, Some(b"a"), 0)], batch::Compression::Gzip),
+        2,
+    );
+    let headers = record_batch::parse_all(&liar).unwrap();
+    assert!(matches!(
+        p.append_pending_parsed(&liar, &headers),
+        Err(AppendError::InvalidBatch(log_core::BatchError::Invalid(
+            record_batch::BatchError::BadRecordOffsets { count: 2 }
+        )))
+    ));
+    // Headers of more batches than the records hold.
+    let headers = record_batch::parse_all(&two).unwrap();
+    let first = headers[0].size as usize;
+    assert!(p.append_pending_parsed(&two[..first], &headers).is_err());
+    assert_eq!(p.log_end_offset(), 6, "nothing refused was written");
+}
+
 /// Rewrites a batch's record count (and lastOffsetDelta to match) and fixes its CRC, as a
 /// hostile producer would.
 fn with_claimed_count(batch: &[u8], count: i32) -> Vec<u8> {
+    use record_batch::layout::{CRC_AT, LAST_OFFSET_DELTA_AT, RECORD_COUNT_AT};
     let mut batch = batch.to_vec();
-    batch[23..27].copy_from_slice(&(count - 1).to_be_bytes());
-    batch[57..61].copy_from_slice(&count.to_be_bytes());
-    let crc = batch::compute_crc(&batch);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch[LAST_OFFSET_DELTA_AT..][..4].copy_from_slice(&(count - 1).to_be_bytes());
+    batch[RECORD_COUNT_AT..][..4].copy_from_slice(&count.to_be_bytes());
+    let crc = record_batch::compute_crc(&batch);
+    batch[CRC_AT..][..4].copy_from_slice(&crc.to_be_bytes());
     batch
 }
 
@@ -189,7 +235,9 @@ fn compressed_batches_are_checked_as_kafka_does_with_bounded_decompression() {
     let bad_count = |err: AppendError| {
         matches!(
             err,
-            AppendError::InvalidBatch(log_core::BatchError::BadRecordOffsets { .. })
+            AppendError::InvalidBatch(log_core::BatchError::Invalid(
+                record_batch::BatchError::BadRecordOffsets { .. }
+            ))
         )
     };
     assert!(bad_count(p.append(&liar).unwrap_err()));
@@ -206,9 +254,10 @@ fn compressed_batches_are_checked_as_kafka_does_with_bounded_decompression() {
     assert!(
         matches!(
             err,
-            AppendError::InvalidBatch(log_core::BatchError::Decompress(
-                log_core::decompress::DecompressError::TooLarge { .. }
-            ))
+            AppendError::InvalidBatch(log_core::BatchError::Decompress {
+                position: 0,
+                source: log_core::decompress::DecompressError::TooLarge { .. }
+            })
         ),
         "{err}"
     );
@@ -764,7 +813,7 @@ fn a_batch_that_fails_its_crc_is_never_served_and_the_walk_resumes_inside_it() {
     outer[17..21].copy_from_slice(&0xdead_beefu32.to_be_bytes());
     outer[23..27].copy_from_slice(&49i32.to_be_bytes()); // lastOffsetDelta
     outer[57..61].copy_from_slice(&50i32.to_be_bytes()); // records
-    assert!(batch::validate(&outer).is_err());
+    assert!(record_batch::validate(&outer).is_err());
 
     let dir = tempfile::tempdir().unwrap();
     {

@@ -13,7 +13,8 @@ use std::sync::{Arc, PoisonError, TryLockError};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use log_core::{batch, AppendError, AppendInfo, BatchError, Log, Partition};
+use log_core::{AppendError, AppendInfo, Log, Partition};
+use record_batch::BatchError;
 
 use crate::durable::Syncer;
 use crate::metrics::Metrics;
@@ -105,7 +106,7 @@ impl Appender<'_> {
                 index,
             })?;
         let records = records.ok_or(ProduceError::NoRecords)?;
-        let headers = batch::parse_all(records)?;
+        let headers = record_batch::parse_all(records)?;
         if let Some(id) = headers
             .first()
             .map(|h| h.producer_id)

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kafka_protocol::error::ResponseError;
-use log_core::batch::BatchHeader;
 use log_core::{AppendInfo, ConfigError, FileError, OpenError, Partition};
+use record_batch::BatchHeader;
 
 /// How many recent batches per producer are remembered for de-duplication (the Java client's
 /// `max.in.flight.requests.per.connection` limit for idempotence).

@@ -199,7 +199,7 @@ fn deleting_a_topic_answers_the_fetches_waiting_on_it() {
     let p = &bystander_answer.responses[0].partitions[0];
     assert_eq!((p.error_code, p.high_watermark), (0, 2));
     let records = p.records.clone().unwrap();
-    assert_eq!(batch::validate_all(&records).unwrap().len(), 1);
+    assert_eq!(record_batch::validate_all(&records).unwrap().len(), 1);
 
     // The broker keeps serving: the same connections fetch again, and the deleted name can
     // be created afresh and used.

@@ -110,10 +110,11 @@ pub fn call<Req: Encodable, Resp: Decodable>(
 /// `batch` with its header saying `count` records (lastOffsetDelta and CRC made to agree), as
 /// a producer that lies about its records sends it.
 pub fn claiming(batch: &[u8], count: i32) -> Bytes {
+    use record_batch::layout::{CRC_AT, LAST_OFFSET_DELTA_AT, RECORD_COUNT_AT};
     let mut batch = batch.to_vec();
-    batch[57..61].copy_from_slice(&count.to_be_bytes());
-    batch[23..27].copy_from_slice(&(count - 1).to_be_bytes());
-    let crc = log_core::batch::compute_crc(&batch);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch[RECORD_COUNT_AT..][..4].copy_from_slice(&count.to_be_bytes());
+    batch[LAST_OFFSET_DELTA_AT..][..4].copy_from_slice(&(count - 1).to_be_bytes());
+    let crc = record_batch::compute_crc(&batch);
+    batch[CRC_AT..][..4].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(batch)
 }

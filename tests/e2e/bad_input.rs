@@ -505,7 +505,7 @@ fn fetch_request(topic: &str, partitions: &[(i32, i64)]) -> FetchRequest {
 /// How many whole, valid batches a partition's records hold (none for null or empty).
 fn batches(partition: &PartitionData) -> usize {
     match &partition.records {
-        Some(records) if !records.is_empty() => log_core::batch::validate_all(records)
+        Some(records) if !records.is_empty() => record_batch::validate_all(records)
             .expect("whole, valid batches")
             .len(),
         _ => 0,

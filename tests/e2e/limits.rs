@@ -621,7 +621,7 @@ fn fetch_responses_are_capped_and_their_memory_released() {
     small.topics[0].partitions[0].partition_max_bytes = 10;
     let one: FetchResponse = call(&mut consumer, ApiKey::Fetch, 12, &small);
     let records = one.responses[0].partitions[0].records.clone().unwrap();
-    assert_eq!(batch::validate_all(&records).unwrap().len(), 1);
+    assert_eq!(record_batch::validate_all(&records).unwrap().len(), 1);
     // The connection stays open, idle: the buffer of that 20 MB response is given back.
     wait_until(
         "the response buffer is released",
@@ -668,7 +668,7 @@ fn fetched_batches(response: &FetchResponse) -> Vec<(i16, Vec<i64>, usize)> {
             let offsets = if records.is_empty() {
                 Vec::new()
             } else {
-                batch::validate_all(&records)
+                record_batch::validate_all(&records)
                     .expect("whole, valid batches")
                     .iter()
                     .map(|h| h.base_offset)

@@ -208,7 +208,7 @@ fn fetch_long_polls_until_an_append_wakes_it() {
         &fetch_request("poll", 1, 0, 1),
     );
     let records = limited.responses[0].partitions[0].records.clone().unwrap();
-    assert_eq!(batch::validate_all(&records).unwrap().len(), 1);
+    assert_eq!(record_batch::validate_all(&records).unwrap().len(), 1);
     let all: FetchResponse = call(
         &mut connect(&broker.addr),
         ApiKey::Fetch,
@@ -216,7 +216,7 @@ fn fetch_long_polls_until_an_append_wakes_it() {
         &fetch_request("poll", 1, 0, 1 << 20),
     );
     let records = all.responses[0].partitions[0].records.clone().unwrap();
-    assert_eq!(batch::validate_all(&records).unwrap().len(), 4);
+    assert_eq!(record_batch::validate_all(&records).unwrap().len(), 4);
 
     // Past the end, and an unknown topic.
     let out: FetchResponse = call(

@@ -113,7 +113,7 @@ fn main() -> anyhow::Result<()> {
     for (_, bytes) in &built {
         let mut b = bytes.to_vec();
         b[..8].copy_from_slice(&next.to_be_bytes());
-        next = batch::validate(&b)?.next_offset();
+        next = record_batch::validate(&b)?.next_offset();
         chain.extend_from_slice(&b);
     }
     if let Some(seed) = segment_seed(&chain) {
@@ -289,7 +289,7 @@ fn list_segments(data: &Path) -> anyhow::Result<Vec<PathBuf>> {
 fn segment_seed(data: &[u8]) -> Option<Vec<u8>> {
     let mut at = 0;
     let mut end = 0;
-    while let Ok(header) = batch::validate(&data[at..]) {
+    while let Ok(header) = record_batch::validate(&data[at..]) {
         let size = header.size as usize;
         if at + size > SEGMENT_SEED_BYTES || header.next_offset() > 256 {
             break;

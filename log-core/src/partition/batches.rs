@@ -2,9 +2,9 @@
 //! rebuild state from what the log holds, such as idempotent-producer state).
 
 use bytes::Bytes;
+use record_batch::BatchHeader;
 
 use super::Partition;
-use crate::batch::BatchHeader;
 use crate::error::ReadError;
 
 /// Bytes read from the log at a time while iterating.

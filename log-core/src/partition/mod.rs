@@ -26,7 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, TryLockError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::batch::{self, BatchHeader};
+use record_batch::BatchHeader;
+
+use crate::batch;
 use crate::config::{Durability, TopicConfig};
 use crate::error::{AppendError, FileError, OpenError};
 use crate::index::IndexCursor;
@@ -300,7 +302,19 @@ impl Partition {
     /// Lets a caller keep its own per-partition state in step with the log without holding a
     /// lock across an fsync.
     pub fn append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, true)
+        self.append_unsynced(records, None, true)
+    }
+
+    /// [`Partition::append_pending`] of batches whose headers the caller already parsed, with
+    /// [`record_batch::parse_all`] of these same `records` (a broker looks at producer ids and
+    /// sequences before appending): only the checks `parse_all` leaves are made (CRCs, the
+    /// records' framing, compressed records), the headers not parsed again.
+    pub fn append_pending_parsed(
+        &self,
+        records: &[u8],
+        headers: &[BatchHeader],
+    ) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, Some(headers), true)
     }
 
     /// [`Partition::append_pending`] for a caller that must not block (an async worker): fails
@@ -308,13 +322,40 @@ impl Partition {
     /// or the append would roll the segment (fsync, index files, a new file). Retry those on a
     /// thread that may block.
     pub fn try_append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, false)
+        self.append_unsynced(records, None, false)
     }
 
-    fn append_unsynced(&self, records: &[u8], may_block: bool) -> Result<AppendInfo, AppendError> {
+    /// [`Partition::try_append_pending`] of batches whose headers the caller already parsed
+    /// (see [`Partition::append_pending_parsed`]).
+    pub fn try_append_pending_parsed(
+        &self,
+        records: &[u8],
+        headers: &[BatchHeader],
+    ) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, Some(headers), false)
+    }
+
+    /// `parsed`: the headers of `records` from [`record_batch::parse_all`], if the caller has
+    /// them.
+    fn append_unsynced(
+        &self,
+        records: &[u8],
+        parsed: Option<&[BatchHeader]>,
+        may_block: bool,
+    ) -> Result<AppendInfo, AppendError> {
         self.check_poison()?;
         let config = self.config();
-        let headers = batch::validate_all(records)?;
+        let validated;
+        let headers = match parsed {
+            Some(headers) => {
+                record_batch::validate_parsed(records, headers)?;
+                headers
+            }
+            None => {
+                validated = record_batch::validate_all(records)?;
+                &validated[..]
+            }
+        };
         let max_size = config.max_message_bytes as usize;
         if let Some(h) = headers.iter().find(|h| h.size as usize > max_size) {
             return Err(AppendError::TooLarge {
@@ -324,7 +365,7 @@ impl Partition {
         }
         if headers.iter().any(BatchHeader::is_compressed) {
             let max = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
-            batch::validate_compressed(records, &headers, max)?;
+            batch::validate_compressed(records, headers, max)?;
         }
         let total = records.len() as u64;
         let count: i64 = headers
@@ -366,7 +407,7 @@ impl Partition {
         let mut assigned = Vec::with_capacity(headers.len());
         let mut offsets = Vec::with_capacity(headers.len());
         let mut next = base;
-        for header in &headers {
+        for header in headers {
             offsets.push(next.to_be_bytes());
             let delta = header.next_offset() - header.base_offset;
             assigned.push(BatchHeader {
@@ -375,7 +416,7 @@ impl Partition {
             });
             next += delta;
         }
-        if let Err(e) = segment.write(records, &headers, &offsets) {
+        if let Err(e) = segment.write(records, headers, &offsets) {
             if let Err(cut) = segment.truncate_to_published() {
                 self.poison_with(format!("{e}; then {cut}"));
             }

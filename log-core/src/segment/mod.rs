@@ -22,11 +22,11 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use memmap2::{Mmap, MmapOptions};
+use record_batch::BatchHeader;
 
 pub use cache::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
 pub use chain::{Damage, DamageReason};
 
-use crate::batch::BatchHeader;
 use crate::error::{FileError, ReadError};
 use crate::index::{IndexCursor, Indexes};
 use crate::io::{self, Storage, StoredFile};

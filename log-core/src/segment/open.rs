@@ -109,7 +109,7 @@ impl Segment {
             TimeIndex::from_bytes(read(TIME_INDEX_EXT)?, span).map_err(entries(TIME_INDEX_EXT))?;
         if let Some((rel, position)) = offsets.last() {
             // The last entry must point at a batch with the offset it claims.
-            let header = crate::batch::BatchHeader::parse(&data[position as usize..])
+            let header = record_batch::BatchHeader::parse(&data[position as usize..])
                 .map_err(|source| IndexFileError::Batch { position, source })?;
             let claimed = self.base_offset + i64::from(rel);
             if header.base_offset != claimed {
@@ -249,7 +249,7 @@ enum IndexFileError {
     #[error("index entry at byte {position}: {source}")]
     Batch {
         position: u32,
-        source: crate::error::BatchError,
+        source: record_batch::BatchError,
     },
     #[error("last index entry says offset {claimed} at byte {position}, the log has {found}")]
     Mismatch {

@@ -24,7 +24,10 @@ impl Segment {
             return (0, self.base_offset);
         };
         let expected = self.base_offset + i64::from(rel);
-        match data.get(pos as usize..).map(batch::BatchHeader::parse) {
+        match data
+            .get(pos as usize..)
+            .map(record_batch::BatchHeader::parse)
+        {
             Some(Ok(h)) if h.base_offset == expected => (pos as usize, expected),
             _ => {
                 tracing::warn!(segment = %self.log_path.display(), offset = expected, position = pos, "index entry does not match the log; scanning from the start");

@@ -171,7 +171,7 @@ async fn append_and_wait(
     };
     let bytes: usize = records().map(Bytes::len).sum();
     let compressed = records().any(|r| {
-        log_core::batch::parse_all(r).is_ok_and(|headers| headers.iter().any(|h| h.is_compressed()))
+        record_batch::parse_all(r).is_ok_and(|headers| headers.iter().any(|h| h.is_compressed()))
     });
     let work = Arc::new(work);
     let mut outcomes = if bytes <= INLINE_APPEND_BYTES && !compressed {

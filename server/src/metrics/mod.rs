@@ -342,20 +342,17 @@ impl Drop for OpenConnection {
 /// Records and bytes in `records`, whole record batches as stored (a fetch response's
 /// records), from their headers alone: no decoding, no CRC check.
 pub fn count_records(records: &[u8]) -> u64 {
-    /// Where a batch's length and last offset delta are (Kafka's RecordBatch v2 layout).
-    const LENGTH_AT: usize = 8;
-    const LAST_DELTA_AT: usize = 23;
+    use record_batch::layout::{i32_at, LAST_OFFSET_DELTA_AT, LENGTH_AT, LOG_OVERHEAD};
     let mut at = 0usize;
     let mut count = 0u64;
-    while let Some(header) = records.get(at..at + LAST_DELTA_AT + 4) {
-        let be =
-            |i: usize| i32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-        let (length, delta) = (be(LENGTH_AT), be(LAST_DELTA_AT));
+    // Counted once its header is there as far as the last offset delta (a torn tail batch too).
+    while let Some(delta) = i32_at(records, at + LAST_OFFSET_DELTA_AT) {
+        let length = i32_at(records, at + LENGTH_AT).unwrap_or(-1);
         let (Ok(length), Ok(delta)) = (usize::try_from(length), u64::try_from(delta)) else {
             break;
         };
         count += delta + 1;
-        at += 12 + length;
+        at += LOG_OVERHEAD + length;
     }
     count
 }

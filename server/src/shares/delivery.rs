@@ -36,13 +36,14 @@ pub fn read_acquired(
             // first, and the scan stops at the first batch reaching `last`.
             let (mut from, mut at) = (None, 0);
             while at < read.records.len() {
-                let header = batch::BatchHeader::parse(&read.records[at..]).map_err(|e| {
-                    ReadError::Corrupt {
-                        path: partition.dir().to_path_buf(),
-                        position: at as u64,
-                        reason: e.to_string(),
-                    }
-                })?;
+                let header =
+                    record_batch::BatchHeader::parse(&read.records[at..]).map_err(|e| {
+                        ReadError::Corrupt {
+                            path: partition.dir().to_path_buf(),
+                            position: at as u64,
+                            reason: e.to_string(),
+                        }
+                    })?;
                 if header.next_offset() > taken_to {
                     from.get_or_insert(at);
                     taken_to = header.next_offset();
@@ -79,7 +80,7 @@ pub fn to_batch_end(partition: &Partition, speo: i64, max_records: usize, log_en
     partition
         .read(last, 1)
         .ok()
-        .and_then(|read| batch::BatchHeader::parse(&read.records).ok())
+        .and_then(|read| record_batch::BatchHeader::parse(&read.records).ok())
         .and_then(|header| usize::try_from(header.last_offset().min(log_end - 1) + 1 - speo).ok())
         .map_or(max_records, |n| n.max(max_records))
 }
@@ -99,13 +100,13 @@ pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
     let mut expired = Vec::new();
     let mut at = 0;
     while at < batches.len() {
-        let Ok(header) = batch::BatchHeader::parse(&batches[at..]) else {
+        let Ok(header) = record_batch::BatchHeader::parse(&batches[at..]) else {
             break;
         };
         let bytes = &batches[at..at + header.size as usize];
         at += header.size as usize;
         // Compressed or unreadable framing: decode to know.
-        let may_have = batch::has_header(bytes, DEADLINE_HEADER.as_bytes()).unwrap_or(true);
+        let may_have = record_batch::has_header(bytes, DEADLINE_HEADER.as_bytes()).unwrap_or(true);
         if !may_have {
             continue;
         }
