@@ -21,6 +21,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::records::{RecordBatchDecoder, TimestampType as WireTimestampType};
+use record_batch::{layout, BatchHeader, LOG_OVERHEAD};
 use tokio::task::JoinSet;
 
 use super::{Chunk, ConsumeError, ConsumerRecord, Position, Shared, TimestampType};
@@ -502,47 +503,18 @@ pub(crate) fn decode_all(
     Ok(records.into())
 }
 
-/// Byte positions in a RecordBatch v2 header.
-const LENGTH_END: usize = 12;
-const ATTRIBUTES: usize = 21;
-const LAST_OFFSET_DELTA: usize = 23;
-const HEADER_LEN: usize = 61;
-
-/// The framing of one batch at the start of `bytes`: its base offset and length, or why it is
-/// unreadable. `None` if the batch is not whole.
-fn batch_frame(bytes: &[u8]) -> Option<Result<(i64, usize), (i64, String)>> {
-    if bytes.len() < LENGTH_END {
+/// The header of the batch at the start of `bytes`, or why it is unreadable (with its base
+/// offset). `None` if the batch is not whole. Read as [`BatchHeader::read`] does, not checked as
+/// a producer's batch is: Kafka's compaction leaves batches with fewer records than their offset
+/// deltas span.
+fn batch_frame(bytes: &[u8]) -> Option<Result<BatchHeader, (i64, String)>> {
+    let length = layout::i32_at(bytes, layout::LENGTH_AT)?;
+    let base = layout::i64_at(bytes, layout::BASE_OFFSET_AT)?;
+    let whole = usize::try_from(length).map(|l| l + LOG_OVERHEAD);
+    if whole.is_ok_and(|total| bytes.len() < total) {
         return None;
     }
-    let base = i64::from_be_bytes(bytes[0..8].try_into().unwrap_or([0; 8]));
-    let length = i32::from_be_bytes(bytes[8..12].try_into().unwrap_or([0; 4]));
-    let Some(total) = usize::try_from(length).ok().map(|l| l + LENGTH_END) else {
-        return Some(Err((base, format!("batch length {length}"))));
-    };
-    if bytes.len() < total {
-        return None;
-    }
-    if total < HEADER_LEN {
-        return Some(Err((base, format!("batch of {total} bytes"))));
-    }
-    let magic = bytes[16];
-    if magic != 2 {
-        return Some(Err((
-            base,
-            format!("record batch magic {magic} (only v2 is read)"),
-        )));
-    }
-    Some(Ok((base, total)))
-}
-
-/// The offset after a batch (from its header).
-fn batch_end(batch: &[u8], base: i64) -> i64 {
-    let last_delta = i32::from_be_bytes(
-        batch[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
-            .try_into()
-            .unwrap_or([0; 4]),
-    );
-    base + i64::from(last_delta) + 1
+    Some(BatchHeader::read(bytes).map_err(|e| (base, e.to_string())))
 }
 
 /// Checks the framing of the batches in a fetched partition without decoding them: the whole
@@ -551,12 +523,12 @@ fn frame(fetch_offset: i64, bytes: Bytes, high_watermark: i64) -> Outcome {
     let mut whole = 0;
     let mut next_offset = fetch_offset;
     while let Some(framed) = batch_frame(&bytes[whole..]) {
-        let (base, total) = match framed {
-            Ok(f) => f,
+        let header = match framed {
+            Ok(header) => header,
             Err((offset, reason)) => return Outcome::Corrupt { offset, reason },
         };
-        next_offset = next_offset.max(batch_end(&bytes[whole..whole + total], base));
-        whole += total;
+        next_offset = next_offset.max(header.next_offset());
+        whole += header.size as usize;
     }
     Outcome::Records {
         batches: bytes.slice(..whole),
@@ -575,19 +547,18 @@ pub(super) fn decode_next(
     batches: &mut Bytes,
     out: &mut VecDeque<ConsumerRecord>,
 ) -> Result<(), (i64, String)> {
-    let (base, total) = match batch_frame(batches) {
+    let header = match batch_frame(batches) {
         Some(framed) => framed?,
         None => {
             *batches = Bytes::new();
             return Err((-1, "a partial batch".to_string()));
         }
     };
-    let mut batch = batches.split_to(total);
-    let attributes = i16::from_be_bytes([batch[ATTRIBUTES], batch[ATTRIBUTES + 1]]);
-    let control = attributes & (1 << 5) != 0;
-    if control || batch_end(&batch, base) <= from {
+    let mut batch = batches.split_to(header.size as usize);
+    if header.is_control() || header.next_offset() <= from {
         return Ok(());
     }
+    let base = header.base_offset;
     let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| (base, e.to_string()))?;
     for r in set.records {
         if r.offset < from || r.control {
@@ -740,7 +711,7 @@ mod tests {
         b[last] ^= 0xff;
         assert!(matches!(decode(0, Bytes::from(b)), Err((0, _))));
         let mut framing = batch(5, 2, false).to_vec();
-        framing[16] = 1;
+        framing[layout::MAGIC_AT] = 1;
         assert!(matches!(
             frame(5, Bytes::from(framing), -1),
             Outcome::Corrupt { offset: 5, .. }

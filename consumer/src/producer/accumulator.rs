@@ -79,7 +79,7 @@ pub(super) struct Batch {
     pub retry_at: Option<Instant>,
     pub encoded: Option<Encoded>,
     /// The RecordBatch being written: a header placeholder, then the first `written` records
-    /// (see `idempotence::write_pending`); taken when the batch is encoded.
+    /// (see `encode::write_pending`); taken when the batch is encoded.
     pub open: BytesMut,
     pub written: usize,
     /// The first record's timestamp, and the largest, of the records written.
@@ -201,7 +201,7 @@ impl Accumulator {
             last.records.push(record);
             // An error (a field over 2 GiB) is met again, and reported, when the batch is
             // encoded.
-            let _ = super::idempotence::write_pending(last, batch_size);
+            let _ = super::encode::write_pending(last, batch_size);
             return if last.bytes >= batch_size {
                 Appended::Full
             } else {
@@ -229,7 +229,7 @@ impl Accumulator {
         };
         // Room for a full batch of records of this size, without reserving `batch.size` for
         // a batch of a few small records.
-        let _ = super::idempotence::write_pending(
+        let _ = super::encode::write_pending(
             &mut batch,
             batch_size.min(size.saturating_mul(16)).max(size),
         );

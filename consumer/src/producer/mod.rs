@@ -5,9 +5,11 @@
 //! - `memory`: the `buffer.memory` bound and the drain-rate meter behind `try_send`'s hint.
 //! - `accumulator`: per-partition queues of batches, the sticky partitioner.
 //! - `sender`: the background task (drain, Produce requests, responses, retries, epoch bumps).
-//! - `idempotence`: producer id and epoch, sequence stamping.
+//! - `encode`: a batch's records into one RecordBatch v2 (with `record_batch`'s builder).
+//! - `idempotence`: producer id and epoch, sequence numbers, re-stamping after an epoch bump.
 
 mod accumulator;
+mod encode;
 mod idempotence;
 mod memory;
 mod sender;

@@ -29,6 +29,7 @@ use kafka_protocol::messages::{
 use tokio::task::JoinSet;
 
 use super::accumulator::{Batch, PartitionKey};
+use super::encode;
 use super::idempotence::{self, wrap_sequence, Identity};
 use super::{DeliveryError, FatalError, Inner, RecordMetadata};
 use crate::config::Acks;
@@ -427,7 +428,7 @@ impl Sender {
             for (mut batch, sequence) in batches {
                 if batch.encoded.is_none() {
                     if let Err(e) =
-                        idempotence::encode(&mut batch, self.identity, sequence, config.compression)
+                        encode::encode(&mut batch, self.identity, sequence, config.compression)
                     {
                         self.settle_in_flight(&batch);
                         if self.identity.is_some() {
