@@ -11,6 +11,8 @@
 //! **It is not** a broker: no sockets, no Kafka request types, no consumer groups. The `server`
 //! crate puts the Kafka protocol in front of it. Choosing a partition for a key is the
 //! producer's job, as in Kafka: the murmur2 partitioner lives in the `consumer` client crate.
+//! Nor is it the batch format: the header layout, parsing and validation are the
+//! `record-batch` crate, which the client uses too.
 //!
 //! ```
 //! use log_core::{batch, Log, TopicConfig};
