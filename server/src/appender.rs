@@ -14,7 +14,7 @@ use std::sync::{Arc, PoisonError, TryLockError};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use log_core::{AppendError, AppendInfo, Log, Partition};
-use record_batch::BatchError;
+use record_batch::{BatchError, BatchHeader};
 
 use crate::durable::Syncer;
 use crate::metrics::Metrics;
@@ -62,6 +62,34 @@ pub enum AppendMode {
     Blocking,
 }
 
+/// A partition's record set as a Produce carried it, its batch headers parsed once (the
+/// handler reads them to choose where to append, the appender to check the producer, the
+/// partition to validate the batches).
+#[derive(Debug)]
+pub struct Batches {
+    records: Bytes,
+    headers: Result<Vec<BatchHeader>, BatchError>,
+}
+
+impl Batches {
+    pub fn parse(records: Bytes) -> Batches {
+        let headers = record_batch::parse_all(&records);
+        Batches { records, headers }
+    }
+
+    /// The record set's size in bytes.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether any of its batches is compressed (checking it decompresses them).
+    pub fn is_compressed(&self) -> bool {
+        self.headers
+            .as_ref()
+            .is_ok_and(|headers| headers.iter().any(BatchHeader::is_compressed))
+    }
+}
+
 /// Records appended, not yet known to be durable.
 #[derive(Debug)]
 pub struct Appended {
@@ -92,7 +120,7 @@ impl Appender<'_> {
         &self,
         topic: &str,
         index: i32,
-        records: Option<&Bytes>,
+        batches: Option<&Batches>,
         mode: AppendMode,
     ) -> Result<Appended, ProduceError> {
         if is_internal(topic) {
@@ -105,8 +133,11 @@ impl Appender<'_> {
                 topic: topic.to_string(),
                 index,
             })?;
-        let records = records.ok_or(ProduceError::NoRecords)?;
-        let headers = record_batch::parse_all(records)?;
+        let batches = batches.ok_or(ProduceError::NoRecords)?;
+        let (records, headers) = match &batches.headers {
+            Ok(headers) => (&batches.records, headers),
+            Err(e) => return Err(ProduceError::Corrupt(e.clone())),
+        };
         if let Some(id) = headers
             .first()
             .map(|h| h.producer_id)
@@ -123,7 +154,7 @@ impl Appender<'_> {
                 Err(TryLockError::WouldBlock) => return Err(AppendError::WouldBlock.into()),
             },
         };
-        let info = match producers.check(&headers) {
+        let info = match producers.check(headers) {
             Verdict::Reject(error) => {
                 return Err(ProduceError::Producer {
                     producer_id: headers.first().map_or(-1, |h| h.producer_id),
@@ -133,10 +164,10 @@ impl Appender<'_> {
             Verdict::Duplicate(info) => info,
             Verdict::Append => {
                 let info = match mode {
-                    AppendMode::Blocking => partition.append_pending(records)?,
-                    AppendMode::Inline => partition.try_append_pending(records)?,
+                    AppendMode::Blocking => partition.append_pending_parsed(records, headers)?,
+                    AppendMode::Inline => partition.try_append_pending_parsed(records, headers)?,
                 };
-                producers.record(&headers, info, log_core::now_ms());
+                producers.record(headers, info, log_core::now_ms());
                 let count = info.last_offset - info.base_offset + 1;
                 self.metrics.appended(
                     topic,

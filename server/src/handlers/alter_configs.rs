@@ -13,8 +13,8 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::Counts;
-use super::Handler;
 use super::incremental_alter_configs::{alter_topic, TOPIC};
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 

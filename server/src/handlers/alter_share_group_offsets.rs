@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
 };
 use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse};
+use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
@@ -37,9 +37,8 @@ impl Handler for AlterShareGroupOffsetsRequest {
             .describe(&group)
             .map_or(0, |(_, m)| m.len());
         if members > 0 {
-            return 
-                AlterShareGroupOffsetsResponse::default()
-                    .with_error_code(ResponseError::NonEmptyGroup.code());
+            return AlterShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::NonEmptyGroup.code());
         }
         let owner = broker.clone();
         let altered = crate::blocking::spawn(move || {
@@ -64,8 +63,9 @@ impl Handler for AlterShareGroupOffsetsRequest {
                                 Some((topic.id(), partition.clone()))
                             });
                             let Some((id, partition)) = found else {
-                                return done
-                                    .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                                return done.with_error_code(
+                                    ResponseError::UnknownTopicOrPartition.code(),
+                                );
                             };
                             let start = p
                                 .start_offset
@@ -102,8 +102,10 @@ impl Handler for AlterShareGroupOffsetsRequest {
     }
 
     fn each_error(r: &AlterShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
-    
+        f(r.error_code);
+        r.responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
     }
 }

@@ -22,8 +22,8 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::Handler;
 use super::errors;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -57,31 +57,31 @@ impl Handler for CreatePartitionsRequest {
         let results = crate::blocking::map_each(
             request.topics,
             move |topic| {
-                    let name = topic.name.to_string();
-                    let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-                    let outcome = if named.get(&name).copied().unwrap_or(0) > 1 {
-                        Err((
-                            ResponseError::InvalidRequest,
-                            format!("topic {name} is named more than once in the request"),
-                        ))
-                    } else if new_partitions > per_request {
-                        Err((
-                            ResponseError::PolicyViolation,
-                            format!(
-                                "Excessively large number of partitions per request: \
+                let name = topic.name.to_string();
+                let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+                let outcome = if named.get(&name).copied().unwrap_or(0) > 1 {
+                    Err((
+                        ResponseError::InvalidRequest,
+                        format!("topic {name} is named more than once in the request"),
+                    ))
+                } else if new_partitions > per_request {
+                    Err((
+                        ResponseError::PolicyViolation,
+                        format!(
+                            "Excessively large number of partitions per request: \
                                  {new_partitions} requested, limit {per_request} \
                                  (--max-partitions-per-request)."
-                            ),
-                        ))
-                    } else {
-                        grow(&owner, &name, &topic, validate_only)
-                    };
-                    match outcome {
-                        Ok(()) => result,
-                        Err((error, message)) => result
-                            .with_error_code(error.code())
-                            .with_error_message(Some(StrBytes::from_string(message))),
-                    }
+                        ),
+                    ))
+                } else {
+                    grow(&owner, &name, &topic, validate_only)
+                };
+                match outcome {
+                    Ok(()) => result,
+                    Err((error, message)) => result
+                        .with_error_code(error.code())
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                }
             },
             |topic| {
                 CreatePartitionsTopicResult::default()

@@ -20,9 +20,9 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::TopicConfig;
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::Handler;
 use super::describe_configs::TOPIC_CONFIG_SOURCE;
 use super::errors;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::config::set_topic_config;

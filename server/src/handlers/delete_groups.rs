@@ -31,20 +31,20 @@ impl Handler for DeleteGroupsRequest {
         let results = crate::blocking::map_each(
             request.groups_names,
             move |id| {
-                    let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
-                    let code = if !known {
-                        ResponseError::GroupIdNotFound.code()
-                    } else if let Err(e) = owner.groups.delete(&id) {
-                        e.code()
-                    } else {
-                        match owner.offsets.delete(&id, None) {
-                            Ok(_) => 0,
-                            Err(e) => errors::offsets(&e).code(),
-                        }
-                    };
-                    DeletableGroupResult::default()
-                        .with_group_id(id)
-                        .with_error_code(code)
+                let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
+                let code = if !known {
+                    ResponseError::GroupIdNotFound.code()
+                } else if let Err(e) = owner.groups.delete(&id) {
+                    e.code()
+                } else {
+                    match owner.offsets.delete(&id, None) {
+                        Ok(_) => 0,
+                        Err(e) => errors::offsets(&e).code(),
+                    }
+                };
+                DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(code)
             },
             |id| {
                 DeletableGroupResult::default()

@@ -39,22 +39,22 @@ impl Handler for DeleteRecordsRequest {
         let topics = crate::blocking::map_each(
             request.topics,
             move |topic| {
-                    let partitions = topic
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            let result = DeleteRecordsPartitionResult::default()
-                                .with_partition_index(p.partition_index)
-                                .with_low_watermark(-1);
-                            match delete(&owner, &topic.name, p.partition_index, p.offset) {
-                                Ok(low_watermark) => result.with_low_watermark(low_watermark),
-                                Err(error) => result.with_error_code(error.code()),
-                            }
-                        })
-                        .collect();
-                    DeleteRecordsTopicResult::default()
-                        .with_name(topic.name)
-                        .with_partitions(partitions)
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let result = DeleteRecordsPartitionResult::default()
+                            .with_partition_index(p.partition_index)
+                            .with_low_watermark(-1);
+                        match delete(&owner, &topic.name, p.partition_index, p.offset) {
+                            Ok(low_watermark) => result.with_low_watermark(low_watermark),
+                            Err(error) => result.with_error_code(error.code()),
+                        }
+                    })
+                    .collect();
+                DeleteRecordsTopicResult::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions)
             },
             |topic| {
                 let partitions = topic
@@ -81,7 +81,10 @@ impl Handler for DeleteRecordsRequest {
     }
 
     fn each_error(r: &DeleteRecordsResponse, f: &mut dyn FnMut(i16)) {
-        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code))
     }
 }
 

@@ -31,9 +31,8 @@ impl Handler for DeleteShareGroupOffsetsRequest {
     ) -> DeleteShareGroupOffsetsResponse {
         let group = request.group_id.to_string();
         if !broker.shares.groups().contains(&group) {
-            return 
-                DeleteShareGroupOffsetsResponse::default()
-                    .with_error_code(ResponseError::GroupIdNotFound.code());
+            return DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::GroupIdNotFound.code());
         }
         if broker
             .shares
@@ -41,8 +40,8 @@ impl Handler for DeleteShareGroupOffsetsRequest {
             .describe(&group)
             .is_some_and(|(_, m)| !m.is_empty())
         {
-            return                 DeleteShareGroupOffsetsResponse::default()
-                    .with_error_code(ResponseError::NonEmptyGroup.code());
+            return DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::NonEmptyGroup.code());
         }
         let mut pending = Pending::default();
         let responses = request
@@ -74,8 +73,7 @@ impl Handler for DeleteShareGroupOffsetsRequest {
     }
 
     fn each_error(r: &DeleteShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.responses.iter().for_each(|t| f(t.error_code));
-    
+        f(r.error_code);
+        r.responses.iter().for_each(|t| f(t.error_code));
     }
 }

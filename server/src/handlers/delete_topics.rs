@@ -9,8 +9,8 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::Counts;
-use super::Handler;
 use super::errors;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -33,25 +33,25 @@ impl Handler for DeleteTopicsRequest {
         let responses = crate::blocking::map_each(
             request.topic_names,
             move |name| {
-                    let result = DeletableTopicResult::default().with_name(Some(name.clone()));
-                    if Broker::is_internal(&name) {
-                        return result
-                            .with_error_code(ResponseError::InvalidTopicException.code())
-                            .with_error_message(Some(StrBytes::from_static_str(
-                                "internal topics cannot be deleted",
-                            )));
+                let result = DeletableTopicResult::default().with_name(Some(name.clone()));
+                if Broker::is_internal(&name) {
+                    return result
+                        .with_error_code(ResponseError::InvalidTopicException.code())
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "internal topics cannot be deleted",
+                        )));
+                }
+                match owner.log.delete_topic(&name) {
+                    Ok(()) => {
+                        owner.producers.forget_topic(&name);
+                        owner.metrics.forget_topic(&name);
+                        tracing::info!(topic = %name.as_str(), "deleted topic");
+                        result
                     }
-                    match owner.log.delete_topic(&name) {
-                        Ok(()) => {
-                            owner.producers.forget_topic(&name);
-                            owner.metrics.forget_topic(&name);
-                            tracing::info!(topic = %name.as_str(), "deleted topic");
-                            result
-                        }
-                        Err(e) => result
-                            .with_error_code(errors::topic(&e).code())
-                            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
-                    }
+                    Err(e) => result
+                        .with_error_code(errors::topic(&e).code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                }
             },
             |name| {
                 DeletableTopicResult::default()

@@ -31,11 +31,9 @@ impl Handler for DescribeClientQuotasRequest {
         let filter = match parse_filter(&request) {
             Ok(filter) => filter,
             Err(message) => {
-                return 
-                    DescribeClientQuotasResponse::default()
-                        .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(StrBytes::from_string(message)))
-                
+                return DescribeClientQuotasResponse::default()
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_string(message)))
             }
         };
         let entries = broker

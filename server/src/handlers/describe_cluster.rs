@@ -34,21 +34,20 @@ impl Handler for DescribeClusterRequest {
             .with_controller_id(node)
             .with_cluster_authorized_operations(OPERATIONS_OMITTED);
         if !matches!(request.endpoint_type, BROKERS | CONTROLLERS) {
-            return 
-                response
-                    .with_controller_id(BrokerId(-1))
-                    .with_error_code(ResponseError::UnsupportedEndpointType.code())
-                    .with_error_message(Some(StrBytes::from_string(format!(
-                        "endpoint type {} is neither brokers (1) nor controllers (2)",
-                        request.endpoint_type
-                    ))));
+            return response
+                .with_controller_id(BrokerId(-1))
+                .with_error_code(ResponseError::UnsupportedEndpointType.code())
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "endpoint type {} is neither brokers (1) nor controllers (2)",
+                    request.endpoint_type
+                ))));
         }
         response.with_brokers(vec![DescribeClusterBroker::default()
-                .with_broker_id(node)
-                .with_host(StrBytes::from_string(broker.host.clone()))
-                .with_port(broker.port)
-                .with_rack(None)
-                .with_is_fenced(false)])
+            .with_broker_id(node)
+            .with_host(StrBytes::from_string(broker.host.clone()))
+            .with_port(broker.port)
+            .with_rack(None)
+            .with_is_fenced(false)])
     }
 
     fn throttle_time_ms(response: &mut DescribeClusterResponse) -> &mut i32 {

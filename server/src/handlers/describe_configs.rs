@@ -175,7 +175,8 @@ impl Handler for DescribeConfigsRequest {
                                 .entries()
                                 .into_iter()
                                 .map(|(k, v)| {
-                                    let default = defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
+                                    let default =
+                                        defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
                                     let source = if default {
                                         DEFAULT_CONFIG_SOURCE
                                     } else {
@@ -251,7 +252,9 @@ impl Handler for DescribeConfigsRequest {
                     .filter(|keys| !keys.is_empty());
                 let configs = entries
                     .into_iter()
-                    .filter(|(k, ..)| wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == k)))
+                    .filter(|(k, ..)| {
+                        wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
+                    })
                     .map(|(k, v, source, read_only)| {
                         DescribeConfigsResourceResult::default()
                             .with_name(StrBytes::from_string(k))

@@ -63,8 +63,8 @@ impl Handler for DescribeLogDirsRequest {
                 })
                 .collect(),
         };
-        let dir =
-            std::fs::canonicalize(broker.log.dir()).unwrap_or_else(|_| broker.log.dir().to_path_buf());
+        let dir = std::fs::canonicalize(broker.log.dir())
+            .unwrap_or_else(|_| broker.log.dir().to_path_buf());
         let result = DescribeLogDirsResult::default()
             .with_log_dir(StrBytes::from_string(dir.display().to_string()))
             .with_topics(topics)
@@ -78,8 +78,7 @@ impl Handler for DescribeLogDirsRequest {
     }
 
     fn each_error(r: &DescribeLogDirsResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.results.iter().for_each(|d| f(d.error_code));
-    
+        f(r.error_code);
+        r.results.iter().for_each(|d| f(d.error_code));
     }
 }

@@ -79,6 +79,9 @@ impl Handler for DescribeProducersRequest {
     }
 
     fn each_error(r: &DescribeProducersResponse, f: &mut dyn FnMut(i16)) {
-        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code))
     }
 }

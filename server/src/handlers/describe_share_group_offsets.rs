@@ -43,8 +43,8 @@ impl Handler for DescribeShareGroupOffsetsRequest {
             .groups
             .into_iter()
             .map(|g| {
-                let group =
-                    DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
+                let group = DescribeShareGroupOffsetsResponseGroup::default()
+                    .with_group_id(g.group_id.clone());
                 if !broker.shares.groups().contains(&g.group_id.to_string()) {
                     return group.with_error_code(ResponseError::GroupIdNotFound.code());
                 }
@@ -88,7 +88,9 @@ impl Handler for DescribeShareGroupOffsetsRequest {
                                 .map(|p| {
                                     let offset = offsets
                                         .iter()
-                                        .find(|(k, _)| k.topic_id() == topic.id() && k.partition == p)
+                                        .find(|(k, _)| {
+                                            k.topic_id() == topic.id() && k.partition == p
+                                        })
                                         .map(|(_, o)| *o);
                                     DescribeShareGroupOffsetsResponsePartition::default()
                                         .with_partition_index(p)
@@ -111,10 +113,12 @@ impl Handler for DescribeShareGroupOffsetsRequest {
     }
 
     fn each_error(r: &DescribeShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {
-            for g in &r.groups {
-                f(g.error_code);
-                g.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
-            }
-    
+        for g in &r.groups {
+            f(g.error_code);
+            g.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| f(p.error_code));
+        }
     }
 }

@@ -45,8 +45,7 @@ impl Handler for DescribeUserScramCredentialsRequest {
     }
 
     fn each_error(r: &DescribeUserScramCredentialsResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.results.iter().for_each(|u| f(u.error_code));
-    
+        f(r.error_code);
+        r.results.iter().for_each(|u| f(u.error_code));
     }
 }

@@ -22,8 +22,8 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::Handler;
 use super::errors;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -74,9 +74,11 @@ impl Handler for FetchRequest {
     }
 
     fn each_error(r: &FetchResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
-    
+        f(r.error_code);
+        r.responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
     }
 }
 

@@ -31,21 +31,19 @@ impl Handler for FindCoordinatorRequest {
     ) -> FindCoordinatorResponse {
         let response = FindCoordinatorResponse::default();
         if request.key_type != GROUP {
-            return 
-                response
-                    .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                    .with_error_message(Some(StrBytes::from_static_str(
-                        "transactions are not supported",
-                    )))
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1);
+            return response
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "transactions are not supported",
+                )))
+                .with_node_id(BrokerId(-1))
+                .with_port(-1);
         }
-        
-            response
-                .with_node_id(BrokerId(broker.config.node_id))
-                .with_host(StrBytes::from_string(broker.host.clone()))
-                .with_port(broker.port)
-        
+
+        response
+            .with_node_id(BrokerId(broker.config.node_id))
+            .with_host(StrBytes::from_string(broker.host.clone()))
+            .with_port(broker.port)
     }
 
     fn throttle_time_ms(response: &mut FindCoordinatorResponse) -> &mut i32 {
@@ -53,8 +51,7 @@ impl Handler for FindCoordinatorRequest {
     }
 
     fn each_error(r: &FindCoordinatorResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.coordinators.iter().for_each(|c| f(c.error_code));
-    
+        f(r.error_code);
+        r.coordinators.iter().for_each(|c| f(c.error_code));
     }
 }

@@ -65,7 +65,8 @@ impl Handler for IncrementalAlterConfigsRequest {
         for resource in request.resources {
             let is_broker = resource.resource_type == BROKER && resource.resource_name.is_empty();
             if is_broker || resource.resource_type == TOPIC {
-                responses.push(alter_broker_or_topic(broker, resource, request.validate_only).await);
+                responses
+                    .push(alter_broker_or_topic(broker, resource, request.validate_only).await);
                 continue;
             }
             responses.push(alter_group(

@@ -33,15 +33,15 @@ impl Handler for InitProducerIdRequest {
         let (id, epoch) = (request.producer_id.0, request.producer_epoch);
         // Epoch exhausted, or an id this broker never handed out: a new id.
         if broker.producer_ids.issued(id) && (0..i16::MAX - 1).contains(&epoch) {
-            return                 response
-                    .with_producer_id(ProducerId(id))
-                    .with_producer_epoch(epoch + 1);
+            return response
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(epoch + 1);
         }
         let owner = broker.clone();
         match crate::blocking::spawn(move || owner.producer_ids.allocate()).await {
-            Ok(Ok(id)) =>                 response
-                    .with_producer_id(ProducerId(id))
-                    .with_producer_epoch(0),
+            Ok(Ok(id)) => response
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(0),
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "could not reserve producer ids");
                 response.with_error_code(ResponseError::KafkaStorageError.code())

@@ -51,18 +51,18 @@ impl Handler for LeaveGroupRequest {
                 response.with_error_code(codes.first().map_or(0, errors::code))
             }
             Ok(codes) => response.with_members(
-                    request
-                        .members
-                        .into_iter()
-                        .zip(codes)
-                        .map(|(m, code)| {
-                            MemberResponse::default()
-                                .with_member_id(m.member_id)
-                                .with_group_instance_id(m.group_instance_id)
-                                .with_error_code(errors::code(&code))
-                        })
-                        .collect(),
-                ),
+                request
+                    .members
+                    .into_iter()
+                    .zip(codes)
+                    .map(|(m, code)| {
+                        MemberResponse::default()
+                            .with_member_id(m.member_id)
+                            .with_group_instance_id(m.group_instance_id)
+                            .with_error_code(errors::code(&code))
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -71,8 +71,7 @@ impl Handler for LeaveGroupRequest {
     }
 
     fn each_error(r: &LeaveGroupResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.members.iter().for_each(|m| f(m.error_code));
-    
+        f(r.error_code);
+        r.members.iter().for_each(|m| f(m.error_code));
     }
 }

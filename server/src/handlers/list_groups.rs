@@ -36,7 +36,8 @@ impl Handler for ListGroupsRequest {
             groups.insert(id, (protocol_type, state.name(), CLASSIC));
         }
         if ctx.version >= 5 {
-            let members: BTreeMap<String, usize> = broker.shares.members.list().into_iter().collect();
+            let members: BTreeMap<String, usize> =
+                broker.shares.members.list().into_iter().collect();
             for id in broker.shares.groups() {
                 let state = if members.get(&id).is_some_and(|n| *n > 0) {
                     "Stable"
@@ -58,7 +59,9 @@ impl Handler for ListGroupsRequest {
             .collect();
         let listed = groups
             .into_iter()
-            .filter(|(_, (_, state, _))| filter.is_empty() || filter.contains(&state.to_lowercase()))
+            .filter(|(_, (_, state, _))| {
+                filter.is_empty() || filter.contains(&state.to_lowercase())
+            })
             .filter(|(_, (_, _, kind))| types.is_empty() || types.contains(&kind.to_lowercase()))
             .map(|(id, (protocol_type, state, kind))| {
                 ListedGroup::default()

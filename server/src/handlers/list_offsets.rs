@@ -14,8 +14,8 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use log_core::{Partition, ReadError};
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::Handler;
 use super::errors;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -60,7 +60,10 @@ impl Handler for ListOffsetsRequest {
     }
 
     fn each_error(r: &ListOffsetsResponse, f: &mut dyn FnMut(i16)) {
-        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code))
     }
 }
 

@@ -21,8 +21,8 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::{Topic, TopicError};
 
 use super::bounds::Counts;
-use super::Handler;
 use super::errors;
+use super::Handler;
 use super::RequestContext;
 use crate::broker::{Broker, CreateError};
 
@@ -78,8 +78,8 @@ impl Handler for MetadataRequest {
                 )
                 .collect(),
         };
-        let create =
-            broker.config.auto_create_topics && (ctx.version < 4 || request.allow_auto_topic_creation);
+        let create = broker.config.auto_create_topics
+            && (ctx.version < 4 || request.allow_auto_topic_creation);
         let mut found: Vec<Found> = names
             .iter()
             .map(|name| lookup(broker, name, create))
@@ -135,7 +135,9 @@ impl Handler for MetadataRequest {
                     Found::Topic(topic) => response
                         .with_topic_id(topic.id())
                         .with_partitions(partitions(&topic, node)),
-                    Found::Offline(count) => response.with_partitions(offline_partitions(count, node)),
+                    Found::Offline(count) => {
+                        response.with_partitions(offline_partitions(count, node))
+                    }
                     Found::Error(e) => response.with_error_code(e.code()),
                     // Every topic to create was replaced by its outcome above.
                     Found::ToCreate => {
@@ -149,14 +151,13 @@ impl Handler for MetadataRequest {
             .with_node_id(node)
             .with_host(StrBytes::from_string(broker.host.clone()))
             .with_port(broker.port);
-        
-            MetadataResponse::default()
-                .with_brokers(vec![broker_entry])
-                .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
-                .with_controller_id(node)
-                .with_topics(topics)
-                .with_cluster_authorized_operations(OPERATIONS_OMITTED)
-        
+
+        MetadataResponse::default()
+            .with_brokers(vec![broker_entry])
+            .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
+            .with_controller_id(node)
+            .with_topics(topics)
+            .with_cluster_authorized_operations(OPERATIONS_OMITTED)
     }
 
     fn throttle_time_ms(response: &mut MetadataResponse) -> &mut i32 {
@@ -164,12 +165,11 @@ impl Handler for MetadataRequest {
     }
 
     fn each_error(r: &MetadataResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            for t in &r.topics {
-                f(t.error_code);
-                t.partitions.iter().for_each(|p| f(p.error_code));
-            }
-    
+        f(r.error_code);
+        for t in &r.topics {
+            f(t.error_code);
+            t.partitions.iter().for_each(|p| f(p.error_code));
+        }
     }
 }
 

@@ -132,7 +132,10 @@ impl Handler for OffsetCommitRequest {
     }
 
     fn each_error(r: &OffsetCommitResponse, f: &mut dyn FnMut(i16)) {
-        r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code))
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code))
     }
 }
 

@@ -35,8 +35,8 @@ impl Handler for OffsetDeleteRequest {
         let group = request.group_id.to_string();
         let view = broker.groups.describe(&group);
         if view.is_none() && !broker.offsets.has_offsets(&group) {
-            return 
-                OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code());
+            return OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::GroupIdNotFound.code());
         }
         let subscribed: HashSet<String> = view
             .filter(|v| v.state != GroupState::Empty && v.protocol_type == "consumer")
@@ -51,30 +51,30 @@ impl Handler for OffsetDeleteRequest {
         let topics = crate::blocking::map_each(
             request.topics,
             move |topic| {
-                    let name = topic.name.to_string();
-                    let partitions = topic
-                        .partitions
-                        .into_iter()
-                        .map(|p| {
-                            let code = if subscribed.contains(&name) {
-                                ResponseError::GroupSubscribedToTopic.code()
-                            } else {
-                                match owner
-                                    .offsets
-                                    .delete(&group, Some(&[(name.clone(), p.partition_index)]))
-                                {
-                                    Ok(_) => 0,
-                                    Err(e) => errors::offsets(&e).code(),
-                                }
-                            };
-                            OffsetDeleteResponsePartition::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(code)
-                        })
-                        .collect();
-                    OffsetDeleteResponseTopic::default()
-                        .with_name(topic.name)
-                        .with_partitions(partitions)
+                let name = topic.name.to_string();
+                let partitions = topic
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        let code = if subscribed.contains(&name) {
+                            ResponseError::GroupSubscribedToTopic.code()
+                        } else {
+                            match owner
+                                .offsets
+                                .delete(&group, Some(&[(name.clone(), p.partition_index)]))
+                            {
+                                Ok(_) => 0,
+                                Err(e) => errors::offsets(&e).code(),
+                            }
+                        };
+                        OffsetDeleteResponsePartition::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(code)
+                    })
+                    .collect();
+                OffsetDeleteResponseTopic::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions)
             },
             |topic| {
                 let partitions = topic
@@ -100,9 +100,11 @@ impl Handler for OffsetDeleteRequest {
     }
 
     fn each_error(r: &OffsetDeleteResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
-    
+        f(r.error_code);
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
     }
 }
 

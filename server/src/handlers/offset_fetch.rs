@@ -47,8 +47,8 @@ impl Handler for OffsetFetchRequest {
     ) -> OffsetFetchResponse {
         let group = request.group_id.to_string();
         if group.is_empty() {
-            return 
-                OffsetFetchResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
+            return OffsetFetchResponse::default()
+                .with_error_code(ResponseError::InvalidGroupId.code());
         }
         let wanted: BTreeMap<String, Vec<i32>> = match request.topics {
             Some(topics) => topics
@@ -98,12 +98,17 @@ impl Handler for OffsetFetchRequest {
     }
 
     fn each_error(r: &OffsetFetchResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
-            for g in &r.groups {
-                f(g.error_code);
-                g.topics.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
-            }
-    
+        f(r.error_code);
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+        for g in &r.groups {
+            f(g.error_code);
+            g.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| f(p.error_code));
+        }
     }
 }

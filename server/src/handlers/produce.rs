@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -22,7 +21,7 @@ use log_core::{AppendError, AppendInfo};
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::appender::{AppendMode, Appended, ProduceError};
+use crate::appender::{AppendMode, Appended, Batches, ProduceError};
 use crate::backlog::Verdict;
 use crate::broker::Broker;
 
@@ -70,7 +69,7 @@ impl Handler for ProduceRequest {
                 let partitions = t
                     .partition_data
                     .into_iter()
-                    .map(|p| (p.index, p.records))
+                    .map(|p| (p.index, p.records.map(Batches::parse)))
                     .collect();
                 (t.name.to_string(), partitions)
             })
@@ -133,11 +132,10 @@ impl Handler for ProduceRequest {
                     .with_partition_responses(partitions)
             })
             .collect();
-        
-            ProduceResponse::default()
-                .with_responses(responses)
-                .with_throttle_time_ms(backlog_throttle)
-        
+
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(backlog_throttle)
     }
 
     fn throttle_time_ms(response: &mut ProduceResponse) -> &mut i32 {
@@ -145,12 +143,15 @@ impl Handler for ProduceRequest {
     }
 
     fn each_error(r: &ProduceResponse, f: &mut dyn FnMut(i16)) {
-        r.responses.iter().flat_map(|t| &t.partition_responses).for_each(|p| f(p.error_code))
+        r.responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .for_each(|p| f(p.error_code))
     }
 }
 
 /// A topic and its partitions' record sets, as the request carried them.
-type TopicWork = (String, Vec<(i32, Option<Bytes>)>);
+type TopicWork = (String, Vec<(i32, Option<Batches>)>);
 type TopicResults = (String, Vec<PartitionProduceResponse>);
 /// Per partition of a request: its index, and where its records went or why they did not.
 type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
@@ -169,10 +170,8 @@ async fn append_and_wait(
         work.iter()
             .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()))
     };
-    let bytes: usize = records().map(Bytes::len).sum();
-    let compressed = records().any(|r| {
-        record_batch::parse_all(r).is_ok_and(|headers| headers.iter().any(|h| h.is_compressed()))
-    });
+    let bytes: usize = records().map(Batches::len).sum();
+    let compressed = records().any(Batches::is_compressed);
     let work = Arc::new(work);
     let mut outcomes = if bytes <= INLINE_APPEND_BYTES && !compressed {
         append_all(broker, &work, AppendMode::Inline, |_, _| true)

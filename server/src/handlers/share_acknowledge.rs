@@ -15,8 +15,8 @@ use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowled
 use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::Handler;
 use super::share_fetch::{ack_batches, acknowledge, release_member, Acks};
+use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -95,18 +95,17 @@ impl Handler for ShareAcknowledgeRequest {
             }
             topics.entry(topic).or_default().push(data);
         }
-        
-            response.with_responses(
-                topics
-                    .into_iter()
-                    .map(|(topic_id, partitions)| {
-                        ShareAcknowledgeTopicResponse::default()
-                            .with_topic_id(topic_id)
-                            .with_partitions(partitions)
-                    })
-                    .collect(),
-            )
-        
+
+        response.with_responses(
+            topics
+                .into_iter()
+                .map(|(topic_id, partitions)| {
+                    ShareAcknowledgeTopicResponse::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
     }
 
     fn throttle_time_ms(response: &mut ShareAcknowledgeResponse) -> &mut i32 {
@@ -114,8 +113,10 @@ impl Handler for ShareAcknowledgeRequest {
     }
 
     fn each_error(r: &ShareAcknowledgeResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            r.responses.iter().flat_map(|t| &t.partitions).for_each(|p| f(p.error_code));
-    
+        f(r.error_code);
+        r.responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
     }
 }

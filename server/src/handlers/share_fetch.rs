@@ -160,7 +160,8 @@ impl Handler for ShareFetchRequest {
                 let fetched_now = joined(crate::blocking::spawn(move || {
                     let mut pending = Pending::default();
                     let now = log_core::now_ms();
-                    let acked = acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
+                    let acked =
+                        acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
                     let got = owner.shares.acquire(
                         &owner.log,
                         &g,
@@ -209,12 +210,11 @@ impl Handler for ShareFetchRequest {
     }
 
     fn each_error(r: &ShareFetchResponse, f: &mut dyn FnMut(i16)) {
-            f(r.error_code);
-            for p in r.responses.iter().flat_map(|t| &t.partitions) {
-                f(p.error_code);
-                f(p.acknowledge_error_code);
-            }
-    
+        f(r.error_code);
+        for p in r.responses.iter().flat_map(|t| &t.partitions) {
+            f(p.error_code);
+            f(p.acknowledge_error_code);
+        }
     }
 }
 

@@ -47,11 +47,9 @@ impl Handler for ShareGroupHeartbeatRequest {
         let heartbeat = match answer {
             Ok(heartbeat) => heartbeat,
             Err(error) => {
-                return 
-                    response
-                        .with_error_code(error.code())
-                        .with_error_message(Some(StrBytes::from_string(error.to_string())))
-                
+                return response
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(error.to_string())))
             }
         };
         if request.member_epoch == -1 {
@@ -75,12 +73,11 @@ impl Handler for ShareGroupHeartbeatRequest {
                     .collect(),
             )
         });
-        
-            response
-                .with_member_id(Some(StrBytes::from_string(member)))
-                .with_member_epoch(heartbeat.member_epoch)
-                .with_assignment(assignment)
-        
+
+        response
+            .with_member_id(Some(StrBytes::from_string(member)))
+            .with_member_epoch(heartbeat.member_epoch)
+            .with_assignment(assignment)
     }
 
     fn throttle_time_ms(response: &mut ShareGroupHeartbeatResponse) -> &mut i32 {

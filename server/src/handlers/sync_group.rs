@@ -66,13 +66,12 @@ impl Handler for SyncGroupRequest {
                 }
             }
         };
-        
-            SyncGroupResponse::default()
-                .with_error_code(errors::code_of(synced.error))
-                .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
-                .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
-                .with_assignment(synced.assignment)
-        
+
+        SyncGroupResponse::default()
+            .with_error_code(errors::code_of(synced.error))
+            .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
+            .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
+            .with_assignment(synced.assignment)
     }
 
     fn throttle_time_ms(response: &mut SyncGroupResponse) -> &mut i32 {

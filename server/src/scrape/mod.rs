@@ -541,7 +541,7 @@ mod tests {
         let records: Vec<log_core::batch::NewRecord> = (0..10)
             .map(|i| (None, Some(&b"v"[..]), now - (100 - i) * 1000))
             .collect();
-        let batch = log_core::batch::build(&records);
+        let batch = crate::appender::Batches::parse(log_core::batch::build(&records));
         broker
             .appender()
             .append_records("t", 0, Some(&batch), AppendMode::Blocking)
