@@ -24,59 +24,88 @@ use crate::TopicPartition;
 /// A topic as Metadata and DescribeConfigs show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicDescription {
+    /// The topic's name.
     pub name: String,
+    /// How many partitions the metadata lists.
     pub partitions: i32,
+    /// One of Kafka's own topics (`__consumer_offsets`, `__transaction_state`, …).
     pub internal: bool,
     /// Replicas of partition 0 (the replication factor is its length).
     pub replicas: Vec<i32>,
     /// The leader of each partition (-1: none).
     pub leaders: Vec<i32>,
-    /// Kafka config names and values (only from [`Admin::describe_topic`]).
+    /// Kafka config names and values, a null value as `""` (only from
+    /// [`Admin::describe_topic`]; empty from [`Admin::list_topics`]).
     pub configs: Vec<(String, String)>,
 }
 
+/// A member of a classic group, as DescribeGroups shows it.
 #[derive(Debug, Clone)]
 pub struct MemberDescription {
+    /// The member id the coordinator gave it.
     pub member_id: String,
+    /// Its `group.instance.id`; None for a dynamic member.
     pub instance_id: Option<String>,
+    /// Its `client.id`.
     pub client_id: String,
+    /// The address it connects from, as the broker writes it (`/` and the IP: `/127.0.0.1`).
     pub host: String,
-    /// (topic, partitions) from the consumer-protocol assignment.
+    /// (topic, partitions) from the consumer-protocol assignment; empty when the group is not
+    /// a `consumer` group or the assignment does not decode.
     pub assignment: Vec<(String, Vec<i32>)>,
 }
 
+/// A classic group, as DescribeGroups shows it ([`Admin::describe_group`]).
 #[derive(Debug, Clone)]
 pub struct GroupDescription {
+    /// The group asked about.
     pub group_id: String,
+    /// The coordinator's state name: `Stable`, `PreparingRebalance`, `CompletingRebalance`,
+    /// `Empty` or `Dead` (an unknown group is `Dead` with no members).
     pub state: String,
+    /// `consumer` for consumer groups (Kafka Connect workers say `connect`); empty for an
+    /// unknown group.
     pub protocol_type: String,
+    /// The protocol the group chose: for a consumer group, the assignor (`range`,
+    /// `cooperative-sticky`); empty until a generation has chosen one.
     pub protocol: String,
+    /// The members of the current generation.
     pub members: Vec<MemberDescription>,
 }
 
 /// Where a group stands on one partition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionLag {
+    /// The topic.
     pub topic: String,
+    /// The partition within `topic`.
     pub partition: i32,
     /// The next offset the group will read; `None` if it never committed.
     pub committed: Option<i64>,
+    /// The partition's first offset (ListOffsets earliest; -1 if its leader gave none).
     pub log_start: i64,
+    /// The partition's log end offset, the offset the next record gets (ListOffsets latest;
+    /// -1 if its leader gave none).
     pub log_end: i64,
-    /// Records between the committed offset and the log end.
+    /// Records between the committed offset (or the log start, if later) and the log end;
+    /// `None` if the group never committed.
     pub lag_records: Option<i64>,
-    /// Now minus the timestamp of the oldest unconsumed record (0 when caught up).
+    /// Now minus the timestamp of the oldest unconsumed record, in seconds (0 when caught up);
+    /// `None` if the group never committed or that record could not be read.
     pub lag_seconds: Option<f64>,
 }
 
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewTopic {
+    /// The topic's name.
     pub name: String,
     /// -1: the broker's default.
     pub partitions: i32,
     /// -1: the broker's default (`default.replication.factor`).
     pub replication_factor: i16,
+    /// Topic configs to set (`retention.ms`, `cleanup.policy`, …); the rest keep the broker's
+    /// defaults.
     pub configs: Vec<(String, String)>,
 }
 
@@ -84,15 +113,22 @@ pub struct NewTopic {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum AdminError {
+    /// The properties were refused ([`Admin::from_config`]).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A request failed: no connection, or the broker answered with an error code.
     #[error(transparent)]
     Call(#[from] CallError),
+    /// The response had no entry for what was asked (the topic, config resource or quota
+    /// entity).
     #[error("empty {0:?} response")]
     EmptyResponse(ApiKey),
+    /// A fetched record batch did not decode ([`Admin::timestamp_at`], [`Admin::lag`]).
     #[error("undecodable batch in {partition}: {reason}")]
     Undecodable {
+        /// The partition fetched.
         partition: TopicPartition,
+        /// The decoder's error.
         reason: String,
     },
 }
@@ -119,10 +155,14 @@ impl Admin {
         Admin::new(AdminConfig::new(bootstrap)).await
     }
 
+    /// Connects with the Java client's admin properties (`bootstrap.servers`, `client.id`,
+    /// timeouts, …).
     pub async fn from_config(config: &ClientConfig) -> Result<Admin, AdminError> {
         Admin::new(AdminConfig::from_config(config)?).await
     }
 
+    /// Connects with typed settings. Its metadata requests never create topics, whatever
+    /// `allow.auto.create.topics` says.
     pub async fn new(config: AdminConfig) -> Result<Admin, AdminError> {
         let mut net = config.net;
         net.allow_auto_create_topics = false;
@@ -302,6 +342,7 @@ impl Admin {
         }
     }
 
+    /// Deletes a topic (DeleteTopics to the controller, not retried).
     pub async fn delete_topic(&mut self, name: &str) -> Result<(), AdminError> {
         let request = DeleteTopicsRequest::default()
             .with_topic_names(vec![TopicName(text(name))])
@@ -402,6 +443,8 @@ impl Admin {
         }
     }
 
+    /// A classic group's state and members (DescribeGroups to its coordinator, retried while
+    /// the coordinator moves, for up to 60 s).
     pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription, AdminError> {
         let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
         let described = offsets::with_coordinator(&self.cluster, group, Self::deadline(), |c| {
@@ -686,7 +729,10 @@ pub type QuotaEntity = Vec<(String, Option<String>)>;
 /// `request_percentage`, ...).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientQuotas {
+    /// Whose quotas these are.
     pub entity: QuotaEntity,
+    /// Quota keys and their values (bytes per second for the byte rates, a percentage for
+    /// `request_percentage`).
     pub values: Vec<(String, f64)>,
 }
 

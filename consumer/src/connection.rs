@@ -30,31 +30,68 @@ const MAX_RESPONSE: usize = 256 << 20;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum NetError {
+    /// The TCP connection was refused or failed (DNS, unreachable host, …).
     #[error("connecting to {addr}: {source}")]
     Connect {
+        /// The broker's `host:port`.
         addr: String,
+        /// The socket error.
         source: Arc<std::io::Error>,
     },
+    /// No TCP connection within `socket.connection.setup.timeout.ms`.
     #[error("connecting to {addr}: no connection within {after:?}")]
-    ConnectTimeout { addr: String, after: Duration },
-    #[error("connection to {addr} lost")]
-    Disconnected { addr: String },
-    #[error("{api:?} to {addr}: no response within {after:?}")]
-    Timeout {
+    ConnectTimeout {
+        /// The broker's `host:port`.
         addr: String,
-        api: ApiKey,
+        /// The timeout that ran out.
         after: Duration,
     },
+    /// The connection is closed, or closed before the response came (its socket failed, or
+    /// another request on it timed out).
+    #[error("connection to {addr} lost")]
+    Disconnected {
+        /// The broker's `host:port`.
+        addr: String,
+    },
+    /// No response within `request.timeout.ms` (plus the wait of a long-polling request); the
+    /// connection is closed.
+    #[error("{api:?} to {addr}: no response within {after:?}")]
+    Timeout {
+        /// The broker's `host:port`.
+        addr: String,
+        /// The request that went unanswered.
+        api: ApiKey,
+        /// The timeout that ran out.
+        after: Duration,
+    },
+    /// The broker's ApiVersions range for this API does not meet the versions this client
+    /// speaks (or lacks the API). Not retriable.
     #[error("{addr} does not serve {api:?} in a version this client speaks")]
-    Unsupported { addr: String, api: ApiKey },
+    Unsupported {
+        /// The broker's `host:port`, or `broker <id>`.
+        addr: String,
+        /// The API the broker does not serve.
+        api: ApiKey,
+    },
+    /// The exchange went wrong: the request did not encode, or the response did not decode,
+    /// had bytes left over, answered another correlation id, lacked a part it must have, or
+    /// (ApiVersions, on connecting) carried an error code. Not retriable.
     #[error("malformed {api:?} exchange with {addr}: {reason}")]
     Malformed {
+        /// The broker's `host:port`, or `broker <id>`.
         addr: String,
+        /// The request (ApiVersions when the correlation ids did not match).
         api: ApiKey,
+        /// What was wrong.
         reason: String,
     },
+    /// No broker accepted a connection, or a broker id is not in the metadata.
     #[error("no broker reachable (bootstrap.servers: {bootstrap})")]
-    NoBroker { bootstrap: String },
+    NoBroker {
+        /// The bootstrap servers tried, comma-separated, or `broker <id> is not in the
+        /// metadata`.
+        bootstrap: String,
+    },
 }
 
 impl NetError {

@@ -11,14 +11,20 @@ pub use kafka_protocol::error::ResponseError as ErrorCode;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum CallError {
+    /// No answer: the connection failed, timed out or the exchange was malformed.
     #[error(transparent)]
     Net(#[from] NetError),
+    /// The broker answered with a non-zero error code.
     #[error("{api:?} for {resource}: {code}{}", message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
     Broker {
+        /// The request that got the error.
         api: ApiKey,
         /// What the error is about: a topic, a partition, a group.
         resource: String,
+        /// The error code from the response.
         code: ErrorCode,
+        /// The response's error message; None when it has none (most APIs send a code only,
+        /// and brokers often leave the message null).
         message: Option<String>,
     },
 }

@@ -115,6 +115,8 @@
 //! assert_eq!(partition_for_key(b"foobar", 50), 16);
 //! ```
 
+#![warn(missing_docs, unreachable_pub, rustdoc::broken_intra_doc_links)]
+
 mod admin;
 mod cluster;
 pub mod config;
@@ -152,11 +154,14 @@ pub use queue::{AckFailure, Delivery, IdempotencyLedger, QueueConsumer, QueueErr
 /// A partition of a topic.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
+    /// The topic's name.
     pub topic: String,
+    /// The partition's index, from 0.
     pub partition: i32,
 }
 
 impl TopicPartition {
+    /// Partition `partition` of `topic`.
     pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
         TopicPartition {
             topic: topic.into(),

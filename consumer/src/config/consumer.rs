@@ -8,9 +8,11 @@ use super::{ClientConfig, ConfigError, NetConfig, Reader};
 /// range) starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetReset {
+    /// `earliest`: the partition's first offset (the log start).
     Earliest,
+    /// `latest` (the default): the log end, so only records produced from then on.
     Latest,
-    /// `none`: an error instead.
+    /// `none`: [`crate::ConsumeError::NoOffset`] instead, until a seek.
     None,
 }
 
@@ -37,6 +39,7 @@ impl AssignorKind {
 /// [`ConsumerConfig::new`] (defaults) and adjust the fields.
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
+    /// The connection settings every client has.
     pub net: NetConfig,
     /// `group.id`: needed for `subscribe` and for commits; `assign` works without.
     pub group_id: Option<String>,

@@ -22,16 +22,27 @@ pub use queue::{AckMode, QueueConfig};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A property this client does not know (a typo, or a Java property it does not
+    /// implement).
     #[error("unknown property {0:?}")]
     Unknown(String),
+    /// A value that does not parse, is out of range or is not supported (`security.protocol`
+    /// other than `PLAINTEXT`).
     #[error("property {name}: {value:?} is not {expected}")]
     Invalid {
+        /// The property.
         name: &'static str,
+        /// The value given (trimmed).
         value: String,
+        /// What would have been accepted.
         expected: &'static str,
     },
+    /// A required property is absent or empty (`bootstrap.servers`, a share consumer's
+    /// `group.id`, `partition.assignment.strategy` set to no assignor).
     #[error("property {0} is required")]
     Missing(&'static str),
+    /// Values that are each valid but not together, e.g. `heartbeat.interval.ms` not below
+    /// `session.timeout.ms`; the message says which.
     #[error("{0}")]
     Conflict(&'static str),
 }
@@ -43,6 +54,7 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// No properties set.
     pub fn new() -> ClientConfig {
         ClientConfig::default()
     }
@@ -59,6 +71,7 @@ impl ClientConfig {
         self
     }
 
+    /// The value set for `name`, as given (parsing trims it); None if it is not set.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.properties.get(name).map(String::as_str)
     }
@@ -162,11 +175,14 @@ impl<'a> Reader<'a> {
 pub struct NetConfig {
     /// `bootstrap.servers`: `host:port` list to learn the cluster from.
     pub bootstrap_servers: Vec<String>,
-    /// `client.id` (default `lograil`).
+    /// `client.id`: the name brokers log and quota this client by (default
+    /// `lograil-producer`, `lograil-consumer`, `lograil-queue-consumer` or `lograil-admin`
+    /// from `from_config`; `lograil` from [`NetConfig::new`]).
     pub client_id: String,
     /// `request.timeout.ms` (30000): a request unanswered this long closes its connection.
     pub request_timeout: Duration,
-    /// `socket.connection.setup.timeout.ms` (10000).
+    /// `socket.connection.setup.timeout.ms` (10000): how long opening a TCP connection may
+    /// take.
     pub connection_setup_timeout: Duration,
     /// `metadata.max.age.ms` (300000): metadata is refreshed at least this often.
     pub metadata_max_age: Duration,

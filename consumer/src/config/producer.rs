@@ -28,10 +28,15 @@ impl Acks {
 /// `compression.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
+    /// `none`: batches go uncompressed.
     None,
+    /// `gzip`.
     Gzip,
+    /// `snappy`.
     Snappy,
+    /// `lz4`.
     Lz4,
+    /// `zstd` (needs brokers of Kafka 2.1 or later).
     Zstd,
 }
 
@@ -68,6 +73,7 @@ pub enum Partitioner {
 /// [`ProducerConfig::new`] (defaults) and adjust the fields.
 #[derive(Debug, Clone)]
 pub struct ProducerConfig {
+    /// The connection settings every client has.
     pub net: NetConfig,
     /// `acks` (default `all`).
     pub acks: Acks,

@@ -18,6 +18,7 @@ pub enum AckMode {
 /// A share-group (queue) consumer's settings: the Java `KafkaShareConsumer`'s names.
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
+    /// The connection settings every client has.
     pub net: NetConfig,
     /// `group.id` (required): the share group.
     pub group_id: String,
@@ -32,6 +33,7 @@ pub struct QueueConfig {
 }
 
 impl QueueConfig {
+    /// The Java share consumer's defaults, for `bootstrap`, in share group `group`.
     pub fn new(bootstrap: &str, group: &str) -> QueueConfig {
         QueueConfig {
             net: NetConfig::new(bootstrap),

@@ -35,21 +35,31 @@ use crate::TopicPartition;
 /// `LogAppendTime` or `CreateTime`, as the batch says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {
+    /// The producer's timestamp, as sent (`message.timestamp.type=CreateTime`, the default).
     CreateTime,
+    /// The broker's clock when it appended the batch (`message.timestamp.type=LogAppendTime`).
     LogAppendTime,
 }
 
 /// A record read from a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerRecord {
+    /// The topic (shared by every record fetched for it).
     pub topic: Arc<str>,
+    /// The partition within `topic`.
     pub partition: i32,
+    /// The record's offset in its partition; committing `offset + 1` marks it consumed.
     pub offset: i64,
     /// Milliseconds since the epoch.
     pub timestamp: i64,
+    /// Whose clock `timestamp` is.
     pub timestamp_type: TimestampType,
+    /// None for a null key (not the same as an empty one).
     pub key: Option<Bytes>,
+    /// None for a null value (a tombstone in a compacted topic).
     pub value: Option<Bytes>,
+    /// Header names and values (None: a null value) in the record's order; a name given twice
+    /// appears once, with its last value.
     pub headers: Vec<(String, Option<Bytes>)>,
 }
 
@@ -60,12 +70,18 @@ pub enum ConsumeError {
     /// `auto.offset.reset=none` and the partition has no committed offset, or its position is
     /// out of range: seek to go on.
     #[error("{partition}: no valid offset (auto.offset.reset=none); seek to go on")]
-    NoOffset { partition: TopicPartition },
+    NoOffset {
+        /// The partition waiting for a seek.
+        partition: TopicPartition,
+    },
     /// A batch failed its checks (CRC, framing). The partition stays at `offset` until a seek.
     #[error("{partition} at offset {offset}: corrupt batch: {reason}")]
     Corrupt {
+        /// The partition of the batch.
         partition: TopicPartition,
+        /// The batch's base offset, or the partition's position if that is later.
         offset: i64,
+        /// What the check found.
         reason: String,
     },
     /// The broker refused with a non-retriable error (authorization, …).
@@ -75,6 +91,7 @@ pub enum ConsumeError {
     /// the group full, …): the consumer stops.
     #[error("group membership failed: {0}")]
     Group(CallError),
+    /// The consumer is closing: its background tasks are stopping.
     #[error("the consumer is closed")]
     Closed,
 }
@@ -83,12 +100,15 @@ pub enum ConsumeError {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommitError {
+    /// The consumer has no `group.id`, so there is no group to commit to (or read commits of).
     #[error("no group.id: nothing to commit to")]
     NoGroup,
     /// A rebalance is on its way or took the partitions: the records will be read again by
     /// whoever owns them now (at least once).
     #[error("the group rebalanced; the commit was not applied: {0}")]
     Rebalanced(CallError),
+    /// Any other failure: the coordinator refused the request, or none answered before
+    /// `request.timeout.ms` ran out.
     #[error(transparent)]
     Call(CallError),
 }
@@ -97,10 +117,13 @@ pub enum CommitError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AssignmentError {
+    /// A seek, pause or resume named a partition this consumer does not have now.
     #[error("{0} is not assigned to this consumer")]
     NotAssigned(TopicPartition),
+    /// `subscribe` after `assign`, or `assign` after `subscribe`.
     #[error("subscribe and assign cannot be mixed on one consumer")]
     Mixed,
+    /// `subscribe` on a consumer without `group.id`.
     #[error("subscribe needs group.id")]
     NoGroup,
 }
@@ -109,8 +132,10 @@ pub enum AssignmentError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConsumerError {
+    /// The properties were refused ([`Consumer::from_config`]).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// No bootstrap server answered with the cluster's metadata.
     #[error(transparent)]
     Net(#[from] NetError),
 }
@@ -489,6 +514,8 @@ impl Consumer {
         Consumer::new(ConsumerConfig::from_config(config)?).await
     }
 
+    /// Starts a consumer from typed settings: connects to the cluster and, with a `group.id`,
+    /// starts the group task (it joins once [`Consumer::subscribe`] names topics).
     pub async fn new(config: ConsumerConfig) -> Result<Consumer, ConsumerError> {
         Consumer::with_listener(config, None).await
     }
@@ -691,12 +718,18 @@ impl Consumer {
         self.reposition(partition, Position::Known(offset))
     }
 
+    /// The next record of each partition will be its first (the log start offset, looked up
+    /// on the next fetch). Refused at the first partition not assigned; those before it have
+    /// moved.
     pub fn seek_to_beginning(&self, partitions: &[TopicPartition]) -> Result<(), AssignmentError> {
         partitions
             .iter()
             .try_for_each(|tp| self.reposition(tp, Position::Reset(OffsetReset::Earliest)))
     }
 
+    /// The next record of each partition will be the first produced after the lookup (the log
+    /// end offset, looked up on the next fetch). Refused at the first partition not assigned;
+    /// those before it have moved.
     pub fn seek_to_end(&self, partitions: &[TopicPartition]) -> Result<(), AssignmentError> {
         partitions
             .iter()
@@ -729,6 +762,8 @@ impl Consumer {
         Ok(())
     }
 
+    /// Fetches and hands out records of these paused partitions again, from their positions.
+    /// Refused at the first partition not assigned; those before it are resumed.
     pub fn resume(&self, partitions: &[TopicPartition]) -> Result<(), AssignmentError> {
         let mut st = self.shared.state();
         for tp in partitions {
@@ -742,6 +777,7 @@ impl Consumer {
         Ok(())
     }
 
+    /// The partitions paused now.
     pub fn paused(&self) -> Vec<TopicPartition> {
         self.shared
             .state()

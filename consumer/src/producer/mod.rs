@@ -35,6 +35,7 @@ use memory::BufferPool;
 
 /// A topic name for [`ProducerRecord::new`].
 pub trait IntoTopic {
+    /// The name as the shared string a record holds (no allocation for an `Arc<str>`).
     fn into_topic(self) -> Arc<str>;
 }
 
@@ -71,10 +72,13 @@ impl IntoTopic for &Arc<str> {
 /// A record to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerRecord {
+    /// The topic to send to.
     pub topic: Arc<str>,
     /// `None`: the partitioner chooses (murmur2 of the key, or sticky for no key).
     pub partition: Option<i32>,
+    /// `None`: a null key (unkeyed: the partitioner does not hash it).
     pub key: Option<Bytes>,
+    /// `None`: a null value (a tombstone in a compacted topic).
     pub value: Option<Bytes>,
     /// Header names and values, in order. A name given twice keeps its last value: the record
     /// codec (`kafka-protocol`) stores headers in a map.
@@ -98,26 +102,33 @@ impl ProducerRecord {
         }
     }
 
+    /// Sets the key (the default partitioner sends equal keys to one partition).
     pub fn key(mut self, key: impl Into<Bytes>) -> ProducerRecord {
         self.key = Some(key.into());
         self
     }
 
+    /// Sets the value; without one the record's value is null.
     pub fn value(mut self, value: impl Into<Bytes>) -> ProducerRecord {
         self.value = Some(value.into());
         self
     }
 
+    /// Adds a header after those already set (for a null header value, push onto `headers`).
     pub fn header(mut self, name: impl Into<String>, value: impl Into<Bytes>) -> ProducerRecord {
         self.headers.push((name.into(), Some(value.into())));
         self
     }
 
+    /// Sends to this partition, bypassing the partitioner; `send` refuses one the topic does
+    /// not have ([`SendError::UnknownPartition`]).
     pub fn partition(mut self, partition: i32) -> ProducerRecord {
         self.partition = Some(partition);
         self
     }
 
+    /// Sets the record's `CreateTime`, in milliseconds since the epoch (default: the time of
+    /// `send`).
     pub fn timestamp(mut self, ms: i64) -> ProducerRecord {
         self.timestamp = Some(ms);
         self
@@ -141,7 +152,9 @@ impl ProducerRecord {
 /// Where an acknowledged record landed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
+    /// The record's topic.
     pub topic: Arc<str>,
+    /// The partition it went to (the partitioner's choice, or the one the record named).
     pub partition: i32,
     /// -1 with `acks=0` (the broker does not say).
     pub offset: i64,
@@ -154,8 +167,13 @@ pub struct RecordMetadata {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("producer stopped: {code} on {topic}-{partition}")]
 pub struct FatalError {
+    /// The error code (`PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH`, `UNKNOWN_PRODUCER_ID`,
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`, `CLUSTER_AUTHORIZATION_FAILED`, …; a failed
+    /// InitProducerId gives its code, or `UNKNOWN_SERVER_ERROR` without one).
     pub code: ErrorCode,
+    /// The topic of the batch that got it; empty when InitProducerId failed.
     pub topic: String,
+    /// The partition of that batch; -1 when InitProducerId failed.
     pub partition: i32,
 }
 
@@ -163,20 +181,32 @@ pub struct FatalError {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum DeliveryError {
+    /// The partition's leader refused the batch with a non-retriable error
+    /// (`MESSAGE_TOO_LARGE`, `TOPIC_AUTHORIZATION_FAILED`, `INVALID_RECORD`, …).
     #[error("{topic}-{partition}: {code}")]
     Broker {
+        /// The record's topic.
         topic: String,
+        /// The record's partition.
         partition: i32,
+        /// The Produce response's error code.
         code: ErrorCode,
     },
+    /// Not acknowledged within `delivery.timeout.ms` (the configured value), counted from when
+    /// its batch was opened, retries included.
     #[error("not acknowledged within delivery.timeout.ms ({0:?})")]
     Timeout(Duration),
+    /// `retries` attempts failed with retriable errors or lost connections; the last failure.
     #[error("retries exhausted: {0}")]
     Retries(CallError),
+    /// The producer stopped for good (see [`FatalError`]); nothing more is delivered.
     #[error(transparent)]
     Fatal(#[from] FatalError),
+    /// The batch could not be encoded or compressed; the encoder's error.
     #[error("the record could not be encoded: {0}")]
     Encode(String),
+    /// The producer's background task ended (aborted, or its runtime shut down) before the
+    /// record was acknowledged or failed.
     #[error("the producer stopped before the record was delivered")]
     Closed,
 }
@@ -189,28 +219,52 @@ pub enum SendError {
     /// estimate from the rate at which acknowledged batches have been freeing memory.
     #[error("producer buffer full; retry in about {retry_after:?}")]
     Full {
+        /// When room is likely, from the measured drain rate.
         retry_after: Duration,
+        /// The record, handed back for the retry.
         record: Box<ProducerRecord>,
     },
     /// `try_send` for a topic whose partitions are not known yet (a metadata request is on its
     /// way; [`Producer::partitions_for`] waits for it).
     #[error("no metadata for topic {topic} yet")]
-    MetadataPending { topic: String },
-    /// No room (or no metadata) within `max.block.ms`.
+    MetadataPending {
+        /// The topic whose metadata is awaited.
+        topic: String,
+    },
+    /// No room (or no metadata) within `max.block.ms` (the configured value).
     #[error("send blocked for max.block.ms ({0:?})")]
     Timeout(Duration),
+    /// The record alone is larger than `max.request.size` or `buffer.memory`.
     #[error("record of {size} bytes is over {limit} ({setting})")]
     RecordTooLarge {
+        /// The record's size as [`ProducerRecord::size_estimate`] counts it, in bytes.
         size: usize,
+        /// The limit it is over, in bytes.
         limit: usize,
+        /// The property that sets the limit.
         setting: &'static str,
     },
+    /// The record names a partition the topic does not have.
     #[error("topic {topic} has no partition {partition}")]
-    UnknownPartition { topic: String, partition: i32 },
+    UnknownPartition {
+        /// The record's topic.
+        topic: String,
+        /// The partition it named.
+        partition: i32,
+    },
+    /// Metadata for the topic failed with a non-retriable error (`TOPIC_AUTHORIZATION_FAILED`,
+    /// `INVALID_TOPIC_EXCEPTION`, …).
     #[error("metadata for {topic}: {source}")]
-    Metadata { topic: String, source: CallError },
+    Metadata {
+        /// The record's topic.
+        topic: String,
+        /// The failure.
+        source: CallError,
+    },
+    /// The producer stopped for good earlier (see [`FatalError`]).
     #[error(transparent)]
     Fatal(#[from] FatalError),
+    /// The producer is closing ([`Producer::close`] was called on a clone of it).
     #[error("the producer is closed")]
     Closed,
 }
@@ -219,8 +273,10 @@ pub enum SendError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProducerError {
+    /// The properties were refused ([`Producer::from_config`]).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// No bootstrap server answered with the cluster's metadata.
     #[error(transparent)]
     Net(#[from] NetError),
 }
@@ -653,6 +709,7 @@ impl Producer {
         *lock(&self.inner().identity)
     }
 
+    /// The counters so far (since the producer started).
     pub fn stats(&self) -> ProducerStats {
         let c = &self.inner().counters;
         ProducerStats {

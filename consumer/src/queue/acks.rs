@@ -59,7 +59,7 @@ pub(crate) struct AckBook {
 
 impl AckBook {
     /// Records `ack` for `offset`; a later call for the same offset before it is sent wins.
-    pub fn set(&mut self, partition: IdPartition, offset: i64, ack: Ack) {
+    pub(crate) fn set(&mut self, partition: IdPartition, offset: i64, ack: Ack) {
         self.pending
             .entry(partition)
             .or_default()
@@ -67,7 +67,7 @@ impl AckBook {
     }
 
     /// Records `ack` unless the offset already has one.
-    pub fn set_if_absent(&mut self, partition: IdPartition, offset: i64, ack: Ack) {
+    pub(crate) fn set_if_absent(&mut self, partition: IdPartition, offset: i64, ack: Ack) {
         self.pending
             .entry(partition)
             .or_default()
@@ -76,14 +76,14 @@ impl AckBook {
     }
 
     /// Whether a partition `f` accepts has acknowledgements waiting.
-    pub fn any(&self, f: impl Fn(&IdPartition) -> bool) -> bool {
+    pub(crate) fn any(&self, f: impl Fn(&IdPartition) -> bool) -> bool {
         self.pending
             .iter()
             .any(|(p, acks)| !acks.is_empty() && f(p))
     }
 
     /// Takes the acknowledgements of the partitions `wanted` accepts, as batches.
-    pub fn take(
+    pub(crate) fn take(
         &mut self,
         mut wanted: impl FnMut(&IdPartition) -> bool,
     ) -> BTreeMap<IdPartition, Vec<Batch>> {

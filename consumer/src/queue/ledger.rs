@@ -104,6 +104,7 @@ impl IdempotencyLedger {
         self.keys.len()
     }
 
+    /// Whether it holds no live keys.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }

@@ -34,19 +34,30 @@ use crate::{ConsumerRecord, TopicPartition};
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum QueueError {
+    /// The properties were refused ([`QueueConsumer::from_config`]).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A request failed: no bootstrap server answered at start, or a fetch or acknowledgement
+    /// failed with a non-retriable error.
     #[error(transparent)]
     Call(#[from] CallError),
     /// The group refused this member for good (e.g. share groups are disabled on the cluster).
     #[error("share group {group}: {error}")]
-    Group { group: String, error: CallError },
+    Group {
+        /// The share group (`group.id`).
+        group: String,
+        /// The coordinator's refusal.
+        error: CallError,
+    },
     /// The record's lock is no longer this consumer's (its session ended meanwhile).
     #[error("{partition} offset {offset}: no share session holds it any more")]
     NotHeld {
+        /// The record's partition.
         partition: TopicPartition,
+        /// The record's offset.
         offset: i64,
     },
+    /// `receive` after [`QueueConsumer::close`].
     #[error("the queue consumer is closed")]
     Closed,
 }
@@ -61,9 +72,16 @@ impl From<NetError> for QueueError {
 /// holds it now, …): the record will be delivered again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AckFailure {
+    /// The partition of the records.
     pub partition: TopicPartition,
+    /// The first offset of the refused run of records.
     pub first_offset: i64,
+    /// The last offset of the run, inclusive.
     pub last_offset: i64,
+    /// Why: the broker's code (`INVALID_RECORD_STATE` when the lock is lost, …);
+    /// `NETWORK_EXCEPTION` when the request carrying it failed; `SHARE_SESSION_NOT_FOUND`
+    /// when the session that held the records ended, or the partition was revoked, before it
+    /// could be sent.
     pub error: ErrorCode,
 }
 
@@ -86,6 +104,7 @@ impl std::ops::Deref for Delivery {
 }
 
 impl Delivery {
+    /// The record (also reachable through `Deref`).
     pub fn record(&self) -> &ConsumerRecord {
         &self.record
     }
@@ -173,6 +192,8 @@ impl QueueConsumer {
         QueueConsumer::new(QueueConfig::from_config(config)?).await
     }
 
+    /// Connects and starts the membership task (it heartbeats once [`QueueConsumer::subscribe`]
+    /// names topics).
     pub async fn new(config: QueueConfig) -> Result<QueueConsumer, QueueError> {
         let cluster = Cluster::connect(config.net.clone()).await?;
         let member_id = membership::new_member_id();
