@@ -263,39 +263,50 @@ mod tests {
     #[test]
     fn a_state_log_replays_what_was_written_in_order_and_rewrites_the_live_keys() {
         let dir = tempfile::tempdir().unwrap();
+        // 4 KiB values: 600 of them fill two closed 1 MiB segments and part of a third.
+        let filler = "x".repeat(4096);
         let records = {
             let log = Log::open(dir.path()).unwrap();
             let state = StateLog::open(&log, "__state", 1 << 20, 1 << 20).unwrap();
-            for round in 0..300u32 {
+            state
+                .append(&[("early".to_string(), Some("kept".to_string()))])
+                .unwrap();
+            for _ in 0..300 {
                 state
-                    .append(&[("a".to_string(), Some(round)), ("b".to_string(), None)])
+                    .append(&[
+                        ("filler".to_string(), Some(filler.clone())),
+                        ("gone".to_string(), None),
+                    ])
                     .unwrap();
             }
             let mut seen = Vec::new();
             let records = state
-                .replay(1 << 20, |k: String, v: Option<u32>, _| seen.push((k, v)))
+                .replay(1 << 20, |k: String, v: Option<String>, _| seen.push((k, v)))
                 .unwrap();
-            assert_eq!(records, 600);
-            assert_eq!(seen.len(), 600);
-            assert_eq!(seen[598], ("a".to_string(), Some(299)));
-            assert_eq!(seen[599], ("b".to_string(), None));
-            assert!(StateLog::needs_rewrite(records, 1) == (records > 1024));
-            state
-                .rewrite(&[("a".to_string(), Some(299u32))], 10, records)
-                .unwrap();
+            assert_eq!(records, 601);
+            assert_eq!(seen[0], ("early".to_string(), Some("kept".to_string())));
+            assert_eq!(seen[600], ("gone".to_string(), None));
+            assert!(StateLog::needs_rewrite(records, 2) == (records > 1024));
+            let live = [
+                ("early".to_string(), Some("kept".to_string())),
+                ("filler".to_string(), Some(filler.clone())),
+            ];
+            state.rewrite(&live, 1, records).unwrap();
             records
         };
-        assert_eq!(records, 600);
+        assert_eq!(records, 601);
+        // Reopened: the segments before the rewrite are gone, the live keys are there.
         let log = Log::open(dir.path()).unwrap();
         let state = StateLog::open(&log, "__state", 1 << 20, 1 << 20).unwrap();
-        let mut last = None;
-        state
-            .replay(1 << 20, |k: String, v: Option<u32>, _| {
-                if k == "a" {
-                    last = v;
+        let mut early = None;
+        let records = state
+            .replay(1 << 20, |k: String, v: Option<String>, _| {
+                if k == "early" {
+                    early = v;
                 }
             })
             .unwrap();
-        assert_eq!(last, Some(299));
+        assert_eq!(early.as_deref(), Some("kept"));
+        assert!(records < 601, "the old segments were deleted: {records} records left");
     }
 }
