@@ -307,6 +307,9 @@ mod tests {
             })
             .unwrap();
         assert_eq!(early.as_deref(), Some("kept"));
-        assert!(records < 601, "the old segments were deleted: {records} records left");
+        assert!(
+            records < 601,
+            "the old segments were deleted: {records} records left"
+        );
     }
 }

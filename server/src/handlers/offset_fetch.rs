@@ -23,20 +23,18 @@ impl Handler for OffsetFetchRequest {
         let single = topics_and_partitions(self.topics.as_deref().unwrap_or_default(), |t| {
             t.partition_indexes.len()
         });
-        let grouped = self.groups.iter().map(|g| {
-            topics_and_partitions(g.topics.as_deref().unwrap_or_default(), |t| {
-                t.partition_indexes.len()
+        let grouped = self
+            .groups
+            .iter()
+            .map(|g| {
+                topics_and_partitions(g.topics.as_deref().unwrap_or_default(), |t| {
+                    t.partition_indexes.len()
+                })
             })
-        });
-        let (topics, partitions) = grouped.fold(
-            (single.topics, single.partitions),
-            |(topics, partitions), c| (topics + c.topics, partitions + c.partitions),
-        );
+            .fold(single, |all, group| all + group);
         Counts {
-            topics,
-            partitions,
             groups: self.groups.len(),
-            ..Counts::default()
+            ..grouped
         }
     }
 
