@@ -51,7 +51,12 @@ where
         .encode(&mut frame, key.request_header_version(version))
         .unwrap();
     request.encode(&mut frame, version).unwrap();
-    let mut session = Session::new("127.0.0.1:1".parse().unwrap());
+    let mut session = Session::new(
+        "127.0.0.1:1".parse().unwrap(),
+        Arc::new(crate::security::Listener::plaintext(
+            "127.0.0.1:9092".parse().unwrap(),
+        )),
+    );
     let handled = FAIL_TASKS
         .scope(true, handle(broker, frame.freeze(), &mut session))
         .await;
