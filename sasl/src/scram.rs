@@ -7,6 +7,9 @@
 //! refused), and the error for an unknown user reads as the one for a wrong password.
 //! Attribute order is strict, base64 is decoded strictly (canonical padding, no whitespace),
 //! and every malformed message is an error.
+//!
+//! One file (over 500 lines) because both sides share the grammar's helpers and the key
+//! derivation, and each side reads as one pass over its messages; the tests are in `tests.rs`.
 
 use std::fmt;
 
