@@ -634,3 +634,80 @@ print('delivered', delivered)
     );
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// `lograil_client_throttled_responses_total` of `client_id` in a scrape of `/metrics`.
+fn throttled_responses(metrics_addr: &str, client_id: &str) -> u64 {
+    let mut http = std::net::TcpStream::connect(metrics_addr).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    http.read_to_string(&mut text).unwrap();
+    let prefix = format!("lograil_client_throttled_responses_total{{client_id=\"{client_id}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn user_quotas_apply_to_the_authenticated_principal() {
+    let certs = Certs::new();
+    let users = certs.path("plain-users");
+    std::fs::write(&users, "alice=a-secret\nbob=b-secret\n").unwrap();
+    let broker = secured(
+        &certs,
+        "SASL_PLAINTEXT",
+        &[
+            "--sasl-plain-users-file",
+            users.to_str().unwrap(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let plain = broker.listener("PLAINTEXT").to_string();
+    test_support::lograil_stdout(&[
+        "quota",
+        "set",
+        "--bootstrap-server",
+        &plain,
+        "--user",
+        "alice",
+        "--producer-byte-rate",
+        "20000",
+    ]);
+    let addr = broker.listener("SASL_PLAINTEXT");
+    // The same client id for both users: only the user tells them apart.
+    let produce = |user: &str, password: &str| {
+        let args: Vec<String> = [
+            "-b",
+            addr,
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanism=PLAIN",
+            "-X",
+            &format!("sasl.username={user}"),
+            "-X",
+            &format!("sasl.password={password}"),
+            "-X",
+            &format!("client.id=shared-{user}"),
+            "-P",
+            "-t",
+            "quota-topic",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let lines: String = (0..400).map(|i| format!("{i:0>1000}\n")).collect();
+        let (ok, _, err) = kcat(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            Some(&lines),
+        );
+        assert!(ok, "{err}");
+    };
+    produce("bob", "b-secret");
+    produce("alice", "a-secret");
+    let metrics = broker.metrics_addr.clone().unwrap();
+    assert_eq!(throttled_responses(&metrics, "shared-bob"), 0);
+    assert!(throttled_responses(&metrics, "shared-alice") > 0);
+}

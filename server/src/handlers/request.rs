@@ -289,7 +289,14 @@ async fn handle_frame(
     // A Produce or Fetch waits until its quota entity is out of debt (all its connections
     // share the quota); a Produce's bytes are taken out then.
     let quota_throttle = if broker.quotas.any() {
-        throttle::wait_for_quota(broker, key, client_id, request_bytes).await
+        throttle::wait_for_quota(
+            broker,
+            key,
+            session.principal.name(),
+            client_id,
+            request_bytes,
+        )
+        .await
     } else {
         Duration::ZERO
     };
@@ -444,6 +451,7 @@ impl Route for Call<'_> {
             throttle = throttle.max(throttle::after_handling(
                 broker,
                 key,
+                self.ctx.principal.name(),
                 &self.ctx.client_id,
                 response_bytes,
                 busy,
