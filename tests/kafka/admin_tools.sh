@@ -258,6 +258,20 @@ steps() {
     tool 73-quota-bad-key error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type clients --entity-name ingest \
         --add-config producer_bytes=5
 
+    # SCRAM credentials (AlterUserScramCredentials, DescribeUserScramCredentials: KIP-554).
+    tool 74-scram-add-two error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-name carol \
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=carol-secret],SCRAM-SHA-512=[password=carol-secret]'
+    tool 74a-scram-add as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-name carol \
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=carol-secret]'
+    tool 74b-scram-add as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-name carol \
+        --add-config 'SCRAM-SHA-512=[password=carol-secret]'
+    tool 75-scram-describe sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type users --entity-name carol
+    tool 76-scram-delete as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-name carol \
+        --delete-config SCRAM-SHA-512
+    tool 77-scram-describe-deleted sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type users --entity-name carol
+    tool 78-scram-too-few-iterations error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type users \
+        --entity-name dave --add-config 'SCRAM-SHA-256=[iterations=1000,password=x]'
+
     # Deletions.
     tool 54-group-delete as_is "$GROUPS_CMD" --bootstrap-server @bs --delete --group readers
     tool 55-groups-after-delete no_internal_groups "$GROUPS_CMD" --bootstrap-server @bs --list
@@ -307,6 +321,62 @@ else
     failed=$((failed + 1))
     echo "FAIL 90-broker-alter (lograil): expected exit 1 naming static configs"
     sed 's/^/     /' "$OUT/90-broker-alter"
+fi
+# lograil only: the Java client over SSL with mTLS and over SASL_PLAINTEXT with PLAIN, against
+# a second broker with those listeners (certificates from a throwaway CA made here).
+SEC="$WORK/security"
+mkdir -p "$SEC"
+(
+    cd "$SEC" || exit 1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=admin-tools CA"
+    for who in broker client; do
+        cn=localhost ext="subjectAltName=IP:127.0.0.1,DNS:localhost"
+        [[ $who == client ]] && cn=java-client ext="extendedKeyUsage=clientAuth"
+        openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj "/CN=$cn"
+        echo "$ext" >$who.ext
+        openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.crt -days 2 -extfile $who.ext
+        cat $who.key $who.crt >$who.pem
+    done
+) >"$SEC/openssl.log" 2>&1 || { echo "openssl failed" >&2; cat "$SEC/openssl.log" >&2; exit 2; }
+echo "javauser=java-secret" >"$SEC/plain-users"
+"$BIN" serve --data-dir "$SEC/data" --listeners 'SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0' \
+    --ssl-keystore-location "$SEC/broker.pem" --ssl-truststore-location "$SEC/ca.pem" --ssl-client-auth required \
+    --sasl-plain-users-file "$SEC/plain-users" >"$SEC/lograil.out" 2>"$SEC/lograil.log" &
+SECURED_PID=$!
+for _ in $(seq 100); do grep -q 'listening on' "$SEC/lograil.out" && break; sleep 0.1; done
+SSL_BS="$(grep -oE '127\.0\.0\.1:[0-9]+ \(SSL\)' "$SEC/lograil.out" | cut -d' ' -f1)"
+SASL_BS="$(grep -oE '127\.0\.0\.1:[0-9]+ \(SASL_PLAINTEXT\)' "$SEC/lograil.out" | cut -d' ' -f1)"
+printf '%s\n' security.protocol=SSL ssl.truststore.type=PEM "ssl.truststore.location=$SEC/ca.pem" \
+    ssl.keystore.type=PEM "ssl.keystore.location=$SEC/client.pem" >"$SEC/ssl.properties"
+printf '%s\n' security.protocol=SASL_PLAINTEXT sasl.mechanism=PLAIN \
+    'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="javauser" password="java-secret";' \
+    >"$SEC/plain.properties"
+sed 's/java-secret/wrong/' "$SEC/plain.properties" >"$SEC/wrong.properties"
+seq 1 25 | sed 's/^/java-/' >"$SEC/records.txt"
+OUT="$SEC" BS="$SSL_BS" STDIN="$SEC/records.txt" tool 91-java-mtls-produce as_is "$T.ConsoleProducer" \
+    --bootstrap-server @bs --topic secured --producer.config "$SEC/ssl.properties"
+OUT="$SEC" BS="$SASL_BS" tool 92-java-plain-consume as_is "$T.consumer.ConsoleConsumer" --bootstrap-server @bs \
+    --topic secured --from-beginning --max-messages 25 --consumer.config "$SEC/plain.properties"
+OUT="$SEC" BS="$SASL_BS" tool 93-java-plain-wrong error_class "$T.TopicCommand" --bootstrap-server @bs --list \
+    --command-config "$SEC/wrong.properties"
+kill "$SECURED_PID" 2>/dev/null
+wait "$SECURED_PID" 2>/dev/null
+total=$((total + 3))
+if grep -q '^exit=0$' "$SEC/91-java-mtls-produce" && [[ "$(grep -c '^java-' "$SEC/92-java-plain-consume")" == 25 ]]; then
+    echo "ok   91-java-mtls-produce, 92-java-plain-consume (lograil: 25 records over SSL with mTLS, read back over SASL_PLAINTEXT)"
+    total=$((total - 1))
+else
+    failed=$((failed + 2))
+    total=$((total - 1))
+    echo "FAIL 91/92: the Java client over SSL (mTLS) and SASL_PLAINTEXT (PLAIN)"
+    sed 's/^/     /' "$SEC/91-java-mtls-produce.raw" "$SEC/92-java-plain-consume.raw"
+fi
+if grep -q 'SaslAuthenticationException' "$SEC/93-java-plain-wrong"; then
+    echo "ok   93-java-plain-wrong (lograil: SaslAuthenticationException)"
+else
+    failed=$((failed + 1))
+    echo "FAIL 93-java-plain-wrong: expected SaslAuthenticationException"
+    sed 's/^/     /' "$SEC/93-java-plain-wrong.raw"
 fi
 echo "$((total - failed)) of $total steps match (lograil pass ${lograil_seconds}s, Kafka start and pass ${kafka_seconds}s, in all $SECONDS s)"
 ((failed == 0))

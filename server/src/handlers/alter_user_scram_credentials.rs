@@ -3,7 +3,8 @@
 //! 'SCRAM-SHA-256=[password=…]'` sends: the client salts and iterates the password itself).
 //! Each user's changes succeed or fail together, with Kafka's errors: UNSUPPORTED_SASL_MECHANISM,
 //! UNACCEPTABLE_CREDENTIAL (empty name, iterations outside 4096–16384, an empty salt or
-//! salted password), DUPLICATE_RESOURCE (one user and mechanism twice in a request),
+//! salted password), DUPLICATE_RESOURCE (a user named twice in one request, as Kafka refuses it even for two
+//! mechanisms),
 //! RESOURCE_NOT_FOUND (deleting a credential that does not exist). Written to the data dir
 //! before the answer.
 
@@ -35,31 +36,21 @@ impl Handler for AlterUserScramCredentialsRequest {
         _: &RequestContext,
     ) -> AlterUserScramCredentialsResponse {
         let mut users: BTreeMap<String, UserChanges> = BTreeMap::new();
-        let mut seen = Vec::new();
-        let mut add =
-            |user: &str, mechanism: i8, change: Result<Change, (ResponseError, String)>| {
-                let entry = users
-                    .entry(user.to_string())
-                    .or_insert_with(|| Ok(Vec::new()));
-                let duplicate = seen.contains(&(user.to_string(), mechanism));
-                seen.push((user.to_string(), mechanism));
-                if let Ok(changes) = entry {
-                    match change {
-                        _ if duplicate => {
-                            *entry = Err((
-                                ResponseError::DuplicateResource,
-                                "a user's mechanism is named twice in one request".into(),
-                            ))
-                        }
-                        Ok(change) => changes.push(change),
-                        Err(refused) => *entry = Err(refused),
-                    }
-                }
-            };
+        let mut add = |user: &str, change: Result<Change, (ResponseError, String)>| {
+            // Kafka's rule: one change per user in a request.
+            if let Some(entry) = users.get_mut(user) {
+                *entry = Err((
+                    ResponseError::DuplicateResource,
+                    "A user credential cannot be altered twice in the same request".into(),
+                ));
+                return;
+            }
+            users.insert(user.to_string(), change.map(|c| vec![c]));
+        };
         for deletion in &request.deletions {
             let change = checked(&deletion.name, deletion.mechanism)
                 .map(|hash| Change::Delete(deletion.name.to_string(), hash));
-            add(&deletion.name, deletion.mechanism, change);
+            add(&deletion.name, change);
         }
         for upsertion in &request.upsertions {
             let change = checked(&upsertion.name, upsertion.mechanism).and_then(|hash| {
@@ -92,7 +83,7 @@ impl Handler for AlterUserScramCredentialsRequest {
                     ),
                 ))
             });
-            add(&upsertion.name, upsertion.mechanism, change);
+            add(&upsertion.name, change);
         }
         let mut results = Vec::with_capacity(users.len());
         let mut changes = Vec::new();
@@ -110,10 +101,10 @@ impl Handler for AlterUserScramCredentialsRequest {
         if !changes.is_empty() {
             let owner = broker.clone();
             let applied = crate::blocking::spawn(move || owner.security.scram.alter(changes)).await;
-            let missing = |user: &str| {
+            let missing = || {
                 (
                     ResponseError::ResourceNotFound,
-                    format!("user {user:?} has no such SCRAM credential"),
+                    "Attempt to delete a user credential that does not exist".to_string(),
                 )
             };
             match applied {
@@ -121,7 +112,7 @@ impl Handler for AlterUserScramCredentialsRequest {
                     for (user, applied) in owners.iter().zip(applied) {
                         if !applied {
                             if let Some((_, result)) = results.iter_mut().find(|(u, _)| u == user) {
-                                *result = Some(missing(user));
+                                *result = Some(missing());
                             }
                         }
                     }
