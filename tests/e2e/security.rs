@@ -711,3 +711,76 @@ fn user_quotas_apply_to_the_authenticated_principal() {
     assert_eq!(throttled_responses(&metrics, "shared-bob"), 0);
     assert!(throttled_responses(&metrics, "shared-alice") > 0);
 }
+
+/// `kcat -L` over SSL trusting `ca`: whether it listed the cluster.
+fn kcat_lists_over_ssl(addr: &str, ca: &std::path::Path) -> bool {
+    let ca = format!("ssl.ca.location={}", ca.display());
+    let (ok, out, _) = kcat(
+        &[
+            "-b",
+            addr,
+            "-X",
+            "security.protocol=SSL",
+            "-X",
+            &ca,
+            "-L",
+            "-m",
+            "5",
+        ],
+        None,
+    );
+    ok && out.contains("1 brokers")
+}
+
+/// The TLS version `openssl s_client` negotiates when limited to `flag` (`-tls1_2`), if any.
+fn negotiated(addr: &str, ca: &std::path::Path, flag: &str) -> Option<String> {
+    let out = Command::new("openssl")
+        .args(["s_client", flag, "-connect", addr, "-CAfile"])
+        .arg(ca)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // "New, TLSv1.3, Cipher is ..." once a session is set up ("New, (NONE), ..." otherwise).
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("New, ")?.split(',').next())
+        .filter(|p| p.starts_with("TLSv"))
+        .map(str::to_string)
+}
+
+#[test]
+fn a_renewed_certificate_is_served_without_a_restart_and_tls_versions_are_as_configured() {
+    let first = Certs::new();
+    let broker = secured(&first, "SSL", &[]);
+    let addr = broker.listener("SSL").to_string();
+    assert!(kcat_lists_over_ssl(&addr, &first.ca()));
+    assert_eq!(
+        negotiated(&addr, &first.ca(), "-tls1_2").as_deref(),
+        Some("TLSv1.2")
+    );
+    assert_eq!(
+        negotiated(&addr, &first.ca(), "-tls1_3").as_deref(),
+        Some("TLSv1.3")
+    );
+
+    // The keystore file is replaced by one from another CA: new handshakes get it.
+    let renewed = Certs::new();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::copy(renewed.broker_keystore(), first.broker_keystore()).unwrap();
+    assert!(kcat_lists_over_ssl(&addr, &renewed.ca()));
+    assert!(!kcat_lists_over_ssl(&addr, &first.ca()));
+    // A keystore that no longer parses: the last good certificate stays in use.
+    std::fs::write(first.broker_keystore(), "not a keystore").unwrap();
+    assert!(kcat_lists_over_ssl(&addr, &renewed.ca()));
+    let log = std::fs::read_to_string(broker.log_path()).unwrap();
+    assert!(log.contains("serving the previous certificate"), "{log}");
+
+    // TLS 1.3 only.
+    let strict = secured(&renewed, "SSL", &["--ssl-enabled-protocols", "TLSv1.3"]);
+    let addr = strict.listener("SSL").to_string();
+    assert_eq!(negotiated(&addr, &renewed.ca(), "-tls1_2"), None);
+    assert_eq!(
+        negotiated(&addr, &renewed.ca(), "-tls1_3").as_deref(),
+        Some("TLSv1.3")
+    );
+}

@@ -4,10 +4,12 @@
 //! client certificate the connection's principal is its subject (`User:CN=alice,O=acme`, the
 //! RFC 2253 form Kafka's default `ssl.principal.mapping.rules` gives).
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -36,7 +38,7 @@ impl std::str::FromStr for ClientAuth {
 }
 
 /// The TLS settings of the broker's SSL and SASL_SSL listeners.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TlsSettings {
     /// `ssl.keystore.location`: a PEM file of the private key and the certificate chain (leaf
     /// first).
@@ -47,6 +49,17 @@ pub struct TlsSettings {
     pub client_auth: ClientAuth,
     /// `ssl.enabled.protocols`: TLS 1.2 allowed besides 1.3 (the default, as Kafka's).
     pub tls12: bool,
+}
+
+impl Default for TlsSettings {
+    fn default() -> Self {
+        TlsSettings {
+            keystore: None,
+            truststore: None,
+            client_auth: ClientAuth::None,
+            tls12: true,
+        }
+    }
 }
 
 /// Why TLS could not be set up; the broker does not start.
@@ -70,37 +83,10 @@ pub enum TlsError {
 }
 
 impl TlsSettings {
-    pub fn default_tls12() -> TlsSettings {
-        TlsSettings {
-            tls12: true,
-            ..TlsSettings::default()
-        }
-    }
-
-    /// The rustls acceptor for these settings (files read now).
+    /// The rustls acceptor for these settings (files read now; the keystore again whenever it
+    /// changes: [`Keystore`]).
     pub fn acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
         let keystore = self.keystore.as_ref().ok_or(TlsError::NoKeystore)?;
-        let pem = |reason: rustls_pki_types::pem::Error| TlsError::Pem {
-            path: keystore.clone(),
-            reason: reason.to_string(),
-        };
-        let chain = CertificateDer::pem_file_iter(keystore)
-            .map_err(pem)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(pem)?;
-        if chain.is_empty() {
-            return Err(TlsError::Missing {
-                path: keystore.clone(),
-                what: "certificate",
-            });
-        }
-        let key = PrivateKeyDer::from_pem_file(keystore).map_err(|e| match e {
-            rustls_pki_types::pem::Error::NoItemsFound => TlsError::Missing {
-                path: keystore.clone(),
-                what: "private key (an encrypted key is not supported: ssl.key.password)",
-            },
-            e => pem(e),
-        })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let versions: &[&rustls::SupportedProtocolVersion] = if self.tls12 {
             &[&rustls::version::TLS13, &rustls::version::TLS12]
@@ -131,7 +117,7 @@ impl TlsSettings {
                     });
                 }
                 let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
                 let verifier = if auth == ClientAuth::Requested {
                     verifier.allow_unauthenticated().build()?
                 } else {
@@ -140,9 +126,91 @@ impl TlsSettings {
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let config = builder.with_single_cert(chain, key)?;
+        let keystore = Keystore::open(keystore.clone(), provider)?;
+        let config = builder.with_cert_resolver(Arc::new(keystore));
         Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
     }
+}
+
+/// The broker's key and certificate chain, read again when the keystore file changes (its
+/// modification time, looked at on each handshake: a `stat` beside a handshake's signatures),
+/// so a renewed certificate is served without a restart. A file that no longer reads as a
+/// keystore is logged and the previous one kept.
+pub(crate) struct Keystore {
+    path: PathBuf,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    current: Mutex<(Option<SystemTime>, Arc<CertifiedKey>)>,
+}
+
+impl std::fmt::Debug for Keystore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Keystore({})", self.path.display())
+    }
+}
+
+impl Keystore {
+    fn open(
+        path: PathBuf,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<Keystore, TlsError> {
+        let modified = modified(&path);
+        let key = load(&path, &provider)?;
+        Ok(Keystore {
+            path,
+            provider,
+            current: Mutex::new((modified, Arc::new(key))),
+        })
+    }
+}
+
+impl ResolvesServerCert for Keystore {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let modified = modified(&self.path);
+        if modified != current.0 {
+            current.0 = modified;
+            match load(&self.path, &self.provider) {
+                Ok(key) => {
+                    tracing::info!(path = %self.path.display(), "keystore changed: serving its certificate");
+                    current.1 = Arc::new(key);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "keystore changed but cannot be read: serving the previous certificate")
+                }
+            }
+        }
+        Some(current.1.clone())
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// A PEM keystore: the certificate chain (leaf first) and the private key, which must match.
+fn load(path: &Path, provider: &rustls::crypto::CryptoProvider) -> Result<CertifiedKey, TlsError> {
+    let pem = |reason: rustls_pki_types::pem::Error| TlsError::Pem {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    let chain = CertificateDer::pem_file_iter(path)
+        .map_err(pem)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(pem)?;
+    if chain.is_empty() {
+        return Err(TlsError::Missing {
+            path: path.to_path_buf(),
+            what: "certificate",
+        });
+    }
+    let key = PrivateKeyDer::from_pem_file(path).map_err(|e| match e {
+        rustls_pki_types::pem::Error::NoItemsFound => TlsError::Missing {
+            path: path.to_path_buf(),
+            what: "private key (an encrypted key is not supported: ssl.key.password)",
+        },
+        e => pem(e),
+    })?;
+    Ok(CertifiedKey::from_der(chain, key, provider)?)
 }
 
 /// The subject of a client certificate as RFC 2253 writes it (the last RDN first, `CN=alice,O=acme`),
