@@ -304,6 +304,10 @@ settings! {
     /// (lograil's own; default 10000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     authentication_timeout_ms: u64 => |c, v| c.security.sasl.authentication_timeout = ms(v),
+    /// How long a SASL authentication lasts before the client must authenticate again on its
+    /// connection (KIP-368), ms; 0 (default): for the connection's life.
+    #[arg(long)]
+    connections_max_reauth_ms: u64 => |c, v| c.security.sasl.reauthentication = (v > 0).then(|| ms(v)),
 }
 
 /// Kafka's key and trust stores in PEM, the only type served.

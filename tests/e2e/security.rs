@@ -784,3 +784,100 @@ fn a_renewed_certificate_is_served_without_a_restart_and_tls_versions_are_as_con
         Some("TLSv1.3")
     );
 }
+
+/// A whole SCRAM-SHA-256 exchange on `s` as `user`; the final SaslAuthenticate response.
+fn scram_exchange(
+    s: &mut std::net::TcpStream,
+    user: &str,
+    password: &str,
+) -> SaslAuthenticateResponse {
+    assert_eq!(handshake(s, "SCRAM-SHA-256").error_code, 0);
+    let (mut client, first) = ClientExchange::new(Hash::Sha256, user, password);
+    let r = authenticate(s, first);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let last = client.respond(&r.auth_bytes).unwrap();
+    authenticate(s, last)
+}
+
+#[test]
+fn sessions_last_connections_max_reauth_ms_and_clients_authenticate_again() {
+    let certs = Certs::new();
+    let broker = secured(
+        &certs,
+        "SASL_PLAINTEXT",
+        &["--connections-max-reauth-ms", "1500"],
+    );
+    add_scram_user(&broker, "re", "re-secret", "SCRAM-SHA-256");
+    add_scram_user(&broker, "other", "other-secret", "SCRAM-SHA-256");
+    let addr = broker.listener("SASL_PLAINTEXT");
+
+    let mut s = connect(addr);
+    let started = Instant::now();
+    let done = scram_exchange(&mut s, "re", "re-secret");
+    assert_eq!(done.error_code, 0);
+    assert_eq!(done.session_lifetime_ms, 1500);
+    assert_eq!(metadata(&mut s).brokers.len(), 1);
+    // Again as the same user within the lifetime: the session starts over.
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(started.elapsed()));
+    let again = Instant::now();
+    assert_eq!(scram_exchange(&mut s, "re", "re-secret").error_code, 0);
+    std::thread::sleep(Duration::from_millis(1800).saturating_sub(started.elapsed()));
+    assert_eq!(
+        metadata(&mut s).brokers.len(),
+        1,
+        "served past the first lifetime"
+    );
+    // Past the second lifetime without authenticating again: the next request closes it.
+    std::thread::sleep(Duration::from_millis(1700).saturating_sub(again.elapsed()));
+    s.write_all(&frame(ApiKey::Metadata, 12, 1, &MetadataRequest::default()))
+        .unwrap();
+    assert!(
+        closed(&mut s),
+        "a request after the session expired was served"
+    );
+
+    // Re-authenticating as someone else is refused and ends the connection.
+    let mut s = connect(addr);
+    assert_eq!(scram_exchange(&mut s, "re", "re-secret").error_code, 0);
+    let r = scram_exchange(&mut s, "other", "other-secret");
+    assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+    assert!(closed(&mut s));
+
+    // librdkafka re-authenticates on its own: a producer outlives several session lifetimes.
+    let conf = format!(
+        "{{'bootstrap.servers': '{addr}', 'security.protocol': 'SASL_PLAINTEXT', \
+         'sasl.mechanism': 'SCRAM-SHA-256', 'sasl.username': 're', 'sasl.password': 're-secret'}}"
+    );
+    let out = python(&format!(
+        r#"
+import time
+from confluent_kafka import Producer
+delivered = []
+p = Producer({conf})
+for i in range(25):
+    p.produce('reauth', value=b'%d' % i, on_delivery=lambda err, m: delivered.append(err is None))
+    p.poll(0)
+    time.sleep(0.2)
+p.flush(10)
+print('delivered', sum(delivered), len(delivered))
+"#
+    ));
+    assert!(out.contains("delivered 25 25"), "{out}");
+    let log = std::fs::read_to_string(broker.log_path()).unwrap();
+    let rdkafka: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("client_id=\"rdkafka\""))
+        .collect();
+    let authenticated = rdkafka
+        .iter()
+        .filter(|l| l.contains("authenticated principal=User:re"))
+        .count();
+    assert!(
+        authenticated >= 4,
+        "{authenticated} authentications of librdkafka:\n{log}"
+    );
+    assert!(
+        !rdkafka.iter().any(|l| l.contains("session expired")),
+        "librdkafka's session ran out:\n{log}"
+    );
+}

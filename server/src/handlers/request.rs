@@ -41,6 +41,8 @@ pub enum RequestError {
     Unauthenticated { key: ApiKey },
     #[error("{0}")]
     Authentication(String),
+    #[error("{key:?} after the SASL session expired (connections.max.reauth.ms) without re-authentication")]
+    SessionExpired { key: ApiKey },
     #[error("malformed Produce v{version}: {reason}")]
     MalformedLegacyProduce { version: i16, reason: &'static str },
     #[error("{key:?} v{version} names {count} {what}, over the cap of {max} ({setting})")]
@@ -103,6 +105,9 @@ pub struct Session {
     /// After a SaslHandshake v0: the mechanism's messages come as bare frames (no request
     /// header) and are answered so, until the exchange ends.
     raw_tokens: bool,
+    /// With `connections.max.reauth.ms`: when the authenticated session ends unless the
+    /// client authenticates again (KIP-368); a request after that closes the connection.
+    expires: Option<Instant>,
     /// The client id of the last request (recorded on the connection's span when it changes).
     client_id: Option<String>,
     /// The buffer responses are encoded into and split off: once a response is written and
@@ -123,16 +128,13 @@ impl Session {
         let sasl = listener.protocol.sasl();
         Session {
             peer,
-            sasl: Arc::new(Mutex::new(if sasl {
-                Exchange::Start
-            } else {
-                Exchange::Unavailable
-            })),
+            sasl: Arc::new(Mutex::new(Exchange::new(sasl))),
             unauthenticated: sasl,
             listener,
             principal,
             closing: false,
             raw_tokens: false,
+            expires: None,
             client_id: None,
             scratch: BytesMut::new(),
             large: false,
@@ -183,18 +185,19 @@ impl Session {
 
     /// After a SaslHandshake or SaslAuthenticate: the principal once authenticated; closing
     /// once failed.
-    fn after_sasl(&mut self, key: ApiKey, version: i16) {
-        match &*self.sasl.lock().unwrap_or_else(PoisonError::into_inner) {
-            Exchange::Done(principal) if self.unauthenticated => {
+    fn after_sasl(&mut self, key: ApiKey, version: i16, lifetime: Option<Duration>) {
+        let exchange = self.sasl.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(principal) = exchange.principal() {
+            if key == ApiKey::SaslAuthenticate || self.raw_tokens {
                 self.principal = principal.clone();
                 self.unauthenticated = false;
                 self.raw_tokens = false;
+                self.expires = lifetime.map(|lifetime| Instant::now() + lifetime);
             }
-            Exchange::Failed => self.closing = true,
-            Exchange::Named(_) if key == ApiKey::SaslHandshake && version == 0 => {
-                self.raw_tokens = true;
-            }
-            _ => {}
+        } else if exchange.failed() {
+            self.closing = true;
+        } else if exchange.named() && key == ApiKey::SaslHandshake && version == 0 {
+            self.raw_tokens = true;
         }
     }
 
@@ -272,6 +275,11 @@ async fn handle_frame(
     {
         return Err(RequestError::Unauthenticated { key });
     }
+    if session.expires.is_some_and(|at| Instant::now() >= at)
+        && !matches!(key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+    {
+        return Err(RequestError::SessionExpired { key });
+    }
     let request_bytes = frame.len();
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, key.request_header_version(version))
@@ -312,7 +320,7 @@ async fn handle_frame(
         .await
         .unwrap_or(Err(RequestError::UnknownApi(raw_key)));
     if matches!(key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) {
-        session.after_sasl(key, version);
+        session.after_sasl(key, version, broker.security.sasl.reauthentication);
     }
     handled
 }
@@ -334,7 +342,11 @@ async fn raw_token(
         Step::Continue(message) => message,
         Step::Done(principal, message) => {
             tracing::info!(%principal, "authenticated");
-            session.after_sasl(ApiKey::SaslAuthenticate, 0);
+            session.after_sasl(
+                ApiKey::SaslAuthenticate,
+                0,
+                broker.security.sasl.reauthentication,
+            );
             message
         }
         Step::Failed(_, reason) => {

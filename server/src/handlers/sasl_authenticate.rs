@@ -2,7 +2,9 @@
 //! (PLAIN's only one; SCRAM's client-first, then client-final). A refusal waits
 //! `connection.failed.authentication.delay.ms`, answers SASL_AUTHENTICATION_FAILED (or
 //! ILLEGAL_SASL_STATE out of turn) with a message that does not say whether the user exists,
-//! and the connection closes. No session lifetime: re-authentication (KIP-368) is not served.
+//! and the connection closes. With `connections.max.reauth.ms` the answer carries the session's
+//! lifetime (KIP-368): the client authenticates again on the same connection, as the same
+//! principal, before it runs out, or its next request closes the connection.
 
 use std::sync::{Arc, PoisonError};
 
@@ -34,7 +36,15 @@ impl Handler for SaslAuthenticateRequest {
             }
             Step::Done(principal, message) => {
                 tracing::info!(%principal, "authenticated");
-                SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(message))
+                // KIP-368: the client authenticates again before this runs out.
+                let lifetime = broker
+                    .security
+                    .sasl
+                    .reauthentication
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                SaslAuthenticateResponse::default()
+                    .with_auth_bytes(Bytes::from(message))
+                    .with_session_lifetime_ms(lifetime)
             }
             Step::Failed(error, message) => {
                 tracing::info!(peer = %ctx.peer, "{message}");

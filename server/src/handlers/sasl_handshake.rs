@@ -28,7 +28,8 @@ impl Handler for SaslHandshakeRequest {
             .collect();
         let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
         let mut exchange = ctx.sasl.lock().unwrap_or_else(PoisonError::into_inner);
-        match exchange.handshake(&request.mechanism, enabled) {
+        let reauthenticate = broker.security.sasl.reauthentication.is_some();
+        match exchange.handshake(&request.mechanism, enabled, reauthenticate) {
             Ok(()) => response,
             Err(reason) => {
                 tracing::info!(mechanism = %request.mechanism, "{reason}");

@@ -27,6 +27,9 @@ pub struct SaslSettings {
     /// lograil's own: the time a connection has, from its first byte, to finish the TLS
     /// handshake and authenticate; it is closed then.
     pub authentication_timeout: Duration,
+    /// `connections.max.reauth.ms` (KIP-368): how long an authentication lasts before the
+    /// client must authenticate again on the connection; `None` (0, the default): for its life.
+    pub reauthentication: Option<Duration>,
 }
 
 impl Default for SaslSettings {
@@ -41,13 +44,21 @@ impl Default for SaslSettings {
             max_receive_size: 524_288,
             failed_authentication_delay: Duration::from_millis(100),
             authentication_timeout: Duration::from_secs(10),
+            reauthentication: None,
         }
     }
 }
 
-/// Where one connection's exchange stands.
+/// One connection's exchange: where it stands, and who it authenticated as last.
+#[derive(Debug, Default)]
+pub struct Exchange {
+    stage: Stage,
+    /// The principal of the last exchange that succeeded: a re-authentication must keep it.
+    authenticated: Option<Principal>,
+}
+
 #[derive(Default)]
-pub enum Exchange {
+enum Stage {
     /// Nothing yet: SaslHandshake comes first.
     #[default]
     Start,
@@ -56,22 +67,22 @@ pub enum Exchange {
     /// SCRAM's server-first-message is out; the client-final-message comes next.
     Scram(Box<ServerExchange>),
     /// Authenticated.
-    Done(Principal),
+    Done,
     /// Refused: the connection closes once the response is out.
     Failed,
     /// The listener does not use SASL.
     Unavailable,
 }
 
-impl std::fmt::Debug for Exchange {
+impl std::fmt::Debug for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Exchange::Start => "Start",
-            Exchange::Named(_) => "Named",
-            Exchange::Scram(_) => "Scram",
-            Exchange::Done(_) => "Done",
-            Exchange::Failed => "Failed",
-            Exchange::Unavailable => "Unavailable",
+            Stage::Start => "Start",
+            Stage::Named(_) => "Named",
+            Stage::Scram(_) => "Scram",
+            Stage::Done => "Done",
+            Stage::Failed => "Failed",
+            Stage::Unavailable => "Unavailable",
         })
     }
 }
@@ -95,22 +106,59 @@ pub struct Verifier<'a> {
 }
 
 impl Exchange {
-    /// SaslHandshake: the mechanism, if enabled.
-    pub fn handshake(&mut self, mechanism: &str, enabled: &[Mechanism]) -> Result<(), String> {
-        if matches!(self, Exchange::Unavailable) {
-            return Err("SaslHandshake on a listener without SASL".into());
+    /// The exchange of a connection on a SASL listener (`sasl`) or another one.
+    pub fn new(sasl: bool) -> Exchange {
+        Exchange {
+            stage: if sasl {
+                Stage::Start
+            } else {
+                Stage::Unavailable
+            },
+            authenticated: None,
         }
-        if !matches!(self, Exchange::Start) {
-            *self = Exchange::Failed;
-            return Err("SaslHandshake after the exchange began (re-authentication, KIP-368, is not served)".into());
+    }
+
+    /// Who the connection authenticated as, once an exchange succeeded.
+    pub fn principal(&self) -> Option<&Principal> {
+        self.authenticated
+            .as_ref()
+            .filter(|_| matches!(self.stage, Stage::Done))
+    }
+
+    /// Whether the exchange was refused: the connection is to close.
+    pub fn failed(&self) -> bool {
+        matches!(self.stage, Stage::Failed)
+    }
+
+    /// Whether a handshake named the mechanism and its first message is awaited.
+    pub fn named(&self) -> bool {
+        matches!(self.stage, Stage::Named(_))
+    }
+
+    /// SaslHandshake: the mechanism, if enabled. After a successful exchange, only when
+    /// `reauthenticate` (KIP-368, `connections.max.reauth.ms`).
+    pub fn handshake(
+        &mut self,
+        mechanism: &str,
+        enabled: &[Mechanism],
+        reauthenticate: bool,
+    ) -> Result<(), String> {
+        match self.stage {
+            Stage::Unavailable => return Err("SaslHandshake on a listener without SASL".into()),
+            Stage::Start => {}
+            Stage::Done if reauthenticate => {}
+            _ => {
+                self.stage = Stage::Failed;
+                return Err("SaslHandshake out of turn (after the exchange began, or without connections.max.reauth.ms)".into());
+            }
         }
         match Mechanism::from_name(mechanism).filter(|m| enabled.contains(m)) {
             Some(m) => {
-                *self = Exchange::Named(m);
+                self.stage = Stage::Named(m);
                 Ok(())
             }
             None => {
-                *self = Exchange::Failed;
+                self.stage = Stage::Failed;
                 Err(format!("unsupported SASL mechanism {mechanism:?}"))
             }
         }
@@ -125,15 +173,15 @@ impl Exchange {
                 format!("Authentication failed: {reason}"),
             )
         };
-        let step = match std::mem::replace(self, Exchange::Failed) {
-            Exchange::Named(Mechanism::Plain) => match sasl::plain::parse(message) {
+        let step = match std::mem::replace(&mut self.stage, Stage::Failed) {
+            Stage::Named(Mechanism::Plain) => match sasl::plain::parse(message) {
                 Ok(plain) if verifier.plain.check(&plain.username, &plain.password) => {
                     Step::Done(Principal::user(&plain.username), Vec::new())
                 }
                 Ok(_) => failed("invalid username or password"),
                 Err(e) => failed(&e.to_string()),
             },
-            Exchange::Named(mechanism) => {
+            Stage::Named(mechanism) => {
                 let Some(hash) = mechanism.scram() else {
                     return failed("unsupported mechanism");
                 };
@@ -141,34 +189,43 @@ impl Exchange {
                     ServerExchange::start(hash, message, |user| verifier.scram.get(user, hash));
                 match started {
                     Ok((exchange, first)) => {
-                        *self = Exchange::Scram(Box::new(exchange));
+                        self.stage = Stage::Scram(Box::new(exchange));
                         return Step::Continue(first);
                     }
                     Err(sasl::scram::ScramError::UnknownUser) => failed("invalid credentials"),
                     Err(e) => failed(&e.to_string()),
                 }
             }
-            Exchange::Scram(exchange) => match exchange.finish(message) {
+            Stage::Scram(exchange) => match exchange.finish(message) {
                 Ok((user, last)) => Step::Done(Principal::user(&user), last),
                 Err(sasl::scram::ScramError::BadProof) => failed("invalid credentials"),
                 Err(e) => failed(&e.to_string()),
             },
-            Exchange::Start => Step::Failed(
+            Stage::Start => Step::Failed(
                 IllegalSaslState,
                 "SaslAuthenticate before SaslHandshake".into(),
             ),
-            Exchange::Unavailable => {
-                *self = Exchange::Unavailable;
+            Stage::Unavailable => {
+                self.stage = Stage::Unavailable;
                 Step::Failed(IllegalSaslState, "this listener does not use SASL".into())
             }
-            Exchange::Done(_) | Exchange::Failed => Step::Failed(
+            Stage::Done | Stage::Failed => Step::Failed(
                 IllegalSaslState,
                 "SaslAuthenticate after the exchange ended".into(),
             ),
         };
-        if let Step::Done(principal, _) = &step {
-            *self = Exchange::Done(principal.clone());
+        match step {
+            Step::Done(principal, _)
+                if self.authenticated.as_ref().is_some_and(|p| *p != principal) =>
+            {
+                failed("cannot change principals during re-authentication")
+            }
+            Step::Done(principal, last) => {
+                self.stage = Stage::Done;
+                self.authenticated = Some(principal.clone());
+                Step::Done(principal, last)
+            }
+            step => step,
         }
-        step
     }
 }
