@@ -11,6 +11,7 @@ use std::time::Duration;
 mod admin;
 mod consumer;
 mod producer;
+mod properties;
 mod queue;
 pub(crate) mod security;
 
@@ -56,6 +57,22 @@ pub enum ConfigError {
         /// The property at fault (or the one to set).
         name: &'static str,
         /// What is wrong, and what to do.
+        reason: String,
+    },
+    /// A `.properties` text that does not parse (a bad `\u` escape).
+    #[error("line {line}: {reason}")]
+    Properties {
+        /// The line (from 1) the property starts on.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `.properties` file that cannot be read or parsed.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
         reason: String,
     },
 }
