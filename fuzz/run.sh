@@ -15,7 +15,7 @@ shift || true
 cd "$(dirname "$0")"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(frame request request_body record_batch segment_chain)
+    targets=(frame request request_body record_batch segment_chain sasl_plain scram_server)
 fi
 
 # The same flags for build and run, or cargo-fuzz rebuilds everything. 16 codegen units: a much

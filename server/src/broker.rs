@@ -1,6 +1,5 @@
 //! What every handler shares: the log, the config, producer state and the append signal.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use log_core::{Log, OpenError, Partition, StateLogError, Topic, TopicConfig, TopicError};
@@ -53,9 +52,6 @@ pub enum StartError {
 pub struct Broker {
     pub log: Log,
     pub config: BrokerConfig,
-    /// Host and port advertised in Metadata.
-    pub host: String,
-    pub port: i32,
     pub cluster_id: String,
     /// Topic config defaults: the flags, with dynamic broker defaults over them.
     pub defaults: BrokerDefaults,
@@ -109,7 +105,6 @@ impl Broker {
     /// Opens the broker's state in `config.data_dir`, counting into `metrics`.
     pub fn open(
         config: BrokerConfig,
-        bound: SocketAddr,
         shutdown: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
     ) -> Result<Broker, StartError> {
@@ -134,13 +129,6 @@ impl Broker {
                 producers.rebuild(topic.name(), index, partition);
             }
         }
-        let host = config.advertised_host.clone().unwrap_or_else(|| {
-            if bound.ip().is_unspecified() {
-                "127.0.0.1".to_string()
-            } else {
-                bound.ip().to_string()
-            }
-        });
         let budget = config
             .limits
             .queued_max_request_bytes
@@ -148,8 +136,6 @@ impl Broker {
         let auto_create_rate = config.limits.auto_create_topics_per_second;
         Ok(Broker {
             log,
-            host,
-            port: i32::from(bound.port()),
             cluster_id: "lograil-single-node".to_string(),
             defaults,
             config,

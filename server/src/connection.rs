@@ -28,6 +28,7 @@ use crate::broker::Broker;
 use crate::frame::{FrameLimits, FrameReader};
 use crate::handlers::request::{self, Session, SCRATCH_IDLE_RELEASE};
 use crate::limits::{Activity, Phase, Slot};
+use crate::security::Listener;
 
 /// How long a response (or what is left in the write buffer) may take to go out once shutdown
 /// has begun: a client that stops reading cannot hold the broker's exit up for longer.
@@ -36,9 +37,15 @@ const SHUTDOWN_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
 /// Serves one connection until the client closes it, sends something unreadable, times out or
 /// the broker shuts down; in a span naming the peer and (once known) the client id. `slot` is
 /// the connection's place under the connection caps, freed when it ends.
-pub async fn serve(broker: Arc<Broker>, socket: TcpStream, peer: SocketAddr, slot: Slot) {
-    let span = tracing::info_span!("connection", %peer, client_id = tracing::field::Empty);
-    serve_in_span(broker.clone(), socket, peer, slot.activity())
+pub async fn serve(
+    broker: Arc<Broker>,
+    socket: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<Listener>,
+    slot: Slot,
+) {
+    let span = tracing::info_span!("connection", %peer, listener = %listener.name, client_id = tracing::field::Empty);
+    serve_in_span(broker.clone(), socket, peer, listener, slot.activity())
         .instrument(span)
         .await;
     release_share_sessions(&broker, peer).await;
@@ -63,6 +70,7 @@ async fn serve_in_span(
     broker: Arc<Broker>,
     socket: TcpStream,
     peer: SocketAddr,
+    listener: Arc<Listener>,
     activity: &Activity,
 ) {
     let _ = socket.set_nodelay(true);
@@ -70,7 +78,7 @@ async fn serve_in_span(
     let mut reader = FrameReader::new(reader);
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     let mut shutdown = broker.shutdown.clone();
-    let mut session = Session::new(peer);
+    let mut session = Session::new(peer, listener);
     let limits = &broker.config.limits;
     let frame_limits = FrameLimits {
         max_request_bytes: broker.config.max_request_bytes,

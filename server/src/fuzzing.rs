@@ -16,6 +16,8 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+
+use crate::security::Listener;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,10 +88,8 @@ impl FuzzBroker {
             ..BrokerConfig::default()
         };
         let (stop, stopped) = watch::channel(false);
-        let bound = SocketAddr::from(([127, 0, 0, 1], 9092));
         let broker = Arc::new(Broker::open(
             config,
-            bound,
             stopped,
             Arc::new(crate::metrics::Metrics::new(&crate::handlers::APIS)),
         )?);
@@ -114,7 +114,11 @@ impl FuzzBroker {
         let started = self.started;
         self.runtime.block_on(async move {
             let peer = SocketAddr::from(([127, 0, 0, 1], 40000));
-            let mut session = Session::new(peer);
+            let listener = Arc::new(Listener::plaintext(SocketAddr::from((
+                [127, 0, 0, 1],
+                9092,
+            ))));
+            let mut session = Session::new(peer, listener);
             let mut reader = FrameReader::new(stream);
             let limits = FrameLimits {
                 max_request_bytes: MAX_REQUEST_BYTES,

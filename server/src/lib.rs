@@ -28,6 +28,7 @@ mod producers;
 pub mod quotas;
 mod response;
 mod scrape;
+pub mod security;
 mod shares;
 
 use std::future::Future;
@@ -42,6 +43,7 @@ use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 use crate::limits::{Admitted, ConnectionGate, RateLimiter, RefusalLog};
+use crate::security::{Listener, ListenerConfig, SecurityProtocol};
 
 /// After a refused (or evicted) connection is logged, further ones are only counted for this long.
 const REFUSAL_LOG_QUIET: std::time::Duration = std::time::Duration::from_secs(10);
@@ -75,27 +77,61 @@ pub async fn run(
     Server::open(listener, config).await?.serve(shutdown).await
 }
 
-/// A broker whose data dir is open (every partition recovered) on a bound listener, not yet
+/// A broker whose data dir is open (every partition recovered) on bound listeners, not yet
 /// accepting connections: what lies between "the data dir opened" and "serving", so a caller
 /// can say it is ready only once it is.
 #[derive(Debug)]
 pub struct Server {
-    listener: TcpListener,
+    listeners: Vec<Bound>,
     broker: Arc<Broker>,
     stop: watch::Sender<bool>,
     metrics_listener: Option<TcpListener>,
 }
 
+/// A bound socket and the listener it serves.
+#[derive(Debug)]
+struct Bound {
+    socket: TcpListener,
+    listener: Arc<Listener>,
+}
+
 impl Server {
-    /// Opens the data dir (recovering every partition, on the blocking pool).
+    /// Opens the data dir (recovering every partition, on the blocking pool) to serve one
+    /// PLAINTEXT listener on `listener` (advertised as `config.advertised_host` when set).
     pub async fn open(listener: TcpListener, config: BrokerConfig) -> Result<Server, ServeError> {
+        let plaintext = ListenerConfig {
+            name: "PLAINTEXT".to_string(),
+            protocol: SecurityProtocol::Plaintext,
+            bind: String::new(),
+            advertised: None,
+        };
+        Server::open_listeners(vec![(plaintext, listener)], config).await
+    }
+
+    /// Opens the data dir to serve each listener on its bound socket. A listener without an
+    /// advertised address advertises `config.advertised_host` (when set) and its bound port.
+    pub async fn open_listeners(
+        listeners: Vec<(ListenerConfig, TcpListener)>,
+        config: BrokerConfig,
+    ) -> Result<Server, ServeError> {
         config.validate()?;
-        let bound = listener.local_addr()?;
+        let mut bound = Vec::with_capacity(listeners.len());
+        for (mut listener, socket) in listeners {
+            let addr = socket.local_addr()?;
+            if listener.advertised.is_none() {
+                if let Some(host) = &config.advertised_host {
+                    listener.advertised = Some((host.clone(), addr.port()));
+                }
+            }
+            bound.push(Bound {
+                listener: Arc::new(Listener::bound(&listener, addr)),
+                socket,
+            });
+        }
         let (stop, stopped) = watch::channel(false);
         let broker = crate::blocking::spawn(move || {
             Broker::open(
                 config,
-                bound,
                 stopped,
                 Arc::new(crate::metrics::Metrics::new(&handlers::APIS)),
             )
@@ -103,7 +139,7 @@ impl Server {
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
         Ok(Server {
-            listener,
+            listeners: bound,
             broker: Arc::new(broker),
             stop,
             metrics_listener: None,
@@ -117,16 +153,27 @@ impl Server {
         self
     }
 
-    /// The address clients connect to.
+    /// The address clients connect to: the first listener's.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
-        self.listener.local_addr()
+        match self.listeners.first() {
+            Some(bound) => bound.socket.local_addr(),
+            None => Err(std::io::Error::other("no listener")),
+        }
+    }
+
+    /// Each listener's name and bound address, in the order given.
+    pub fn listener_addrs(&self) -> std::io::Result<Vec<(String, std::net::SocketAddr)>> {
+        self.listeners
+            .iter()
+            .map(|b| Ok((b.listener.name.clone(), b.socket.local_addr()?)))
+            .collect()
     }
 
     /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests
     /// finish, flushes every partition and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let Server {
-            listener,
+            listeners,
             broker,
             stop,
             metrics_listener,
@@ -138,7 +185,7 @@ impl Server {
                 broker.shutdown.clone(),
             ))
         });
-        let served = serve(listener, broker, stop, shutdown).await;
+        let served = serve(listeners, broker, stop, shutdown).await;
         if let Some(metrics) = metrics {
             metrics.abort();
         }
@@ -147,7 +194,7 @@ impl Server {
 }
 
 async fn serve(
-    listener: TcpListener,
+    listeners: Vec<Bound>,
     broker: Arc<Broker>,
     stop: watch::Sender<bool>,
     shutdown: impl Future<Output = ()>,
@@ -179,8 +226,8 @@ async fn serve(
             }
         }
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => {
+            accepted = accept(&listeners) => match accepted {
+                Ok((socket, peer, listener)) => {
                     // The address's connection_creation_rate: held unserved, then closed.
                     let throttle = broker.quotas.admit_connection(peer.ip(), std::time::Instant::now());
                     if !throttle.is_zero() {
@@ -210,7 +257,7 @@ async fn serve(
                             }
                             // Counted in lograil_connections_open until the connection ends.
                             let open = broker.metrics.connection_opened();
-                            let served = connection::serve(broker.clone(), socket, peer, slot);
+                            let served = connection::serve(broker.clone(), socket, peer, listener, slot);
                             connections.spawn(async move {
                                 served.await;
                                 drop(open);
@@ -239,7 +286,7 @@ async fn serve(
             () = &mut shutdown => break,
         }
     }
-    drop(listener);
+    drop(listeners);
     tracing::info!("shutting down: finishing in-flight requests");
     let _ = stop.send(true);
     broker.appended.notify_waiters();
@@ -275,6 +322,23 @@ async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The next connection on any of `listeners`, with the listener it came in on.
+async fn accept(
+    listeners: &[Bound],
+) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr, Arc<Listener>)> {
+    std::future::poll_fn(|cx| {
+        for bound in listeners {
+            if let std::task::Poll::Ready(accepted) = bound.socket.poll_accept(cx) {
+                return std::task::Poll::Ready(
+                    accepted.map(|(socket, peer)| (socket, peer, bound.listener.clone())),
+                );
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// Holds a connection over its address's connection rate unserved for `throttle`, then closes

@@ -25,7 +25,7 @@ impl Handler for DescribeClusterRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeClusterRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeClusterResponse {
         let node = BrokerId(broker.config.node_id);
         let response = DescribeClusterResponse::default()
@@ -44,8 +44,8 @@ impl Handler for DescribeClusterRequest {
         }
         response.with_brokers(vec![DescribeClusterBroker::default()
             .with_broker_id(node)
-            .with_host(StrBytes::from_string(broker.host.clone()))
-            .with_port(broker.port)
+            .with_host(StrBytes::from_string(ctx.listener.host.clone()))
+            .with_port(ctx.listener.port)
             .with_rack(None)
             .with_is_fenced(false)])
     }

@@ -27,7 +27,7 @@ impl Handler for FindCoordinatorRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: FindCoordinatorRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> FindCoordinatorResponse {
         let response = FindCoordinatorResponse::default();
         if request.key_type != GROUP {
@@ -42,8 +42,8 @@ impl Handler for FindCoordinatorRequest {
 
         response
             .with_node_id(BrokerId(broker.config.node_id))
-            .with_host(StrBytes::from_string(broker.host.clone()))
-            .with_port(broker.port)
+            .with_host(StrBytes::from_string(ctx.listener.host.clone()))
+            .with_port(ctx.listener.port)
     }
 
     fn throttle_time_ms(response: &mut FindCoordinatorResponse) -> &mut i32 {

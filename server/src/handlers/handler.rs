@@ -10,6 +10,7 @@ use kafka_protocol::protocol::Request;
 
 use super::bounds::Counts;
 use crate::broker::Broker;
+use crate::security::{Listener, Principal};
 
 /// Who sent a request, and in which version.
 #[derive(Debug, Clone)]
@@ -17,6 +18,11 @@ pub struct RequestContext {
     pub version: i16,
     pub client_id: String,
     pub peer: SocketAddr,
+    /// Who the connection authenticated as (`User:ANONYMOUS` when it did not).
+    #[allow(dead_code)] // The authorizer reads it (next commits).
+    pub principal: Principal,
+    /// The listener the connection came in on: Metadata advertises its endpoint.
+    pub listener: Arc<Listener>,
 }
 
 /// One API: how its requests are answered. `Self` is the decoded request; the response type

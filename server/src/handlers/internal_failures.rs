@@ -27,8 +27,7 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     // The broker's shutdown signal stays open for the test's length.
     std::mem::forget(stop);
     let metrics = Arc::new(crate::metrics::Metrics::new(&APIS));
-    let bound = "127.0.0.1:9092".parse().unwrap();
-    let broker = Arc::new(Broker::open(config, bound, stopped, metrics).unwrap());
+    let broker = Arc::new(Broker::open(config, stopped, metrics).unwrap());
     broker
         .create_topic("t", 2, broker.topic_defaults())
         .unwrap();
@@ -52,7 +51,12 @@ where
         .encode(&mut frame, key.request_header_version(version))
         .unwrap();
     request.encode(&mut frame, version).unwrap();
-    let mut session = Session::new("127.0.0.1:1".parse().unwrap());
+    let mut session = Session::new(
+        "127.0.0.1:1".parse().unwrap(),
+        Arc::new(crate::security::Listener::plaintext(
+            "127.0.0.1:9092".parse().unwrap(),
+        )),
+    );
     let handled = FAIL_TASKS
         .scope(true, handle(broker, frame.freeze(), &mut session))
         .await;
@@ -117,6 +121,10 @@ async fn a_share_acknowledge_whose_task_fails_answers_unknown_server_error() {
         version: 1,
         client_id: "test".into(),
         peer: "127.0.0.1:1".parse().unwrap(),
+        principal: crate::security::Principal::anonymous(),
+        listener: Arc::new(crate::security::Listener::plaintext(
+            "127.0.0.1:9092".parse().unwrap(),
+        )),
     };
     let joined = m::ShareGroupHeartbeatRequest::handle(&broker, heartbeat, &ctx).await;
     assert_eq!(joined.error_code, 0);

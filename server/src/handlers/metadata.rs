@@ -149,8 +149,8 @@ impl Handler for MetadataRequest {
             .collect();
         let broker_entry = MetadataResponseBroker::default()
             .with_node_id(node)
-            .with_host(StrBytes::from_string(broker.host.clone()))
-            .with_port(broker.port);
+            .with_host(StrBytes::from_string(ctx.listener.host.clone()))
+            .with_port(ctx.listener.port);
 
         MetadataResponse::default()
             .with_brokers(vec![broker_entry])

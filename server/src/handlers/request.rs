@@ -15,6 +15,7 @@ use tracing::Instrument;
 use super::{api_versions, bounds, produce_legacy, throttle, Handler, RequestContext, Route};
 use crate::broker::Broker;
 use crate::response::Response;
+use crate::security::{Listener, Principal};
 
 /// Why a request could not be answered; the connection is closed with this logged.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +84,10 @@ pub const SCRATCH_IDLE_RELEASE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Session {
     pub peer: SocketAddr,
+    /// The listener the connection came in on.
+    pub listener: Arc<Listener>,
+    /// Who the connection is: `User:ANONYMOUS` until it authenticates.
+    pub principal: Principal,
     /// The client id of the last request (recorded on the connection's span when it changes).
     client_id: Option<String>,
     /// The buffer responses are encoded into and split off: once a response is written and
@@ -97,9 +102,11 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(peer: SocketAddr) -> Session {
+    pub fn new(peer: SocketAddr, listener: Arc<Listener>) -> Session {
         Session {
             peer,
+            listener,
+            principal: Principal::anonymous(),
             client_id: None,
             scratch: BytesMut::new(),
             large: false,
@@ -210,6 +217,8 @@ async fn handle_frame(
         version,
         client_id: client_id.to_string(),
         peer: session.peer,
+        principal: session.principal.clone(),
+        listener: session.listener.clone(),
     };
     // A Produce or Fetch waits until its quota entity is out of debt (all its connections
     // share the quota); a Produce's bytes are taken out then.

@@ -44,8 +44,8 @@ impl Handler for ShareAcknowledgeRequest {
             .with_acquisition_lock_timeout_ms(i32::try_from(lock_ms).unwrap_or(i32::MAX))
             .with_node_endpoints(vec![NodeEndpoint::default()
                 .with_node_id(BrokerId(broker.config.node_id))
-                .with_host(StrBytes::from_string(broker.host.clone()))
-                .with_port(broker.port)]);
+                .with_host(StrBytes::from_string(ctx.listener.host.clone()))
+                .with_port(ctx.listener.port)]);
         let fail = |error: ResponseError| {
             response
                 .clone()

@@ -523,11 +523,9 @@ mod tests {
             ..BrokerConfig::default()
         };
         let (_stop, stopped) = tokio::sync::watch::channel(false);
-        let bound = "127.0.0.1:9092".parse().unwrap();
         let broker = Arc::new(
             Broker::open(
                 config,
-                bound,
                 stopped,
                 Arc::new(crate::metrics::Metrics::new(&crate::handlers::APIS)),
             )

@@ -1,0 +1,232 @@
+//! Kafka's listener model: `listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093`, each
+//! name mapped to a security protocol by `listener.security.protocol.map` (the four protocol
+//! names map to themselves), and `advertised.listeners` saying what Metadata tells clients
+//! who came in on each.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How a listener's connections are secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// Whether connections speak TLS.
+    pub fn tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether connections must authenticate with SASL before any other request.
+    pub fn sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+impl FromStr for SecurityProtocol {
+    type Err = ListenersError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => SecurityProtocol::Plaintext,
+            "SSL" => SecurityProtocol::Ssl,
+            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+            "SASL_SSL" => SecurityProtocol::SaslSsl,
+            _ => return Err(ListenersError::UnknownProtocol(s.to_string())),
+        })
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Listener settings that cannot be served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListenersError {
+    #[error("unknown security protocol {0:?} (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)")]
+    UnknownProtocol(String),
+    #[error("{0:?} is not NAME://HOST:PORT")]
+    Malformed(String),
+    #[error("listener {0} has no security protocol: add NAME:PROTOCOL to --listener-security-protocol-map")]
+    Unmapped(String),
+    #[error("listener {0} is named twice")]
+    Duplicate(String),
+    #[error("--advertised-listeners names {0}, which is not in --listeners")]
+    AdvertisedUnknown(String),
+    #[error("no listener: --listeners is empty")]
+    None,
+}
+
+/// One listener as configured: where it binds and what it advertises.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    /// `PLAINTEXT`, `SASL_SSL`, or a name of the protocol map (`CLIENT`).
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    /// `host:port` to bind; an empty host binds every interface, port 0 a free port.
+    pub bind: String,
+    /// The host and port Metadata advertises; `None`: the bound address (127.0.0.1 when bound
+    /// to every interface).
+    pub advertised: Option<(String, u16)>,
+}
+
+/// Parses `listeners`, `listener.security.protocol.map` and `advertised.listeners`
+/// (comma-separated, as in Kafka's `server.properties`; `map` and `advertised` may be empty).
+pub fn parse(
+    listeners: &str,
+    map: &str,
+    advertised: &str,
+) -> Result<Vec<ListenerConfig>, ListenersError> {
+    let mut protocols = Vec::new();
+    for entry in split(map) {
+        let (name, protocol) = entry
+            .split_once(':')
+            .ok_or_else(|| ListenersError::Malformed(entry.to_string()))?;
+        protocols.push((name.trim().to_ascii_uppercase(), protocol.trim().parse()?));
+    }
+    let mut parsed: Vec<ListenerConfig> = Vec::new();
+    for entry in split(listeners) {
+        let (name, host, port) = endpoint(entry)?;
+        let protocol = match protocols.iter().find(|(n, _)| *n == name) {
+            Some((_, protocol)) => *protocol,
+            None => name
+                .parse()
+                .map_err(|_| ListenersError::Unmapped(name.clone()))?,
+        };
+        if parsed.iter().any(|l| l.name == name) {
+            return Err(ListenersError::Duplicate(name));
+        }
+        parsed.push(ListenerConfig {
+            name,
+            protocol,
+            bind: format!("{host}:{port}"),
+            advertised: None,
+        });
+    }
+    if parsed.is_empty() {
+        return Err(ListenersError::None);
+    }
+    for entry in split(advertised) {
+        let (name, host, port) = endpoint(entry)?;
+        let listener = parsed
+            .iter_mut()
+            .find(|l| l.name == name)
+            .ok_or(ListenersError::AdvertisedUnknown(name))?;
+        listener.advertised = Some((host, port));
+    }
+    Ok(parsed)
+}
+
+fn split(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// `NAME://host:port` (the host may be empty, or a bracketed IPv6 address).
+fn endpoint(entry: &str) -> Result<(String, String, u16), ListenersError> {
+    let malformed = || ListenersError::Malformed(entry.to_string());
+    let (name, address) = entry.split_once("://").ok_or_else(malformed)?;
+    let (host, port) = address.rsplit_once(':').ok_or_else(malformed)?;
+    let port = port.parse().map_err(|_| malformed())?;
+    if name.is_empty() {
+        return Err(malformed());
+    }
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    Ok((name.to_ascii_uppercase(), host.to_string(), port))
+}
+
+/// A bound listener, as a connection sees it: its name, protocol and advertised endpoint.
+#[derive(Debug)]
+pub struct Listener {
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    /// What Metadata, FindCoordinator and DescribeCluster tell clients who came in here.
+    pub host: String,
+    pub port: i32,
+}
+
+impl Listener {
+    /// A PLAINTEXT listener advertising `addr`.
+    pub fn plaintext(addr: std::net::SocketAddr) -> Listener {
+        Listener {
+            name: "PLAINTEXT".to_string(),
+            protocol: SecurityProtocol::Plaintext,
+            host: addr.ip().to_string(),
+            port: i32::from(addr.port()),
+        }
+    }
+
+    /// The listener `config` bound at `bound`.
+    pub fn bound(config: &ListenerConfig, bound: std::net::SocketAddr) -> Listener {
+        let (host, port) = match &config.advertised {
+            Some((host, port)) => (host.clone(), *port),
+            None if bound.ip().is_unspecified() => ("127.0.0.1".to_string(), bound.port()),
+            None => (bound.ip().to_string(), bound.port()),
+        };
+        Listener {
+            name: config.name.clone(),
+            protocol: config.protocol,
+            host,
+            port: i32::from(port),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn listeners_parse_as_kafka_writes_them() {
+        let parsed = parse(
+            "PLAINTEXT://127.0.0.1:9092, CLIENT://:9093,SSL://[::1]:9094",
+            "CLIENT:SASL_SSL",
+            "CLIENT://broker.example:19093",
+        )
+        .unwrap();
+        assert_eq!(parsed.len(), 3);
+        assert_eq!(parsed[0].protocol, SecurityProtocol::Plaintext);
+        assert_eq!(parsed[0].bind, "127.0.0.1:9092");
+        assert_eq!(parsed[1].name, "CLIENT");
+        assert_eq!(parsed[1].protocol, SecurityProtocol::SaslSsl);
+        assert_eq!(parsed[1].bind, "0.0.0.0:9093");
+        assert_eq!(
+            parsed[1].advertised,
+            Some(("broker.example".to_string(), 19093))
+        );
+        assert_eq!(parsed[2].bind, "[::1]:9094");
+        assert_eq!(parsed[2].protocol, SecurityProtocol::Ssl);
+    }
+
+    #[test]
+    fn listener_mistakes_are_named() {
+        let err = |l: &str, m: &str, a: &str| parse(l, m, a).unwrap_err().to_string();
+        assert!(err("CLIENT://:9093", "", "").contains("CLIENT has no security protocol"));
+        assert!(err("PLAINTEXT://:1,PLAINTEXT://:2", "", "").contains("named twice"));
+        assert!(err("PLAINTEXT://:1", "", "SSL://h:2").contains("not in --listeners"));
+        assert!(err("PLAINTEXT//:1", "", "").contains("NAME://HOST:PORT"));
+        assert!(err("PLAINTEXT://h:x", "", "").contains("NAME://HOST:PORT"));
+        assert!(err("", "", "").contains("empty"));
+        assert!(err("A://:1", "A:TLS", "").contains("unknown security protocol"));
+    }
+}
