@@ -13,7 +13,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::config::security::SaslSettings;
-use crate::config::SaslMechanism;
 use crate::connection::{BrokerConnection, NetError};
 use crate::error::ErrorCode;
 
@@ -63,26 +62,21 @@ pub(crate) async fn authenticate(
         }
     };
     let password = sasl.password.0.as_str();
-    match sasl.mechanism {
-        SaslMechanism::Plain => {
-            step(plain_message(&sasl.username, password)).await?;
+    match sasl.mechanism.scram() {
+        None => {
+            step(sasl::plain::encode(&sasl.username, password)).await?;
         }
-        SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
-            return Err(refused(
-                None,
-                "SCRAM is not built into this client yet".to_string(),
-            ));
+        Some(hash) => {
+            // The broker's part is checked: a wrong server signature means a broker that does
+            // not know the password (or a man in the middle), and ends the exchange.
+            let client_refused = |e: sasl::scram::ScramError| refused(None, e.to_string());
+            let (mut exchange, client_first) =
+                sasl::scram::ClientExchange::new(hash, &sasl.username, password);
+            let server_first = step(client_first).await?;
+            let client_final = exchange.respond(&server_first).map_err(client_refused)?;
+            let server_final = step(client_final).await?;
+            exchange.verify(&server_final).map_err(client_refused)?;
         }
     }
     Ok(())
-}
-
-/// PLAIN's one message (RFC 4616): no authorization id, the user name, the password.
-fn plain_message(username: &str, password: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + username.len() + password.len());
-    out.push(0);
-    out.extend_from_slice(username.as_bytes());
-    out.push(0);
-    out.extend_from_slice(password.as_bytes());
-    out
 }

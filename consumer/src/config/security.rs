@@ -71,39 +71,8 @@ impl SecurityProtocol {
     }
 }
 
-/// `sasl.mechanism`: the SASL mechanisms this client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SaslMechanism {
-    /// `PLAIN` (RFC 4616): the password goes to the broker, so use it over TLS only.
-    Plain,
-    /// `SCRAM-SHA-256` (RFC 5802, RFC 7677).
-    ScramSha256,
-    /// `SCRAM-SHA-512`.
-    ScramSha512,
-}
-
-impl SaslMechanism {
-    /// The mechanism's SASL name, as SaslHandshake carries it.
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
-            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
-        }
-    }
-
-    /// Parses a SASL name (exact, upper case, as Kafka's brokers compare them).
-    pub fn from_name(name: &str) -> Option<SaslMechanism> {
-        [
-            SaslMechanism::Plain,
-            SaslMechanism::ScramSha256,
-            SaslMechanism::ScramSha512,
-        ]
-        .into_iter()
-        .find(|m| m.name() == name)
-    }
-}
+/// `sasl.mechanism`: the SASL mechanisms this client speaks (the `sasl` crate's).
+pub use sasl::Mechanism as SaslMechanism;
 
 /// A secret that prints as `[redacted]`.
 #[derive(Clone, PartialEq, Eq)]
