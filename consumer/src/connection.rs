@@ -249,14 +249,14 @@ impl std::fmt::Debug for Out {
 }
 
 /// An open socket, before the connection's task takes it.
-enum Transport {
+pub(crate) enum Transport {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
 /// The TCP connection to `addr` and, under SSL and SASL_SSL, its TLS handshake, within
 /// `socket.connection.setup.timeout.ms`.
-async fn open(addr: &str, net: &NetConfig) -> Result<Transport, NetError> {
+pub(crate) async fn open(addr: &str, net: &NetConfig) -> Result<Transport, NetError> {
     let setup = async {
         let stream = TcpStream::connect(addr)
             .await
@@ -277,6 +277,22 @@ async fn open(addr: &str, net: &NetConfig) -> Result<Transport, NetError> {
             Ok(stream) => Ok(Transport::Tls(Box::new(stream))),
             Err(e) => Err(match tls_error(addr, &e) {
                 Some(e) => e,
+                // A broker that hangs up on a ClientHello is no TLS listener (Kafka's plaintext
+                // listeners read it as an oversized request and close).
+                None if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                ) =>
+                {
+                    NetError::Tls {
+                        addr: addr.to_string(),
+                        reason: format!(
+                            "the broker closed the connection during the handshake ({e}): is \
+                             this a TLS listener? security.protocol must match the broker's \
+                             listener"
+                        ),
+                    }
+                }
                 None => NetError::Connect {
                     addr: addr.to_string(),
                     source: Arc::new(e),
@@ -306,7 +322,7 @@ fn server_name(addr: &str) -> Option<rustls::pki_types::ServerName<'static>> {
 }
 
 /// A rustls error (a certificate refused, an alert from the broker) inside an I/O error.
-fn tls_error(addr: &str, e: &std::io::Error) -> Option<NetError> {
+pub(crate) fn tls_error(addr: &str, e: &std::io::Error) -> Option<NetError> {
     let inner = e.get_ref()?.downcast_ref::<rustls::Error>()?;
     let hint = match inner {
         rustls::Error::InvalidMessage(_) => {
