@@ -691,12 +691,10 @@ async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 Ok(len) => len,
                 Err(e) => return tls_error(&addr, &e),
             };
-            let Some(len) = usize::try_from(len)
+            // (A `None` here ends the connection, with no error of TLS's to report.)
+            let len = usize::try_from(len)
                 .ok()
-                .filter(|n| *n >= 4 && *n <= MAX_RESPONSE)
-            else {
-                return None;
-            };
+                .filter(|n| *n >= 4 && *n <= MAX_RESPONSE)?;
             // Read into spare capacity: no zeroing of (up to fetch-sized) buffers.
             let mut body = buffers.take(len);
             while body.len() < len {
@@ -711,9 +709,7 @@ async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             let body = body.freeze();
             buffers.keep(&body);
             let correlation_id = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
-            let Some(p) = lock(&out).pending.pop_front() else {
-                return None;
-            };
+            let p = lock(&out).pending.pop_front()?;
             if p.correlation_id != correlation_id {
                 let _ = p.reply.send(Err(NetError::Malformed {
                     addr: addr.clone(),
