@@ -11,9 +11,10 @@ use lograil::BrokerConfig;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address to listen on; port 0 picks a free port (the start-up line shows which).
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    listen: String,
+    /// Address of the one PLAINTEXT listener (default 127.0.0.1:9092); port 0 picks a free
+    /// port (the start-up line shows which). `--listeners` names several, with security.
+    #[arg(long)]
+    listen: Option<String>,
     /// Directory holding the topics' data.
     #[arg(long, default_value = "./data")]
     data_dir: PathBuf,
@@ -251,6 +252,104 @@ settings! {
     /// Kafka's `quota.window.size.seconds`: the length of one sample (default 1).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
     quota_window_size_seconds: u64 => |c, v| c.quota_window.size = Duration::from_secs(v),
+
+    // Security: listeners, TLS and SASL (the README's "Security").
+    /// Kafka's `listeners`: `NAME://HOST:PORT,...`, e.g. `PLAINTEXT://127.0.0.1:9092,SASL_SSL://:9093`
+    /// (an empty host binds every interface; port 0 a free one). Instead of `--listen`.
+    #[arg(long)]
+    listeners: String => |c, v| c.security.listeners.listeners = Some(v),
+    /// `NAME:PROTOCOL,...` for listener names that are not a protocol (PLAINTEXT, SSL,
+    /// SASL_PLAINTEXT, SASL_SSL), e.g. `CLIENT:SASL_SSL`.
+    #[arg(long)]
+    listener_security_protocol_map: String => |c, v| c.security.listeners.protocol_map = v,
+    /// `NAME://HOST:PORT,...`: what Metadata tells clients who came in on each listener
+    /// (default: its bound address).
+    #[arg(long)]
+    advertised_listeners: String => |c, v| c.security.listeners.advertised = v,
+    /// PEM file of the broker's private key and certificate chain (SSL and SASL_SSL listeners).
+    #[arg(long)]
+    ssl_keystore_location: PathBuf => |c, v| c.security.tls.keystore = Some(v),
+    /// PEM only (Kafka's `ssl.keystore.type=PEM`).
+    #[arg(long)]
+    ssl_keystore_type: String => |_c, v| pem_only("ssl.keystore.type", &v)?,
+    /// PEM file of the CAs that client certificates must chain to (mTLS).
+    #[arg(long)]
+    ssl_truststore_location: PathBuf => |c, v| c.security.tls.truststore = Some(v),
+    /// PEM only (Kafka's `ssl.truststore.type=PEM`).
+    #[arg(long)]
+    ssl_truststore_type: String => |_c, v| pem_only("ssl.truststore.type", &v)?,
+    /// `none` (default), `requested` or `required`: whether TLS clients must show a
+    /// certificate; its subject is then the principal (`User:CN=alice,O=acme`).
+    #[arg(long)]
+    ssl_client_auth: String => |c, v| c.security.tls.client_auth = v.parse().map_err(anyhow::Error::msg)?,
+    /// `TLSv1.2,TLSv1.3` (default) or `TLSv1.3`.
+    #[arg(long)]
+    ssl_enabled_protocols: String => |c, v| c.security.tls.tls12 = tls12(&v)?,
+    /// Not supported: the keystore's key must not be encrypted.
+    #[arg(long)]
+    ssl_key_password: String => |_c, _v| encrypted_key()?,
+    /// SASL mechanisms offered: any of `SCRAM-SHA-256,SCRAM-SHA-512,PLAIN` (default all three).
+    #[arg(long)]
+    sasl_enabled_mechanisms: String => |c, v| c.security.sasl.mechanisms = mechanisms(&v)?,
+    /// PLAIN's users: a file of `name=password` lines (lograil's own; Kafka writes them in JAAS).
+    #[arg(long)]
+    sasl_plain_users_file: PathBuf => |c, v| c.security.sasl.plain_users = Some(v),
+    /// Largest request before a SASL connection authenticates, bytes (default 524288).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(64..))]
+    sasl_server_max_receive_size: u64 => |c, v| c.security.sasl.max_receive_size = size("sasl-server-max-receive-size", v)?,
+    /// How long a failed authentication waits for its answer, ms (default 100).
+    #[arg(long)]
+    connection_failed_authentication_delay_ms: u64 => |c, v| c.security.sasl.failed_authentication_delay = ms(v),
+    /// Time a connection has to finish its TLS handshake and SASL authentication, ms
+    /// (lograil's own; default 10000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    authentication_timeout_ms: u64 => |c, v| c.security.sasl.authentication_timeout = ms(v),
+}
+
+/// Kafka's key and trust stores in PEM, the only type served.
+fn pem_only(setting: &str, value: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        value.eq_ignore_ascii_case("PEM"),
+        "{setting}={value}: only PEM is supported (JKS and PKCS12 stores: convert them to PEM)"
+    );
+    Ok(())
+}
+
+/// `ssl.key.password` is refused: the keystore's key must be in the clear.
+fn encrypted_key() -> anyhow::Result<()> {
+    anyhow::bail!("ssl.key.password: encrypted private keys are not supported; decrypt the key into the PEM keystore")
+}
+
+/// Whether `ssl.enabled.protocols` allows TLS 1.2 beside TLS 1.3.
+fn tls12(value: &str) -> anyhow::Result<bool> {
+    let mut tls12 = false;
+    let mut tls13 = false;
+    for protocol in value.split(',').map(str::trim) {
+        match protocol {
+            "TLSv1.2" => tls12 = true,
+            "TLSv1.3" => tls13 = true,
+            other => anyhow::bail!("ssl.enabled.protocols: {other:?} is not TLSv1.2 or TLSv1.3"),
+        }
+    }
+    anyhow::ensure!(tls13, "ssl.enabled.protocols must include TLSv1.3");
+    Ok(tls12)
+}
+
+fn mechanisms(value: &str) -> anyhow::Result<Vec<sasl::Mechanism>> {
+    let list: Vec<sasl::Mechanism> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(|m| {
+            sasl::Mechanism::from_name(m).with_context(|| {
+                format!(
+                    "sasl.enabled.mechanisms: {m:?} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                )
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(!list.is_empty(), "sasl.enabled.mechanisms is empty");
+    Ok(list)
 }
 
 impl Settings {
@@ -314,9 +413,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .with_context(|| format!("binding {}", args.listen))?;
+        let mut listeners = Vec::new();
+        for listener in config.security.listeners.parse(args.listen.as_deref())? {
+            let socket = tokio::net::TcpListener::bind(&listener.bind)
+                .await
+                .with_context(|| format!("binding {} ({})", listener.bind, listener.name))?;
+            listeners.push((listener, socket));
+        }
+        let named = config.security.listeners.listeners.is_some();
         let metrics_listener = match &args.metrics_listen {
             Some(addr) => Some(
                 tokio::net::TcpListener::bind(addr)
@@ -326,16 +430,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             None => None,
         };
         let data_dir = config.data_dir.clone();
-        let mut server = lograil::Server::open(listener, config).await?;
+        let mut server = lograil::Server::open_listeners(listeners, config).await?;
         let mut metrics = String::new();
         if let Some(listener) = metrics_listener {
             metrics = format!(", metrics at http://{}/metrics", listener.local_addr()?);
             server = server.with_metrics_listener(listener);
         }
         // Only now: tests and scripts take this line to mean the broker is ready.
+        let addrs: Vec<String> = server
+            .listener_addrs()?
+            .into_iter()
+            .map(|(name, addr)| {
+                if named {
+                    format!("{addr} ({name})")
+                } else {
+                    addr.to_string()
+                }
+            })
+            .collect();
         println!(
             "lograil listening on {} (data dir {}){metrics}",
-            server.local_addr()?,
+            addrs.join(", "),
             data_dir.display()
         );
         std::io::stdout().flush()?;

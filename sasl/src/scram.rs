@@ -27,8 +27,13 @@ pub const MAX_ITERATIONS: u32 = 16384;
 /// server burning the client's CPU.
 pub const CLIENT_MAX_ITERATIONS: u32 = 1_000_000;
 
-/// Random bytes in a nonce; base64 makes them 32 printable characters.
+/// Random bytes in a nonce; written in hex (48 characters): letters and digits only, as Kafka's
+/// own nonces are (librdkafka 2.0 fails the exchange on a server nonce with base64's `=`).
 const NONCE_BYTES: usize = 24;
+
+fn nonce_text(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 /// Bytes of salt [`Credential::generate`] draws.
 const SALT_BYTES: usize = 32;
 /// The gs2 header [`ClientExchange`] sends: no channel binding, no authzid.
@@ -262,7 +267,7 @@ impl ServerExchange {
         lookup: impl FnOnce(&str) -> Option<Credential>,
     ) -> Result<(ServerExchange, Vec<u8>), ScramError> {
         ServerExchange::start_with(hash, client_first, lookup, || {
-            Ok(BASE64.encode(random::<NONCE_BYTES>()?))
+            Ok(nonce_text(&random::<NONCE_BYTES>()?))
         })
     }
 
@@ -396,7 +401,10 @@ impl ServerExchange {
         if binding != self.gs2_header.as_bytes() {
             return Err(ScramError::ChannelBinding);
         }
-        if nonce != self.nonce {
+        // RFC 5802 wants the nonce itself; Kafka's server accepts one that ends with it, and
+        // librdkafka before 2.1 sends its own nonce before the whole one: accepted as Kafka
+        // does (the proof still covers the nonce as sent, and the server's random part).
+        if !nonce.ends_with(&self.nonce) {
             return Err(ScramError::NonceMismatch);
         }
 
@@ -452,7 +460,7 @@ impl ClientExchange {
     ///
     /// Panics only if the operating system has no random source.
     pub fn new(hash: Hash, username: &str, password: &str) -> (ClientExchange, Vec<u8>) {
-        let nonce = BASE64.encode(random_or_panic::<NONCE_BYTES>());
+        let nonce = nonce_text(&random_or_panic::<NONCE_BYTES>());
         ClientExchange::with_nonce(hash, username, password, nonce)
     }
 

@@ -16,6 +16,7 @@ use crate::limits::RateLimiter;
 use crate::metrics::{Metrics, TimedStorage};
 use crate::producers::{ProducerIds, Producers};
 use crate::quotas::Quotas;
+use crate::security::Security;
 use crate::shares::Shares;
 
 /// Why a topic was not created.
@@ -46,6 +47,8 @@ pub enum StartError {
     State(#[from] StateLogError),
     #[error("client quotas: {0}")]
     Quotas(#[from] crate::quotas::LoadError),
+    #[error("credentials: {0}")]
+    Credentials(#[from] crate::security::credentials::CredentialsError),
 }
 
 #[derive(Debug)]
@@ -82,6 +85,8 @@ pub struct Broker {
     pub quotas: Quotas,
     /// The measured backlogs of backlog-bounded topics.
     pub backlogs: Backlogs,
+    /// SASL settings and the credentials connections authenticate against.
+    pub security: Security,
 }
 
 /// Room for partitions being created; given back when dropped.
@@ -123,6 +128,7 @@ impl Broker {
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
+        let security = Security::open(&config.data_dir, &config.security)?;
         let producers = Producers::default();
         for topic in log.topics() {
             for (index, partition) in (0..).zip(topic.partitions()) {
@@ -153,6 +159,7 @@ impl Broker {
             metrics,
             quotas,
             backlogs: Backlogs::default(),
+            security,
         })
     }
 

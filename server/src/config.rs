@@ -41,6 +41,8 @@ pub struct BrokerConfig {
     /// Kafka's `quota.window.num` x `quota.window.size.seconds`: the window client quotas are
     /// measured over.
     pub quota_window: crate::quotas::Window,
+    /// TLS and SASL for the listeners that use them (the README's "Security").
+    pub security: crate::security::SecurityConfig,
 }
 
 impl Default for BrokerConfig {
@@ -60,6 +62,7 @@ impl Default for BrokerConfig {
             share: ShareConfig::default(),
             share_group_max_size: 200,
             quota_window: crate::quotas::Window::default(),
+            security: crate::security::SecurityConfig::default(),
         }
     }
 }

@@ -18,8 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -28,7 +27,8 @@ use crate::broker::Broker;
 use crate::frame::{FrameLimits, FrameReader};
 use crate::handlers::request::{self, Session, SCRATCH_IDLE_RELEASE};
 use crate::limits::{Activity, Phase, Slot};
-use crate::security::Listener;
+use crate::metrics::AuthFailure;
+use crate::security::{tls, Listener, Principal};
 
 /// How long a response (or what is left in the write buffer) may take to go out once shutdown
 /// has begun: a client that stops reading cannot hold the broker's exit up for longer.
@@ -45,11 +45,65 @@ pub async fn serve(
     slot: Slot,
 ) {
     let span = tracing::info_span!("connection", %peer, listener = %listener.name, client_id = tracing::field::Empty);
-    serve_in_span(broker.clone(), socket, peer, listener, slot.activity())
+    serve_secured(broker.clone(), socket, peer, listener, slot.activity())
         .instrument(span)
         .await;
     release_share_sessions(&broker, peer).await;
     drop(slot);
+}
+
+/// Serves the connection in the clear or, on an SSL or SASL_SSL listener, once its TLS
+/// handshake is done within the authentication timeout.
+async fn serve_secured(
+    broker: Arc<Broker>,
+    socket: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<Listener>,
+    activity: &Activity,
+) {
+    let _ = socket.set_nodelay(true);
+    let started = tokio::time::Instant::now();
+    let Some(acceptor) = listener.tls.clone() else {
+        let (reader, writer) = socket.into_split();
+        let session = Session::new(peer, listener, Principal::anonymous());
+        return serve_in_span(broker, reader, writer, session, started, activity).await;
+    };
+    let mut shutdown = broker.shutdown.clone();
+    let timeout = broker.security.sasl.authentication_timeout;
+    let handshake = tokio::time::timeout(timeout, acceptor.accept(socket));
+    let stream = tokio::select! {
+        biased;
+        _ = shutdown.changed() => return,
+        () = activity.evicted() => return,
+        stream = handshake => stream,
+    };
+    let stream = match stream {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            broker.metrics.authentication_failed(AuthFailure::Tls);
+            tracing::info!(error = %e, "closing connection: TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            broker.metrics.authentication_failed(AuthFailure::Tls);
+            tracing::info!(
+                timeout_ms = timeout.as_millis(),
+                "closing connection: no TLS handshake within --authentication-timeout-ms"
+            );
+            return;
+        }
+    };
+    // mTLS: the certificate's subject, unless the connection authenticates with SASL.
+    let principal = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|leaf| tls::subject(leaf))
+        .map_or_else(Principal::anonymous, |subject| Principal::user(&subject));
+    let (reader, writer) = tokio::io::split(stream);
+    let session = Session::new(peer, listener, principal);
+    serve_in_span(broker, reader, writer, session, started, activity).await
 }
 
 /// Share-group records fetched over this connection go back to the queue now that it is gone
@@ -66,38 +120,65 @@ async fn release_share_sessions(broker: &Arc<Broker>, peer: SocketAddr) {
     }
 }
 
-async fn serve_in_span(
+async fn serve_in_span<R, W>(
     broker: Arc<Broker>,
-    socket: TcpStream,
-    peer: SocketAddr,
-    listener: Arc<Listener>,
+    reader: R,
+    writer: W,
+    mut session: Session,
+    started: tokio::time::Instant,
     activity: &Activity,
-) {
-    let _ = socket.set_nodelay(true);
-    let (reader, writer) = socket.into_split();
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut reader = FrameReader::new(reader);
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     let mut shutdown = broker.shutdown.clone();
-    let mut session = Session::new(peer, listener);
     let limits = &broker.config.limits;
-    let frame_limits = FrameLimits {
+    let sasl = &broker.security.sasl;
+    let authenticated_limits = FrameLimits {
         max_request_bytes: broker.config.max_request_bytes,
         max_non_produce_request_bytes: limits.max_non_produce_request_bytes,
+        unauthenticated: None,
     };
+    // Before authentication a request is small (sasl.server.max.receive.size).
+    let unauthenticated_limits = FrameLimits {
+        unauthenticated: Some(sasl.max_receive_size.min(broker.config.max_request_bytes)),
+        ..authenticated_limits
+    };
+    let auth_deadline = started + sasl.authentication_timeout;
     loop {
         if broker.is_shutting_down() {
             break;
         }
+        let deadline = session.unauthenticated().then_some(auth_deadline);
         if !reader.has_buffered()
-            && !next_request_begins(&mut reader, &mut session, &broker, &mut shutdown, activity)
-                .await
+            && !next_request_begins(
+                &mut reader,
+                &mut session,
+                &broker,
+                &mut shutdown,
+                activity,
+                deadline,
+            )
+            .await
         {
             break;
         }
         activity.set(Phase::Partial, Instant::now());
+        let frame_limits = if session.unauthenticated() {
+            &unauthenticated_limits
+        } else {
+            &authenticated_limits
+        };
+        let mut read_timeout = limits.request_read_timeout;
+        if let Some(deadline) = deadline {
+            read_timeout =
+                read_timeout.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        }
         let read = tokio::time::timeout(
-            limits.request_read_timeout,
-            reader.read_frame(&frame_limits, &broker.request_budget),
+            read_timeout,
+            reader.read_frame(frame_limits, &broker.request_budget),
         );
         let frame = tokio::select! {
             biased;
@@ -155,6 +236,9 @@ async fn serve_in_span(
                 }
                 drop(response);
                 session.recycle(len);
+                if session.closing() {
+                    break;
+                }
             }
             Ok(None) => {}
             Err(e) => {
@@ -181,15 +265,17 @@ async fn serve_in_span(
 /// is over: the client closed it, it stayed idle past `connections.max.idle.ms`, or the broker
 /// is shutting down. A large response buffer is given back while waiting (see
 /// [`Session::recycle`]).
-async fn next_request_begins(
-    reader: &mut FrameReader<OwnedReadHalf>,
+async fn next_request_begins<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
     session: &mut Session,
     broker: &Broker,
     shutdown: &mut watch::Receiver<bool>,
     activity: &Activity,
+    auth_deadline: Option<tokio::time::Instant>,
 ) -> bool {
     let idle = broker.config.limits.connections_max_idle;
-    let deadline = tokio::time::Instant::now() + idle;
+    let idle_deadline = tokio::time::Instant::now() + idle;
+    let deadline = auth_deadline.map_or(idle_deadline, |auth| auth.min(idle_deadline));
     loop {
         // Biased, the read first: a request already waiting costs no timer.
         tokio::select! {
@@ -213,10 +299,15 @@ async fn next_request_begins(
                 session.release_buffer();
             }
             () = tokio::time::sleep_until(deadline) => {
-                tracing::info!(
-                    idle_ms = idle.as_millis(),
-                    "closing idle connection (--connections-max-idle-ms)"
-                );
+                if deadline < idle_deadline {
+                    broker.metrics.authentication_failed(AuthFailure::Sasl);
+                    tracing::info!("closing connection: not authenticated within --authentication-timeout-ms");
+                } else {
+                    tracing::info!(
+                        idle_ms = idle.as_millis(),
+                        "closing idle connection (--connections-max-idle-ms)"
+                    );
+                }
                 return false;
             }
         }

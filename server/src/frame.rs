@@ -47,12 +47,25 @@ pub struct FrameLimits {
     pub max_request_bytes: usize,
     /// Every other API (`--max-non-produce-request-bytes`).
     pub max_non_produce_request_bytes: usize,
+    /// A SASL connection before it authenticated: every API
+    /// (`--sasl-server-max-receive-size`).
+    pub unauthenticated: Option<usize>,
 }
 
 impl FrameLimits {
+    /// The largest request of any API, and the setting that says so.
+    fn max(&self) -> (usize, &'static str) {
+        match self.unauthenticated {
+            Some(max) => (max, "--sasl-server-max-receive-size"),
+            None => (self.max_request_bytes, "--max-request-bytes"),
+        }
+    }
+
     /// The largest request of the API with this key, and the setting that says so.
     fn max_for(&self, api_key: i16) -> (usize, &'static str) {
-        if api_key == ApiKey::Produce as i16 {
+        if self.unauthenticated.is_some() {
+            self.max()
+        } else if api_key == ApiKey::Produce as i16 {
             (self.max_request_bytes, "--max-request-bytes")
         } else {
             (
@@ -136,11 +149,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             self.buffered[2],
             self.buffered[3],
         ]);
-        if i64::from(size) > limits.max_request_bytes as i64 {
+        let (max, setting) = limits.max();
+        if i64::from(size) > max as i64 {
             return Err(FrameError::TooLarge {
                 size: size.into(),
-                max: limits.max_request_bytes,
-                setting: "--max-request-bytes",
+                max,
+                setting,
             });
         }
         let len = match usize::try_from(size) {
@@ -200,6 +214,7 @@ mod tests {
     const LIMITS: FrameLimits = FrameLimits {
         max_request_bytes: 1 << 20,
         max_non_produce_request_bytes: 100,
+        unauthenticated: None,
     };
 
     async fn read(bytes: &[u8], budget: usize) -> Result<Option<Bytes>, FrameError> {
@@ -288,6 +303,7 @@ mod tests {
     const LIMITS_BIG: FrameLimits = FrameLimits {
         max_request_bytes: 16 << 20,
         max_non_produce_request_bytes: 100,
+        unauthenticated: None,
     };
 
     #[tokio::test]

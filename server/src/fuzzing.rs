@@ -118,11 +118,12 @@ impl FuzzBroker {
                 [127, 0, 0, 1],
                 9092,
             ))));
-            let mut session = Session::new(peer, listener);
+            let mut session = Session::new(peer, listener, crate::security::Principal::anonymous());
             let mut reader = FrameReader::new(stream);
             let limits = FrameLimits {
                 max_request_bytes: MAX_REQUEST_BYTES,
                 max_non_produce_request_bytes: MAX_REQUEST_BYTES,
+                unauthenticated: None,
             };
             let mut exchanges = Vec::new();
             while let Ok(Some(frame)) = reader.read_frame(&limits, &broker.request_budget).await {

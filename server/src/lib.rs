@@ -64,6 +64,8 @@ pub enum ServeError {
     Listener(#[from] std::io::Error),
     #[error(transparent)]
     Config(#[from] config::LimitsError),
+    #[error("TLS: {0}")]
+    Tls(#[from] security::tls::TlsError),
 }
 
 /// Serves Kafka clients on `listener` until `shutdown` completes, then stops accepting,
@@ -116,7 +118,16 @@ impl Server {
     ) -> Result<Server, ServeError> {
         config.validate()?;
         let mut bound = Vec::with_capacity(listeners.len());
+        let mut acceptor = None;
         for (mut listener, socket) in listeners {
+            let tls = if listener.protocol.tls() {
+                if acceptor.is_none() {
+                    acceptor = Some(config.security.tls.acceptor()?);
+                }
+                acceptor.clone()
+            } else {
+                None
+            };
             let addr = socket.local_addr()?;
             if listener.advertised.is_none() {
                 if let Some(host) = &config.advertised_host {
@@ -124,7 +135,7 @@ impl Server {
                 }
             }
             bound.push(Bound {
-                listener: Arc::new(Listener::bound(&listener, addr)),
+                listener: Arc::new(Listener::bound(&listener, addr, tls)),
                 socket,
             });
         }

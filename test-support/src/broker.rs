@@ -55,6 +55,8 @@ pub struct TestBroker {
     pub addr: String,
     /// `127.0.0.1:PORT` of `/metrics`, when started with `--metrics-listen`.
     pub metrics_addr: Option<String>,
+    /// With `--listeners`: each listener's name and `127.0.0.1:PORT`, in the order given.
+    pub listeners: Vec<(String, String)>,
     pub data_dir: PathBuf,
     args: Vec<String>,
     /// The temporary folder of the data dir, for a broker from [`TestBroker::start_temp`];
@@ -80,6 +82,7 @@ impl TestBroker {
             child: None,
             addr: String::new(),
             metrics_addr: None,
+            listeners: Vec::new(),
             data_dir,
             args: args.iter().map(|s| s.to_string()).collect(),
             _tmp: tmp,
@@ -94,10 +97,12 @@ impl TestBroker {
             .append(true)
             .open(self.log_path())
             .expect("broker log file");
-        let mut child = Command::new(lograil_bin())
-            .arg("serve")
-            .arg("--listen")
-            .arg("127.0.0.1:0")
+        let mut command = Command::new(lograil_bin());
+        command.arg("serve");
+        if !self.args.iter().any(|a| a == "--listeners") {
+            command.arg("--listen").arg("127.0.0.1:0");
+        }
+        let mut child = command
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.args)
@@ -119,13 +124,34 @@ impl TestBroker {
             .split_whitespace()
             .find(|w| w.starts_with("127.0.0.1:"))
             .unwrap_or_else(|| panic!("no address in start-up line {line:?}"));
-        self.addr = addr.to_string();
+        self.addr = addr.trim_end_matches(',').to_string();
+        // "127.0.0.1:P1 (NAME1), 127.0.0.1:P2 (NAME2)" with --listeners.
+        let words: Vec<&str> = line.split_whitespace().collect();
+        self.listeners = words
+            .windows(2)
+            .filter(|w| w[0].starts_with("127.0.0.1:") && w[1].starts_with('('))
+            .map(|w| {
+                let name = w[1]
+                    .trim_end_matches(',')
+                    .trim_matches(|c| c == '(' || c == ')');
+                (name.to_string(), w[0].to_string())
+            })
+            .collect();
         self.metrics_addr = line.split_whitespace().find_map(|w| {
             w.strip_prefix("http://")
                 .and_then(|w| w.strip_suffix("/metrics"))
                 .map(str::to_string)
         });
         self.child = Some(child);
+    }
+
+    /// The address of listener `name` (started with `--listeners`).
+    pub fn listener(&self, name: &str) -> &str {
+        self.listeners
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, addr)| addr.as_str())
+            .unwrap_or_else(|| panic!("no listener {name} in {:?}", self.listeners))
     }
 
     /// The broker's process id.

@@ -2,6 +2,7 @@
 //!
 //! - [`broker`]: the real `lograil` binary on 127.0.0.1:0 ([`TestBroker`]), stopped gracefully
 //!   or with SIGKILL and started again on the same data;
+//! - [`certs`]: a throwaway CA and certificates for the TLS tests ([`Certs`]);
 //! - [`in_process`]: the broker in the test's own process through `lograil::run`
 //!   ([`InProcess`]), for tests that configure what the binary cannot (storage fakes, timings);
 //! - [`wire`]: raw Kafka protocol, one frame at a time;
@@ -14,11 +15,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod broker;
+pub mod certs;
 pub mod cluster;
 pub mod in_process;
 pub mod kafka;
 pub mod wire;
 
 pub use broker::{lograil, lograil_stdout, TestBroker};
+pub use certs::Certs;
 pub use cluster::TestCluster;
 pub use in_process::InProcess;

@@ -15,4 +15,5 @@ mod metrics;
 mod protocol;
 mod quotas;
 mod rdkafka_clients;
+mod security;
 mod shares;

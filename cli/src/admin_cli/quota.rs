@@ -12,7 +12,8 @@ use super::{print, table, Connection};
 
 #[derive(Debug, clap::Args)]
 pub struct EntityArgs {
-    /// The user (lograil has no authentication: every client is the user `ANONYMOUS`).
+    /// The user: a SASL username or a client certificate's subject (`ANONYMOUS` on a listener
+    /// without authentication).
     #[arg(long, conflicts_with = "user_default")]
     user: Option<String>,
     /// The default user: each user without a quota of its own gets this one.

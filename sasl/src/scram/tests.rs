@@ -403,6 +403,12 @@ fn malformed_client_final() {
         rfc_server_finish(&RFC_CLIENT_FINAL.replace("$k0,", ",")).unwrap_err(),
         ScramError::NonceMismatch
     );
+    // A nonce that ends with the exchange's passes the nonce check (Kafka's rule, for
+    // librdkafka < 2.1); the proof, made over the message without the prefix, then fails.
+    assert_eq!(
+        rfc_server_finish(&RFC_CLIENT_FINAL.replace(",r=", ",r=prefix")).unwrap_err(),
+        ScramError::BadProof
+    );
     assert_eq!(
         rfc_server_finish(&RFC_CLIENT_FINAL.replace("c=biws", "c=\u{e9}")).unwrap_err(),
         ScramError::Malformed("client-final-message: c= is not base64")

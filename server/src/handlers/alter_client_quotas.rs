@@ -78,8 +78,8 @@ impl Handler for AlterClientQuotasRequest {
         AlterClientQuotasResponse::default().with_entries(entries)
     }
 
-    fn throttle_time_ms(response: &mut AlterClientQuotasResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut AlterClientQuotasResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &AlterClientQuotasResponse, f: &mut dyn FnMut(i16)) {

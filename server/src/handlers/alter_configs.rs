@@ -96,8 +96,8 @@ impl Handler for AlterConfigsRequest {
         AlterConfigsResponse::default().with_responses(responses)
     }
 
-    fn throttle_time_ms(response: &mut AlterConfigsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut AlterConfigsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &AlterConfigsResponse, f: &mut dyn FnMut(i16)) {

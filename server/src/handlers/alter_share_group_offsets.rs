@@ -97,8 +97,8 @@ impl Handler for AlterShareGroupOffsetsRequest {
         AlterShareGroupOffsetsResponse::default().with_responses(responses)
     }
 
-    fn throttle_time_ms(response: &mut AlterShareGroupOffsetsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut AlterShareGroupOffsetsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &AlterShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {

@@ -39,8 +39,8 @@ impl Handler for ApiVersionsRequest {
         body(0)
     }
 
-    fn throttle_time_ms(response: &mut ApiVersionsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ApiVersionsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &ApiVersionsResponse, f: &mut dyn FnMut(i16)) {

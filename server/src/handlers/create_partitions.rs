@@ -93,8 +93,8 @@ impl Handler for CreatePartitionsRequest {
         CreatePartitionsResponse::default().with_results(results)
     }
 
-    fn throttle_time_ms(response: &mut CreatePartitionsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut CreatePartitionsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &CreatePartitionsResponse, f: &mut dyn FnMut(i16)) {

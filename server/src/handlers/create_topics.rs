@@ -78,8 +78,8 @@ impl Handler for CreateTopicsRequest {
         CreateTopicsResponse::default().with_topics(results)
     }
 
-    fn throttle_time_ms(response: &mut CreateTopicsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut CreateTopicsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &CreateTopicsResponse, f: &mut dyn FnMut(i16)) {

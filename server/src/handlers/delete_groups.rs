@@ -56,8 +56,8 @@ impl Handler for DeleteGroupsRequest {
         DeleteGroupsResponse::default().with_results(results)
     }
 
-    fn throttle_time_ms(response: &mut DeleteGroupsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DeleteGroupsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DeleteGroupsResponse, f: &mut dyn FnMut(i16)) {

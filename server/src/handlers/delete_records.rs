@@ -76,8 +76,8 @@ impl Handler for DeleteRecordsRequest {
         DeleteRecordsResponse::default().with_topics(topics)
     }
 
-    fn throttle_time_ms(response: &mut DeleteRecordsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DeleteRecordsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DeleteRecordsResponse, f: &mut dyn FnMut(i16)) {

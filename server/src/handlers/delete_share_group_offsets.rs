@@ -68,8 +68,8 @@ impl Handler for DeleteShareGroupOffsetsRequest {
         DeleteShareGroupOffsetsResponse::default().with_responses(responses)
     }
 
-    fn throttle_time_ms(response: &mut DeleteShareGroupOffsetsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DeleteShareGroupOffsetsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DeleteShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {

@@ -66,8 +66,8 @@ impl Handler for DeleteTopicsRequest {
         DeleteTopicsResponse::default().with_responses(responses)
     }
 
-    fn throttle_time_ms(response: &mut DeleteTopicsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DeleteTopicsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DeleteTopicsResponse, f: &mut dyn FnMut(i16)) {

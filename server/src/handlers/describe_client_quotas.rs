@@ -68,8 +68,8 @@ impl Handler for DescribeClientQuotasRequest {
         DescribeClientQuotasResponse::default().with_entries(Some(entries))
     }
 
-    fn throttle_time_ms(response: &mut DescribeClientQuotasResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeClientQuotasResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeClientQuotasResponse, f: &mut dyn FnMut(i16)) {

@@ -50,8 +50,8 @@ impl Handler for DescribeClusterRequest {
             .with_is_fenced(false)])
     }
 
-    fn throttle_time_ms(response: &mut DescribeClusterResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeClusterResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeClusterResponse, f: &mut dyn FnMut(i16)) {

@@ -269,8 +269,8 @@ impl Handler for DescribeConfigsRequest {
         DescribeConfigsResponse::default().with_results(results)
     }
 
-    fn throttle_time_ms(response: &mut DescribeConfigsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeConfigsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeConfigsResponse, f: &mut dyn FnMut(i16)) {

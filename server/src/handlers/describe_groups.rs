@@ -69,8 +69,8 @@ impl Handler for DescribeGroupsRequest {
         DescribeGroupsResponse::default().with_groups(groups)
     }
 
-    fn throttle_time_ms(response: &mut DescribeGroupsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeGroupsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeGroupsResponse, f: &mut dyn FnMut(i16)) {

@@ -73,8 +73,8 @@ impl Handler for DescribeLogDirsRequest {
         DescribeLogDirsResponse::default().with_results(vec![result])
     }
 
-    fn throttle_time_ms(response: &mut DescribeLogDirsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeLogDirsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeLogDirsResponse, f: &mut dyn FnMut(i16)) {

@@ -74,8 +74,8 @@ impl Handler for DescribeProducersRequest {
         DescribeProducersResponse::default().with_topics(topics)
     }
 
-    fn throttle_time_ms(response: &mut DescribeProducersResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeProducersResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeProducersResponse, f: &mut dyn FnMut(i16)) {

@@ -108,8 +108,8 @@ impl Handler for DescribeShareGroupOffsetsRequest {
         DescribeShareGroupOffsetsResponse::default().with_groups(groups)
     }
 
-    fn throttle_time_ms(response: &mut DescribeShareGroupOffsetsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeShareGroupOffsetsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeShareGroupOffsetsResponse, f: &mut dyn FnMut(i16)) {

@@ -1,12 +1,15 @@
-//! DescribeUserScramCredentials, version 0: lograil has no authentication, so no user has
-//! SCRAM credentials: asked for every user, the list is empty; asked for named users, each is
-//! RESOURCE_NOT_FOUND, as Kafka answers for a user without credentials. Served because Kafka's
-//! `kafka-configs --describe --entity-type users` asks for credentials beside user quotas.
+//! DescribeUserScramCredentials, version 0 (KIP-554): each user's SCRAM mechanisms and
+//! iterations (never a salt or key). Asked for every user (no list, or an empty one), every user with
+//! credentials; asked for named users, RESOURCE_NOT_FOUND for one without, DUPLICATE_RESOURCE
+//! for one named twice, as Kafka answers. `kafka-configs --describe --entity-type users` asks
+//! for these beside user quotas.
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
+use kafka_protocol::messages::describe_user_scram_credentials_response::{
+    CredentialInfo, DescribeUserScramCredentialsResult,
+};
 use kafka_protocol::messages::{
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
@@ -20,28 +23,63 @@ impl Handler for DescribeUserScramCredentialsRequest {
     const SERVED: (i16, i16) = (0, 0);
 
     async fn handle(
-        _: &Arc<Broker>,
+        broker: &Arc<Broker>,
         request: DescribeUserScramCredentialsRequest,
         _: &RequestContext,
     ) -> DescribeUserScramCredentialsResponse {
-        let results = request
-            .users
-            .unwrap_or_default()
-            .into_iter()
-            .map(|user| {
-                DescribeUserScramCredentialsResult::default()
-                    .with_user(user.name)
-                    .with_error_code(ResponseError::ResourceNotFound.code())
-                    .with_error_message(Some(StrBytes::from_static_str(
-                        "no SCRAM credentials: lograil has no authentication",
-                    )))
-            })
-            .collect();
+        let known = broker.security.scram.describe();
+        let info = |list: &Vec<(sasl::scram::Hash, u32)>| {
+            list.iter()
+                .map(|(hash, iterations)| {
+                    CredentialInfo::default()
+                        .with_mechanism(hash.code())
+                        .with_iterations(i32::try_from(*iterations).unwrap_or(i32::MAX))
+                })
+                .collect()
+        };
+        // No list, or an empty one (what librdkafka sends): every user.
+        let results = match request.users.filter(|users| !users.is_empty()) {
+            None => known
+                .iter()
+                .map(|(user, list)| {
+                    DescribeUserScramCredentialsResult::default()
+                        .with_user(StrBytes::from_string(user.clone()))
+                        .with_credential_infos(info(list))
+                })
+                .collect(),
+            Some(users) => {
+                let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+                names
+                    .iter()
+                    .map(|name| {
+                        let result = DescribeUserScramCredentialsResult::default()
+                            .with_user(StrBytes::from_string(name.to_string()));
+                        let (code, message) = if names.iter().filter(|n| *n == name).count() > 1 {
+                            (
+                                ResponseError::DuplicateResource,
+                                "the user is named twice".to_string(),
+                            )
+                        } else if let Some(list) = known.get(*name) {
+                            return result.with_credential_infos(info(list));
+                        } else {
+                            (
+                                ResponseError::ResourceNotFound,
+                                "Attempt to describe a user credential that does not exist"
+                                    .to_string(),
+                            )
+                        };
+                        result
+                            .with_error_code(code.code())
+                            .with_error_message(Some(StrBytes::from_string(message)))
+                    })
+                    .collect()
+            }
+        };
         DescribeUserScramCredentialsResponse::default().with_results(results)
     }
 
-    fn throttle_time_ms(response: &mut DescribeUserScramCredentialsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut DescribeUserScramCredentialsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &DescribeUserScramCredentialsResponse, f: &mut dyn FnMut(i16)) {

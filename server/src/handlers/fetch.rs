@@ -65,8 +65,8 @@ impl Handler for FetchRequest {
         }
     }
 
-    fn throttle_time_ms(response: &mut FetchResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut FetchResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn shared(response: &FetchResponse) -> Vec<Bytes> {

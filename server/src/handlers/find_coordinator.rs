@@ -46,8 +46,8 @@ impl Handler for FindCoordinatorRequest {
             .with_port(ctx.listener.port)
     }
 
-    fn throttle_time_ms(response: &mut FindCoordinatorResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut FindCoordinatorResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &FindCoordinatorResponse, f: &mut dyn FnMut(i16)) {

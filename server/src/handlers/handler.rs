@@ -3,13 +3,14 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use kafka_protocol::protocol::Request;
 
 use super::bounds::Counts;
 use crate::broker::Broker;
+use crate::security::sasl::Exchange;
 use crate::security::{Listener, Principal};
 
 /// Who sent a request, and in which version.
@@ -23,6 +24,8 @@ pub struct RequestContext {
     pub principal: Principal,
     /// The listener the connection came in on: Metadata advertises its endpoint.
     pub listener: Arc<Listener>,
+    /// The connection's SASL exchange: SaslHandshake and SaslAuthenticate take it forward.
+    pub sasl: Arc<Mutex<Exchange>>,
 }
 
 /// One API: how its requests are answered. `Self` is the decoded request; the response type
@@ -53,9 +56,9 @@ where
         ctx: &RequestContext,
     ) -> impl Future<Output = Self::Response> + Send;
 
-    /// The response's `throttle_time_ms` (KIP-219: every response lograil sends has one in its
-    /// recent versions; older versions drop it when encoded).
-    fn throttle_time_ms(response: &mut Self::Response) -> &mut i32;
+    /// The response's `throttle_time_ms` (KIP-219: every response but SaslHandshake's and
+    /// SaslAuthenticate's has one in its recent versions; older versions drop it when encoded).
+    fn throttle_time_ms(response: &mut Self::Response) -> Option<&mut i32>;
 
     /// Calls `f` with every error code in the response (top level, per topic, partition,
     /// group, member), 0 included: counted in `lograil_response_errors_total`.

@@ -28,8 +28,8 @@ impl Handler for HeartbeatRequest {
         HeartbeatResponse::default().with_error_code(errors::code(&error))
     }
 
-    fn throttle_time_ms(response: &mut HeartbeatResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut HeartbeatResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &HeartbeatResponse, f: &mut dyn FnMut(i16)) {

@@ -80,8 +80,8 @@ impl Handler for IncrementalAlterConfigsRequest {
         IncrementalAlterConfigsResponse::default().with_responses(responses)
     }
 
-    fn throttle_time_ms(response: &mut IncrementalAlterConfigsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut IncrementalAlterConfigsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &IncrementalAlterConfigsResponse, f: &mut dyn FnMut(i16)) {

@@ -53,8 +53,8 @@ impl Handler for InitProducerIdRequest {
         }
     }
 
-    fn throttle_time_ms(response: &mut InitProducerIdResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut InitProducerIdResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &InitProducerIdResponse, f: &mut dyn FnMut(i16)) {

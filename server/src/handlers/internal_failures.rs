@@ -56,6 +56,7 @@ where
         Arc::new(crate::security::Listener::plaintext(
             "127.0.0.1:9092".parse().unwrap(),
         )),
+        crate::security::Principal::anonymous(),
     );
     let handled = FAIL_TASKS
         .scope(true, handle(broker, frame.freeze(), &mut session))
@@ -125,6 +126,7 @@ async fn a_share_acknowledge_whose_task_fails_answers_unknown_server_error() {
         listener: Arc::new(crate::security::Listener::plaintext(
             "127.0.0.1:9092".parse().unwrap(),
         )),
+        sasl: Default::default(),
     };
     let joined = m::ShareGroupHeartbeatRequest::handle(&broker, heartbeat, &ctx).await;
     assert_eq!(joined.error_code, 0);

@@ -73,8 +73,8 @@ impl Handler for JoinGroupRequest {
         response(joined, ctx.version)
     }
 
-    fn throttle_time_ms(response: &mut JoinGroupResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut JoinGroupResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &JoinGroupResponse, f: &mut dyn FnMut(i16)) {

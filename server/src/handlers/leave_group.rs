@@ -66,8 +66,8 @@ impl Handler for LeaveGroupRequest {
         }
     }
 
-    fn throttle_time_ms(response: &mut LeaveGroupResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut LeaveGroupResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &LeaveGroupResponse, f: &mut dyn FnMut(i16)) {

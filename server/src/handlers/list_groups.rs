@@ -74,8 +74,8 @@ impl Handler for ListGroupsRequest {
         ListGroupsResponse::default().with_groups(listed)
     }
 
-    fn throttle_time_ms(response: &mut ListGroupsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ListGroupsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &ListGroupsResponse, f: &mut dyn FnMut(i16)) {

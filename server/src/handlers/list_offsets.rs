@@ -55,8 +55,8 @@ impl Handler for ListOffsetsRequest {
         ListOffsetsResponse::default().with_topics(topics)
     }
 
-    fn throttle_time_ms(response: &mut ListOffsetsResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ListOffsetsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &ListOffsetsResponse, f: &mut dyn FnMut(i16)) {

@@ -160,8 +160,8 @@ impl Handler for MetadataRequest {
             .with_cluster_authorized_operations(OPERATIONS_OMITTED)
     }
 
-    fn throttle_time_ms(response: &mut MetadataResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut MetadataResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &MetadataResponse, f: &mut dyn FnMut(i16)) {

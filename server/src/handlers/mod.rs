@@ -28,6 +28,7 @@ mod throttle;
 mod alter_client_quotas;
 mod alter_configs;
 mod alter_share_group_offsets;
+mod alter_user_scram_credentials;
 mod api_versions;
 mod create_partitions;
 mod create_topics;
@@ -57,6 +58,8 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod produce;
+mod sasl_authenticate;
+mod sasl_handshake;
 mod share_acknowledge;
 mod share_fetch;
 mod share_group_describe;
@@ -126,6 +129,9 @@ apis! {
     describe_client_quotas: DescribeClientQuotasRequest,
     alter_client_quotas: AlterClientQuotasRequest,
     describe_user_scram_credentials: DescribeUserScramCredentialsRequest,
+    alter_user_scram_credentials: AlterUserScramCredentialsRequest,
+    sasl_handshake: SaslHandshakeRequest,
+    sasl_authenticate: SaslAuthenticateRequest,
 }
 
 fn api<H: Handler>() -> Api

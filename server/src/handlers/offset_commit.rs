@@ -127,8 +127,8 @@ impl Handler for OffsetCommitRequest {
         OffsetCommitResponse::default().with_topics(topics)
     }
 
-    fn throttle_time_ms(response: &mut OffsetCommitResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut OffsetCommitResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &OffsetCommitResponse, f: &mut dyn FnMut(i16)) {

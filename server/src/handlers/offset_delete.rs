@@ -95,8 +95,8 @@ impl Handler for OffsetDeleteRequest {
         OffsetDeleteResponse::default().with_topics(topics)
     }
 
-    fn throttle_time_ms(response: &mut OffsetDeleteResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut OffsetDeleteResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &OffsetDeleteResponse, f: &mut dyn FnMut(i16)) {

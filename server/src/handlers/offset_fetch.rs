@@ -91,8 +91,8 @@ impl Handler for OffsetFetchRequest {
         OffsetFetchResponse::default().with_topics(topics)
     }
 
-    fn throttle_time_ms(response: &mut OffsetFetchResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut OffsetFetchResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &OffsetFetchResponse, f: &mut dyn FnMut(i16)) {

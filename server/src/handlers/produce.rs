@@ -138,8 +138,8 @@ impl Handler for ProduceRequest {
             .with_throttle_time_ms(backlog_throttle)
     }
 
-    fn throttle_time_ms(response: &mut ProduceResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ProduceResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &ProduceResponse, f: &mut dyn FnMut(i16)) {

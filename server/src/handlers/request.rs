@@ -4,10 +4,10 @@
 //! the handler, set the throttle, count the response's errors, encode.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tracing::Instrument;
@@ -15,6 +15,7 @@ use tracing::Instrument;
 use super::{api_versions, bounds, produce_legacy, throttle, Handler, RequestContext, Route};
 use crate::broker::Broker;
 use crate::response::Response;
+use crate::security::sasl::{Exchange, Step};
 use crate::security::{Listener, Principal};
 
 /// Why a request could not be answered; the connection is closed with this logged.
@@ -36,6 +37,10 @@ pub enum RequestError {
         part: Part,
         source: BoxError,
     },
+    #[error("{key:?} before SASL authentication (a SASL listener serves only ApiVersions, SaslHandshake and SaslAuthenticate until then)")]
+    Unauthenticated { key: ApiKey },
+    #[error("{0}")]
+    Authentication(String),
     #[error("malformed Produce v{version}: {reason}")]
     MalformedLegacyProduce { version: i16, reason: &'static str },
     #[error("{key:?} v{version} names {count} {what}, over the cap of {max} ({setting})")]
@@ -88,6 +93,16 @@ pub struct Session {
     pub listener: Arc<Listener>,
     /// Who the connection is: `User:ANONYMOUS` until it authenticates.
     pub principal: Principal,
+    /// The SASL exchange (on other listeners than SASL ones, [`Exchange::Unavailable`]).
+    sasl: Arc<Mutex<Exchange>>,
+    /// A SASL listener's connection that has not authenticated yet: only ApiVersions,
+    /// SaslHandshake and SaslAuthenticate are served.
+    unauthenticated: bool,
+    /// The connection closes once the current response is out (a failed authentication).
+    closing: bool,
+    /// After a SaslHandshake v0: the mechanism's messages come as bare frames (no request
+    /// header) and are answered so, until the exchange ends.
+    raw_tokens: bool,
     /// The client id of the last request (recorded on the connection's span when it changes).
     client_id: Option<String>,
     /// The buffer responses are encoded into and split off: once a response is written and
@@ -102,11 +117,22 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(peer: SocketAddr, listener: Arc<Listener>) -> Session {
+    /// A connection on `listener` from `peer`, as `principal` until it authenticates with SASL
+    /// (a TLS client certificate's subject, or `User:ANONYMOUS`).
+    pub fn new(peer: SocketAddr, listener: Arc<Listener>, principal: Principal) -> Session {
+        let sasl = listener.protocol.sasl();
         Session {
             peer,
+            sasl: Arc::new(Mutex::new(if sasl {
+                Exchange::Start
+            } else {
+                Exchange::Unavailable
+            })),
+            unauthenticated: sasl,
             listener,
-            principal: Principal::anonymous(),
+            principal,
+            closing: false,
+            raw_tokens: false,
             client_id: None,
             scratch: BytesMut::new(),
             large: false,
@@ -144,6 +170,34 @@ impl Session {
         self.large = false;
     }
 
+    /// Whether the connection still has to authenticate (a SASL listener's, before its
+    /// exchange succeeded).
+    pub fn unauthenticated(&self) -> bool {
+        self.unauthenticated
+    }
+
+    /// Whether the connection closes once the last response is out.
+    pub fn closing(&self) -> bool {
+        self.closing
+    }
+
+    /// After a SaslHandshake or SaslAuthenticate: the principal once authenticated; closing
+    /// once failed.
+    fn after_sasl(&mut self, key: ApiKey, version: i16) {
+        match &*self.sasl.lock().unwrap_or_else(PoisonError::into_inner) {
+            Exchange::Done(principal) if self.unauthenticated => {
+                self.principal = principal.clone();
+                self.unauthenticated = false;
+                self.raw_tokens = false;
+            }
+            Exchange::Failed => self.closing = true,
+            Exchange::Named(_) if key == ApiKey::SaslHandshake && version == 0 => {
+                self.raw_tokens = true;
+            }
+            _ => {}
+        }
+    }
+
     /// Records the client id of a request (on the connection's span when it changed).
     fn note_client(&mut self, client_id: &str) {
         if self.client_id.as_deref() != Some(client_id) {
@@ -161,6 +215,9 @@ pub async fn handle(
     frame: Bytes,
     session: &mut Session,
 ) -> Result<Option<Response>, RequestError> {
+    if session.raw_tokens {
+        return raw_token(broker, frame, session).await.map(Some);
+    }
     let started = Instant::now();
     // Frames are at least 8 bytes (the frame reader checks): key, version and correlation id
     // are there.
@@ -207,6 +264,14 @@ async fn handle_frame(
         }
         count_produce(broker, &frame, version)?;
     }
+    if session.unauthenticated
+        && !matches!(
+            key,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        )
+    {
+        return Err(RequestError::Unauthenticated { key });
+    }
     let request_bytes = frame.len();
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, key.request_header_version(version))
@@ -219,11 +284,19 @@ async fn handle_frame(
         peer: session.peer,
         principal: session.principal.clone(),
         listener: session.listener.clone(),
+        sasl: session.sasl.clone(),
     };
     // A Produce or Fetch waits until its quota entity is out of debt (all its connections
     // share the quota); a Produce's bytes are taken out then.
     let quota_throttle = if broker.quotas.any() {
-        throttle::wait_for_quota(broker, key, client_id, request_bytes).await
+        throttle::wait_for_quota(
+            broker,
+            key,
+            session.principal.name(),
+            client_id,
+            request_bytes,
+        )
+        .await
     } else {
         Duration::ZERO
     };
@@ -235,9 +308,47 @@ async fn handle_frame(
         correlation_id: header.correlation_id,
         quota_throttle,
     };
-    super::dispatch(raw_key, call)
+    let handled = super::dispatch(raw_key, call)
         .await
-        .unwrap_or(Err(RequestError::UnknownApi(raw_key)))
+        .unwrap_or(Err(RequestError::UnknownApi(raw_key)));
+    if matches!(key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) {
+        session.after_sasl(key, version);
+    }
+    handled
+}
+
+/// One bare SASL message after a SaslHandshake v0 (Kafka's original framing, before
+/// SaslAuthenticate): answered with the bare next message; a refusal closes the connection
+/// with no answer, after `connection.failed.authentication.delay.ms`, as Kafka does.
+async fn raw_token(
+    broker: &Broker,
+    token: Bytes,
+    session: &mut Session,
+) -> Result<Response, RequestError> {
+    let step = session
+        .sasl
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .authenticate(&token, &broker.security.verifier());
+    let message = match step {
+        Step::Continue(message) => message,
+        Step::Done(principal, message) => {
+            tracing::info!(%principal, "authenticated");
+            session.after_sasl(ApiKey::SaslAuthenticate, 0);
+            message
+        }
+        Step::Failed(_, reason) => {
+            broker
+                .metrics
+                .authentication_failed(crate::metrics::AuthFailure::Sasl);
+            tokio::time::sleep(broker.security.sasl.failed_authentication_delay).await;
+            return Err(RequestError::Authentication(reason));
+        }
+    };
+    let mut frame = BytesMut::with_capacity(4 + message.len());
+    frame.put_u32(u32::try_from(message.len()).unwrap_or(u32::MAX));
+    frame.extend_from_slice(&message);
+    Ok(Response::from(frame))
 }
 
 /// A Produce is counted before it is decoded: one of empty partitions decodes to ten times
@@ -330,7 +441,8 @@ impl Route for Call<'_> {
                 .metrics
                 .response(H::KEY, version, |f| H::each_error(&response, f));
             // A handler's own throttle (a backlog-bounded topic's).
-            let own = u64::try_from(*H::throttle_time_ms(&mut response)).unwrap_or(0);
+            let own =
+                H::throttle_time_ms(&mut response).map_or(0, |ms| u64::try_from(*ms).unwrap_or(0));
             throttle = throttle.max(Duration::from_millis(own));
         }
         if broker.quotas.any() {
@@ -339,6 +451,7 @@ impl Route for Call<'_> {
             throttle = throttle.max(throttle::after_handling(
                 broker,
                 key,
+                self.ctx.principal.name(),
                 &self.ctx.client_id,
                 response_bytes,
                 busy,
@@ -353,8 +466,9 @@ impl Route for Call<'_> {
             // Produce with acks=0: no response, but the connection is muted all the same.
             return Ok(None);
         }
-        *H::throttle_time_ms(&mut response) =
-            i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+        if let Some(ms) = H::throttle_time_ms(&mut response) {
+            *ms = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+        }
         let shared = H::shared(&response);
         let scratch = &mut self.session.scratch;
         Response::frame(

@@ -108,8 +108,8 @@ impl Handler for ShareAcknowledgeRequest {
         )
     }
 
-    fn throttle_time_ms(response: &mut ShareAcknowledgeResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ShareAcknowledgeResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &ShareAcknowledgeResponse, f: &mut dyn FnMut(i16)) {

@@ -201,8 +201,8 @@ impl Handler for ShareFetchRequest {
         response.with_responses(answer(broker, ack_results, fetched))
     }
 
-    fn throttle_time_ms(response: &mut ShareFetchResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ShareFetchResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn shared(response: &ShareFetchResponse) -> Vec<Bytes> {

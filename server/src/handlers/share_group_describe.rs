@@ -104,8 +104,8 @@ impl Handler for ShareGroupDescribeRequest {
         ShareGroupDescribeResponse::default().with_groups(groups)
     }
 
-    fn throttle_time_ms(response: &mut ShareGroupDescribeResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ShareGroupDescribeResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &ShareGroupDescribeResponse, f: &mut dyn FnMut(i16)) {

@@ -80,8 +80,8 @@ impl Handler for ShareGroupHeartbeatRequest {
             .with_assignment(assignment)
     }
 
-    fn throttle_time_ms(response: &mut ShareGroupHeartbeatResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut ShareGroupHeartbeatResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &ShareGroupHeartbeatResponse, f: &mut dyn FnMut(i16)) {

@@ -74,8 +74,8 @@ impl Handler for SyncGroupRequest {
             .with_assignment(synced.assignment)
     }
 
-    fn throttle_time_ms(response: &mut SyncGroupResponse) -> &mut i32 {
-        &mut response.throttle_time_ms
+    fn throttle_time_ms(response: &mut SyncGroupResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
     }
 
     fn each_error(r: &SyncGroupResponse, f: &mut dyn FnMut(i16)) {

@@ -16,6 +16,7 @@ use crate::quotas::QuotaKind;
 pub(super) async fn wait_for_quota(
     broker: &Broker,
     key: ApiKey,
+    user: &str,
     client_id: &str,
     request_bytes: usize,
 ) -> Duration {
@@ -29,7 +30,7 @@ pub(super) async fn wait_for_quota(
     // Ends when the debt is paid: each round sleeps until then, and the bucket fills at its
     // quota meanwhile.
     loop {
-        let debt = quotas.debt(kind, client_id, Instant::now());
+        let debt = quotas.debt(kind, user, client_id, Instant::now());
         if debt.is_zero() || broker.is_shutting_down() {
             break;
         }
@@ -39,7 +40,7 @@ pub(super) async fn wait_for_quota(
         }
     }
     if kind == QuotaKind::ProducerByteRate {
-        quotas.record(kind, client_id, request_bytes as f64, Instant::now())
+        quotas.record(kind, user, client_id, request_bytes as f64, Instant::now())
     } else {
         Duration::ZERO
     }
@@ -51,6 +52,7 @@ pub(super) async fn wait_for_quota(
 pub(super) fn after_handling(
     broker: &Broker,
     key: ApiKey,
+    user: &str,
     client_id: &str,
     response_bytes: Option<usize>,
     busy: Option<Duration>,
@@ -59,13 +61,14 @@ pub(super) fn after_handling(
     let now = Instant::now();
     let by_bytes = match (key, response_bytes) {
         (ApiKey::Fetch, Some(n)) => {
-            quotas.record(QuotaKind::ConsumerByteRate, client_id, n as f64, now)
+            quotas.record(QuotaKind::ConsumerByteRate, user, client_id, n as f64, now)
         }
         _ => Duration::ZERO,
     };
     let by_time = busy.map_or(Duration::ZERO, |busy| {
         quotas.record(
             QuotaKind::RequestPercentage,
+            user,
             client_id,
             busy.as_secs_f64() * 100.0,
             now,

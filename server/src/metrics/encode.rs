@@ -44,6 +44,17 @@ impl Metrics {
                 metrics.connections.load(Ordering::Relaxed),
             )?;
         }
+        {
+            let mut f = family(
+                encoder,
+                "lograil_authentication_failures",
+                "Connections that failed their TLS handshake or SASL authentication.",
+                MetricType::Counter,
+            )?;
+            for (step, count) in ["tls", "sasl"].iter().zip(&metrics.authentication_failures) {
+                counter(&mut f, &[("step", *step)], count.load(Ordering::Relaxed))?;
+            }
+        }
         throttles(metrics, encoder)?;
         Ok(())
     }

@@ -159,6 +159,15 @@ pub struct Metrics {
     fsync: LatencyHistogram,
     connections: AtomicI64,
     throttles: Mutex<HashMap<String, Throttle>>,
+    /// Connections that failed their TLS handshake or SASL exchange, by which.
+    authentication_failures: [AtomicU64; 2],
+}
+
+/// Which step of a connection's authentication failed.
+#[derive(Debug, Clone, Copy)]
+pub enum AuthFailure {
+    Tls = 0,
+    Sasl = 1,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -175,6 +184,7 @@ impl Metrics {
             fsync: LatencyHistogram::doubling(Duration::from_micros(10), 20),
             connections: AtomicI64::new(0),
             throttles: Mutex::new(HashMap::new()),
+            authentication_failures: Default::default(),
         }
     }
 
@@ -297,6 +307,11 @@ impl Metrics {
     /// An fsync took `elapsed`.
     pub fn fsynced(&self, elapsed: Duration) {
         self.fsync.observe(elapsed);
+    }
+
+    /// A connection failed to authenticate at `step`.
+    pub fn authentication_failed(&self, step: AuthFailure) {
+        self.authentication_failures[step as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// A client connection was accepted; it counts as open until the guard is dropped.

@@ -37,7 +37,8 @@
 //!   address takes one out, and one over the rate is not served but held for the time the
 //!   bucket needs to refill, then closed (Kafka's per-IP throttle; the held connection is not
 //!   counted, as Kafka unrecords it).
-//! - lograil has no authentication: every client's user principal is `ANONYMOUS`, so user
+//! - A client's user is its authenticated principal's name (a SASL username, or a client
+//!   certificate's subject); `ANONYMOUS` on a listener without authentication, so there user
 //!   quotas apply through the default user or the user named `ANONYMOUS`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -331,11 +332,18 @@ impl Quotas {
     /// Records `value` (bytes, or percent-seconds of handler time) for the client against its
     /// quota of `kind`, and returns the throttle it has earned (zero under its quota or without
     /// one).
-    pub fn record(&self, kind: QuotaKind, client_id: &str, value: f64, now: Instant) -> Duration {
+    pub fn record(
+        &self,
+        kind: QuotaKind,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: Instant,
+    ) -> Duration {
         if !self.any() {
             return Duration::ZERO;
         }
-        let Some((quota, user_tag, client_tag)) = self.resolve(kind, ANONYMOUS, client_id) else {
+        let Some((quota, user_tag, client_tag)) = self.resolve(kind, user, client_id) else {
             return Duration::ZERO;
         };
         let mut sensors = self.purged_sensors(now);
@@ -416,11 +424,11 @@ impl Quotas {
     /// connections: a request of that kind waits this long before it is handled, so that
     /// connections that ignore `throttle_time_ms` share one quota instead of each being muted
     /// on its own.
-    pub fn debt(&self, kind: QuotaKind, client_id: &str, now: Instant) -> Duration {
+    pub fn debt(&self, kind: QuotaKind, user: &str, client_id: &str, now: Instant) -> Duration {
         if !self.any() {
             return Duration::ZERO;
         }
-        let Some((quota, user_tag, client_tag)) = self.resolve(kind, ANONYMOUS, client_id) else {
+        let Some((quota, user_tag, client_tag)) = self.resolve(kind, user, client_id) else {
             return Duration::ZERO;
         };
         let sensors = lock(&self.sensors);
@@ -431,13 +439,10 @@ impl Quotas {
     }
 
     /// The quotas that apply to `client_id` now (for display).
-    pub fn effective(&self, client_id: &str) -> Vec<(QuotaKind, f64)> {
+    pub fn effective(&self, user: &str, client_id: &str) -> Vec<(QuotaKind, f64)> {
         QuotaKind::ALL
             .into_iter()
-            .filter_map(|k| {
-                self.resolve(k, ANONYMOUS, client_id)
-                    .map(|(q, _, _)| (k, q))
-            })
+            .filter_map(|k| self.resolve(k, user, client_id).map(|(q, _, _)| (k, q)))
             .collect()
     }
 
@@ -511,6 +516,7 @@ mod tests {
         while t < to {
             let throttle = quotas.record(
                 QuotaKind::ProducerByteRate,
+                ANONYMOUS,
                 "a",
                 request,
                 start + Duration::from_secs_f64(t),
@@ -541,7 +547,7 @@ mod tests {
         let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
         let now = Instant::now();
         assert_eq!(
-            quotas.record(QuotaKind::ProducerByteRate, "a", 1e9, now),
+            quotas.record(QuotaKind::ProducerByteRate, ANONYMOUS, "a", 1e9, now),
             Duration::ZERO,
             "no quota"
         );
@@ -554,23 +560,23 @@ mod tests {
             .unwrap();
         // A burst of the whole window (11 s at 1000/s) goes through.
         assert_eq!(
-            quotas.record(QuotaKind::ProducerByteRate, "a", 11_000.0, now),
+            quotas.record(QuotaKind::ProducerByteRate, ANONYMOUS, "a", 11_000.0, now),
             Duration::ZERO
         );
         // The next 1000 bytes are a debt of 1 s.
-        let throttle = quotas.record(QuotaKind::ProducerByteRate, "a", 1000.0, now);
+        let throttle = quotas.record(QuotaKind::ProducerByteRate, ANONYMOUS, "a", 1000.0, now);
         assert_eq!(throttle, Duration::from_secs(1));
         // Half a second later, half of it is paid back.
         let later = now + Duration::from_millis(500);
-        let throttle = quotas.record(QuotaKind::ProducerByteRate, "a", 0.0, later);
+        let throttle = quotas.record(QuotaKind::ProducerByteRate, ANONYMOUS, "a", 0.0, later);
         assert_eq!(throttle, Duration::from_millis(500));
         assert_eq!(
-            quotas.record(QuotaKind::ProducerByteRate, "b", 1e9, now),
+            quotas.record(QuotaKind::ProducerByteRate, ANONYMOUS, "b", 1e9, now),
             Duration::ZERO,
             "another client id"
         );
         // Capped at the window.
-        let throttle = quotas.record(QuotaKind::ProducerByteRate, "a", 1e12, later);
+        let throttle = quotas.record(QuotaKind::ProducerByteRate, ANONYMOUS, "a", 1e12, later);
         assert_eq!(throttle, Window::default().length());
     }
 
@@ -580,27 +586,38 @@ mod tests {
         let quotas = Quotas::open(dir.path(), Window::default()).unwrap();
         let p = QuotaKind::ProducerByteRate;
         let now = Instant::now();
-        assert_eq!(quotas.debt(p, "a", now), Duration::ZERO, "no quota");
+        assert_eq!(
+            quotas.debt(p, ANONYMOUS, "a", now),
+            Duration::ZERO,
+            "no quota"
+        );
         quotas
             .alter(&client("a"), &[set(p, 1000.0)], false)
             .unwrap();
-        assert_eq!(quotas.debt(p, "a", now), Duration::ZERO, "nothing recorded");
-        // The burst (11 s at 1000/s) and 2 s more.
-        quotas.record(p, "a", 13_000.0, now);
-        assert_eq!(quotas.debt(p, "a", now), Duration::from_secs(2));
-        let later = now + Duration::from_millis(1500);
-        assert_eq!(quotas.debt(p, "a", later), Duration::from_millis(500));
         assert_eq!(
-            quotas.debt(p, "a", now + Duration::from_secs(3)),
+            quotas.debt(p, ANONYMOUS, "a", now),
+            Duration::ZERO,
+            "nothing recorded"
+        );
+        // The burst (11 s at 1000/s) and 2 s more.
+        quotas.record(p, ANONYMOUS, "a", 13_000.0, now);
+        assert_eq!(quotas.debt(p, ANONYMOUS, "a", now), Duration::from_secs(2));
+        let later = now + Duration::from_millis(1500);
+        assert_eq!(
+            quotas.debt(p, ANONYMOUS, "a", later),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            quotas.debt(p, ANONYMOUS, "a", now + Duration::from_secs(3)),
             Duration::ZERO
         );
         assert_eq!(
-            quotas.debt(p, "b", now),
+            quotas.debt(p, ANONYMOUS, "b", now),
             Duration::ZERO,
             "another client id"
         );
         assert_eq!(
-            quotas.debt(QuotaKind::ConsumerByteRate, "a", now),
+            quotas.debt(QuotaKind::ConsumerByteRate, ANONYMOUS, "a", now),
             Duration::ZERO
         );
     }
@@ -679,21 +696,21 @@ mod tests {
         quotas
             .alter(&entity(None, Some(Name::Default)), &[set(p, 8.0)], false)
             .unwrap();
-        assert_eq!(quotas.effective("x"), vec![(p, 8.0)]);
+        assert_eq!(quotas.effective(ANONYMOUS, "x"), vec![(p, 8.0)]);
         quotas
             .alter(&entity(None, named("x")), &[set(p, 7.0)], false)
             .unwrap();
-        assert_eq!(quotas.effective("x"), vec![(p, 7.0)]);
-        assert_eq!(quotas.effective("y"), vec![(p, 8.0)]);
+        assert_eq!(quotas.effective(ANONYMOUS, "x"), vec![(p, 7.0)]);
+        assert_eq!(quotas.effective(ANONYMOUS, "y"), vec![(p, 8.0)]);
         quotas
             .alter(&entity(Some(Name::Default), None), &[set(p, 6.0)], false)
             .unwrap();
-        assert_eq!(quotas.effective("x"), vec![(p, 6.0)]);
+        assert_eq!(quotas.effective(ANONYMOUS, "x"), vec![(p, 6.0)]);
         quotas
             .alter(&entity(named(ANONYMOUS), named("x")), &[set(p, 1.0)], false)
             .unwrap();
-        assert_eq!(quotas.effective("x"), vec![(p, 1.0)]);
-        assert_eq!(quotas.effective("y"), vec![(p, 6.0)]);
+        assert_eq!(quotas.effective(ANONYMOUS, "x"), vec![(p, 1.0)]);
+        assert_eq!(quotas.effective(ANONYMOUS, "y"), vec![(p, 6.0)]);
         // Removal.
         quotas
             .alter(
@@ -705,7 +722,7 @@ mod tests {
                 false,
             )
             .unwrap();
-        assert_eq!(quotas.effective("x"), vec![(p, 6.0)]);
+        assert_eq!(quotas.effective(ANONYMOUS, "x"), vec![(p, 6.0)]);
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub enum ListenersError {
     AdvertisedUnknown(String),
     #[error("no listener: --listeners is empty")]
     None,
+    #[error(
+        "--listen and --listeners both given: --listen is the shorthand for one PLAINTEXT listener"
+    )]
+    Both,
 }
 
 /// One listener as configured: where it binds and what it advertises.
@@ -88,6 +92,31 @@ pub struct ListenerConfig {
     /// The host and port Metadata advertises; `None`: the bound address (127.0.0.1 when bound
     /// to every interface).
     pub advertised: Option<(String, u16)>,
+}
+
+/// The listener settings as given: `listeners`, `listener.security.protocol.map`,
+/// `advertised.listeners`.
+#[derive(Debug, Clone, Default)]
+pub struct ListenerSettings {
+    pub listeners: Option<String>,
+    pub protocol_map: String,
+    pub advertised: String,
+}
+
+impl ListenerSettings {
+    /// The listeners to bind: `listeners`, or one PLAINTEXT listener on `listen` (the
+    /// `--listen` shorthand, default `127.0.0.1:9092`); not both.
+    pub fn parse(&self, listen: Option<&str>) -> Result<Vec<ListenerConfig>, ListenersError> {
+        match (&self.listeners, listen) {
+            (Some(_), Some(_)) => Err(ListenersError::Both),
+            (Some(listeners), None) => parse(listeners, &self.protocol_map, &self.advertised),
+            (None, listen) => parse(
+                &format!("PLAINTEXT://{}", listen.unwrap_or("127.0.0.1:9092")),
+                &self.protocol_map,
+                &self.advertised,
+            ),
+        }
+    }
 }
 
 /// Parses `listeners`, `listener.security.protocol.map` and `advertised.listeners`
@@ -155,13 +184,24 @@ fn endpoint(entry: &str) -> Result<(String, String, u16), ListenersError> {
 }
 
 /// A bound listener, as a connection sees it: its name, protocol and advertised endpoint.
-#[derive(Debug)]
 pub struct Listener {
     pub name: String,
     pub protocol: SecurityProtocol,
     /// What Metadata, FindCoordinator and DescribeCluster tell clients who came in here.
     pub host: String,
     pub port: i32,
+    /// SSL and SASL_SSL: the TLS side of accepted connections.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}:{} ({})",
+            self.name, self.host, self.port, self.protocol
+        )
+    }
 }
 
 impl Listener {
@@ -172,11 +212,16 @@ impl Listener {
             protocol: SecurityProtocol::Plaintext,
             host: addr.ip().to_string(),
             port: i32::from(addr.port()),
+            tls: None,
         }
     }
 
-    /// The listener `config` bound at `bound`.
-    pub fn bound(config: &ListenerConfig, bound: std::net::SocketAddr) -> Listener {
+    /// The listener `config` bound at `bound`, with `tls` for an SSL or SASL_SSL one.
+    pub fn bound(
+        config: &ListenerConfig,
+        bound: std::net::SocketAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Listener {
         let (host, port) = match &config.advertised {
             Some((host, port)) => (host.clone(), *port),
             None if bound.ip().is_unspecified() => ("127.0.0.1".to_string(), bound.port()),
@@ -187,6 +232,7 @@ impl Listener {
             protocol: config.protocol,
             host,
             port: i32::from(port),
+            tls,
         }
     }
 }

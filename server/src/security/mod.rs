@@ -1,8 +1,55 @@
-//! Who a connection is: the listener it came in on ([`listener`]: Kafka's listener model) and
-//! the principal it authenticated as ([`Principal`]).
+//! Who a connection is and how it proves it: the listener it came in on ([`listener`]: Kafka's
+//! listener model), TLS on it ([`tls`]), the SASL exchange ([`sasl`]) against the credentials
+//! the broker keeps ([`credentials`]), and the principal that results ([`Principal`]).
 
+pub mod credentials;
 pub mod listener;
 mod principal;
+pub mod sasl;
+pub mod tls;
 
-pub use listener::{Listener, ListenerConfig, ListenersError, SecurityProtocol};
+pub use listener::{Listener, ListenerConfig, ListenerSettings, ListenersError, SecurityProtocol};
 pub use principal::Principal;
+
+use credentials::{CredentialsError, PlainUsers, ScramCredentials};
+
+/// The security settings: TLS for SSL and SASL_SSL listeners, SASL for SASL_* ones.
+#[derive(Debug, Clone, Default)]
+pub struct SecurityConfig {
+    pub listeners: listener::ListenerSettings,
+    pub tls: tls::TlsSettings,
+    pub sasl: sasl::SaslSettings,
+}
+
+/// What the broker checks connections against.
+#[derive(Debug)]
+pub struct Security {
+    pub sasl: sasl::SaslSettings,
+    pub scram: ScramCredentials,
+    pub plain: PlainUsers,
+}
+
+impl Security {
+    /// Reads the SCRAM credentials in `data_dir` and the PLAIN users' file, if any.
+    pub fn open(
+        data_dir: &std::path::Path,
+        config: &SecurityConfig,
+    ) -> Result<Security, CredentialsError> {
+        let plain = match &config.sasl.plain_users {
+            Some(path) => PlainUsers::load(path)?,
+            None => PlainUsers::default(),
+        };
+        Ok(Security {
+            sasl: config.sasl.clone(),
+            scram: ScramCredentials::open(data_dir)?,
+            plain,
+        })
+    }
+
+    pub fn verifier(&self) -> sasl::Verifier<'_> {
+        sasl::Verifier {
+            scram: &self.scram,
+            plain: &self.plain,
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! AlterUserScramCredentials, version 0 (KIP-554): adds, replaces and deletes users' SCRAM
+//! credentials (what `kafka-configs --alter --entity-type users --add-config
+//! 'SCRAM-SHA-256=[password=…]'` sends: the client salts and iterates the password itself).
+//! Each user's changes succeed or fail together, with Kafka's errors: UNSUPPORTED_SASL_MECHANISM,
+//! UNACCEPTABLE_CREDENTIAL (empty name, iterations outside 4096–16384, an empty salt or
+//! salted password), DUPLICATE_RESOURCE (one user and mechanism twice in a request),
+//! RESOURCE_NOT_FOUND (deleting a credential that does not exist). Written to the data dir
+//! before the answer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use sasl::scram::{Credential, Hash, MAX_ITERATIONS, MIN_ITERATIONS};
+
+use super::Handler;
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::security::credentials::Change;
+
+/// One user's changes, or why they are refused.
+type UserChanges = Result<Vec<Change>, (ResponseError, String)>;
+
+impl Handler for AlterUserScramCredentialsRequest {
+    const SERVED: (i16, i16) = (0, 0);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: AlterUserScramCredentialsRequest,
+        _: &RequestContext,
+    ) -> AlterUserScramCredentialsResponse {
+        let mut users: BTreeMap<String, UserChanges> = BTreeMap::new();
+        let mut seen = Vec::new();
+        let mut add =
+            |user: &str, mechanism: i8, change: Result<Change, (ResponseError, String)>| {
+                let entry = users
+                    .entry(user.to_string())
+                    .or_insert_with(|| Ok(Vec::new()));
+                let duplicate = seen.contains(&(user.to_string(), mechanism));
+                seen.push((user.to_string(), mechanism));
+                if let Ok(changes) = entry {
+                    match change {
+                        _ if duplicate => {
+                            *entry = Err((
+                                ResponseError::DuplicateResource,
+                                "a user's mechanism is named twice in one request".into(),
+                            ))
+                        }
+                        Ok(change) => changes.push(change),
+                        Err(refused) => *entry = Err(refused),
+                    }
+                }
+            };
+        for deletion in &request.deletions {
+            let change = checked(&deletion.name, deletion.mechanism)
+                .map(|hash| Change::Delete(deletion.name.to_string(), hash));
+            add(&deletion.name, deletion.mechanism, change);
+        }
+        for upsertion in &request.upsertions {
+            let change = checked(&upsertion.name, upsertion.mechanism).and_then(|hash| {
+                let iterations = u32::try_from(upsertion.iterations).unwrap_or(0);
+                if iterations < MIN_ITERATIONS {
+                    return Err(unacceptable(format!(
+                        "too few iterations ({}; at least {MIN_ITERATIONS})",
+                        upsertion.iterations
+                    )));
+                }
+                if iterations > MAX_ITERATIONS {
+                    return Err(unacceptable(format!(
+                        "too many iterations ({}; at most {MAX_ITERATIONS})",
+                        upsertion.iterations
+                    )));
+                }
+                if upsertion.salt.is_empty() || upsertion.salted_password.len() != hash.output_len()
+                {
+                    return Err(unacceptable(
+                        "an empty salt or a salted password of the wrong length".into(),
+                    ));
+                }
+                Ok(Change::Upsert(
+                    upsertion.name.to_string(),
+                    Credential::from_salted_password(
+                        hash,
+                        &upsertion.salted_password,
+                        upsertion.salt.to_vec(),
+                        iterations,
+                    ),
+                ))
+            });
+            add(&upsertion.name, upsertion.mechanism, change);
+        }
+        let mut results = Vec::with_capacity(users.len());
+        let mut changes = Vec::new();
+        let mut owners = Vec::new();
+        for (user, outcome) in users {
+            match outcome {
+                Ok(list) => {
+                    owners.extend(std::iter::repeat_n(user.clone(), list.len()));
+                    changes.extend(list);
+                    results.push((user, None));
+                }
+                Err(refused) => results.push((user, Some(refused))),
+            }
+        }
+        if !changes.is_empty() {
+            let owner = broker.clone();
+            let applied = crate::blocking::spawn(move || owner.security.scram.alter(changes)).await;
+            let missing = |user: &str| {
+                (
+                    ResponseError::ResourceNotFound,
+                    format!("user {user:?} has no such SCRAM credential"),
+                )
+            };
+            match applied {
+                Ok(Ok(applied)) => {
+                    for (user, applied) in owners.iter().zip(applied) {
+                        if !applied {
+                            if let Some((_, result)) = results.iter_mut().find(|(u, _)| u == user) {
+                                *result = Some(missing(user));
+                            }
+                        }
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "writing SCRAM credentials failed");
+                    for (user, result) in &mut results {
+                        if owners.contains(user) {
+                            *result = Some((
+                                ResponseError::UnknownServerError,
+                                "the credentials could not be written".into(),
+                            ));
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "SCRAM credentials task failed");
+                    for (_, result) in &mut results {
+                        result.get_or_insert((
+                            ResponseError::UnknownServerError,
+                            "internal error".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        let results = results
+            .into_iter()
+            .map(|(user, outcome)| {
+                let result = AlterUserScramCredentialsResult::default()
+                    .with_user(StrBytes::from_string(user));
+                match outcome {
+                    None => result,
+                    Some((error, message)) => result
+                        .with_error_code(error.code())
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                }
+            })
+            .collect();
+        AlterUserScramCredentialsResponse::default().with_results(results)
+    }
+
+    fn throttle_time_ms(response: &mut AlterUserScramCredentialsResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
+    }
+
+    fn each_error(r: &AlterUserScramCredentialsResponse, f: &mut dyn FnMut(i16)) {
+        r.results.iter().for_each(|u| f(u.error_code));
+    }
+}
+
+/// The mechanism of a change, if the user name and mechanism are acceptable.
+fn checked(user: &str, mechanism: i8) -> Result<Hash, (ResponseError, String)> {
+    if user.is_empty() {
+        return Err(unacceptable("the user name is empty".into()));
+    }
+    Hash::from_code(mechanism).ok_or_else(|| {
+        (
+            ResponseError::UnsupportedSaslMechanism,
+            format!("unknown SCRAM mechanism {mechanism} (1: SCRAM-SHA-256, 2: SCRAM-SHA-512)"),
+        )
+    })
+}
+
+fn unacceptable(message: String) -> (ResponseError, String) {
+    (ResponseError::UnacceptableCredential, message)
+}

@@ -1,0 +1,189 @@
+//! SCRAM credentials (KIP-554: set with AlterUserScramCredentials, listed with
+//! DescribeUserScramCredentials), kept in `<data-dir>/scram-credentials`: JSON, written
+//! atomically, readable by the broker's user only. Only what RFC 5802 has a server keep is
+//! stored (salt, iterations, StoredKey, ServerKey), never a password; nothing of it is logged.
+//! PLAIN users come from a file of `name=password` lines (`--sasl-plain-users-file`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{PoisonError, RwLock};
+
+use log_core::FileError;
+use sasl::scram::{Credential, Hash};
+use serde::{Deserialize, Serialize};
+
+const FILE: &str = "scram-credentials";
+const FORMAT: u32 = 1;
+
+/// Why the credentials could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CredentialsError {
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("{path}: not a credentials file of this lograil: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("{path}:{line}: expected name=password")]
+    PlainUsers { path: PathBuf, line: usize },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    format: u32,
+    /// By user, then by mechanism.
+    users: BTreeMap<String, Vec<Credential>>,
+}
+
+/// Every user's SCRAM credentials.
+#[derive(Debug)]
+pub struct ScramCredentials {
+    dir: PathBuf,
+    users: RwLock<BTreeMap<String, Vec<Credential>>>,
+}
+
+/// One change of AlterUserScramCredentials.
+#[derive(Debug)]
+pub enum Change {
+    Upsert(String, Credential),
+    Delete(String, Hash),
+}
+
+impl ScramCredentials {
+    /// Reads `<data_dir>/scram-credentials`, if there is one.
+    pub fn open(data_dir: &Path) -> Result<ScramCredentials, CredentialsError> {
+        let path = data_dir.join(FILE);
+        let users = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let stored: Stored =
+                    serde_json::from_slice(&bytes).map_err(|e| CredentialsError::Corrupt {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
+                if stored.format != FORMAT {
+                    return Err(CredentialsError::Corrupt {
+                        path,
+                        reason: format!("format {}", stored.format),
+                    });
+                }
+                stored.users
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(FileError::new("read", path, e).into()),
+        };
+        Ok(ScramCredentials {
+            dir: data_dir.to_path_buf(),
+            users: RwLock::new(users),
+        })
+    }
+
+    /// `user`'s credential for `hash`.
+    pub fn get(&self, user: &str, hash: Hash) -> Option<Credential> {
+        let users = self.users.read().unwrap_or_else(PoisonError::into_inner);
+        users.get(user)?.iter().find(|c| c.hash == hash).cloned()
+    }
+
+    /// Every user with their mechanisms and iterations, for DescribeUserScramCredentials.
+    pub fn describe(&self) -> BTreeMap<String, Vec<(Hash, u32)>> {
+        let users = self.users.read().unwrap_or_else(PoisonError::into_inner);
+        users
+            .iter()
+            .map(|(user, creds)| {
+                let list = creds.iter().map(|c| (c.hash, c.iterations)).collect();
+                (user.clone(), list)
+            })
+            .collect()
+    }
+
+    /// Applies `changes` and writes the file (blocking: an fsync). A deletion of a credential
+    /// that does not exist is reported as `false` at its index, and changes nothing.
+    pub fn alter(&self, changes: Vec<Change>) -> Result<Vec<bool>, CredentialsError> {
+        let mut users = self.users.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = users.clone();
+        let mut applied = Vec::with_capacity(changes.len());
+        for change in changes {
+            applied.push(match change {
+                Change::Upsert(user, credential) => {
+                    let list = next.entry(user).or_default();
+                    list.retain(|c| c.hash != credential.hash);
+                    list.push(credential);
+                    true
+                }
+                Change::Delete(user, hash) => match next.get_mut(&user) {
+                    Some(list) if list.iter().any(|c| c.hash == hash) => {
+                        list.retain(|c| c.hash != hash);
+                        if list.is_empty() {
+                            next.remove(&user);
+                        }
+                        true
+                    }
+                    _ => false,
+                },
+            });
+        }
+        let stored = Stored {
+            format: FORMAT,
+            users: next,
+        };
+        let path = self.dir.join(FILE);
+        let bytes = serde_json::to_vec(&stored).map_err(|e| CredentialsError::Corrupt {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        log_core::io::replace_file(&self.dir, FILE, &bytes)?;
+        restrict(&path)?;
+        *users = stored.users;
+        Ok(applied)
+    }
+}
+
+/// Only the broker's user may read the file.
+fn restrict(path: &Path) -> Result<(), FileError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| FileError::new("chmod", path, e))?;
+    }
+    Ok(())
+}
+
+/// PLAIN users and their passwords, from `name=password` lines (`#` comments).
+#[derive(Default)]
+pub struct PlainUsers(HashMap<String, String>);
+
+impl std::fmt::Debug for PlainUsers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PlainUsers({} users)", self.0.len())
+    }
+}
+
+impl PlainUsers {
+    pub fn load(path: &Path) -> Result<PlainUsers, CredentialsError> {
+        let text = std::fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
+        let mut users = HashMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (name, password) = line
+                .split_once('=')
+                .filter(|(name, password)| !name.trim().is_empty() && !password.is_empty())
+                .ok_or_else(|| CredentialsError::PlainUsers {
+                    path: path.to_path_buf(),
+                    line: n + 1,
+                })?;
+            users.insert(name.trim().to_string(), password.to_string());
+        }
+        Ok(PlainUsers(users))
+    }
+
+    /// Whether `user` exists with `password` (compared in constant time).
+    pub fn check(&self, user: &str, password: &str) -> bool {
+        let Some(known) = self.0.get(user) else {
+            return false;
+        };
+        let (a, b) = (known.as_bytes(), password.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
