@@ -24,12 +24,32 @@ const DAMAGE_PREFIX: &str = "lograil.damage.partition.";
 
 #[derive(Debug, clap::Args)]
 pub struct Connection {
-    /// The broker to talk to.
-    #[arg(long, default_value = "127.0.0.1:9092", global = true)]
-    bootstrap_server: String,
+    /// The brokers to talk to, `host:port[,host:port…]` [default: the command config's
+    /// bootstrap.servers, else 127.0.0.1:9092].
+    #[arg(long, global = true)]
+    bootstrap_server: Option<String>,
+    /// A Java properties file of client properties (security.protocol, sasl.mechanism,
+    /// sasl.jaas.config, ssl.truststore.location, …), as Kafka's tools take it.
+    #[arg(long, global = true, value_name = "FILE")]
+    command_config: Option<std::path::PathBuf>,
     /// Print machine-readable JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
+}
+
+impl Connection {
+    /// The client properties: the command config's, with `--bootstrap-server`.
+    fn client_config(&self) -> anyhow::Result<consumer::ClientConfig> {
+        crate::client_props::client_config(
+            self.bootstrap_server.as_deref(),
+            self.command_config.as_deref(),
+        )
+    }
+
+    /// An admin client of these properties.
+    async fn admin(&self) -> anyhow::Result<Admin> {
+        Ok(Admin::from_config(&self.client_config()?).await?)
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -100,7 +120,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let mut admin = Admin::connect(&connection.bootstrap_server).await?;
+        let mut admin = connection.admin().await?;
         match command {
             TopicCommand::Create { topic, partitions, configs } => {
                 let configs = configs
@@ -151,7 +171,7 @@ pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<
 
 pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let mut admin = Admin::connect(&connection.bootstrap_server).await?;
+        let mut admin = connection.admin().await?;
         match command {
             GroupCommand::List => {
                 let groups = admin.list_groups().await?;

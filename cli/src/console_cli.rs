@@ -15,9 +15,14 @@ use serde_json::json;
 
 #[derive(Debug, clap::Args)]
 pub struct Common {
-    /// Bootstrap brokers, `host:port[,host:port…]`.
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    bootstrap_server: String,
+    /// Bootstrap brokers, `host:port[,host:port…]` [default: the command config's
+    /// bootstrap.servers, else 127.0.0.1:9092].
+    #[arg(long)]
+    bootstrap_server: Option<String>,
+    /// A Java properties file of client properties (security.protocol, sasl.*, ssl.*, …), as
+    /// Kafka's tools take it; `--config` values override it.
+    #[arg(long, value_name = "FILE")]
+    command_config: Option<std::path::PathBuf>,
     /// A client property under its Java client name, e.g. `--config linger.ms=20`; repeatable.
     #[arg(long = "config", value_name = "NAME=VALUE")]
     configs: Vec<String>,
@@ -25,8 +30,10 @@ pub struct Common {
 
 impl Common {
     fn client_config(&self) -> anyhow::Result<ClientConfig> {
-        let mut config =
-            ClientConfig::new().with("bootstrap.servers", self.bootstrap_server.as_str());
+        let mut config = crate::client_props::client_config(
+            self.bootstrap_server.as_deref(),
+            self.command_config.as_deref(),
+        )?;
         for c in &self.configs {
             let (k, v) = c
                 .split_once('=')

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin_cli;
+mod client_props;
 mod console_cli;
 mod dump_log;
 mod serve;

@@ -258,15 +258,7 @@ impl Cluster {
         let addr = self.address(node).ok_or_else(|| NetError::NoBroker {
             bootstrap: format!("broker {node} is not in the metadata"),
         })?;
-        let connection = Arc::new(
-            BrokerConnection::connect(
-                &addr,
-                &self.net.client_id,
-                self.net.connection_setup_timeout,
-                self.net.request_timeout,
-            )
-            .await?,
-        );
+        let connection = Arc::new(BrokerConnection::connect(&addr, &self.net).await?);
         *guard = Some(connection.clone());
         Ok(connection)
     }
@@ -297,6 +289,8 @@ impl Cluster {
         for node in brokers.into_iter().chain(bootstrap) {
             match self.connection(node).await {
                 Ok(c) => return Ok(c),
+                // A TLS or authentication failure: the other brokers would refuse us too.
+                Err(e) if !e.is_retriable() => return Err(e),
                 Err(e) => last = Some(e),
             }
         }

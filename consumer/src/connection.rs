@@ -7,6 +7,11 @@
 //! background task, which also reads the responses. A request that is not answered within
 //! `request.timeout.ms` closes the connection, as the Java client does: every other request
 //! waiting on it fails with [`NetError::Disconnected`] and the next call reconnects.
+//!
+//! `security.protocol` SSL and SASL_SSL put TLS (rustls) over the socket: then only the
+//! background task writes (a TLS stream has no non-blocking write for callers to use); plain
+//! TCP keeps the callers' direct writes. SASL_PLAINTEXT and SASL_SSL authenticate after
+//! ApiVersions (`auth.rs`), before the connection is handed out.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -18,10 +23,13 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
+
+use crate::config::NetConfig;
+use crate::error::ErrorCode;
 
 /// The largest response accepted (a fetch is bounded by `fetch.max.bytes`, 50 MiB by default).
 const MAX_RESPONSE: usize = 256 << 20;
@@ -92,10 +100,47 @@ pub enum NetError {
         /// metadata`.
         bootstrap: String,
     },
+    /// TLS failed: the broker's certificate is not signed by the truststore's CAs or not for
+    /// the broker's name, the broker refused this client's certificate (or its lack of one),
+    /// or the broker does not speak TLS on that port. Not retriable.
+    #[error("TLS with {addr}: {reason}")]
+    Tls {
+        /// The broker's `host:port`.
+        addr: String,
+        /// What rustls reported.
+        reason: String,
+    },
+    /// SASL authentication failed: the broker refused the credentials
+    /// (`SASL_AUTHENTICATION_FAILED`), the mechanism (`UNSUPPORTED_SASL_MECHANISM`, the
+    /// message lists those it enables) or the exchange (`ILLEGAL_SASL_STATE`), or the client
+    /// refused the broker's part of a SCRAM exchange (`code` None). Not retriable.
+    #[error("SASL {mechanism} authentication with {addr} failed: {message}{}", code.map(|c| format!(" ({c})")).unwrap_or_default())]
+    Authentication {
+        /// The broker's `host:port`.
+        addr: String,
+        /// The mechanism tried (`sasl.mechanism`).
+        mechanism: &'static str,
+        /// The broker's error code; None when the client ended the exchange.
+        code: Option<ErrorCode>,
+        /// The broker's error message (or what the client found wrong).
+        message: String,
+    },
 }
 
 impl NetError {
-    fn malformed(addr: &str, api: ApiKey, reason: impl std::fmt::Display) -> NetError {
+    /// Worth trying again: false for a version or protocol mismatch, a malformed exchange,
+    /// and TLS and authentication failures (the next try would fail the same way).
+    pub fn is_retriable(&self) -> bool {
+        !matches!(
+            self,
+            NetError::Unsupported { .. }
+                | NetError::Malformed { .. }
+                | NetError::Tls { .. }
+                | NetError::Authentication { .. }
+        )
+    }
+
+    pub(crate) fn malformed(addr: &str, api: ApiKey, reason: impl std::fmt::Display) -> NetError {
         NetError::Malformed {
             addr: addr.to_string(),
             api,
@@ -110,11 +155,19 @@ struct Pending {
     reply: oneshot::Sender<Result<Bytes, NetError>>,
 }
 
+/// Who writes frames to the socket.
+enum Writer {
+    /// Plain TCP: a caller writes its frame itself when nothing is queued before it.
+    Direct(Arc<OwnedWriteHalf>),
+    /// TLS: the background task writes every frame (it owns the stream's write half).
+    Task,
+}
+
 /// The connection's write side and the requests waiting for responses, under one lock so
 /// that requests are registered in the order their bytes go out.
 struct Out {
     /// Taken out when the connection closes (dropping the last handle shuts the socket).
-    half: Option<Arc<OwnedWriteHalf>>,
+    half: Option<Writer>,
     /// Frames (the first maybe partly written) not yet taken by the socket.
     queue: VecDeque<Bytes>,
     /// Requests written or queued, oldest first.
@@ -122,10 +175,13 @@ struct Out {
 }
 
 impl Out {
-    /// Writes queued frames until the queue is empty (true) or the socket is full (false).
+    /// Writes queued frames until the queue is empty (true) or the socket is full (false;
+    /// always, with frames queued, when the task writes).
     fn flush(&mut self) -> std::io::Result<bool> {
-        let Some(half) = self.half.as_ref() else {
-            return Err(std::io::ErrorKind::NotConnected.into());
+        let half = match self.half.as_ref() {
+            None => return Err(std::io::ErrorKind::NotConnected.into()),
+            Some(Writer::Task) => return Ok(self.queue.is_empty()),
+            Some(Writer::Direct(half)) => half,
         };
         while let Some(front) = self.queue.front_mut() {
             match half.try_write(front) {
@@ -171,6 +227,16 @@ impl Drop for BrokerConnection {
     }
 }
 
+impl Out {
+    fn new(half: Writer) -> Arc<Mutex<Out>> {
+        Arc::new(Mutex::new(Out {
+            half: Some(half),
+            queue: VecDeque::new(),
+            pending: VecDeque::new(),
+        }))
+    }
+}
+
 impl std::fmt::Debug for Out {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -182,49 +248,133 @@ impl std::fmt::Debug for Out {
     }
 }
 
-impl BrokerConnection {
-    /// Connects to `addr` (`host:port`) and learns which versions the broker serves.
-    pub(crate) async fn connect(
-        addr: &str,
-        client_id: &str,
-        setup_timeout: Duration,
-        request_timeout: Duration,
-    ) -> Result<BrokerConnection, NetError> {
-        let stream = match tokio::time::timeout(setup_timeout, TcpStream::connect(addr)).await {
-            Err(_) => {
-                return Err(NetError::ConnectTimeout {
-                    addr: addr.to_string(),
-                    after: setup_timeout,
-                })
-            }
-            Ok(Err(source)) => {
-                return Err(NetError::Connect {
-                    addr: addr.to_string(),
-                    source: Arc::new(source),
-                })
-            }
-            Ok(Ok(stream)) => stream,
-        };
+/// An open socket, before the connection's task takes it.
+pub(crate) enum Transport {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// The TCP connection to `addr` and, under SSL and SASL_SSL, its TLS handshake, within
+/// `socket.connection.setup.timeout.ms`.
+pub(crate) async fn open(addr: &str, net: &NetConfig) -> Result<Transport, NetError> {
+    let setup = async {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|source| NetError::Connect {
+                addr: addr.to_string(),
+                source: Arc::new(source),
+            })?;
         let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
-        let out = Arc::new(Mutex::new(Out {
-            half: Some(Arc::new(write)),
-            queue: VecDeque::new(),
-            pending: VecDeque::new(),
-        }));
+        let Some(tls) = net.security.tls.as_ref() else {
+            return Ok(Transport::Plain(stream));
+        };
+        let name = server_name(addr).ok_or_else(|| NetError::Tls {
+            addr: addr.to_string(),
+            reason: "the host is neither a DNS name nor an IP address".to_string(),
+        })?;
+        let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+        match connector.connect(name, stream).await {
+            Ok(stream) => Ok(Transport::Tls(Box::new(stream))),
+            Err(e) => Err(match tls_error(addr, &e) {
+                Some(e) => e,
+                // A broker that hangs up on a ClientHello is no TLS listener (Kafka's plaintext
+                // listeners read it as an oversized request and close).
+                None if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                ) =>
+                {
+                    NetError::Tls {
+                        addr: addr.to_string(),
+                        reason: format!(
+                            "the broker closed the connection during the handshake ({e}): is \
+                             this a TLS listener? security.protocol must match the broker's \
+                             listener"
+                        ),
+                    }
+                }
+                None => NetError::Connect {
+                    addr: addr.to_string(),
+                    source: Arc::new(e),
+                },
+            }),
+        }
+    };
+    let timeout = net.connection_setup_timeout;
+    match tokio::time::timeout(timeout, setup).await {
+        Err(_) => Err(NetError::ConnectTimeout {
+            addr: addr.to_string(),
+            after: timeout,
+        }),
+        Ok(result) => result,
+    }
+}
+
+/// The name a broker's certificate is checked against: the host of `host:port` (an IP
+/// address, or a DNS name; `[v6]:port` too).
+fn server_name(addr: &str) -> Option<rustls::pki_types::ServerName<'static>> {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    rustls::pki_types::ServerName::try_from(host.to_string()).ok()
+}
+
+/// A rustls error (a certificate refused, an alert from the broker) inside an I/O error.
+pub(crate) fn tls_error(addr: &str, e: &std::io::Error) -> Option<NetError> {
+    let inner = e.get_ref()?.downcast_ref::<rustls::Error>()?;
+    let hint = match inner {
+        rustls::Error::InvalidMessage(_) => {
+            " (is this a TLS listener? security.protocol must match the broker's listener)"
+        }
+        _ => "",
+    };
+    Some(NetError::Tls {
+        addr: addr.to_string(),
+        reason: format!("{inner}{hint}"),
+    })
+}
+
+impl BrokerConnection {
+    /// Connects to `addr` (`host:port`) as `net` says (TLS, SASL), and learns which versions
+    /// the broker serves.
+    pub(crate) async fn connect(addr: &str, net: &NetConfig) -> Result<BrokerConnection, NetError> {
+        let transport = open(addr, net).await?;
         let queued = Arc::new(Notify::new());
         let alive = Arc::new(AtomicBool::new(true));
-        let task = tokio::spawn(run(
-            addr.to_string(),
-            read,
-            out.clone(),
-            queued.clone(),
-            alive.clone(),
-        ));
+        let (out, task) = match transport {
+            Transport::Plain(stream) => {
+                let (read, write) = stream.into_split();
+                let out = Out::new(Writer::Direct(Arc::new(write)));
+                let task = tokio::spawn(run(
+                    addr.to_string(),
+                    read,
+                    None::<tokio::io::Sink>,
+                    out.clone(),
+                    queued.clone(),
+                    alive.clone(),
+                ));
+                (out, task)
+            }
+            Transport::Tls(stream) => {
+                let (read, write) = tokio::io::split(*stream);
+                let out = Out::new(Writer::Task);
+                let task = tokio::spawn(run(
+                    addr.to_string(),
+                    read,
+                    Some(write),
+                    out.clone(),
+                    queued.clone(),
+                    alive.clone(),
+                ));
+                (out, task)
+            }
+        };
         let mut connection = BrokerConnection {
             addr: addr.to_string(),
-            client_id: StrBytes::from_string(client_id.to_string()),
-            request_timeout,
+            client_id: StrBytes::from_string(net.client_id.clone()),
+            request_timeout: net.request_timeout,
             versions: HashMap::new(),
             correlation: AtomicI32::new(0),
             out,
@@ -248,7 +398,14 @@ impl BrokerConnection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        if let Some(sasl) = net.security.sasl.as_ref() {
+            crate::auth::authenticate(&connection, sasl).await?;
+        }
         Ok(connection)
+    }
+
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
     }
 
     /// False once the socket failed or a request timed out; the next call reconnects.
@@ -459,64 +616,100 @@ fn api_key<R: Request>() -> ApiKey {
     ApiKey::try_from(R::KEY).unwrap_or(ApiKey::ApiVersions)
 }
 
-/// The socket task: writes the frames callers queued, reads responses in order, and fails
-/// every pending request when either side stops.
-async fn run(
+/// Writes what callers could not (plain TCP: they write themselves while the socket takes
+/// it), whenever woken.
+async fn write_direct(out: &Mutex<Out>, queued: &Notify) {
+    loop {
+        queued.notified().await;
+        loop {
+            let blocked = {
+                let mut o = lock(out);
+                match o.flush() {
+                    Ok(true) => break,
+                    Ok(false) => match o.half.as_ref() {
+                        Some(Writer::Direct(half)) => half.clone(),
+                        _ => return,
+                    },
+                    Err(_) => return,
+                }
+            };
+            if blocked.writable().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Writes every queued frame, in order, to `write` (the TLS stream's write half), flushing
+/// whenever the queue runs empty.
+async fn write_queued<W: AsyncWrite + Unpin>(mut write: W, out: &Mutex<Out>, queued: &Notify) {
+    loop {
+        queued.notified().await;
+        loop {
+            let frame = {
+                let mut o = lock(out);
+                if o.half.is_none() {
+                    return;
+                }
+                o.queue.pop_front()
+            };
+            let Some(frame) = frame else {
+                break;
+            };
+            if write.write_all(&frame).await.is_err() {
+                return;
+            }
+        }
+        if write.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The socket task: writes the frames callers queued (`write` None: plain TCP, whose callers
+/// write too), reads responses in order, and fails every pending request when either side
+/// stops (with the TLS error when TLS ended it, else [`NetError::Disconnected`]).
+async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     addr: String,
-    mut read: OwnedReadHalf,
+    mut read: R,
+    write: Option<W>,
     out: Arc<Mutex<Out>>,
     queued: Arc<Notify>,
     alive: Arc<AtomicBool>,
 ) {
     let writer = async {
-        loop {
-            queued.notified().await;
-            loop {
-                let blocked = {
-                    let mut o = lock(&out);
-                    match o.flush() {
-                        Ok(true) => break,
-                        Ok(false) => o.half.clone(),
-                        Err(_) => return,
-                    }
-                };
-                let Some(half) = blocked else {
-                    return;
-                };
-                if half.writable().await.is_err() {
-                    return;
-                }
-            }
+        match write {
+            None => write_direct(&out, &queued).await,
+            Some(write) => write_queued(write, &out, &queued).await,
         }
+        None
     };
     let reader = async {
         let mut buffers = ReceiveBuffers::default();
         loop {
-            let Ok(len) = read.read_i32().await else {
-                return;
+            let len = match read.read_i32().await {
+                Ok(len) => len,
+                Err(e) => return tls_error(&addr, &e),
             };
-            let Some(len) = usize::try_from(len)
+            // (A `None` here ends the connection, with no error of TLS's to report.)
+            let len = usize::try_from(len)
                 .ok()
-                .filter(|n| *n >= 4 && *n <= MAX_RESPONSE)
-            else {
-                return;
-            };
+                .filter(|n| *n >= 4 && *n <= MAX_RESPONSE)?;
             // Read into spare capacity: no zeroing of (up to fetch-sized) buffers.
             let mut body = buffers.take(len);
             while body.len() < len {
                 let left = len - body.len();
                 let mut limited = (&mut body).limit(left);
                 match read.read_buf(&mut limited).await {
-                    Ok(0) | Err(_) => return,
+                    Ok(0) => return None,
+                    Err(e) => return tls_error(&addr, &e),
                     Ok(_) => {}
                 }
             }
             let body = body.freeze();
             buffers.keep(&body);
             let correlation_id = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
-            let Some(p) = lock(&out).pending.pop_front() else {
-                return;
-            };
+            let p = lock(&out).pending.pop_front()?;
             if p.correlation_id != correlation_id {
                 let _ = p.reply.send(Err(NetError::Malformed {
                     addr: addr.clone(),
@@ -526,19 +719,27 @@ async fn run(
                         p.correlation_id
                     ),
                 }));
-                return;
+                return None;
             }
             // The caller may have given up (its future dropped): nothing to do.
             let _ = p.reply.send(Ok(body));
         }
     };
-    tokio::select! {
-        () = writer => {}
-        () = reader => {}
-    }
+    let failure = tokio::select! {
+        f = writer => f,
+        f = reader => f,
+    };
     alive.store(false, Ordering::Relaxed);
-    // Dropping the senders fails every waiting request with `Disconnected`.
-    lock(&out).shut();
+    let mut out = lock(&out);
+    // A TLS failure (the broker refused the client's certificate, which TLS 1.3 reports after
+    // the handshake) goes to the requests waiting; dropping the senders fails the rest with
+    // `Disconnected`.
+    if let Some(failure) = failure {
+        for p in out.pending.drain(..) {
+            let _ = p.reply.send(Err(failure.clone()));
+        }
+    }
+    out.shut();
 }
 
 /// Large responses are read into buffers of earlier ones once nothing refers to them any more
@@ -597,18 +798,34 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `addr` (`host:port`) with the default timeouts (10 s to connect, 30 s per
-    /// request).
+    /// Connects to `addr` (`host:port`) over plain TCP with the default timeouts (10 s to
+    /// connect, 30 s per request).
     pub async fn connect(addr: &str) -> Result<Connection, NetError> {
+        Connection::connect_with(addr, &NetConfig::new(addr)).await
+    }
+
+    /// Connects to `addr` as `net` says (timeouts, client id, TLS, SASL); `net`'s bootstrap
+    /// servers are not used.
+    pub async fn connect_with(addr: &str, net: &NetConfig) -> Result<Connection, NetError> {
         Ok(Connection {
-            inner: BrokerConnection::connect(
-                addr,
-                "lograil",
-                Duration::from_secs(10),
-                Duration::from_secs(30),
-            )
-            .await?,
+            inner: BrokerConnection::connect(addr, net).await?,
         })
+    }
+
+    /// Connects to the first of `net`'s bootstrap servers that accepts (a TLS or
+    /// authentication failure is returned at once: the others would fail the same way).
+    pub async fn connect_any(net: &NetConfig) -> Result<Connection, NetError> {
+        let mut last = None;
+        for addr in &net.bootstrap_servers {
+            match Connection::connect_with(addr, net).await {
+                Ok(c) => return Ok(c),
+                Err(e) if !e.is_retriable() => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| NetError::NoBroker {
+            bootstrap: net.bootstrap_servers.join(","),
+        }))
     }
 
     /// Sends `request` at the highest version both sides serve, up to `max_version`.

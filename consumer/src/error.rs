@@ -40,11 +40,10 @@ impl CallError {
     }
 
     /// Worth trying again (after a metadata refresh or a backoff): a lost connection, a timeout,
-    /// or an error code Kafka marks retriable.
+    /// or an error code Kafka marks retriable (not a TLS or authentication failure).
     pub fn is_retriable(&self) -> bool {
         match self {
-            CallError::Net(NetError::Unsupported { .. } | NetError::Malformed { .. }) => false,
-            CallError::Net(_) => true,
+            CallError::Net(e) => e.is_retriable(),
             CallError::Broker { code, .. } => code.is_retriable(),
         }
     }

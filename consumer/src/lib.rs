@@ -28,10 +28,53 @@
 //!   coordinator, the controller); `NOT_LEADER_OR_FOLLOWER`, `NOT_COORDINATOR`, newer leader
 //!   epochs and vanished brokers refresh the metadata and retry.
 //!
+//! - secured: `security.protocol` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL under the Java
+//!   client's property names ([`config::Security`]): TLS with rustls from PEM truststores and
+//!   keystores (mTLS), the broker's name checked unless
+//!   `ssl.endpoint.identification.algorithm` is empty; SASL PLAIN, SCRAM-SHA-256 and
+//!   SCRAM-SHA-512 with credentials from `sasl.jaas.config` or `sasl.username` /
+//!   `sasl.password`. A refused login ([`NetError::Authentication`]) or certificate
+//!   ([`NetError::Tls`]) fails the call, never retried; configs print no secret.
+//!
 //! **It is not** a transactional producer or a `read_committed` consumer (no transactions),
-//! nor a client for KIP-848's new consumer protocol; it
-//! speaks PLAINTEXT only (no TLS or SASL). A header name given twice in one record keeps its
-//! last value (the record codec stores headers in a map).
+//! nor a client for KIP-848's new consumer protocol; it has no GSSAPI (Kerberos) or
+//! OAUTHBEARER, no JKS or PKCS12 stores, no encrypted private keys and no built-in CA roots,
+//! and does not re-authenticate long-lived connections (KIP-368). A header name given twice in
+//! one record keeps its last value (the record codec stores headers in a map).
+//!
+//! # Security properties
+//!
+//! | property | values |
+//! |---|---|
+//! | `security.protocol` | `PLAINTEXT` (default), `SSL`, `SASL_PLAINTEXT`, `SASL_SSL` (any case) |
+//! | `ssl.truststore.location` or `ssl.ca.location` | a PEM file of CA certificates (required for TLS) |
+//! | `ssl.truststore.certificates` | the same, inline |
+//! | `ssl.truststore.type`, `ssl.keystore.type` | `PEM` (the only type) |
+//! | `ssl.keystore.location` | mTLS: a PEM file holding the private key and the chain |
+//! | `ssl.keystore.certificate.chain` + `ssl.keystore.key` | mTLS, inline PEM |
+//! | `ssl.certificate.location` + `ssl.key.location` | mTLS, two PEM files (librdkafka) |
+//! | `ssl.endpoint.identification.algorithm` | `https` (default) or empty: the name not checked |
+//! | `ssl.key.password` | refused: encrypted keys are not supported |
+//! | `sasl.mechanism` | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` |
+//! | `sasl.jaas.config` | `org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="...";` (or `plain.PlainLoginModule`) |
+//! | `sasl.username` + `sasl.password` | the credentials, librdkafka's way |
+//!
+//! ```
+//! use consumer::{ClientConfig, ConfigError, ProducerConfig};
+//!
+//! let config = ClientConfig::new()
+//!     .with("bootstrap.servers", "broker:9093")
+//!     .with("security.protocol", "SASL_SSL")
+//!     .with("sasl.mechanism", "SCRAM-SHA-512")
+//!     .with(
+//!         "sasl.jaas.config",
+//!         r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="secret";"#,
+//!     );
+//! // TLS needs the CA certificates to trust: without them the config is refused at once.
+//! let e = ProducerConfig::from_config(&config).unwrap_err();
+//! assert!(matches!(e, ConfigError::Security { name: "ssl.truststore.location", .. }));
+//! assert!(!format!("{config:?}").contains("secret"));
+//! ```
 //!
 //! # Delivery semantics
 //!
@@ -118,6 +161,7 @@
 #![warn(missing_docs, unreachable_pub, rustdoc::broken_intra_doc_links)]
 
 mod admin;
+mod auth;
 mod cluster;
 pub mod config;
 mod connection;
@@ -128,6 +172,8 @@ mod offsets;
 mod partitioner;
 mod producer;
 mod queue;
+#[cfg(test)]
+mod tls_tests;
 mod util;
 
 pub use admin::{

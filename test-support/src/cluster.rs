@@ -1,6 +1,11 @@
 //! Where the client and retry-topic suites run: a fresh lograil broker per test, or the Apache
 //! Kafka cluster named by `LOGRAIL_TEST_KAFKA` (shared by all tests; each uses its own topics
 //! and groups).
+//!
+//! On Kafka our client goes through the cluster's SASL_SSL listeners (SCRAM-SHA-512, TLS
+//! checked against the cluster's CA: `kafka.sh` writes `client-sasl-ssl.properties`), unless
+//! `LOGRAIL_TEST_KAFKA_SECURITY=plaintext`; librdkafka and the raw-protocol helpers use the
+//! plaintext listeners ([`TestCluster::plain_bootstrap`], [`TestCluster::address_of`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,8 +40,40 @@ enum Target {
 #[derive(Debug)]
 pub struct TestCluster {
     target: Target,
+    /// What our client connects to: the SASL_SSL listeners on a secured Kafka.
     bootstrap: String,
+    /// The plaintext listeners (lograil: the broker).
+    plain_bootstrap: String,
+    /// The security properties our client needs (none on lograil or plaintext Kafka), and the
+    /// file they come from (for the CLI's `--command-config`).
+    security: Option<(ClientConfig, PathBuf)>,
     _guard: Guard,
+}
+
+/// The Kafka cluster's SASL_SSL bootstrap and client properties file, when the suite runs on a
+/// Kafka cluster that has them and `LOGRAIL_TEST_KAFKA_SECURITY` is not `plaintext`.
+pub fn kafka_security() -> Option<(String, PathBuf)> {
+    let dir = kafka_dir()?;
+    if std::env::var("LOGRAIL_TEST_KAFKA_SECURITY").is_ok_and(|v| v == "plaintext") {
+        return None;
+    }
+    let bootstrap = std::fs::read_to_string(dir.join("bootstrap-sasl-ssl")).ok()?;
+    let properties = dir.join("client-sasl-ssl.properties");
+    properties
+        .exists()
+        .then(|| (bootstrap.trim().to_string(), properties))
+}
+
+/// Client properties for `bootstrap`, with the security properties of [`kafka_security`] when
+/// the suite runs on a secured Kafka (for processes given only a bootstrap list).
+pub fn client_config_for(bootstrap: &str) -> ClientConfig {
+    let mut config = match kafka_security() {
+        Some((_, file)) => ClientConfig::from_properties_file(&file)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display())),
+        None => ClientConfig::new(),
+    };
+    config.set("bootstrap.servers", bootstrap);
+    config
 }
 
 /// The Kafka cluster directory, when the suite runs against Kafka.
@@ -119,13 +156,23 @@ impl TestCluster {
             .try_init();
         match kafka_dir() {
             Some(dir) => {
-                let bootstrap = std::fs::read_to_string(dir.join("bootstrap"))
+                let plain_bootstrap = std::fs::read_to_string(dir.join("bootstrap"))
                     .unwrap_or_else(|e| panic!("{}/bootstrap: {e}", dir.display()))
                     .trim()
                     .to_string();
+                let (bootstrap, security) = match kafka_security() {
+                    Some((bootstrap, file)) => {
+                        let config = ClientConfig::from_properties_file(&file)
+                            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                        (bootstrap, Some((config, file)))
+                    }
+                    None => (plain_bootstrap.clone(), None),
+                };
                 TestCluster {
                     target: Target::Kafka { dir },
                     bootstrap,
+                    plain_bootstrap,
+                    security,
                     _guard: guard,
                 }
             }
@@ -134,15 +181,47 @@ impl TestCluster {
                 let bootstrap = broker.addr.clone();
                 TestCluster {
                     target: Target::Lograil { broker },
+                    plain_bootstrap: bootstrap.clone(),
                     bootstrap,
+                    security: None,
                     _guard: guard,
                 }
             }
         }
     }
 
+    /// The bootstrap list our client uses (with [`TestCluster::config`]'s security
+    /// properties).
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// The plaintext listeners, for librdkafka and raw-protocol requests.
+    pub fn plain_bootstrap(&self) -> &str {
+        &self.plain_bootstrap
+    }
+
+    /// Whether our client goes through SASL_SSL listeners.
+    pub fn is_secured(&self) -> bool {
+        self.security.is_some()
+    }
+
+    /// The Kafka cluster's directory (certificates in `tls/`), on Kafka.
+    pub fn kafka_dir(&self) -> Option<&std::path::Path> {
+        match &self.target {
+            Target::Kafka { dir } => Some(dir),
+            Target::Lograil { .. } => None,
+        }
+    }
+
+    /// `--bootstrap-server` (and `--command-config` on a secured cluster) for a `lograil`
+    /// client command.
+    pub fn cli_args(&self) -> Vec<String> {
+        let mut args = vec!["--bootstrap-server".to_string(), self.bootstrap.clone()];
+        if let Some((_, file)) = &self.security {
+            args.extend(["--command-config".to_string(), file.display().to_string()]);
+        }
+        args
     }
 
     pub fn is_kafka(&self) -> bool {
@@ -160,7 +239,7 @@ impl TestCluster {
     }
 
     pub async fn admin(&self) -> Admin {
-        Admin::connect(&self.bootstrap).await.unwrap()
+        Admin::from_config(&self.config()).await.unwrap()
     }
 
     /// Creates a topic (replicated on Kafka) and waits until every partition has a leader.
@@ -191,9 +270,15 @@ impl TestCluster {
         name
     }
 
-    /// Client properties pointing at this cluster.
+    /// Client properties pointing at this cluster (with the security properties on a secured
+    /// Kafka).
     pub fn config(&self) -> ClientConfig {
-        ClientConfig::new().with("bootstrap.servers", self.bootstrap.as_str())
+        let mut config = match &self.security {
+            Some((security, _)) => security.clone(),
+            None => ClientConfig::new(),
+        };
+        config.set("bootstrap.servers", self.bootstrap.as_str());
+        config
     }
 
     pub async fn producer(&self, props: &[(&str, &str)]) -> Producer {
@@ -241,13 +326,13 @@ impl TestCluster {
         Consumer::from_config(&config).await.unwrap()
     }
 
-    /// The address of broker `node` (lograil: the broker; Kafka: the bootstrap list is in node
-    /// order, node ids 1..N).
+    /// The plaintext address of broker `node`, for raw-protocol requests (lograil: the broker;
+    /// Kafka: the bootstrap list is in node order, node ids 1..N).
     pub fn address_of(&self, node: i32) -> String {
         match &self.target {
             Target::Lograil { .. } => self.bootstrap.clone(),
             Target::Kafka { .. } => self
-                .bootstrap
+                .plain_bootstrap
                 .split(',')
                 .nth(usize::try_from(node - 1).unwrap())
                 .unwrap()

@@ -15,13 +15,9 @@ fn lograil() -> Command {
 
 fn produce(cluster: &TestCluster, topic: &str, extra: &[&str], input: &str) {
     let mut child = lograil()
-        .args([
-            "produce",
-            "--bootstrap-server",
-            cluster.bootstrap(),
-            "--topic",
-            topic,
-        ])
+        .arg("produce")
+        .args(cluster.cli_args())
+        .args(["--topic", topic])
         .args(extra)
         .stdin(Stdio::piped())
         .spawn()
@@ -38,13 +34,9 @@ fn produce(cluster: &TestCluster, topic: &str, extra: &[&str], input: &str) {
 
 fn consume(cluster: &TestCluster, topic: &str, extra: &[&str]) -> Vec<String> {
     let out = lograil()
-        .args([
-            "consume",
-            "--bootstrap-server",
-            cluster.bootstrap(),
-            "--topic",
-            topic,
-        ])
+        .arg("consume")
+        .args(cluster.cli_args())
+        .args(["--topic", topic])
         .args(["--timeout-ms", "20000"])
         .args(extra)
         .output()
@@ -175,15 +167,9 @@ async fn produce_refuses_a_line_without_the_separator() {
     let cluster = TestCluster::start();
     let topic = cluster.create_topic("console-bad", 1).await;
     let mut child = lograil()
-        .args([
-            "produce",
-            "--bootstrap-server",
-            cluster.bootstrap(),
-            "--topic",
-            &topic,
-            "--key-separator",
-            ":",
-        ])
+        .arg("produce")
+        .args(cluster.cli_args())
+        .args(["--topic", &topic, "--key-separator", ":"])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

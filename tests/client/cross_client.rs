@@ -123,7 +123,7 @@ async fn our_records_read_back_identically_with_librdkafka() {
             e.1 = d.await.unwrap().offset;
         }
         producer.close().await;
-        let bootstrap = cluster.bootstrap().to_string();
+        let bootstrap = cluster.plain_bootstrap().to_string();
         let t = topic.clone();
         let got = tokio::task::spawn_blocking(move || rd_consume(&bootstrap, &t, 40))
             .await
@@ -137,7 +137,7 @@ async fn librdkafka_records_read_back_identically_with_ours() {
     let cluster = TestCluster::start();
     for codec in CODECS {
         let topic = cluster.create_topic(&format!("from-rd-{codec}"), 1).await;
-        let bootstrap = cluster.bootstrap().to_string();
+        let bootstrap = cluster.plain_bootstrap().to_string();
         let t = topic.clone();
         let c = codec.to_string();
         let expected: Vec<Seen> = tokio::task::spawn_blocking(move || {

@@ -14,3 +14,4 @@ mod failover;
 mod group;
 mod producer;
 mod queue;
+mod security;

@@ -11,6 +11,8 @@
 #                                        until every broker is registered and answers metadata;
 #                                        write DIR/bootstrap and print it (the only stdout line):
 #                                        127.0.0.1:p1,127.0.0.1:p2,...
+#                                        Each node has a second, SASL_SSL listener (see
+#                                        "Security" below): DIR/bootstrap-sasl-ssl lists it
 #   kafka.sh stop DIR                    stop every node: SIGTERM, then SIGKILL after a timeout
 #   kafka.sh kill DIR NODE               SIGKILL node NODE (1..N), e.g. "a broker dies mid-stream"
 #   kafka.sh restart DIR NODE            start node NODE again with the same config and data
@@ -35,10 +37,21 @@
 #                                nodes left without a controller quorum get 8 s)
 #   LOGRAIL_KAFKA_CDS            0: no class-data-sharing archive (see cds_enabled below)
 #   JAVA_HOME                    used for bin/java when set; otherwise `java` on PATH
-# Needs: bash, java (17+), mvn (for fetch), python3 (free ports, readiness probe), flock, setsid.
+# Needs: bash, java (17+), mvn (for fetch), python3 (free ports, readiness probe), flock, setsid,
+# openssl (the test certificates).
 #
-# Layout of DIR: bootstrap, cluster.env (cluster id, node count, heap, ports), node-<i>.pid and
+# Layout of DIR: bootstrap, bootstrap-sasl-ssl, client-sasl-ssl.properties, tls/ (the test CA and
+# the brokers' certificate), cluster.env (cluster id, node count, heap, ports), node-<i>.pid and
 # node-<i>/{server.properties, data/, logs/server.log, stdout.log, format.log}.
+#
+# Security: besides PLAINTEXT (clients and inter-broker traffic) every node listens SASL_SSL on a
+# port of its own: TLS with a certificate for IP 127.0.0.1 and DNS localhost signed by a CA made
+# at start (DIR/tls/ca.pem; PEM keystore and truststore), and SASL with SCRAM-SHA-512,
+# SCRAM-SHA-256 and PLAIN. User alice (password alice-secret) has SCRAM-SHA-512 and SCRAM-SHA-256
+# credentials (added at format time) and, like bob (bob-secret), a PLAIN password (the
+# listener's JAAS config). DIR/client-sasl-ssl.properties holds the client properties for alice
+# with SCRAM-SHA-512 (Java client names: security.protocol, sasl.mechanism, sasl.jaas.config,
+# ssl.truststore.*).
 # Nodes run detached (setsid, stdin from /dev/null, output to files), so a caller that captures
 # this script's output is not held open by the brokers; always pair `start` with `stop`.
 set -euo pipefail
@@ -146,14 +159,16 @@ sys.exit("kafka.sh: no free ports")
 EOF
 }
 
-load_cluster() { # DIR -> sets dir, NODES, HEAP, CLUSTER_ID, BROKER_PORTS[], CONTROLLER_PORTS[]
+load_cluster() { # DIR -> sets dir, NODES, HEAP, CLUSTER_ID, BROKER_PORTS[], CONTROLLER_PORTS[], SASL_PORTS[]
     dir="$(abs_dir "$1")"
     [[ -f "$dir/cluster.env" ]] || die "$dir holds no cluster started by kafka.sh (no cluster.env)"
+    SASL_PORT_LIST=""
     # shellcheck source=/dev/null
     source "$dir/cluster.env"
     LIBS="$KAFKA_HOME/libs" CDS_ARCHIVE="$KAFKA_HOME/kafka.jsa"
     read -r -a BROKER_PORTS <<<"$BROKER_PORT_LIST"
     read -r -a CONTROLLER_PORTS <<<"$CONTROLLER_PORT_LIST"
+    read -r -a SASL_PORTS <<<"$SASL_PORT_LIST"
 }
 
 check_node_arg() {
@@ -170,10 +185,46 @@ node_alive() {
         tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/node-$1/server.properties"
 }
 
-bootstrap_list() {
+bootstrap_list() { # [PORTS_ARRAY_NAME] (default BROKER_PORTS)
+    local -n ports_="${1:-BROKER_PORTS}"
     local i out=""
-    for ((i = 1; i <= NODES; i++)); do out+="${out:+,}127.0.0.1:${BROKER_PORTS[i - 1]}"; done
+    for ((i = 1; i <= NODES; i++)); do out+="${out:+,}127.0.0.1:${ports_[i - 1]}"; done
     echo "$out"
+}
+
+# A throwaway CA and one server certificate (EC P-256, SAN IP:127.0.0.1 and DNS:localhost) that
+# every node uses, in DIR/tls: ca.pem (the truststore), server.pem (the PKCS#8 key, unencrypted,
+# then the chain: Kafka's PEM keystore file).
+make_certs() { # TLS_DIR
+    local t="$1"
+    mkdir -p "$t"
+    (
+        cd "$t"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+            -subj "/CN=lograil test CA" -keyout ca.key -out ca.pem \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+            -subj "/CN=localhost" -keyout server.key -out server.csr
+        printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth,clientAuth" >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+            -extfile server.ext -out server.crt
+        cat server.key server.crt ca.pem >server.pem
+    ) >"$t/openssl.log" 2>&1 || { cat "$t/openssl.log" >&2; die "openssl could not make the test certificates"; }
+}
+
+# The Java properties for alice over SASL_SSL with SCRAM-SHA-512, and the SASL_SSL bootstrap.
+write_client_files() {
+    bootstrap_list SASL_PORTS >"$dir/bootstrap-sasl-ssl"
+    cat >"$dir/client-sasl-ssl.properties" <<EOF
+# Client properties for this cluster's SASL_SSL listeners ($(<"$dir/bootstrap-sasl-ssl")),
+# written by tests/kafka/kafka.sh.
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";
+ssl.truststore.type=PEM
+ssl.truststore.location=$dir/tls/ca.pem
+EOF
 }
 
 launch_node() {
@@ -333,7 +384,8 @@ cmd_start() {
                 die "a cluster already runs in $dir; stop it first"
             fi
             # A stopped cluster of ours: start afresh.
-            rm -rf "$dir"/node-* "$dir/bootstrap" "$dir/cluster.env"
+            rm -rf "$dir"/node-* "$dir/bootstrap" "$dir/cluster.env" "$dir/tls" \
+                "$dir/bootstrap-sasl-ssl" "$dir/client-sasl-ssl.properties"
         elif [[ -n "$(ls -A "$dir")" ]]; then
             die "$dir exists, is not empty and holds no kafka.sh cluster; give a new or empty directory"
         fi
@@ -345,9 +397,10 @@ cmd_start() {
     JIT="${LOGRAIL_KAFKA_JIT:-$([[ $n -eq 1 ]] && echo full || echo c1)}"
     [[ "$JIT" == full || "$JIT" == c1 ]] || die "LOGRAIL_KAFKA_JIT must be full or c1, not '$JIT'"
     local ports=()
-    read -r -a ports <<<"$(pick_ports $((2 * n)))"
+    read -r -a ports <<<"$(pick_ports $((3 * n)))"
     BROKER_PORTS=("${ports[@]:0:n}")
     CONTROLLER_PORTS=("${ports[@]:n:n}")
+    SASL_PORTS=("${ports[@]:2*n:n}")
     # A random Kafka Uuid: 16 bytes, URL-safe base64 without padding; like Kafka's own
     # Uuid.randomUuid, never one starting with "-" (command lines would take it for an option).
     CLUSTER_ID=-
@@ -358,8 +411,11 @@ cmd_start() {
         echo "# written by kafka.sh start; read by stop/kill/restart/status"
         printf '%s=%q\n' KAFKA_VERSION "$KAFKA_VERSION" KAFKA_HOME "$KAFKA_HOME" \
             CLUSTER_ID "$CLUSTER_ID" NODES "$NODES" HEAP "$HEAP" JIT "$JIT" \
-            BROKER_PORT_LIST "${BROKER_PORTS[*]}" CONTROLLER_PORT_LIST "${CONTROLLER_PORTS[*]}"
+            BROKER_PORT_LIST "${BROKER_PORTS[*]}" CONTROLLER_PORT_LIST "${CONTROLLER_PORTS[*]}" \
+            SASL_PORT_LIST "${SASL_PORTS[*]}"
     } >"$dir/cluster.env"
+    command -v openssl >/dev/null || die "openssl is not on PATH (apt-get install openssl)"
+    make_certs "$dir/tls"
 
     local rf=$((n < 3 ? n : 3)) min_isr=$((n < 2 ? n : 2)) voters="" i
     for ((i = 1; i <= n; i++)); do voters+="${voters:+,}$i@127.0.0.1:${CONTROLLER_PORTS[i - 1]}"; done
@@ -371,11 +427,21 @@ cmd_start() {
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:${BROKER_PORTS[i - 1]},CONTROLLER://127.0.0.1:${CONTROLLER_PORTS[i - 1]}
-advertised.listeners=PLAINTEXT://127.0.0.1:${BROKER_PORTS[i - 1]}
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:${BROKER_PORTS[i - 1]},CONTROLLER://127.0.0.1:${CONTROLLER_PORTS[i - 1]},SASL_SSL://127.0.0.1:${SASL_PORTS[i - 1]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${BROKER_PORTS[i - 1]},SASL_SSL://127.0.0.1:${SASL_PORTS[i - 1]}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
+# The clients' SASL_SSL listener: TLS from PEM files, SCRAM users from the metadata log (added
+# at format time), PLAIN users from the JAAS config.
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$dir/tls/server.pem
+listener.name.sasl_ssl.ssl.truststore.type=PEM
+listener.name.sasl_ssl.ssl.truststore.location=$dir/tls/ca.pem
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";
 log.dirs=$dir/node-$i/data
 auto.create.topics.enable=true
 # Internal topics sized to the cluster (Kafka's defaults, 3 and min.isr 2, need >= 3 brokers).
@@ -394,6 +460,8 @@ EOF
     for ((i = 1; i <= n; i++)); do
         java_quick kafka.tools.StorageTool format --cluster-id "$CLUSTER_ID" \
             --config "$dir/node-$i/server.properties" --feature share.version=1 \
+            --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]' \
+            --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' \
             >"$dir/node-$i/format.log" 2>&1 &
         pids+=($!)
     done
@@ -412,6 +480,7 @@ EOF
     fi
     t2="$EPOCHREALTIME"
     bootstrap_list >"$dir/bootstrap"
+    write_client_files
     log "$n-node Kafka $KAFKA_VERSION cluster up in $dir after $(secs "$t0" "$t2")s" \
         "(format $(secs "$t0" "$t1")s, boot $(secs "$t1" "$t2")s)"
     cat "$dir/bootstrap"

@@ -165,10 +165,12 @@ pub async fn wait_for(what: &str, secs: u64, check: impl FnMut() -> bool) {
     wait_until_async(what, Duration::from_secs(secs), check).await;
 }
 
-/// `lograil <args>` with `--bootstrap-server`: whether it succeeded, its stdout and stderr.
+/// `lograil <args>` with `--bootstrap-server` (and `--command-config` on a secured cluster):
+/// whether it succeeded, its stdout and stderr.
 pub fn lograil(cluster: &TestCluster, args: &[&str]) -> (bool, String, String) {
+    let connection = cluster.cli_args();
     let mut args = args.to_vec();
-    args.extend(["--bootstrap-server", cluster.bootstrap()]);
+    args.extend(connection.iter().map(String::as_str));
     test_support::lograil(&args)
 }
 

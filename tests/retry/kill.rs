@@ -44,8 +44,7 @@ async fn child_forwards_then_hangs() {
         parts.next().unwrap().to_string(),
         parts.next().unwrap().to_string(),
     );
-    let cluster_config =
-        consumer::ClientConfig::new().with("bootstrap.servers", bootstrap.as_str());
+    let cluster_config = test_support::cluster::client_config_for(&bootstrap);
     let rf: i16 = parts.next().unwrap().parse().unwrap();
     let config = retry_topic::RetryConfig::new(&topic, &group)
         .replication_factor(rf)

@@ -91,8 +91,7 @@ fn time_text(ms: i64) -> String {
 }
 
 pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> {
-    let client =
-        ClientConfig::new().with("bootstrap.servers", connection.bootstrap_server.as_str());
+    let client = connection.client_config()?;
     runtime()?.block_on(async {
         match command {
             DltCommand::List { from, filter } => {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
-use consumer::{Admin, Connection as Client};
+use consumer::Connection as Client;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -67,7 +67,8 @@ fn parse_state(name: &str, value: &str) -> PartitionState {
 
 pub fn queue(connection: &Connection, command: &QueueCommand) -> anyhow::Result<()> {
     super::runtime()?.block_on(async {
-        let mut client = Client::connect(&connection.bootstrap_server).await?;
+        let net = consumer::AdminConfig::from_config(&connection.client_config()?)?.net;
+        let mut client = Client::connect_any(&net).await?;
         match command {
             QueueCommand::List => {
                 let request = ListGroupsRequest::default()
@@ -142,7 +143,7 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
     }
     // The age of each partition's oldest available record: the record at its start offset.
     let now = log_core::now_ms();
-    let mut admin = Admin::connect(&connection.bootstrap_server).await?;
+    let mut admin = connection.admin().await?;
     let mut oldest_available = Vec::with_capacity(partitions.len());
     for p in &partitions {
         let (topic, index) = p

@@ -5,7 +5,7 @@
 //! --entity-type clients/users/ips`).
 
 use anyhow::bail;
-use consumer::{Admin, QuotaMatch};
+use consumer::QuotaMatch;
 use serde_json::json;
 
 use super::{print, table, Connection};
@@ -132,7 +132,7 @@ const IP_KEY: &str = "connection_creation_rate";
 
 pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<()> {
     super::runtime()?.block_on(async {
-        let mut admin = Admin::connect(&connection.bootstrap_server).await?;
+        let mut admin = connection.admin().await?;
         match command {
             QuotaCommand::Set {
                 entity,

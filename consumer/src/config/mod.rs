@@ -11,12 +11,15 @@ use std::time::Duration;
 mod admin;
 mod consumer;
 mod producer;
+mod properties;
 mod queue;
+pub(crate) mod security;
 
 pub use admin::AdminConfig;
 pub use consumer::{AssignorKind, ConsumerConfig, OffsetReset};
 pub use producer::{Acks, Compression, Partitioner, ProducerConfig};
 pub use queue::{AckMode, QueueConfig};
+pub use security::{SaslMechanism, Security, SecurityProtocol};
 
 /// Why a configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,7 +30,7 @@ pub enum ConfigError {
     #[error("unknown property {0:?}")]
     Unknown(String),
     /// A value that does not parse, is out of range or is not supported (`security.protocol`
-    /// other than `PLAINTEXT`).
+    /// `TLS`, `sasl.mechanism` `GSSAPI`).
     #[error("property {name}: {value:?} is not {expected}")]
     Invalid {
         /// The property.
@@ -45,12 +48,60 @@ pub enum ConfigError {
     /// `session.timeout.ms`; the message says which.
     #[error("{0}")]
     Conflict(&'static str),
+    /// A security property that cannot be used: a PEM file that cannot be read or holds no
+    /// certificate, an encrypted key, a `sasl.jaas.config` that does not parse, a companion
+    /// property missing (a truststore for SSL, credentials for SASL). The reason never quotes a
+    /// secret.
+    #[error("property {name}: {reason}")]
+    Security {
+        /// The property at fault (or the one to set).
+        name: &'static str,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+    /// A `.properties` text that does not parse (a bad `\u` escape).
+    #[error("line {line}: {reason}")]
+    Properties {
+        /// The line (from 1) the property starts on.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `.properties` file that cannot be read or parsed.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Properties by their Java client names, e.g. `("bootstrap.servers", "127.0.0.1:9092")`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Its `Debug` print hides the values of secrets (passwords, `sasl.jaas.config`,
+/// `ssl.keystore.key`).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ClientConfig {
     properties: BTreeMap<String, String>,
+}
+
+/// Whether a property's value is a secret (the Java client's `Password` type).
+fn is_secret(name: &str) -> bool {
+    name.contains("password") || name == "sasl.jaas.config" || name == "ssl.keystore.key"
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = f.debug_map();
+        for (k, v) in &self.properties {
+            if is_secret(k) {
+                map.entry(k, &"[redacted]");
+            } else {
+                map.entry(k, v);
+            }
+        }
+        map.finish()
+    }
 }
 
 impl ClientConfig {
@@ -193,6 +244,8 @@ pub struct NetConfig {
     /// `allow.auto.create.topics` (producer: true; consumer: true): Metadata may create topics
     /// when the broker allows it.
     pub allow_auto_create_topics: bool,
+    /// `security.protocol` (PLAINTEXT) and its `ssl.*` and `sasl.*` companions.
+    pub security: Security,
 }
 
 impl NetConfig {
@@ -221,18 +274,9 @@ impl NetConfig {
             retry_backoff_max: r.ms("retry.backoff.max.ms", d.retry_backoff_max)?,
             allow_auto_create_topics: r
                 .flag("allow.auto.create.topics", d.allow_auto_create_topics)?,
+            security: Security::read(r)?,
             bootstrap_servers: d.bootstrap_servers,
         };
-        // Accepted for compatibility, with the only value lograil's client speaks.
-        if let Some(v) = r.raw("security.protocol") {
-            if !v.eq_ignore_ascii_case("PLAINTEXT") {
-                return Err(ConfigError::Invalid {
-                    name: "security.protocol",
-                    value: v.to_string(),
-                    expected: "PLAINTEXT (the only protocol this client speaks)",
-                });
-            }
-        }
         Ok(net)
     }
 
@@ -260,6 +304,7 @@ impl NetConfig {
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(1),
             allow_auto_create_topics: true,
+            security: Security::default(),
         }
     }
 }
