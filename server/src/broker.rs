@@ -6,6 +6,7 @@ use log_core::{Log, OpenError, Partition, StateLogError, Topic, TopicConfig, Top
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::appender::Appender;
+use crate::authorizer::Authorizer;
 use crate::backlog::{self, Backlogs, Bound, Verdict};
 use crate::broker_defaults::BrokerDefaults;
 use crate::config::BrokerConfig;
@@ -46,6 +47,8 @@ pub enum StartError {
     State(#[from] StateLogError),
     #[error("client quotas: {0}")]
     Quotas(#[from] crate::quotas::LoadError),
+    #[error("ACLs: {0}")]
+    Acls(#[from] crate::authorizer::LoadError),
 }
 
 #[derive(Debug)]
@@ -82,6 +85,8 @@ pub struct Broker {
     pub quotas: Quotas,
     /// The measured backlogs of backlog-bounded topics.
     pub backlogs: Backlogs,
+    /// What each request may do (`authorizer.class.name`; none: everything).
+    pub authorizer: Authorizer,
 }
 
 /// Room for partitions being created; given back when dropped.
@@ -123,6 +128,7 @@ impl Broker {
         let group_config = config.groups.clone();
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
+        let authorizer = Authorizer::open(&config.data_dir, &config.authorization)?;
         let producers = Producers::default();
         for topic in log.topics() {
             for (index, partition) in (0..).zip(topic.partitions()) {
@@ -153,6 +159,7 @@ impl Broker {
             metrics,
             quotas,
             backlogs: Backlogs::default(),
+            authorizer,
         })
     }
 
