@@ -463,7 +463,12 @@ mod tests {
         let none = config_from("", &["--authorizer-class-name", ""]).unwrap();
         assert!(!none.authorization.enabled);
         assert!(!config_from("", &[]).unwrap().authorization.enabled);
-        assert!(config_from("", &["--authorizer-class-name", "acl"]).unwrap().authorization.enabled);
+        assert!(
+            config_from("", &["--authorizer-class-name", "acl"])
+                .unwrap()
+                .authorization
+                .enabled
+        );
     }
 
     #[test]

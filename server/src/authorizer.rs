@@ -197,14 +197,15 @@ impl Authorizer {
         let Some(enabled) = &self.enabled else {
             return Ok(());
         };
-        enabled.change(|acls| {
-            let mut changed = false;
-            for binding in bindings {
-                changed |= acls.insert(binding);
-            }
-            changed.then_some(())
-        })
-        .map(Option::unwrap_or_default)
+        enabled
+            .change(|acls| {
+                let mut changed = false;
+                for binding in bindings {
+                    changed |= acls.insert(binding);
+                }
+                changed.then_some(())
+            })
+            .map(Option::unwrap_or_default)
     }
 
     /// Deletes what each filter matches, durably, all in one write; per filter, what it
@@ -290,12 +291,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let authorizer = Authorizer::open(dir.path(), &config("")).unwrap();
         assert!(!authorizer.authorize(&alice(), here(), Operation::Read, ResourceType::Topic, "t"));
-        authorizer.create(vec![binding("t"), binding("u"), binding("t")]).unwrap();
+        authorizer
+            .create(vec![binding("t"), binding("u"), binding("t")])
+            .unwrap();
         assert!(authorizer.authorize(&alice(), here(), Operation::Read, ResourceType::Topic, "t"));
         drop(authorizer);
 
         let reopened = Authorizer::open(dir.path(), &config("")).unwrap();
-        assert_eq!(reopened.describe(&AclBindingFilter::ANY), vec![binding("t"), binding("u")]);
+        assert_eq!(
+            reopened.describe(&AclBindingFilter::ANY),
+            vec![binding("t"), binding("u")]
+        );
         let only_t = AclBindingFilter {
             name: Some("t".into()),
             ..AclBindingFilter::ANY
@@ -325,7 +331,13 @@ mod tests {
     fn super_users_and_mapped_addresses() {
         let dir = tempfile::tempdir().unwrap();
         let authorizer = Authorizer::open(dir.path(), &config("User:alice")).unwrap();
-        assert!(authorizer.authorize(&alice(), here(), Operation::Alter, ResourceType::Cluster, "kafka-cluster"));
+        assert!(authorizer.authorize(
+            &alice(),
+            here(),
+            Operation::Alter,
+            ResourceType::Cluster,
+            "kafka-cluster"
+        ));
         let restricted = AclBinding::from_codes(2, "t", 3, "User:bob", "10.1.2.3", 3, 3).unwrap();
         authorizer.create(vec![restricted]).unwrap();
         let bob = Principal::user("bob");

@@ -3,9 +3,17 @@
 //! every check is `true` after one branch.
 
 use acl::{Operation, ResourceType, CLUSTER_NAME};
+use kafka_protocol::error::ResponseError;
 
 use super::RequestContext;
 use crate::broker::Broker;
+
+/// Config resource types (Describe/Alter/IncrementalAlterConfigs): KIP-133's codes.
+const CONFIG_TOPIC: i8 = 2;
+const CONFIG_BROKER: i8 = 4;
+const CONFIG_BROKER_LOGGER: i8 = 8;
+const CONFIG_CLIENT_METRICS: i8 = 16;
+const CONFIG_GROUP: i8 = 32;
 
 impl RequestContext {
     /// Whether the request may do `operation` on the resource `name` of `resource_type`.
@@ -28,7 +36,12 @@ impl RequestContext {
 
     /// Whether the request may do `operation` on topic `name`.
     #[inline]
-    pub(crate) fn authorize_topic(&self, broker: &Broker, operation: Operation, name: &str) -> bool {
+    pub(crate) fn authorize_topic(
+        &self,
+        broker: &Broker,
+        operation: Operation,
+        name: &str,
+    ) -> bool {
         self.authorize(broker, operation, ResourceType::Topic, name)
     }
 
@@ -73,6 +86,40 @@ impl RequestContext {
             resource_type,
             name,
         )
+    }
+
+    /// Whether the request may do `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the
+    /// configs of a config resource, as Kafka decides: a topic's on the topic (else
+    /// TOPIC_AUTHORIZATION_FAILED), a group's on the group (GROUP_AUTHORIZATION_FAILED), a
+    /// broker's, a broker logger's or client metrics' on the cluster
+    /// (CLUSTER_AUTHORIZATION_FAILED). Other types are the handler's to refuse.
+    pub(crate) fn authorize_configs(
+        &self,
+        broker: &Broker,
+        operation: Operation,
+        config_type: i8,
+        name: &str,
+    ) -> Result<(), ResponseError> {
+        let (allowed, error) = match config_type {
+            CONFIG_TOPIC => (
+                self.authorize_topic(broker, operation, name),
+                ResponseError::TopicAuthorizationFailed,
+            ),
+            CONFIG_GROUP => (
+                self.authorize_group(broker, operation, name),
+                ResponseError::GroupAuthorizationFailed,
+            ),
+            CONFIG_BROKER | CONFIG_BROKER_LOGGER | CONFIG_CLIENT_METRICS => (
+                self.authorize_cluster(broker, operation),
+                ResponseError::ClusterAuthorizationFailed,
+            ),
+            _ => (true, ResponseError::UnknownServerError),
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(error)
+        }
     }
 
     /// KIP-430's cluster operations as Metadata and DescribeCluster give them: those of the

@@ -38,7 +38,10 @@ impl Handler for CreateAclsRequest {
             );
         }
         if !broker.authorizer.is_enabled() {
-            return every(ResponseError::SecurityDisabled, "No Authorizer is configured.");
+            return every(
+                ResponseError::SecurityDisabled,
+                "No Authorizer is configured.",
+            );
         }
         let checked: Vec<Result<AclBinding, AclError>> = request
             .creations

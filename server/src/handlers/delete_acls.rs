@@ -38,7 +38,10 @@ impl Handler for DeleteAclsRequest {
             );
         }
         if !broker.authorizer.is_enabled() {
-            return every(ResponseError::SecurityDisabled, "No Authorizer is configured.");
+            return every(
+                ResponseError::SecurityDisabled,
+                "No Authorizer is configured.",
+            );
         }
         let checked: Vec<Result<AclBindingFilter, AclError>> = request
             .filters
@@ -57,8 +60,7 @@ impl Handler for DeleteAclsRequest {
             .collect();
         let valid: Vec<AclBindingFilter> = checked.iter().filter_map(|c| c.clone().ok()).collect();
         let owner = broker.clone();
-        let deleted = match crate::blocking::spawn(move || owner.authorizer.delete(&valid)).await
-        {
+        let deleted = match crate::blocking::spawn(move || owner.authorizer.delete(&valid)).await {
             Ok(Ok(deleted)) => Ok(deleted),
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "ACLs not saved");

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
 use acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;

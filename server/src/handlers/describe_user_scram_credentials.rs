@@ -2,9 +2,11 @@
 //! SCRAM credentials: asked for every user, the list is empty; asked for named users, each is
 //! RESOURCE_NOT_FOUND, as Kafka answers for a user without credentials. Served because Kafka's
 //! `kafka-configs --describe --entity-type users` asks for credentials beside user quotas.
+//! Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (top level).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
 use kafka_protocol::messages::{
@@ -20,10 +22,14 @@ impl Handler for DescribeUserScramCredentialsRequest {
     const SERVED: (i16, i16) = (0, 0);
 
     async fn handle(
-        _: &Arc<Broker>,
+        broker: &Arc<Broker>,
         request: DescribeUserScramCredentialsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeUserScramCredentialsResponse {
+        if !ctx.authorize_cluster(broker, Operation::Describe) {
+            return DescribeUserScramCredentialsResponse::default()
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        }
         let results = request
             .users
             .unwrap_or_default()

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kafka_protocol::error::ResponseError;
 use acl::Operation;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::Handler;

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kafka_protocol::error::ResponseError;
 use acl::Operation;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
