@@ -7,7 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kafka_protocol::messages::{ApiKey, DescribeAclsRequest, DescribeAclsResponse};
+use kafka_protocol::messages::{
+    ApiKey, DescribeAclsRequest, DescribeAclsResponse, DescribeClusterRequest,
+    DescribeClusterResponse,
+};
 use serde_json::{json, Value};
 use test_support::kafka::list_offset;
 use test_support::wire::{call, connect};
@@ -99,6 +102,16 @@ fn describe_all_raw(addr: &str) -> (i16, usize) {
         .with_permission_type(1);
     let response: DescribeAclsResponse = call(&mut connect(addr), ApiKey::DescribeAcls, 1, &any);
     (response.error_code, response.resources.len())
+}
+
+/// DescribeCluster's `cluster_authorized_operations`, asked for, on the wire (librdkafka shows
+/// none for 0).
+fn cluster_operations_raw(addr: &str) -> i32 {
+    let request =
+        DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+    let response: DescribeClusterResponse =
+        call(&mut connect(addr), ApiKey::DescribeCluster, 1, &request);
+    response.cluster_authorized_operations
 }
 
 /// A data dir that outlives brokers started on it with different flags.
@@ -344,24 +357,45 @@ fn the_cluster_operations_follow_the_acls() {
         Some(7),
         "a super user: {ops}"
     );
-    let grant = acl(
+    let grant = |op: &str| {
+        acl(
+            "BROKER",
+            "kafka-cluster",
+            "LITERAL",
+            ANONYMOUS,
+            "*",
+            op,
+            "ALLOW",
+        )
+    };
+    let created = client(
+        &broker.addr,
+        "create",
+        json!([grant("ALTER"), grant("ALTER_CONFIGS")]),
+    );
+    assert_eq!(created, json!(["OK", "OK"]));
+    broker.stop();
+    let broker = dir.broker(ENFORCED);
+    // What is allowed, and what that implies: nothing else.
+    let ops = client(&broker.addr, "cluster_operations", json!({}));
+    assert_eq!(
+        ops["operations"],
+        json!(["ALTER", "ALTER_CONFIGS", "DESCRIBE", "DESCRIBE_CONFIGS"])
+    );
+    // Without DESCRIBE on the cluster, none at all (as Kafka: the operations are described
+    // only to who may describe the cluster).
+    let alter = json!([
         "BROKER",
         "kafka-cluster",
         "LITERAL",
-        ANONYMOUS,
-        "*",
+        null,
+        null,
         "ALTER",
-        "ALLOW",
-    );
-    assert_eq!(
-        client(&broker.addr, "create", json!([grant])),
-        json!(["OK"])
-    );
-    broker.stop();
-    let broker = dir.broker(ENFORCED);
-    // ALTER, and DESCRIBE (implied): nothing else.
-    let ops = client(&broker.addr, "cluster_operations", json!({}));
-    assert_eq!(ops["operations"], json!(["ALTER", "DESCRIBE"]));
+        "ANY"
+    ]);
+    let deleted = client(&broker.addr, "delete", json!([alter]));
+    assert_eq!(deleted[0].as_array().map(Vec::len), Some(1), "{deleted}");
+    assert_eq!(cluster_operations_raw(&broker.addr), 0);
 }
 
 /// Sets up as a super user: topics, records, committed offsets and ACLs; then restarts without
