@@ -235,6 +235,25 @@ def describe_configs(args):
         return {"error": error_name(e)}
 
 
+def groups(_args):
+    try:
+        result = admin().list_consumer_groups(request_timeout=TIMEOUT).result()
+    except Exception as e:
+        return {"error": error_name(e)}
+    return {"groups": sorted(g.group_id for g in result.valid)}
+
+
+def group_operations(args):
+    futures = admin().describe_consumer_groups([args["group"]], include_authorized_operations=True,
+                                               request_timeout=TIMEOUT)
+    try:
+        group = futures[args["group"]].result()
+    except Exception as e:
+        return {"error": error_name(e)}
+    ops = group.authorized_operations
+    return {"operations": None if ops is None else sorted(op.name for op in ops)}
+
+
 def cluster_operations(_args):
     try:
         cluster = admin().describe_cluster(include_authorized_operations=True,
@@ -258,6 +277,8 @@ COMMANDS = {
     "group_offsets": group_offsets,
     "list_offsets": list_offsets,
     "describe_configs": describe_configs,
+    "groups": groups,
+    "group_operations": group_operations,
     "cluster_operations": cluster_operations,
 }
 

@@ -400,7 +400,7 @@ fn the_cluster_operations_follow_the_acls() {
 
 /// Sets up as a super user: topics, records, committed offsets and ACLs; then restarts without
 /// super users, ANONYMOUS allowed to manage ACLs (ALTER on the cluster) and what `acls` say.
-fn restricted(dir: &DataDir, topics: &[&str], acls: Vec<Value>, commits: Value) -> TestBroker {
+fn restricted(dir: &DataDir, topics: &[&str], acls: Vec<Value>, commits: &[Value]) -> TestBroker {
     let mut broker = dir.broker(AS_SUPER_USER);
     for topic in topics {
         assert_eq!(
@@ -410,11 +410,11 @@ fn restricted(dir: &DataDir, topics: &[&str], acls: Vec<Value>, commits: Value) 
         let sent = client(&broker.addr, "produce", json!({"topic": topic, "count": 3}));
         assert_eq!(sent, json!({"delivered": 3}), "{topic}");
     }
-    if let Some(group) = commits["group"].as_str() {
-        let committed = client(&broker.addr, "commit", commits.clone());
+    for commit in commits {
+        let committed = client(&broker.addr, "commit", commit.clone());
         assert!(
             committed.as_object().unwrap().values().all(|v| v == "OK"),
-            "{group}: {committed}"
+            "{commit}: {committed}"
         );
     }
     let mut acls = acls;
@@ -439,7 +439,7 @@ fn restricted(dir: &DataDir, topics: &[&str], acls: Vec<Value>, commits: Value) 
 #[test]
 fn a_producer_is_denied_then_allowed_once_an_acl_is_added() {
     let dir = DataDir::new();
-    let broker = restricted(&dir, &["orders", "other"], vec![], json!({}));
+    let broker = restricted(&dir, &["orders", "other"], vec![], &[]);
     let addr = &broker.addr;
     let plain = json!({"topic": "orders", "count": 5});
     let idempotent = json!({"topic": "orders", "count": 5, "idempotent": true});
@@ -481,7 +481,7 @@ fn a_producer_is_denied_then_allowed_once_an_acl_is_added() {
 #[test]
 fn a_consumer_is_denied_its_group_then_its_topic_then_allowed() {
     let dir = DataDir::new();
-    let broker = restricted(&dir, &["orders"], vec![], json!({}));
+    let broker = restricted(&dir, &["orders"], vec![], &[]);
     let addr = &broker.addr;
     let consume = json!({"topic": "orders", "group": "readers", "count": 3, "timeout": 10});
     let refused = client(addr, "consume", consume.clone());
@@ -513,6 +513,33 @@ fn a_consumer_is_denied_its_group_then_its_topic_then_allowed() {
     );
     assert_eq!(client(addr, "create", json!([read])), json!(["OK"]));
     assert_eq!(client(addr, "consume", consume), json!({"consumed": 3}));
+    // KIP-430: READ on the group, and the DESCRIBE it implies.
+    let ops = client(addr, "group_operations", json!({"group": "readers"}));
+    assert_eq!(ops, json!({"operations": ["DESCRIBE", "READ"]}));
+}
+
+#[test]
+fn auto_creation_needs_create_on_the_cluster_or_the_topic() {
+    let dir = DataDir::new();
+    let acls = vec![acl(
+        "TOPIC", "auto-", "PREFIXED", ANONYMOUS, "*", "WRITE", "ALLOW",
+    )];
+    let broker = restricted(&dir, &[], acls, &[]);
+    let addr = &broker.addr;
+    // WRITE (and the DESCRIBE it implies) is not CREATE: Metadata does not create the topic.
+    let produce = json!({"topic": "auto-orders", "count": 2, "timeout_ms": 5000});
+    let refused = client(addr, "produce", produce.clone());
+    assert_eq!(refused["error"], "TOPIC_AUTHORIZATION_FAILED", "{refused}");
+    let listed = client(addr, "topics", json!({}));
+    assert_eq!(listed["topics"], json!([]), "nothing was created: {listed}");
+
+    let create = acl(
+        "TOPIC", "auto-", "PREFIXED", ANONYMOUS, "*", "CREATE", "ALLOW",
+    );
+    assert_eq!(client(addr, "create", json!([create])), json!(["OK"]));
+    assert_eq!(client(addr, "produce", produce), json!({"delivered": 2}));
+    let listed = client(addr, "topics", json!({}));
+    assert_eq!(listed["topics"], json!(["auto-orders"]));
 }
 
 #[test]
@@ -525,7 +552,7 @@ fn metadata_lists_only_the_topics_the_principal_may_describe() {
         // READ implies DESCRIBE.
         acl("TOPIC", "read", "PREFIXED", ANONYMOUS, "*", "READ", "ALLOW"),
     ];
-    let broker = restricted(&dir, &["visible", "readable", "hidden"], acls, json!({}));
+    let broker = restricted(&dir, &["visible", "readable", "hidden"], acls, &[]);
     let addr = &broker.addr;
     let all = client(addr, "topics", json!({}));
     assert_eq!(
@@ -551,8 +578,11 @@ fn offsets_and_configs_are_refused_without_telling_what_exists() {
             "TOPIC", "public", "LITERAL", ANONYMOUS, "*", "DESCRIBE", "ALLOW",
         ),
     ];
-    let commits = json!({"group": "g", "offsets": [["secret", 0, 2], ["public", 0, 1]]});
-    let broker = restricted(&dir, &["secret", "public"], acls, commits);
+    let commits = [
+        json!({"group": "g", "offsets": [["secret", 0, 2], ["public", 0, 1]]}),
+        json!({"group": "h", "offsets": [["public", 0, 1]]}),
+    ];
+    let broker = restricted(&dir, &["secret", "public"], acls, &commits);
     let addr = &broker.addr;
 
     let committed = client(
@@ -569,6 +599,24 @@ fn offsets_and_configs_are_refused_without_telling_what_exists() {
     assert_eq!(listed, json!({"partitions": ["public-0"]}));
     let other_group = client(addr, "group_offsets", json!({"group": "h"}));
     assert_eq!(other_group, json!({"error": "GROUP_AUTHORIZATION_FAILED"}));
+    // ListGroups: every group with DESCRIBE on the cluster (implied by ALTER); without it, the
+    // groups one may describe.
+    assert_eq!(
+        client(addr, "groups", json!({})),
+        json!({"groups": ["g", "h"]})
+    );
+    let alter = json!([
+        "BROKER",
+        "kafka-cluster",
+        "LITERAL",
+        null,
+        null,
+        "ALTER",
+        "ANY"
+    ]);
+    let deleted = client(addr, "delete", json!([alter]));
+    assert_eq!(deleted[0].as_array().map(Vec::len), Some(1), "{deleted}");
+    assert_eq!(client(addr, "groups", json!({})), json!({"groups": ["g"]}));
 
     // A topic it may not describe and one that does not exist answer alike: to librdkafka
     // (whose ListOffsets first asks Metadata) and on the wire.
