@@ -308,6 +308,22 @@ settings! {
     /// connection (KIP-368), ms; 0 (default): for the connection's life.
     #[arg(long)]
     connections_max_reauth_ms: u64 => |c, v| c.security.sasl.reauthentication = (v > 0).then(|| ms(v)),
+
+    // Authorization (the README's "Security")
+    /// Kafka's `authorizer.class.name`: `org.apache.kafka.metadata.authorizer.StandardAuthorizer`,
+    /// `kafka.security.authorizer.AclAuthorizer` or lograil's `acl` check every request against
+    /// the ACLs (Create/Describe/DeleteAcls, kept in the data dir). Unset or empty: no
+    /// authorizer, everything is allowed (the default).
+    #[arg(long)]
+    authorizer_class_name: String => |c, v| c.authorization.set_class(&v)?,
+    /// Kafka's `super.users`: principals allowed everything, separated by `;`
+    /// (`User:admin;User:ops`).
+    #[arg(long)]
+    super_users: String => |c, v| c.authorization.set_super_users(&v)?,
+    /// Kafka's `allow.everyone.if.no.acl.found`: true allows an operation on a resource no ACL
+    /// applies to (default false: only super users may).
+    #[arg(long)]
+    allow_everyone_if_no_acl_found: bool => |c, v| c.authorization.allow_everyone_if_no_acl_found = v,
 }
 
 /// Kafka's key and trust stores in PEM, the only type served.
@@ -552,6 +568,29 @@ mod tests {
     }
 
     #[test]
+    fn authorization_takes_kafkas_names() {
+        let config = config_from(
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users=User:admin;User:ops\nallow.everyone.if.no.acl.found=true\n",
+            &[],
+        )
+        .unwrap();
+        let auth = &config.authorization;
+        assert!(auth.enabled);
+        assert!(auth.super_users.contains("User:admin") && auth.super_users.contains("User:ops"));
+        assert!(auth.allow_everyone_if_no_acl_found);
+        let none = config_from("", &["--authorizer-class-name", ""]).unwrap();
+        assert!(!none.authorization.enabled);
+        assert!(!config_from("", &[]).unwrap().authorization.enabled);
+        assert!(
+            config_from("", &["--authorizer-class-name", "acl"])
+                .unwrap()
+                .authorization
+                .enabled
+        );
+    }
+
+    #[test]
     fn bad_settings_are_refused() {
         for file in [
             "segment.bytes=1048575\n",
@@ -564,6 +603,8 @@ mod tests {
             "max.connections=0\n",
             // Smaller than --max-request-bytes (100 MiB): a large request could never be read.
             "queued.max.request.bytes=1048576\n",
+            "authorizer.class.name=com.example.RangerAuthorizer\n",
+            "super.users=admin\n",
         ] {
             assert!(config_from(file, &[]).is_err(), "{file:?} was accepted");
         }

@@ -6,6 +6,7 @@ use log_core::{Log, OpenError, Partition, StateLogError, Topic, TopicConfig, Top
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::appender::Appender;
+use crate::authorizer::Authorizer;
 use crate::backlog::{self, Backlogs, Bound, Verdict};
 use crate::broker_defaults::BrokerDefaults;
 use crate::config::BrokerConfig;
@@ -49,6 +50,8 @@ pub enum StartError {
     Quotas(#[from] crate::quotas::LoadError),
     #[error("credentials: {0}")]
     Credentials(#[from] crate::security::credentials::CredentialsError),
+    #[error("ACLs: {0}")]
+    Acls(#[from] crate::authorizer::LoadError),
 }
 
 #[derive(Debug)]
@@ -87,6 +90,8 @@ pub struct Broker {
     pub backlogs: Backlogs,
     /// SASL settings and the credentials connections authenticate against.
     pub security: Security,
+    /// What each request may do (`authorizer.class.name`; none: everything).
+    pub authorizer: Authorizer,
 }
 
 /// Room for partitions being created; given back when dropped.
@@ -129,6 +134,7 @@ impl Broker {
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
         let security = Security::open(&config.data_dir, &config.security)?;
+        let authorizer = Authorizer::open(&config.data_dir, &config.authorization)?;
         let producers = Producers::default();
         for topic in log.topics() {
             for (index, partition) in (0..).zip(topic.partitions()) {
@@ -160,6 +166,7 @@ impl Broker {
             quotas,
             backlogs: Backlogs::default(),
             security,
+            authorizer,
         })
     }
 

@@ -1,5 +1,6 @@
 //! Broker settings: what `lograil serve` takes from flags and from an optional `--config` file.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -43,6 +44,61 @@ pub struct BrokerConfig {
     pub quota_window: crate::quotas::Window,
     /// TLS and SASL for the listeners that use them (the README's "Security").
     pub security: crate::security::SecurityConfig,
+    /// The authorizer and its settings (Kafka's `authorizer.class.name`, `super.users`,
+    /// `allow.everyone.if.no.acl.found`).
+    pub authorization: Authorization,
+}
+
+/// Kafka's authorizer settings. Off by default: everything is allowed, as in Kafka without
+/// `authorizer.class.name`.
+#[derive(Clone, Debug, Default)]
+pub struct Authorization {
+    /// An authorizer is configured: requests are checked against the ACLs.
+    pub enabled: bool,
+    /// `super.users`: principals allowed everything.
+    pub super_users: HashSet<String>,
+    /// `allow.everyone.if.no.acl.found`: allow what no ACL of the resource speaks of.
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// The `authorizer.class.name` values that enable lograil's authorizer: Kafka's two
+/// ACL authorizers (KRaft's and ZooKeeper's, which decide alike) and lograil's short name.
+pub const AUTHORIZER_CLASSES: &[&str] = &[
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "acl",
+];
+
+/// An authorization setting lograil cannot honour.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthorizationError {
+    #[error(
+        "authorizer.class.name {0:?} is not an authorizer lograil has: \
+         org.apache.kafka.metadata.authorizer.StandardAuthorizer, \
+         kafka.security.authorizer.AclAuthorizer or acl (empty: none)"
+    )]
+    UnknownClass(String),
+    #[error("super.users: {0}")]
+    SuperUsers(#[from] acl::AclError),
+}
+
+impl Authorization {
+    /// `authorizer.class.name`: one of [`AUTHORIZER_CLASSES`], or empty for none.
+    pub fn set_class(&mut self, class: &str) -> Result<(), AuthorizationError> {
+        let class = class.trim();
+        if !class.is_empty() && !AUTHORIZER_CLASSES.contains(&class) {
+            return Err(AuthorizationError::UnknownClass(class.to_string()));
+        }
+        self.enabled = !class.is_empty();
+        Ok(())
+    }
+
+    /// `super.users`: `User:a;User:b`.
+    pub fn set_super_users(&mut self, list: &str) -> Result<(), AuthorizationError> {
+        self.super_users = acl::Settings::parse_super_users(list)?;
+        Ok(())
+    }
 }
 
 impl Default for BrokerConfig {
@@ -63,6 +119,7 @@ impl Default for BrokerConfig {
             share_group_max_size: 200,
             quota_window: crate::quotas::Window::default(),
             security: crate::security::SecurityConfig::default(),
+            authorization: Authorization::default(),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! writes fetched records from the segment map without copying them.
 
 mod appender;
+pub mod authorizer;
 mod backlog;
 mod blocking;
 mod broker;

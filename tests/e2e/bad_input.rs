@@ -469,6 +469,15 @@ fn api_versions_advertises_exactly_what_is_routed() {
                 1,
                 &m::DescribeUserScramCredentialsRequest::default(),
             ),
+            ApiKey::CreateAcls => frame(key, max, 1, &m::CreateAclsRequest::default()),
+            ApiKey::DescribeAcls => frame(key, max, 1, &m::DescribeAclsRequest::default()),
+            ApiKey::DeleteAcls => frame(key, max, 1, &m::DeleteAclsRequest::default()),
+            // On a PLAINTEXT listener: ILLEGAL_SASL_STATE, answered.
+            ApiKey::SaslHandshake => frame(key, max, 1, &m::SaslHandshakeRequest::default()),
+            ApiKey::SaslAuthenticate => frame(key, max, 1, &m::SaslAuthenticateRequest::default()),
+            ApiKey::AlterUserScramCredentials => {
+                frame(key, max, 1, &m::AlterUserScramCredentialsRequest::default())
+            }
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();

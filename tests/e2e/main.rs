@@ -3,6 +3,7 @@
 //! protocol bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod acls;
 mod admin;
 mod availability;
 mod backlog;

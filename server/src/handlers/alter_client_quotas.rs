@@ -4,10 +4,12 @@
 //! entities (a null name) included. Each entry is applied on its own and durably
 //! (`<data-dir>/client-quotas`) before the answer; `validate_only` only checks. Bad entities
 //! (an `ip` combined with another type, or not an address), keys (a key of the other kind of
-//! entity) or values are INVALID_REQUEST with the reason, as in Kafka.
+//! entity) or values are INVALID_REQUEST with the reason, as in Kafka. Authorization:
+//! ALTER_CONFIGS on the cluster, else every entry CLUSTER_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
@@ -24,9 +26,10 @@ impl Handler for AlterClientQuotasRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: AlterClientQuotasRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> AlterClientQuotasResponse {
         let validate_only = request.validate_only;
+        let allowed = ctx.authorize_cluster(broker, Operation::AlterConfigs);
         let echoed: Vec<Vec<EntityData>> = request
             .entries
             .iter()
@@ -42,6 +45,19 @@ impl Handler for AlterClientQuotasRequest {
                     .collect()
             })
             .collect();
+        if !allowed {
+            let denied = ResponseError::ClusterAuthorizationFailed;
+            let entries = echoed
+                .into_iter()
+                .map(|entity| {
+                    EntryData::default()
+                        .with_entity(entity)
+                        .with_error_code(denied.code())
+                        .with_error_message(Some(StrBytes::from_string(denied.to_string())))
+                })
+                .collect();
+            return AlterClientQuotasResponse::default().with_entries(entries);
+        }
         let owner = broker.clone();
         let outcomes = crate::blocking::spawn(move || {
             request

@@ -3,10 +3,12 @@
 //! the same validation, persistence and immediate effect as IncrementalAlterConfigs (see
 //! there). A null value is INVALID_CONFIG. Deviations: broker resources are refused with
 //! INVALID_REQUEST (Kafka's tools alter the cluster-wide broker defaults with
-//! IncrementalAlterConfigs, which serves them); other resource types too.
+//! IncrementalAlterConfigs, which serves them); other resource types too. Authorization: as
+//! IncrementalAlterConfigs.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
@@ -34,15 +36,22 @@ impl Handler for AlterConfigsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: AlterConfigsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> AlterConfigsResponse {
         let mut responses = Vec::with_capacity(request.resources.len());
         for resource in request.resources {
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            let outcome = match resource.resource_type {
-                TOPIC => {
+            let allowed = ctx.authorize_configs(
+                broker,
+                Operation::AlterConfigs,
+                resource.resource_type,
+                &resource.resource_name,
+            );
+            let outcome = match (allowed, resource.resource_type) {
+                (Err(error), _) => Err((error, error.to_string())),
+                (Ok(()), TOPIC) => {
                     let changes: Result<Vec<_>, String> = resource
                         .configs
                         .iter()
@@ -73,7 +82,7 @@ impl Handler for AlterConfigsRequest {
                         }
                     }
                 }
-                BROKER => Err((
+                (Ok(()), BROKER) => Err((
                     ResponseError::InvalidRequest,
                     "broker configs are altered with IncrementalAlterConfigs: the cluster-wide \
                      defaults (--entity-default) of log.retention.ms, log.retention.bytes, \
@@ -81,7 +90,7 @@ impl Handler for AlterConfigsRequest {
                      log.index.interval.bytes; the others are lograil's static flags"
                         .to_string(),
                 )),
-                other => Err((
+                (Ok(()), other) => Err((
                     ResponseError::InvalidRequest,
                     format!("altering configs of resource type {other} is not supported"),
                 )),

@@ -1,10 +1,12 @@
 //! AlterShareGroupOffsets, version 0: sets the start offset of share partitions, as Kafka's
 //! `kafka-share-groups --reset-offsets` does. Only for a group without members
 //! (NON_EMPTY_GROUP otherwise); the partitions' states start afresh at the new offset, clamped
-//! to the log.
+//! to the log. Authorization, as Kafka: READ on the group (else GROUP_AUTHORIZATION_FAILED) and
+//! on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
@@ -28,9 +30,18 @@ impl Handler for AlterShareGroupOffsetsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: AlterShareGroupOffsetsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> AlterShareGroupOffsetsResponse {
         let group = request.group_id.to_string();
+        if !ctx.authorize_group(broker, Operation::Read, &group) {
+            return AlterShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
+        let readable: Vec<bool> = request
+            .topics
+            .iter()
+            .map(|t| ctx.authorize_topic(broker, Operation::Read, &t.topic_name))
+            .collect();
         let members = broker
             .shares
             .members
@@ -46,8 +57,9 @@ impl Handler for AlterShareGroupOffsetsRequest {
             let responses: Vec<AlterShareGroupOffsetsResponseTopic> = request
                 .topics
                 .into_iter()
-                .map(|t| {
-                    let topic = owner.log.topic(&t.topic_name);
+                .zip(readable)
+                .map(|(t, readable)| {
+                    let topic = owner.log.topic(&t.topic_name).filter(|_| readable);
                     let response = AlterShareGroupOffsetsResponseTopic::default()
                         .with_topic_id(topic.as_ref().map(|t| t.id()).unwrap_or_default())
                         .with_topic_name(t.topic_name);
@@ -63,9 +75,12 @@ impl Handler for AlterShareGroupOffsetsRequest {
                                 Some((topic.id(), partition.clone()))
                             });
                             let Some((id, partition)) = found else {
-                                return done.with_error_code(
-                                    ResponseError::UnknownTopicOrPartition.code(),
-                                );
+                                let error = if readable {
+                                    ResponseError::UnknownTopicOrPartition
+                                } else {
+                                    ResponseError::TopicAuthorizationFailed
+                                };
+                                return done.with_error_code(error.code());
                             };
                             let start = p
                                 .start_offset

@@ -6,11 +6,13 @@
 //! salted password), DUPLICATE_RESOURCE (a user named twice in one request, as Kafka refuses it even for two
 //! mechanisms),
 //! RESOURCE_NOT_FOUND (deleting a credential that does not exist). Written to the data dir
-//! before the answer.
+//! before the answer. Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+//! for every user named.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{
@@ -33,8 +35,23 @@ impl Handler for AlterUserScramCredentialsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: AlterUserScramCredentialsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> AlterUserScramCredentialsResponse {
+        if !ctx.authorize_cluster(broker, Operation::Alter) {
+            let mut users: Vec<&StrBytes> = request.deletions.iter().map(|d| &d.name).collect();
+            users.extend(request.upsertions.iter().map(|u| &u.name));
+            users.sort();
+            users.dedup();
+            let results = users
+                .into_iter()
+                .map(|user| {
+                    AlterUserScramCredentialsResult::default()
+                        .with_user(user.clone())
+                        .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+                })
+                .collect();
+            return AlterUserScramCredentialsResponse::default().with_results(results);
+        }
         let mut users: BTreeMap<String, UserChanges> = BTreeMap::new();
         let mut add = |user: &str, change: Result<Change, (ResponseError, String)>| {
             // Kafka's rule: one change per user in a request.

@@ -10,11 +10,12 @@
 //! Deviations: manual assignments are accepted only when every new partition is on this
 //! node (there is no other), otherwise INVALID_REPLICA_ASSIGNMENT; internal topics
 //! (`__consumer_offsets`, whose partition count places groups) are not grown
-//! (INVALID_REQUEST).
+//! (INVALID_REQUEST). Authorization: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -37,7 +38,7 @@ impl Handler for CreatePartitionsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: CreatePartitionsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> CreatePartitionsResponse {
         let mut named: HashMap<String, usize> = HashMap::new();
         for topic in &request.topics {
@@ -52,14 +53,19 @@ impl Handler for CreatePartitionsRequest {
             })
             .sum();
         let per_request = u64::from(broker.config.limits.max_partitions_per_request);
-        let owner = broker.clone();
+        let (owner, ctx) = (broker.clone(), ctx.clone());
         let validate_only = request.validate_only;
         let results = crate::blocking::map_each(
             request.topics,
             move |topic| {
                 let name = topic.name.to_string();
                 let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-                let outcome = if named.get(&name).copied().unwrap_or(0) > 1 {
+                let outcome = if !ctx.authorize_topic(&owner, Operation::Alter, &name) {
+                    Err((
+                        ResponseError::TopicAuthorizationFailed,
+                        "The topic authorization is failed.".to_string(),
+                    ))
+                } else if named.get(&name).copied().unwrap_or(0) > 1 {
                     Err((
                         ResponseError::InvalidRequest,
                         format!("topic {name} is named more than once in the request"),

@@ -7,9 +7,14 @@
 //! than `--max-partitions-per-request` (Kafka's fixed 10,000) fails every one of its topics;
 //! a topic that would take the broker past `max.broker.partitions` (KIP-578) fails. The files
 //! are made on the blocking pool, and no lock that other requests need is held meanwhile.
+//!
+//! Authorization, as Kafka: CREATE on the cluster, or on the topic, else TOPIC_AUTHORIZATION_FAILED.
+//! A topic created without DESCRIBE_CONFIGS on it is answered without its configs, partitions
+//! and replication factor, and `topic_config_error_code` TOPIC_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
@@ -37,7 +42,7 @@ impl Handler for CreateTopicsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: CreateTopicsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> CreateTopicsResponse {
         let requested = requested_partitions(broker, &request.topics);
         let per_request = broker.config.limits.max_partitions_per_request;
@@ -61,11 +66,23 @@ impl Handler for CreateTopicsRequest {
                 .collect();
             return CreateTopicsResponse::default().with_topics(results);
         }
-        let owner = broker.clone();
+        let (owner, ctx) = (broker.clone(), ctx.clone());
         let validate_only = request.validate_only;
+        let cluster_create = ctx.authorize_cluster(broker, Operation::Create);
         let results = crate::blocking::map_each(
             request.topics,
-            move |topic| create(&owner, topic, validate_only),
+            move |topic| {
+                let allowed = Allowed {
+                    create: cluster_create
+                        || ctx.authorize_topic(&owner, Operation::Create, &topic.name),
+                    describe_configs: ctx.authorize_topic(
+                        &owner,
+                        Operation::DescribeConfigs,
+                        &topic.name,
+                    ),
+                };
+                create(&owner, topic, validate_only, allowed)
+            },
             |topic| {
                 CreatableTopicResult::default()
                     .with_name(topic.name)
@@ -99,7 +116,19 @@ fn requested_partitions(broker: &Broker, topics: &[CreatableTopic]) -> u64 {
         .sum()
 }
 
-fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult {
+/// What the request may do with one of its topics.
+struct Allowed {
+    create: bool,
+    /// See the configs it was created with.
+    describe_configs: bool,
+}
+
+fn create(
+    broker: &Broker,
+    topic: CreatableTopic,
+    validate_only: bool,
+    allowed: Allowed,
+) -> CreatableTopicResult {
     let name = topic.name.to_string();
     let result = CreatableTopicResult::default()
         .with_name(topic.name.clone())
@@ -111,6 +140,12 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Creata
             .with_error_code(error.code())
             .with_error_message(Some(StrBytes::from_string(message)))
     };
+    if !allowed.create {
+        return fail(
+            ResponseError::TopicAuthorizationFailed,
+            "Authorization failed.".to_string(),
+        );
+    }
     if let Err(e) = log_core::validate_name(&name) {
         return fail(ResponseError::InvalidTopicException, e.to_string());
     }
@@ -158,6 +193,9 @@ fn create(broker: &Broker, topic: CreatableTopic, validate_only: bool) -> Creata
     };
     if let Err(e) = created {
         return fail(errors::create(&e), e.to_string());
+    }
+    if !allowed.describe_configs {
+        return result.with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code());
     }
     let configs = config
         .entries()

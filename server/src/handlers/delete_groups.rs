@@ -1,8 +1,10 @@
 //! DeleteGroups, versions 0–2: a group without members is deleted with its committed offsets
-//! (tombstones in `__consumer_offsets`); one with members is NON_EMPTY_GROUP.
+//! (tombstones in `__consumer_offsets`); one with members is NON_EMPTY_GROUP. Authorization:
+//! DELETE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
@@ -25,14 +27,16 @@ impl Handler for DeleteGroupsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DeleteGroupsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DeleteGroupsResponse {
-        let owner = broker.clone();
+        let (owner, ctx) = (broker.clone(), ctx.clone());
         let results = crate::blocking::map_each(
             request.groups_names,
             move |id| {
                 let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
-                let code = if !known {
+                let code = if !ctx.authorize_group(&owner, Operation::Delete, &id) {
+                    ResponseError::GroupAuthorizationFailed.code()
+                } else if !known {
                     ResponseError::GroupIdNotFound.code()
                 } else if let Err(e) = owner.groups.delete(&id) {
                     e.code()

@@ -7,10 +7,12 @@
 //! OFFSET_OUT_OF_RANGE; an offset below the log start changes nothing; an unknown topic or
 //! partition is UNKNOWN_TOPIC_OR_PARTITION (low watermark -1). Deviation: internal topics
 //! are lograil's own (POLICY_VIOLATION). The work is done on the blocking pool; `timeout_ms`
-//! is not waited on, there being no replicas to wait for.
+//! is not waited on, there being no replicas to wait for. Authorization: DELETE on each
+//! topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -33,12 +35,13 @@ impl Handler for DeleteRecordsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DeleteRecordsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DeleteRecordsResponse {
-        let owner = broker.clone();
+        let (owner, ctx) = (broker.clone(), ctx.clone());
         let topics = crate::blocking::map_each(
             request.topics,
             move |topic| {
+                let allowed = ctx.authorize_topic(&owner, Operation::Delete, &topic.name);
                 let partitions = topic
                     .partitions
                     .iter()
@@ -46,6 +49,10 @@ impl Handler for DeleteRecordsRequest {
                         let result = DeleteRecordsPartitionResult::default()
                             .with_partition_index(p.partition_index)
                             .with_low_watermark(-1);
+                        if !allowed {
+                            let denied = ResponseError::TopicAuthorizationFailed;
+                            return result.with_error_code(denied.code());
+                        }
                         match delete(&owner, &topic.name, p.partition_index, p.offset) {
                             Ok(low_watermark) => result.with_low_watermark(low_watermark),
                             Err(error) => result.with_error_code(error.code()),

@@ -1,9 +1,11 @@
 //! DeleteShareGroupOffsets, version 0: forgets a share group's state for whole topics (the
 //! group starts again from `share.auto.offset.reset` there). Only for a group without members
-//! (NON_EMPTY_GROUP otherwise).
+//! (NON_EMPTY_GROUP otherwise). Authorization, as Kafka: DELETE on the group (else
+//! GROUP_AUTHORIZATION_FAILED) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic;
 use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse};
@@ -27,9 +29,13 @@ impl Handler for DeleteShareGroupOffsetsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DeleteShareGroupOffsetsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DeleteShareGroupOffsetsResponse {
         let group = request.group_id.to_string();
+        if !ctx.authorize_group(broker, Operation::Delete, &group) {
+            return DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
         if !broker.shares.groups().contains(&group) {
             return DeleteShareGroupOffsetsResponse::default()
                 .with_error_code(ResponseError::GroupIdNotFound.code());
@@ -49,6 +55,11 @@ impl Handler for DeleteShareGroupOffsetsRequest {
             .into_iter()
             .map(|t| {
                 let response = DeleteShareGroupOffsetsResponseTopic::default();
+                if !ctx.authorize_topic(broker, Operation::Read, &t.topic_name) {
+                    return response
+                        .with_topic_name(t.topic_name)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                }
                 match broker.log.topic(&t.topic_name) {
                     Some(topic) => {
                         broker

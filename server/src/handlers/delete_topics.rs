@@ -1,8 +1,10 @@
 //! DeleteTopics, versions 1–5 (by name). The topic's files are deleted with it, and its
-//! idempotent-producer state is forgotten.
+//! idempotent-producer state is forgotten. Authorization: DELETE on each topic, else
+//! TOPIC_AUTHORIZATION_FAILED (whether it exists or not).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
@@ -27,13 +29,16 @@ impl Handler for DeleteTopicsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DeleteTopicsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DeleteTopicsResponse {
-        let owner = broker.clone();
+        let (owner, ctx) = (broker.clone(), ctx.clone());
         let responses = crate::blocking::map_each(
             request.topic_names,
             move |name| {
                 let result = DeletableTopicResult::default().with_name(Some(name.clone()));
+                if !ctx.authorize_topic(&owner, Operation::Delete, &name) {
+                    return result.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                }
                 if Broker::is_internal(&name) {
                     return result
                         .with_error_code(ResponseError::InvalidTopicException.code())

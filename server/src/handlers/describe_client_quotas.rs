@@ -2,10 +2,12 @@
 //! Kafka: each filter component names an entity type (`user`, `client-id`, `ip`) and matches an
 //! exact name (0), the default entity (1) or any entity of that type (2); every component must
 //! match, and with `strict` the entity has no other component. A malformed filter (an unknown
-//! or repeated entity type, an exact match without a name) is INVALID_REQUEST.
+//! or repeated entity type, an exact match without a name) is INVALID_REQUEST. Authorization:
+//! DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
@@ -26,8 +28,14 @@ impl Handler for DescribeClientQuotasRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeClientQuotasRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeClientQuotasResponse {
+        if !ctx.authorize_cluster(broker, Operation::DescribeConfigs) {
+            let error = ResponseError::ClusterAuthorizationFailed;
+            return DescribeClientQuotasResponse::default()
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(error.to_string())));
+        }
         let filter = match parse_filter(&request) {
             Ok(filter) => filter,
             Err(message) => {

@@ -1,7 +1,9 @@
 //! DescribeCluster, versions 0–2: the cluster id (the same one Metadata gives, stable across
 //! restarts), this node as the only broker and as the controller. Endpoint type 2 (KIP-919,
 //! asking for controllers) is answered with this node too: it is its own controller. Fenced
-//! brokers do not exist; authorized operations are omitted, as Metadata does.
+//! brokers do not exist. KIP-430: the cluster's authorized operations when asked (0 without
+//! DESCRIBE on the cluster; every cluster operation without an authorizer), as Kafka. As Kafka,
+//! the request itself needs no ACL: nodes and the cluster id are what Metadata gives anyone.
 
 use std::sync::Arc;
 
@@ -14,8 +16,6 @@ use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
-/// KIP-430's marker for "authorized operations not computed".
-const OPERATIONS_OMITTED: i32 = i32::MIN;
 const BROKERS: i8 = 1;
 const CONTROLLERS: i8 = 2;
 
@@ -32,7 +32,9 @@ impl Handler for DescribeClusterRequest {
             .with_endpoint_type(request.endpoint_type)
             .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
             .with_controller_id(node)
-            .with_cluster_authorized_operations(OPERATIONS_OMITTED);
+            .with_cluster_authorized_operations(
+                ctx.cluster_operations(broker, request.include_cluster_authorized_operations),
+            );
         if !matches!(request.endpoint_type, BROKERS | CONTROLLERS) {
             return response
                 .with_controller_id(BrokerId(-1))

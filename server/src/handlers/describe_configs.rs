@@ -16,9 +16,14 @@
 //! Groups (resource type 32): a share group's configs under Kafka's names, and (beyond Kafka)
 //! a read-only `lograil.share.partition.<topic>-<N>` entry per share partition with its state
 //! counts, for `lograil queue describe`.
+//!
+//! Authorization, as Kafka: DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the
+//! group (GROUP_AUTHORIZATION_FAILED), or the cluster for the broker
+//! (CLUSTER_AUTHORIZATION_FAILED); a refused resource gets no configs.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -157,7 +162,7 @@ impl Handler for DescribeConfigsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeConfigsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeConfigsResponse {
         let defaults = broker.topic_defaults().entries();
         let results = request
@@ -167,6 +172,16 @@ impl Handler for DescribeConfigsRequest {
                 let result = DescribeConfigsResult::default()
                     .with_resource_type(resource.resource_type)
                     .with_resource_name(resource.resource_name.clone());
+                if let Err(error) = ctx.authorize_configs(
+                    broker,
+                    Operation::DescribeConfigs,
+                    resource.resource_type,
+                    &resource.resource_name,
+                ) {
+                    return result
+                        .with_error_code(error.code())
+                        .with_error_message(Some(StrBytes::from_string(error.to_string())));
+                }
                 let entries: Vec<Entry> = match resource.resource_type {
                     TOPIC => match broker.log.topic(&resource.resource_name) {
                         Some(topic) => {

@@ -1,8 +1,12 @@
 //! DescribeGroups, versions 0–5: state, protocol and members with their metadata and
 //! assignment. A group that only has offsets is Empty; an unknown one is Dead, as in Kafka.
+//! Authorization: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it (empty state,
+//! as Kafka). KIP-430 (v3+): the group's authorized operations when asked.
 
 use std::sync::Arc;
 
+use acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -12,6 +16,9 @@ use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::groups::GroupState;
+
+/// KIP-430's "not computed".
+const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 impl Handler for DescribeGroupsRequest {
     const SERVED: (i16, i16) = (0, 5);
@@ -26,16 +33,30 @@ impl Handler for DescribeGroupsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeGroupsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeGroupsResponse {
         let text = StrBytes::from_string;
+        let operations = ctx.version >= 3 && request.include_authorized_operations;
         let groups = request
             .groups
             .into_iter()
             .map(|id| {
                 let described = DescribedGroup::default()
                     .with_group_id(id.clone())
-                    .with_authorized_operations(i32::MIN);
+                    .with_authorized_operations(OPERATIONS_OMITTED);
+                if !ctx.authorize_group(broker, Operation::Describe, &id) {
+                    return described
+                        .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+                }
+                let described = if operations {
+                    described.with_authorized_operations(ctx.authorized_operations(
+                        broker,
+                        ResourceType::Group,
+                        &id,
+                    ))
+                } else {
+                    described
+                };
                 match broker.groups.describe(&id) {
                     Some(view) => described
                         .with_group_state(StrBytes::from_static_str(view.state.name()))

@@ -2,10 +2,13 @@
 //! directory; each partition's size is the bytes of its segment files. Null topics ask for
 //! every topic; a named topic that does not exist is left out, as Kafka does. Offset lag is 0
 //! and no partition is a "future" replica (there are no other dirs to move to). Deviation: the
-//! volume's total and usable bytes (v4) are -1, Kafka's "unknown".
+//! volume's total and usable bytes (v4) are -1, Kafka's "unknown". Authorization: DESCRIBE on
+//! the cluster, else no dirs and (v3+) CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 use std::sync::Arc;
 
+use acl::Operation;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
@@ -46,8 +49,12 @@ impl Handler for DescribeLogDirsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeLogDirsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeLogDirsResponse {
+        if !ctx.authorize_cluster(broker, Operation::Describe) {
+            return DescribeLogDirsResponse::default()
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        }
         let topics: Vec<DescribeLogDirsTopic> = match &request.topics {
             None => broker
                 .log

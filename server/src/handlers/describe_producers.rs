@@ -3,10 +3,12 @@
 //! append). lograil has no transactions: the coordinator epoch is -1 and no producer has an
 //! open transaction (start offset -1). An unknown topic or partition is
 //! UNKNOWN_TOPIC_OR_PARTITION. Deviation: the last timestamp is when the broker last appended
-//! the producer's batch, not the batch's own max timestamp.
+//! the producer's batch, not the batch's own max timestamp. Authorization: READ on each topic,
+//! else TOPIC_AUTHORIZATION_FAILED for its partitions.
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
@@ -29,17 +31,24 @@ impl Handler for DescribeProducersRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeProducersRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeProducersResponse {
         let topics = request
             .topics
             .into_iter()
             .map(|topic| {
+                let readable = ctx.authorize_topic(broker, Operation::Read, &topic.name);
                 let partitions = topic
                     .partition_indexes
                     .iter()
                     .map(|&index| {
                         let response = PartitionResponse::default().with_partition_index(index);
+                        if !readable {
+                            let denied = ResponseError::TopicAuthorizationFailed;
+                            return response.with_error_code(denied.code()).with_error_message(
+                                Some(StrBytes::from_string(denied.to_string())),
+                            );
+                        }
                         if broker.partition(&topic.name, index).is_none() {
                             return response
                                 .with_error_code(ResponseError::UnknownTopicOrPartition.code())

@@ -1,9 +1,12 @@
 //! DescribeShareGroupOffsets, versions 0–1: each share partition's start offset (SPSO) and,
 //! from v1, its lag, for the groups asked, all of a group's topics when it names none. A
-//! partition the group has never read answers -1 for both.
+//! partition the group has never read answers -1 for both. Authorization: DESCRIBE on each
+//! group (else GROUP_AUTHORIZATION_FAILED) and on each topic (else its partitions are
+//! TOPIC_AUTHORIZATION_FAILED, and it is left out of "all of a group's topics").
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
@@ -37,14 +40,18 @@ impl Handler for DescribeShareGroupOffsetsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeShareGroupOffsetsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeShareGroupOffsetsResponse {
+        let describable = |topic: &str| ctx.authorize_topic(broker, Operation::Describe, topic);
         let groups = request
             .groups
             .into_iter()
             .map(|g| {
                 let group = DescribeShareGroupOffsetsResponseGroup::default()
                     .with_group_id(g.group_id.clone());
+                if !ctx.authorize_group(broker, Operation::Describe, &g.group_id) {
+                    return group.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+                }
                 if !broker.shares.groups().contains(&g.group_id.to_string()) {
                     return group.with_error_code(ResponseError::GroupIdNotFound.code());
                 }
@@ -62,12 +69,28 @@ impl Handler for DescribeShareGroupOffsetsRequest {
                             .map(|t| t.name().to_string())
                             .collect();
                         names.dedup();
+                        names.retain(|n| describable(n));
                         names.into_iter().map(|n| (n, None)).collect()
                     }
                 };
                 let topics = asked
                     .into_iter()
                     .map(|(name, partitions)| {
+                        if !describable(&name) {
+                            // Refused before the lookup: nothing said of whether it exists.
+                            let denied = ResponseError::TopicAuthorizationFailed.code();
+                            let partitions = partitions.unwrap_or_default().into_iter().map(|p| {
+                                DescribeShareGroupOffsetsResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_start_offset(-1)
+                                    .with_lag(-1)
+                                    .with_leader_epoch(-1)
+                                    .with_error_code(denied)
+                            });
+                            return DescribeShareGroupOffsetsResponseTopic::default()
+                                .with_topic_name(TopicName(StrBytes::from_string(name)))
+                                .with_partitions(partitions.collect());
+                        }
                         let topic = broker.log.topic(&name);
                         let response = DescribeShareGroupOffsetsResponseTopic::default()
                             .with_topic_name(TopicName(StrBytes::from_string(name)))

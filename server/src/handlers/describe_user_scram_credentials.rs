@@ -3,9 +3,11 @@
 //! credentials; asked for named users, RESOURCE_NOT_FOUND for one without, DUPLICATE_RESOURCE
 //! for one named twice, as Kafka answers. `kafka-configs --describe --entity-type users` asks
 //! for these beside user quotas.
+//! Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (top level).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
@@ -25,8 +27,12 @@ impl Handler for DescribeUserScramCredentialsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: DescribeUserScramCredentialsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> DescribeUserScramCredentialsResponse {
+        if !ctx.authorize_cluster(broker, Operation::Describe) {
+            return DescribeUserScramCredentialsResponse::default()
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        }
         let known = broker.security.scram.describe();
         let info = |list: &Vec<(sasl::scram::Hash, u32)>| {
             list.iter()

@@ -11,11 +11,15 @@
 //! transactions, so read_committed reads everything and aborted_transactions is empty. A
 //! partition of an offline topic (its files could not be opened) answers CORRUPT_MESSAGE, which
 //! clients hand to the application, rather than Kafka's KAFKA_STORAGE_ERROR, which they retry
-//! silently: one broker has no other replica to fail over to.
+//! silently: one broker has no other replica to fail over to. Authorization: READ on each
+//! topic, decided once per request (not per wake-up of a long poll); a topic without it answers
+//! TOPIC_AUTHORIZATION_FAILED for its partitions, and at once, like any error. Without an
+//! authorizer nothing is decided or allocated.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use acl::Operation;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -38,8 +42,15 @@ impl Handler for FetchRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: FetchRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> FetchResponse {
+        let denied: Option<Vec<bool>> = broker.authorizer.is_enabled().then(|| {
+            request
+                .topics
+                .iter()
+                .map(|t| !ctx.authorize_topic(broker, Operation::Read, &t.topic))
+                .collect()
+        });
         let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
         let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
         let deadline = tokio::time::Instant::now() + max_wait;
@@ -50,7 +61,7 @@ impl Handler for FetchRequest {
             tokio::pin!(appended);
             appended.as_mut().enable();
 
-            let (responses, bytes, any_error) = read_all(broker, &request);
+            let (responses, bytes, any_error) = read_all(broker, &request, denied.as_deref());
             let waited_enough =
                 bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
             if waited_enough || broker.is_shutting_down() {
@@ -107,9 +118,14 @@ pub fn records(response: &FetchResponse) -> Vec<Bytes> {
         .collect()
 }
 
-/// Reads every requested partition; returns the responses, the record bytes, and whether any
-/// partition had an error (which answers the fetch at once, as Kafka does).
-fn read_all(broker: &Broker, request: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
+/// Reads every requested partition but those of `denied` topics (by index); returns the
+/// responses, the record bytes, and whether any partition had an error (which answers the
+/// fetch at once, as Kafka does).
+fn read_all(
+    broker: &Broker,
+    request: &FetchRequest,
+    denied: Option<&[bool]>,
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut budget = usize::try_from(request.max_bytes)
         .unwrap_or(0)
         .min(broker.config.limits.fetch_max_bytes);
@@ -118,7 +134,9 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (Vec<FetchableTopicRespo
     let responses = request
         .topics
         .iter()
-        .map(|topic| {
+        .enumerate()
+        .map(|(t, topic)| {
+            let denied = denied.is_some_and(|d| d.get(t).copied().unwrap_or(true));
             let partitions = topic
                 .partitions
                 .iter()
@@ -127,6 +145,14 @@ fn read_all(broker: &Broker, request: &FetchRequest) -> (Vec<FetchableTopicRespo
                         .with_partition_index(p.partition)
                         .with_aborted_transactions(Some(Vec::new()))
                         .with_preferred_read_replica((-1).into());
+                    if denied {
+                        any_error = true;
+                        return response
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                            .with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_log_start_offset(-1);
+                    }
                     let Some(partition) = broker.partition(&topic.topic, p.partition) else {
                         any_error = true;
                         let error = if broker.is_offline(&topic.topic, p.partition) {

@@ -1,8 +1,11 @@
 //! FindCoordinator, versions 0–3: this broker coordinates every group. Transaction
-//! coordinators (key type 1) are not available: lograil has no transactions.
+//! coordinators (key type 1) are not available: lograil has no transactions. Authorization:
+//! DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), on the transactional id for key type
+//! 1 (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
+use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -13,6 +16,7 @@ use super::RequestContext;
 use crate::broker::Broker;
 
 const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
 
 impl Handler for FindCoordinatorRequest {
     const SERVED: (i16, i16) = (0, 3);
@@ -30,6 +34,25 @@ impl Handler for FindCoordinatorRequest {
         ctx: &RequestContext,
     ) -> FindCoordinatorResponse {
         let response = FindCoordinatorResponse::default();
+        let key = request.key.as_str();
+        let denied = match request.key_type {
+            GROUP => (!ctx.authorize_group(broker, Operation::Describe, key))
+                .then_some(ResponseError::GroupAuthorizationFailed),
+            TRANSACTION => (!ctx.authorize(
+                broker,
+                Operation::Describe,
+                ResourceType::TransactionalId,
+                key,
+            ))
+            .then_some(ResponseError::TransactionalIdAuthorizationFailed),
+            _ => None,
+        };
+        if let Some(error) = denied {
+            return response
+                .with_error_code(error.code())
+                .with_node_id(BrokerId(-1))
+                .with_port(-1);
+        }
         if request.key_type != GROUP {
             return response
                 .with_error_code(ResponseError::CoordinatorNotAvailable.code())

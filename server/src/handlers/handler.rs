@@ -19,8 +19,8 @@ pub struct RequestContext {
     pub version: i16,
     pub client_id: String,
     pub peer: SocketAddr,
-    /// Who the connection authenticated as (`User:ANONYMOUS` when it did not).
-    #[allow(dead_code)] // The authorizer reads it (next commits).
+    /// Who the connection authenticated as (`User:ANONYMOUS` when it did not): what the
+    /// authorizer decides for (`authorize.rs`).
     pub principal: Principal,
     /// The listener the connection came in on: Metadata advertises its endpoint.
     pub listener: Arc<Listener>,

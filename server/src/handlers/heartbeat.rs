@@ -1,9 +1,11 @@
 //! Heartbeat, versions 0–3: keeps a member's session alive and tells it when to rejoin
-//! (REBALANCE_IN_PROGRESS).
+//! (REBALANCE_IN_PROGRESS). Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use acl::Operation;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::Handler;
@@ -16,8 +18,12 @@ impl Handler for HeartbeatRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: HeartbeatRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> HeartbeatResponse {
+        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+            return HeartbeatResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
         let error = broker.groups.heartbeat(
             &request.group_id,
             request.generation_id,

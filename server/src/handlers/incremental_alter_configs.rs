@@ -19,9 +19,14 @@
 //! Deviations: a per-broker resource (type 4 named by a node id) is refused with
 //! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND and
 //! SUBTRACT (for list configs) apply to none of these configs (INVALID_CONFIG).
+//!
+//! Authorization, as Kafka: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the
+//! group (GROUP_AUTHORIZATION_FAILED), or the cluster for the broker
+//! (CLUSTER_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -58,11 +63,26 @@ impl Handler for IncrementalAlterConfigsRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: IncrementalAlterConfigsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> IncrementalAlterConfigsResponse {
         let mut pending = Pending::default();
         let mut responses = Vec::with_capacity(request.resources.len());
         for resource in request.resources {
+            if let Err(error) = ctx.authorize_configs(
+                broker,
+                Operation::AlterConfigs,
+                resource.resource_type,
+                &resource.resource_name,
+            ) {
+                responses.push(
+                    AlterConfigsResourceResponse::default()
+                        .with_resource_type(resource.resource_type)
+                        .with_resource_name(resource.resource_name)
+                        .with_error_code(error.code())
+                        .with_error_message(Some(StrBytes::from_string(error.to_string()))),
+                );
+                continue;
+            }
             let is_broker = resource.resource_type == BROKER && resource.resource_name.is_empty();
             if is_broker || resource.resource_type == TOPIC {
                 responses

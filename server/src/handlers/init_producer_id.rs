@@ -1,10 +1,14 @@
 //! InitProducerId, versions 0–4, for idempotent producers. A new producer gets a fresh id (never
 //! reused, even across restarts) at epoch 0; a producer that presents its id and epoch (v3+,
 //! KIP-360) gets the epoch bumped, if this broker handed that id out (else a new id).
-//! Transactional ids are refused: no transactions yet.
+//! Transactional ids are refused: no transactions yet. Authorization, as Kafka since KIP-679:
+//! IDEMPOTENT_WRITE on the cluster or WRITE on some topic, else CLUSTER_AUTHORIZATION_FAILED
+//! (WRITE on the transactional id first when one is given, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
+use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
@@ -18,17 +22,28 @@ impl Handler for InitProducerIdRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: InitProducerIdRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> InitProducerIdResponse {
         let response = InitProducerIdResponse::default()
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
-        if request
+        if let Some(id) = request
             .transactional_id
             .as_ref()
-            .is_some_and(|id| !id.is_empty())
+            .filter(|id| !id.is_empty())
         {
-            return response.with_error_code(ResponseError::InvalidRequest.code());
+            let error =
+                if ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id) {
+                    ResponseError::InvalidRequest
+                } else {
+                    ResponseError::TransactionalIdAuthorizationFailed
+                };
+            return response.with_error_code(error.code());
+        }
+        if !ctx.authorize_cluster(broker, Operation::IdempotentWrite)
+            && !ctx.authorize_any(broker, Operation::Write, ResourceType::Topic)
+        {
+            return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
         }
         let (id, epoch) = (request.producer_id.0, request.producer_epoch);
         // Epoch exhausted, or an id this broker never handed out: a new id.

@@ -207,6 +207,52 @@ async fn a_create_topics_whose_task_fails_answers_each_topic() {
     assert!(broker.log.topic("new").is_none());
 }
 
+#[tokio::test]
+async fn acl_changes_whose_task_fails_answer_each_creation_and_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = BrokerConfig {
+        data_dir: dir.path().to_path_buf(),
+        ..BrokerConfig::default()
+    };
+    config.authorization.set_class("acl").unwrap();
+    config
+        .authorization
+        .set_super_users("User:ANONYMOUS")
+        .unwrap();
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics = Arc::new(crate::metrics::Metrics::new(&APIS));
+    let broker = Arc::new(Broker::open(config, stopped, metrics).unwrap());
+    let creation = m::create_acls_request::AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(StrBytes::from_static_str("t"))
+        .with_resource_pattern_type(3)
+        .with_principal(StrBytes::from_static_str("User:alice"))
+        .with_host(StrBytes::from_static_str("*"))
+        .with_operation(3)
+        .with_permission_type(3);
+    let request = m::CreateAclsRequest::default().with_creations(vec![creation.clone(), creation]);
+    let response = failing(&broker, 3, request).await;
+    let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [UNKNOWN_SERVER_ERROR; 2]);
+    assert!(broker
+        .authorizer
+        .describe(&acl::AclBindingFilter::ANY)
+        .is_empty());
+    let any = m::delete_acls_request::DeleteAclsFilter::default()
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1);
+    let response = failing(
+        &broker,
+        3,
+        m::DeleteAclsRequest::default().with_filters(vec![any]),
+    )
+    .await;
+    assert_eq!(response.filter_results.len(), 1);
+    assert_eq!(response.filter_results[0].error_code, UNKNOWN_SERVER_ERROR);
+}
+
 #[test]
 fn the_produce_response_lists_each_partition_error() {
     let response = m::ProduceResponse::default().with_responses(vec![

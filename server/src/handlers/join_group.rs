@@ -1,11 +1,13 @@
 //! JoinGroup, versions 0–5 (the join barrier of a rebalance; see `groups::coordinator`).
 //! v4+ new members first get MEMBER_ID_REQUIRED with their id (KIP-394); v5 adds
 //! `group.instance.id` (static membership, KIP-345). The response waits until the group's
-//! rebalance completes, as in Kafka.
+//! rebalance completes, as in Kafka. Authorization: READ on the group, else
+//! GROUP_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use acl::Operation;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -29,6 +31,10 @@ impl Handler for JoinGroupRequest {
         request: JoinGroupRequest,
         ctx: &RequestContext,
     ) -> JoinGroupResponse {
+        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+            let denied = Joined::failed(ResponseError::GroupAuthorizationFailed, "");
+            return response(denied, ctx.version);
+        }
         let session_timeout = millis(request.session_timeout_ms);
         // v0 has no rebalance timeout: Kafka uses the session timeout.
         let rebalance_timeout = if ctx.version == 0 {

@@ -1,9 +1,12 @@
 //! LeaveGroup, versions 0–3: one member (v0–2) or a batch of members by id or instance id (v3,
-//! KIP-345). The group rebalances without them.
+//! KIP-345). The group rebalances without them. Authorization: READ on the group, else
+//! GROUP_AUTHORIZATION_FAILED (top level).
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use acl::Operation;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
@@ -27,6 +30,10 @@ impl Handler for LeaveGroupRequest {
         request: LeaveGroupRequest,
         ctx: &RequestContext,
     ) -> LeaveGroupResponse {
+        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+            return LeaveGroupResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
         let members: Vec<(String, Option<String>)> = if ctx.version < 3 {
             vec![(request.member_id.to_string(), None)]
         } else {

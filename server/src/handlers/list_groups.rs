@@ -1,10 +1,13 @@
 //! ListGroups, versions 0–5: groups with members, and groups that only have committed offsets
 //! (listed as Empty, as Kafka does). v4 filters by state; v5 gives each group's type
 //! (Classic, or Share for share groups: listed from v5 on only) and filters by type.
+//! Authorization, as Kafka: DESCRIBE on the cluster lists every group; without it, only the
+//! groups with DESCRIBE on them are listed (no error).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -57,8 +60,11 @@ impl Handler for ListGroupsRequest {
             .iter()
             .map(|s| s.to_lowercase())
             .collect();
+        // Every group with DESCRIBE on the cluster, else those with DESCRIBE on the group.
+        let all = ctx.authorize_cluster(broker, Operation::Describe);
         let listed = groups
             .into_iter()
+            .filter(|(id, _)| all || ctx.authorize_group(broker, Operation::Describe, id))
             .filter(|(_, (_, state, _))| {
                 filter.is_empty() || filter.contains(&state.to_lowercase())
             })

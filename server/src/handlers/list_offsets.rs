@@ -3,9 +3,12 @@
 //! is at or after it (offset -1 when every record is older). A lookup by time reads (and may
 //! decompress) batches: it runs on the blocking pool, so it cannot stall other requests. A
 //! partition of an offline topic answers UNKNOWN_SERVER_ERROR (see `errors::OFFLINE_LIST_OFFSETS`).
+//! Authorization: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions
+//! (whether the topic exists or not).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -32,9 +35,17 @@ impl Handler for ListOffsetsRequest {
 
     async fn handle(
         broker: &Arc<Broker>,
-        request: ListOffsetsRequest,
-        _: &RequestContext,
+        mut request: ListOffsetsRequest,
+        ctx: &RequestContext,
     ) -> ListOffsetsResponse {
+        let (topics, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+            .into_iter()
+            .partition(|t| ctx.authorize_topic(broker, Operation::Describe, &t.name));
+        request.topics = topics;
+        let denied = failed(
+            ListOffsetsRequest::default().with_topics(denied),
+            ResponseError::TopicAuthorizationFailed,
+        );
         let by_time = request
             .topics
             .iter()
@@ -52,7 +63,7 @@ impl Handler for ListOffsetsRequest {
         } else {
             answer(broker, request)
         };
-        ListOffsetsResponse::default().with_topics(topics)
+        ListOffsetsResponse::default().with_topics(topics.into_iter().chain(denied).collect())
     }
 
     fn throttle_time_ms(response: &mut ListOffsetsResponse) -> Option<&mut i32> {

@@ -8,10 +8,18 @@
 //! offline topic (its files could not be opened) lists the partitions its directories show,
 //! each KAFKA_STORAGE_ERROR with its replica offline; with none, the topic is
 //! KAFKA_STORAGE_ERROR.
+//!
+//! Authorization, as Kafka: a topic asked for without DESCRIBE on it is TOPIC_AUTHORIZATION_FAILED
+//! (by name: the name echoed, no id; by id: the id echoed, no name), whether it exists or
+//! not; a listing of every topic leaves such topics out. A missing topic is auto-created only
+//! with CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. KIP-430: the
+//! topics' authorized operations when asked (v8+), the cluster's when asked (v8–10: DESCRIBE on
+//! the cluster needed, else 0); without an authorizer every operation of the resource type.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -48,6 +56,9 @@ impl Handler for MetadataRequest {
         // Topics asked by id (v10+, as share consumers do) are answered under their names; an
         // unknown id answers UNKNOWN_TOPIC_ID.
         let mut unknown_ids = Vec::new();
+        // Asked by id and not DESCRIBE-able: echoed by id only.
+        let mut denied_ids = Vec::new();
+        let listing = !matches!(&request.topics, Some(t) if !(ctx.version == 0 && t.is_empty()));
         let names: Vec<String> = match &request.topics {
             // v0: an empty list means every topic; v1+: null means every topic.
             Some(topics) if !(ctx.version == 0 && topics.is_empty()) => topics
@@ -55,6 +66,12 @@ impl Handler for MetadataRequest {
                 .filter_map(|t| match &t.name {
                     Some(name) => Some(name.to_string()),
                     None => match broker.log.topic_by_id(t.topic_id) {
+                        Some(topic)
+                            if !ctx.authorize_topic(broker, Operation::Describe, topic.name()) =>
+                        {
+                            denied_ids.push(t.topic_id);
+                            None
+                        }
                         Some(topic) => Some(topic.name().to_string()),
                         None => {
                             unknown_ids.push(t.topic_id);
@@ -78,11 +95,20 @@ impl Handler for MetadataRequest {
                 )
                 .collect(),
         };
+        // Listed: only the DESCRIBE-able. Named: the others are refused without a lookup.
+        let (names, denied): (Vec<String>, Vec<String>) = names
+            .into_iter()
+            .partition(|name| ctx.authorize_topic(broker, Operation::Describe, name));
+        let denied = if listing { Vec::new() } else { denied };
         let create = broker.config.auto_create_topics
             && (ctx.version < 4 || request.allow_auto_topic_creation);
+        let may_create = |name: &str| {
+            ctx.authorize_cluster(broker, Operation::Create)
+                || ctx.authorize_topic(broker, Operation::Create, name)
+        };
         let mut found: Vec<Found> = names
             .iter()
-            .map(|name| lookup(broker, name, create))
+            .map(|name| lookup(broker, name, create, may_create))
             .collect();
         // The topics to create (a token taken for each), created in one go off the async workers.
         let missing: Vec<(usize, String)> = found
@@ -117,20 +143,40 @@ impl Handler for MetadataRequest {
                 }
             }
         }
-        let unknown = unknown_ids.into_iter().map(|id| {
+        let by_id = |id, error: ResponseError| {
             MetadataResponseTopic::default()
                 .with_topic_id(id)
-                .with_error_code(ResponseError::UnknownTopicId.code())
+                .with_error_code(error.code())
+                .with_topic_authorized_operations(OPERATIONS_OMITTED)
+        };
+        let unknown = unknown_ids
+            .into_iter()
+            .map(|id| by_id(id, ResponseError::UnknownTopicId))
+            .chain(
+                denied_ids
+                    .into_iter()
+                    .map(|id| by_id(id, ResponseError::TopicAuthorizationFailed)),
+            );
+        let denied = denied.into_iter().map(|name| {
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name))))
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
                 .with_topic_authorized_operations(OPERATIONS_OMITTED)
         });
+        let topic_operations = ctx.version >= 8 && request.include_topic_authorized_operations;
         let topics = names
             .into_iter()
             .zip(found)
             .map(|(name, topic)| {
+                let operations = if topic_operations {
+                    ctx.authorized_operations(broker, ResourceType::Topic, &name)
+                } else {
+                    OPERATIONS_OMITTED
+                };
                 let response = MetadataResponseTopic::default()
                     .with_is_internal(Broker::is_internal(&name))
                     .with_name(Some(TopicName(StrBytes::from_string(name))))
-                    .with_topic_authorized_operations(OPERATIONS_OMITTED);
+                    .with_topic_authorized_operations(operations);
                 match topic {
                     Found::Topic(topic) => response
                         .with_topic_id(topic.id())
@@ -138,7 +184,9 @@ impl Handler for MetadataRequest {
                     Found::Offline(count) => {
                         response.with_partitions(offline_partitions(count, node))
                     }
-                    Found::Error(e) => response.with_error_code(e.code()),
+                    Found::Error(e) => response
+                        .with_error_code(e.code())
+                        .with_topic_authorized_operations(OPERATIONS_OMITTED),
                     // Every topic to create was replaced by its outcome above.
                     Found::ToCreate => {
                         response.with_error_code(ResponseError::UnknownServerError.code())
@@ -146,6 +194,7 @@ impl Handler for MetadataRequest {
                 }
             })
             .chain(unknown)
+            .chain(denied)
             .collect();
         let broker_entry = MetadataResponseBroker::default()
             .with_node_id(node)
@@ -157,7 +206,10 @@ impl Handler for MetadataRequest {
             .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
             .with_controller_id(node)
             .with_topics(topics)
-            .with_cluster_authorized_operations(OPERATIONS_OMITTED)
+            .with_cluster_authorized_operations(ctx.cluster_operations(
+                broker,
+                (8..=10).contains(&ctx.version) && request.include_cluster_authorized_operations,
+            ))
     }
 
     fn throttle_time_ms(response: &mut MetadataResponse) -> Option<&mut i32> {
@@ -183,8 +235,9 @@ enum Found {
 }
 
 /// The topic if it exists; otherwise why not, or [`Found::ToCreate`] when it is to be
-/// auto-created (allowed, a valid name, and a token of the auto-creation pace taken for it).
-fn lookup(broker: &Broker, name: &str, create: bool) -> Found {
+/// auto-created (allowed by the broker, the request and `may_create`, a valid name, and a
+/// token of the auto-creation pace taken for it).
+fn lookup(broker: &Broker, name: &str, create: bool, may_create: impl Fn(&str) -> bool) -> Found {
     if let Some(topic) = broker.log.topic(name) {
         return Found::Topic(topic);
     }
@@ -202,6 +255,9 @@ fn lookup(broker: &Broker, name: &str, create: bool) -> Found {
     }
     if !create {
         return Found::Error(ResponseError::UnknownTopicOrPartition);
+    }
+    if !may_create(name) {
+        return Found::Error(ResponseError::TopicAuthorizationFailed);
     }
     if log_core::validate_name(name).is_err() {
         return Found::Error(ResponseError::InvalidTopicException);

@@ -15,6 +15,7 @@ use kafka_protocol::protocol::Request;
 pub use crate::metrics::Api;
 pub(crate) use handler::{Handler, RequestContext, Route};
 
+mod authorize;
 mod bounds;
 pub(crate) mod errors;
 mod handler;
@@ -30,12 +31,15 @@ mod alter_configs;
 mod alter_share_group_offsets;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_share_group_offsets;
 mod delete_topics;
+mod describe_acls;
 mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
@@ -132,6 +136,9 @@ apis! {
     alter_user_scram_credentials: AlterUserScramCredentialsRequest,
     sasl_handshake: SaslHandshakeRequest,
     sasl_authenticate: SaslAuthenticateRequest,
+    create_acls: CreateAclsRequest,
+    describe_acls: DescribeAclsRequest,
+    delete_acls: DeleteAclsRequest,
 }
 
 fn api<H: Handler>() -> Api

@@ -1,10 +1,12 @@
 //! OffsetCommit, versions 2–8. A member commits within its generation; a "simple" consumer
 //! (generation -1, no member id) may commit to a group without members, as in Kafka. Offsets are
 //! stored in `__consumer_offsets` (durability `always`) before the response goes out. Metadata
-//! over 4096 bytes is OFFSET_METADATA_TOO_LARGE.
+//! over 4096 bytes is OFFSET_METADATA_TOO_LARGE. Authorization: READ on the group (else every
+//! partition is GROUP_AUTHORIZATION_FAILED) and on each topic (else TOPIC_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -31,28 +33,35 @@ impl Handler for OffsetCommitRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: OffsetCommitRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> OffsetCommitResponse {
         let group = request.group_id.to_string();
-        let group_error = membership_error(
-            broker,
-            &group,
-            request.generation_id_or_member_epoch,
-            &request.member_id,
-            request.group_instance_id.as_deref(),
-        );
+        let group_error = if ctx.authorize_group(broker, Operation::Read, &group) {
+            membership_error(
+                broker,
+                &group,
+                request.generation_id_or_member_epoch,
+                &request.member_id,
+                request.group_instance_id.as_deref(),
+            )
+        } else {
+            Some(ResponseError::GroupAuthorizationFailed)
+        };
         let now = log_core::now_ms();
         // Per partition: Ok(commit to store) or the partition's error.
         let mut checked: Vec<(String, Vec<PartitionCheck>)> = Vec::new();
         for topic in &request.topics {
             let name = topic.name.to_string();
             let exists = broker.log.topic(&name);
+            let readable = ctx.authorize_topic(broker, Operation::Read, &name);
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let result = if let Some(error) = group_error {
                         Err(error)
+                    } else if !readable {
+                        Err(ResponseError::TopicAuthorizationFailed)
                     } else if p
                         .committed_metadata
                         .as_ref()

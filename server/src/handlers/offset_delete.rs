@@ -1,9 +1,12 @@
 //! OffsetDelete, version 0: deletes a group's committed offsets for some partitions. Refused
 //! (GROUP_SUBSCRIBED_TO_TOPIC) for topics that members of a live consumer group subscribe to.
+//! Authorization: DELETE on the group (else GROUP_AUTHORIZATION_FAILED, top level) and READ on
+//! each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use acl::Operation;
 use bytes::Buf;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_delete_response::{
@@ -30,9 +33,13 @@ impl Handler for OffsetDeleteRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: OffsetDeleteRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> OffsetDeleteResponse {
         let group = request.group_id.to_string();
+        if !ctx.authorize_group(broker, Operation::Delete, &group) {
+            return OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
         let view = broker.groups.describe(&group);
         if view.is_none() && !broker.offsets.has_offsets(&group) {
             return OffsetDeleteResponse::default()
@@ -47,16 +54,19 @@ impl Handler for OffsetDeleteRequest {
                     .collect()
             })
             .unwrap_or_default();
-        let owner = broker.clone();
+        let (owner, ctx) = (broker.clone(), ctx.clone());
         let topics = crate::blocking::map_each(
             request.topics,
             move |topic| {
                 let name = topic.name.to_string();
+                let readable = ctx.authorize_topic(&owner, Operation::Read, &name);
                 let partitions = topic
                     .partitions
                     .into_iter()
                     .map(|p| {
-                        let code = if subscribed.contains(&name) {
+                        let code = if !readable {
+                            ResponseError::TopicAuthorizationFailed.code()
+                        } else if subscribed.contains(&name) {
                             ResponseError::GroupSubscribedToTopic.code()
                         } else {
                             match owner

@@ -1,9 +1,14 @@
 //! OffsetFetch, versions 1–7 (one group a request): the committed offset of each asked
 //! partition (-1 when none), or (v2+, topics null) every offset the group has committed.
+//! Authorization, as Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED (v1: on
+//! each asked partition; v2+: the top-level error, nothing else); DESCRIBE on each topic, else
+//! its asked partitions are TOPIC_AUTHORIZATION_FAILED (offset -1) and, when every offset is
+//! asked for, the topic is left out.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
@@ -41,22 +46,29 @@ impl Handler for OffsetFetchRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: OffsetFetchRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> OffsetFetchResponse {
         let group = request.group_id.to_string();
+        if !ctx.authorize_group(broker, Operation::Describe, &group) {
+            return group_denied(request, ctx.version);
+        }
         if group.is_empty() {
             return OffsetFetchResponse::default()
                 .with_error_code(ResponseError::InvalidGroupId.code());
         }
+        let describable = |topic: &str| ctx.authorize_topic(broker, Operation::Describe, topic);
         let wanted: BTreeMap<String, Vec<i32>> = match request.topics {
             Some(topics) => topics
                 .into_iter()
                 .map(|t| (t.name.to_string(), t.partition_indexes))
                 .collect(),
+            // Every committed offset, but of topics the principal may not DESCRIBE.
             None => {
                 let mut all: BTreeMap<String, Vec<i32>> = BTreeMap::new();
                 for ((topic, partition), _) in broker.offsets.group_offsets(&group) {
-                    all.entry(topic).or_default().push(partition);
+                    if describable(&topic) {
+                        all.entry(topic).or_default().push(partition);
+                    }
                 }
                 all
             }
@@ -64,11 +76,19 @@ impl Handler for OffsetFetchRequest {
         let topics = wanted
             .into_iter()
             .map(|(topic, partitions)| {
+                let denied = !describable(&topic);
                 let partitions = partitions
                     .into_iter()
                     .map(|index| {
                         let response =
                             OffsetFetchResponsePartition::default().with_partition_index(index);
+                        if denied {
+                            return response
+                                .with_committed_offset(-1)
+                                .with_committed_leader_epoch(-1)
+                                .with_metadata(Some(StrBytes::default()))
+                                .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                        }
                         match broker.offsets.fetch(&group, &topic, index) {
                             Some(c) => response
                                 .with_committed_offset(c.offset)
@@ -109,4 +129,36 @@ impl Handler for OffsetFetchRequest {
                 .for_each(|p| f(p.error_code));
         }
     }
+}
+
+/// The answer to a request for a group the principal may not DESCRIBE: v1 has no top-level
+/// error, so each asked partition carries it.
+fn group_denied(request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    let error = ResponseError::GroupAuthorizationFailed.code();
+    if version >= 2 {
+        return OffsetFetchResponse::default().with_error_code(error);
+    }
+    let topics = request
+        .topics
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            OffsetFetchResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(
+                    t.partition_indexes
+                        .into_iter()
+                        .map(|index| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_committed_offset(-1)
+                                .with_committed_leader_epoch(-1)
+                                .with_metadata(Some(StrBytes::default()))
+                                .with_error_code(error)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetFetchResponse::default().with_topics(topics)
 }

@@ -6,12 +6,18 @@
 //! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). Transactions are not
 //! supported (INVALID_REQUEST).
 //!
+//! Authorization: WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions. An
+//! idempotent batch needs nothing more: since KIP-679 Kafka checks IDEMPOTENT_WRITE (or WRITE
+//! on some topic) at InitProducerId, and WRITE on this topic is WRITE on some topic. Without an
+//! authorizer the check is one branch per topic.
+//!
 //! Beyond Kafka: a topic whose consumer group is over its backlog bound (`backlog.rs`) gets a
 //! `throttle_time_ms`, or in `reject` mode POLICY_VIOLATION with the reason, for its partitions.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -93,6 +99,15 @@ impl Handler for ProduceRequest {
                 let mut refused = Vec::new();
                 let mut accepted = Vec::with_capacity(work.len());
                 for (topic, partitions) in work {
+                    if !ctx.authorize_topic(broker, Operation::Write, &topic) {
+                        let error = ResponseError::TopicAuthorizationFailed;
+                        let results = partitions
+                            .into_iter()
+                            .map(|(index, _)| failure(index, error, error.to_string()))
+                            .collect();
+                        refused.push((topic, results));
+                        continue;
+                    }
                     match broker.backlog_verdict(&topic).await {
                         Verdict::Accept => accepted.push((topic, partitions)),
                         Verdict::Throttle(t) => {

@@ -2,11 +2,14 @@
 //! member's share session (its current epoch; -1 acknowledges, then closes the session and
 //! releases what the member still holds). Accept, release, reject and gap per offset range,
 //! validated all-or-nothing per partition (INVALID_RECORD_STATE for a record the member does
-//! not hold). Applied state is durable before the answer.
+//! not hold). Applied state is durable before the answer. Authorization: READ on the group
+//! (else GROUP_AUTHORIZATION_FAILED, top level) and on each topic (else its partitions are
+//! TOPIC_AUTHORIZATION_FAILED, their acknowledgements not applied).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_acknowledge_response::{
     LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
@@ -15,7 +18,7 @@ use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowled
 use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::share_fetch::{ack_batches, acknowledge, release_member, Acks};
+use super::share_fetch::{ack_batches, acknowledge, readable, release_member, Acks};
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
@@ -52,6 +55,9 @@ impl Handler for ShareAcknowledgeRequest {
                 .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(error.to_string())))
         };
+        if !ctx.authorize_group(broker, Operation::Read, &group) {
+            return fail(ResponseError::GroupAuthorizationFailed);
+        }
         if let Err(error) =
             broker
                 .shares
@@ -70,9 +76,15 @@ impl Handler for ShareAcknowledgeRequest {
                 })
             })
             .collect();
-        let Ok((results, mut pending)) = acknowledge(broker, &group, &member, acks).await else {
+        let (acks, refused): (Acks, Acks) = acks
+            .into_iter()
+            .partition(|((topic, _), _)| readable(broker, ctx, *topic));
+        let Ok((mut results, mut pending)) = acknowledge(broker, &group, &member, acks).await
+        else {
             return fail(ResponseError::UnknownServerError);
         };
+        let denied = || Err(ResponseError::TopicAuthorizationFailed);
+        results.extend(refused.into_iter().map(|(tp, _)| (tp, denied())));
         if epoch == -1 {
             let Ok(released) = release_member(broker, &group, &member).await else {
                 return fail(ResponseError::UnknownServerError);

@@ -14,11 +14,16 @@
 //! State changes are durable before the answer. `records` is never null (the Java client
 //! refuses null). Beyond Kafka: a record whose `deadline` header has passed is archived (and
 //! dead-lettered) instead of delivered.
+//!
+//! Authorization, as Kafka: READ on the group (else GROUP_AUTHORIZATION_FAILED, top level) and
+//! on each topic: a partition of a topic without it is TOPIC_AUTHORIZATION_FAILED (its
+//! acknowledgements too), is not added to the session and is not fetched.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use acl::Operation;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_fetch_response::{
@@ -71,14 +76,20 @@ impl Handler for ShareFetchRequest {
                 .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(error.to_string())))
         };
+        if !ctx.authorize_group(broker, Operation::Read, &group) {
+            return fail(ResponseError::GroupAuthorizationFailed);
+        }
         if epoch != -1 && !broker.shares.members.is_member(&group, &member) {
             return fail(ResponseError::UnknownMemberId);
         }
-        let requested: Vec<TopicPartition> = request
+        let readable = |topic: log_core::Uuid| readable(broker, ctx, topic);
+        // Partitions of topics without READ: answered TOPIC_AUTHORIZATION_FAILED, kept out of
+        // the session.
+        let (requested, refused): (Vec<TopicPartition>, Vec<TopicPartition>) = request
             .topics
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
-            .collect();
+            .partition(|(topic, _)| readable(*topic));
         let forgotten: Vec<TopicPartition> = request
             .forgotten_topics_data
             .iter()
@@ -100,6 +111,9 @@ impl Handler for ShareFetchRequest {
         if epoch == 0 && !acks.is_empty() {
             return fail(ResponseError::InvalidRequest);
         }
+        let (acks, refused_acks): (Acks, Acks) = acks
+            .into_iter()
+            .partition(|((topic, _), _)| readable(*topic));
         let session = match broker.shares.members.session(
             &group,
             &member,
@@ -131,7 +145,10 @@ impl Handler for ShareFetchRequest {
             // The acknowledgements go with the first look for records: one trip to the blocking
             // pool instead of two.
             let mut acks = Some(acks);
-            let partitions: Vec<TopicPartition> = session.into_iter().collect();
+            let partitions: Vec<TopicPartition> = session
+                .into_iter()
+                .filter(|(topic, _)| readable(*topic))
+                .collect();
             let max_records = usize::try_from(request.max_records)
                 .ok()
                 .filter(|n| *n > 0)
@@ -198,7 +215,9 @@ impl Handler for ShareFetchRequest {
             }
         }
         pending.durable(&broker.syncer).await;
-        response.with_responses(answer(broker, ack_results, fetched))
+        let denied = || Err(ResponseError::TopicAuthorizationFailed);
+        ack_results.extend(refused_acks.into_iter().map(|(tp, _)| (tp, denied())));
+        response.with_responses(answer(broker, ack_results, fetched, &refused))
     }
 
     fn throttle_time_ms(response: &mut ShareFetchResponse) -> Option<&mut i32> {
@@ -417,12 +436,23 @@ pub fn records(response: &ShareFetchResponse) -> Vec<Bytes> {
         .collect()
 }
 
+/// Whether the request may READ the topic of id `topic` (an unknown id is left to the share
+/// state to refuse).
+pub fn readable(broker: &Broker, ctx: &RequestContext, topic: log_core::Uuid) -> bool {
+    !broker.authorizer.is_enabled()
+        || broker
+            .log
+            .topic_by_id(topic)
+            .is_none_or(|t| ctx.authorize_topic(broker, Operation::Read, t.name()))
+}
+
 /// The response's topics: every partition acknowledged or fetched, with its records (never
-/// null), acquired ranges and errors.
+/// null), acquired ranges and errors, and those `refused` (TOPIC_AUTHORIZATION_FAILED).
 fn answer(
     broker: &Broker,
     acks: AckResults,
     fetched: Vec<PartitionFetch>,
+    refused: &[TopicPartition],
 ) -> Vec<ShareFetchableTopicResponse> {
     let leader = LeaderIdAndEpoch::default()
         .with_leader_id(broker.config.node_id)
@@ -440,6 +470,12 @@ fn answer(
             entry.acknowledge_error_code = error.code();
             entry.acknowledge_error_message = Some(StrBytes::from_string(error.to_string()));
         }
+    }
+    for tp in refused {
+        let entry = partitions.entry(*tp).or_insert_with(|| empty(tp.1));
+        let error = ResponseError::TopicAuthorizationFailed;
+        entry.error_code = error.code();
+        entry.error_message = Some(StrBytes::from_string(error.to_string()));
     }
     for fetch in fetched {
         let entry = partitions

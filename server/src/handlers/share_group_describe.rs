@@ -1,11 +1,15 @@
 //! ShareGroupDescribe, version 1: a share group's members, their subscriptions and assignments.
 //! The group is Stable while it has members, Empty otherwise; the assignor is "simple" (every
 //! member gets every subscribed partition on one broker). An unknown group answers
-//! GROUP_ID_NOT_FOUND, as Kafka does.
+//! GROUP_ID_NOT_FOUND, as Kafka does. Authorization, as Kafka: DESCRIBE on the group (else
+//! GROUP_AUTHORIZATION_FAILED) and on every topic its members subscribe to or are assigned
+//! (else TOPIC_AUTHORIZATION_FAILED, without members); KIP-430's authorized operations when
+//! asked.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
@@ -34,8 +38,9 @@ impl Handler for ShareGroupDescribeRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: ShareGroupDescribeRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> ShareGroupDescribeResponse {
+        let operations = request.include_authorized_operations;
         let text = |s: &str| StrBytes::from_string(s.to_string());
         let groups = request
             .group_ids
@@ -44,6 +49,16 @@ impl Handler for ShareGroupDescribeRequest {
                 let described = DescribedGroup::default()
                     .with_group_id(id.clone())
                     .with_authorized_operations(OPERATIONS_OMITTED);
+                if !ctx.authorize_group(broker, Operation::Describe, &id) {
+                    return described
+                        .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+                }
+                let described = if operations {
+                    let bits = ctx.authorized_operations(broker, ResourceType::Group, &id);
+                    described.with_authorized_operations(bits)
+                } else {
+                    described
+                };
                 let known = broker.shares.members.describe(&id);
                 let Some((epoch, members)) = known.or_else(|| {
                     broker
@@ -61,7 +76,7 @@ impl Handler for ShareGroupDescribeRequest {
                 } else {
                     "Stable"
                 };
-                let members = members
+                let members: Vec<Member> = members
                     .into_iter()
                     .map(|(member_id, m)| {
                         let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
@@ -93,6 +108,23 @@ impl Handler for ShareGroupDescribeRequest {
                             .with_assignment(Assignment::default().with_topic_partitions(assigned))
                     })
                     .collect();
+                // As Kafka: a group whose members name a topic the principal may not DESCRIBE is
+                // TOPIC_AUTHORIZATION_FAILED, without its members.
+                let hidden = members.iter().any(|m| {
+                    let assigned = m.assignment.topic_partitions.iter().map(|t| &t.topic_name);
+                    m.subscribed_topic_names
+                        .iter()
+                        .chain(assigned)
+                        .any(|t| !ctx.authorize_topic(broker, Operation::Describe, t))
+                });
+                if hidden {
+                    let error = ResponseError::TopicAuthorizationFailed;
+                    return described
+                        .with_error_code(error.code())
+                        .with_error_message(Some(text(
+                            "the group has topics the client is not authorized to describe",
+                        )));
+                }
                 described
                     .with_group_state(text(state))
                     .with_group_epoch(epoch)

@@ -2,11 +2,15 @@
 //! generated), stays in (the member's current epoch) or leaves (-1) a share group. On one broker
 //! every member is assigned every partition of the topics it subscribes to; the assignment is
 //! sent on joining and whenever it changes (a new subscription, a topic created or grown).
-//! Leaving releases the records the member holds.
+//! Leaving releases the records the member holds. Authorization, as Kafka: READ on the group
+//! (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (else
+//! TOPIC_AUTHORIZATION_FAILED).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acl::Operation;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -26,6 +30,22 @@ impl Handler for ShareGroupHeartbeatRequest {
     ) -> ShareGroupHeartbeatResponse {
         let group = request.group_id.to_string();
         let member = request.member_id.to_string();
+        let denied = |error: ResponseError| {
+            ShareGroupHeartbeatResponse::default()
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(error.to_string())))
+        };
+        if !ctx.authorize_group(broker, Operation::Read, &group) {
+            return denied(ResponseError::GroupAuthorizationFailed);
+        }
+        if request
+            .subscribed_topic_names
+            .iter()
+            .flatten()
+            .any(|topic| !ctx.authorize_topic(broker, Operation::Describe, topic))
+        {
+            return denied(ResponseError::TopicAuthorizationFailed);
+        }
         let config = broker.shares.config(&group);
         let subscriptions = request
             .subscribed_topic_names

@@ -1,9 +1,11 @@
 //! SyncGroup, versions 0–3: the leader hands in the assignment; every member gets its own
-//! part once the leader has (followers wait for it).
+//! part once the leader has (followers wait for it). Authorization: READ on the group, else
+//! GROUP_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use acl::Operation;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
@@ -31,8 +33,12 @@ impl Handler for SyncGroupRequest {
     async fn handle(
         broker: &Arc<Broker>,
         request: SyncGroupRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> SyncGroupResponse {
+        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+            return SyncGroupResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
         let assignments = request
             .assignments
             .into_iter()
