@@ -881,3 +881,275 @@ print('delivered', sum(delivered), len(delivered))
         "librdkafka's session ran out:\n{log}"
     );
 }
+
+#[test]
+fn authenticated_principals_get_what_their_acls_allow_and_nothing_else() {
+    let certs = Certs::new();
+    let users = certs.path("plain-users");
+    std::fs::write(
+        &users,
+        "admin=admin-secret\nalice=alice-secret\nbob=bob-secret\n",
+    )
+    .unwrap();
+    // The subject as RFC 2253 writes it, last RDN first: `CN=carol,O=acme`.
+    let (carol_key, carol_crt) = certs.client("carol", "/O=acme/CN=carol");
+    let keystore = certs.broker_keystore();
+    let ca = certs.ca();
+    let broker = TestBroker::start_temp(&[
+        "--listeners",
+        "SASL_PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "--ssl-keystore-location",
+        keystore.to_str().unwrap(),
+        "--ssl-truststore-location",
+        ca.to_str().unwrap(),
+        "--ssl-client-auth",
+        "required",
+        "--sasl-plain-users-file",
+        users.to_str().unwrap(),
+        "--authorizer-class-name",
+        "acl",
+        "--super-users",
+        "User:admin",
+    ]);
+    let sasl = broker.listener("SASL_PLAINTEXT");
+    let ssl = broker.listener("SSL");
+    let user = |name: &str| {
+        format!(
+            "{{'bootstrap.servers': '{sasl}', 'security.protocol': 'SASL_PLAINTEXT', \
+             'sasl.mechanism': 'PLAIN', 'sasl.username': '{name}', 'sasl.password': '{name}-secret'}}"
+        )
+    };
+    let carol = format!(
+        "{{'bootstrap.servers': '{ssl}', 'security.protocol': 'SSL', 'ssl.ca.location': '{}', \
+         'ssl.certificate.location': '{}', 'ssl.key.location': '{}'}}",
+        ca.display(),
+        carol_crt.display(),
+        carol_key.display()
+    );
+    let out = python(&format!(
+        r#"
+import time
+from confluent_kafka import Producer, Consumer, TopicPartition, ShareConsumer, KafkaException
+from confluent_kafka.admin import (AdminClient, NewTopic, AclBinding, ResourceType,
+    ResourcePatternType, AclOperation, AclPermissionType, ConfigResource)
+ADMIN, ALICE, BOB, CAROL = {admin}, {alice}, {bob}, {carol}
+admin = AdminClient(ADMIN)
+for f in admin.create_topics([NewTopic('orders', 1, 1)]).values(): f.result()
+def allow(principal, rtype, name, op):
+    return AclBinding(rtype, name, ResourcePatternType.LITERAL, principal, '*', op, AclPermissionType.ALLOW)
+acls = [allow('User:alice', ResourceType.TOPIC, 'orders', op) for op in (AclOperation.READ, AclOperation.WRITE)]
+acls += [allow('User:alice', ResourceType.GROUP, 'g-alice', AclOperation.READ)]
+acls += [allow('User:CN=carol,O=acme', ResourceType.TOPIC, 'orders', AclOperation.READ)]
+acls += [allow('User:CN=carol,O=acme', ResourceType.GROUP, 'g-carol', AclOperation.READ)]
+acls += [allow('User:bob', ResourceType.GROUP, 'g-bob', AclOperation.READ)]
+acls += [allow('User:bob', ResourceType.GROUP, 'sg-bob', AclOperation.READ)]
+for f in admin.create_acls(acls).values(): f.result()
+
+def produce(conf, n):
+    done = []
+    p = Producer(dict(conf, **{{'message.timeout.ms': 5000}}))
+    for i in range(n):
+        p.produce('orders', b'%d' % i, on_delivery=lambda err, m: done.append(err.name() if err else 'ok'))
+    p.flush(10)
+    return sorted(set(done))
+def consume(conf, group, n):
+    c = Consumer(dict(conf, **{{'group.id': group, 'auto.offset.reset': 'earliest'}}))
+    c.subscribe(['orders'])
+    got, errors, deadline = 0, set(), time.time() + 20
+    while got < n and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None: continue
+        if m.error(): errors.add(m.error().name()); break
+        got += 1
+    c.close()
+    return got, sorted(errors)
+def attempt(f):
+    try:
+        return repr(f())
+    except KafkaException as e:
+        return e.args[0].name()
+
+print('alice produce', produce(ALICE, 5))
+print('bob produce', produce(BOB, 1))
+print('alice consume', consume(ALICE, 'g-alice', 5))
+print('carol consume', consume(CAROL, 'g-carol', 5))
+print('bob consume', consume(BOB, 'g-bob', 1))
+print('bob lists', sorted(AdminClient(BOB).list_topics(timeout=10).topics))
+print('alice lists', sorted(AdminClient(ALICE).list_topics(timeout=10).topics))
+bob = Consumer(dict(BOB, **{{'group.id': 'g-bob'}}))
+print('bob offsets', attempt(lambda: bob.get_watermark_offsets(TopicPartition('orders', 0), timeout=10)))
+committed = bob.committed([TopicPartition('orders', 0)], timeout=10)
+print('bob committed', [tp.error.name() if tp.error else tp.offset for tp in committed])
+bob.close()
+res = ConfigResource('topic', 'orders')
+bob_admin = AdminClient(BOB)
+print('bob configs', attempt(lambda: bob_admin.describe_configs([res])[res].result(timeout=10)))
+share = ShareConsumer(dict(BOB, **{{'group.id': 'sg-bob'}}))
+share.subscribe(['orders'])
+errors, deadline = set(), time.time() + 10
+while not errors and time.time() < deadline:
+    try:
+        for m in share.poll(0.5) or []:
+            if m.error(): errors.add(m.error().name())
+    except KafkaException as e:
+        errors.add(e.args[0].name())
+print('bob share', sorted(errors))
+"#,
+        admin = user("admin"),
+        alice = user("alice"),
+        bob = user("bob"),
+    ));
+    assert!(out.contains("alice produce ['ok']"), "{out}");
+    assert!(
+        out.contains("bob produce ['TOPIC_AUTHORIZATION_FAILED']"),
+        "{out}"
+    );
+    assert!(out.contains("alice consume (5, [])"), "{out}");
+    assert!(
+        out.contains("carol consume (5, [])"),
+        "mTLS principal:\n{out}"
+    );
+    assert!(
+        out.contains("bob consume (0, ['TOPIC_AUTHORIZATION_FAILED'])"),
+        "{out}"
+    );
+    assert!(out.contains("bob lists []"), "{out}");
+    assert!(out.contains("alice lists ['orders']"), "{out}");
+    // librdkafka asks Metadata first, which hides the topic: either way, no offsets.
+    assert!(
+        out.contains("bob offsets TOPIC_AUTHORIZATION_FAILED")
+            || out.contains("bob offsets _UNKNOWN_PARTITION"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bob committed ['TOPIC_AUTHORIZATION_FAILED']"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bob configs TOPIC_AUTHORIZATION_FAILED"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bob share ['TOPIC_AUTHORIZATION_FAILED']"),
+        "{out}"
+    );
+
+    // On the wire, as bob: Fetch and ListOffsets are refused per partition, no records.
+    let mut s = connect(sasl);
+    assert_eq!(handshake(&mut s, "PLAIN").error_code, 0);
+    assert_eq!(
+        authenticate(&mut s, sasl::plain::encode("bob", "bob-secret")).error_code,
+        0
+    );
+    let fetched: kafka_protocol::messages::FetchResponse = call(
+        &mut s,
+        ApiKey::Fetch,
+        12,
+        &test_support::kafka::fetch_request("orders", 0, 0, 1 << 20),
+    );
+    let partition = &fetched.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 29);
+    assert!(partition.records.as_ref().is_none_or(|r| r.is_empty()));
+    let request = kafka_protocol::messages::ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![
+            kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
+                .with_name(test_support::kafka::name("orders"))
+                .with_partitions(vec![
+                    kafka_protocol::messages::list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1),
+                ]),
+        ]);
+    let listed: kafka_protocol::messages::ListOffsetsResponse =
+        call(&mut s, ApiKey::ListOffsets, 7, &request);
+    let partition = &listed.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 29);
+    assert_eq!(partition.offset, -1);
+}
+
+#[test]
+fn lograils_own_client_and_tools_speak_sasl_ssl_with_a_command_config() {
+    let certs = Certs::new();
+    let broker = secured(&certs, "SASL_SSL", &[]);
+    add_scram_user(&broker, "tool", "tool-secret", "SCRAM-SHA-512");
+    let config = certs.path("client.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"tool\" password=\"tool-secret\";\n\
+             ssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            certs.ca().display()
+        ),
+    )
+    .unwrap();
+    let addr = broker.listener("SASL_SSL");
+    let config = config.to_str().unwrap();
+    let mut produce = Command::new(test_support::broker::lograil_bin())
+        .args([
+            "produce",
+            "--bootstrap-server",
+            addr,
+            "--command-config",
+            config,
+        ])
+        .args(["--topic", "tooling"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    produce
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"one\ntwo\nthree\n")
+        .unwrap();
+    let out = produce.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let consumed = test_support::lograil_stdout(&[
+        "consume",
+        "--bootstrap-server",
+        addr,
+        "--command-config",
+        config,
+        "--topic",
+        "tooling",
+        "--from-beginning",
+        "--max-messages",
+        "3",
+    ]);
+    assert_eq!(
+        consumed
+            .lines()
+            .map(|l| l.rsplit('\t').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["one", "two", "three"]
+    );
+    // A wrong password: the tool fails at once, saying why.
+    let wrong = certs.path("wrong.properties");
+    std::fs::write(
+        &wrong,
+        std::fs::read_to_string(config)
+            .unwrap()
+            .replace("tool-secret", "nope"),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (ok, _, err) = test_support::lograil(&[
+        "topic",
+        "list",
+        "--bootstrap-server",
+        addr,
+        "--command-config",
+        wrong.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("Authentication failed"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
