@@ -49,12 +49,16 @@ if [[ -n "${ADMIN_TOOLS_KAFKA:-}" ]]; then
 else
     KAFKA_DIR="$WORK/kafka"
     OWN_KAFKA="$KAFKA_DIR"
-    ("$KAFKA_SH" start "$KAFKA_DIR" --brokers 1 >"$WORK/kafka.bootstrap" 2>"$WORK/kafka.start.log") &
+    # An authorizer on both sides, the tools' principal (ANONYMOUS) a super user: the ACL
+    # steps compare kafka-acls, and every other step runs through the authorizer.
+    (LOGRAIL_KAFKA_PROPERTIES=$'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:ANONYMOUS' \
+        "$KAFKA_SH" start "$KAFKA_DIR" --brokers 1 >"$WORK/kafka.bootstrap" 2>"$WORK/kafka.start.log") &
 fi
 KAFKA_STARTER=$!
 
 mkdir -p "$WORK/lograil-data"
 "$BIN" serve --listen 127.0.0.1:0 --data-dir "$WORK/lograil-data" --default-partitions 1 \
+    --authorizer-class-name org.apache.kafka.metadata.authorizer.StandardAuthorizer --super-users User:ANONYMOUS \
     >"$WORK/lograil.out" 2>"$WORK/lograil.log" &
 LOGRAIL_PID=$!
 for _ in $(seq 100); do
@@ -140,6 +144,34 @@ for line in sys.stdin:
 endpoints() { as_is | awk '{print $1, $(NF-1), $NF}'; }
 producers() { as_is | awk 'NR > 1 {print $2, $4, $6}'; }
 cluster_id() { as_is | sed -E 's/Cluster ID: .+/Cluster ID: */'; }
+# kafka-acls --list: "Current ACLs for resource `R`:" then one line per ACL; each ACL with its
+# resource, sorted (resources come in no set order).
+acl_list() {
+    as_is | python3 -c '
+import sys
+resource = ""
+rows = []
+for line in sys.stdin:
+    line = line.rstrip("\n")
+    if line.startswith("Current ACLs for resource"):
+        resource = line.split("`")[1] if "`" in line else line
+    elif line.strip().startswith("(principal="):
+        rows.append(resource + " " + line.strip())
+    else:
+        rows.append(line)
+print("\n".join(sorted(rows)))
+'
+}
+# "SCRAM credential configs for user-principal 'carol' are A, B": the mechanisms' order (Kafka's
+# is not the order of their codes or of their creation) is not compared.
+scram_configs() {
+    as_is | python3 -c '
+import sys
+for line in sys.stdin:
+    head, sep, items = line.rstrip("\n").partition(" are ")
+    print(head + sep + ", ".join(sorted(items.split(", "))) if sep else head)
+' | sort
+}
 
 # The steps, the same against both brokers.
 steps() {
@@ -268,12 +300,33 @@ steps() {
         --add-config 'SCRAM-SHA-256=[iterations=8192,password=carol-secret]'
     tool 74b-scram-add as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-name carol \
         --add-config 'SCRAM-SHA-512=[password=carol-secret]'
-    tool 75-scram-describe sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type users --entity-name carol
+    tool 75-scram-describe scram_configs "$CONFIGS" --bootstrap-server @bs --describe --entity-type users --entity-name carol
     tool 76-scram-delete as_is "$CONFIGS" --bootstrap-server @bs --alter --entity-type users --entity-name carol \
         --delete-config SCRAM-SHA-512
-    tool 77-scram-describe-deleted sorted "$CONFIGS" --bootstrap-server @bs --describe --entity-type users --entity-name carol
+    tool 77-scram-describe-deleted scram_configs "$CONFIGS" --bootstrap-server @bs --describe --entity-type users --entity-name carol
     tool 78-scram-too-few-iterations error_class "$CONFIGS" --bootstrap-server @bs --alter --entity-type users \
         --entity-name dave --add-config 'SCRAM-SHA-256=[iterations=1000,password=x]'
+
+    # ACLs (CreateAcls, DescribeAcls, DeleteAcls) with kafka-acls.
+    ACLS=$T.AclCommand
+    tool 80-acl-add as_is "$ACLS" --bootstrap-server @bs --add --allow-principal User:alice \
+        --operation Read --operation Describe --topic orders
+    tool 81-acl-add-prefixed as_is "$ACLS" --bootstrap-server @bs --add --allow-principal User:alice \
+        --operation Write --topic team- --resource-pattern-type prefixed
+    tool 82-acl-add-deny as_is "$ACLS" --bootstrap-server @bs --add --deny-principal User:mallory \
+        --deny-host 10.0.0.1 --operation All --group billing
+    tool 83-acl-add-consumer as_is "$ACLS" --bootstrap-server @bs --add --allow-principal User:bob \
+        --consumer --topic events --group readers
+    tool 84-acl-list acl_list "$ACLS" --bootstrap-server @bs --list
+    tool 85-acl-list-topic acl_list "$ACLS" --bootstrap-server @bs --list --topic orders
+    tool 86-acl-list-match acl_list "$ACLS" --bootstrap-server @bs --list --topic team-billing \
+        --resource-pattern-type match
+    tool 87-acl-list-principal acl_list "$ACLS" --bootstrap-server @bs --list --principal User:bob
+    tool 88-acl-remove as_is "$ACLS" --bootstrap-server @bs --remove --force --allow-principal User:alice \
+        --operation Read --topic orders
+    tool 89-acl-list-after-remove acl_list "$ACLS" --bootstrap-server @bs --list --topic orders
+    tool 89a-acl-bad-cluster-name error_class "$ACLS" --bootstrap-server @bs --add --allow-principal User:x \
+        --operation Read --cluster --resource-pattern-type prefixed
 
     # Deletions.
     tool 54-group-delete as_is "$GROUPS_CMD" --bootstrap-server @bs --delete --group readers

@@ -31,6 +31,7 @@
 #                                benchmark peer); c1: C1 only, about half the CPU to boot
 #                                (default with several brokers, which are for correctness tests)
 #   LOGRAIL_KAFKA_JVM_OPTS       extra JVM options for the brokers (word-split)
+#   LOGRAIL_KAFKA_PROPERTIES     extra server.properties lines for every node (`start` only)
 #   LOGRAIL_KAFKA_TOOL_HEAP      heap for `tool` (default 512m)
 #   LOGRAIL_KAFKA_START_TIMEOUT  seconds `start`/`restart` wait for readiness (default 120)
 #   LOGRAIL_KAFKA_STOP_TIMEOUT   seconds `stop` waits after SIGTERM before SIGKILL (default 30;
@@ -453,6 +454,10 @@ share.coordinator.state.topic.min.isr=$min_isr
 # Share groups (KIP-932): enabled by the share.version=1 feature, which kafka-storage format
 # sets (Kafka 4.2's default; kafka.sh passes it explicitly). group.share.enable is not needed.
 EOF
+        # Extra settings of the caller's (e.g. an authorizer), one per line.
+        if [[ -n "${LOGRAIL_KAFKA_PROPERTIES:-}" ]]; then
+            printf '%s\n' "$LOGRAIL_KAFKA_PROPERTIES" >>"$dir/node-$i/server.properties"
+        fi
     done
 
     # Format every node's storage (in parallel: each is a JVM start).
