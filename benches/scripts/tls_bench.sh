@@ -85,7 +85,7 @@ bench() { # NAME REP PROTOCOL ADDR EXTRA...: produce then consume, JSON into $OU
         [[ $step == produce ]] && args+=(--message-size 1000 --acks 1 --messages "$MESSAGES")
         "$BENCH" "$step" "${args[@]}" "$@" --brokers "$addr" --broker-pid "$PID" \
             --label "$name-$protocol" --json "$OUT/$name-$protocol-$step-$rep.json" 2>&1 |
-            grep -E '^(produce|consume|broker):' | sed "s/^/$name $protocol #$rep: /"
+            { grep -E '^(produce|consume|broker|error)' || true; } | sed "s/^/$name $protocol #$rep: /"
     done
 }
 

@@ -81,11 +81,14 @@ pub fn consumer_config(args: &RunArgs, overrides: &[(String, String)]) -> Client
 
 /// Client settings for admin requests and metadata.
 pub fn admin_config(args: &RunArgs, overrides: &[(String, String)]) -> ClientConfig {
-    // Only the connection-level overrides make sense for an admin client; producer or
-    // consumer properties would be rejected, so they are left out.
+    // Only the connection-level overrides (sockets, TLS, SASL) make sense for an admin
+    // client; producer or consumer properties would be rejected, so they are left out.
     let mut config = base(args);
     for (name, value) in overrides {
-        if name.starts_with("socket.") || name.starts_with("security.") || name == "debug" {
+        let connection = ["socket.", "security.", "ssl.", "sasl."]
+            .iter()
+            .any(|prefix| name.starts_with(prefix));
+        if connection || name == "debug" {
             config.set(name, value);
         }
     }
