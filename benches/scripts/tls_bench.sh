@@ -2,8 +2,8 @@
 # TLS cost (issue 23): 1000 B records produced then consumed over PLAINTEXT and over SASL_SSL
 # (TLS; SCRAM-SHA-512 once per connection) on lograil and on a one-broker Apache Kafka (KRaft,
 # tests/kafka/kafka.sh, whose nodes have a SASL_SSL listener with the same kind of PEM
-# certificate), alternately, REPS repetitions, with lograil-bench (librdkafka, OpenSSL on the
-# client side); then a reconnect storm: new TLS connections per second (a full handshake each,
+# certificate), alternately, REPS repetitions, with lograil-bench through each client of CLIENTS
+# (default both: librdkafka, with OpenSSL, and lograil's own, with rustls); then a reconnect storm: new TLS connections per second (a full handshake each,
 # one client thread per core) against each broker's TLS listener. Every run goes into $OUT;
 #   python3 benches/scripts/tls_table.py $OUT
 # prints the medians and the ratios (TLS / plaintext per broker, lograil / Kafka per protocol).
@@ -25,6 +25,7 @@ DATA=$(realpath -m "${DATA:-target/bench-data}")
 REPS=${REPS:-3}
 MESSAGES=${MESSAGES:-600000}
 HANDSHAKES=${HANDSHAKES:-2000}
+CLIENTS=${CLIENTS:-rdkafka lograil}
 mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"
 
@@ -73,19 +74,20 @@ stop_kafka() {
 }
 
 sasl_ssl() {
+    # ssl.ca.location: librdkafka's name, which lograil's client also takes.
     echo -X security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-512 -X sasl.username=alice \
         -X sasl.password=alice-secret -X "ssl.ca.location=$TLS_DIR/ca.pem"
 }
 
-bench() { # NAME REP PROTOCOL ADDR EXTRA...: produce then consume, JSON into $OUT
-    local name=$1 rep=$2 protocol=$3 addr=$4 topic="t-$3-$2"
-    shift 4
+bench() { # NAME REP CLIENT PROTOCOL ADDR EXTRA...: produce then consume, JSON into $OUT
+    local name=$1 rep=$2 client=$3 protocol=$4 addr=$5 topic="t-$3-$4-$2"
+    shift 5
     for step in produce consume; do
         local args=(--topic "$topic" --partitions 6)
         [[ $step == produce ]] && args+=(--message-size 1000 --acks 1 --messages "$MESSAGES")
-        "$BENCH" "$step" "${args[@]}" "$@" --brokers "$addr" --broker-pid "$PID" \
-            --label "$name-$protocol" --json "$OUT/$name-$protocol-$step-$rep.json" 2>&1 |
-            { grep -E '^(produce|consume|broker|error)' || true; } | sed "s/^/$name $protocol #$rep: /"
+        "$BENCH" "$step" --client "$client" "${args[@]}" "$@" --brokers "$addr" --broker-pid "$PID" \
+            --label "$name-$client-$protocol" --json "$OUT/$name-$client-$protocol-$step-$rep.json" 2>&1 |
+            { grep -E '^(produce|consume|broker|error)' || true; } | sed "s/^/$name $client $protocol #$rep: /"
     done
 }
 
@@ -117,9 +119,11 @@ EOF
 for rep in $(seq "$REPS"); do
     for name in kafka lograil; do
         start_"$name"
-        bench "$name" "$rep" plaintext "$PLAIN"
-        # shellcheck disable=SC2046
-        bench "$name" "$rep" sasl_ssl "$SECURED" $(sasl_ssl)
+        for client in $CLIENTS; do
+            bench "$name" "$rep" "$client" plaintext "$PLAIN"
+            # shellcheck disable=SC2046
+            bench "$name" "$rep" "$client" sasl_ssl "$SECURED" $(sasl_ssl)
+        done
         storm "$name" "$rep" "$SECURED"
         stop_"$name"
     done

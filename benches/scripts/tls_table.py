@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Turns the results of benches/scripts/tls_bench.sh into BENCHMARKS.md's TLS table: per broker
-and protocol the median MB/s of produce and consume over the repetitions (min-max in brackets),
+"""Turns the results of benches/scripts/tls_bench.sh into BENCHMARKS.md's TLS table: per client,
+broker and protocol the median MB/s of produce and consume over the repetitions (min-max in brackets),
 the ratio SASL_SSL / PLAINTEXT per broker (issue 23: lograil >= 0.7), the ratio lograil / Kafka
 over SASL_SSL (>= 1.5), and the reconnect storm's new TLS connections per second.
 
@@ -17,8 +17,11 @@ if len(sys.argv) < 2:
 OUT = pathlib.Path(sys.argv[1])
 
 
-def rates(broker, protocol, step):
-    runs = sorted(OUT.glob(f"{broker}-{protocol}-{step}-*.json"))
+CLIENTS = ("rdkafka", "lograil")
+
+
+def rates(broker, protocol, step, client):
+    runs = sorted(OUT.glob(f"{broker}-{client}-{protocol}-{step}-*.json"))
     return [json.loads(p.read_text())[step]["mb_per_s"] for p in runs]
 
 
@@ -41,17 +44,19 @@ def ratio(a, b):
     return statistics.median(a) / statistics.median(b) if a and b else float("nan")
 
 
-print("| figure | lograil | Kafka | lograil / Kafka |")
-print("|---|---|---|---|")
-for step in ("produce", "consume"):
-    for protocol in ("plaintext", "sasl_ssl"):
-        lo, ka = rates("lograil", protocol, step), rates("kafka", protocol, step)
-        print(f"| {step} 1000 B, {protocol}, MB/s | {cell(lo)} | {cell(ka)} | {ratio(lo, ka):.2f} |")
+print("| client | figure | lograil | Kafka | lograil / Kafka |")
+print("|---|---|---|---|---|")
+for client in CLIENTS:
+    for step in ("produce", "consume"):
+        for protocol in ("plaintext", "sasl_ssl"):
+            lo, ka = rates("lograil", protocol, step, client), rates("kafka", protocol, step, client)
+            print(f"| {client} | {step} 1000 B, {protocol}, MB/s | {cell(lo)} | {cell(ka)} | {ratio(lo, ka):.2f} |")
 lo, ka = storms("lograil"), storms("kafka")
-print(f"| new TLS connections per second | {cell(lo)} | {cell(ka)} | {ratio(lo, ka):.2f} |")
+print(f"| Python ssl | new TLS connections per second | {cell(lo)} | {cell(ka)} | {ratio(lo, ka):.2f} |")
 print()
-print("| TLS / plaintext (medians) | lograil | Kafka |")
-print("|---|---|---|")
-for step in ("produce", "consume"):
-    row = [ratio(rates(b, "sasl_ssl", step), rates(b, "plaintext", step)) for b in ("lograil", "kafka")]
-    print(f"| {step} | {row[0]:.2f} | {row[1]:.2f} |")
+print("| client | TLS / plaintext (medians) | lograil | Kafka |")
+print("|---|---|---|---|")
+for client in CLIENTS:
+    for step in ("produce", "consume"):
+        row = [ratio(rates(b, "sasl_ssl", step, client), rates(b, "plaintext", step, client)) for b in ("lograil", "kafka")]
+        print(f"| {client} | {step} | {row[0]:.2f} | {row[1]:.2f} |")

@@ -24,8 +24,10 @@ const LIBRDKAFKA_ONLY: &[&str] = &["statistics.interval.ms", "enable.auto.offset
 
 fn translate(config: &rdkafka::ClientConfig) -> ClientConfig {
     let mut out = ClientConfig::new();
-    for (k, v) in config.config_map() {
-        if !LIBRDKAFKA_ONLY.contains(&k) {
+    // The keys from `config_map`, the values from `get`: `config_map` masks the sensitive ones
+    // (sasl.password, ssl.key.password, ...).
+    for k in config.config_map().into_keys() {
+        if let (false, Some(v)) = (LIBRDKAFKA_ONLY.contains(&k), config.get(k)) {
             out.set(k, v);
         }
     }

@@ -34,6 +34,9 @@ use crate::security::{tls, Listener, Principal};
 /// has begun: a client that stops reading cannot hold the broker's exit up for longer.
 const SHUTDOWN_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Bytes read from a TLS connection's socket at a time (see `serve_secured`).
+const TLS_READ_BUFFER: usize = 256 * 1024;
+
 /// Serves one connection until the client closes it, sends something unreadable, times out or
 /// the broker shuts down; in a span naming the peer and (once known) the client id. `slot` is
 /// the connection's place under the connection caps, freed when it ends.
@@ -70,6 +73,9 @@ async fn serve_secured(
     };
     let mut shutdown = broker.shutdown.clone();
     let timeout = broker.security.sasl.authentication_timeout;
+    // Read through a buffer: rustls reads one TLS record (16 KiB) at a time, and a large
+    // produce would otherwise cost a read syscall per record.
+    let socket = tokio::io::BufReader::with_capacity(TLS_READ_BUFFER, socket);
     let handshake = tokio::time::timeout(timeout, acceptor.accept(socket));
     let stream = tokio::select! {
         biased;
