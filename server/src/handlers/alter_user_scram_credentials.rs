@@ -26,8 +26,8 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::security::credentials::Change;
 
-/// One user's changes, or why they are refused.
-type UserChanges = Result<Vec<Change>, (ResponseError, String)>;
+/// A user's change (one per request), or why it is refused.
+type UserChange = Result<Change, (ResponseError, String)>;
 
 impl Handler for AlterUserScramCredentialsRequest {
     const SERVED: (i16, i16) = (0, 0);
@@ -52,8 +52,8 @@ impl Handler for AlterUserScramCredentialsRequest {
                 .collect();
             return AlterUserScramCredentialsResponse::default().with_results(results);
         }
-        let mut users: BTreeMap<String, UserChanges> = BTreeMap::new();
-        let mut add = |user: &str, change: Result<Change, (ResponseError, String)>| {
+        let mut users: BTreeMap<String, UserChange> = BTreeMap::new();
+        let mut add = |user: &str, change: UserChange| {
             // Kafka's rule: one change per user in a request.
             if let Some(entry) = users.get_mut(user) {
                 *entry = Err((
@@ -62,7 +62,7 @@ impl Handler for AlterUserScramCredentialsRequest {
                 ));
                 return;
             }
-            users.insert(user.to_string(), change.map(|c| vec![c]));
+            users.insert(user.to_string(), change);
         };
         for deletion in &request.deletions {
             let change = checked(&deletion.name, deletion.mechanism)
@@ -104,12 +104,13 @@ impl Handler for AlterUserScramCredentialsRequest {
         }
         let mut results = Vec::with_capacity(users.len());
         let mut changes = Vec::new();
+        // The index in `results` of each change's user.
         let mut owners = Vec::new();
         for (user, outcome) in users {
             match outcome {
-                Ok(list) => {
-                    owners.extend(std::iter::repeat_n(user.clone(), list.len()));
-                    changes.extend(list);
+                Ok(change) => {
+                    owners.push(results.len());
+                    changes.push(change);
                     results.push((user, None));
                 }
                 Err(refused) => results.push((user, Some(refused))),
@@ -118,41 +119,30 @@ impl Handler for AlterUserScramCredentialsRequest {
         if !changes.is_empty() {
             let owner = broker.clone();
             let applied = crate::blocking::spawn(move || owner.security.scram.alter(changes)).await;
-            let missing = || {
-                (
-                    ResponseError::ResourceNotFound,
-                    "Attempt to delete a user credential that does not exist".to_string(),
-                )
-            };
-            match applied {
+            let failed = match applied {
                 Ok(Ok(applied)) => {
-                    for (user, applied) in owners.iter().zip(applied) {
+                    for (&at, applied) in owners.iter().zip(applied) {
                         if !applied {
-                            if let Some((_, result)) = results.iter_mut().find(|(u, _)| u == user) {
-                                *result = Some(missing());
-                            }
-                        }
-                    }
-                }
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "writing SCRAM credentials failed");
-                    for (user, result) in &mut results {
-                        if owners.contains(user) {
-                            *result = Some((
-                                ResponseError::UnknownServerError,
-                                "the credentials could not be written".into(),
+                            results[at].1 = Some((
+                                ResponseError::ResourceNotFound,
+                                "Attempt to delete a user credential that does not exist".into(),
                             ));
                         }
                     }
+                    None
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "writing SCRAM credentials failed");
+                    Some("the credentials could not be written")
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "SCRAM credentials task failed");
-                    for (_, result) in &mut results {
-                        result.get_or_insert((
-                            ResponseError::UnknownServerError,
-                            "internal error".into(),
-                        ));
-                    }
+                    Some("internal error")
+                }
+            };
+            if let Some(message) = failed {
+                for &at in &owners {
+                    results[at].1 = Some((ResponseError::UnknownServerError, message.into()));
                 }
             }
         }

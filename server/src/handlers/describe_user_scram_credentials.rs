@@ -55,12 +55,16 @@ impl Handler for DescribeUserScramCredentialsRequest {
                 .collect(),
             Some(users) => {
                 let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+                let mut named = std::collections::HashMap::<&str, usize>::new();
+                for name in &names {
+                    *named.entry(name).or_default() += 1;
+                }
                 names
                     .iter()
                     .map(|name| {
                         let result = DescribeUserScramCredentialsResult::default()
                             .with_user(StrBytes::from_string(name.to_string()));
-                        let (code, message) = if names.iter().filter(|n| *n == name).count() > 1 {
+                        let (code, message) = if named.get(name).is_some_and(|n| *n > 1) {
                             (
                                 ResponseError::DuplicateResource,
                                 "the user is named twice".to_string(),
