@@ -5,7 +5,6 @@
 
 use std::sync::{Arc, PoisonError};
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -31,13 +30,8 @@ impl Handler for SaslHandshakeRequest {
         let reauthenticate = broker.security.sasl.reauthentication.is_some();
         match exchange.handshake(&request.mechanism, enabled, reauthenticate) {
             Ok(()) => response,
-            Err(reason) => {
+            Err((code, reason)) => {
                 tracing::info!(mechanism = %request.mechanism, "{reason}");
-                let code = if reason.starts_with("unsupported") {
-                    ResponseError::UnsupportedSaslMechanism
-                } else {
-                    ResponseError::IllegalSaslState
-                };
                 response.with_error_code(code.code())
             }
         }

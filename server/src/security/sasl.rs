@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use sasl::scram::ServerExchange;
 use sasl::Mechanism;
 
@@ -95,7 +96,7 @@ pub enum Step {
     /// Authenticated; the last server message (empty for PLAIN).
     Done(Principal, Vec<u8>),
     /// Refused, with Kafka's error code and the message the client sees.
-    Failed(kafka_protocol::error::ResponseError, String),
+    Failed(ResponseError, String),
 }
 
 /// What the exchange checks credentials against.
@@ -136,20 +137,22 @@ impl Exchange {
     }
 
     /// SaslHandshake: the mechanism, if enabled. After a successful exchange, only when
-    /// `reauthenticate` (KIP-368, `connections.max.reauth.ms`).
+    /// `reauthenticate` (KIP-368, `connections.max.reauth.ms`). A refusal is Kafka's error code
+    /// and why.
     pub fn handshake(
         &mut self,
         mechanism: &str,
         enabled: &[Mechanism],
         reauthenticate: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), (ResponseError, String)> {
+        let illegal = |reason: &str| (ResponseError::IllegalSaslState, reason.to_string());
         match self.stage {
-            Stage::Unavailable => return Err("SaslHandshake on a listener without SASL".into()),
+            Stage::Unavailable => return Err(illegal("SaslHandshake on a listener without SASL")),
             Stage::Start => {}
             Stage::Done if reauthenticate => {}
             _ => {
                 self.stage = Stage::Failed;
-                return Err("SaslHandshake out of turn (after the exchange began, or without connections.max.reauth.ms)".into());
+                return Err(illegal("SaslHandshake out of turn (after the exchange began, or without connections.max.reauth.ms)"));
             }
         }
         match Mechanism::from_name(mechanism).filter(|m| enabled.contains(m)) {
@@ -159,14 +162,17 @@ impl Exchange {
             }
             None => {
                 self.stage = Stage::Failed;
-                Err(format!("unsupported SASL mechanism {mechanism:?}"))
+                Err((
+                    ResponseError::UnsupportedSaslMechanism,
+                    format!("unsupported SASL mechanism {mechanism:?}"),
+                ))
             }
         }
     }
 
     /// SaslAuthenticate: the client's next message.
     pub fn authenticate(&mut self, message: &[u8], verifier: &Verifier<'_>) -> Step {
-        use kafka_protocol::error::ResponseError::{IllegalSaslState, SaslAuthenticationFailed};
+        use ResponseError::{IllegalSaslState, SaslAuthenticationFailed};
         let failed = |reason: &str| {
             Step::Failed(
                 SaslAuthenticationFailed,
