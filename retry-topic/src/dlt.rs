@@ -75,10 +75,18 @@ pub struct DeadLetter {
     /// Where it first came from (`kafka_dlt-original-*` or `kafka_original-*`); `None` for a
     /// record without those headers.
     pub origin: Option<Origin>,
-    /// The error class (`kafka_dlt-exception-fqcn`; `expired`, `panic`, a type name, …).
+    /// The error class: the root cause's (`kafka_dlt-exception-cause-fqcn` or
+    /// `kafka_exception-cause-fqcn`, what a Spring listener threw) when present, else
+    /// `kafka_dlt-exception-fqcn` or `kafka_exception-fqcn` (`expired`, `panic`, a type name, …).
     pub class: Option<String>,
+    /// The exception's class when [`class`](Self::class) is its cause: Spring's
+    /// `ListenerExecutionFailedException`.
+    pub wrapper: Option<String>,
     /// The error message (`kafka_dlt-exception-message`, else `kafka_exception-message`).
     pub message: Option<String>,
+    /// Java's stack trace of the failure (`kafka_dlt-exception-stacktrace` or
+    /// `kafka_exception-stacktrace`), as text.
+    pub stack_trace: Option<String>,
     /// Attempts made (`retry_topic-attempts` minus one), when known.
     pub attempts: Option<u32>,
     /// lograil's attempt history (empty for Spring's records).
@@ -115,7 +123,7 @@ impl DeadLetter {
             problems.push(e.to_string());
             Vec::new()
         });
-        let (class, message) = headers::exception(record);
+        let exception = headers::exception(record);
         DeadLetter {
             topic: record.topic.to_string(),
             partition: record.partition,
@@ -124,8 +132,10 @@ impl DeadLetter {
             key: record.key.as_ref().map(lossy),
             value: record.value.as_ref().map(lossy),
             origin,
-            class,
-            message,
+            class: exception.class,
+            wrapper: exception.wrapper,
+            message: exception.message,
+            stack_trace: exception.stack_trace,
             attempts,
             history,
             headers: record
@@ -137,14 +147,17 @@ impl DeadLetter {
         }
     }
 
-    /// Does the error class match `filter` (whole, or its last `.`/`::` segment)?
+    /// Does the error class, or its [`wrapper`](Self::wrapper), match `filter` (whole, or
+    /// its last `.`/`::`/`$` segment)?
     pub fn matches(&self, filter: &str) -> bool {
-        let Some(class) = &self.class else {
-            return false;
-        };
-        class == filter
-            || class.rsplit(['.', ':']).next() == Some(filter)
-            || class.ends_with(&format!("::{filter}"))
+        [&self.class, &self.wrapper]
+            .into_iter()
+            .flatten()
+            .any(|class| {
+                class == filter
+                    || class.rsplit(['.', ':', '$']).next() == Some(filter)
+                    || class.ends_with(&format!("::{filter}"))
+            })
     }
 }
 
@@ -152,10 +165,13 @@ fn lossy(b: &Bytes) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// UTF-8 text as is, other bytes as `0x…` hex.
+/// UTF-8 text as is (line breaks and tabs included: Spring's stack traces), other bytes as
+/// `0x…` hex.
 fn header_text(v: &Bytes) -> String {
     match std::str::from_utf8(v) {
-        Ok(s) if s.chars().all(|c| !c.is_control()) => s.to_string(),
+        Ok(s) if s.chars().all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t')) => {
+            s.to_string()
+        }
         _ => format!(
             "0x{}",
             v.iter().map(|b| format!("{b:02x}")).collect::<String>()
@@ -662,5 +678,25 @@ mod tests {
             header_text(&Bytes::from_static(&[0, 0, 0, 3])),
             "0x00000003"
         );
+        // A Java stack trace is text.
+        let trace = "x.ListenerExecutionFailedException: failed\n\tat x.A.b(A.java:1)\r\n";
+        assert_eq!(header_text(&Bytes::from(trace)), trace);
+    }
+
+    #[test]
+    fn spring_records_match_their_cause_class() {
+        let d = DeadLetter::read(&record(&[
+            (headers::ORIGINAL_TOPIC, b"orders"),
+            (
+                headers::EXCEPTION_FQCN,
+                b"org.springframework.kafka.listener.ListenerExecutionFailedException",
+            ),
+            (headers::EXCEPTION_CAUSE_FQCN, b"shop.PaymentDeclinedException"),
+        ]));
+        assert_eq!(d.class.as_deref(), Some("shop.PaymentDeclinedException"));
+        assert!(d.matches("PaymentDeclinedException"));
+        assert!(d.matches("shop.PaymentDeclinedException"));
+        assert!(d.matches("ListenerExecutionFailedException"));
+        assert!(!d.matches("IllegalStateException"));
     }
 }
