@@ -275,10 +275,19 @@ impl RetryConfig {
                         "exponential backoff needs initial > 0 and multiplier >= 1".into(),
                     ));
                 }
+                // As Spring Framework's ExponentialBackOff counts (and so names the topics):
+                // each delay is the previous one times the multiplier, cut to whole ms, capped.
+                let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+                let mut current: Option<u64> = None;
                 (0..retries)
-                    .map(|n| {
-                        let ms = initial.as_millis() as f64 * multiplier.powi(n as i32);
-                        Duration::from_millis(ms.min(max.as_millis() as f64) as u64).min(*max)
+                    .map(|_| {
+                        let next = match current {
+                            None => u64::try_from(initial.as_millis()).unwrap_or(u64::MAX),
+                            Some(c) if c >= max_ms => max_ms,
+                            Some(c) => ((c as f64 * multiplier) as u64).min(max_ms),
+                        };
+                        current = Some(next);
+                        Duration::from_millis(next.min(max_ms))
                     })
                     .collect()
             }
@@ -593,6 +602,20 @@ mod tests {
         assert_eq!(delays, vec![1, 2, 4, 5]);
         assert_eq!(t.stage_for_attempt(6), Some(3));
         assert_eq!(t.wait(1), 2 * S);
+    }
+
+    #[test]
+    fn exponential_delays_are_counted_as_spring_counts_them() {
+        // Spring Framework's ExponentialBackOff: previous * multiplier, cut to whole ms; the
+        // 7th is 11389 (7593 * 1.5), not 1000 * 1.5^6 = 11390.6.
+        let t = RetryConfig::new("o", "g")
+            .exponential(S, 1.5, 60 * S, false)
+            .max_attempts(8)
+            .topology()
+            .unwrap();
+        let delays: Vec<_> = t.stages.iter().map(|s| s.delay.as_millis()).collect();
+        assert_eq!(delays, [1000, 1500, 2250, 3375, 5062, 7593, 11389]);
+        assert_eq!(t.stages[6].topic, "o-retry-11389");
     }
 
     #[test]

@@ -123,6 +123,7 @@ pub fn is_chain_header(name: &str) -> bool {
         || name.starts_with("kafka_dlt-")
         || name.starts_with("kafka_original-")
         || name.starts_with("kafka_exception-")
+        || name.starts_with("kafka_key-exception-")
         || name.starts_with("lograil.retry.")
         || name == REDRIVE_OF
 }
