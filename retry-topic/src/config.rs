@@ -502,7 +502,11 @@ mod tests {
         let t = exp.clone().topology().unwrap();
         assert_eq!(
             names(&t),
-            ["orders-retry-1000", "orders-retry-2000", "orders-retry-4000"]
+            [
+                "orders-retry-1000",
+                "orders-retry-2000",
+                "orders-retry-4000"
+            ]
         );
         assert_eq!(stages(&t, 6), [Some(0), Some(1), Some(2), Some(2), Some(2)]);
         // ...or one topic per retry, the repeated delay indexed.

@@ -169,7 +169,10 @@ fn lossy(b: &Bytes) -> String {
 /// `0x…` hex.
 fn header_text(v: &Bytes) -> String {
     match std::str::from_utf8(v) {
-        Ok(s) if s.chars().all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t')) => {
+        Ok(s)
+            if s.chars()
+                .all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t')) =>
+        {
             s.to_string()
         }
         _ => format!(
@@ -691,7 +694,10 @@ mod tests {
                 headers::EXCEPTION_FQCN,
                 b"org.springframework.kafka.listener.ListenerExecutionFailedException",
             ),
-            (headers::EXCEPTION_CAUSE_FQCN, b"shop.PaymentDeclinedException"),
+            (
+                headers::EXCEPTION_CAUSE_FQCN,
+                b"shop.PaymentDeclinedException",
+            ),
         ]));
         assert_eq!(d.class.as_deref(), Some("shop.PaymentDeclinedException"));
         assert!(d.matches("PaymentDeclinedException"));

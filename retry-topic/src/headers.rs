@@ -442,7 +442,8 @@ impl HeaderSet {
 
     /// Removes the failure headers of earlier attempts ([`EXCEPTION_HEADERS`]).
     pub fn clear_exception(&mut self) {
-        self.0.retain(|(n, _)| !EXCEPTION_HEADERS.contains(&n.as_str()));
+        self.0
+            .retain(|(n, _)| !EXCEPTION_HEADERS.contains(&n.as_str()));
     }
 
     /// Spring's original-record headers of `origin`, in `names` (topic, partition, offset,
@@ -588,7 +589,10 @@ mod tests {
             ),
             (EXCEPTION_CAUSE_FQCN, b"app.PaymentDeclinedException"),
             (EXCEPTION_MESSAGE, b"Listener failed; card declined"),
-            (EXCEPTION_STACKTRACE, b"ListenerExecutionFailedException\n\tat x"),
+            (
+                EXCEPTION_STACKTRACE,
+                b"ListenerExecutionFailedException\n\tat x",
+            ),
         ]);
         let e = exception(&spring);
         assert_eq!(e.class.as_deref(), Some("app.PaymentDeclinedException"));

@@ -38,10 +38,8 @@ pub async fn parked_keys(
         .collect();
     stages.sort();
     let committed = admin.committed_offsets(group).await?;
-    let mut consumed: BTreeMap<(String, i32), i64> = committed
-        .into_iter()
-        .filter(|(_, o)| *o >= 0)
-        .collect();
+    let mut consumed: BTreeMap<(String, i32), i64> =
+        committed.into_iter().filter(|(_, o)| *o >= 0).collect();
     for (_, name) in &stages {
         let spring_group = format!("{group}{}", &name[topic.len()..]);
         for ((t, p), o) in admin.committed_offsets(&spring_group).await? {

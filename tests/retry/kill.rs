@@ -171,9 +171,7 @@ async fn killed_between_forward_and_commit_loses_nothing_and_repeats_only_that_r
     assert_eq!(got.get("r4"), Some(&1));
     assert_eq!(got.get("poison"), Some(&2));
     assert_eq!(
-        records_of(&cluster, &format!("{topic}-retry"))
-            .await
-            .len(),
+        records_of(&cluster, &format!("{topic}-retry")).await.len(),
         1,
         "the second run forwarded nothing"
     );

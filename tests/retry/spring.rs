@@ -293,14 +293,26 @@ async fn spring_dead_letters_are_shown_filtered_by_cause_and_redriven_once() {
         assert_eq!(d["origin"]["group"], group.as_str());
         assert_eq!(d["attempts"], 3);
         let trace = d["stack_trace"].as_str().unwrap();
-        assert!(trace.starts_with(LEFE) && trace.contains("\n\tat "), "{trace}");
+        assert!(
+            trace.starts_with(LEFE) && trace.contains("\n\tat "),
+            "{trace}"
+        );
     }
     assert!(shown
         .iter()
         .any(|d| d["class"] == "lograil.spring.TransientException"));
     let (ok, text, err) = lograil(
         &cluster,
-        &["dlt", "show", "--from", &dlt, "--partition", "0", "--offset", "0"],
+        &[
+            "dlt",
+            "show",
+            "--from",
+            &dlt,
+            "--partition",
+            "0",
+            "--offset",
+            "0",
+        ],
     );
     assert!(ok, "{err}");
     assert!(
@@ -316,16 +328,30 @@ async fn spring_dead_letters_are_shown_filtered_by_cause_and_redriven_once() {
 
     let (ok, out, err) = lograil(
         &cluster,
-        &["dlt", "list", "--from", &dlt, "--filter", "PaymentDeclinedException", "--json"],
+        &[
+            "dlt",
+            "list",
+            "--from",
+            &dlt,
+            "--filter",
+            "PaymentDeclinedException",
+            "--json",
+        ],
     );
     assert!(ok, "{err}");
     let listed: Vec<Value> = serde_json::from_str(&out).unwrap();
-    assert_eq!(listed.len(), 3, "--filter by the cause matches Spring's 3: {out}");
+    assert_eq!(
+        listed.len(),
+        3,
+        "--filter by the cause matches Spring's 3: {out}"
+    );
 
     // Spring's retry group consumed every retry: nothing is waiting.
     let (ok, out, err) = lograil(
         &cluster,
-        &["dlt", "parked", "--topic", &topic, "--group", &group, "--json"],
+        &[
+            "dlt", "parked", "--topic", &topic, "--group", &group, "--json",
+        ],
     );
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "[]", "keys Spring consumed are not parked");
@@ -333,7 +359,15 @@ async fn spring_dead_letters_are_shown_filtered_by_cause_and_redriven_once() {
     let redrive = || {
         let (ok, out, err) = lograil(
             &cluster,
-            &["dlt", "redrive", "--from", &dlt, "--filter", "PaymentDeclinedException", "--json"],
+            &[
+                "dlt",
+                "redrive",
+                "--from",
+                &dlt,
+                "--filter",
+                "PaymentDeclinedException",
+                "--json",
+            ],
         );
         assert!(ok, "{err}");
         serde_json::from_str::<Value>(&out).unwrap()
@@ -382,7 +416,13 @@ async fn lograil_hands_a_retry_to_spring_over_multiple_topics() {
     );
     let handler = |_d: Delivery| async move { Err::<(), _>(HandlerError::from(LedgerDown)) };
     let running = Running::start(&cluster, config, handler).await;
-    produce(&cluster, &topic, 0, &[(Some("k"), "fail-until-3-x", Vec::new())]).await;
+    produce(
+        &cluster,
+        &topic,
+        0,
+        &[(Some("k"), "fail-until-3-x", Vec::new())],
+    )
+    .await;
     wait_for("lograil forwarded to retry-0", 30, || {
         running.count(|e| matches!(e, Event::Forwarded { to, .. } if *to == retry0)) == 1
     })
@@ -401,7 +441,12 @@ async fn lograil_hands_a_retry_to_spring_over_multiple_topics() {
     let deliveries = app.stop().await;
     assert_eq!(
         topics,
-        BTreeSet::from([topic.clone(), retry0.clone(), retry1.clone(), format!("{topic}-dlt")]),
+        BTreeSet::from([
+            topic.clone(),
+            retry0.clone(),
+            retry1.clone(),
+            format!("{topic}-dlt")
+        ]),
         "Spring's MULTIPLE_TOPICS names are lograil's"
     );
     assert!(
@@ -436,7 +481,13 @@ async fn spring_hands_a_retry_to_lograil_without_its_stale_exception_headers() {
     let retry = format!("{topic}-retry");
 
     let app = SpringApp::start(&jar, &cluster, &topic, &group, "default", 2500, 3).await;
-    produce(&cluster, &topic, 0, &[(Some("k"), "fail-until-9-y", Vec::new())]).await;
+    produce(
+        &cluster,
+        &topic,
+        0,
+        &[(Some("k"), "fail-until-9-y", Vec::new())],
+    )
+    .await;
     app.wait("attempt 1", 30, |l| {
         l.iter()
             .filter_map(|l| SpringDelivery::parse(l))
@@ -455,7 +506,10 @@ async fn spring_hands_a_retry_to_lograil_without_its_stale_exception_headers() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(forwarded_and_committed, "Spring forwarded and committed the main record");
+    assert!(
+        forwarded_and_committed,
+        "Spring forwarded and committed the main record"
+    );
     let spring_topics = app.assigned_topics();
     let spring = app.stop().await;
     assert!(
@@ -489,14 +543,26 @@ async fn spring_hands_a_retry_to_lograil_without_its_stale_exception_headers() {
     let topology = config.topology().unwrap();
     let mut lograils: BTreeSet<String> = topology.read_topics().into_iter().collect();
     lograils.insert(topology.dlt.clone());
-    assert_eq!(lograils, spring_topics, "lograil's defaults name Spring's topics");
+    assert_eq!(
+        lograils, spring_topics,
+        "lograil's defaults name Spring's topics"
+    );
     let running = Running::start(&cluster, config, handler).await;
-    wait_for("attempt 3 processed", 60, || attempts.lock().unwrap().len() == 2).await;
+    wait_for("attempt 3 processed", 60, || {
+        attempts.lock().unwrap().len() == 2
+    })
+    .await;
     running.stop().await;
     let attempts = attempts.lock().unwrap().clone();
     assert_eq!(attempts[0].0, retry, "{attempts:?}");
-    assert_eq!(attempts[0].1, 2, "lograil took Spring's retry: {attempts:?}");
-    assert!(attempts[0].2 >= attempts[0].3, "not before Spring's due time: {attempts:?}");
+    assert_eq!(
+        attempts[0].1, 2,
+        "lograil took Spring's retry: {attempts:?}"
+    );
+    assert!(
+        attempts[0].2 >= attempts[0].3,
+        "not before Spring's due time: {attempts:?}"
+    );
     assert_eq!((attempts[1].0.as_str(), attempts[1].1), (retry.as_str(), 3));
 
     let forwarded = records_of(&cluster, &retry).await;
@@ -504,19 +570,32 @@ async fn spring_hands_a_retry_to_lograil_without_its_stale_exception_headers() {
     let ours = &forwarded[1];
     assert_eq!(header(ours, h::ATTEMPTS), Some(&3u32.to_be_bytes()[..]));
     assert_eq!(header(ours, h::ORIGINAL_TOPIC), Some(topic.as_bytes()));
-    assert_eq!(header(ours, h::ORIGINAL_OFFSET), Some(&0i64.to_be_bytes()[..]));
+    assert_eq!(
+        header(ours, h::ORIGINAL_OFFSET),
+        Some(&0i64.to_be_bytes()[..])
+    );
     let class = String::from_utf8_lossy(header(ours, h::EXCEPTION_FQCN).unwrap()).into_owned();
     assert!(class.ends_with("LedgerDown"), "{class}");
     for stale in [h::EXCEPTION_CAUSE_FQCN, h::EXCEPTION_STACKTRACE] {
-        assert_eq!(header(ours, stale), None, "Spring's {stale} stayed beside ours");
+        assert_eq!(
+            header(ours, stale),
+            None,
+            "Spring's {stale} stayed beside ours"
+        );
     }
     assert_eq!(
-        ours.headers.iter().filter(|(n, _)| n == h::EXCEPTION_FQCN).count(),
+        ours.headers
+            .iter()
+            .filter(|(n, _)| n == h::EXCEPTION_FQCN)
+            .count(),
         1,
         "one exception class, ours"
     );
     // Spring's own forward had them: the stale check checks something.
     let spring = &forwarded[0];
-    assert_eq!(header(spring, h::EXCEPTION_CAUSE_FQCN), Some(&b"lograil.spring.TransientException"[..]));
+    assert_eq!(
+        header(spring, h::EXCEPTION_CAUSE_FQCN),
+        Some(&b"lograil.spring.TransientException"[..])
+    );
     assert!(header(spring, h::EXCEPTION_STACKTRACE).is_some());
 }
