@@ -480,7 +480,18 @@ async fn spring_hands_a_retry_to_lograil_without_its_stale_exception_headers() {
     let group = unique("from-spring-g");
     let retry = format!("{topic}-retry");
 
-    let app = SpringApp::start(&jar, &cluster, &topic, &group, "default", 2500, 3).await;
+    // Long enough for Spring to stop before its retry is due (it takes under a second).
+    const DELAY_MS: i64 = 4000;
+    let app = SpringApp::start(
+        &jar,
+        &cluster,
+        &topic,
+        &group,
+        "default",
+        DELAY_MS as u64,
+        3,
+    )
+    .await;
     produce(
         &cluster,
         &topic,
@@ -512,6 +523,12 @@ async fn spring_hands_a_retry_to_lograil_without_its_stale_exception_headers() {
     );
     let spring_topics = app.assigned_topics();
     let spring = app.stop().await;
+    let first = &spring[0];
+    eprintln!(
+        "Spring stopped {} ms after its attempt 1, {} ms before its retry was due",
+        now_ms() - first.now,
+        first.now + DELAY_MS - now_ms()
+    );
     assert!(
         spring.iter().all(|d| d.attempt == 1),
         "Spring stopped before its retry: {spring:?}"
