@@ -101,7 +101,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
             DltCommand::List { from, filter } => {
                 let letters = read(&client, from, filter.as_deref(), None, None).await?;
                 let value = serde_json::to_value(&letters)?;
-                print(connection, value, || list_text(&letters));
+                print(connection, value, || list_text(&letters))?;
             }
             DltCommand::Show {
                 from,
@@ -114,7 +114,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                     bail!("{from}: no record at partition {partition:?} offset {offset:?}");
                 }
                 let value = serde_json::to_value(&letters)?;
-                print(connection, value, || show_text(&letters));
+                print(connection, value, || show_text(&letters))?;
             }
             DltCommand::Redrive {
                 from,
@@ -143,7 +143,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                         out.push_str(&format!("\n  {from}-{p}@{o}: {why}"));
                     }
                     out
-                });
+                })?;
                 if let Some((p, o, why)) = report.failed.first() {
                     bail!(
                         "{} records not redriven (they stay in {from}); the first, {from}-{p}@{o}: {why}",
@@ -173,7 +173,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                             ]
                         }),
                     )
-                });
+                })?;
             }
         }
         Ok(())
