@@ -34,6 +34,7 @@
 //! ```
 
 pub mod batch;
+pub mod compress;
 mod config;
 mod data_dir;
 pub mod decompress;
@@ -43,12 +44,16 @@ mod index;
 pub mod io;
 mod log;
 mod partition;
+mod recompress;
 mod scrub;
 mod segment;
 mod state_log;
 mod topic;
 
-pub use config::{Durability, TopicConfig, EXTRA_PREFIX, MIN_SEGMENT_BYTES};
+pub use config::{
+    timestamp_type_name, CompressionLevels, Durability, TopicCompression, TopicConfig,
+    EXTRA_PREFIX, MIN_SEGMENT_BYTES,
+};
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
     TopicError,
