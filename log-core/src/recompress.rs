@@ -167,7 +167,7 @@ mod tests {
     use crate::batch::{build_for_producer, build_with, decode, NewRecord};
     use crate::config::TopicCompression;
 
-    fn records() -> Vec<(Option<&'static [u8]>, Option<&'static [u8]>, i64)> {
+    fn records() -> Vec<NewRecord<'static>> {
         (0..50)
             .map(|i| {
                 (
@@ -200,7 +200,7 @@ mod tests {
             (Compression::Lz4, TopicCompression::Lz4, Codec::Lz4),
             (Compression::Zstd, TopicCompression::Zstd, Codec::Zstd),
         ];
-        let records: Vec<NewRecord> = records();
+        let records = records();
         for (from, _, _) in codecs {
             let batch = build_with(&records, from);
             let want = decode(&batch).unwrap();
