@@ -1,8 +1,10 @@
 //! # log-core
 //!
 //! lograil's embeddable storage engine: topics of partitions, each partition an append-only
-//! series of segment files holding Kafka RecordBatch v2 batches byte for byte, with Kafka's
-//! file names and sparse `.index` / `.timeindex` files.
+//! series of segment files holding Kafka RecordBatch v2 batches byte for byte (unless the
+//! topic's `compression.type` or `message.timestamp.type=LogAppendTime` has the batch
+//! recompressed or restamped on append, as Kafka does), with Kafka's file names and sparse
+//! `.index` / `.timeindex` files.
 //!
 //! **It is** a library: validate-and-append, zero-copy reads by offset (memory-mapped, no decode),
 //! reads by timestamp, segment roll and retention, a durability policy per topic with group
