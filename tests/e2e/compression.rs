@@ -643,3 +643,64 @@ fn describe(addr: &str, topic: &str) -> BTreeMap<String, (String, i8)> {
         })
         .collect()
 }
+
+#[test]
+fn a_share_consumer_reads_a_recompressed_topic() {
+    let broker = TestBroker::start_temp(&[]);
+    let configs = [
+        ("compression.type", "zstd"),
+        ("message.timestamp.type", "LogAppendTime"),
+    ];
+    assert_eq!(create(&broker.addr, "shared", &configs).0, 0);
+    test_support::kafka::set_configs(
+        &broker.addr,
+        test_support::kafka::GROUP_RESOURCE,
+        "sg",
+        &[("share.auto.offset.reset", "earliest")],
+    );
+    produce_rdkafka(&broker.addr, "shared", "none", 300, &[]);
+    assert!(fetched(&broker.addr, "shared")
+        .iter()
+        .all(|(h, _)| h.codec() == Some(Codec::Zstd)));
+    let script = r#"
+import sys, time
+from confluent_kafka import ShareConsumer
+share = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "sg"})
+share.subscribe(["shared"])
+seen, deadline = {}, time.time() + 60
+while len(seen) < 300 and time.time() < deadline:
+    for m in share.poll(0.5) or []:
+        if m.error():
+            sys.exit(str(m.error()))
+        seen[m.key().decode()] = (m.value().decode(), m.timestamp()[0])
+share.close()
+for k, (v, kind) in sorted(seen.items()):
+    print(k, kind, v, sep="\t")
+"#;
+    let out = Command::new("python3")
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["-c", script, &broker.addr])
+        .output()
+        .expect("python3 with confluent-kafka is needed (pip install confluent-kafka)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: BTreeMap<String, (String, String)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(3, '\t').collect();
+            (f[0].to_string(), (f[1].to_string(), f[2].to_string()))
+        })
+        .collect();
+    let want: BTreeMap<String, (String, String)> = (0..300)
+        .map(expected)
+        .map(|(k, v, _)| (k, ("2".to_string(), v)))
+        .collect();
+    assert_eq!(
+        got, want,
+        "every record once, as sent, with the broker's time type"
+    );
+}
