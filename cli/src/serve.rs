@@ -577,6 +577,27 @@ mod tests {
     }
 
     #[test]
+    fn compression_and_timestamp_defaults_take_kafka_names() {
+        let config = config_from(
+            "compression.type=zstd\ncompression.zstd.level=-3\nmessage.timestamp.type=LogAppendTime\n",
+            &["--compression-lz4-level", "12"],
+        )
+        .unwrap();
+        let t = &config.topic_defaults;
+        assert_eq!(t.compression, log_core::TopicCompression::Zstd);
+        assert_eq!(
+            (t.compression_levels.zstd, t.compression_levels.lz4),
+            (-3, 12)
+        );
+        assert_eq!(t.timestamp_type, record_batch::TimestampType::LogAppendTime);
+        let bad = config_from("", &["--compression-type", "none"]).unwrap_err();
+        assert!(
+            format!("{bad:#}").contains("String must be one of: uncompressed"),
+            "{bad:#}"
+        );
+    }
+
+    #[test]
     fn limits_take_kafka_names_in_the_config_file() {
         let config = config_from(
             "max.connections.per.ip=5\nconnections.max.idle.ms=2000\nfetch.max.bytes=1024\n\
