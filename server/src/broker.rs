@@ -130,7 +130,8 @@ impl Broker {
             config.topic_defaults.clone(),
             metrics.clone(),
         )?;
-        let group_config = config.groups.clone();
+        let groups = Coordinator::new(config.groups.clone());
+        groups.restore(offsets.group_metas());
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
         let security = Security::open(&config.data_dir, &config.security)?;
@@ -153,7 +154,7 @@ impl Broker {
             config,
             producers,
             producer_ids,
-            groups: Coordinator::new(group_config),
+            groups,
             offsets,
             shares,
             appended: Notify::new(),

@@ -47,7 +47,7 @@ fn two_members_join_sync_and_rebalance_when_one_leaves() {
         panic!()
     };
     // The initial delay of 0 passes at the next tick.
-    c.tick(t);
+    c.tick(t, |_| false);
     let joined_a = rx_a.try_recv().unwrap();
     assert_eq!((joined_a.error, joined_a.generation), (None, 1));
     assert_eq!(joined_a.leader, a);
@@ -102,7 +102,7 @@ fn two_members_join_sync_and_rebalance_when_one_leaves() {
     // b's session expires: a rebalance, a alone in gen 3.
     let later = t + Duration::from_secs(11);
     assert_eq!(c.heartbeat("g", 2, &a, None, later), Ok(()));
-    c.tick(later);
+    c.tick(later, |_| false);
     assert_eq!(
         c.describe("g").unwrap().state,
         GroupState::PreparingRebalance
@@ -122,7 +122,7 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
     let Reply::Later(mut rx) = c.join(join("s", "", Some("host-1")), t) else {
         panic!()
     };
-    c.tick(t);
+    c.tick(t, |_| false);
     let joined = rx.try_recv().unwrap();
     let old = joined.member_id.clone();
     now_value(c.sync(
@@ -173,7 +173,7 @@ fn a_leader_that_rejoins_before_syncing_gets_the_members_again() {
     let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
         panic!()
     };
-    c.tick(t);
+    c.tick(t, |_| false);
     let joined = rx.try_recv().unwrap();
     assert_eq!(joined.members.len(), 1);
     // The leader's response got lost; it sends the same JoinGroup again.
@@ -199,7 +199,7 @@ fn a_joiner_that_gave_up_does_not_hold_the_group_forever() {
         panic!()
     };
     let later = t + Duration::from_secs(11);
-    c.tick(later);
+    c.tick(later, |_| false);
     // a's session ran out; b forms the group alone.
     let joined = rx_b.try_recv().unwrap();
     assert_eq!(joined.leader, b);
@@ -213,7 +213,7 @@ fn a_second_process_with_the_same_instance_id_fences_the_first() {
     let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
         panic!()
     };
-    c.tick(t);
+    c.tick(t, |_| false);
     let first = rx.try_recv().unwrap();
     now_value(c.sync(
         "g",
@@ -248,7 +248,7 @@ fn unanswered_member_ids_and_empty_groups_are_forgotten() {
         now_value(c.join(join(&format!("g{i}"), "", None), t));
     }
     assert_eq!(c.list().len(), 50);
-    c.tick(t + Duration::from_secs(11));
+    c.tick(t + Duration::from_secs(11), |_| false);
     assert!(c.list().is_empty());
 }
 
@@ -274,7 +274,7 @@ fn groups_hold_at_most_group_max_size_members_pending_ids_included() {
     let full = now_value(c.join(join("g", "", Some("static-1")), t));
     assert_eq!(full.error, Some(ResponseError::GroupMaxSizeReached));
     // The pending id lapses after its session timeout: room for one more.
-    c.tick(t + Duration::from_secs(11));
+    c.tick(t + Duration::from_secs(11), |_| false);
     let late = now_value(c.join(join("g", "", None), t + Duration::from_secs(11)));
     assert_eq!(late.error, Some(ResponseError::MemberIdRequired));
     // Other groups are not affected.
