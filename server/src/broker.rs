@@ -249,6 +249,30 @@ impl Broker {
         }
     }
 
+    /// Writes the own records (protocol type, generation) of the groups that changed since
+    /// theirs was written, and deletes those of `forgotten` groups, in `__consumer_offsets`
+    /// (on the blocking pool, durable when this returns). A failure is logged: the records
+    /// are written again at the group's next change.
+    pub async fn store_group_records(self: &Arc<Self>, forgotten: Vec<String>) {
+        let changed = self.groups.unpersisted();
+        if forgotten.is_empty() && changed.is_empty() {
+            return;
+        }
+        let owner = self.clone();
+        let stored = crate::blocking::spawn(move || {
+            for group in &forgotten {
+                owner.offsets.delete_group_record(group)?;
+            }
+            owner.offsets.store_groups(changed)
+        })
+        .await;
+        match stored {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "writing group records failed"),
+            Err(e) => tracing::error!(error = %e, "writing group records failed"),
+        }
+    }
+
     /// Deletes the committed offsets of groups empty for `offsets.retention.minutes` at
     /// `now_ms` (tombstones in `__consumer_offsets`, durable: call it on the blocking pool).
     pub fn expire_offsets(&self, now_ms: i64) -> Result<Vec<String>, OffsetsError> {

@@ -445,23 +445,7 @@ async fn run_group_timer(broker: Arc<Broker>) {
         let forgotten = broker
             .groups
             .tick(now, |group| broker.offsets.has_offsets(group));
-        // Groups' own records (protocol type, generation) in __consumer_offsets: blocking pool.
-        let changed = broker.groups.unpersisted();
-        if !forgotten.is_empty() || !changed.is_empty() {
-            let owner = broker.clone();
-            let stored = crate::blocking::spawn(move || {
-                for group in &forgotten {
-                    owner.offsets.delete_group_record(group)?;
-                }
-                owner.offsets.store_groups(changed)
-            })
-            .await;
-            match stored {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "writing group records failed"),
-                Err(e) => tracing::error!(error = %e, "writing group records failed"),
-            }
-        }
+        broker.store_group_records(forgotten).await;
         // Share groups: locks that ran out, members gone silent (log work: blocking pool).
         let owner = broker.clone();
         let ticked =

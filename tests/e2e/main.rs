@@ -11,6 +11,7 @@ mod bad_input;
 mod damaged;
 mod external_clients;
 mod groups;
+mod kafka_behaviours;
 mod limits;
 mod metrics;
 mod protocol;

@@ -8,7 +8,8 @@
 //!   (`retention.ms` at the next retention pass, `segment.bytes` for the next segment,
 //!   `flush.messages`/`flush.ms` from the next append). DELETE puts a config back to the
 //!   broker's default. An unknown name, a bad value or one lograil cannot honour is
-//!   INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Internal topics' configs are
+//!   INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a config named twice
+//!   INVALID_REQUEST (Kafka's "duplicate config keys"). Internal topics' configs are
 //!   lograil's own (INVALID_REQUEST).
 //! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
 //!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name`, persisted in
@@ -239,13 +240,20 @@ const LIST_CONFIGS: &[(&str, &str)] = &[("cleanup.policy", "delete")];
 /// controller applies them (`ConfigurationControlManager`): the list is the value before
 /// (or the default), empty items dropped; APPEND adds each item not already there, in order;
 /// SUBTRACT removes each item given (one that is absent is no error). The list that results
-/// is then set, and checked, as a SET of it would be. Several changes of one config in one
-/// resource apply in order.
+/// is then set, and checked, as a SET of it would be. A config named twice in one resource is
+/// INVALID_REQUEST, as in Kafka.
 fn topic_changes(
     configs: &[AlterableConfig],
     is_topic: bool,
 ) -> Result<Vec<(String, Option<String>)>, (ResponseError, String)> {
-    let mut lists: Vec<(String, Vec<String>)> = Vec::new();
+    let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return Err((
+            ResponseError::InvalidRequest,
+            "Error due to duplicate config keys".into(),
+        ));
+    }
     let mut changes = Vec::with_capacity(configs.len());
     for config in configs {
         let name = config.name.to_string();
@@ -277,18 +285,11 @@ fn topic_changes(
                         format!("Null value not supported for : {name}"),
                     ));
                 };
-                let at = match lists.iter().position(|(n, _)| *n == name) {
-                    Some(at) => at,
-                    None => {
-                        lists.push((name.clone(), items(default).map(String::from).collect()));
-                        lists.len() - 1
-                    }
-                };
-                let list = &mut lists[at].1;
+                let mut list: Vec<&str> = items(default).collect();
                 for item in items(value.as_str()) {
-                    let at = list.iter().position(|x| x == item);
+                    let at = list.iter().position(|x| *x == item);
                     match (op, at) {
-                        (APPEND, None) => list.push(item.to_string()),
+                        (APPEND, None) => list.push(item),
                         (SUBTRACT, Some(at)) => {
                             list.remove(at);
                         }
