@@ -59,7 +59,7 @@ pub struct Committed {
 
 /// What is kept of a classic group apart from its offsets: Kafka's group metadata record
 /// without the members (they rejoin after a restart).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct GroupMeta {
     pub protocol_type: String,
     pub generation: i32,
@@ -419,6 +419,78 @@ mod tests {
         assert_eq!(store.fetch("g", "t", 1), Some(committed(7)));
         assert_eq!(store.fetch("h", "t", 0), None);
         assert_eq!(store.groups(), vec!["g".to_string()]);
+    }
+
+    fn meta(generation: i32) -> GroupMeta {
+        GroupMeta {
+            protocol_type: "consumer".into(),
+            generation,
+        }
+    }
+
+    #[test]
+    fn group_records_survive_reopen_and_go_with_the_groups_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            store
+                .commit("g", vec![(("t".into(), 0), committed(5))])
+                .unwrap();
+            store
+                .store_groups(vec![("g".into(), meta(3)), ("h".into(), meta(1))])
+                .unwrap();
+            store.store_groups(vec![("g".into(), meta(4))]).unwrap();
+            store.delete_group_record("h").unwrap();
+            // A group's record is not one of its offsets.
+            assert_eq!(store.group_offsets("g").len(), 1);
+        }
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            assert_eq!(store.group_metas(), vec![("g".to_string(), meta(4))]);
+            assert_eq!(store.fetch("g", "t", 0), Some(committed(5)));
+            assert_eq!(store.groups(), vec!["g".to_string()]);
+            // Deleting all of a group's offsets (DeleteGroups, expiry) deletes its record too.
+            assert_eq!(store.delete("g", None).unwrap(), 1);
+            assert!(store.group_metas().is_empty());
+        }
+        let log = Log::open(dir.path()).unwrap();
+        assert!(OffsetStore::open(&log).unwrap().group_metas().is_empty());
+    }
+
+    #[test]
+    fn a_rewrite_on_start_up_keeps_the_records_of_groups_with_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            for generation in 0..10 {
+                store
+                    .store_groups(vec![("kept".into(), meta(generation))])
+                    .unwrap();
+            }
+            // Then 18 MiB of commits of one partition (4 KiB of metadata each): the first
+            // 16 MiB segment, with every group record, is closed, for the rewrite to delete.
+            let commit = Committed {
+                metadata: Some("m".repeat(MAX_METADATA_BYTES)),
+                ..committed(1)
+            };
+            for _ in 0..9 {
+                let batch = vec![(("t".to_string(), 0), commit.clone()); 500];
+                store.commit("kept", batch).unwrap();
+            }
+        }
+        // The first open rewrites the live records (4510 records for 2 live ones) and deletes
+        // the first segment; the second replays what it wrote.
+        for _ in 0..2 {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            assert_eq!(store.group_metas(), vec![("kept".to_string(), meta(9))]);
+            assert_eq!(store.group_offsets("kept").len(), 1);
+        }
+        let first = dir.path().join(format!("{TOPIC}-0/{:020}.log", 0));
+        assert!(!first.exists(), "the rewrite deleted the first segment");
     }
 
     #[test]

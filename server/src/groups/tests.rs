@@ -281,3 +281,46 @@ fn groups_hold_at_most_group_max_size_members_pending_ids_included() {
     let other = now_value(c.join(join("h", "", None), t));
     assert_eq!(other.error, Some(ResponseError::MemberIdRequired));
 }
+
+/// One member joins `group` and becomes the leader of the next generation; its member id.
+fn join_alone(c: &Coordinator, group: &str, t: Instant) -> String {
+    let id = now_value(c.join(join(group, "", None), t)).member_id;
+    let Reply::Later(mut rx) = c.join(join(group, &id, None), t) else {
+        panic!("waits for the join barrier")
+    };
+    c.tick(t, |_| false);
+    assert_eq!(rx.try_recv().unwrap().error, None);
+    id
+}
+
+#[test]
+fn an_emptied_group_with_offsets_keeps_its_type_and_generation_and_its_record_follows() {
+    let c = coordinator();
+    let t = Instant::now();
+    let a = join_alone(&c, "kept", t);
+    let b = join_alone(&c, "forgotten", t);
+    let written = c.unpersisted();
+    assert_eq!(written.len(), 2, "{written:?}");
+    assert!(c.unpersisted().is_empty(), "written once");
+    c.leave("kept", &[(a, None)], t).unwrap();
+    c.leave("forgotten", &[(b, None)], t).unwrap();
+    // "kept" has offsets, "forgotten" none: only the latter goes, with its record.
+    let forgotten = c.tick(t, |g| g == "kept");
+    assert_eq!(forgotten, vec!["forgotten".to_string()]);
+    let kept: Vec<_> = c.list().into_iter().map(|(id, kind, _)| (id, kind)).collect();
+    assert_eq!(kept, vec![("kept".to_string(), "consumer".to_string())]);
+    let written = c.unpersisted();
+    assert_eq!(written.len(), 1);
+    assert_eq!((written[0].0.as_str(), written[0].1.generation), ("kept", 2));
+    join_alone(&c, "kept", t);
+    assert_eq!(c.membership("kept", "", None).unwrap().unwrap().1, 3);
+
+    // After a restart, a group is back from its record, Empty, and keeps counting.
+    let restarted = coordinator();
+    restarted.restore(c.unpersisted());
+    assert!(restarted.unpersisted().is_empty(), "restored from what is written");
+    let d = &restarted.describe("kept").unwrap();
+    assert_eq!((d.state, d.protocol_type.as_str()), (GroupState::Empty, "consumer"));
+    join_alone(&restarted, "kept", t);
+    assert_eq!(restarted.membership("kept", "", None).unwrap().unwrap().1, 4);
+}
