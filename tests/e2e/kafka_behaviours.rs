@@ -24,8 +24,7 @@ use kafka_protocol::messages::*;
 use serde_json::Value;
 
 use test_support::kafka::{
-    alter_configs, create_topic, name, text,
-    BROKER_RESOURCE, TOPIC_RESOURCE,
+    alter_configs, create_topic, name, text, BROKER_RESOURCE, TOPIC_RESOURCE,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -98,13 +97,16 @@ fn partition_count(addr: &str, topic: &str) -> Option<usize> {
     (t.error_code == 0).then_some(t.partitions.len())
 }
 
+/// Manual replica assignments: (partition, broker ids).
+type Assignments<'a> = &'a [(i32, &'a [i32])];
+
 /// CreateTopics v5 of one topic: (error code, message).
 fn create(
     addr: &str,
     topic: &str,
     partitions: i32,
     replication: i16,
-    assignments: &[(i32, &[i32])],
+    assignments: Assignments,
     validate_only: bool,
 ) -> (i16, String) {
     let request = CreateTopicsRequest::default()
@@ -139,7 +141,10 @@ fn create_topics_takes_replica_assignments_onto_this_broker_and_refuses_others_a
     // librdkafka's admin API (NewTopic with a replica assignment).
     let created = confluent(addr, &["create-assigned", "assigned", "[[1],[1],[1]]"]);
     assert_eq!(created["error"], Value::Null, "{created}");
-    assert_eq!(created["partitions"], serde_json::json!({"0": [1], "1": [1], "2": [1]}));
+    assert_eq!(
+        created["partitions"],
+        serde_json::json!({"0": [1], "1": [1], "2": [1]})
+    );
     assert_eq!(partition_count(addr, "assigned"), Some(3));
     let refused = confluent(addr, &["create-assigned", "elsewhere", "[[1],[2]]"]);
     assert_eq!(refused["error"], "INVALID_REPLICA_ASSIGNMENT", "{refused}");
@@ -163,8 +168,12 @@ fn create_topics_takes_replica_assignments_onto_this_broker_and_refuses_others_a
         0,
         "validate_only"
     );
-    assert_eq!(partition_count(addr, "checked"), None, "validate_only creates nothing");
-    let refusals: [(i32, i16, &[(i32, &[i32])], i16, &str); 8] = [
+    assert_eq!(
+        partition_count(addr, "checked"),
+        None,
+        "validate_only creates nothing"
+    );
+    let refusals: [(i32, i16, Assignments, i16, &str); 8] = [
         (
             -1,
             1,
@@ -244,7 +253,10 @@ fn append_and_subtract_apply_to_cleanup_policy_as_in_kafka() {
     let compact = confluent(addr, &["alter-list", "listed", "APPEND", "compact"]);
     assert_eq!(compact["error"], "INVALID_CONFIG", "{compact}");
     assert!(
-        compact["message"].as_str().unwrap().contains("delete,compact"),
+        compact["message"]
+            .as_str()
+            .unwrap()
+            .contains("delete,compact"),
         "the list as it would be: {compact}"
     );
     let absent = confluent(addr, &["alter-list", "listed", "SUBTRACT", "compact"]);
@@ -255,8 +267,14 @@ fn append_and_subtract_apply_to_cleanup_policy_as_in_kafka() {
         alter_configs(addr, resource_type, resource, changes, false)
     };
     let topic = |changes: &[(&str, i8, Option<&str>)]| alter(TOPIC_RESOURCE, "listed", changes);
-    assert_eq!(topic(&[("cleanup.policy", APPEND, Some("delete,delete"))]).0, 0);
-    assert_eq!(topic(&[("cleanup.policy", SUBTRACT, Some(",compact,"))]).0, 0);
+    assert_eq!(
+        topic(&[("cleanup.policy", APPEND, Some("delete,delete"))]).0,
+        0
+    );
+    assert_eq!(
+        topic(&[("cleanup.policy", SUBTRACT, Some(",compact,"))]).0,
+        0
+    );
     let (code, message) = topic(&[("cleanup.policy", SUBTRACT, Some("delete"))]);
     assert_eq!(code, INVALID_CONFIG);
     assert!(message.unwrap().contains("empty list"));
@@ -395,7 +413,10 @@ impl Member<'_> {
             (group.protocol_type.as_str(), group.group_state.as_str()),
             "DescribeGroups and ListGroups agree"
         );
-        (group.protocol_type.to_string(), group.group_state.to_string())
+        (
+            group.protocol_type.to_string(),
+            group.group_state.to_string(),
+        )
     }
 }
 
@@ -418,7 +439,10 @@ fn an_emptied_group_keeps_its_protocol_type_and_generation_across_restarts() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(member.listed(), ("consumer".into(), "Empty".into()));
     let (id, generation) = member.join();
-    assert_eq!(generation, 3, "generations keep counting after an empty period");
+    assert_eq!(
+        generation, 3,
+        "generations keep counting after an empty period"
+    );
     // The group's record (generation 4, Empty) is durable once LeaveGroup is answered.
     member.leave(&id);
     broker.kill9();
@@ -465,7 +489,10 @@ fn librdkafka_lists_an_emptied_consumer_group_as_a_consumer_group_and_sees_epoch
         .iter()
         .filter(|c| c["offset"].as_i64().unwrap() >= 0)
         .collect();
-    let total: i64 = committed.iter().map(|c| c["offset"].as_i64().unwrap()).sum();
+    let total: i64 = committed
+        .iter()
+        .map(|c| c["offset"].as_i64().unwrap())
+        .sum();
     assert_eq!(total, 30, "{run}");
     for c in committed {
         assert_eq!(c["leader_epoch"], 0, "{run}");
@@ -477,7 +504,10 @@ fn librdkafka_lists_an_emptied_consumer_group_as_a_consumer_group_and_sees_epoch
     broker.stop();
     broker.restart();
     let groups = confluent(&broker.addr, &["list-groups"]);
-    assert_eq!(groups["listed"]["payments"], expected, "after a restart: {groups}");
+    assert_eq!(
+        groups["listed"]["payments"], expected,
+        "after a restart: {groups}"
+    );
 }
 
 /// OffsetFetch v7 of partitions 0 and 1 of `topic`: their (offset, leader epoch).
@@ -487,8 +517,7 @@ fn fetch_committed(addr: &str, group: &str, topic: &str) -> Vec<(i64, i32)> {
         .with_topics(Some(vec![OffsetFetchRequestTopic::default()
             .with_name(name(topic))
             .with_partition_indexes(vec![0, 1])]));
-    let response: OffsetFetchResponse =
-        call(&mut connect(addr), ApiKey::OffsetFetch, 7, &request);
+    let response: OffsetFetchResponse = call(&mut connect(addr), ApiKey::OffsetFetch, 7, &request);
     response.topics[0]
         .partitions
         .iter()
@@ -522,7 +551,10 @@ fn offset_fetch_answers_the_committed_leader_epoch_or_the_partitions() {
         .partitions
         .iter()
         .all(|p| p.error_code == 0));
-    assert_eq!(fetch_committed(addr, "simple", "epochs"), vec![(3, 0), (4, 7)]);
+    assert_eq!(
+        fetch_committed(addr, "simple", "epochs"),
+        vec![(3, 0), (4, 7)]
+    );
     // Nothing committed: offset and epoch unknown.
     assert_eq!(
         fetch_committed(addr, "nobody", "epochs"),

@@ -129,7 +129,9 @@ impl OffsetStore {
         let records = state.replay_encoded(batch::DECODE_MAX_BYTES, |key: Key, value, at| {
             if key.is_group() {
                 match value.map(StateLog::decode::<GroupMeta>) {
-                    Some(None) => tracing::warn!(offset = at, "skipping a group record that does not decode"),
+                    Some(None) => {
+                        tracing::warn!(offset = at, "skipping a group record that does not decode")
+                    }
                     meta => {
                         metas.insert(key.group, (meta.flatten(), at));
                     }
@@ -353,8 +355,7 @@ impl OffsetStore {
             match groups.get(group) {
                 None => Vec::new(),
                 Some(offsets) => {
-                    let live =
-                        |k: &(String, i32)| offsets.get(k).is_some_and(|(c, _)| c.is_some());
+                    let live = |k: &(String, i32)| offsets.get(k).is_some_and(|(c, _)| c.is_some());
                     match partitions {
                         Some(list) => list.iter().filter(|k| live(k)).cloned().collect(),
                         None => offsets.keys().filter(|k| live(k)).cloned().collect(),

@@ -307,20 +307,36 @@ fn an_emptied_group_with_offsets_keeps_its_type_and_generation_and_its_record_fo
     // "kept" has offsets, "forgotten" none: only the latter goes, with its record.
     let forgotten = c.tick(t, |g| g == "kept");
     assert_eq!(forgotten, vec!["forgotten".to_string()]);
-    let kept: Vec<_> = c.list().into_iter().map(|(id, kind, _)| (id, kind)).collect();
+    let kept: Vec<_> = c
+        .list()
+        .into_iter()
+        .map(|(id, kind, _)| (id, kind))
+        .collect();
     assert_eq!(kept, vec![("kept".to_string(), "consumer".to_string())]);
     let written = c.unpersisted();
     assert_eq!(written.len(), 1);
-    assert_eq!((written[0].0.as_str(), written[0].1.generation), ("kept", 2));
+    assert_eq!(
+        (written[0].0.as_str(), written[0].1.generation),
+        ("kept", 2)
+    );
     join_alone(&c, "kept", t);
     assert_eq!(c.membership("kept", "", None).unwrap().unwrap().1, 3);
 
     // After a restart, a group is back from its record, Empty, and keeps counting.
     let restarted = coordinator();
     restarted.restore(c.unpersisted());
-    assert!(restarted.unpersisted().is_empty(), "restored from what is written");
+    assert!(
+        restarted.unpersisted().is_empty(),
+        "restored from what is written"
+    );
     let d = &restarted.describe("kept").unwrap();
-    assert_eq!((d.state, d.protocol_type.as_str()), (GroupState::Empty, "consumer"));
+    assert_eq!(
+        (d.state, d.protocol_type.as_str()),
+        (GroupState::Empty, "consumer")
+    );
     join_alone(&restarted, "kept", t);
-    assert_eq!(restarted.membership("kept", "", None).unwrap().unwrap().1, 4);
+    assert_eq!(
+        restarted.membership("kept", "", None).unwrap().unwrap().1,
+        4
+    );
 }

@@ -235,6 +235,9 @@ fn alter_group(
 /// lograil's dynamic broker defaults have no list config.
 const LIST_CONFIGS: &[(&str, &str)] = &[("cleanup.policy", "delete")];
 
+/// One config change: its name and the value to set (`None`: back to the default).
+type Change = (String, Option<String>);
+
 /// A topic's or the broker defaults' changes as (name, value to set or `None` to reset), or
 /// why not (error and message). APPEND and SUBTRACT apply to a list config as Kafka's
 /// controller applies them (`ConfigurationControlManager`): the list is the value before
@@ -245,7 +248,7 @@ const LIST_CONFIGS: &[(&str, &str)] = &[("cleanup.policy", "delete")];
 fn topic_changes(
     configs: &[AlterableConfig],
     is_topic: bool,
-) -> Result<Vec<(String, Option<String>)>, (ResponseError, String)> {
+) -> Result<Vec<Change>, (ResponseError, String)> {
     let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
     if names.windows(2).any(|w| w[0] == w[1]) {
