@@ -131,7 +131,14 @@ impl Broker {
             metrics.clone(),
         )?;
         let groups = Coordinator::new(config.groups.clone());
-        groups.restore(offsets.group_metas());
+        // Groups with committed offsets come back Empty, with their protocol type and
+        // generation; the record of one without (forgotten) waits for the next rewrite.
+        let kept = offsets.group_metas();
+        groups.restore(
+            kept.into_iter()
+                .filter(|(group, _)| offsets.has_offsets(group))
+                .collect(),
+        );
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
         let security = Security::open(&config.data_dir, &config.security)?;
