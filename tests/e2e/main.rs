@@ -12,6 +12,7 @@ mod compression;
 mod damaged;
 mod external_clients;
 mod groups;
+mod kafka_behaviours;
 mod limits;
 mod metrics;
 mod protocol;
