@@ -35,11 +35,17 @@ pub struct TopicConfig {
     pub index_interval_bytes: u32,
     /// `flush.messages` / `flush.ms`.
     pub durability: Durability,
+    /// `errors.deadletterqueue.group.enable` (KIP-1191): share groups may write dead letters
+    /// to this topic (Kafka refuses a dead-letter topic without it).
+    pub dlq_group_enable: bool,
     /// Configs of the layers above the storage engine, under names starting with
     /// [`EXTRA_PREFIX`] (the broker's backlog bound, `lograil.backlog.*`): kept with the topic
     /// as text, never interpreted here; whoever sets them validates them.
     pub extra: BTreeMap<String, String>,
 }
+
+/// The topic config that lets share groups use a topic as their dead-letter queue.
+pub const DLQ_GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
 
 /// Names of the configs kept in [`TopicConfig::extra`] start with this.
 pub const EXTRA_PREFIX: &str = "lograil.";
@@ -55,6 +61,7 @@ impl Default for TopicConfig {
             max_message_bytes: 1_048_588,
             index_interval_bytes: 4096,
             durability: Durability::Never,
+            dlq_group_enable: false,
             extra: BTreeMap::new(),
         }
     }
@@ -83,6 +90,20 @@ impl TopicConfig {
         if !self.entries().iter().any(|(known, _)| *known == name) {
             return Err(ConfigError::Unknown { name: name.into() });
         }
+        if name == DLQ_GROUP_ENABLE {
+            // Kafka's BOOLEAN: true or false, any case, around spaces.
+            self.dlq_group_enable = match value.trim().to_ascii_lowercase().as_str() {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(ConfigError::NotABoolean {
+                        name: name.into(),
+                        value: value.into(),
+                    })
+                }
+            };
+            return Ok(());
+        }
         let number = value
             .trim()
             .parse::<i64>()
@@ -93,7 +114,7 @@ impl TopicConfig {
         self.apply(name, number, segment_floor)
     }
 
-    /// Sets one config by its Kafka name (every topic config lograil acts on is a number).
+    /// Sets one numeric config by its Kafka name.
     pub fn set_number(&mut self, name: &str, value: i64) -> Result<(), ConfigError> {
         self.apply(name, value, MIN_SEGMENT_BYTES)
     }
@@ -174,6 +195,7 @@ impl TopicConfig {
             ),
             ("flush.messages", flush_messages),
             ("flush.ms", flush_ms),
+            (DLQ_GROUP_ENABLE, self.dlq_group_enable.to_string()),
         ]
     }
 

@@ -57,6 +57,8 @@ pub enum ConfigError {
     Unknown { name: String },
     #[error("{name}={value}: not a number")]
     NotANumber { name: String, value: String },
+    #[error("Invalid value {value} for configuration {name}: Expected value to be either true or false")]
+    NotABoolean { name: String, value: String },
     #[error("{name}={value}: must be in {min}..={max}")]
     OutOfRange {
         name: String,

@@ -48,7 +48,7 @@ mod segment;
 mod state_log;
 mod topic;
 
-pub use config::{Durability, TopicConfig, EXTRA_PREFIX, MIN_SEGMENT_BYTES};
+pub use config::{Durability, TopicConfig, DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES};
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
     TopicError,
