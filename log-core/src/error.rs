@@ -57,7 +57,9 @@ pub enum ConfigError {
     Unknown { name: String },
     #[error("{name}={value}: not a number")]
     NotANumber { name: String, value: String },
-    #[error("Invalid value {value} for configuration {name}: Expected value to be either true or false")]
+    #[error(
+        "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    )]
     NotABoolean { name: String, value: String },
     #[error("{name}={value}: must be in {min}..={max}")]
     OutOfRange {

@@ -89,9 +89,11 @@ pub enum ShareConfigError {
 }
 
 impl ShareConfig {
-    /// Every config a share group takes, by the name it is reported under: Kafka 4.4's group
-    /// config names (`share.*`), then lograil's (Kafka has the delivery limit and the lock cap
-    /// as broker settings only), then KIP-1191's dead-letter configs (Kafka 4.4's names).
+    /// Every config a share group takes, by the name it is reported under: Kafka's group
+    /// config names (`share.*`), then the delivery limit and the lock cap under their broker
+    /// names (also taken by Kafka 4.4's group names, `share.delivery.count.limit`,
+    /// `share.partition.max.record.locks`), then KIP-1191's dead-letter configs (Kafka 4.4's
+    /// names).
     pub const NAMES: [&'static str; 9] = [
         "share.record.lock.duration.ms",
         "share.session.timeout.ms",

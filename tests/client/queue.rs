@@ -341,7 +341,10 @@ async fn work_through(cluster: &TestCluster, group: &str, topic: &str) {
         }
         assert_eq!(q.commit().await.unwrap(), vec![], "{group}: acknowledged");
     }
-    assert!(done && bad && flaky == 2, "{group}: done {done}, bad {bad}, flaky {flaky}");
+    assert!(
+        done && bad && flaky == 2,
+        "{group}: done {done}, bad {bad}, flaky {flaky}"
+    );
     q.close().await.unwrap();
 }
 
@@ -384,7 +387,12 @@ async fn share_groups_dead_letter_as_kafka_4_4_ships_kip_1191() {
     // Kafka gates dead letters behind the share.version=2 feature (ApiVersions' finalized
     // features; at share.version=1 records are archived without any); lograil has no feature
     // levels and always has them.
-    let first = cluster.plain_bootstrap().split(',').next().unwrap().to_string();
+    let first = cluster
+        .plain_bootstrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
     let versions: ApiVersionsResponse = tokio::task::spawn_blocking(move || {
         // (Kafka answers a v3 request without a client name INVALID_REQUEST, featureless.)
         let request = ApiVersionsRequest::default()
@@ -503,11 +511,19 @@ async fn share_groups_dead_letter_as_kafka_4_4_ships_kip_1191() {
 
     for (group, dlq, copy) in &groups[..2] {
         let mut letters = read_at_least(&cluster, dlq, 2).await;
-        assert_eq!(letters.len(), 2, "{dlq}: the rejected and the exhausted record");
+        assert_eq!(
+            letters.len(),
+            2,
+            "{dlq}: the rejected and the exhausted record"
+        );
         letters.sort_by_key(|r| header(r, "__dlq.errors.offset"));
         for (letter, (source, count, message)) in letters.iter().zip([
             (offsets[1], "1", "Offset rejected by client."),
-            (offsets[2], "2", "Offset delivery count exceeded the threshold."),
+            (
+                offsets[2],
+                "2",
+                "Offset delivery count exceeded the threshold.",
+            ),
         ]) {
             let kafka_headers: Vec<(String, Option<String>)> = letter
                 .headers
@@ -527,15 +543,26 @@ async fn share_groups_dead_letter_as_kafka_4_4_ships_kip_1191() {
             .map(|(k, v)| (k.to_string(), Some(v)))
             .collect();
             assert_eq!(kafka_headers, want, "{dlq}");
-            assert_eq!(header(letter, "trace"), None, "{dlq}: the record's headers are not copied");
+            assert_eq!(
+                header(letter, "trace"),
+                None,
+                "{dlq}: the record's headers are not copied"
+            );
             let name = if source == offsets[1] { "bad" } else { "flaky" };
             if *copy {
                 assert_eq!(letter.key.as_deref(), Some(format!("k-{name}").as_bytes()));
                 assert_eq!(letter.value.as_deref(), Some(name.as_bytes()));
             } else {
-                assert_eq!((&letter.key, &letter.value), (&None, &None), "{dlq}: headers only");
+                assert_eq!(
+                    (&letter.key, &letter.value),
+                    (&None, &None),
+                    "{dlq}: headers only"
+                );
             }
-            assert!(letter.timestamp >= before, "{dlq}: stamped when dead-lettered");
+            assert!(
+                letter.timestamp >= before,
+                "{dlq}: stamped when dead-lettered"
+            );
             // lograil's addition: each delivery, as JSON; Kafka has no such header.
             let attempts = header(letter, "lograil.dlq.attempts");
             if cluster.is_kafka() {

@@ -1,7 +1,8 @@
 //! Share groups (KIP-932, Kafka queues) on the broker: membership and sessions
 //! ([`members`]), the share partitions' state (the `task-queue` crate) kept here per (group,
-//! topic partition) and persisted in `__share_group_state`, group configs, and the dead-letter
-//! copies of archived records ([`delivery`]); what the admin APIs read and reset is in `admin`.
+//! topic partition) and persisted in `__share_group_state`, group configs, and the dead letters
+//! of archived records ([`delivery`]; KIP-1191 as Kafka 4.4 ships it, see
+//! [`dead_letter_topic`]); what the admin APIs read and reset is in `admin`.
 //!
 //! Every operation here is synchronous and may block on the log (reads, appends): handlers run
 //! them on the blocking pool. An operation's state changes are appended before it returns; the
@@ -207,7 +208,14 @@ impl Shares {
                 topic: topic.name(),
                 partition: key.partition,
             };
-            self.dead_letter(log, config, dlq, source, partition, &changes.archived, pending);
+            self.dead_letter(
+                log,
+                (config, dlq),
+                source,
+                partition,
+                &changes.archived,
+                pending,
+            );
         }
         let change = Change::delta(key.clone(), state, &changes.offsets);
         match self.store.append(vec![change]) {
@@ -229,8 +237,7 @@ impl Shares {
     fn dead_letter(
         &self,
         log: &Log,
-        config: &ShareConfig,
-        dlq: &str,
+        (config, dlq): (&ShareConfig, &str),
         source: Source<'_>,
         partition: &Partition,
         archived: &[Archived],
@@ -257,7 +264,11 @@ impl Shares {
                 }
             }
             Err(refused) => {
-                tracing::warn!(group = source.group, topic = dlq, "{refused}; archived without a dead letter");
+                tracing::warn!(
+                    group = source.group,
+                    topic = dlq,
+                    "{refused}; archived without a dead letter"
+                );
                 return;
             }
         };
@@ -601,9 +612,13 @@ mod tests {
 /// accepts any `errors.deadletterqueue.topic.name` as a group config).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeadLetterRefused {
-    #[error("Configured DLQ topic name in share group: {group} cannot start with __, topic: {topic}.")]
+    #[error(
+        "Configured DLQ topic name in share group: {group} cannot start with __, topic: {topic}."
+    )]
     Internal { group: String, topic: String },
-    #[error("DLQ is not enabled on configured DLQ topic for share group: {group}, topic: {topic}.")]
+    #[error(
+        "DLQ is not enabled on configured DLQ topic for share group: {group}, topic: {topic}."
+    )]
     NotEnabled { group: String, topic: String },
     #[error("DLQ topic does not exist and auto create is disabled on cluster for share group: {group}, topic: {topic}.")]
     Missing { group: String, topic: String },
