@@ -593,20 +593,6 @@ fn without(ranges: &[(i64, i64, u16)], removed: &[i64]) -> Vec<(i64, i64, u16)> 
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::without;
-
-    #[test]
-    fn ranges_lose_the_removed_offsets() {
-        assert_eq!(
-            without(&[(0, 9, 1), (20, 21, 2)], &[0, 4, 5, 9, 21]),
-            vec![(1, 3, 1), (6, 8, 1), (20, 20, 2)]
-        );
-        assert_eq!(without(&[(3, 3, 1)], &[3]), vec![]);
-    }
-}
-
 /// Why a share group's dead-letter topic was refused: Kafka 4.4's checks, in its order, with
 /// its messages (`ShareGroupDLQStateManager`), made when a record is dead-lettered (Kafka
 /// accepts any `errors.deadletterqueue.topic.name` as a group config).
@@ -674,4 +660,18 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without;
+
+    #[test]
+    fn ranges_lose_the_removed_offsets() {
+        assert_eq!(
+            without(&[(0, 9, 1), (20, 21, 2)], &[0, 4, 5, 9, 21]),
+            vec![(1, 3, 1), (6, 8, 1), (20, 20, 2)]
+        );
+        assert_eq!(without(&[(3, 3, 1)], &[3]), vec![]);
+    }
 }
