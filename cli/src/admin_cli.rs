@@ -8,6 +8,7 @@ mod queue;
 mod quota;
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 
 use anyhow::{bail, Context};
 use comfy_table::{presets, CellAlignment, Table};
@@ -132,12 +133,12 @@ pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<
                     })
                     .collect::<anyhow::Result<Vec<_>>>()?;
                 admin.create_topic(topic, *partitions, &configs).await?;
-                print(connection, json!({ "created": topic }), || format!("Created topic {topic}."));
+                print(connection, json!({ "created": topic }), || format!("Created topic {topic}."))?;
             }
             TopicCommand::List => {
                 let topics = admin.list_topics().await?;
                 let names: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
-                print(connection, json!(names), || names.join("\n"));
+                print(connection, json!(names), || names.join("\n"))?;
             }
             TopicCommand::Describe { topic } => {
                 let described = admin.describe_topic(topic).await?;
@@ -158,11 +159,11 @@ pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<
                     connection,
                     json!({ "topic": topic, "partitions": partitions, "internal": described.internal, "configs": configs }),
                     || topic_text(topic, described.partitions, &configs, &starts, &ends, damage_of),
-                );
+                )?;
             }
             TopicCommand::Delete { topic } => {
                 admin.delete_topic(topic).await?;
-                print(connection, json!({ "deleted": topic }), || format!("Deleted topic {topic}."));
+                print(connection, json!({ "deleted": topic }), || format!("Deleted topic {topic}."))?;
             }
         }
         Ok(())
@@ -185,7 +186,7 @@ pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<
                         &[],
                         groups.iter().map(|(id, state, _)| vec![id.clone(), state.clone()]),
                     )
-                });
+                })?;
             }
             GroupCommand::Describe { group } => describe_group(connection, &mut admin, group).await?,
             GroupCommand::ResetOffsets { group, topic, to, execute } => {
@@ -225,7 +226,7 @@ pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<
                     .collect();
                 print(connection, json!({ "group": group, "executed": execute, "offsets": rows }), || {
                     reset_text(group, &plan, *execute)
-                });
+                })?;
             }
         }
         Ok(())
@@ -304,7 +305,7 @@ async fn describe_group(
                 table(&DESCRIBE_HEADER, &[1, 2, 3, 4, 5], rows)
             )
         },
-    );
+    )?;
     Ok(())
 }
 
@@ -395,12 +396,20 @@ fn reset_text(group: &str, plan: &BTreeMap<(String, i32), i64>, executed: bool) 
     out
 }
 
-fn print(connection: &Connection, value: serde_json::Value, human: impl FnOnce() -> String) {
+/// Writes a command's result to stdout: JSON with `--json`, else `human`'s text. A closed pipe
+/// (`lograil dlt show | head`) is an `io::Error` for `main` to end on quietly, not a panic.
+fn print(
+    connection: &Connection,
+    value: serde_json::Value,
+    human: impl FnOnce() -> String,
+) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     if connection.json {
-        println!("{value}");
+        writeln!(out, "{value}")?;
     } else {
-        println!("{}", human());
+        writeln!(out, "{}", human())?;
     }
+    out.flush()
 }
 
 #[cfg(test)]

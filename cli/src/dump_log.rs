@@ -1,6 +1,7 @@
 //! `lograil dump-log`: every batch of a segment file with its offsets, timestamps, size and
 //! CRC, then a check of the segment's `.index` and `.timeindex` against it.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,7 +37,8 @@ fn print_report(
     records: bool,
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
-    println!("Dumping {}", report.path.display());
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "Dumping {}", report.path.display())?;
     let data = if records {
         std::fs::read(path)?
     } else {
@@ -44,7 +46,8 @@ fn print_report(
     };
     for b in &report.batches {
         let h = &b.header;
-        println!(
+        writeln!(
+            out,
             "baseOffset: {} lastOffset: {} count: {} baseTimestamp: {} maxTimestamp: {} size: {} position: {} producerId: {} producerEpoch: {} baseSequence: {} compressed: {} transactional: {} control: {} crc: {:#010x} ({})",
             h.base_offset,
             h.last_offset(),
@@ -61,18 +64,19 @@ fn print_report(
             h.is_control(),
             h.crc,
             if b.crc_ok { "ok" } else { "BAD" },
-        );
+        )?;
         if records && b.crc_ok {
             let start = usize::try_from(b.position)?;
             let batch = &data[start..start + h.size as usize];
             for r in log_core::batch::decode(batch)? {
-                println!(
+                writeln!(
+                    out,
                     "| offset: {} timestamp: {} keySize: {} valueSize: {}",
                     r.offset,
                     r.timestamp,
                     r.key.map_or(-1, |k| k.len() as i64),
                     r.value.map_or(-1, |v| v.len() as i64),
-                );
+                )?;
             }
         }
     }
@@ -81,27 +85,29 @@ fn print_report(
         .iter()
         .map(|b| i64::from(b.header.record_count))
         .sum();
-    println!(
+    writeln!(
+        out,
         "{} batches, {records} records, {} bytes",
         report.batches.len(),
         report.file_len
-    );
+    )?;
     for (name, entries) in [
         ("index", report.index_entries),
         ("timeindex", report.time_index_entries),
     ] {
         match entries {
-            Some(n) => println!("{name}: {n} entries checked"),
-            None => {
-                println!("{name}: no file (an active segment's indexes are written when it rolls)")
-            }
+            Some(n) => writeln!(out, "{name}: {n} entries checked")?,
+            None => writeln!(
+                out,
+                "{name}: no file (an active segment's indexes are written when it rolls)"
+            )?,
         }
     }
     if report.is_ok() {
-        println!("no corruption found");
+        writeln!(out, "no corruption found")?;
     } else {
         for problem in &report.problems {
-            println!("CORRUPT: {problem}");
+            writeln!(out, "CORRUPT: {problem}")?;
         }
     }
     Ok(())

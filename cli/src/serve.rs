@@ -80,6 +80,14 @@ fn topic_default(config: &mut BrokerConfig, name: &str, value: i64) -> anyhow::R
         .with_context(|| format!("--{}", name.replace('.', "-")))
 }
 
+/// A default topic config of new topics given as text (`compression.type`).
+fn topic_default_text(config: &mut BrokerConfig, name: &str, value: &str) -> anyhow::Result<()> {
+    config
+        .topic_defaults
+        .set(name, value)
+        .with_context(|| format!("--{}", name.replace('.', "-")))
+}
+
 settings! {
     /// Host advertised to clients in Metadata (default: the listen address, 127.0.0.1 for 0.0.0.0).
     #[arg(long)]
@@ -144,6 +152,24 @@ settings! {
     /// Default `flush.ms`: fsync in the background at most this many ms apart.
     #[arg(long, allow_negative_numbers = true)]
     flush_ms: i64 => |c, v| topic_default(c, "flush.ms", v)?,
+    /// Default `compression.type` of topics: producer (keep the producer's codec, the
+    /// default), uncompressed, gzip, snappy, lz4 or zstd (the broker recompresses batches of
+    /// another codec).
+    #[arg(long)]
+    compression_type: String => |c, v| topic_default_text(c, "compression.type", &v)?,
+    /// Default `compression.gzip.level`: 1 to 9, or -1 (the codec's default, 6).
+    #[arg(long, allow_negative_numbers = true)]
+    compression_gzip_level: i64 => |c, v| topic_default(c, "compression.gzip.level", v)?,
+    /// Default `compression.lz4.level`: 1 to 17 (default 9).
+    #[arg(long)]
+    compression_lz4_level: i64 => |c, v| topic_default(c, "compression.lz4.level", v)?,
+    /// Default `compression.zstd.level`: -131072 to 22 (default 3).
+    #[arg(long, allow_negative_numbers = true)]
+    compression_zstd_level: i64 => |c, v| topic_default(c, "compression.zstd.level", v)?,
+    /// Default `message.timestamp.type`: CreateTime (the producer's, the default) or
+    /// LogAppendTime (the broker's clock when it appends).
+    #[arg(long)]
+    message_timestamp_type: String => |c, v| topic_default_text(c, "message.timestamp.type", &v)?,
 
     // Limits: what one client can make the broker hold or do (the README's "Limits").
     /// Kafka's `max.connections`: connections at once (default 10000); a new connection over
@@ -558,6 +584,27 @@ mod tests {
         assert_eq!(config.topic_defaults.durability, Durability::Always);
         assert_eq!(config.topic_defaults.retention_ms, None);
         assert_eq!(config.groups.initial_rebalance_delay, Duration::ZERO);
+    }
+
+    #[test]
+    fn compression_and_timestamp_defaults_take_kafka_names() {
+        let config = config_from(
+            "compression.type=zstd\ncompression.zstd.level=-3\nmessage.timestamp.type=LogAppendTime\n",
+            &["--compression-lz4-level", "12"],
+        )
+        .unwrap();
+        let t = &config.topic_defaults;
+        assert_eq!(t.compression, log_core::TopicCompression::Zstd);
+        assert_eq!(
+            (t.compression_levels.zstd, t.compression_levels.lz4),
+            (-3, 12)
+        );
+        assert_eq!(t.timestamp_type, record_batch::TimestampType::LogAppendTime);
+        let bad = config_from("", &["--compression-type", "none"]).unwrap_err();
+        assert!(
+            format!("{bad:#}").contains("String must be one of: uncompressed"),
+            "{bad:#}"
+        );
     }
 
     #[test]

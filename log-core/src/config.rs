@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use record_batch::{Codec, TimestampType};
+
 use crate::error::ConfigError;
 
 /// When an append reaches the disk.
@@ -38,6 +40,14 @@ pub struct TopicConfig {
     /// `errors.deadletterqueue.group.enable` (KIP-1191): share groups may write dead letters
     /// to this topic (Kafka refuses a dead-letter topic without it).
     pub dlq_group_enable: bool,
+    /// `compression.type`: the codec batches are stored with (the broker recompresses a batch
+    /// of another codec), or the producer's.
+    pub compression: TopicCompression,
+    /// `compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level` (KIP-390):
+    /// the level the broker compresses with when it recompresses to that codec.
+    pub compression_levels: CompressionLevels,
+    /// `message.timestamp.type`: the producer's timestamps, or the broker's append time.
+    pub timestamp_type: TimestampType,
     /// Configs of the layers above the storage engine, under names starting with
     /// [`EXTRA_PREFIX`] (the broker's backlog bound, `lograil.backlog.*`): kept with the topic
     /// as text, never interpreted here; whoever sets them validates them.
@@ -46,6 +56,100 @@ pub struct TopicConfig {
 
 /// The topic config that lets share groups use a topic as their dead-letter queue.
 pub const DLQ_GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
+/// A topic's `compression.type`, Kafka's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TopicCompression {
+    /// Batches are stored with the codec the producer chose (Kafka's default).
+    #[default]
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl TopicCompression {
+    /// Every value with its name, in the order Kafka's error message lists them.
+    const NAMES: [(TopicCompression, &'static str); 6] = [
+        (TopicCompression::Uncompressed, "uncompressed"),
+        (TopicCompression::Zstd, "zstd"),
+        (TopicCompression::Lz4, "lz4"),
+        (TopicCompression::Snappy, "snappy"),
+        (TopicCompression::Gzip, "gzip"),
+        (TopicCompression::Producer, "producer"),
+    ];
+
+    /// Its config value (`producer`, `uncompressed`, `gzip`, ...).
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map_or("producer", |(_, n)| n)
+    }
+
+    /// The value named `name`, exactly as Kafka spells it (Kafka's validator is case-sensitive).
+    pub fn parse(name: &str) -> Option<TopicCompression> {
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(c, _)| *c)
+    }
+
+    /// The codec stored batches have; `None` for `producer` (whatever the producer sent).
+    pub fn codec(self) -> Option<Codec> {
+        match self {
+            TopicCompression::Producer => None,
+            TopicCompression::Uncompressed => Some(Codec::None),
+            TopicCompression::Gzip => Some(Codec::Gzip),
+            TopicCompression::Snappy => Some(Codec::Snappy),
+            TopicCompression::Lz4 => Some(Codec::Lz4),
+            TopicCompression::Zstd => Some(Codec::Zstd),
+        }
+    }
+}
+
+/// KIP-390's compression levels, with Kafka's ranges and defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompressionLevels {
+    /// `compression.gzip.level`: 1..=9, or -1 (Deflater's default, level 6). Default -1.
+    pub gzip: i32,
+    /// `compression.lz4.level`: 1..=17, default 9 (Kafka's fast compressor at 9, LZ4 HC at any
+    /// other level; liblz4 takes levels above 12 as 12).
+    pub lz4: i32,
+    /// `compression.zstd.level`: -131072..=22, default 3.
+    pub zstd: i32,
+}
+
+impl Default for CompressionLevels {
+    fn default() -> Self {
+        CompressionLevels {
+            gzip: -1,
+            lz4: 9,
+            zstd: 3,
+        }
+    }
+}
+
+impl CompressionLevels {
+    /// The level to compress with `codec` at (0 for codecs without levels).
+    pub fn of(&self, codec: Codec) -> i32 {
+        match codec {
+            Codec::Gzip => self.gzip,
+            Codec::Lz4 => self.lz4,
+            Codec::Zstd => self.zstd,
+            Codec::None | Codec::Snappy => 0,
+        }
+    }
+}
+
+/// The name of a timestamp type as Kafka's `message.timestamp.type` spells it.
+pub fn timestamp_type_name(t: TimestampType) -> &'static str {
+    match t {
+        TimestampType::CreateTime => "CreateTime",
+        TimestampType::LogAppendTime => "LogAppendTime",
+    }
+}
 
 /// Names of the configs kept in [`TopicConfig::extra`] start with this.
 pub const EXTRA_PREFIX: &str = "lograil.";
@@ -62,6 +166,9 @@ impl Default for TopicConfig {
             index_interval_bytes: 4096,
             durability: Durability::Never,
             dlq_group_enable: false,
+            compression: TopicCompression::Producer,
+            compression_levels: CompressionLevels::default(),
+            timestamp_type: TimestampType::CreateTime,
             extra: BTreeMap::new(),
         }
     }
@@ -90,27 +197,57 @@ impl TopicConfig {
         if !self.entries().iter().any(|(known, _)| *known == name) {
             return Err(ConfigError::Unknown { name: name.into() });
         }
-        if name == DLQ_GROUP_ENABLE {
-            // Kafka's BOOLEAN: true or false, any case, around spaces.
-            self.dlq_group_enable = match value.trim().to_ascii_lowercase().as_str() {
-                "true" => true,
-                "false" => false,
-                _ => {
-                    return Err(ConfigError::NotABoolean {
-                        name: name.into(),
-                        value: value.into(),
-                    })
-                }
-            };
-            return Ok(());
+        let value = value.trim();
+        // Kafka's validators and messages (ConfigDef.ValidString, ConfigException).
+        let invalid = |reason: String| ConfigError::Invalid {
+            name: name.into(),
+            value: value.into(),
+            reason,
+        };
+        match name {
+            "compression.type" => {
+                self.compression = TopicCompression::parse(value).ok_or_else(|| {
+                    let names: Vec<&str> =
+                        TopicCompression::NAMES.iter().map(|(_, n)| *n).collect();
+                    invalid(format!("String must be one of: {}", names.join(", ")))
+                })?;
+                return Ok(());
+            }
+            "message.timestamp.type" => {
+                self.timestamp_type = match value {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => {
+                        return Err(invalid(
+                            "String must be one of: CreateTime, LogAppendTime".into(),
+                        ))
+                    }
+                };
+                return Ok(());
+            }
+            DLQ_GROUP_ENABLE => {
+                // Kafka's BOOLEAN: true or false, any case.
+                self.dlq_group_enable = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("Expected value to be either true or false".into())),
+                };
+                return Ok(());
+            }
+            _ => {}
         }
-        let number = value
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| ConfigError::NotANumber {
-                name: name.into(),
-                value: value.into(),
-            })?;
+        let number = match value.parse::<i64>() {
+            Ok(n) => n,
+            Err(_) if name.starts_with("compression.") => {
+                return Err(invalid("Not a number of type INT".into()))
+            }
+            Err(_) => {
+                return Err(ConfigError::NotANumber {
+                    name: name.into(),
+                    value: value.into(),
+                })
+            }
+        };
         self.apply(name, number, segment_floor)
     }
 
@@ -142,7 +279,28 @@ impl TopicConfig {
                     max: i32::MAX.into(),
                 })
         };
+        // Kafka's ConfigDef.Range (and gzip's own validator) with their messages.
+        let level = |min: i32, max: i32, or: Option<i32>| -> Result<i32, ConfigError> {
+            let invalid = |reason: String| ConfigError::Invalid {
+                name: name.into(),
+                value: value.to_string(),
+                reason,
+            };
+            let n = i32::try_from(value).map_err(|_| invalid("Not a number of type INT".into()))?;
+            match or {
+                Some(or) if n != or && !(min..=max).contains(&n) => Err(invalid(format!(
+                    "Value must be between {min} and {max} or equal to {or}"
+                ))),
+                Some(_) => Ok(n),
+                None if n < min => Err(invalid(format!("Value must be at least {min}"))),
+                None if n > max => Err(invalid(format!("Value must be no more than {max}"))),
+                None => Ok(n),
+            }
+        };
         match name {
+            "compression.gzip.level" => self.compression_levels.gzip = level(1, 9, Some(-1))?,
+            "compression.lz4.level" => self.compression_levels.lz4 = level(1, 17, None)?,
+            "compression.zstd.level" => self.compression_levels.zstd = level(-131_072, 22, None)?,
             "segment.bytes" => self.segment_bytes = bounded(segment_floor)?,
             "segment.ms" => self.segment_ms = optional()?.filter(|ms| *ms > 0),
             "retention.bytes" => self.retention_bytes = optional()?,
@@ -175,6 +333,14 @@ impl TopicConfig {
         Ok(())
     }
 
+    /// Whether a batch of `codec` with timestamp type `timestamp_type` is stored as it came
+    /// (else the broker recompresses it or restamps its timestamp, `crate::recompress`).
+    pub fn keeps(&self, codec: Option<Codec>, timestamp_type: TimestampType) -> bool {
+        self.compression.codec().is_none_or(|c| Some(c) == codec)
+            && timestamp_type == TimestampType::CreateTime
+            && self.timestamp_type == TimestampType::CreateTime
+    }
+
     /// Every config as `(Kafka name, value)`, `-1` for "no limit".
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         let opt = |v: Option<u64>| v.map_or("-1".to_string(), |v| v.to_string());
@@ -196,6 +362,23 @@ impl TopicConfig {
             ("flush.messages", flush_messages),
             ("flush.ms", flush_ms),
             (DLQ_GROUP_ENABLE, self.dlq_group_enable.to_string()),
+            ("compression.type", self.compression.name().to_string()),
+            (
+                "compression.gzip.level",
+                self.compression_levels.gzip.to_string(),
+            ),
+            (
+                "compression.lz4.level",
+                self.compression_levels.lz4.to_string(),
+            ),
+            (
+                "compression.zstd.level",
+                self.compression_levels.zstd.to_string(),
+            ),
+            (
+                "message.timestamp.type",
+                timestamp_type_name(self.timestamp_type).to_string(),
+            ),
         ]
     }
 
@@ -246,6 +429,49 @@ mod tests {
             back.durability,
             Durability::Interval(Duration::from_millis(250))
         );
+    }
+
+    #[test]
+    fn compression_and_timestamp_configs_are_kafkas() {
+        let mut config = TopicConfig::default();
+        config.set("compression.type", "zstd").unwrap();
+        config.set("compression.zstd.level", "-7").unwrap();
+        config.set("compression.gzip.level", "-1").unwrap();
+        config.set("compression.lz4.level", "17").unwrap();
+        config
+            .set("message.timestamp.type", "LogAppendTime")
+            .unwrap();
+        assert_eq!(config.compression.codec(), Some(Codec::Zstd));
+        assert_eq!(config.compression_levels.of(Codec::Zstd), -7);
+        assert_eq!(config.timestamp_type, TimestampType::LogAppendTime);
+        let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
+        assert_eq!(back, config);
+        let defaults = TopicConfig::default();
+        assert_eq!(defaults.compression, TopicCompression::Producer);
+        assert_eq!(
+            defaults.compression_levels,
+            CompressionLevels {
+                gzip: -1,
+                lz4: 9,
+                zstd: 3
+            }
+        );
+        for (name, value, message) in [
+            ("compression.type", "GZIP", "Invalid value GZIP for configuration compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+            ("compression.type", "none", "Invalid value none for configuration compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+            ("message.timestamp.type", "BrokerTime", "Invalid value BrokerTime for configuration message.timestamp.type: String must be one of: CreateTime, LogAppendTime"),
+            ("compression.gzip.level", "0", "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 and 9 or equal to -1"),
+            ("compression.gzip.level", "10", "Invalid value 10 for configuration compression.gzip.level: Value must be between 1 and 9 or equal to -1"),
+            ("compression.lz4.level", "0", "Invalid value 0 for configuration compression.lz4.level: Value must be at least 1"),
+            ("compression.lz4.level", "18", "Invalid value 18 for configuration compression.lz4.level: Value must be no more than 17"),
+            ("compression.zstd.level", "23", "Invalid value 23 for configuration compression.zstd.level: Value must be no more than 22"),
+            ("compression.zstd.level", "-131073", "Invalid value -131073 for configuration compression.zstd.level: Value must be at least -131072"),
+            ("compression.zstd.level", "x", "Invalid value x for configuration compression.zstd.level: Not a number of type INT"),
+        ] {
+            let mut config = TopicConfig::default();
+            assert_eq!(config.set(name, value).unwrap_err().to_string(), message);
+            assert_eq!(config, TopicConfig::default(), "refused values change nothing");
+        }
     }
 
     #[test]

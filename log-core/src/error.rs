@@ -57,10 +57,6 @@ pub enum ConfigError {
     Unknown { name: String },
     #[error("{name}={value}: not a number")]
     NotANumber { name: String, value: String },
-    #[error(
-        "Invalid value {value} for configuration {name}: Expected value to be either true or false"
-    )]
-    NotABoolean { name: String, value: String },
     #[error("{name}={value}: must be in {min}..={max}")]
     OutOfRange {
         name: String,
@@ -75,6 +71,13 @@ pub enum ConfigError {
         name: String,
         value: String,
         supported: &'static str,
+    },
+    /// Kafka's `ConfigException` message, for the configs Kafka validates by name.
+    #[error("Invalid value {value} for configuration {name}: {reason}")]
+    Invalid {
+        name: String,
+        value: String,
+        reason: String,
     },
     #[error("line {line:?} is not name=value")]
     NotNameValue { line: String },
@@ -114,6 +117,13 @@ pub enum AppendError {
     Closed(String),
     #[error("offset overflow: the partition is past i64::MAX or a segment past 4 GiB")]
     OffsetOverflow,
+    /// A producer set the LogAppendTime bit of a batch for a `message.timestamp.type=
+    /// LogAppendTime` topic (Kafka's INVALID_TIMESTAMP: only the broker sets it).
+    #[error("invalid timestamp type in the batch at byte {position}: producer should not set timestamp type to LogAppendTime")]
+    ProducerLogAppendTime { position: usize },
+    /// Recompressing for the topic's `compression.type` failed in the codec.
+    #[error(transparent)]
+    Compress(#[from] crate::compress::CompressError),
     /// Only from [`crate::Partition::try_append_pending`]: nothing was written.
     #[error("the append would block (the writer is busy or the segment must roll)")]
     WouldBlock,

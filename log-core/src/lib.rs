@@ -1,8 +1,10 @@
 //! # log-core
 //!
 //! lograil's embeddable storage engine: topics of partitions, each partition an append-only
-//! series of segment files holding Kafka RecordBatch v2 batches byte for byte, with Kafka's
-//! file names and sparse `.index` / `.timeindex` files.
+//! series of segment files holding Kafka RecordBatch v2 batches byte for byte (unless the
+//! topic's `compression.type` or `message.timestamp.type=LogAppendTime` has the batch
+//! recompressed or restamped on append, as Kafka does), with Kafka's file names and sparse
+//! `.index` / `.timeindex` files.
 //!
 //! **It is** a library: validate-and-append, zero-copy reads by offset (memory-mapped, no decode),
 //! reads by timestamp, segment roll and retention, a durability policy per topic with group
@@ -34,6 +36,7 @@
 //! ```
 
 pub mod batch;
+pub mod compress;
 mod config;
 mod data_dir;
 pub mod decompress;
@@ -43,12 +46,16 @@ mod index;
 pub mod io;
 mod log;
 mod partition;
+mod recompress;
 mod scrub;
 mod segment;
 mod state_log;
 mod topic;
 
-pub use config::{Durability, TopicConfig, DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES};
+pub use config::{
+    timestamp_type_name, CompressionLevels, Durability, TopicCompression, TopicConfig,
+    DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,
+};
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
     TopicError,

@@ -103,6 +103,10 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
     }
 }
 
+fn skipped(topic: &str, offset: i64) {
+    tracing::warn!(topic, offset, "skipping a record that does not decode");
+}
+
 impl StateLog {
     /// Opens (creating if needed) the state topic `topic` of `log`, rolling segments at
     /// `segment_bytes` and taking batches up to `max_batch_bytes` (one operation is one batch).
@@ -137,6 +141,23 @@ impl StateLog {
         mut apply: impl FnMut(K, Option<V>, i64),
     ) -> Result<usize, StateLogError> {
         let topic = self.topic;
+        self.replay_encoded(decode_max, |key: K, value, offset| match value {
+            None => apply(key, None, offset),
+            Some(value) => match StateLog::decode::<V>(value) {
+                Some(value) => apply(key, Some(value), offset),
+                None => skipped(topic, offset),
+            },
+        })
+    }
+
+    /// As [`StateLog::replay`], for a topic whose values differ in type by key: `apply` gets
+    /// each value still encoded, to decode with [`StateLog::decode`] as its key says.
+    pub fn replay_encoded<K: DeserializeOwned>(
+        &self,
+        decode_max: usize,
+        mut apply: impl FnMut(K, Option<&[u8]>, i64),
+    ) -> Result<usize, StateLogError> {
+        let topic = self.topic;
         let mut records = 0;
         for decoded in self.partition.replay::<ReplayError>(decode_max) {
             let decoded = decoded.map_err(|e| match e {
@@ -145,20 +166,19 @@ impl StateLog {
             })?;
             for record in decoded {
                 records += 1;
-                let key = record.key.as_deref().and_then(decode::<K>);
-                let value = record.value.as_deref().map(decode::<V>);
-                match (key, value) {
-                    (Some(key), None) => apply(key, None, record.offset),
-                    (Some(key), Some(Some(value))) => apply(key, Some(value), record.offset),
-                    _ => tracing::warn!(
-                        topic,
-                        offset = record.offset,
-                        "skipping a record that does not decode"
-                    ),
+                match record.key.as_deref().and_then(decode::<K>) {
+                    Some(key) => apply(key, record.value.as_deref(), record.offset),
+                    None => skipped(topic, record.offset),
                 }
             }
         }
         Ok(records)
+    }
+
+    /// A value as [`StateLog::replay_encoded`] gives it, decoded; `None` when it does not
+    /// decode as a `V`.
+    pub fn decode<V: DeserializeOwned>(encoded: &[u8]) -> Option<V> {
+        decode(encoded)
     }
 
     /// Whether a topic of `records` records holding `live` live keys should be rewritten.

@@ -43,6 +43,14 @@ impl Topic {
             .map(|p| p.config())
             .unwrap_or_default()
     }
+
+    /// The topic's `compression.type` (without copying its whole config).
+    pub fn compression(&self) -> crate::config::TopicCompression {
+        self.partitions
+            .first()
+            .map(|p| p.compression())
+            .unwrap_or_default()
+    }
 }
 
 /// Kafka's topic name rules: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.

@@ -1181,3 +1181,41 @@ fn a_later_scrub_pass_finds_damage_that_came_after_the_first() {
     assert_eq!(damage.len(), 1, "{damage:?}");
     assert_eq!((damage[0].1.first_offset, damage[0].1.end_offset), (10, 15));
 }
+
+#[test]
+fn a_recompression_is_never_done_where_blocking_is_not_allowed() {
+    let config = TopicConfig {
+        compression: log_core::TopicCompression::Zstd,
+        ..TopicConfig::default()
+    };
+    let (_dir, _log, p) = one_partition(config);
+    let plain = records("x", 3, 0);
+    let headers = record_batch::parse_all(&plain).unwrap();
+    // An async worker's append: refused before any work, nothing written.
+    assert!(matches!(
+        p.try_append_pending_parsed(&plain, &headers),
+        Err(AppendError::WouldBlock)
+    ));
+    assert_eq!(p.log_end_offset(), 0);
+    // A batch already of the topic's codec is stored as it came, even there.
+    let zstd = batch::build_with(&[(None, Some(b"z"), 0)], batch::Compression::Zstd);
+    let headers = record_batch::parse_all(&zstd).unwrap();
+    let info = p.try_append_pending_parsed(&zstd, &headers).unwrap();
+    assert_eq!(info.base_offset, 0);
+    // Where blocking is allowed the batch is recompressed.
+    let headers = record_batch::parse_all(&plain).unwrap();
+    let info = p.append_pending_parsed(&plain, &headers).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (1, 3));
+    let read = p.read(0, 1 << 20).unwrap();
+    let stored = record_batch::validate_all(&read.records).unwrap();
+    assert!(stored
+        .iter()
+        .all(|h| h.codec() == Some(record_batch::Codec::Zstd)));
+    assert_eq!(
+        &read.records[..zstd.len()][12..],
+        &zstd[12..],
+        "kept byte for byte"
+    );
+    let values: Vec<String> = values(&read.records).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(values, ["z", "x-0", "x-1", "x-2"]);
+}

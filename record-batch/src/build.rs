@@ -206,3 +206,50 @@ fn put_crc(batch: &mut [u8]) {
     let crc = compute_crc(batch);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
+
+/// Sets the timestamp type bit of `attributes` and the max timestamp of the whole batch
+/// `batch`, then its CRC: what a broker does to a batch of a `message.timestamp.type=
+/// LogAppendTime` topic (the append time as max timestamp, which consumers take as every
+/// record's timestamp), or to clear a producer's LogAppendTime bit on a CreateTime topic.
+pub fn set_max_timestamp(
+    batch: &mut [u8],
+    timestamp_type: TimestampType,
+    max_timestamp: i64,
+) -> Result<(), BuildError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BuildError::NoHeader(batch.len()));
+    }
+    let attributes = i16_at(batch, ATTRIBUTES_AT).unwrap_or(0);
+    let attributes = match timestamp_type {
+        TimestampType::LogAppendTime => attributes | LOG_APPEND_TIME_FLAG,
+        TimestampType::CreateTime => attributes & !LOG_APPEND_TIME_FLAG,
+    };
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    put_crc(batch);
+    Ok(())
+}
+
+/// Finishes a batch a broker rewrote: `batch` holds another batch's header (its first
+/// [`HEADER_LEN`] bytes, copied) followed by that batch's records compressed anew with
+/// `codec` (the records inside are the same bytes whatever their codec). Sets the length, the
+/// codec, then [`set_max_timestamp`] with `timestamp_type` and `max_timestamp`; the base
+/// offset, epochs, producer id, base sequence, count and offsets stay the copied header's.
+/// What a broker does for a topic's `compression.type`.
+pub fn rewrap(
+    batch: &mut [u8],
+    codec: Codec,
+    timestamp_type: TimestampType,
+    max_timestamp: i64,
+) -> Result<(), BuildError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BuildError::NoHeader(batch.len()));
+    }
+    let length = i32::try_from(batch.len() - LOG_OVERHEAD)
+        .map_err(|_| BuildError::BatchTooLarge(batch.len()))?;
+    batch[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+    let attributes = i16_at(batch, ATTRIBUTES_AT).unwrap_or(0);
+    let attributes = (attributes & !COMPRESSION_MASK) | codec as i16;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    set_max_timestamp(batch, timestamp_type, max_timestamp)
+}

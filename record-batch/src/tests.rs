@@ -426,3 +426,47 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_broker_restamps_and_rewraps_a_batch_with_a_valid_crc() {
+    let mut batch = sample().to_vec();
+    let before = validate(&batch).unwrap();
+    build::set_max_timestamp(&mut batch, TimestampType::LogAppendTime, 99).unwrap();
+    let after = validate(&batch).unwrap();
+    assert_eq!(after.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(after.max_timestamp, 99);
+    assert_eq!(
+        (after.base_timestamp, after.record_count),
+        (before.base_timestamp, before.record_count)
+    );
+    build::set_max_timestamp(&mut batch, TimestampType::CreateTime, 7).unwrap();
+    assert_eq!(
+        validate(&batch).unwrap().timestamp_type(),
+        TimestampType::CreateTime
+    );
+
+    // The same records under another codec tag (the bytes stand in for compressed ones).
+    let mut out = batch[..HEADER_LEN].to_vec();
+    out.extend_from_slice(b"0123456789");
+    build::rewrap(&mut out, Codec::Zstd, TimestampType::LogAppendTime, 5).unwrap();
+    let h = BatchHeader::read(&out).unwrap();
+    assert_eq!(h.size as usize, out.len());
+    assert_eq!(h.codec(), Some(Codec::Zstd));
+    assert_eq!(
+        (h.timestamp_type(), h.max_timestamp),
+        (TimestampType::LogAppendTime, 5)
+    );
+    assert_eq!(h.crc, compute_crc(&out));
+    assert_eq!(
+        (h.producer_id, h.base_sequence, h.record_count),
+        (
+            before.producer_id,
+            before.base_sequence,
+            before.record_count
+        )
+    );
+    assert!(matches!(
+        build::rewrap(&mut [0u8; 10], Codec::None, TimestampType::CreateTime, 0),
+        Err(BuildError::NoHeader(10))
+    ));
+}

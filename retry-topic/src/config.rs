@@ -25,6 +25,36 @@ pub enum Backoff {
     },
 }
 
+/// How retries of the same delay share topics: Spring Kafka's `SameIntervalTopicReuseStrategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SameIntervalTopicReuse {
+    /// Spring's default (since 4.1): one topic per distinct delay. A fixed back-off has one
+    /// retry topic, `<topic><retry_suffix>` with nothing appended; an exponential one ends in
+    /// one topic for every retry at the capped delay.
+    #[default]
+    SingleTopic,
+    /// One topic per retry: a fixed back-off's are `-retry-0`, `-retry-1`, …; a repeated
+    /// delay of an exponential back-off gets an index after it (`-retry-16000-0`,
+    /// `-retry-16000-1`).
+    MultipleTopics,
+}
+
+/// What is appended to the retry suffix: Spring Kafka's `TopicSuffixingStrategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TopicSuffixing {
+    /// Spring's default: the topic's delay in ms (`-retry-1000`), except where Spring appends
+    /// an index anyway (a fixed back-off over multiple topics) or nothing (a single topic).
+    #[default]
+    DelayValue,
+    /// The topic's index in the chain, from 0 (`-retry-0`, `-retry-1`); a single topic still
+    /// gets nothing appended.
+    IndexValue,
+    /// Not one of Spring's: every retry topic is `<retry_suffix>-<delay ms>`, one per distinct
+    /// delay, even the one topic of a fixed back-off (`orders-retry-1000`). lograil named its
+    /// topics so before it followed Spring's defaults; keep it to go on reading such topics.
+    AlwaysDelayValue,
+}
+
 /// When most recent records fail, stop burning their attempts: pause and probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutageBudget {
@@ -49,8 +79,10 @@ impl Default for OutageBudget {
     }
 }
 
-/// A retry chain's settings. Defaults follow Spring Kafka's (`-retry-<delay ms>`, `-dlt`,
-/// 3 attempts, 1 s), except the extras it does not have.
+/// A retry chain's settings. Defaults follow Spring Kafka 4.1's `@RetryableTopic` (3 attempts,
+/// a fixed 1 s back-off, suffixes `-retry` and `-dlt`, same-interval topic reuse, delay
+/// suffixes: `orders` → `orders-retry` → `orders-dlt`), so a chain and a Spring service with
+/// default settings use the same topics; the extras Spring does not have are lograil's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryConfig {
     /// The main topic.
@@ -64,10 +96,15 @@ pub struct RetryConfig {
     /// A record not done this long after its main-topic timestamp goes to the DLT at its
     /// next failure (Spring's `timeout`).
     pub retry_deadline: Option<Duration>,
-    /// Retry topics are `<topic><retry_suffix>-<delay ms>`.
+    /// Retry topics are `<topic><retry_suffix>`, with the delay or index appended as
+    /// [`topic_reuse`](Self::topic_reuse) and [`topic_suffixing`](Self::topic_suffixing) say.
     pub retry_suffix: String,
     /// The dead-letter topic is `<topic><dlt_suffix>`.
     pub dlt_suffix: String,
+    /// Whether retries of one delay share a topic (Spring's `sameIntervalTopicReuseStrategy`).
+    pub topic_reuse: SameIntervalTopicReuse,
+    /// What retry topic names end with (Spring's `topicSuffixingStrategy`).
+    pub topic_suffixing: TopicSuffixing,
     /// Park later records of a key behind one in retry, and release them in order.
     pub key_ordering: bool,
     /// `None`: every failure takes an attempt, whatever the others do.
@@ -83,8 +120,9 @@ pub struct RetryConfig {
 }
 
 impl RetryConfig {
-    /// A chain for `topic` read by consumer group `group`, with the defaults: one 1 s retry
-    /// stage, 3 attempts, suffixes `-retry` and `-dlt`, no retry deadline, no per-key ordering,
+    /// A chain for `topic` read by consumer group `group`, with the defaults: a fixed 1 s
+    /// back-off, 3 attempts, suffixes `-retry` and `-dlt`, Spring's naming (one retry topic,
+    /// `<topic>-retry`), no retry deadline, no per-key ordering,
     /// the default [`OutageBudget`], commits every 500 ms, the broker's replication factor.
     pub fn new(topic: impl Into<String>, group: impl Into<String>) -> RetryConfig {
         RetryConfig {
@@ -95,6 +133,8 @@ impl RetryConfig {
             retry_deadline: None,
             retry_suffix: "-retry".to_string(),
             dlt_suffix: "-dlt".to_string(),
+            topic_reuse: SameIntervalTopicReuse::default(),
+            topic_suffixing: TopicSuffixing::default(),
             key_ordering: false,
             outage: Some(OutageBudget::default()),
             commit_interval: Duration::from_millis(500),
@@ -125,6 +165,26 @@ impl RetryConfig {
             max,
             jitter,
         };
+        self
+    }
+
+    /// Whether retries of one delay share a topic (default: Spring's, [`SameIntervalTopicReuse::SingleTopic`]).
+    pub fn topic_reuse(mut self, reuse: SameIntervalTopicReuse) -> RetryConfig {
+        self.topic_reuse = reuse;
+        self
+    }
+
+    /// What retry topic names end with (default: Spring's, [`TopicSuffixing::DelayValue`]).
+    pub fn topic_suffixing(mut self, suffixing: TopicSuffixing) -> RetryConfig {
+        self.topic_suffixing = suffixing;
+        self
+    }
+
+    /// The retry and dead-letter suffixes (Spring's `retryTopicSuffix`, `dltTopicSuffix`;
+    /// default `-retry` and `-dlt`).
+    pub fn suffixes(mut self, retry: impl Into<String>, dlt: impl Into<String>) -> RetryConfig {
+        self.retry_suffix = retry.into();
+        self.dlt_suffix = dlt.into();
         self
     }
 
@@ -215,30 +275,24 @@ impl RetryConfig {
                         "exponential backoff needs initial > 0 and multiplier >= 1".into(),
                     ));
                 }
+                // As Spring Framework's ExponentialBackOff counts (and so names the topics):
+                // each delay is the previous one times the multiplier, cut to whole ms, capped.
+                let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+                let mut current: Option<u64> = None;
                 (0..retries)
-                    .map(|n| {
-                        let ms = initial.as_millis() as f64 * multiplier.powi(n as i32);
-                        Duration::from_millis(ms.min(max.as_millis() as f64) as u64).min(*max)
+                    .map(|_| {
+                        let next = match current {
+                            None => u64::try_from(initial.as_millis()).unwrap_or(u64::MAX),
+                            Some(c) if c >= max_ms => max_ms,
+                            Some(c) => ((c as f64 * multiplier) as u64).min(max_ms),
+                        };
+                        current = Some(next);
+                        Duration::from_millis(next.min(max_ms))
                     })
                     .collect()
             }
         };
-        let mut stages: Vec<Stage> = Vec::new();
-        let mut stage_of_retry = Vec::new();
-        for wait in waits {
-            let name = format!("{}{}-{}", self.topic, self.retry_suffix, wait.as_millis());
-            let index = match stages.iter().position(|s| s.topic == name) {
-                Some(i) => i,
-                None => {
-                    stages.push(Stage {
-                        topic: name,
-                        delay: wait,
-                    });
-                    stages.len() - 1
-                }
-            };
-            stage_of_retry.push(index);
-        }
+        let (stages, stage_of_retry) = self.name_stages(&waits);
         let jitter = matches!(self.backoff, Backoff::Exponential { jitter: true, .. });
         Ok(Topology {
             main: self.topic.clone(),
@@ -247,6 +301,77 @@ impl RetryConfig {
             stage_of_retry,
             jitter,
         })
+    }
+
+    /// The retry topics for `waits` (the delay of each retry, in order) and the stage of each
+    /// retry, named as Spring Kafka's `DestinationTopicPropertiesFactory` names them. With
+    /// [`SameIntervalTopicReuse::SingleTopic`] a stage is a distinct delay (Spring assumes the
+    /// repeated delay is the last, as its back-offs make it; a list of delays that comes back
+    /// to an earlier one reuses that one's topic).
+    fn name_stages(&self, waits: &[Duration]) -> (Vec<Stage>, Vec<usize>) {
+        let base = format!("{}{}", self.topic, self.retry_suffix);
+        let multiple = self.topic_reuse == SameIntervalTopicReuse::MultipleTopics
+            && self.topic_suffixing != TopicSuffixing::AlwaysDelayValue;
+        let mut distinct: Vec<Duration> = Vec::new();
+        for w in waits {
+            if !distinct.contains(w) {
+                distinct.push(*w);
+            }
+        }
+        // Spring's "fixed delay" case: the index is appended instead of the delay.
+        let by_index = match self.topic_suffixing {
+            TopicSuffixing::IndexValue => true,
+            TopicSuffixing::DelayValue => waits.len() > 1 && distinct.len() == 1,
+            TopicSuffixing::AlwaysDelayValue => false,
+        };
+        if !multiple {
+            let stages: Vec<Stage> = distinct
+                .iter()
+                .enumerate()
+                .map(|(i, delay)| {
+                    let topic = if self.topic_suffixing == TopicSuffixing::AlwaysDelayValue {
+                        format!("{base}-{}", delay.as_millis())
+                    } else if distinct.len() == 1 {
+                        base.clone()
+                    } else if by_index {
+                        format!("{base}-{i}")
+                    } else {
+                        format!("{base}-{}", delay.as_millis())
+                    };
+                    Stage {
+                        topic,
+                        delay: *delay,
+                    }
+                })
+                .collect();
+            let of_retry = waits
+                .iter()
+                .map(|w| distinct.iter().position(|d| d == w).unwrap_or(0))
+                .collect();
+            return (stages, of_retry);
+        }
+        let stages = waits
+            .iter()
+            .enumerate()
+            .map(|(i, delay)| {
+                let topic = if by_index {
+                    format!("{base}-{i}")
+                } else {
+                    let first = waits.iter().position(|w| w == delay).unwrap_or(i);
+                    let repeated = waits.iter().filter(|w| *w == delay).count() > 1;
+                    if repeated {
+                        format!("{base}-{}-{}", delay.as_millis(), i - first)
+                    } else {
+                        format!("{base}-{}", delay.as_millis())
+                    }
+                };
+                Stage {
+                    topic,
+                    delay: *delay,
+                }
+            })
+            .collect();
+        (stages, (0..waits.len()).collect())
     }
 }
 
@@ -258,7 +383,7 @@ pub struct ConfigError(pub String);
 /// A retry topic and its delay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stage {
-    /// `<topic><retry_suffix>-<delay ms>`.
+    /// Its name: `<topic><retry_suffix>`, maybe with the delay or index appended.
     pub topic: String,
     /// The delay in the topic's name; with jitter, a record's wait is at most this.
     pub delay: Duration,
@@ -280,7 +405,8 @@ pub struct Topology {
     pub main: String,
     /// The dead-letter topic, `<main><dlt_suffix>`.
     pub dlt: String,
-    /// Retry topics in order, one per distinct delay.
+    /// Retry topics in order: one per distinct delay, or one per retry
+    /// ([`SameIntervalTopicReuse::MultipleTopics`]).
     pub stages: Vec<Stage>,
     /// The stage of retry `n` (0-based: attempt `n + 2`).
     stage_of_retry: Vec<usize>,
@@ -332,13 +458,118 @@ mod tests {
 
     #[test]
     fn spring_default_names() {
+        // Spring Kafka 4.1's @RetryableTopic defaults: 3 attempts, a fixed 1 s back-off, one
+        // retry topic with nothing appended (same-interval reuse).
         let t = RetryConfig::new("orders", "g").topology().unwrap();
         assert_eq!(t.dlt, "orders-dlt");
-        assert_eq!(t.read_topics(), vec!["orders", "orders-retry-1000"]);
+        assert_eq!(t.read_topics(), vec!["orders", "orders-retry"]);
+        assert_eq!(t.stages[0].delay, S);
         assert_eq!(t.stage_for_attempt(2), Some(0));
         assert_eq!(t.stage_for_attempt(3), Some(0));
         assert_eq!(t.stage_for_attempt(4), None);
         assert_eq!(t.stage_for_attempt(1), None);
+        // One retry of any back-off is one topic too.
+        let t = RetryConfig::new("orders", "g")
+            .exponential(S, 2.0, 10 * S, false)
+            .max_attempts(2)
+            .topology()
+            .unwrap();
+        assert_eq!(names(&t), ["orders-retry"]);
+    }
+
+    fn names(t: &Topology) -> Vec<&str> {
+        t.stages.iter().map(|s| s.topic.as_str()).collect()
+    }
+
+    fn stages(t: &Topology, attempts: u32) -> Vec<Option<usize>> {
+        (2..=attempts).map(|a| t.stage_for_attempt(a)).collect()
+    }
+
+    #[test]
+    fn spring_strategies_name_as_spring_does() {
+        // The cases of Spring's DestinationTopicPropertiesFactoryTests and its topic-naming
+        // page. A fixed back-off over multiple topics is suffixed by index.
+        let t = RetryConfig::new("orders", "g")
+            .topic_reuse(SameIntervalTopicReuse::MultipleTopics)
+            .topology()
+            .unwrap();
+        assert_eq!(names(&t), ["orders-retry-0", "orders-retry-1"]);
+        assert_eq!(stages(&t, 3), [Some(0), Some(1)]);
+        // Exponential: delay suffixes, the capped delay's topic reused...
+        let exp = RetryConfig::new("orders", "g")
+            .exponential(S, 2.0, 4 * S, false)
+            .max_attempts(6);
+        let t = exp.clone().topology().unwrap();
+        assert_eq!(
+            names(&t),
+            [
+                "orders-retry-1000",
+                "orders-retry-2000",
+                "orders-retry-4000"
+            ]
+        );
+        assert_eq!(stages(&t, 6), [Some(0), Some(1), Some(2), Some(2), Some(2)]);
+        // ...or one topic per retry, the repeated delay indexed.
+        let t = exp
+            .clone()
+            .topic_reuse(SameIntervalTopicReuse::MultipleTopics)
+            .topology()
+            .unwrap();
+        assert_eq!(
+            names(&t),
+            [
+                "orders-retry-1000",
+                "orders-retry-2000",
+                "orders-retry-4000-0",
+                "orders-retry-4000-1",
+                "orders-retry-4000-2"
+            ]
+        );
+        assert_eq!(stages(&t, 6), [Some(0), Some(1), Some(2), Some(3), Some(4)]);
+        // Index suffixes, the last topic reused.
+        let t = exp
+            .clone()
+            .topic_suffixing(TopicSuffixing::IndexValue)
+            .topology()
+            .unwrap();
+        assert_eq!(
+            names(&t),
+            ["orders-retry-0", "orders-retry-1", "orders-retry-2"]
+        );
+        assert_eq!(t.stages[2].delay, 4 * S);
+        // Index suffixes over multiple topics: one index per retry.
+        let t = exp
+            .topic_suffixing(TopicSuffixing::IndexValue)
+            .topic_reuse(SameIntervalTopicReuse::MultipleTopics)
+            .topology()
+            .unwrap();
+        assert_eq!(names(&t).len(), 5);
+        assert_eq!(t.stages[4].topic, "orders-retry-4");
+        // Spring's suffixes can be changed; the index or delay goes after them.
+        let t = RetryConfig::new("orders", "g")
+            .suffixes("-again", "-dead")
+            .delays([S, 2 * S])
+            .topology()
+            .unwrap();
+        assert_eq!(names(&t), ["orders-again-1000", "orders-again-2000"]);
+        assert_eq!(t.dlt, "orders-dead");
+        // A fixed back-off with one attempt left over multiple topics: the delay, as Spring.
+        let t = RetryConfig::new("orders", "g")
+            .topic_reuse(SameIntervalTopicReuse::MultipleTopics)
+            .max_attempts(2)
+            .topology()
+            .unwrap();
+        assert_eq!(names(&t), ["orders-retry-1000"]);
+    }
+
+    #[test]
+    fn always_delay_value_keeps_the_names_lograil_used_before() {
+        let t = RetryConfig::new("orders", "g")
+            .topic_suffixing(TopicSuffixing::AlwaysDelayValue)
+            .topology()
+            .unwrap();
+        assert_eq!(names(&t), ["orders-retry-1000"]);
+        assert_eq!(stages(&t, 3), [Some(0), Some(0)]);
     }
 
     #[test]
@@ -375,6 +606,20 @@ mod tests {
         assert_eq!(delays, vec![1, 2, 4, 5]);
         assert_eq!(t.stage_for_attempt(6), Some(3));
         assert_eq!(t.wait(1), 2 * S);
+    }
+
+    #[test]
+    fn exponential_delays_are_counted_as_spring_counts_them() {
+        // Spring Framework's ExponentialBackOff: previous * multiplier, cut to whole ms; the
+        // 7th is 11389 (7593 * 1.5), not 1000 * 1.5^6 = 11390.6.
+        let t = RetryConfig::new("o", "g")
+            .exponential(S, 1.5, 60 * S, false)
+            .max_attempts(8)
+            .topology()
+            .unwrap();
+        let delays: Vec<_> = t.stages.iter().map(|s| s.delay.as_millis()).collect();
+        assert_eq!(delays, [1000, 1500, 2250, 3375, 5062, 7593, 11389]);
+        assert_eq!(t.stages[6].topic, "o-retry-11389");
     }
 
     #[test]

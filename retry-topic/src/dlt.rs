@@ -75,15 +75,23 @@ pub struct DeadLetter {
     /// Where it first came from (`kafka_dlt-original-*` or `kafka_original-*`); `None` for a
     /// record without those headers.
     pub origin: Option<Origin>,
-    /// The error class (`kafka_dlt-exception-fqcn`; `expired`, `panic`, a type name, …).
+    /// The error class: the root cause's (`kafka_dlt-exception-cause-fqcn` or
+    /// `kafka_exception-cause-fqcn`, what a Spring listener threw) when present, else
+    /// `kafka_dlt-exception-fqcn` or `kafka_exception-fqcn` (`expired`, `panic`, a type name, …).
     pub class: Option<String>,
+    /// The exception's class when [`class`](Self::class) is its cause: Spring's
+    /// `ListenerExecutionFailedException`.
+    pub wrapper: Option<String>,
     /// The error message (`kafka_dlt-exception-message`, else `kafka_exception-message`).
     pub message: Option<String>,
+    /// Java's stack trace of the failure (`kafka_dlt-exception-stacktrace` or
+    /// `kafka_exception-stacktrace`), as text.
+    pub stack_trace: Option<String>,
     /// Attempts made (`retry_topic-attempts` minus one), when known.
     pub attempts: Option<u32>,
     /// lograil's attempt history (empty for Spring's records).
     pub history: Vec<HistoryEntry>,
-    /// Headers as text (binary values in hex).
+    /// Headers as text: Spring's numbers in decimal, other binary values in hex.
     pub headers: Vec<(String, String)>,
     /// Headers that could not be read, with why.
     pub problems: Vec<String>,
@@ -115,7 +123,7 @@ impl DeadLetter {
             problems.push(e.to_string());
             Vec::new()
         });
-        let (class, message) = headers::exception(record);
+        let exception = headers::exception(record);
         DeadLetter {
             topic: record.topic.to_string(),
             partition: record.partition,
@@ -124,27 +132,35 @@ impl DeadLetter {
             key: record.key.as_ref().map(lossy),
             value: record.value.as_ref().map(lossy),
             origin,
-            class,
-            message,
+            class: exception.class,
+            wrapper: exception.wrapper,
+            message: exception.message,
+            stack_trace: exception.stack_trace,
             attempts,
             history,
             headers: record
                 .headers
                 .iter()
-                .map(|(n, v)| (n.clone(), v.as_ref().map(header_text).unwrap_or_default()))
+                .map(|(n, v)| {
+                    let text = v.as_ref().map(|v| header_text(n, v));
+                    (n.clone(), text.unwrap_or_default())
+                })
                 .collect(),
             problems,
         }
     }
 
-    /// Does the error class match `filter` (whole, or its last `.`/`::` segment)?
+    /// Does the error class, or its [`wrapper`](Self::wrapper), match `filter` (whole, or
+    /// its last `.`/`::`/`$` segment)?
     pub fn matches(&self, filter: &str) -> bool {
-        let Some(class) = &self.class else {
-            return false;
-        };
-        class == filter
-            || class.rsplit(['.', ':']).next() == Some(filter)
-            || class.ends_with(&format!("::{filter}"))
+        [&self.class, &self.wrapper]
+            .into_iter()
+            .flatten()
+            .any(|class| {
+                class == filter
+                    || class.rsplit(['.', ':', '$']).next() == Some(filter)
+                    || class.ends_with(&format!("::{filter}"))
+            })
     }
 }
 
@@ -152,10 +168,36 @@ fn lossy(b: &Bytes) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// UTF-8 text as is, other bytes as `0x…` hex.
-fn header_text(v: &Bytes) -> String {
+/// A header value as text: Spring's binary numbers as decimal (partitions and attempts are
+/// 4-byte ints, offsets and timestamps 8-byte longs, `retry_topic-*-timestamp` Java
+/// `BigInteger`s), UTF-8 text as is (line breaks and tabs included: Spring's stack traces),
+/// other bytes as `0x…` hex.
+fn header_text(name: &str, v: &Bytes) -> String {
+    let number = match name {
+        headers::DLT_ORIGINAL_PARTITION | headers::ORIGINAL_PARTITION | headers::ATTEMPTS => {
+            <[u8; 4]>::try_from(v.as_ref())
+                .ok()
+                .map(|b| i64::from(i32::from_be_bytes(b)))
+        }
+        headers::DLT_ORIGINAL_OFFSET
+        | headers::ORIGINAL_OFFSET
+        | headers::DLT_ORIGINAL_TIMESTAMP
+        | headers::ORIGINAL_TIMESTAMP_KAFKA => {
+            <[u8; 8]>::try_from(v.as_ref()).ok().map(i64::from_be_bytes)
+        }
+        headers::BACKOFF_TIMESTAMP | headers::ORIGINAL_TIMESTAMP => headers::read_big_integer(v),
+        _ => None,
+    };
+    if let Some(n) = number {
+        return n.to_string();
+    }
     match std::str::from_utf8(v) {
-        Ok(s) if s.chars().all(|c| !c.is_control()) => s.to_string(),
+        Ok(s)
+            if s.chars()
+                .all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t')) =>
+        {
+            s.to_string()
+        }
         _ => format!(
             "0x{}",
             v.iter().map(|b| format!("{b:02x}")).collect::<String>()
@@ -656,11 +698,49 @@ mod tests {
     }
 
     #[test]
-    fn ids_round_trip_and_binary_headers_print_as_hex() {
+    fn ids_round_trip_and_headers_print_as_numbers_text_or_hex() {
         assert_eq!(parse_id(&record_id("a/b-dlt", 3, 17)), (3, 17));
+        let four = Bytes::from_static(&[0, 0, 0, 3]);
+        assert_eq!(header_text("x-custom", &four), "0x00000003");
+        // Spring's numbers, in their widths; a number of another width stays hex.
+        assert_eq!(header_text(headers::DLT_ORIGINAL_PARTITION, &four), "3");
+        assert_eq!(header_text(headers::ATTEMPTS, &four), "3");
+        let offset = Bytes::copy_from_slice(&1234i64.to_be_bytes());
+        assert_eq!(header_text(headers::ORIGINAL_OFFSET, &offset), "1234");
         assert_eq!(
-            header_text(&Bytes::from_static(&[0, 0, 0, 3])),
+            header_text(headers::DLT_ORIGINAL_OFFSET, &four),
             "0x00000003"
         );
+        let due = Bytes::from(headers::big_integer(1_700_000_000_123));
+        assert_eq!(
+            header_text(headers::BACKOFF_TIMESTAMP, &due),
+            "1700000000123"
+        );
+        // A Java stack trace is text.
+        let trace = "x.ListenerExecutionFailedException: failed\n\tat x.A.b(A.java:1)\r\n";
+        assert_eq!(
+            header_text(headers::DLT_EXCEPTION_STACKTRACE, &Bytes::from(trace)),
+            trace
+        );
+    }
+
+    #[test]
+    fn spring_records_match_their_cause_class() {
+        let d = DeadLetter::read(&record(&[
+            (headers::ORIGINAL_TOPIC, b"orders"),
+            (
+                headers::EXCEPTION_FQCN,
+                b"org.springframework.kafka.listener.ListenerExecutionFailedException",
+            ),
+            (
+                headers::EXCEPTION_CAUSE_FQCN,
+                b"shop.PaymentDeclinedException",
+            ),
+        ]));
+        assert_eq!(d.class.as_deref(), Some("shop.PaymentDeclinedException"));
+        assert!(d.matches("PaymentDeclinedException"));
+        assert!(d.matches("shop.PaymentDeclinedException"));
+        assert!(d.matches("ListenerExecutionFailedException"));
+        assert!(!d.matches("IllegalStateException"));
     }
 }

@@ -50,6 +50,11 @@ pub const DLT_ORIGINAL_CONSUMER_GROUP: &str = "kafka_dlt-original-consumer-group
 pub const DLT_EXCEPTION_FQCN: &str = "kafka_dlt-exception-fqcn";
 /// The message of the failure that dead-lettered the record (UTF-8).
 pub const DLT_EXCEPTION_MESSAGE: &str = "kafka_dlt-exception-message";
+/// The root cause's class (UTF-8): Spring wraps a listener's exception in
+/// `ListenerExecutionFailedException`, so this is the class the listener threw.
+pub const DLT_EXCEPTION_CAUSE_FQCN: &str = "kafka_dlt-exception-cause-fqcn";
+/// Java's printed stack trace of the failure (UTF-8 text, several lines).
+pub const DLT_EXCEPTION_STACKTRACE: &str = "kafka_dlt-exception-stacktrace";
 
 // The `@RetryableTopic` flow's names (written on retry and dead-letter records), same
 // encodings as their `kafka_dlt-` counterparts.
@@ -70,6 +75,31 @@ pub const ORIGINAL_TIMESTAMP_TYPE: &str = "kafka_original-timestamp-type";
 pub const EXCEPTION_FQCN: &str = "kafka_exception-fqcn";
 /// The message of the latest failed attempt (UTF-8).
 pub const EXCEPTION_MESSAGE: &str = "kafka_exception-message";
+/// The root cause's class of the latest failed attempt (see [`DLT_EXCEPTION_CAUSE_FQCN`]).
+pub const EXCEPTION_CAUSE_FQCN: &str = "kafka_exception-cause-fqcn";
+/// Java's printed stack trace of the latest failed attempt (UTF-8 text).
+pub const EXCEPTION_STACKTRACE: &str = "kafka_exception-stacktrace";
+
+/// Every header of an attempt's failure in both of Spring's families, the key-deserializer
+/// ones included: a new failure removes them all before writing its own (Spring's
+/// `stripPreviousExceptionHeaders`), so nothing of an earlier attempt, Spring's or ours,
+/// stays beside it.
+pub const EXCEPTION_HEADERS: [&str; 14] = [
+    EXCEPTION_FQCN,
+    EXCEPTION_CAUSE_FQCN,
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    "kafka_key-exception-fqcn",
+    "kafka_key-exception-message",
+    "kafka_key-exception-stacktrace",
+    DLT_EXCEPTION_FQCN,
+    DLT_EXCEPTION_CAUSE_FQCN,
+    DLT_EXCEPTION_MESSAGE,
+    DLT_EXCEPTION_STACKTRACE,
+    "kafka_dlt-key-exception-fqcn",
+    "kafka_dlt-key-exception-message",
+    "kafka_dlt-key-exception-stacktrace",
+];
 
 /// lograil's attempt history, a JSON array of [`HistoryEntry`].
 pub const HISTORY: &str = "lograil.retry.history";
@@ -93,6 +123,7 @@ pub fn is_chain_header(name: &str) -> bool {
         || name.starts_with("kafka_dlt-")
         || name.starts_with("kafka_original-")
         || name.starts_with("kafka_exception-")
+        || name.starts_with("kafka_key-exception-")
         || name.starts_with("lograil.retry.")
         || name == REDRIVE_OF
 }
@@ -328,12 +359,51 @@ impl Origin {
     }
 }
 
-/// The exception class and message a record carries (either family).
-pub fn exception(record: &ConsumerRecord) -> (Option<String>, Option<String>) {
-    (
-        text(record, &[DLT_EXCEPTION_FQCN, EXCEPTION_FQCN]),
-        text(record, &[DLT_EXCEPTION_MESSAGE, EXCEPTION_MESSAGE]),
-    )
+/// The failure a record carries, from either of Spring's families (the dead-letter one first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exception {
+    /// The error class: the root cause's when the record names one (what a Spring listener
+    /// threw), else the exception's.
+    pub class: Option<String>,
+    /// The exception's class when it is not [`class`](Self::class): Spring's wrapper,
+    /// `org.springframework.kafka.listener.ListenerExecutionFailedException`.
+    pub wrapper: Option<String>,
+    /// The message.
+    pub message: Option<String>,
+    /// Java's printed stack trace, when the record has one.
+    pub stack_trace: Option<String>,
+}
+
+/// The failure a record carries (see [`Exception`]); one family's headers are read together.
+pub fn exception(record: &ConsumerRecord) -> Exception {
+    let dlt = get(record, DLT_EXCEPTION_FQCN).is_some();
+    let [fqcn, cause, message, stack] = if dlt {
+        [
+            DLT_EXCEPTION_FQCN,
+            DLT_EXCEPTION_CAUSE_FQCN,
+            DLT_EXCEPTION_MESSAGE,
+            DLT_EXCEPTION_STACKTRACE,
+        ]
+    } else {
+        [
+            EXCEPTION_FQCN,
+            EXCEPTION_CAUSE_FQCN,
+            EXCEPTION_MESSAGE,
+            EXCEPTION_STACKTRACE,
+        ]
+    };
+    let outer = text(record, &[fqcn]);
+    let cause = text(record, &[cause]);
+    let (class, wrapper) = match (outer, cause) {
+        (Some(o), Some(c)) if o != c => (Some(c), Some(o)),
+        (o, c) => (c.or(o), None),
+    };
+    Exception {
+        class,
+        wrapper,
+        message: text(record, &[message]).or_else(|| text(record, &[EXCEPTION_MESSAGE])),
+        stack_trace: text(record, &[stack]),
+    }
 }
 
 /// Cuts `s` to [`MESSAGE_LIMIT`] characters.
@@ -368,6 +438,12 @@ impl HeaderSet {
     /// Removes every header named `name`.
     pub fn remove(&mut self, name: &str) {
         self.0.retain(|(n, _)| n != name);
+    }
+
+    /// Removes the failure headers of earlier attempts ([`EXCEPTION_HEADERS`]).
+    pub fn clear_exception(&mut self) {
+        self.0
+            .retain(|(n, _)| !EXCEPTION_HEADERS.contains(&n.as_str()));
     }
 
     /// Spring's original-record headers of `origin`, in `names` (topic, partition, offset,
@@ -502,6 +578,52 @@ mod tests {
             (DLT_ORIGINAL_PARTITION, &[1, 2]),
         ]);
         assert!(Origin::from_headers(&bad).is_err());
+    }
+
+    #[test]
+    fn exception_names_the_cause_spring_wrapped() {
+        let spring = record(&[
+            (
+                EXCEPTION_FQCN,
+                b"org.springframework.kafka.listener.ListenerExecutionFailedException",
+            ),
+            (EXCEPTION_CAUSE_FQCN, b"app.PaymentDeclinedException"),
+            (EXCEPTION_MESSAGE, b"Listener failed; card declined"),
+            (
+                EXCEPTION_STACKTRACE,
+                b"ListenerExecutionFailedException\n\tat x",
+            ),
+        ]);
+        let e = exception(&spring);
+        assert_eq!(e.class.as_deref(), Some("app.PaymentDeclinedException"));
+        assert_eq!(
+            e.wrapper.as_deref(),
+            Some("org.springframework.kafka.listener.ListenerExecutionFailedException")
+        );
+        assert_eq!(e.message.as_deref(), Some("Listener failed; card declined"));
+        assert!(e.stack_trace.unwrap().contains("\tat x"));
+        // Ours: no cause, the class as written; the dead-letter family first.
+        let ours = record(&[
+            (EXCEPTION_FQCN, b"a::Retry"),
+            (DLT_EXCEPTION_FQCN, b"a::Fatal"),
+        ]);
+        let e = exception(&ours);
+        assert_eq!((e.class.as_deref(), e.wrapper), (Some("a::Fatal"), None));
+    }
+
+    #[test]
+    fn clear_exception_drops_both_families_and_keeps_the_rest() {
+        let mut set = HeaderSet::from_record(&record(&[
+            (EXCEPTION_CAUSE_FQCN, b"x"),
+            (EXCEPTION_STACKTRACE, b"y"),
+            (DLT_EXCEPTION_CAUSE_FQCN, b"x"),
+            ("kafka_dlt-key-exception-fqcn", b"k"),
+            (ATTEMPTS, &[0, 0, 0, 2]),
+            ("trace", b"t"),
+        ]));
+        set.clear_exception();
+        let left: Vec<&str> = set.0.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(left, [ATTEMPTS, "trace"]);
     }
 
     #[test]

@@ -9,10 +9,13 @@
 //! **It is**
 //! - a handler loop: the handler returns `Ok`, or a [`HandlerError`] that the [`Classifier`]
 //!   calls retryable or fatal (fatal goes straight to the DLT); a panic is a failed attempt;
-//! - a chain of retry topics, one per distinct delay (Spring Kafka's names: `-retry-<ms>`,
-//!   `-dlt`, configurable), created if missing with the main topic's partition count; fixed
-//!   delays or capped exponential with full jitter ([`Backoff`]); max attempts and a global
-//!   retry deadline ([`RetryConfig`]);
+//! - a chain of retry topics named as Spring Kafka 4.1 names them, its defaults included
+//!   (one topic per distinct delay: `orders-retry` for a fixed back-off, `orders-retry-1000`,
+//!   `orders-retry-2000` for an exponential one; or one per retry, `orders-retry-0`,
+//!   `orders-retry-1`: [`SameIntervalTopicReuse`], [`TopicSuffixing`]; suffixes `-retry`,
+//!   `-dlt`), created if missing with the main topic's partition count; fixed delays or capped
+//!   exponential with full jitter ([`Backoff`]); max attempts and a global retry deadline
+//!   ([`RetryConfig`]);
 //! - due-time waits without polling: a retry topic holds one delay, so its records are in due
 //!   order; its partition is paused until the head record is due, nothing else waits;
 //! - at least once, never a skip: a source offset is committed only after its record was
@@ -20,14 +23,22 @@
 //! - interoperable with Spring Kafka's `@RetryableTopic`: `retry_topic-attempts`,
 //!   `retry_topic-backoff-timestamp`, `retry_topic-original-timestamp`, the original-record and
 //!   exception headers, in Spring's byte encodings ([`headers`]); plus the whole attempt
-//!   history in `lograil.retry.history`;
+//!   history in `lograil.retry.history`; a failure replaces every exception header of the
+//!   attempt before, Spring's included;
+//! - a hand-over in either direction: a retry topic one side wrote and the other reads is read
+//!   by a group new to it, which must start at the earliest offset (Kafka's default, `latest`,
+//!   skips the retries already waiting): a [`RetryingConsumer`] reads its retry topics in its
+//!   own group from the earliest offset; a Spring service needs `auto.offset.reset=earliest`
+//!   in its consumer factory (Spring reads each retry topic in the group `<group><suffix>`,
+//!   `billing-retry`). A record both sides read may be handled twice, never skipped;
 //! - optional per-key ordering: while a key has a record in retry, its later records are
 //!   parked behind it in the chain and come back in their original order
 //!   ([`Status::parked`] says which keys, since when and why);
 //! - records past their `deadline` header go to the DLT as `expired`;
 //! - an outage budget: when most recent records fail, every partition is paused and one record
 //!   probes at growing intervals, instead of every record burning its attempts into the DLT;
-//! - dead-letter tooling ([`dlt`]): read ours or Spring's DLT records, redrive them
+//! - dead-letter tooling ([`dlt`]): read ours or Spring's DLT records (the class a Spring
+//!   listener threw, not Spring's `ListenerExecutionFailedException` around it), redrive them
 //!   rate-limited and idempotently (`lograil dlt list|show|redrive`).
 //!
 //! **It is not** exactly once (a crash between a forward and its commit forwards that record
@@ -70,7 +81,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_topic::{headers, RetryConfig};
+//! use retry_topic::{headers, RetryConfig, SameIntervalTopicReuse};
 //!
 //! let topology = RetryConfig::new("orders", "billing")
 //!     .exponential(Duration::from_secs(1), 10.0, Duration::from_secs(60), true)
@@ -82,6 +93,15 @@
 //! assert_eq!(topology.dlt, "orders-dlt");
 //! // Attempt 5 (the fourth retry) stays in the capped stage.
 //! assert_eq!(topology.stage_for_attempt(5), Some(2));
+//! // Spring Kafka's defaults: a fixed back-off is one topic, `orders-retry`...
+//! let spring = RetryConfig::new("orders", "billing").topology().unwrap();
+//! assert_eq!(spring.read_topics(), ["orders", "orders-retry"]);
+//! // ...or one per retry with MULTIPLE_TOPICS.
+//! let multiple = RetryConfig::new("orders", "billing")
+//!     .topic_reuse(SameIntervalTopicReuse::MultipleTopics)
+//!     .topology()
+//!     .unwrap();
+//! assert_eq!(multiple.read_topics(), ["orders", "orders-retry-0", "orders-retry-1"]);
 //! // retry_topic-backoff-timestamp is Java's BigInteger.toByteArray().
 //! assert_eq!(headers::big_integer(1_767_225_600_000), [0x01, 0x9b, 0x76, 0xda, 0xa8, 0x00]);
 //! ```
@@ -99,7 +119,10 @@ mod parked;
 mod retrying;
 mod status;
 
-pub use config::{Backoff, ConfigError, OutageBudget, Place, RetryConfig, Stage, Topology};
+pub use config::{
+    Backoff, ConfigError, OutageBudget, Place, RetryConfig, SameIntervalTopicReuse, Stage,
+    TopicSuffixing, Topology,
+};
 pub use error::RetryError;
 pub use handler::{Class, Classifier, Delivery, Handler, HandlerError, PANIC_CLASS};
 pub use keyorder::ParkedKey;

@@ -88,6 +88,14 @@ impl Batches {
             .as_ref()
             .is_ok_and(|headers| headers.iter().any(BatchHeader::is_compressed))
     }
+
+    /// Whether any of its batches is not of `codec` (a topic of that `compression.type`
+    /// recompresses it).
+    pub fn has_other_codec(&self, codec: record_batch::Codec) -> bool {
+        self.headers
+            .as_ref()
+            .is_ok_and(|headers| headers.iter().any(|h| h.codec() != Some(codec)))
+    }
 }
 
 /// Records appended, not yet known to be durable.

@@ -131,7 +131,15 @@ impl Broker {
             config.default_partitions,
             metrics.clone(),
         )?;
-        let group_config = config.groups.clone();
+        let groups = Coordinator::new(config.groups.clone());
+        // Groups with committed offsets come back Empty, with their protocol type and
+        // generation; the record of one without (forgotten) waits for the next rewrite.
+        let kept = offsets.group_metas();
+        groups.restore(
+            kept.into_iter()
+                .filter(|(group, _)| offsets.has_offsets(group))
+                .collect(),
+        );
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
         let security = Security::open(&config.data_dir, &config.security)?;
@@ -154,7 +162,7 @@ impl Broker {
             config,
             producers,
             producer_ids,
-            groups: Coordinator::new(group_config),
+            groups,
             offsets,
             shares,
             appended: Notify::new(),
@@ -246,6 +254,30 @@ impl Broker {
                 .topic(name)
                 .ok_or_else(|| CreateError::BeingCreated(name.to_string())),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the own records (protocol type, generation) of the groups that changed since
+    /// theirs was written, and deletes those of `forgotten` groups, in `__consumer_offsets`
+    /// (on the blocking pool, durable when this returns). A failure is logged: the records
+    /// are written again at the group's next change.
+    pub async fn store_group_records(self: &Arc<Self>, forgotten: Vec<String>) {
+        let changed = self.groups.unpersisted();
+        if forgotten.is_empty() && changed.is_empty() {
+            return;
+        }
+        let owner = self.clone();
+        let stored = crate::blocking::spawn(move || {
+            for group in &forgotten {
+                owner.offsets.delete_group_record(group)?;
+            }
+            owner.offsets.store_groups(changed)
+        })
+        .await;
+        match stored {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "writing group records failed"),
+            Err(e) => tracing::error!(error = %e, "writing group records failed"),
         }
     }
 

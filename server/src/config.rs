@@ -223,8 +223,6 @@ impl Default for Limits {
 /// not act on, with the only value it honours (`None`: any value).
 const ACCEPTED_AS_IS: &[(&str, Option<&str>)] = &[
     ("cleanup.policy", Some("delete")),
-    ("compression.type", Some("producer")),
-    ("message.timestamp.type", Some("CreateTime")),
     ("min.insync.replicas", None),
     ("unclean.leader.election.enable", None),
     ("message.downconversion.enable", None),

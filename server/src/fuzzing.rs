@@ -134,7 +134,9 @@ impl FuzzBroker {
                     request::handle(broker, frame.clone(), &mut session),
                 )
                 .await;
-                broker.groups.tick(group_now(started));
+                broker
+                    .groups
+                    .tick(group_now(started), |g| broker.offsets.has_offsets(g));
                 let outcome = match handled {
                     Ok(Some(response)) => Outcome::Response(response.to_bytes()),
                     Ok(None) => Outcome::NoResponse,
@@ -174,7 +176,9 @@ async fn with_group_clock<T>(
             biased;
             out = &mut request => return out,
             () = tokio::time::sleep(step) => {
-                broker.groups.tick(group_now(started));
+                broker
+                    .groups
+                    .tick(group_now(started), |g| broker.offsets.has_offsets(g));
                 step = step.saturating_mul(2);
             }
         }

@@ -441,7 +441,11 @@ async fn run_group_timer(broker: Arc<Broker>) {
     let mut every = tokio::time::interval(std::time::Duration::from_millis(100));
     loop {
         every.tick().await;
-        broker.groups.tick(std::time::Instant::now());
+        let now = std::time::Instant::now();
+        let forgotten = broker
+            .groups
+            .tick(now, |group| broker.offsets.has_offsets(group));
+        broker.store_group_records(forgotten).await;
         // Share groups: locks that ran out, members gone silent (log work: blocking pool).
         let owner = broker.clone();
         let ticked =

@@ -232,6 +232,10 @@ impl Producers {
                         base_offset: h.base_offset,
                         last_offset: h.last_offset(),
                         max_timestamp: h.max_timestamp,
+                        log_append_time: match h.timestamp_type() {
+                            record_batch::TimestampType::LogAppendTime => h.max_timestamp,
+                            record_batch::TimestampType::CreateTime => -1,
+                        },
                         log_start_offset: log_start,
                     };
                     state.record(std::slice::from_ref(&h), info, h.max_timestamp.min(now_ms));
@@ -343,6 +347,7 @@ mod tests {
             base_offset: base,
             last_offset: base + 1,
             max_timestamp: 0,
+            log_append_time: -1,
             log_start_offset: 0,
         }
     }

@@ -310,11 +310,12 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
             &addr,
             2,
             "conf",
-            &[("cleanup.policy", APPEND, Some("delete"))],
+            &[("cleanup.policy", APPEND, Some("compact"))],
             false
         )
         .0,
-        INVALID_CONFIG
+        INVALID_CONFIG,
+        "APPEND makes delete,compact: still a policy lograil cannot honour"
     );
     assert_eq!(
         alter_configs(&addr, 2, "conf", &[("retention.ms", SET, None)], false).0,

@@ -365,3 +365,49 @@ fn damage_in_a_closed_segment_is_found_at_start_up_after_a_crash_before_any_read
         "{log}"
     );
 }
+
+/// `lograil dump-log --records seg | head -1` and `lograil consume ... | head -1`: the reader
+/// closes the pipe early; the tool ends quietly with status 0, as `cat` would, not with a
+/// panic's message and status 101.
+#[test]
+fn a_tool_whose_reader_goes_away_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let mut broker = TestBroker::start_temp(&["--segment-bytes", "1048576"]);
+    create_and_fill(&broker.addr, "piped");
+    // The segment is read with the broker stopped; the console consumer runs against it after.
+    broker.stop();
+    let segment = broker.data_dir.join("piped-0/00000000000000000000.log");
+    let dump = ["dump-log", "--records", segment.to_str().unwrap()];
+    broker.restart();
+    let consume = [
+        "consume",
+        "--topic",
+        "piped",
+        "--from-beginning",
+        "--max-messages",
+        "3000",
+        "--bootstrap-server",
+        broker.addr.as_str(),
+    ];
+    // Both write far more than a pipe holds (3,000 lines of 1 KiB values, 3,000 record lines).
+    for args in [&consume[..], &dump[..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lograil"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        // The reader is dropped here: the tool's next writes fail with EPIPE.
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

@@ -185,7 +185,7 @@ async fn fatal_errors_expired_deadlines_and_bad_headers_go_to_the_dlt_and_a_pani
     // A record in the retry topic whose backoff header is not a long.
     produce(
         &cluster,
-        &format!("{topic}-retry-200"),
+        &format!("{topic}-retry"),
         0,
         &[(
             None,
@@ -287,7 +287,7 @@ async fn fatal_errors_expired_deadlines_and_bad_headers_go_to_the_dlt_and_a_pani
     );
     assert_eq!(
         header(garbled, h::DLT_ORIGINAL_TOPIC),
-        Some(format!("{topic}-retry-200").as_bytes())
+        Some(format!("{topic}-retry").as_bytes())
     );
 }
 

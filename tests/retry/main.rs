@@ -13,3 +13,4 @@ mod dlt;
 mod hol;
 mod kill;
 mod ordering;
+mod spring;

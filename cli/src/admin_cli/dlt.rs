@@ -52,14 +52,18 @@ pub enum DltCommand {
         filter: Option<String>,
     },
     /// Keys with records in the retry topics not yet consumed by a group (with per-key
-    /// ordering: the keys parked), since when and why.
+    /// ordering: the keys parked), since when and why. A retry topic's record counts as
+    /// consumed once the group, or Spring Kafka's group for that retry topic (the group with
+    /// the topic's suffix appended, `billing-retry`), has committed past it.
     Parked {
         /// The main topic.
         #[arg(long)]
         topic: String,
+        /// The main topic's consumer group.
         #[arg(long)]
         group: String,
-        /// Retry topics are `<topic><suffix>-<delay ms>`.
+        /// Retry topics are `<topic><suffix>`, `<topic><suffix>-<n>` and
+        /// `<topic><suffix>-<n>-<m>` (a delay or an index, Spring Kafka's names).
         #[arg(long, default_value = "-retry")]
         retry_suffix: String,
     },
@@ -97,7 +101,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
             DltCommand::List { from, filter } => {
                 let letters = read(&client, from, filter.as_deref(), None, None).await?;
                 let value = serde_json::to_value(&letters)?;
-                print(connection, value, || list_text(&letters));
+                print(connection, value, || list_text(&letters))?;
             }
             DltCommand::Show {
                 from,
@@ -110,7 +114,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                     bail!("{from}: no record at partition {partition:?} offset {offset:?}");
                 }
                 let value = serde_json::to_value(&letters)?;
-                print(connection, value, || show_text(&letters));
+                print(connection, value, || show_text(&letters))?;
             }
             DltCommand::Redrive {
                 from,
@@ -139,7 +143,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                         out.push_str(&format!("\n  {from}-{p}@{o}: {why}"));
                     }
                     out
-                });
+                })?;
                 if let Some((p, o, why)) = report.failed.first() {
                     bail!(
                         "{} records not redriven (they stay in {from}); the first, {from}-{p}@{o}: {why}",
@@ -169,7 +173,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                             ]
                         }),
                     )
-                });
+                })?;
             }
         }
         Ok(())
@@ -264,6 +268,9 @@ fn show_text(letters: &[DeadLetter]) -> String {
             d.class.as_deref().unwrap_or("-"),
             d.message.as_deref().unwrap_or("-")
         ));
+        if let Some(w) = &d.wrapper {
+            out.push_str(&format!("  wrapped:  in {w}\n"));
+        }
         if let Some(a) = d.attempts {
             out.push_str(&format!("  attempts: {a}\n"));
         }
@@ -285,6 +292,8 @@ fn show_text(letters: &[DeadLetter]) -> String {
         }
         out.push_str("  headers:\n");
         for (n, v) in &d.headers {
+            // A multi-line value (a Java stack trace) is indented under its name.
+            let v = v.trim_end().replace("\r\n", "\n").replace('\n', "\n      ");
             out.push_str(&format!("    {n}: {v}\n"));
         }
     }

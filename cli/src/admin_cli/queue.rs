@@ -90,7 +90,7 @@ pub fn queue(connection: &Connection, command: &QueueCommand) -> anyhow::Result<
                         &[],
                         rows.iter().map(|(g, s)| vec![g.clone(), s.clone()]),
                     )
-                });
+                })?;
             }
             QueueCommand::Describe { group } => {
                 describe(connection, &mut client, group).await?;
@@ -248,7 +248,7 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
                 + "\n\n"
                 + &table(&["MEMBER", "CLIENT-ID", "HOST", "EPOCH"], &[3], member_rows)
         },
-    );
+    )?;
     Ok(())
 }
 

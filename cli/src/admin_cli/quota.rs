@@ -161,7 +161,7 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                 let verb = if *validate_only { "Valid" } else { "Set" };
                 print(connection, json!({ "entity": entity_json(&entity), "set": ops_json(&ops), "validate_only": validate_only }), || {
                     format!("{verb}: {} for {}", ops_text(&ops), entity_text(&entity))
-                });
+                })?;
             }
             QuotaCommand::Remove {
                 entity,
@@ -190,7 +190,7 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                 let keys: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
                 print(connection, json!({ "entity": entity_json(&entity), "removed": keys }), || {
                     format!("Removed {} for {}", keys.join(", "), entity_text(&entity))
-                });
+                })?;
             }
             QuotaCommand::Describe { entity, strict } => {
                 let filter: Vec<(String, QuotaMatch)> = entity
@@ -217,7 +217,7 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                         vec![of("user"), of("client-id"), of("ip"), ops_text(&values)]
                     });
                     table(&["USER", "CLIENT-ID", "IP", "QUOTAS"], &[], rows)
-                });
+                })?;
             }
         }
         Ok(())

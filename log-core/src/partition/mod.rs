@@ -33,6 +33,7 @@ use crate::config::{Durability, TopicConfig};
 use crate::error::{AppendError, FileError, OpenError};
 use crate::index::IndexCursor;
 use crate::io::Storage;
+use crate::recompress;
 use crate::segment::{self, Place, Recovery, Segment, SegmentCache};
 
 /// Where an append landed.
@@ -44,6 +45,9 @@ pub struct AppendInfo {
     pub last_offset: i64,
     /// Largest record timestamp in the appended batches (-1 if none).
     pub max_timestamp: i64,
+    /// The append time the broker stamped the batches with (`message.timestamp.type=
+    /// LogAppendTime`), -1 under CreateTime: a Produce response's `log_append_time_ms`.
+    pub log_append_time: i64,
     /// The partition's log start offset after the append.
     pub log_start_offset: i64,
 }
@@ -212,6 +216,14 @@ impl Partition {
             .clone()
     }
 
+    /// The config's `compression.type`.
+    pub fn compression(&self) -> crate::config::TopicCompression {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .compression
+    }
+
     /// Replaces the config; takes effect from the next append or retention pass.
     pub fn set_config(&self, config: TopicConfig) {
         if config.durability != Durability::Always {
@@ -363,10 +375,36 @@ impl Partition {
                 max: max_size,
             });
         }
-        if headers.iter().any(BatchHeader::is_compressed) {
-            let max = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
-            batch::validate_compressed(records, headers, max)?;
-        }
+        let per_batch = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
+        let now = now_ms();
+        let rewritten;
+        let (records, headers) = if recompress::keeps_all(&config, headers) {
+            if headers.iter().any(BatchHeader::is_compressed) {
+                batch::validate_compressed(records, headers, per_batch)?;
+            }
+            (records, headers)
+        } else {
+            // The topic's compression.type or LogAppendTime (`recompress`): a recompression
+            // is never done on an async worker.
+            if !may_block && recompress::recompresses(&config, headers) {
+                return Err(AppendError::WouldBlock);
+            }
+            let budget = max_size
+                .max(records.len())
+                .saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
+            rewritten = recompress::rewrite(records, headers, &config, now, per_batch, budget)?;
+            if let Some(h) = rewritten
+                .headers
+                .iter()
+                .find(|h| h.size as usize > max_size)
+            {
+                return Err(AppendError::TooLarge {
+                    size: h.size as usize,
+                    max: max_size,
+                });
+            }
+            (&rewritten.records[..], &rewritten.headers[..])
+        };
         let total = records.len() as u64;
         let count: i64 = headers
             .iter()
@@ -430,6 +468,10 @@ impl Partition {
             base_offset: base,
             last_offset: next - 1,
             max_timestamp: headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1),
+            log_append_time: match config.timestamp_type {
+                record_batch::TimestampType::LogAppendTime => now,
+                record_batch::TimestampType::CreateTime => -1,
+            },
             log_start_offset: self.log_start_offset(),
         })
     }

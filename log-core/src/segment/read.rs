@@ -185,6 +185,10 @@ impl Segment {
             if header.max_timestamp < timestamp || header.last_offset() < from {
                 continue;
             }
+            // Every record of a LogAppendTime batch has the batch's time, as consumers read it.
+            if header.timestamp_type() == record_batch::TimestampType::LogAppendTime {
+                return Ok(Some((header.base_offset.max(from), header.max_timestamp)));
+            }
             let records = batch::decode(&data[at..at + header.size as usize]).map_err(|e| {
                 ReadError::Corrupt {
                     path: self.log_path.clone(),

@@ -82,9 +82,9 @@ impl RetryingConsumer {
             attempt.max(1).saturating_add(1).to_be_bytes().to_vec(),
         );
         set.remove(headers::BACKOFF_TIMESTAMP);
+        self.set_failure(&mut set, record, attempt, &failure, now)?;
         set.set(headers::DLT_EXCEPTION_FQCN, failure.class.clone());
         set.set(headers::DLT_EXCEPTION_MESSAGE, failure.message.clone());
-        self.set_failure(&mut set, record, attempt, &failure, now)?;
         let to = self.topology.dlt.clone();
         tracing::warn!(partition = %record.topic, offset = record.offset, class = %failure.class, message = %failure.message, "dead-lettered");
         self.send(record, &to, set).await?;
@@ -151,7 +151,8 @@ impl RetryingConsumer {
         set
     }
 
-    /// The exception headers and the history with this failure appended.
+    /// The exception headers, in place of any earlier attempt's (Spring's included), and the
+    /// history with this failure appended.
     pub(super) fn set_failure(
         &self,
         set: &mut HeaderSet,
@@ -160,6 +161,7 @@ impl RetryingConsumer {
         failure: &Failure,
         now: i64,
     ) -> Result<(), RetryError> {
+        set.clear_exception();
         set.set(headers::EXCEPTION_FQCN, failure.class.clone());
         set.set(headers::EXCEPTION_MESSAGE, failure.message.clone());
         // A malformed history is replaced, not fatal: the failure itself is what matters.

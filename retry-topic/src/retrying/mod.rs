@@ -76,7 +76,7 @@ enum Step {
 
 /// A group consumer that runs a handler over the main topic and its retry chain.
 ///
-/// Reads `<topic>` and `<topic>-retry-<delay ms>…` in one group, forwards failures along the
+/// Reads `<topic>` and its retry topics (`<topic>-retry`, …) in one group, forwards failures along the
 /// chain and to `<topic>-dlt`, and commits only what is done or durably forwarded.
 pub struct RetryingConsumer {
     config: RetryConfig,

@@ -86,11 +86,11 @@ impl RetryingConsumer {
             let reason = match headers::get(&record, headers::PARKED_BEHIND) {
                 Some(_) => String::new(),
                 None => {
-                    let (class, message) = headers::exception(&record);
+                    let e = headers::exception(&record);
                     format!(
                         "{}: {}",
-                        class.unwrap_or_default(),
-                        message.unwrap_or_default()
+                        e.class.unwrap_or_default(),
+                        e.message.unwrap_or_default()
                     )
                 }
             };

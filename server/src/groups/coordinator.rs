@@ -18,6 +18,7 @@ use super::group::{Group, Member};
 use super::messages::{
     GroupConfig, GroupState, GroupView, Join, Joined, MemberView, Reply, Synced,
 };
+use super::offsets::GroupMeta;
 
 /// All groups of the broker.
 #[derive(Debug)]
@@ -333,8 +334,11 @@ impl Coordinator {
         Ok(results)
     }
 
-    /// Expires members whose session ran out and completes rebalances whose deadline passed.
-    pub fn tick(&self, now: Instant) {
+    /// Expires members whose session ran out and completes rebalances whose deadline passed;
+    /// forgets the Empty groups without members for which `has_offsets` is false (a group with
+    /// committed offsets is kept, with its protocol type and generation, as in Kafka). Returns
+    /// the forgotten groups that had their own record in `__consumer_offsets`, to delete.
+    pub fn tick(&self, now: Instant, has_offsets: impl Fn(&str) -> bool) -> Vec<String> {
         let mut groups = self.lock();
         for (id, group) in groups.iter_mut() {
             let expired = group.expired_members(now);
@@ -352,7 +356,38 @@ impl Coordinator {
             }
             group.pending.retain(|_, (_, lapses)| now < *lapses);
         }
-        groups.retain(|_, g| !g.is_forgettable());
+        let mut forgotten = Vec::new();
+        groups.retain(|id, g| {
+            let keep = !g.is_forgettable() || has_offsets(id);
+            if !keep && g.persisted.is_some() {
+                forgotten.push(id.clone());
+            }
+            keep
+        });
+        forgotten
+    }
+
+    /// Groups as their own records in `__consumer_offsets` left them (at start-up): Empty, with
+    /// their protocol type and generation.
+    pub fn restore(&self, metas: Vec<(String, GroupMeta)>) {
+        let mut groups = self.lock();
+        for (id, meta) in metas {
+            groups.entry(id).or_insert_with(|| Group::restored(meta));
+        }
+    }
+
+    /// The groups whose protocol type or generation changed since their own record was last
+    /// written, with the record to write; each counts as written from now on.
+    pub fn unpersisted(&self) -> Vec<(String, GroupMeta)> {
+        let mut groups = self.lock();
+        groups
+            .iter_mut()
+            .filter_map(|(id, g)| {
+                let meta = g.unpersisted()?;
+                g.persisted = Some(meta.clone());
+                Some((id.clone(), meta))
+            })
+            .collect()
     }
 
     /// The group's state for commits: (state, generation, is `member_id` a member), or

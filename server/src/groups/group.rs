@@ -13,6 +13,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
 use super::messages::{GroupConfig, GroupState, Joined, Synced};
+use super::offsets::GroupMeta;
 
 #[derive(Debug)]
 pub(super) struct Member {
@@ -77,6 +78,8 @@ pub(super) struct Group {
     pub rebalance_deadline: Option<Instant>,
     /// The first rebalance of an empty group waits `initial_rebalance_delay` for more members.
     pub initial_join: bool,
+    /// The group's own record as `__consumer_offsets` has it (protocol type, generation).
+    pub persisted: Option<GroupMeta>,
 }
 
 impl Group {
@@ -92,7 +95,29 @@ impl Group {
             rebalance_started: None,
             rebalance_deadline: None,
             initial_join: false,
+            persisted: None,
         }
+    }
+
+    /// An Empty group as its own record in `__consumer_offsets` left it before a restart: its
+    /// protocol type, and its generation, which keeps counting (as in Kafka).
+    pub fn restored(meta: GroupMeta) -> Self {
+        Group {
+            generation: meta.generation,
+            protocol_type: Some(meta.protocol_type.clone()),
+            persisted: Some(meta),
+            ..Group::new()
+        }
+    }
+
+    /// The group's own record, when it differs from what `__consumer_offsets` has (a group
+    /// that never had a member has none).
+    pub fn unpersisted(&self) -> Option<GroupMeta> {
+        let meta = GroupMeta {
+            protocol_type: self.protocol_type.clone()?,
+            generation: self.generation,
+        };
+        (self.persisted.as_ref() != Some(&meta)).then_some(meta)
     }
 
     /// FENCED_INSTANCE_ID when `instance_id` belongs to another member id than `member_id`.

@@ -4,7 +4,9 @@
 //! - [`messages`]: what the coordinator takes and answers;
 //! - [`group`]: one group, its members and its state transitions;
 //! - [`coordinator`]: every group behind one lock, and the operations handlers call;
-//! - [`offsets`]: committed offsets, stored as records in `__consumer_offsets`.
+//! - [`offsets`]: committed offsets, stored as records in `__consumer_offsets`, beside each
+//!   group's own record (protocol type, generation), which the coordinator writes when they
+//!   change and restores its Empty groups from at start-up.
 
 mod coordinator;
 mod group;

@@ -4,6 +4,9 @@
 //!
 //! A record's key is `(group, topic, partition)`, its value the commit, each a format byte then
 //! bincode (fixed-width little-endian integers). A null value is a tombstone (deleted offsets).
+//! A group's own record (Kafka's group metadata record: its protocol type and generation, so a
+//! group's generation keeps counting across restarts) has the key `(group, "", -1)`, which no
+//! partition can have, and a [`GroupMeta`] value; it is deleted with the group's offsets.
 //! Without compaction the topic would only grow, so on start-up, when it holds far more records
 //! than live offsets, the live offsets are written again and the segments before them deleted.
 //!
@@ -54,6 +57,36 @@ pub struct Committed {
     pub commit_timestamp: i64,
 }
 
+/// What is kept of a classic group apart from its offsets: Kafka's group metadata record
+/// without the members (they rejoin after a restart).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GroupMeta {
+    pub protocol_type: String,
+    pub generation: i32,
+}
+
+/// The key of a group's own record: a topic name no topic has.
+const GROUP_TOPIC: &str = "";
+const GROUP_PARTITION: i32 = -1;
+
+impl Key {
+    fn group(group: &str) -> Key {
+        Key::new(group, GROUP_TOPIC, GROUP_PARTITION)
+    }
+
+    fn is_group(&self) -> bool {
+        self.topic == GROUP_TOPIC && self.partition == GROUP_PARTITION
+    }
+}
+
+/// A record's value: a commit, or a group's own record (serialized as the value alone).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+enum Value {
+    Offset(Committed),
+    Group(GroupMeta),
+}
+
 /// The latest write per partition: the commit (`None` after a tombstone) and the offset of the
 /// record that wrote it in `__consumer_offsets`, which orders concurrent writes.
 type GroupOffsets = BTreeMap<(String, i32), (Option<Committed>, i64)>;
@@ -79,6 +112,8 @@ fn apply(groups: &mut HashMap<String, GroupOffsets>, key: Key, value: Option<Com
 pub struct OffsetStore {
     log: StateLog,
     groups: Mutex<HashMap<String, GroupOffsets>>,
+    /// Each group's own record, with the log offset that wrote it.
+    metas: Mutex<HashMap<String, (GroupMeta, i64)>>,
     /// When each group with offsets was last seen with members (ms), by [`OffsetStore::expire`].
     seen_with_members: Mutex<HashMap<String, i64>>,
     /// When the store was opened (ms): groups not seen since count as seen then.
@@ -90,32 +125,88 @@ impl OffsetStore {
     pub fn open(log: &Log) -> Result<Self, OffsetsError> {
         let state = StateLog::open(log, TOPIC, 16 << 20, MAX_BATCH_BYTES)?;
         let mut groups: HashMap<String, GroupOffsets> = HashMap::new();
-        let records = state.replay(batch::DECODE_MAX_BYTES, |key: Key, value, at| {
-            apply(&mut groups, key, value, at);
+        let mut metas: HashMap<String, (Option<GroupMeta>, i64)> = HashMap::new();
+        let records = state.replay_encoded(batch::DECODE_MAX_BYTES, |key: Key, value, at| {
+            if key.is_group() {
+                match value.map(StateLog::decode::<GroupMeta>) {
+                    Some(None) => {
+                        tracing::warn!(offset = at, "skipping a group record that does not decode")
+                    }
+                    meta => {
+                        metas.insert(key.group, (meta.flatten(), at));
+                    }
+                }
+                return;
+            }
+            match value.map(StateLog::decode::<Committed>) {
+                Some(None) => tracing::warn!(offset = at, "skipping a commit that does not decode"),
+                committed => apply(&mut groups, key, committed.flatten(), at),
+            }
         })?;
         for offsets in groups.values_mut() {
             offsets.retain(|_, (value, _)| value.is_some());
         }
         groups.retain(|_, offsets| !offsets.is_empty());
+        let metas: HashMap<String, (GroupMeta, i64)> = metas
+            .into_iter()
+            .filter_map(|(group, (meta, at))| Some((group, (meta?, at))))
+            .collect();
         let store = OffsetStore {
             log: state,
             groups: Mutex::new(groups),
+            metas: Mutex::new(metas),
             seen_with_members: Mutex::new(HashMap::new()),
             opened_ms: log_core::now_ms(),
         };
-        let live: Vec<(Key, Option<Committed>)> = store
+        let mut kept: Vec<(Key, Option<Value>)> = store
             .lock()
             .iter()
             .flat_map(|(group, offsets)| {
                 offsets.iter().filter_map(|((topic, partition), (c, _))| {
-                    Some((Key::new(group, topic, *partition), Some(c.clone()?)))
+                    Some((
+                        Key::new(group, topic, *partition),
+                        Some(Value::Offset(c.clone()?)),
+                    ))
                 })
             })
             .collect();
-        if StateLog::needs_rewrite(records, live.len()) {
-            store.log.rewrite(&live, 1000, records)?;
+        if StateLog::needs_rewrite(records, kept.len()) {
+            // The records of groups that have offsets are kept; those of the others, forgotten
+            // groups, are not written again.
+            let offsets = store.lock();
+            let metas: Vec<(Key, Option<Value>)> = store
+                .lock_metas()
+                .iter()
+                .filter(|(group, _)| offsets.get(*group).is_some_and(live))
+                .map(|(group, (meta, _))| (Key::group(group), Some(Value::Group(meta.clone()))))
+                .collect();
+            drop(offsets);
+            kept.extend(metas);
+            store.log.rewrite(&kept, 1000, records)?;
         }
         Ok(store)
+    }
+
+    fn lock_metas(&self) -> MutexGuard<'_, HashMap<String, (GroupMeta, i64)>> {
+        self.metas.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every group's own record (Kafka's group metadata: protocol type, generation).
+    pub fn group_metas(&self) -> Vec<(String, GroupMeta)> {
+        self.lock_metas()
+            .iter()
+            .map(|(group, (meta, _))| (group.clone(), meta.clone()))
+            .collect()
+    }
+
+    /// Writes the own records of groups whose protocol type or generation changed, and waits
+    /// until they are durable.
+    pub fn store_groups(&self, metas: Vec<(String, GroupMeta)>) -> Result<(), OffsetsError> {
+        let entries: Vec<(Key, Option<Value>)> = metas
+            .into_iter()
+            .map(|(group, meta)| (Key::group(&group), Some(Value::Group(meta))))
+            .collect();
+        self.write(entries)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, GroupOffsets>> {
@@ -124,14 +215,28 @@ impl OffsetStore {
 
     /// Writes records and waits until they are durable; then makes them visible, each ordered
     /// by the log offset it got (so a visible commit is always on disk).
-    fn write(&self, entries: Vec<(Key, Option<Committed>)>) -> Result<(), OffsetsError> {
+    fn write(&self, entries: Vec<(Key, Option<Value>)>) -> Result<(), OffsetsError> {
         let Some(info) = self.log.append_pending(&entries)? else {
             return Ok(());
         };
         self.log.await_durable(&info)?;
         let mut groups = self.lock();
+        let mut metas = self.lock_metas();
         for (at, (key, value)) in (info.base_offset..).zip(entries) {
-            apply(&mut groups, key, value, at);
+            match value {
+                Some(Value::Group(meta)) => {
+                    if metas.get(&key.group).is_none_or(|(_, was)| *was < at) {
+                        metas.insert(key.group, (meta, at));
+                    }
+                }
+                None if key.is_group() => {
+                    if metas.get(&key.group).is_some_and(|(_, was)| *was < at) {
+                        metas.remove(&key.group);
+                    }
+                }
+                Some(Value::Offset(c)) => apply(&mut groups, key, Some(c), at),
+                None => apply(&mut groups, key, None, at),
+            }
         }
         Ok(())
     }
@@ -145,7 +250,9 @@ impl OffsetStore {
         self.write(
             commits
                 .into_iter()
-                .map(|((topic, partition), c)| (Key::new(group, &topic, partition), Some(c)))
+                .map(|((topic, partition), c)| {
+                    (Key::new(group, &topic, partition), Some(Value::Offset(c)))
+                })
                 .collect(),
         )
     }
@@ -229,6 +336,14 @@ impl OffsetStore {
         Ok(doomed)
     }
 
+    /// Deletes the own record of `group`, a group forgotten (no members, no offsets).
+    pub fn delete_group_record(&self, group: &str) -> Result<(), OffsetsError> {
+        if !self.lock_metas().contains_key(group) {
+            return Ok(());
+        }
+        self.write(vec![(Key::group(group), None)])
+    }
+
     /// Deletes offsets of `group`: the given partitions, or all of them. Returns how many.
     pub fn delete(
         &self,
@@ -237,22 +352,28 @@ impl OffsetStore {
     ) -> Result<usize, OffsetsError> {
         let doomed: Vec<(String, i32)> = {
             let groups = self.lock();
-            let Some(offsets) = groups.get(group) else {
-                return Ok(0);
-            };
-            let live = |k: &(String, i32)| offsets.get(k).is_some_and(|(c, _)| c.is_some());
-            match partitions {
-                Some(list) => list.iter().filter(|k| live(k)).cloned().collect(),
-                None => offsets.keys().filter(|k| live(k)).cloned().collect(),
+            match groups.get(group) {
+                None => Vec::new(),
+                Some(offsets) => {
+                    let live = |k: &(String, i32)| offsets.get(k).is_some_and(|(c, _)| c.is_some());
+                    match partitions {
+                        Some(list) => list.iter().filter(|k| live(k)).cloned().collect(),
+                        None => offsets.keys().filter(|k| live(k)).cloned().collect(),
+                    }
+                }
             }
         };
         let count = doomed.len();
-        self.write(
-            doomed
-                .into_iter()
-                .map(|(topic, partition)| (Key::new(group, &topic, partition), None))
-                .collect(),
-        )?;
+        let mut entries: Vec<(Key, Option<Value>)> = doomed
+            .into_iter()
+            .map(|(topic, partition)| (Key::new(group, &topic, partition), None))
+            .collect();
+        // All of a group's offsets go with its own record (a Kafka group without offsets and
+        // members is deleted).
+        if partitions.is_none() && self.lock_metas().contains_key(group) {
+            entries.push((Key::group(group), None));
+        }
+        self.write(entries)?;
         Ok(count)
     }
 }
@@ -299,6 +420,78 @@ mod tests {
         assert_eq!(store.fetch("g", "t", 1), Some(committed(7)));
         assert_eq!(store.fetch("h", "t", 0), None);
         assert_eq!(store.groups(), vec!["g".to_string()]);
+    }
+
+    fn meta(generation: i32) -> GroupMeta {
+        GroupMeta {
+            protocol_type: "consumer".into(),
+            generation,
+        }
+    }
+
+    #[test]
+    fn group_records_survive_reopen_and_go_with_the_groups_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            store
+                .commit("g", vec![(("t".into(), 0), committed(5))])
+                .unwrap();
+            store
+                .store_groups(vec![("g".into(), meta(3)), ("h".into(), meta(1))])
+                .unwrap();
+            store.store_groups(vec![("g".into(), meta(4))]).unwrap();
+            store.delete_group_record("h").unwrap();
+            // A group's record is not one of its offsets.
+            assert_eq!(store.group_offsets("g").len(), 1);
+        }
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            assert_eq!(store.group_metas(), vec![("g".to_string(), meta(4))]);
+            assert_eq!(store.fetch("g", "t", 0), Some(committed(5)));
+            assert_eq!(store.groups(), vec!["g".to_string()]);
+            // Deleting all of a group's offsets (DeleteGroups, expiry) deletes its record too.
+            assert_eq!(store.delete("g", None).unwrap(), 1);
+            assert!(store.group_metas().is_empty());
+        }
+        let log = Log::open(dir.path()).unwrap();
+        assert!(OffsetStore::open(&log).unwrap().group_metas().is_empty());
+    }
+
+    #[test]
+    fn a_rewrite_on_start_up_keeps_the_records_of_groups_with_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            for generation in 0..10 {
+                store
+                    .store_groups(vec![("kept".into(), meta(generation))])
+                    .unwrap();
+            }
+            // Then 18 MiB of commits of one partition (4 KiB of metadata each): the first
+            // 16 MiB segment, with every group record, is closed, for the rewrite to delete.
+            let commit = Committed {
+                metadata: Some("m".repeat(MAX_METADATA_BYTES)),
+                ..committed(1)
+            };
+            for _ in 0..9 {
+                let batch = vec![(("t".to_string(), 0), commit.clone()); 500];
+                store.commit("kept", batch).unwrap();
+            }
+        }
+        // The first open rewrites the live records (4510 records for 2 live ones) and deletes
+        // the first segment; the second replays what it wrote.
+        for _ in 0..2 {
+            let log = Log::open(dir.path()).unwrap();
+            let store = OffsetStore::open(&log).unwrap();
+            assert_eq!(store.group_metas(), vec![("kept".to_string(), meta(9))]);
+            assert_eq!(store.group_offsets("kept").len(), 1);
+        }
+        let first = dir.path().join(format!("{TOPIC}-0/{:020}.log", 0));
+        assert!(!first.exists(), "the rewrite deleted the first segment");
     }
 
     #[test]

@@ -47,7 +47,7 @@ fn two_members_join_sync_and_rebalance_when_one_leaves() {
         panic!()
     };
     // The initial delay of 0 passes at the next tick.
-    c.tick(t);
+    c.tick(t, |_| false);
     let joined_a = rx_a.try_recv().unwrap();
     assert_eq!((joined_a.error, joined_a.generation), (None, 1));
     assert_eq!(joined_a.leader, a);
@@ -102,7 +102,7 @@ fn two_members_join_sync_and_rebalance_when_one_leaves() {
     // b's session expires: a rebalance, a alone in gen 3.
     let later = t + Duration::from_secs(11);
     assert_eq!(c.heartbeat("g", 2, &a, None, later), Ok(()));
-    c.tick(later);
+    c.tick(later, |_| false);
     assert_eq!(
         c.describe("g").unwrap().state,
         GroupState::PreparingRebalance
@@ -122,7 +122,7 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
     let Reply::Later(mut rx) = c.join(join("s", "", Some("host-1")), t) else {
         panic!()
     };
-    c.tick(t);
+    c.tick(t, |_| false);
     let joined = rx.try_recv().unwrap();
     let old = joined.member_id.clone();
     now_value(c.sync(
@@ -173,7 +173,7 @@ fn a_leader_that_rejoins_before_syncing_gets_the_members_again() {
     let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
         panic!()
     };
-    c.tick(t);
+    c.tick(t, |_| false);
     let joined = rx.try_recv().unwrap();
     assert_eq!(joined.members.len(), 1);
     // The leader's response got lost; it sends the same JoinGroup again.
@@ -199,7 +199,7 @@ fn a_joiner_that_gave_up_does_not_hold_the_group_forever() {
         panic!()
     };
     let later = t + Duration::from_secs(11);
-    c.tick(later);
+    c.tick(later, |_| false);
     // a's session ran out; b forms the group alone.
     let joined = rx_b.try_recv().unwrap();
     assert_eq!(joined.leader, b);
@@ -213,7 +213,7 @@ fn a_second_process_with_the_same_instance_id_fences_the_first() {
     let Reply::Later(mut rx) = c.join(join("g", "", Some("i")), t) else {
         panic!()
     };
-    c.tick(t);
+    c.tick(t, |_| false);
     let first = rx.try_recv().unwrap();
     now_value(c.sync(
         "g",
@@ -248,7 +248,7 @@ fn unanswered_member_ids_and_empty_groups_are_forgotten() {
         now_value(c.join(join(&format!("g{i}"), "", None), t));
     }
     assert_eq!(c.list().len(), 50);
-    c.tick(t + Duration::from_secs(11));
+    c.tick(t + Duration::from_secs(11), |_| false);
     assert!(c.list().is_empty());
 }
 
@@ -274,10 +274,69 @@ fn groups_hold_at_most_group_max_size_members_pending_ids_included() {
     let full = now_value(c.join(join("g", "", Some("static-1")), t));
     assert_eq!(full.error, Some(ResponseError::GroupMaxSizeReached));
     // The pending id lapses after its session timeout: room for one more.
-    c.tick(t + Duration::from_secs(11));
+    c.tick(t + Duration::from_secs(11), |_| false);
     let late = now_value(c.join(join("g", "", None), t + Duration::from_secs(11)));
     assert_eq!(late.error, Some(ResponseError::MemberIdRequired));
     // Other groups are not affected.
     let other = now_value(c.join(join("h", "", None), t));
     assert_eq!(other.error, Some(ResponseError::MemberIdRequired));
+}
+
+/// One member joins `group` and becomes the leader of the next generation; its member id.
+fn join_alone(c: &Coordinator, group: &str, t: Instant) -> String {
+    let id = now_value(c.join(join(group, "", None), t)).member_id;
+    let Reply::Later(mut rx) = c.join(join(group, &id, None), t) else {
+        panic!("waits for the join barrier")
+    };
+    c.tick(t, |_| false);
+    assert_eq!(rx.try_recv().unwrap().error, None);
+    id
+}
+
+#[test]
+fn an_emptied_group_with_offsets_keeps_its_type_and_generation_and_its_record_follows() {
+    let c = coordinator();
+    let t = Instant::now();
+    let a = join_alone(&c, "kept", t);
+    let b = join_alone(&c, "forgotten", t);
+    let written = c.unpersisted();
+    assert_eq!(written.len(), 2, "{written:?}");
+    assert!(c.unpersisted().is_empty(), "written once");
+    c.leave("kept", &[(a, None)], t).unwrap();
+    c.leave("forgotten", &[(b, None)], t).unwrap();
+    // "kept" has offsets, "forgotten" none: only the latter goes, with its record.
+    let forgotten = c.tick(t, |g| g == "kept");
+    assert_eq!(forgotten, vec!["forgotten".to_string()]);
+    let kept: Vec<_> = c
+        .list()
+        .into_iter()
+        .map(|(id, kind, _)| (id, kind))
+        .collect();
+    assert_eq!(kept, vec![("kept".to_string(), "consumer".to_string())]);
+    let written = c.unpersisted();
+    assert_eq!(written.len(), 1);
+    assert_eq!(
+        (written[0].0.as_str(), written[0].1.generation),
+        ("kept", 2)
+    );
+    join_alone(&c, "kept", t);
+    assert_eq!(c.membership("kept", "", None).unwrap().unwrap().1, 3);
+
+    // After a restart, a group is back from its record, Empty, and keeps counting.
+    let restarted = coordinator();
+    restarted.restore(c.unpersisted());
+    assert!(
+        restarted.unpersisted().is_empty(),
+        "restored from what is written"
+    );
+    let d = &restarted.describe("kept").unwrap();
+    assert_eq!(
+        (d.state, d.protocol_type.as_str()),
+        (GroupState::Empty, "consumer")
+    );
+    join_alone(&restarted, "kept", t);
+    assert_eq!(
+        restarted.membership("kept", "", None).unwrap().unwrap().1,
+        4
+    );
 }

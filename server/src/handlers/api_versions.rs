@@ -1,5 +1,7 @@
-//! ApiVersions, versions 0–3. The list is [`super::APIS`], so what is advertised is what is
-//! routed. An unsupported version gets a v0 body with UNSUPPORTED_VERSION (KIP-511).
+//! ApiVersions, versions 0–4. The list is [`super::APIS`], so what is advertised is what is
+//! routed. An unsupported version gets a v0 body with UNSUPPORTED_VERSION (KIP-511). v4 (what
+//! Kafka 4.x clients ask first) is v3's layout; it only lets a feature's minimum version be 0,
+//! and lograil advertises no features.
 
 use std::sync::Arc;
 
@@ -29,7 +31,7 @@ fn body(error_code: i16) -> ApiVersionsResponse {
 }
 
 impl Handler for ApiVersionsRequest {
-    const SERVED: (i16, i16) = (0, 3);
+    const SERVED: (i16, i16) = (0, 4);
 
     async fn handle(
         _: &Arc<Broker>,

@@ -1,5 +1,9 @@
 //! CreateTopics, versions 2–5. `num_partitions = -1` takes `--default-partitions`; the
-//! replication factor must be -1 or 1 (one broker); manual replica assignments are refused.
+//! replication factor must be -1 or 1 (one broker). Manual replica assignments are checked as
+//! Kafka's controller checks them, with its errors and messages: `num_partitions` and the
+//! replication factor both -1 (else INVALID_REQUEST), each partition once, ids 0..n, each
+//! replica list non-empty, of known brokers (node 1 only), without repeats, all of one length
+//! (else INVALID_REPLICA_ASSIGNMENT).
 //! Configs use Kafka's names (see `config::set_topic_config`); one lograil cannot honour is
 //! INVALID_CONFIG. `validate_only` checks everything and creates nothing.
 //!
@@ -116,6 +120,78 @@ fn requested_partitions(broker: &Broker, topics: &[CreatableTopic]) -> u64 {
         .sum()
 }
 
+/// The partition count of a topic created with manual replica assignments, checked as Kafka's
+/// controller checks them (`ReplicationControlManager.createTopic`), with its messages. The
+/// only registered broker is this one, `node`.
+fn assigned_partitions(topic: &CreatableTopic, node: i32) -> Result<u32, (ResponseError, String)> {
+    let invalid = |message: String| Err((ResponseError::InvalidReplicaAssignment, message));
+    if topic.replication_factor != -1 {
+        return Err((
+            ResponseError::InvalidRequest,
+            "A manual partition assignment was specified, but replication factor was not set \
+             to -1."
+                .into(),
+        ));
+    }
+    if topic.num_partitions != -1 {
+        return Err((
+            ResponseError::InvalidRequest,
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+                .into(),
+        ));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(topic.assignments.len());
+    let mut replicas: Option<usize> = None;
+    for assignment in &topic.assignments {
+        let index = assignment.partition_index;
+        if !seen.insert(index) {
+            return invalid(format!(
+                "Found multiple manual partition assignments for partition {index}"
+            ));
+        }
+        let mut ids: Vec<i32> = assignment.broker_ids.iter().map(|b| b.0).collect();
+        if ids.is_empty() {
+            return invalid(
+                "The manual partition assignment includes an empty replica list.".into(),
+            );
+        }
+        ids.sort_unstable();
+        for (i, id) in ids.iter().enumerate() {
+            if *id != node {
+                return invalid(format!(
+                    "The manual partition assignment includes broker {id}, but no such broker \
+                     is registered."
+                ));
+            }
+            if i > 0 && ids[i - 1] == *id {
+                return invalid(format!(
+                    "The manual partition assignment includes the broker {id} more than once."
+                ));
+            }
+        }
+        if let Some(previous) = replicas.filter(|r| *r != ids.len()) {
+            return invalid(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but \
+                 this is not consistent with previous partitions, which have {previous} \
+                 replica(s).",
+                ids.len()
+            ));
+        }
+        replicas = Some(ids.len());
+    }
+    let count = seen.len();
+    if (0..count).any(|i| i32::try_from(i).map_or(true, |i| !seen.contains(&i))) {
+        return invalid("partitions should be a consecutive 0-based integer sequence".into());
+    }
+    match u32::try_from(count) {
+        Ok(n) if n <= log_core::MAX_PARTITIONS => Ok(n),
+        _ => Err((
+            ResponseError::InvalidPartitions,
+            format!("{count} partitions"),
+        )),
+    }
+}
+
 /// What the request may do with one of its topics.
 struct Allowed {
     create: bool,
@@ -149,27 +225,28 @@ fn create(
     if let Err(e) = log_core::validate_name(&name) {
         return fail(ResponseError::InvalidTopicException, e.to_string());
     }
-    if !matches!(topic.replication_factor, -1 | 1) {
-        return fail(
-            ResponseError::InvalidReplicationFactor,
-            format!(
-                "replication factor {} on a single broker",
-                topic.replication_factor
-            ),
-        );
-    }
-    if !topic.assignments.is_empty() {
-        return fail(
-            ResponseError::InvalidReplicaAssignment,
-            "manual replica assignment is not supported".into(),
-        );
-    }
-    let partitions = match topic.num_partitions {
-        -1 => broker.config.default_partitions,
-        n => match u32::try_from(n) {
-            Ok(n) if (1..=log_core::MAX_PARTITIONS).contains(&n) => n,
-            _ => return fail(ResponseError::InvalidPartitions, format!("{n} partitions")),
-        },
+    let partitions = if topic.assignments.is_empty() {
+        if !matches!(topic.replication_factor, -1 | 1) {
+            return fail(
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "replication factor {} on a single broker",
+                    topic.replication_factor
+                ),
+            );
+        }
+        match topic.num_partitions {
+            -1 => broker.config.default_partitions,
+            n => match u32::try_from(n) {
+                Ok(n) if (1..=log_core::MAX_PARTITIONS).contains(&n) => n,
+                _ => return fail(ResponseError::InvalidPartitions, format!("{n} partitions")),
+            },
+        }
+    } else {
+        match assigned_partitions(&topic, broker.config.node_id) {
+            Ok(n) => n,
+            Err((error, message)) => return fail(error, message),
+        }
     };
     let mut config: TopicConfig = broker.topic_defaults();
     for c in &topic.configs {

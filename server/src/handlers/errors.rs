@@ -21,6 +21,8 @@ pub fn append(e: &AppendError) -> ResponseError {
     match e {
         AppendError::InvalidBatch(_) => ResponseError::CorruptMessage,
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge,
+        AppendError::ProducerLogAppendTime { .. } => ResponseError::InvalidTimestamp,
+        AppendError::Compress(_) => ResponseError::UnknownServerError,
         AppendError::Closed(_) => ResponseError::UnknownTopicOrPartition,
         AppendError::Io(_) | AppendError::Poisoned { .. } => ResponseError::KafkaStorageError,
         // Retried on the blocking pool before it could reach a client.

@@ -1,11 +1,15 @@
-//! IncrementalAlterConfigs, versions 0–1, SET or DELETE, all of a resource's changes or none:
+//! IncrementalAlterConfigs, versions 0–1, all of a resource's changes or none: SET, DELETE,
+//! and APPEND / SUBTRACT for Kafka's list configs lograil takes (`cleanup.policy`, whose list
+//! is still checked as a SET of it: only `delete` is honoured), with Kafka's semantics (see
+//! `topic_changes`):
 //!
 //! - topics (resource type 2): Kafka's topic config names (see `config::set_topic_config`),
 //!   persisted in the topic's `.topic` file and in effect at once, without a restart
 //!   (`retention.ms` at the next retention pass, `segment.bytes` for the next segment,
 //!   `flush.messages`/`flush.ms` from the next append). DELETE puts a config back to the
 //!   broker's default. An unknown name, a bad value or one lograil cannot honour is
-//!   INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Internal topics' configs are
+//!   INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a config named twice
+//!   INVALID_REQUEST (Kafka's "duplicate config keys"). Internal topics' configs are
 //!   lograil's own (INVALID_REQUEST).
 //! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
 //!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name` (any name, as
@@ -19,8 +23,10 @@
 //!   INVALID_REQUEST (Kafka's code for a bad broker config).
 //!
 //! Deviations: a per-broker resource (type 4 named by a node id) is refused with
-//! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND and
-//! SUBTRACT (for list configs) apply to none of these configs (INVALID_CONFIG).
+//! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND or
+//! SUBTRACT on a config that is not a list is INVALID_CONFIG, as in Kafka; so is a
+//! `cleanup.policy` left empty (Kafka's infinite retention, not a policy lograil has). Share
+//! group configs take SET and DELETE only.
 //!
 //! Authorization, as Kafka: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the
 //! group (GROUP_AUTHORIZATION_FAILED), or the cluster for the broker
@@ -50,6 +56,8 @@ pub const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
 
 impl Handler for IncrementalAlterConfigsRequest {
     const SERVED: (i16, i16) = (0, 1);
@@ -121,17 +129,17 @@ async fn alter_broker_or_topic(
     let response = AlterConfigsResourceResponse::default()
         .with_resource_type(resource.resource_type)
         .with_resource_name(resource.resource_name.clone());
-    let changes = match topic_changes(&resource.configs) {
+    let is_topic = resource.resource_type == TOPIC;
+    let changes = match topic_changes(&resource.configs, is_topic) {
         Ok(changes) => changes,
-        Err(message) => {
+        Err((error, message)) => {
             return response
-                .with_error_code(ResponseError::InvalidConfig.code())
+                .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(message)));
         }
     };
     let owner = broker.clone();
     let name = resource.resource_name.to_string();
-    let is_topic = resource.resource_type == TOPIC;
     let outcome = crate::blocking::spawn(move || {
         if is_topic {
             alter_topic(&owner, &name, &changes, false, validate_only)
@@ -224,22 +232,104 @@ fn alter_group(
     }
 }
 
-/// A topic resource's changes as (name, value to set or `None` to reset), or why not.
-fn topic_changes(configs: &[AlterableConfig]) -> Result<Vec<(String, Option<String>)>, String> {
-    configs
-        .iter()
-        .map(|config| {
-            let name = config.name.to_string();
-            match (config.config_operation, &config.value) {
-                (SET, Some(value)) => Ok((name, Some(value.to_string()))),
-                (SET, None) => Err(format!("Null value not supported for : {name}")),
-                (DELETE, _) => Ok((name, None)),
-                (other, _) => Err(format!(
-                    "operation {other} does not apply to {name}: it is not a list config"
-                )),
+/// Kafka's LIST-typed topic configs that lograil takes, each with the value it has on every
+/// lograil topic (lograil honours only Kafka's default, so it keeps none of them per topic).
+/// lograil's dynamic broker defaults have no list config.
+const LIST_CONFIGS: &[(&str, &str)] = &[("cleanup.policy", "delete")];
+
+/// One config change: its name and the value to set (`None`: back to the default).
+type Change = (String, Option<String>);
+
+/// A topic's or the broker defaults' changes as (name, value to set or `None` to reset), or
+/// why not (error and message). APPEND and SUBTRACT apply to a list config as Kafka's
+/// controller applies them (`ConfigurationControlManager`): the list is the value before
+/// (or the default), empty items dropped; APPEND adds each item not already there, in order;
+/// SUBTRACT removes each item given (one that is absent is no error). The list that results
+/// is then set, and checked, as a SET of it would be. A config named twice in one resource is
+/// INVALID_REQUEST, as in Kafka.
+fn topic_changes(
+    configs: &[AlterableConfig],
+    is_topic: bool,
+) -> Result<Vec<Change>, (ResponseError, String)> {
+    let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return Err((
+            ResponseError::InvalidRequest,
+            "Error due to duplicate config keys".into(),
+        ));
+    }
+    let mut changes = Vec::with_capacity(configs.len());
+    for config in configs {
+        let name = config.name.to_string();
+        let op = config.config_operation;
+        let value = match (op, &config.value) {
+            (SET, Some(value)) => Some(value.to_string()),
+            (SET, None) => {
+                return Err((
+                    ResponseError::InvalidConfig,
+                    format!("Null value not supported for : {name}"),
+                ))
             }
-        })
-        .collect()
+            (DELETE, _) => None,
+            (APPEND | SUBTRACT, value) => {
+                let verb = if op == APPEND { "APPEND" } else { "SUBTRACT" };
+                let default = LIST_CONFIGS
+                    .iter()
+                    .find(|(n, _)| is_topic && *n == name)
+                    .map(|(_, default)| *default);
+                let Some(default) = default else {
+                    return Err((
+                        ResponseError::InvalidConfig,
+                        format!("Can't {verb} to key {name} because its type is not LIST."),
+                    ));
+                };
+                let Some(value) = value else {
+                    return Err((
+                        ResponseError::InvalidRequest,
+                        format!("Null value not supported for : {name}"),
+                    ));
+                };
+                let mut list: Vec<&str> = items(default).collect();
+                for item in items(value.as_str()) {
+                    let at = list.iter().position(|x| *x == item);
+                    match (op, at) {
+                        (APPEND, None) => list.push(item),
+                        (SUBTRACT, Some(at)) => {
+                            list.remove(at);
+                        }
+                        _ => {}
+                    }
+                }
+                if list.is_empty() {
+                    // Kafka takes an empty cleanup.policy for "no cleanup": infinite
+                    // retention, which lograil does not have as a policy.
+                    return Err((
+                        ResponseError::InvalidConfig,
+                        format!(
+                            "{name} would be an empty list (in Kafka: no cleanup policy, \
+                             segments kept forever), which lograil does not support; for \
+                             infinite retention set retention.ms=-1 and retention.bytes=-1"
+                        ),
+                    ));
+                }
+                Some(list.join(","))
+            }
+            (other, _) => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other} for {name}"),
+                ))
+            }
+        };
+        changes.push((name, value));
+    }
+    Ok(changes)
+}
+
+/// A list config's items: split at commas, empty ones dropped (Kafka's `getParts`).
+fn items(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').filter(|item| !item.is_empty())
 }
 
 /// Alters topic `name`'s configs: each change sets a value (`Some`) or puts the broker's

@@ -1,5 +1,7 @@
 //! LeaveGroup, versions 0–3: one member (v0–2) or a batch of members by id or instance id (v3,
-//! KIP-345). The group rebalances without them. Authorization: READ on the group, else
+//! KIP-345). The group rebalances without them; a group left without members is Empty, and its
+//! record (protocol type, generation) is durable in `__consumer_offsets` before the answer, as
+//! Kafka writes its group metadata. Authorization: READ on the group, else
 //! GROUP_AUTHORIZATION_FAILED (top level).
 
 use std::sync::Arc;
@@ -49,10 +51,12 @@ impl Handler for LeaveGroupRequest {
                 .collect()
         };
         let response = LeaveGroupResponse::default();
-        match broker
+        let left = broker
             .groups
-            .leave(&request.group_id, &members, Instant::now())
-        {
+            .leave(&request.group_id, &members, Instant::now());
+        // A group left Empty has its generation on disk before the answer, as in Kafka.
+        broker.store_group_records(Vec::new()).await;
+        match left {
             Err(error) => response.with_error_code(error.code()),
             Ok(codes) if ctx.version < 3 => {
                 response.with_error_code(codes.first().map_or(0, errors::code))

@@ -1,5 +1,8 @@
 //! OffsetFetch, versions 1–7 (one group a request): the committed offset of each asked
-//! partition (-1 when none), or (v2+, topics null) every offset the group has committed.
+//! partition (-1 when none), or (v2+, topics null) every offset the group has committed. Each
+//! comes with the leader epoch it was committed with; a commit made without one (-1) is
+//! answered with the partition's epoch, 0, which is what a Kafka client sees on Kafka (its
+//! clients commit the epoch of the batches they read, 0 until a leader changes).
 //! Authorization, as Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED (v1: on
 //! each asked partition; v2+: the top-level error, nothing else); DESCRIBE on each topic, else
 //! its asked partitions are TOPIC_AUTHORIZATION_FAILED (offset -1) and, when every offset is
@@ -20,6 +23,10 @@ use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
+
+/// The leader epoch of every lograil partition: one broker leads it from its creation on, the
+/// epoch a Kafka partition has until its first leader change.
+const PARTITION_LEADER_EPOCH: i32 = 0;
 
 impl Handler for OffsetFetchRequest {
     const SERVED: (i16, i16) = (1, 7);
@@ -92,7 +99,12 @@ impl Handler for OffsetFetchRequest {
                         match broker.offsets.fetch(&group, &topic, index) {
                             Some(c) => response
                                 .with_committed_offset(c.offset)
-                                .with_committed_leader_epoch(c.leader_epoch)
+                                .with_committed_leader_epoch(committed_epoch(
+                                    broker,
+                                    &topic,
+                                    index,
+                                    c.leader_epoch,
+                                ))
                                 .with_metadata(Some(StrBytes::from_string(
                                     c.metadata.unwrap_or_default(),
                                 ))),
@@ -128,6 +140,24 @@ impl Handler for OffsetFetchRequest {
                 .flat_map(|t| &t.partitions)
                 .for_each(|p| f(p.error_code));
         }
+    }
+}
+
+/// The leader epoch a commit is answered with: the one it was committed with, else (a client
+/// that did not know it: lograil's Metadata and batches say -1) the partition's, 0, as long as
+/// the partition exists.
+fn committed_epoch(broker: &Broker, topic: &str, partition: i32, committed: i32) -> i32 {
+    if committed >= 0 {
+        return committed;
+    }
+    let exists = u32::try_from(partition)
+        .ok()
+        .zip(broker.log.topic(topic))
+        .is_some_and(|(index, t)| t.partition(index).is_some());
+    if exists {
+        PARTITION_LEADER_EPOCH
+    } else {
+        committed
     }
 }
 

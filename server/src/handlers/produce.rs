@@ -6,6 +6,12 @@
 //! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). Transactions are not
 //! supported (INVALID_REQUEST).
 //!
+//! A topic's `compression.type` other than `producer` recompresses a batch of another codec,
+//! and `message.timestamp.type=LogAppendTime` stamps the batch with the append time (returned
+//! as `log_append_time_ms`; -1 under CreateTime), as Kafka's LogValidator does: log-core's
+//! `recompress` module has the rules. Recompression runs on the blocking pool; the bytes-in
+//! metrics count the bytes received.
+//!
 //! Authorization: WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions. An
 //! idempotent batch needs nothing more: since KIP-679 Kafka checks IDEMPOTENT_WRITE (or WRITE
 //! on some topic) at InitProducerId, and WRITE on this topic is WRITE on some topic. Without an
@@ -173,7 +179,8 @@ type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 
 /// Appends every partition's records, then waits for their durability. A small uncompressed
 /// request is appended in place (handing it to another thread costs more than a page-cache
-/// write); a large or compressed one (its records are decompressed to be checked), and any
+/// write); a large or compressed one (its records are decompressed to be checked), one that a
+/// topic's `compression.type` recompresses, and any
 /// partition whose append would block (its writer busy, or a segment to roll), goes to the
 /// blocking pool. Fsync waits hold no thread.
 async fn append_and_wait(
@@ -187,8 +194,26 @@ async fn append_and_wait(
     };
     let bytes: usize = records().map(Batches::len).sum();
     let compressed = records().any(Batches::is_compressed);
+    // A topic whose compression.type differs from a batch's recompresses it (log-core's
+    // `recompress`): CPU work for the blocking pool, like a compressed batch's check.
+    let recompressed = || {
+        work.iter().any(|(topic, partitions)| {
+            let Some(codec) = broker
+                .log
+                .topic(topic)
+                .and_then(|t| t.compression().codec())
+            else {
+                return false;
+            };
+            partitions
+                .iter()
+                .filter_map(|(_, r)| r.as_ref())
+                .any(|b| b.has_other_codec(codec))
+        })
+    };
+    let inline = bytes <= INLINE_APPEND_BYTES && !compressed && !recompressed();
     let work = Arc::new(work);
-    let mut outcomes = if bytes <= INLINE_APPEND_BYTES && !compressed {
+    let mut outcomes = if inline {
         append_all(broker, &work, AppendMode::Inline, |_, _| true)
     } else {
         blocking(broker, &work, |_, _| true).await
@@ -310,7 +335,7 @@ fn response(
         Ok(info) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(info.base_offset)
-            .with_log_append_time_ms(-1)
+            .with_log_append_time_ms(info.log_append_time)
             .with_log_start_offset(info.log_start_offset),
         Err(e) => {
             if let ProduceError::Append(e) = &e {

@@ -249,8 +249,10 @@ impl Shares {
         let topic = match dead_letter_topic(log, config, source.group, dlq) {
             Ok(Some(topic)) => topic,
             Ok(None) => {
+                // Kafka's configs of a DLQ topic it creates.
                 let mut topic_config = self.topic_defaults.clone();
                 topic_config.dlq_group_enable = true;
+                topic_config.timestamp_type = record_batch::TimestampType::CreateTime;
                 match log.create_topic(dlq, self.dead_letter_partitions, topic_config) {
                     Ok(topic) => topic,
                     Err(log_core::TopicError::AlreadyExists(_)) => match log.topic(dlq) {
