@@ -259,6 +259,16 @@ settings! {
     /// Kafka's `group.share.heartbeat.interval.ms` (default 5000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     group_share_heartbeat_interval_ms: u64 => |c, v| c.share.heartbeat_interval_ms = i64::try_from(v).unwrap_or(i64::MAX),
+    /// Kafka's `errors.deadletterqueue.topic.name.prefix` (KIP-1191): the prefix a share
+    /// group's dead-letter topic must have (default `dlq.`; `""`: any name). Checked when a
+    /// record is dead-lettered; a topic without it gets no dead letters.
+    #[arg(long)]
+    errors_deadletterqueue_topic_name_prefix: String => |c, v| c.share.dead_letter_topic_prefix = v.trim().to_string(),
+    /// Kafka's `errors.deadletterqueue.auto.create.topics.enable` (KIP-1191): create a share
+    /// group's missing dead-letter topic at its first dead letter, with
+    /// `errors.deadletterqueue.group.enable=true` (true or false, default false).
+    #[arg(long)]
+    errors_deadletterqueue_auto_create_topics_enable: bool => |c, v| c.share.dead_letter_auto_create = v,
     /// Kafka's `group.share.max.size`: members of one share group (default 200).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     group_share_max_size: u64 => |c, v| c.share_group_max_size = size("group-share-max-size", v)?,
@@ -612,6 +622,23 @@ mod tests {
         assert_eq!(limits.offsets_retention, Duration::from_secs(3600));
         assert_eq!(limits.queued_max_request_bytes, 200 << 20);
         assert_eq!(config.groups.max_size, 7);
+    }
+
+    #[test]
+    fn dead_letter_settings_take_kafkas_names() {
+        let defaults = config_from("", &[]).unwrap();
+        assert_eq!(defaults.share.dead_letter_topic_prefix, "dlq.");
+        assert!(!defaults.share.dead_letter_auto_create);
+        let config = config_from(
+            "errors.deadletterqueue.topic.name.prefix=errors-\n\
+             errors.deadletterqueue.auto.create.topics.enable=true\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.share.dead_letter_topic_prefix, "errors-");
+        assert!(config.share.dead_letter_auto_create);
+        let any = config_from("", &["--errors-deadletterqueue-topic-name-prefix", ""]).unwrap();
+        assert_eq!(any.share.dead_letter_topic_prefix, "");
     }
 
     #[test]

@@ -356,8 +356,9 @@ impl Admin {
     }
 
     /// Sets group configs (IncrementalAlterConfigs on the group; Kafka's share-group configs
-    /// such as `share.auto.offset.reset` and `share.record.lock.duration.ms`, and on lograil
-    /// `errors.deadletterqueue.topic.name` and the delivery limit).
+    /// such as `share.auto.offset.reset`, `share.record.lock.duration.ms`,
+    /// `share.delivery.count.limit` and, with Kafka 4.4's share.version=2, KIP-1191's
+    /// `errors.deadletterqueue.topic.name` and `errors.deadletterqueue.copy.record.enable`).
     pub async fn alter_group_configs(
         &mut self,
         group: &str,

@@ -37,6 +37,9 @@ pub struct TopicConfig {
     pub index_interval_bytes: u32,
     /// `flush.messages` / `flush.ms`.
     pub durability: Durability,
+    /// `errors.deadletterqueue.group.enable` (KIP-1191): share groups may write dead letters
+    /// to this topic (Kafka refuses a dead-letter topic without it).
+    pub dlq_group_enable: bool,
     /// `compression.type`: the codec batches are stored with (the broker recompresses a batch
     /// of another codec), or the producer's.
     pub compression: TopicCompression,
@@ -51,6 +54,8 @@ pub struct TopicConfig {
     pub extra: BTreeMap<String, String>,
 }
 
+/// The topic config that lets share groups use a topic as their dead-letter queue.
+pub const DLQ_GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
 /// A topic's `compression.type`, Kafka's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TopicCompression {
@@ -160,6 +165,7 @@ impl Default for TopicConfig {
             max_message_bytes: 1_048_588,
             index_interval_bytes: 4096,
             durability: Durability::Never,
+            dlq_group_enable: false,
             compression: TopicCompression::Producer,
             compression_levels: CompressionLevels::default(),
             timestamp_type: TimestampType::CreateTime,
@@ -219,6 +225,15 @@ impl TopicConfig {
                 };
                 return Ok(());
             }
+            DLQ_GROUP_ENABLE => {
+                // Kafka's BOOLEAN: true or false, any case.
+                self.dlq_group_enable = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("Expected value to be either true or false".into())),
+                };
+                return Ok(());
+            }
             _ => {}
         }
         let number = match value.parse::<i64>() {
@@ -236,7 +251,7 @@ impl TopicConfig {
         self.apply(name, number, segment_floor)
     }
 
-    /// Sets one config by its Kafka name (every topic config lograil acts on is a number).
+    /// Sets one numeric config by its Kafka name.
     pub fn set_number(&mut self, name: &str, value: i64) -> Result<(), ConfigError> {
         self.apply(name, value, MIN_SEGMENT_BYTES)
     }
@@ -346,6 +361,7 @@ impl TopicConfig {
             ),
             ("flush.messages", flush_messages),
             ("flush.ms", flush_ms),
+            (DLQ_GROUP_ENABLE, self.dlq_group_enable.to_string()),
             ("compression.type", self.compression.name().to_string()),
             (
                 "compression.gzip.level",

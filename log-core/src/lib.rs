@@ -54,7 +54,7 @@ mod topic;
 
 pub use config::{
     timestamp_type_name, CompressionLevels, Durability, TopicCompression, TopicConfig,
-    EXTRA_PREFIX, MIN_SEGMENT_BYTES,
+    DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,
 };
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,

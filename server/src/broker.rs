@@ -128,6 +128,7 @@ impl Broker {
             &log,
             config.share.clone(),
             config.topic_defaults.clone(),
+            config.default_partitions,
             metrics.clone(),
         )?;
         let groups = Coordinator::new(config.groups.clone());

@@ -40,6 +40,15 @@ pub struct ShareConfig {
     pub auto_offset_reset: AutoOffsetReset,
     /// `errors.deadletterqueue.topic.name` (KIP-1191): where archived records are copied.
     pub dead_letter_topic: Option<String>,
+    /// `errors.deadletterqueue.copy.record.enable` (KIP-1191, default false): a dead letter
+    /// carries the record's key and value; without it, only the context headers.
+    pub dead_letter_copy_record: bool,
+    /// The broker's `errors.deadletterqueue.topic.name.prefix` (default `dlq.`, `""`: any
+    /// name): the prefix a dead-letter topic's name must have. Not a group config.
+    pub dead_letter_topic_prefix: String,
+    /// The broker's `errors.deadletterqueue.auto.create.topics.enable` (default false): a
+    /// missing dead-letter topic is created at the first dead letter. Not a group config.
+    pub dead_letter_auto_create: bool,
     /// `share.isolation.level`: lograil has no transactions, so both levels read the same.
     pub isolation_level: String,
     /// Records between SPSO and SPEO at most (lograil's bound on a partition's state):
@@ -57,6 +66,9 @@ impl Default for ShareConfig {
             heartbeat_interval_ms: 5_000,
             auto_offset_reset: AutoOffsetReset::Latest,
             dead_letter_topic: None,
+            dead_letter_copy_record: false,
+            dead_letter_topic_prefix: "dlq.".to_string(),
+            dead_letter_auto_create: false,
             isolation_level: "read_uncommitted".to_string(),
             max_window: 32_000,
         }
@@ -77,10 +89,12 @@ pub enum ShareConfigError {
 }
 
 impl ShareConfig {
-    /// Every config a share group takes, by the name it is reported under: Kafka 4.2's group
-    /// config names (`share.*`), then lograil's (Kafka has the delivery limit and the lock cap
-    /// as broker settings only; KIP-1191's dead-letter topic).
-    pub const NAMES: [&'static str; 8] = [
+    /// Every config a share group takes, by the name it is reported under: Kafka's group
+    /// config names (`share.*`), then the delivery limit and the lock cap under their broker
+    /// names (also taken by Kafka 4.4's group names, `share.delivery.count.limit`,
+    /// `share.partition.max.record.locks`), then KIP-1191's dead-letter configs (Kafka 4.4's
+    /// names).
+    pub const NAMES: [&'static str; 9] = [
         "share.record.lock.duration.ms",
         "share.session.timeout.ms",
         "share.heartbeat.interval.ms",
@@ -89,6 +103,7 @@ impl ShareConfig {
         "group.share.delivery.count.limit",
         "group.share.partition.max.record.locks",
         "errors.deadletterqueue.topic.name",
+        "errors.deadletterqueue.copy.record.enable",
     ];
 
     /// The name a config is reported and stored under, for any name it is known by: Kafka's
@@ -180,6 +195,17 @@ impl ShareConfig {
                 self.dead_letter_topic =
                     v.map(str::trim).filter(|v| !v.is_empty()).map(String::from)
             }
+            ("errors.deadletterqueue.copy.record.enable", None) => {
+                self.dead_letter_copy_record = defaults.dead_letter_copy_record
+            }
+            ("errors.deadletterqueue.copy.record.enable", Some(v)) => {
+                // Kafka's BOOLEAN: true or false, any case.
+                self.dead_letter_copy_record = match v.trim().to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid("true or false")),
+                }
+            }
             _ => return Err(ShareConfigError::Unknown(name.to_string())),
         }
         Ok(())
@@ -199,6 +225,7 @@ impl ShareConfig {
                 Self::NAMES[7],
                 self.dead_letter_topic.clone().unwrap_or_default(),
             ),
+            (Self::NAMES[8], self.dead_letter_copy_record.to_string()),
         ]
     }
 
@@ -224,6 +251,14 @@ impl ShareConfig {
             (
                 "group.share.heartbeat.interval.ms",
                 self.heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "errors.deadletterqueue.topic.name.prefix",
+                self.dead_letter_topic_prefix.clone(),
+            ),
+            (
+                "errors.deadletterqueue.auto.create.topics.enable",
+                self.dead_letter_auto_create.to_string(),
             ),
         ]
     }
@@ -310,6 +345,30 @@ mod tests {
             .set("share.auto.offset.reset", Some("soon"), &defaults)
             .is_err());
         assert!(config.set("no.such.thing", Some("1"), &defaults).is_err());
+        assert!(!config.dead_letter_copy_record);
+        config
+            .set(
+                "errors.deadletterqueue.copy.record.enable",
+                Some("TRUE"),
+                &defaults,
+            )
+            .unwrap();
+        assert!(config.dead_letter_copy_record);
+        assert!(config
+            .set(
+                "errors.deadletterqueue.copy.record.enable",
+                Some("yes"),
+                &defaults,
+            )
+            .is_err());
+        // Broker settings are not group configs.
+        assert!(config
+            .set(
+                "errors.deadletterqueue.topic.name.prefix",
+                Some(""),
+                &defaults
+            )
+            .is_err());
         config
             .set("group.share.delivery.count.limit", None, &defaults)
             .unwrap();

@@ -228,13 +228,19 @@ impl TestCluster {
         matches!(self.target, Target::Kafka { .. })
     }
 
-    /// Replication factor for test topics: 3 on the Kafka cluster, the broker default on
-    /// lograil.
+    /// Replication factor for test topics: 3 on the Kafka cluster (its node count if fewer,
+    /// from kafka.sh's `cluster.env`: `kafka.sh start DIR --brokers 1` runs the suite too), the
+    /// broker default on lograil.
     pub fn replication(&self) -> i16 {
-        if self.is_kafka() {
-            3
-        } else {
-            -1
+        match &self.target {
+            Target::Kafka { dir } => std::fs::read_to_string(dir.join("cluster.env"))
+                .ok()
+                .and_then(|env| {
+                    env.lines()
+                        .find_map(|l| l.strip_prefix("NODES=")?.trim().parse::<i16>().ok())
+                })
+                .map_or(3, |nodes| nodes.clamp(1, 3)),
+            Target::Lograil { .. } => -1,
         }
     }
 

@@ -7,9 +7,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use consumer::{Delivery, IdempotencyLedger, ProducerRecord, QueueConsumer};
+use consumer::{
+    AdminError, ConsumerRecord, Delivery, ErrorCode, IdempotencyLedger, NewTopic, ProducerRecord,
+    QueueConsumer,
+};
 
-use test_support::cluster::{unique, TestCluster};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
+use test_support::cluster::{read_all, unique, TestCluster};
 
 /// A topic with `values` produced to it (round robin over its partitions) and a share group
 /// reading it from the start, with `configs` on the group.
@@ -303,4 +308,280 @@ async fn the_idempotency_ledger_skips_work_already_done_across_a_restart() {
     q.close().await.unwrap();
     assert_eq!(effects.len(), 20);
     assert!(effects.values().all(|n| *n == 1), "{effects:?}");
+}
+
+/// The dead letters one share group writes: `done` accepted, `bad` rejected, `flaky` released
+/// until the group's delivery limit (2) archives it.
+async fn work_through(cluster: &TestCluster, group: &str, topic: &str) {
+    let q = queue(
+        cluster,
+        group,
+        topic,
+        &[("share.acknowledgement.mode", "explicit")],
+    )
+    .await;
+    let (mut done, mut bad, mut flaky) = (false, false, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(done && bad && flaky == 2) && Instant::now() < deadline {
+        for d in q.receive(Duration::from_millis(500)).await.unwrap() {
+            match value(&d).as_str() {
+                "done" => {
+                    d.ack();
+                    done = true;
+                }
+                "bad" => {
+                    d.reject();
+                    bad = true;
+                }
+                _ => {
+                    d.release(Duration::ZERO);
+                    flaky += 1;
+                }
+            }
+        }
+        assert_eq!(q.commit().await.unwrap(), vec![], "{group}: acknowledged");
+    }
+    assert!(
+        done && bad && flaky == 2,
+        "{group}: done {done}, bad {bad}, flaky {flaky}"
+    );
+    q.close().await.unwrap();
+}
+
+/// Every record of `topic` once at least `want` are there (or 30 s passed).
+async fn read_at_least(cluster: &TestCluster, topic: &str, want: usize) -> Vec<ConsumerRecord> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let records: Vec<ConsumerRecord> = read_all(cluster, topic)
+            .await
+            .into_values()
+            .flatten()
+            .collect();
+        if records.len() >= want || Instant::now() > deadline {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn header(record: &ConsumerRecord, name: &str) -> Option<String> {
+    record
+        .headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| v.as_deref())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// KIP-1191's share-group dead-letter queue as Kafka 4.4 ships it (share.version=2): the same
+/// steps against lograil and against Kafka. A DLQ topic must have the topic config
+/// `errors.deadletterqueue.group.enable=true` and a name with the broker's prefix (`dlq.`), and
+/// must exist (the broker's auto-creation is off by default); otherwise records are archived
+/// without a dead letter (both check when a record is dead-lettered, so the group config itself
+/// takes any name). A dead letter has Kafka's context headers and, only with the group config
+/// `errors.deadletterqueue.copy.record.enable=true`, the record's key and value, never its
+/// headers. Beyond Kafka, lograil adds each delivery's history (`lograil.dlq.attempts`).
+#[tokio::test]
+async fn share_groups_dead_letter_as_kafka_4_4_ships_kip_1191() {
+    let cluster = TestCluster::start();
+    // Kafka gates dead letters behind the share.version=2 feature (ApiVersions' finalized
+    // features; at share.version=1 records are archived without any); lograil has no feature
+    // levels and always has them.
+    let first = cluster
+        .plain_bootstrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
+    let versions: ApiVersionsResponse = tokio::task::spawn_blocking(move || {
+        // (Kafka answers a v3 request without a client name INVALID_REQUEST, featureless.)
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("lograil-tests"))
+            .with_client_software_version(StrBytes::from_static_str("1"));
+        test_support::wire::call(
+            &mut test_support::wire::connect(&first),
+            ApiKey::ApiVersions,
+            3,
+            &request,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(versions.error_code, 0);
+    let share_version = versions
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "share.version")
+        .map(|f| f.max_version_level);
+    if cluster.is_kafka() {
+        assert!(
+            share_version >= Some(2),
+            "Kafka at share.version {share_version:?}: start it with --feature share.version=2"
+        );
+    } else {
+        assert_eq!(share_version, None);
+    }
+    let enabled = [("errors.deadletterqueue.group.enable", "true")];
+    let copy_dlq = cluster.create_topic_with("dlq.copy", 1, &enabled).await;
+    let plain_dlq = cluster.create_topic_with("dlq.plain", 1, &enabled).await;
+    let not_enabled = cluster.create_topic_with("dlq.off", 1, &[]).await;
+    let unprefixed = cluster.create_topic_with("nodlq", 1, &enabled).await;
+    let missing = unique("dlq.missing");
+
+    // Both configs are booleans: anything but true or false is INVALID_CONFIG.
+    let refused = cluster
+        .admin()
+        .await
+        .create(&NewTopic {
+            name: unique("dlq.bad"),
+            partitions: 1,
+            replication_factor: cluster.replication(),
+            configs: [(
+                "errors.deadletterqueue.group.enable".to_string(),
+                "maybe".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        })
+        .await
+        .unwrap_err();
+    match &refused {
+        AdminError::Call(e) => assert_eq!(e.code(), Some(ErrorCode::InvalidConfig), "{e}"),
+        other => panic!("{other}"),
+    }
+    let refused = cluster
+        .admin()
+        .await
+        .alter_group_configs(
+            &unique("workers"),
+            &[("errors.deadletterqueue.copy.record.enable", "maybe")],
+        )
+        .await
+        .unwrap_err();
+    match &refused {
+        AdminError::Call(e) => assert_eq!(e.code(), Some(ErrorCode::InvalidConfig), "{e}"),
+        other => panic!("{other}"),
+    }
+
+    let topic = cluster.create_topic("jobs", 1).await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let offsets = cluster
+        .produce(
+            &[],
+            ["done", "bad", "flaky"].map(|v| {
+                ProducerRecord::new(topic.as_str())
+                    .partition(0)
+                    .key(format!("k-{v}"))
+                    .value(v)
+                    .header("trace", format!("t-{v}"))
+            }),
+        )
+        .await;
+    let groups: Vec<(String, &str, bool)> = [
+        (copy_dlq.as_str(), true),
+        (plain_dlq.as_str(), false),
+        (not_enabled.as_str(), false),
+        (unprefixed.as_str(), false),
+        (missing.as_str(), false),
+    ]
+    .into_iter()
+    .map(|(dlq, copy)| (unique("workers"), dlq, copy))
+    .collect();
+    let mut admin = cluster.admin().await;
+    for (group, dlq, copy) in &groups {
+        let copy = copy.to_string();
+        admin
+            .alter_group_configs(
+                group,
+                &[
+                    ("share.auto.offset.reset", "earliest"),
+                    ("share.delivery.count.limit", "2"),
+                    ("errors.deadletterqueue.topic.name", dlq),
+                    ("errors.deadletterqueue.copy.record.enable", copy.as_str()),
+                ],
+            )
+            .await
+            .unwrap();
+    }
+    let work = |i: usize| work_through(&cluster, &groups[i].0, &topic);
+    tokio::join!(work(0), work(1), work(2), work(3), work(4));
+
+    for (group, dlq, copy) in &groups[..2] {
+        let mut letters = read_at_least(&cluster, dlq, 2).await;
+        assert_eq!(
+            letters.len(),
+            2,
+            "{dlq}: the rejected and the exhausted record"
+        );
+        letters.sort_by_key(|r| header(r, "__dlq.errors.offset"));
+        for (letter, (source, count, message)) in letters.iter().zip([
+            (offsets[1], "1", "Offset rejected by client."),
+            (
+                offsets[2],
+                "2",
+                "Offset delivery count exceeded the threshold.",
+            ),
+        ]) {
+            let kafka_headers: Vec<(String, Option<String>)> = letter
+                .headers
+                .iter()
+                .filter(|(k, _)| k.starts_with("__dlq."))
+                .map(|(k, _)| (k.clone(), header(letter, k)))
+                .collect();
+            let want: Vec<(String, Option<String>)> = [
+                ("__dlq.errors.topic", topic.clone()),
+                ("__dlq.errors.partition", "0".to_string()),
+                ("__dlq.errors.offset", source.to_string()),
+                ("__dlq.errors.group", group.clone()),
+                ("__dlq.errors.delivery.count", count.to_string()),
+                ("__dlq.errors.message", message.to_string()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Some(v)))
+            .collect();
+            assert_eq!(kafka_headers, want, "{dlq}");
+            assert_eq!(
+                header(letter, "trace"),
+                None,
+                "{dlq}: the record's headers are not copied"
+            );
+            let name = if source == offsets[1] { "bad" } else { "flaky" };
+            if *copy {
+                assert_eq!(letter.key.as_deref(), Some(format!("k-{name}").as_bytes()));
+                assert_eq!(letter.value.as_deref(), Some(name.as_bytes()));
+            } else {
+                assert_eq!(
+                    (&letter.key, &letter.value),
+                    (&None, &None),
+                    "{dlq}: headers only"
+                );
+            }
+            assert!(
+                letter.timestamp >= before,
+                "{dlq}: stamped when dead-lettered"
+            );
+            // lograil's addition: each delivery, as JSON; Kafka has no such header.
+            let attempts = header(letter, "lograil.dlq.attempts");
+            if cluster.is_kafka() {
+                assert_eq!(attempts, None);
+            } else {
+                let attempts: serde_json::Value =
+                    serde_json::from_str(&attempts.expect("the attempts header")).unwrap();
+                assert_eq!(attempts.as_array().unwrap().len().to_string(), count);
+            }
+        }
+    }
+    // The refused DLQ topics got nothing (the enabled ones, written by groups that ran at the
+    // same time, show the broker had its chance), and the missing one was not created.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for dlq in [&not_enabled, &unprefixed] {
+        assert_eq!(read_at_least(&cluster, dlq, 0).await.len(), 0, "{dlq}");
+    }
+    assert!(
+        admin.describe_topic(&missing).await.is_err(),
+        "{missing} was not auto-created"
+    );
 }

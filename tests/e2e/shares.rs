@@ -263,6 +263,17 @@ fn share_offset(addr: &str, group: &str, topic: &str) -> (i64, i64) {
 }
 
 /// Every record of partition 0 of `topic`: (value, headers).
+/// A dead-letter topic as Kafka 4.4 takes one: `errors.deadletterqueue.group.enable=true`.
+fn create_dlq(addr: &str, topic: &str) {
+    let code = kafka::try_create_topic(
+        addr,
+        topic,
+        1,
+        &[("errors.deadletterqueue.group.enable", "true")],
+    );
+    assert_eq!(code, 0, "creating {topic}");
+}
+
 fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
     let request = kafka::fetch_request(topic, 0, 0, 1 << 20);
     let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
@@ -313,6 +324,7 @@ fn fetch_until(member: &mut Member, want: usize) -> Vec<(i64, String, i16)> {
 fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and_kill_9() {
     let mut broker = TestBroker::start_temp(&[]);
     create_topic(&broker.addr, "tasks", 1);
+    create_dlq(&broker.addr, "dlq.tasks");
     set_configs(
         &broker.addr,
         GROUP_RESOURCE,
@@ -321,7 +333,8 @@ fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and
             ("share.auto.offset.reset", "earliest"),
             ("group.share.delivery.count.limit", "3"),
             ("group.share.record.lock.duration.ms", "1000"),
-            ("errors.deadletterqueue.topic.name", "tasks-dlq"),
+            ("errors.deadletterqueue.topic.name", "dlq.tasks"),
+            ("errors.deadletterqueue.copy.record.enable", "true"),
         ],
     );
     produce(
@@ -361,14 +374,14 @@ fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and
     let mut d = Member::join(&broker.addr, "workers", "worker-d", "tasks");
     let got = fetch_until(&mut d, 1);
     assert_eq!(got, vec![(3, "ok-3".to_string(), 1)]);
-    let dead = read_all(&broker.addr, "tasks-dlq");
+    let dead = read_all(&broker.addr, "dlq.tasks");
     assert_eq!(dead.len(), 1, "{dead:?}");
     let (value, headers) = &dead[0];
     assert_eq!(value, "poison");
     assert_eq!(
         header(headers, "trace"),
-        Some("t-1"),
-        "the record's own headers are kept"
+        None,
+        "the record's own headers are not copied (Kafka 4.4)"
     );
     assert_eq!(header(headers, "__dlq.errors.topic"), Some("tasks"));
     assert_eq!(header(headers, "__dlq.errors.partition"), Some("0"));
@@ -377,7 +390,7 @@ fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and
     assert_eq!(header(headers, "__dlq.errors.delivery.count"), Some("3"));
     assert_eq!(
         header(headers, "__dlq.errors.message"),
-        Some("delivery limit")
+        Some("Offset delivery count exceeded the threshold.")
     );
     let attempts: serde_json::Value =
         serde_json::from_str(header(headers, "lograil.dlq.attempts").unwrap()).unwrap();
@@ -399,7 +412,9 @@ fn a_poison_record_is_dead_lettered_after_its_delivery_limit_across_restarts_and
 
 #[test]
 fn a_record_past_its_deadline_is_never_delivered_and_goes_to_the_dead_letters() {
-    let broker = TestBroker::start_temp(&[]);
+    // The dead-letter topic is created at the first dead letter, as the broker setting asks.
+    let broker =
+        TestBroker::start_temp(&["--errors-deadletterqueue-auto-create-topics-enable", "true"]);
     create_topic(&broker.addr, "jobs", 1);
     set_configs(
         &broker.addr,
@@ -407,7 +422,8 @@ fn a_record_past_its_deadline_is_never_delivered_and_goes_to_the_dead_letters() 
         "g",
         &[
             ("share.auto.offset.reset", "earliest"),
-            ("errors.deadletterqueue.topic.name", "jobs-dlq"),
+            ("errors.deadletterqueue.topic.name", "dlq.jobs"),
+            ("errors.deadletterqueue.copy.record.enable", "true"),
         ],
     );
     let now = log_core::now_ms();
@@ -426,10 +442,13 @@ fn a_record_past_its_deadline_is_never_delivered_and_goes_to_the_dead_letters() 
         .map(|(_, v, _)| v)
         .collect();
     assert_eq!(got, vec!["in-time", "no-deadline"]);
-    let dead = read_all(&broker.addr, "jobs-dlq");
+    let dead = read_all(&broker.addr, "dlq.jobs");
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].0, "late");
-    assert_eq!(header(&dead[0].1, "__dlq.errors.message"), Some("expired"));
+    assert_eq!(
+        header(&dead[0].1, "__dlq.errors.message"),
+        Some("Offset deadline passed before delivery.")
+    );
 }
 
 #[test]
@@ -534,11 +553,13 @@ fn records_come_back_at_once_when_their_consumers_connection_closes() {
             ("share.auto.offset.reset", "earliest"),
             // Far longer than the test may take: only the closed connection can free them.
             ("share.record.lock.duration.ms", "3600000"),
-            ("errors.deadletterqueue.topic.name", "jobs-dlq"),
+            ("errors.deadletterqueue.topic.name", "dlq.jobs"),
+            ("errors.deadletterqueue.copy.record.enable", "true"),
             ("group.share.delivery.count.limit", "2"),
         ],
     );
     produce(&broker.addr, "jobs", &[("a", vec![]), ("b", vec![])]);
+    create_dlq(&broker.addr, "dlq.jobs");
     let mut crashed = Member::join(&broker.addr, "g", "crashed", "jobs");
     assert_eq!(crashed.fetch(&[], 2000).len(), 2);
     drop(crashed);
@@ -550,7 +571,7 @@ fn records_come_back_at_once_when_their_consumers_connection_closes() {
     assert_eq!(got, vec![(0, 2), (1, 2)]);
     // Reject one: its history names the closed session.
     assert_eq!(next.acknowledge(&[(0, 0, vec![3])]), (0, 0));
-    let dead = read_all(&broker.addr, "jobs-dlq");
+    let dead = read_all(&broker.addr, "dlq.jobs");
     assert_eq!(dead.len(), 1, "{dead:?}");
     let attempts: serde_json::Value =
         serde_json::from_str(header(&dead[0].1, "lograil.dlq.attempts").unwrap()).unwrap();
@@ -680,13 +701,14 @@ fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
     let broker = TestBroker::start_temp(&["--metrics-listen", "127.0.0.1:0"]);
     let metrics = broker.metrics_addr.clone().unwrap();
     create_topic(&broker.addr, "m-tasks", 1);
+    create_dlq(&broker.addr, "dlq.m-tasks");
     set_configs(
         &broker.addr,
         GROUP_RESOURCE,
         "m-workers",
         &[
             ("share.auto.offset.reset", "earliest"),
-            ("errors.deadletterqueue.topic.name", "m-tasks-dlq"),
+            ("errors.deadletterqueue.topic.name", "dlq.m-tasks"),
         ],
     );
     produce(
@@ -741,7 +763,7 @@ fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
         must(
             &samples,
             "lograil_dead_letter_records_total",
-            &[("topic", "m-tasks-dlq")]
+            &[("topic", "dlq.m-tasks")]
         ),
         1.0
     );

@@ -6,11 +6,15 @@
 # Usage:
 #   kafka.sh fetch                       get the broker, Kafka's tools and a logging backend into
 #                                        the cache (a no-op when already there)
-#   kafka.sh start DIR [--brokers N]     format and start N combined broker+controller nodes
+#   kafka.sh start DIR [--brokers N] [--feature NAME=LEVEL]...
+#                                        format and start N combined broker+controller nodes
 #                                        (default 3) with configs, data and logs under DIR; wait
 #                                        until every broker is registered and answers metadata;
 #                                        write DIR/bootstrap and print it (the only stdout line):
 #                                        127.0.0.1:p1,127.0.0.1:p2,...
+#                                        --feature (repeatable) formats the cluster at that
+#                                        feature level, e.g. --feature share.version=2 (see
+#                                        LOGRAIL_KAFKA_FEATURES)
 #                                        Each node has a second, SASL_SSL listener (see
 #                                        "Security" below): DIR/bootstrap-sasl-ssl lists it
 #   kafka.sh stop DIR                    stop every node: SIGTERM, then SIGKILL after a timeout
@@ -32,6 +36,11 @@
 #                                (default with several brokers, which are for correctness tests)
 #   LOGRAIL_KAFKA_JVM_OPTS       extra JVM options for the brokers (word-split)
 #   LOGRAIL_KAFKA_PROPERTIES     extra server.properties lines for every node (`start` only)
+#   LOGRAIL_KAFKA_FEATURES       feature levels to format with, NAME=LEVEL separated by spaces or
+#                                commas (`start` only; --feature adds to them), e.g.
+#                                "share.version=2". Unset: the version's defaults (Kafka 4.4
+#                                formats with share.version=2, share groups with dead-letter
+#                                queues; share.version=1 has share groups without them)
 #   LOGRAIL_KAFKA_TOOL_HEAP      heap for `tool` (default 512m)
 #   LOGRAIL_KAFKA_START_TIMEOUT  seconds `start`/`restart` wait for readiness (default 120)
 #   LOGRAIL_KAFKA_STOP_TIMEOUT   seconds `stop` waits after SIGTERM before SIGKILL (default 30;
@@ -57,7 +66,7 @@
 # this script's output is not held open by the brokers; always pair `start` with `stop`.
 set -euo pipefail
 
-KAFKA_VERSION="${LOGRAIL_KAFKA_VERSION:-4.2.2}"
+KAFKA_VERSION="${LOGRAIL_KAFKA_VERSION:-4.4.0}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 KAFKA_HOME="${LOGRAIL_KAFKA_HOME:-$HOME/.cache/lograil/kafka-$KAFKA_VERSION}"
 LIBS="$KAFKA_HOME/libs"
@@ -365,16 +374,25 @@ stop_nodes() {
 
 cmd_start() {
     [[ $# -ge 1 ]] || usage
-    local arg_dir="$1" n=3
+    local arg_dir="$1" n=3 features=() feature
     shift
+    feature="${LOGRAIL_KAFKA_FEATURES:-}"; read -r -a features <<<"${feature//,/ }"
     while [[ $# -gt 0 ]]; do
         case "$1" in
             --brokers) [[ $# -ge 2 ]] || usage; n="$2"; shift 2 ;;
             --brokers=*) n="${1#*=}"; shift ;;
+            --feature) [[ $# -ge 2 ]] || usage; features+=("$2"); shift 2 ;;
+            --feature=*) features+=("${1#*=}"); shift ;;
             *) usage ;;
         esac
     done
     [[ "$n" =~ ^[1-9]$ ]] || die "--brokers must be 1..9, not '$n'"
+    FEATURE_ARGS=()
+    for feature in "${features[@]}"; do
+        [[ "$feature" =~ ^[a-z][a-z0-9._]*=[0-9]+$ ]] ||
+            die "a feature is NAME=LEVEL (e.g. share.version=2), not '$feature'"
+        FEATURE_ARGS+=(--feature "$feature")
+    done
     cmd_fetch
 
     dir="$(abs_dir "$arg_dir")"
@@ -451,8 +469,9 @@ transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=$min_isr
 share.coordinator.state.topic.replication.factor=$rf
 share.coordinator.state.topic.min.isr=$min_isr
-# Share groups (KIP-932): enabled by the share.version=1 feature, which kafka-storage format
-# sets (Kafka 4.2's default; kafka.sh passes it explicitly). group.share.enable is not needed.
+# Share groups (KIP-932): enabled by the share.version feature (1: share groups; 2, Kafka 4.4's
+# default: also KIP-1191's dead-letter queues), set when the storage is formatted
+# (LOGRAIL_KAFKA_FEATURES / --feature). group.share.enable is not needed.
 EOF
         # Extra settings of the caller's (e.g. an authorizer), one per line.
         if [[ -n "${LOGRAIL_KAFKA_PROPERTIES:-}" ]]; then
@@ -464,7 +483,7 @@ EOF
     local t0="$EPOCHREALTIME" t1 t2 pids=()
     for ((i = 1; i <= n; i++)); do
         java_quick kafka.tools.StorageTool format --cluster-id "$CLUSTER_ID" \
-            --config "$dir/node-$i/server.properties" --feature share.version=1 \
+            --config "$dir/node-$i/server.properties" "${FEATURE_ARGS[@]}" \
             --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]' \
             --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' \
             >"$dir/node-$i/format.log" 2>&1 &

@@ -50,7 +50,7 @@ echo "consumed $got distinct records"
 [[ "$got" == 3000 ]] || exit 1
 
 step "ConsoleShareConsumer (share group, share.auto.offset.reset=earliest)"
-tool kafka.admin.ConfigCommand --bootstrap-server @bootstrap --entity-type groups --entity-name selftest-share \
+tool org.apache.kafka.tools.ConfigCommand --bootstrap-server @bootstrap --entity-type groups --entity-name selftest-share \
     --alter --add-config share.auto.offset.reset=earliest
 got="$(tool org.apache.kafka.tools.consumer.ConsoleShareConsumer --bootstrap-server @bootstrap --topic console \
     --group selftest-share --max-messages 3000 --timeout-ms 60000 2>/dev/null | sort -un | wc -l)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_against_kafka.sh [--runs N] [run_scenarios.py options...]
-# The reference run: a fresh single-broker Apache Kafka 4.2 (tests/kafka/kafka.sh) with two
+# The reference run: a fresh single-broker Apache Kafka 4.4 (tests/kafka/kafka.sh) with two
 # broker settings the scenarios want (a 1 s floor for record lock durations, so groups can use
 # 5 s locks, and a delivery count limit of 3), then run_scenarios.py N times (default 1), then
 # stop the broker. Its directory is $SHARE_KAFKA_DIR (default /tmp/lograil-share-kafka).
@@ -16,7 +16,7 @@ t0=$EPOCHREALTIME
 "$K" start "$DIR" --brokers 1 >/dev/null
 trap '"$K" stop "$DIR" || true' EXIT
 # group.share.delivery.count.limit and group.share.min.record.lock.duration.ms are read-only
-# broker configs in Kafka 4.2 (not settable per group, not dynamic): append them and restart.
+# broker configs in Kafka 4.2 and 4.4 (not dynamic): append them and restart.
 cat >>"$DIR/node-1/server.properties" <<CONF
 # tests/share/run_against_kafka.sh: short record locks allowed, delivery limit 3
 group.share.min.record.lock.duration.ms=1000

@@ -71,7 +71,7 @@ class Broker:
                   "--partitions", str(partitions), "--replication-factor", "1")
 
     def set_group_configs(self, group, configs):
-        self.tool("kafka.admin.ConfigCommand", "--entity-type", "groups", "--entity-name", group,
+        self.tool("org.apache.kafka.tools.ConfigCommand", "--entity-type", "groups", "--entity-name", group,
                   "--alter", "--add-config", ",".join(f"{k}={v}" for k, v in configs.items()))
 
     def setup(self, topic, partitions, group, configs):

@@ -12,7 +12,9 @@
 //!   INVALID_REQUEST (Kafka's "duplicate config keys"). Internal topics' configs are
 //!   lograil's own (INVALID_REQUEST).
 //! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
-//!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name`, persisted in
+//!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name` (any name, as
+//!   Kafka 4.4: the dead-letter topic is checked when a record is dead-lettered) and
+//!   `errors.deadletterqueue.copy.record.enable` (true or false), persisted in
 //!   `__share_group_state`.
 //! - the cluster-wide broker defaults (resource type 4, name "", Kafka's `--entity-default`):
 //!   `log.retention.ms`, `log.retention.bytes`, `log.segment.bytes`, `log.roll.ms`,

@@ -55,7 +55,7 @@ pub struct TopicTraffic {
     pub records_out: AtomicU64,
     /// Records that arrived as dead letters: appended to a topic named as a retry chain's
     /// dead-letter topic (`…-dlt`, Spring Kafka's default, or `….DLT`, its older one), or
-    /// copied by the broker into a share group's `errors.deadletterqueue.topic.name`.
+    /// written by the broker into a share group's `errors.deadletterqueue.topic.name`.
     pub dead_letters: AtomicU64,
 }
 

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use log_core::batch::{self, DecodedRecord, HeadedRecord};
 use log_core::{Partition, ReadError};
-use task_queue::{Archived, Attempt, Outcome};
+use task_queue::{ArchiveReason, Archived, Attempt, Outcome};
 
 /// The header that gives a record's deadline, in ms since the epoch (8 bytes big-endian, or
 /// decimal text): past it, the record is archived as expired instead of delivered.
@@ -132,30 +132,41 @@ pub struct Source<'a> {
     pub partition: i32,
 }
 
-/// Copies of `archived` records of `partition` for a dead-letter topic, with KIP-1191's headers
-/// (`__dlq.errors.*`) and every delivery's attempt. Records that can no longer be read (deleted
-/// by retention meanwhile) are skipped.
+/// The `__dlq.errors.message` of a dead letter: Kafka 4.4's texts for the two reasons Kafka
+/// has (a client's reject, the delivery limit), lograil's for a passed deadline.
+pub fn reason_message(reason: ArchiveReason) -> &'static str {
+    match reason {
+        ArchiveReason::Rejected => "Offset rejected by client.",
+        ArchiveReason::DeliveryLimit => "Offset delivery count exceeded the threshold.",
+        ArchiveReason::Expired => "Offset deadline passed before delivery.",
+        ArchiveReason::Gap => "Offset is a gap.",
+    }
+}
+
+/// Dead letters of `archived` records of `partition`, as Kafka 4.4 writes them (KIP-1191):
+/// the context headers `__dlq.errors.topic`, `.partition`, `.offset`, `.group`,
+/// `.delivery.count` and `.message`, then lograil's [`ATTEMPTS_HEADER`]; the record's key and
+/// value only with `copy_record` (the group's `errors.deadletterqueue.copy.record.enable`), and
+/// never its headers; timestamped `now`. A record that can no longer be read (deleted by
+/// retention meanwhile) gets the headers only, as in Kafka.
 pub fn dead_letters(
     partition: &Partition,
     source: Source<'_>,
     archived: &[Archived],
+    copy_record: bool,
+    now: i64,
 ) -> Result<Vec<HeadedRecord>, ReadError> {
     let mut out = Vec::with_capacity(archived.len());
     for record in archived.iter().filter(|a| a.reason.dead_letters()) {
-        let read = match partition.read(record.offset, 1) {
-            Ok(read) => read,
-            Err(ReadError::OffsetOutOfRange { .. }) => continue,
-            Err(e) => return Err(e),
-        };
-        let Ok(decoded) = batch::decode(&read.records) else {
-            continue;
-        };
-        let Some(original) = decoded.into_iter().find(|r| r.offset == record.offset) else {
-            continue;
+        let (key, value) = if copy_record {
+            original(partition, record.offset)?
+                .map(|r| (r.key, r.value))
+                .unwrap_or_default()
+        } else {
+            (None, None)
         };
         let text = |s: String| Some(Bytes::from(s));
-        let mut headers = original.headers.clone();
-        headers.extend([
+        let headers = vec![
             (
                 "__dlq.errors.topic".to_string(),
                 text(source.topic.to_string()),
@@ -178,21 +189,34 @@ pub fn dead_letters(
             ),
             (
                 "__dlq.errors.message".to_string(),
-                text(record.reason.as_str().to_string()),
+                text(reason_message(record.reason).to_string()),
             ),
             (
                 ATTEMPTS_HEADER.to_string(),
                 text(attempts_json(&record.history)),
             ),
-        ]);
+        ];
         out.push(HeadedRecord {
-            key: original.key,
-            value: original.value,
-            timestamp: original.timestamp,
+            key,
+            value,
+            timestamp: now,
             headers,
         });
     }
     Ok(out)
+}
+
+/// The record at `offset`, if it can still be read.
+fn original(partition: &Partition, offset: i64) -> Result<Option<DecodedRecord>, ReadError> {
+    let read = match partition.read(offset, 1) {
+        Ok(read) => read,
+        Err(ReadError::OffsetOutOfRange { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Ok(decoded) = batch::decode(&read.records) else {
+        return Ok(None);
+    };
+    Ok(decoded.into_iter().find(|r| r.offset == offset))
 }
 
 /// `[{"member":…,"acquired_at":…,"ended_at":…,"outcome":…}, …]`

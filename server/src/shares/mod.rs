@@ -1,7 +1,8 @@
 //! Share groups (KIP-932, Kafka queues) on the broker: membership and sessions
 //! ([`members`]), the share partitions' state (the `task-queue` crate) kept here per (group,
-//! topic partition) and persisted in `__share_group_state`, group configs, and the dead-letter
-//! copies of archived records ([`delivery`]); what the admin APIs read and reset is in `admin`.
+//! topic partition) and persisted in `__share_group_state`, group configs, and the dead letters
+//! of archived records ([`delivery`]; KIP-1191 as Kafka 4.4 ships it, see
+//! [`dead_letter_topic`]); what the admin APIs read and reset is in `admin`.
 //!
 //! Every operation here is synchronous and may block on the log (reads, appends): handlers run
 //! them on the blocking pool. An operation's state changes are appended before it returns; the
@@ -97,6 +98,8 @@ pub struct Shares {
     defaults: ShareConfig,
     /// Config of topics created for dead letters.
     topic_defaults: TopicConfig,
+    /// Partitions of a topic created for dead letters (the broker's default partitions).
+    dead_letter_partitions: u32,
     /// Notified when records become available again (released, timed out), to wake fetches.
     pub released: Notify,
     /// Counts the dead letters copied into dead-letter topics.
@@ -109,6 +112,7 @@ impl Shares {
         log: &Log,
         defaults: ShareConfig,
         topic_defaults: TopicConfig,
+        dead_letter_partitions: u32,
         metrics: Arc<Metrics>,
     ) -> Result<Shares, StoreError> {
         let (store, restored) = ShareStore::open(log)?;
@@ -124,6 +128,7 @@ impl Shares {
             overrides: Mutex::new(restored.configs),
             defaults,
             topic_defaults,
+            dead_letter_partitions: dead_letter_partitions.max(1),
             released: Notify::new(),
             metrics,
         })
@@ -203,7 +208,14 @@ impl Shares {
                 topic: topic.name(),
                 partition: key.partition,
             };
-            self.dead_letter(log, dlq, source, partition, &changes.archived, pending);
+            self.dead_letter(
+                log,
+                (config, dlq),
+                source,
+                partition,
+                &changes.archived,
+                pending,
+            );
         }
         let change = Change::delta(key.clone(), state, &changes.offsets);
         match self.store.append(vec![change]) {
@@ -219,10 +231,13 @@ impl Shares {
         }
     }
 
+    /// Writes the dead letters of what an operation archived, if `config`'s dead-letter topic
+    /// passes Kafka 4.4's checks (`dead_letter_topic`); otherwise the records stay archived
+    /// without a copy, and the broker log says why, as in Kafka.
     fn dead_letter(
         &self,
         log: &Log,
-        dlq: &str,
+        (config, dlq): (&ShareConfig, &str),
         source: Source<'_>,
         partition: &Partition,
         archived: &[Archived],
@@ -231,27 +246,47 @@ impl Shares {
         if archived.iter().all(|a| !a.reason.dead_letters()) {
             return;
         }
-        let copies = match delivery::dead_letters(partition, source, archived) {
+        let topic = match dead_letter_topic(log, config, source.group, dlq) {
+            Ok(Some(topic)) => topic,
+            Ok(None) => {
+                // Kafka's configs of a DLQ topic it creates.
+                let mut topic_config = self.topic_defaults.clone();
+                topic_config.dlq_group_enable = true;
+                topic_config.timestamp_type = record_batch::TimestampType::CreateTime;
+                match log.create_topic(dlq, self.dead_letter_partitions, topic_config) {
+                    Ok(topic) => topic,
+                    Err(log_core::TopicError::AlreadyExists(_)) => match log.topic(dlq) {
+                        Some(topic) => topic,
+                        None => return,
+                    },
+                    Err(e) => {
+                        tracing::error!(topic = dlq, error = %e, "creating the dead-letter topic failed");
+                        return;
+                    }
+                }
+            }
+            Err(refused) => {
+                tracing::warn!(
+                    group = source.group,
+                    topic = dlq,
+                    "{refused}; archived without a dead letter"
+                );
+                return;
+            }
+        };
+        let copies = match delivery::dead_letters(
+            partition,
+            source,
+            archived,
+            config.dead_letter_copy_record,
+            now_ms(),
+        ) {
             Ok(copies) if copies.is_empty() => return,
             Ok(copies) => copies,
             Err(e) => {
                 tracing::error!(topic = dlq, error = %e, "reading records to dead-letter failed");
                 return;
             }
-        };
-        let topic = match log.topic(dlq) {
-            Some(topic) => topic,
-            None => match log.create_topic(dlq, 1, self.topic_defaults.clone()) {
-                Ok(topic) => topic,
-                Err(log_core::TopicError::AlreadyExists(_)) => match log.topic(dlq) {
-                    Some(topic) => topic,
-                    None => return,
-                },
-                Err(e) => {
-                    tracing::error!(topic = dlq, error = %e, "creating the dead-letter topic failed");
-                    return;
-                }
-            },
         };
         let count = topic.partitions().len().max(1);
         let Some(target) = topic
@@ -558,6 +593,75 @@ fn without(ranges: &[(i64, i64, u16)], removed: &[i64]) -> Vec<(i64, i64, u16)> 
         }
     }
     out
+}
+
+/// Why a share group's dead-letter topic was refused: Kafka 4.4's checks, in its order, with
+/// its messages (`ShareGroupDLQStateManager`), made when a record is dead-lettered (Kafka
+/// accepts any `errors.deadletterqueue.topic.name` as a group config).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeadLetterRefused {
+    #[error(
+        "Configured DLQ topic name in share group: {group} cannot start with __, topic: {topic}."
+    )]
+    Internal { group: String, topic: String },
+    #[error(
+        "DLQ is not enabled on configured DLQ topic for share group: {group}, topic: {topic}."
+    )]
+    NotEnabled { group: String, topic: String },
+    #[error("DLQ topic does not exist and auto create is disabled on cluster for share group: {group}, topic: {topic}.")]
+    Missing { group: String, topic: String },
+    #[error("Configured DLQ topic name does not comply with the DLQ topic prefix in share group: {group}, topic: {topic}, prefix: {prefix}.")]
+    Prefix {
+        group: String,
+        topic: String,
+        prefix: String,
+    },
+}
+
+/// The dead-letter topic `dlq` of `group`, if Kafka would write to it: the topic (`None`: it
+/// is to be created, with `errors.deadletterqueue.group.enable=true`), or why not. Refused: a
+/// name starting with `__`; an existing topic without `errors.deadletterqueue.group.enable`;
+/// a missing one unless the broker's `errors.deadletterqueue.auto.create.topics.enable`; a
+/// name without the broker's `errors.deadletterqueue.topic.name.prefix` (unless it is `""`).
+pub fn dead_letter_topic(
+    log: &Log,
+    config: &ShareConfig,
+    group: &str,
+    dlq: &str,
+) -> Result<Option<Arc<Topic>>, DeadLetterRefused> {
+    let names = || (group.to_string(), dlq.to_string());
+    if dlq.starts_with("__") {
+        let (group, topic) = names();
+        return Err(DeadLetterRefused::Internal { group, topic });
+    }
+    let topic = log.topic(dlq);
+    match &topic {
+        Some(topic) if !topic.config().dlq_group_enable => {
+            let (group, topic) = names();
+            return Err(DeadLetterRefused::NotEnabled { group, topic });
+        }
+        None if !config.dead_letter_auto_create => {
+            let (group, topic) = names();
+            return Err(DeadLetterRefused::Missing { group, topic });
+        }
+        _ => {}
+    }
+    let prefix = &config.dead_letter_topic_prefix;
+    if !prefix.is_empty() && !dlq.starts_with(prefix.as_str()) {
+        let (group, topic) = names();
+        return Err(DeadLetterRefused::Prefix {
+            group,
+            topic,
+            prefix: prefix.clone(),
+        });
+    }
+    Ok(topic)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ public final class ShareWorker {
         if (o.maxPollRecords != null) p.put("max.poll.records", o.maxPollRecords);
         p.putAll(o.props);
 
-        emit("start", "client", "java", "client_version", org.apache.kafka.common.utils.AppInfoParser.getVersion(),
+        emit("start", "client", "java", "client_version", clientVersion(),
             "client_id", o.clientId, "group", o.group, "topics", o.topics, "mode", o.mode);
 
         KafkaShareConsumer<String, String> c;
@@ -225,6 +225,19 @@ public final class ShareWorker {
         } catch (KafkaException e) {
             emit("error", "where", "commitSync", "error", describe(e));
         }
+    }
+
+    /** kafka-clients' version: AppInfoParser moved to an internals package in Kafka 4.4. */
+    static String clientVersion() {
+        for (String name : new String[] {"org.apache.kafka.common.utils.internals.AppInfoParser",
+                "org.apache.kafka.common.utils.AppInfoParser"}) {
+            try {
+                return (String) Class.forName(name).getMethod("getVersion").invoke(null);
+            } catch (ReflectiveOperationException e) {
+                // not in this version; try the next name
+            }
+        }
+        return "unknown";
     }
 
     private static void halt() {
