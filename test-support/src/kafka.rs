@@ -18,8 +18,8 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     FetchRequest, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, TopicName,
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
@@ -45,6 +45,16 @@ pub fn name(topic: &str) -> TopicName {
 /// Creates `topic` with `partitions` partitions, the broker's replication factor and
 /// `configs`; the topic's error code.
 pub fn try_create_topic(addr: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) -> i16 {
+    create_topic_answer(addr, topic, partitions, configs).0
+}
+
+/// [`try_create_topic`]'s error code with the error message ("" when there is none).
+pub fn create_topic_answer(
+    addr: &str,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> (i16, String) {
     let request = CreateTopicsRequest::default()
         .with_topics(vec![CreatableTopic::default()
             .with_name(name(topic))
@@ -64,7 +74,11 @@ pub fn try_create_topic(addr: &str, topic: &str, partitions: i32, configs: &[(&s
     let response: CreateTopicsResponse =
         call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
     assert_eq!(response.topics.len(), 1, "{response:?}");
-    response.topics[0].error_code
+    let t = &response.topics[0];
+    (
+        t.error_code,
+        t.error_message.as_deref().unwrap_or("").into(),
+    )
 }
 
 /// Creates `topic` with `partitions` partitions; fails the test if it cannot.
@@ -109,6 +123,18 @@ pub fn produce_response(
 ) -> ProduceResponse {
     let request = produce_request(topic, partition, Some(records));
     call(&mut connect(addr), ApiKey::Produce, 9, &request)
+}
+
+/// A new idempotent producer's (id, epoch), from InitProducerId v4.
+pub fn init_producer_id(addr: &str) -> (i64, i16) {
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let id: InitProducerIdResponse = call(&mut connect(addr), ApiKey::InitProducerId, 4, &init);
+    assert_eq!(id.error_code, 0, "{id:?}");
+    (id.producer_id.0, id.producer_epoch)
 }
 
 /// Produces `records` (v9) to `partition` of `topic`; (error code, base offset).

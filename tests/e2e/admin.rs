@@ -21,7 +21,7 @@ use kafka_protocol::messages::*;
 use log_core::batch;
 
 use test_support::kafka::{
-    alter_configs, create_topic, fetch_request, list_offset, name, produce, text,
+    alter_configs, create_topic, fetch_request, init_producer_id, list_offset, name, produce, text,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -578,17 +578,7 @@ fn describe_cluster_log_dirs_and_producers() {
     assert!(on_disk(1) > 0);
 
     // An idempotent producer shows up in DescribeProducers.
-    let init: InitProducerIdResponse = call(
-        &mut connect(&addr),
-        ApiKey::InitProducerId,
-        4,
-        &InitProducerIdRequest::default()
-            .with_transactional_id(None)
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id((-1).into())
-            .with_producer_epoch(-1),
-    );
-    let pid = init.producer_id.0;
+    let (pid, _) = init_producer_id(&addr);
     let records =
         batch::build_for_producer(&[(None, Some(b"a"), 1), (None, Some(b"b"), 2)], pid, 0, 0);
     assert_eq!(produce(&addr, "dirs", 0, records), (0, 0));

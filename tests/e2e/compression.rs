@@ -7,14 +7,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::*;
 use log_core::batch;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use record_batch::{BatchHeader, Codec, TimestampType};
 use test_support::kafka::{
-    fetch_request, list_offset, name, produce, produce_response, rdkafka_producer, text,
+    create_topic_answer, fetch_request, init_producer_id, list_offset, produce, produce_response,
+    rdkafka_producer, text,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -41,29 +41,7 @@ const TOPIC_CODECS: [(&str, Option<Codec>); 6] = [
 
 /// CreateTopics of one partition with `configs`: (error code, error message).
 fn create(addr: &str, topic: &str, configs: &[(&str, &str)]) -> (i16, String) {
-    let request = CreateTopicsRequest::default()
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(1)
-            .with_replication_factor(-1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        CreatableTopicConfig::default()
-                            .with_name(text(k))
-                            .with_value(Some(text(v)))
-                    })
-                    .collect(),
-            )])
-        .with_timeout_ms(30_000);
-    let response: CreateTopicsResponse =
-        call(&mut connect(addr), ApiKey::CreateTopics, 5, &request);
-    let t = &response.topics[0];
-    (
-        t.error_code,
-        t.error_message.as_deref().unwrap_or("").to_string(),
-    )
+    create_topic_answer(addr, topic, 1, configs)
 }
 
 /// Every batch of partition 0 of `topic` as a fetch serves it: (header, bytes).
@@ -143,24 +121,26 @@ fn produce_rdkafka(addr: &str, topic: &str, codec: &str, count: usize, extra: &[
     assert_eq!(p.in_flight_count(), 0, "{topic}: every record delivered");
 }
 
-/// Partition 0 of `topic` read from the beginning by kcat: (key, value, headers) per record.
-fn kcat_read(addr: &str, topic: &str) -> Vec<(String, String, String)> {
-    let out = Command::new("kcat")
-        .env_remove("LD_LIBRARY_PATH")
-        .args([
-            "-b",
-            addr,
-            "-C",
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-        ])
-        .args(["-f", "%k\t%s\t%h\n"])
+/// What `kcat -C` prints reading `topic` (`-p` `partition` when given) from the beginning to
+/// its end, one line per record in `format`; a failed run fails the test.
+fn kcat_consume(addr: &str, topic: &str, partition: Option<i32>, format: &str) -> String {
+    let mut kcat = Command::new("kcat");
+    kcat.env_remove("LD_LIBRARY_PATH").args([
+        "-b",
+        addr,
+        "-C",
+        "-t",
+        topic,
+        "-o",
+        "beginning",
+        "-e",
+        "-q",
+    ]);
+    if let Some(p) = partition {
+        kcat.args(["-p", &p.to_string()]);
+    }
+    let out = kcat
+        .args(["-f", format])
         .output()
         .expect("kcat is needed by this test: apt-get install kcat (.ci/run does it)");
     assert!(
@@ -168,8 +148,29 @@ fn kcat_read(addr: &str, topic: &str) -> Vec<(String, String, String)> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The standard output of a Python `script` run with `args`; a failed run fails the test.
+fn python_stdout(script: &str, args: &[&str]) -> String {
+    let out = Command::new("python3")
+        .env_remove("LD_LIBRARY_PATH")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python3 with confluent-kafka is needed (pip install confluent-kafka)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Partition 0 of `topic` read from the beginning by kcat: (key, value, headers) per record.
+fn kcat_read(addr: &str, topic: &str) -> Vec<(String, String, String)> {
+    kcat_consume(addr, topic, Some(0), "%k\t%s\t%h\n")
         .lines()
         .map(|l| {
             let mut f = l.splitn(3, '\t').map(String::from);
@@ -267,17 +268,7 @@ fn an_idempotent_producer_to_a_recompressing_topic_lands_each_record_once() {
 
     // A retry of a stored batch (the same producer, epoch and sequence) is recognised after
     // recompression: answered with where it was stored, not stored twice.
-    let init: InitProducerIdResponse = call(
-        &mut connect(&broker.addr),
-        ApiKey::InitProducerId,
-        4,
-        &InitProducerIdRequest::default()
-            .with_transactional_id(None)
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id((-1).into())
-            .with_producer_epoch(-1),
-    );
-    let pid = init.producer_id.0;
+    let (pid, _) = init_producer_id(&broker.addr);
     let sent =
         batch::build_for_producer(&[(None, Some(b"a"), 1), (None, Some(b"b"), 2)], pid, 0, 0);
     let (code, base) = produce(&broker.addr, "idem", 0, sent.clone());
@@ -325,18 +316,7 @@ while got < count:
     got += 1
 c.close()
 "#;
-    let out = Command::new("python3")
-        .env_remove("LD_LIBRARY_PATH")
-        .args(["-c", script, addr, topic, &count.to_string()])
-        .output()
-        .expect("python3 with confluent-kafka is needed (pip install confluent-kafka)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    python_stdout(script, &[addr, topic, &count.to_string()])
         .lines()
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
@@ -395,24 +375,7 @@ fn log_append_time_is_the_brokers_time_for_consumers_and_list_offsets() {
             assert_eq!(key, &format!("k{i}"));
         }
         // kcat (librdkafka) sees the broker's time too.
-        let out = Command::new("kcat")
-            .env_remove("LD_LIBRARY_PATH")
-            .args([
-                "-b",
-                &broker.addr,
-                "-C",
-                "-t",
-                topic,
-                "-o",
-                "beginning",
-                "-e",
-                "-q",
-            ])
-            .args(["-f", "%T\n"])
-            .output()
-            .unwrap();
-        let stamps: Vec<i64> = String::from_utf8(out.stdout)
-            .unwrap()
+        let stamps: Vec<i64> = kcat_consume(&broker.addr, topic, None, "%T\n")
             .lines()
             .map(|l| l.parse().unwrap())
             .collect();
@@ -679,18 +642,7 @@ share.close()
 for k, (v, kind) in sorted(seen.items()):
     print(k, kind, v, sep="\t")
 "#;
-    let out = Command::new("python3")
-        .env_remove("LD_LIBRARY_PATH")
-        .args(["-c", script, &broker.addr])
-        .output()
-        .expect("python3 with confluent-kafka is needed (pip install confluent-kafka)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: BTreeMap<String, (String, String)> = String::from_utf8(out.stdout)
-        .unwrap()
+    let got: BTreeMap<String, (String, String)> = python_stdout(script, &[&broker.addr])
         .lines()
         .map(|l| {
             let f: Vec<&str> = l.splitn(3, '\t').collect();

@@ -13,21 +13,11 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
-use test_support::kafka::{ensure_topic, fetch_request, list_offset, name as topic, produce};
+use test_support::kafka::{
+    ensure_topic, fetch_request, init_producer_id, list_offset, name as topic, produce,
+};
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
-
-/// A new idempotent producer's (id, epoch).
-fn init_producer_id(addr: &str) -> (i64, i16) {
-    let init = InitProducerIdRequest::default()
-        .with_transactional_id(None)
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id((-1).into())
-        .with_producer_epoch(-1);
-    let id: InitProducerIdResponse = call(&mut connect(addr), ApiKey::InitProducerId, 4, &init);
-    assert_eq!(id.error_code, 0);
-    (id.producer_id.0, id.producer_epoch)
-}
 
 #[test]
 fn idempotent_retries_are_stored_once_even_across_a_restart() {
