@@ -800,4 +800,53 @@ fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
         must(&samples, "lograil_share_group_oldest_lock_age_seconds", &p0),
         0.0
     );
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_dead_letters_failed_total",
+            &[("reason", "refused")]
+        ),
+        0.0
+    );
+
+    // A group whose dead-letter topic lacks Kafka's `dlq.` prefix: the rejected record is
+    // archived without a copy, and the metric counts it.
+    set_configs(
+        &broker.addr,
+        GROUP_RESOURCE,
+        "m-refused",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("errors.deadletterqueue.topic.name", "m-tasks-dead"),
+        ],
+    );
+    let mut refused = Member::join(&broker.addr, "m-refused", "worker", "m-tasks");
+    assert_eq!(refused.fetch(&[], 2000).len(), 3);
+    assert_eq!(refused.acknowledge(&[(0, 2, vec![3, 3, 1])]), (0, 0));
+    let samples = scrape(&metrics);
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_dead_letters_failed_total",
+            &[("reason", "refused")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_dead_letters_failed_total",
+            &[("reason", "error")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        must(
+            &samples,
+            "lograil_dead_letter_records_total",
+            &[("topic", "dlq.m-tasks")]
+        ),
+        1.0,
+        "the first group's dead letter only"
+    );
 }

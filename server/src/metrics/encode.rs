@@ -55,6 +55,26 @@ impl Metrics {
                 counter(&mut f, &[("step", *step)], count.load(Ordering::Relaxed))?;
             }
         }
+        {
+            let mut f = family(
+                encoder,
+                "lograil_dead_letters_failed",
+                "Records a share group archived without the dead letter it configured: its \
+                 dead-letter topic refused by Kafka's checks, or an error creating, reading or \
+                 writing.",
+                MetricType::Counter,
+            )?;
+            for (reason, count) in ["refused", "error"]
+                .iter()
+                .zip(&metrics.dead_letters_failed)
+            {
+                counter(
+                    &mut f,
+                    &[("reason", *reason)],
+                    count.load(Ordering::Relaxed),
+                )?;
+            }
+        }
         throttles(metrics, encoder)?;
         Ok(())
     }

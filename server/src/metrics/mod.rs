@@ -161,6 +161,8 @@ pub struct Metrics {
     throttles: Mutex<HashMap<String, Throttle>>,
     /// Connections that failed their TLS handshake or SASL exchange, by which.
     authentication_failures: [AtomicU64; 2],
+    /// Records archived without the dead letter their share group configured, by why.
+    dead_letters_failed: [AtomicU64; 2],
 }
 
 /// Which step of a connection's authentication failed.
@@ -168,6 +170,15 @@ pub struct Metrics {
 pub enum AuthFailure {
     Tls = 0,
     Sasl = 1,
+}
+
+/// Why a share group's dead letters were not written.
+#[derive(Debug, Clone, Copy)]
+pub enum DeadLetterFailure {
+    /// The dead-letter topic failed Kafka's checks (name, prefix, topic config, existence).
+    Refused = 0,
+    /// Creating the topic, reading the records or appending the dead letters failed.
+    Error = 1,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -185,6 +196,7 @@ impl Metrics {
             connections: AtomicI64::new(0),
             throttles: Mutex::new(HashMap::new()),
             authentication_failures: Default::default(),
+            dead_letters_failed: Default::default(),
         }
     }
 
@@ -312,6 +324,11 @@ impl Metrics {
     /// A connection failed to authenticate at `step`.
     pub fn authentication_failed(&self, step: AuthFailure) {
         self.authentication_failures[step as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `records` that a share group archived went without their dead letter, for `why`.
+    pub fn dead_letters_failed(&self, why: DeadLetterFailure, records: u64) {
+        self.dead_letters_failed[why as usize].fetch_add(records, Ordering::Relaxed);
     }
 
     /// A client connection was accepted; it counts as open until the guard is dropped.

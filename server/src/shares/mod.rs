@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 
 use self::delivery::Source;
 pub use self::members::{Membership, TopicPartition};
-use crate::metrics::Metrics;
+use crate::metrics::{DeadLetterFailure, Metrics};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -233,7 +233,8 @@ impl Shares {
 
     /// Writes the dead letters of what an operation archived, if `config`'s dead-letter topic
     /// passes Kafka 4.4's checks (`dead_letter_topic`); otherwise the records stay archived
-    /// without a copy, and the broker log says why, as in Kafka.
+    /// without a copy, and the broker log says why, as in Kafka
+    /// (`lograil_dead_letters_failed_total` counts them).
     fn dead_letter(
         &self,
         log: &Log,
@@ -243,9 +244,11 @@ impl Shares {
         archived: &[Archived],
         pending: &mut Pending,
     ) {
-        if archived.iter().all(|a| !a.reason.dead_letters()) {
+        let due = archived.iter().filter(|a| a.reason.dead_letters()).count() as u64;
+        if due == 0 {
             return;
         }
+        let failed = |why| self.metrics.dead_letters_failed(why, due);
         let topic = match dead_letter_topic(log, config, source.group, dlq) {
             Ok(Some(topic)) => topic,
             Ok(None) => {
@@ -257,11 +260,11 @@ impl Shares {
                     Ok(topic) => topic,
                     Err(log_core::TopicError::AlreadyExists(_)) => match log.topic(dlq) {
                         Some(topic) => topic,
-                        None => return,
+                        None => return failed(DeadLetterFailure::Error),
                     },
                     Err(e) => {
                         tracing::error!(topic = dlq, error = %e, "creating the dead-letter topic failed");
-                        return;
+                        return failed(DeadLetterFailure::Error);
                     }
                 }
             }
@@ -271,7 +274,7 @@ impl Shares {
                     topic = dlq,
                     "{refused}; archived without a dead letter"
                 );
-                return;
+                return failed(DeadLetterFailure::Refused);
             }
         };
         let copies = match delivery::dead_letters(
@@ -285,7 +288,7 @@ impl Shares {
             Ok(copies) => copies,
             Err(e) => {
                 tracing::error!(topic = dlq, error = %e, "reading records to dead-letter failed");
-                return;
+                return failed(DeadLetterFailure::Error);
             }
         };
         let count = topic.partitions().len().max(1);
@@ -294,7 +297,7 @@ impl Shares {
             .get(usize::try_from(source.partition).unwrap_or(0) % count)
             .cloned()
         else {
-            return;
+            return failed(DeadLetterFailure::Error);
         };
         let batch = log_core::batch::build_with_headers(&copies);
         match target.append_pending(&batch) {
@@ -310,7 +313,10 @@ impl Shares {
                 );
                 pending.push(&target, info);
             }
-            Err(e) => tracing::error!(topic = dlq, error = %e, "writing dead letters failed"),
+            Err(e) => {
+                tracing::error!(topic = dlq, error = %e, "writing dead letters failed");
+                failed(DeadLetterFailure::Error);
+            }
         }
     }
 
