@@ -14,9 +14,10 @@
 //!   as in Kafka; on a CreateTime topic the bit is cleared.
 //!
 //! Bounds: each batch decompresses to at most the bound of every compressed batch on append
-//! (`DECOMPRESSED_PER_MESSAGE_BYTE` times `max.message.bytes`), all batches of one append
-//! together to at most that factor times the larger of `max.message.bytes` and the bytes
-//! received; one batch is decompressed at a time. A batch over `max.message.bytes` once
+//! (`DECOMPRESSED_PER_MESSAGE_BYTE` times `max.message.bytes`), and the batches of one append
+//! that are recompressed together to at most that factor times the larger of
+//! `max.message.bytes` and the bytes received (a batch only checked counts against its own
+//! bound, as on any topic); one batch is decompressed at a time. A batch over `max.message.bytes` once
 //! recompressed is refused (the caller checks, Kafka's RecordTooLargeException).
 //!
 //! Deviation: Kafka takes one batch per partition and rebuilds the max timestamp from the
@@ -65,7 +66,7 @@ fn compression(codec: Option<Codec>) -> Compression {
 
 /// `records` (whole batches, validated, `headers` theirs) as `config` stores them, stamped
 /// `now` for LogAppendTime. `per_batch`: most bytes one batch's records may decompress to;
-/// `budget`: all batches' together.
+/// `budget`: what the batches recompressed decompress to together.
 pub(crate) fn rewrite(
     records: &[u8],
     headers: &[BatchHeader],

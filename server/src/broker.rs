@@ -67,6 +67,9 @@ pub struct Broker {
     /// Consumer groups and their committed offsets.
     pub groups: Coordinator,
     pub offsets: OffsetStore,
+    /// One writer of the groups' own records at a time (`store_group_records`), so records
+    /// reach the log in the order their changes were taken.
+    group_records: tokio::sync::Mutex<()>,
     /// Share groups (KIP-932): members, sessions and the share partitions' state.
     pub shares: Shares,
     /// Notified after every append, to wake fetches waiting for data.
@@ -170,6 +173,7 @@ impl Broker {
             shutdown,
             request_budget: Arc::new(Semaphore::new(budget)),
             creating_partitions: Mutex::new(0),
+            group_records: tokio::sync::Mutex::new(()),
             auto_create: RateLimiter::per_second(auto_create_rate),
             metrics,
             quotas,
@@ -259,13 +263,19 @@ impl Broker {
 
     /// Writes the own records (protocol type, generation) of the groups that changed since
     /// theirs was written, and deletes those of `forgotten` groups, in `__consumer_offsets`
-    /// (on the blocking pool, durable when this returns). A failure is logged: the records
-    /// are written again at the group's next change.
-    pub async fn store_group_records(self: &Arc<Self>, forgotten: Vec<String>) {
+    /// (on the blocking pool, durable when this returns). One call at a time: a change taken
+    /// by an earlier call is durable when a later one returns, and records land in the order
+    /// their changes were taken. A failure is logged and its groups count as unwritten, so
+    /// the next call (the group timer's, within 100 ms) writes them again.
+    pub async fn store_group_records(self: &Arc<Self>, mut forgotten: Vec<String>) {
+        let _turn = self.group_records.lock().await;
+        // A group forgotten at the tick and joined again since keeps its new record.
+        forgotten.retain(|group| !self.groups.contains(group));
         let changed = self.groups.unpersisted();
         if forgotten.is_empty() && changed.is_empty() {
             return;
         }
+        let names: Vec<String> = changed.iter().map(|(id, _)| id.clone()).collect();
         let owner = self.clone();
         let stored = crate::blocking::spawn(move || {
             for group in &forgotten {
@@ -274,11 +284,13 @@ impl Broker {
             owner.offsets.store_groups(changed)
         })
         .await;
-        match stored {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "writing group records failed"),
-            Err(e) => tracing::error!(error = %e, "writing group records failed"),
-        }
+        let error = match stored {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::error!(error, "writing group records failed");
+        self.groups.unwritten(&names);
     }
 
     /// Deletes the committed offsets of groups empty for `offsets.retention.minutes` at

@@ -390,6 +390,22 @@ impl Coordinator {
             .collect()
     }
 
+    /// Is there a group `group_id` (with members or not)?
+    pub fn contains(&self, group_id: &str) -> bool {
+        self.lock().contains_key(group_id)
+    }
+
+    /// `groups`' records were not written after all ([`unpersisted`](Self::unpersisted) took
+    /// them): the next call takes them again.
+    pub fn unwritten(&self, groups: &[String]) {
+        let mut all = self.lock();
+        for id in groups {
+            if let Some(g) = all.get_mut(id) {
+                g.persisted = None;
+            }
+        }
+    }
+
     /// The group's state for commits: (state, generation, is `member_id` a member), or
     /// FENCED_INSTANCE_ID when the instance id belongs to another member.
     pub fn membership(

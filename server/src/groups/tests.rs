@@ -302,6 +302,18 @@ fn an_emptied_group_with_offsets_keeps_its_type_and_generation_and_its_record_fo
     let written = c.unpersisted();
     assert_eq!(written.len(), 2, "{written:?}");
     assert!(c.unpersisted().is_empty(), "written once");
+    // A write that failed: its groups are taken again, unchanged.
+    c.unwritten(&["kept".to_string(), "no-such-group".to_string()]);
+    let again = c.unpersisted();
+    assert_eq!(
+        again,
+        written
+            .iter()
+            .filter(|(id, _)| id == "kept")
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    assert!(c.unpersisted().is_empty(), "written once");
     c.leave("kept", &[(a, None)], t).unwrap();
     c.leave("forgotten", &[(b, None)], t).unwrap();
     // "kept" has offsets, "forgotten" none: only the latter goes, with its record.
