@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -17,9 +18,10 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    FetchRequest, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
+    DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
@@ -235,6 +237,29 @@ pub fn alter_configs(
         r.error_code,
         r.error_message.as_ref().map(|m| m.to_string()),
     )
+}
+
+/// DescribeConfigs (v4) of every config of one resource (`resource_type`: 2 a topic, 4 a
+/// broker, "" the cluster default): (name, value or "" when null, config source). A resource
+/// error fails the test.
+pub fn describe_configs(addr: &str, resource_type: i8, name: &str) -> Vec<(String, String, i8)> {
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(text(name))
+            .with_configuration_keys(None)]);
+    let response: DescribeConfigsResponse =
+        call(&mut connect(addr), ApiKey::DescribeConfigs, 4, &request);
+    let result = &response.results[0];
+    assert_eq!(result.error_code, 0, "{result:?}");
+    result
+        .configs
+        .iter()
+        .map(|c| {
+            let value = c.value.as_deref().unwrap_or("").to_string();
+            (c.name.to_string(), value, c.config_source)
+        })
+        .collect()
 }
 
 /// Sets `configs` of one resource (as [`alter_configs`]); fails the test if refused.

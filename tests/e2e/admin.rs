@@ -13,7 +13,6 @@ use kafka_protocol::messages::create_partitions_request::{
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -21,7 +20,8 @@ use kafka_protocol::messages::*;
 use log_core::batch;
 
 use test_support::kafka::{
-    alter_configs, create_topic, fetch_request, init_producer_id, list_offset, name, produce, text,
+    alter_configs, create_topic, describe_configs, fetch_request, init_producer_id, list_offset,
+    name, produce, text,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -181,25 +181,7 @@ fn create_partitions_grows_a_topic_and_refuses_what_kafka_refuses() {
 }
 
 fn describe_topic_configs(addr: &str, topic: &str) -> Vec<(String, String, i8)> {
-    let request =
-        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(text(topic))
-            .with_configuration_keys(None)]);
-    let response: DescribeConfigsResponse =
-        call(&mut connect(addr), ApiKey::DescribeConfigs, 4, &request);
-    assert_eq!(response.results[0].error_code, 0);
-    response.results[0]
-        .configs
-        .iter()
-        .map(|c| {
-            (
-                c.name.to_string(),
-                c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
-                c.config_source,
-            )
-        })
-        .collect()
+    describe_configs(addr, 2, topic)
 }
 
 fn config_of(addr: &str, topic: &str, key: &str) -> (String, i8) {
@@ -711,27 +693,7 @@ fn dynamic_broker_defaults_reach_topics_without_their_own_value_and_persist() {
     assert_eq!(config_of(&addr, "own", "retention.ms"), ("5000".into(), 1));
     create_topic(&addr, "new", 1);
     assert_eq!(config_of(&addr, "new", "retention.ms"), ("1000".into(), 5));
-    let describe_default = |addr: &str| -> Vec<(String, String, i8)> {
-        let request = DescribeConfigsRequest::default().with_resources(vec![
-            DescribeConfigsResource::default()
-                .with_resource_type(4)
-                .with_resource_name(text(""))
-                .with_configuration_keys(None),
-        ]);
-        let response: DescribeConfigsResponse =
-            call(&mut connect(addr), ApiKey::DescribeConfigs, 4, &request);
-        response.results[0]
-            .configs
-            .iter()
-            .map(|c| {
-                (
-                    c.name.to_string(),
-                    c.value.as_ref().unwrap().to_string(),
-                    c.config_source,
-                )
-            })
-            .collect()
-    };
+    let describe_default = |addr: &str| describe_configs(addr, 4, "");
     assert_eq!(
         describe_default(&addr),
         vec![("log.retention.ms".to_string(), "1000".to_string(), 3)]

@@ -13,8 +13,8 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use record_batch::{BatchHeader, Codec, TimestampType};
 use test_support::kafka::{
-    create_topic_answer, fetch_request, init_producer_id, list_offset, produce, produce_response,
-    rdkafka_producer, text,
+    create_topic_answer, describe_configs, fetch_request, init_producer_id, list_offset, produce,
+    produce_response, rdkafka_producer,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -586,26 +586,9 @@ fn bad_values_are_refused_with_kafkas_messages() {
 
 /// DescribeConfigs of a topic: name → (value, config source).
 fn describe(addr: &str, topic: &str) -> BTreeMap<String, (String, i8)> {
-    let request = DescribeConfigsRequest::default().with_resources(vec![
-        describe_configs_request::DescribeConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(text(topic))
-            .with_configuration_keys(None),
-    ]);
-    let response: DescribeConfigsResponse =
-        call(&mut connect(addr), ApiKey::DescribeConfigs, 4, &request);
-    response.results[0]
-        .configs
-        .iter()
-        .map(|c| {
-            (
-                c.name.to_string(),
-                (
-                    c.value.as_deref().unwrap_or("").to_string(),
-                    c.config_source,
-                ),
-            )
-        })
+    describe_configs(addr, 2, topic)
+        .into_iter()
+        .map(|(name, value, source)| (name, (value, source)))
         .collect()
 }
 
