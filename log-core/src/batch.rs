@@ -208,28 +208,37 @@ pub fn validate_compressed(
     for header in headers {
         let size = header.size as usize;
         if header.is_compressed() {
-            let compression = match header.codec() {
-                Some(Codec::Gzip) => Compression::Gzip,
-                Some(Codec::Snappy) => Compression::Snappy,
-                Some(Codec::Lz4) => Compression::Lz4,
-                _ => Compression::Zstd,
-            };
-            let records =
-                decompress::decompress(&buf[at + HEADER_LEN..at + size], compression, max)
-                    .map_err(|source| BatchError::Decompress {
-                        position: at,
-                        source,
-                    })?;
-            if !record_batch::records_fit(&records, header.record_count) {
-                let error = record_batch::BatchError::BadRecordOffsets {
-                    count: header.record_count,
-                };
-                return Err(error.at(at).into());
-            }
+            decompressed_records(&buf[at..at + size], header, at, max)?;
         }
         at += size;
     }
     Ok(())
+}
+
+/// The records section of compressed `batch` (its header `header`, at byte `position` of what
+/// arrived), decompressed to at most `max` bytes and checked as [`validate_compressed`] says.
+pub(crate) fn decompressed_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    position: usize,
+    max: usize,
+) -> Result<Bytes, BatchError> {
+    let compression = match header.codec() {
+        Some(Codec::Gzip) => Compression::Gzip,
+        Some(Codec::Snappy) => Compression::Snappy,
+        Some(Codec::Lz4) => Compression::Lz4,
+        // zstd, or codec bits no codec has: the zstd decoder refuses what is not zstd.
+        _ => Compression::Zstd,
+    };
+    let records = decompress::decompress(&batch[HEADER_LEN..], compression, max)
+        .map_err(|source| BatchError::Decompress { position, source })?;
+    if !record_batch::records_fit(&records, header.record_count) {
+        let error = record_batch::BatchError::BadRecordOffsets {
+            count: header.record_count,
+        };
+        return Err(error.at(position).into());
+    }
+    Ok(records)
 }
 
 #[cfg(test)]

@@ -17,19 +17,18 @@
 //! (`DECOMPRESSED_PER_MESSAGE_BYTE` times `max.message.bytes`), and the batches of one append
 //! that are recompressed together to at most that factor times the larger of
 //! `max.message.bytes` and the bytes received (a batch only checked counts against its own
-//! bound, as on any topic); one batch is decompressed at a time. A batch over `max.message.bytes` once
-//! recompressed is refused (the caller checks, Kafka's RecordTooLargeException).
+//! bound, as on any topic); one batch is decompressed at a time. A batch over
+//! `max.message.bytes` once recompressed is refused (the caller checks, Kafka's
+//! RecordTooLargeException).
 //!
 //! Deviation: Kafka takes one batch per partition and rebuilds the max timestamp from the
 //! records; lograil keeps each batch (several per partition are accepted) and its header's max
 //! timestamp under CreateTime.
 
-use kafka_protocol::records::Compression;
-use record_batch::{build, BatchHeader, Codec, TimestampType, HEADER_LEN};
+use record_batch::{build, BatchHeader, TimestampType, HEADER_LEN};
 
 use crate::config::TopicConfig;
-use crate::decompress;
-use crate::error::{AppendError, BatchError};
+use crate::error::AppendError;
 
 /// A producer's record set as its topic stores it.
 #[derive(Debug)]
@@ -52,16 +51,6 @@ pub(crate) fn recompresses(config: &TopicConfig, headers: &[BatchHeader]) -> boo
         .compression
         .codec()
         .is_some_and(|target| headers.iter().any(|h| h.codec() != Some(target)))
-}
-
-fn compression(codec: Option<Codec>) -> Compression {
-    match codec {
-        Some(Codec::Gzip) => Compression::Gzip,
-        Some(Codec::Snappy) => Compression::Snappy,
-        Some(Codec::Lz4) => Compression::Lz4,
-        Some(Codec::Zstd) => Compression::Zstd,
-        _ => Compression::None,
-    }
 }
 
 /// `records` (whole batches, validated, `headers` theirs) as `config` stores them, stamped
@@ -97,21 +86,12 @@ pub(crate) fn rewrite(
                 let inner = &batch[HEADER_LEN..];
                 let decompressed;
                 let plain: &[u8] = if header.is_compressed() {
-                    decompressed = decompress::decompress(
-                        inner,
-                        compression(header.codec()),
+                    decompressed = crate::batch::decompressed_records(
+                        batch,
+                        header,
+                        at,
                         per_batch.min(budget),
-                    )
-                    .map_err(|source| BatchError::Decompress {
-                        position: at,
-                        source,
-                    })?;
-                    if !record_batch::records_fit(&decompressed, header.record_count) {
-                        let error = record_batch::BatchError::BadRecordOffsets {
-                            count: header.record_count,
-                        };
-                        return Err(BatchError::from(error.at(at)).into());
-                    }
+                    )?;
                     &decompressed
                 } else {
                     // Its records' framing was checked with its CRC.
@@ -164,6 +144,11 @@ fn too_large(size: usize, config: &TopicConfig) -> AppendError {
 
 #[cfg(test)]
 mod tests {
+    use kafka_protocol::records::Compression;
+    use record_batch::Codec;
+
+    use crate::error::BatchError;
+
     use super::*;
     use crate::batch::{build_for_producer, build_with, decode, NewRecord};
     use crate::config::TopicCompression;
