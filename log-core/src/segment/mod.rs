@@ -9,6 +9,21 @@
 //! This file holds the segment, its write path and its loading; [`open`] opens and recovers
 //! segment files, [`read`] serves reads by offset and by timestamp, [`chain`] walks batches and
 //! measures damage.
+//!
+//! **Resident memory.** A page of a map that a read touches counts in the process's resident
+//! set (as file-backed memory) for as long as it stays mapped, and a map stays for the life of
+//! its segment: read once, a whole partition would stay resident. So log-core hands pages back
+//! once it is done with them ([`release`]):
+//! - a fetched slice's bytes, with the headers its read walked over to find and check it, when
+//!   the slice's last `Bytes` drops (once the response has been written to the socket);
+//! - what a walk that returns no slice read (recovery, an index rebuild, a scrub, a time lookup,
+//!   a read that finds nothing), when the walk ends.
+//!
+//! Writes go through the file, never through the map, so the write head leaves nothing mapped
+//! behind it. Releasing is `madvise(MADV_DONTNEED)` on the shared file map: it drops this
+//! process's page-table entries only; the data stays in the page cache and on disk, and a later
+//! access (the next reader of the same bytes, or one still sending a slice of them) faults it
+//! back from the page cache: a minor fault, no I/O unless the kernel evicted the page meanwhile.
 
 mod cache;
 pub(crate) mod chain;
@@ -17,11 +32,12 @@ mod read;
 
 use std::fs;
 use std::io::IoSlice;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use memmap2::{Mmap, MmapOptions};
+use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
 use record_batch::BatchHeader;
 
 pub use cache::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
@@ -114,11 +130,95 @@ fn map_file(file: &dyn StoredFile, len: u64, path: &Path) -> Result<Option<Arc<M
     Ok(Some(Arc::new(map)))
 }
 
-/// A slice of a mapped segment, owned by a `Bytes` handed to readers.
+/// The granule of a release: the kernel's fault-around window (`fault_around_bytes`, 64 KiB by
+/// default). A fault on a file map maps every page of the page cache in the aligned window
+/// around the faulting page, so a read leaves pages mapped beyond the bytes it touched; a
+/// release of whole aligned windows takes those too.
+const RELEASE_ALIGN: usize = 64 << 10;
+
+/// Releases the pages of `map` over `range` (widened to whole [`RELEASE_ALIGN`] windows of the
+/// address space, within the map) from this process; see the module doc. Best effort: madvise
+/// fails only on arguments outside the map, which the clamp rules out.
+fn release(map: &Mmap, range: Range<usize>) {
+    let base = map.as_ptr() as usize;
+    let start = (base + range.start.min(map.len())) & !(RELEASE_ALIGN - 1);
+    let end = (base + range.end.min(map.len())).next_multiple_of(RELEASE_ALIGN);
+    let start = start.saturating_sub(base);
+    let end = (end - base).min(map.len());
+    if start >= end {
+        return;
+    }
+    // SAFETY: the map is a shared, read-only map of a segment file whose mapped bytes never
+    // change (the file is only appended to, and only bytes past the published length, which no
+    // reader touches, are ever truncated). MADV_DONTNEED on a shared file map drops this
+    // process's page-table entries only: a later access, including through a slice a reader
+    // still holds, faults the same bytes back from the page cache (or the file). Unlike on a
+    // private or anonymous map, no data is lost or zeroed.
+    let result =
+        unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start) };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "madvise(MADV_DONTNEED) on a segment map failed");
+    }
+}
+
+/// How far a walk over a whole segment (recovery, an index rebuild, a scrub) goes before it
+/// releases what lies behind it: such a walk keeps about this much mapped, not the segment.
+const WALK_STEP: usize = 1 << 20;
+
+/// The bytes of a map a read or walk touched, from where it started to the furthest batch it
+/// looked at: released when dropped.
+struct Touched {
+    map: Option<Arc<Mmap>>,
+    range: Range<usize>,
+}
+
+impl Touched {
+    /// Nothing touched yet; the walk starts at `at`.
+    fn new(map: Option<&Arc<Mmap>>, at: usize) -> Touched {
+        Touched {
+            map: map.cloned(),
+            range: at..at,
+        }
+    }
+
+    /// The walk yielded `link` from `len` bytes of data: it read to the end of the batch it
+    /// checked, or, for damage (measured by scanning forward), possibly to the end.
+    fn reach(&mut self, link: &chain::Link, len: usize) {
+        let end = match link {
+            chain::Link::Batch(at, header) => at + header.size as usize,
+            chain::Link::Damage(_) => len,
+        };
+        self.range.end = self.range.end.max(end);
+    }
+
+    /// As [`Touched::reach`], for a walk that goes on over the whole segment: every
+    /// [`WALK_STEP`], what it has passed is released at once.
+    fn pass(&mut self, link: &chain::Link, len: usize) {
+        self.reach(link, len);
+        if self.range.len() >= WALK_STEP {
+            if let Some(map) = &self.map {
+                release(map, self.range.clone());
+            }
+            self.range.start = self.range.end;
+        }
+    }
+}
+
+impl Drop for Touched {
+    fn drop(&mut self) {
+        if let Some(map) = &self.map {
+            release(map, self.range.clone());
+        }
+    }
+}
+
+/// A slice of a mapped segment, owned by a `Bytes` handed to readers. When the last `Bytes`
+/// of it drops, what its read touched is released.
 struct MappedSlice {
     map: Arc<Mmap>,
     start: usize,
     end: usize,
+    _touched: Touched,
 }
 
 impl AsRef<[u8]> for MappedSlice {
@@ -223,7 +323,7 @@ impl Segment {
             // The file closes when `file` drops; the map stays valid without it.
             let map = map_file(file.as_ref(), self.len(), &self.log_path)?;
             *self.map.write().unwrap_or_else(PoisonError::into_inner) = map.clone();
-            self.load_indexes(map.as_deref());
+            self.load_indexes(map.as_ref());
             *loaded = true;
         }
         self.cache.admit(self);

@@ -18,7 +18,7 @@ use std::sync::{Arc, PoisonError};
 use memmap2::Mmap;
 
 use super::chain::{Chain, Link, UNKNOWN_END};
-use super::{file_name, map_file, Place, Recovery, Segment, INDEX_EXT, TIME_INDEX_EXT};
+use super::{file_name, map_file, Place, Recovery, Segment, Touched, INDEX_EXT, TIME_INDEX_EXT};
 use crate::error::{FileError, OpenError};
 use crate::index::{EntriesError, IndexCursor, Indexes, OffsetIndex, TimeIndex, TIME_ENTRY_LEN};
 
@@ -59,10 +59,16 @@ impl Segment {
 
     /// Fills the indexes of a segment being loaded from its index files, or rebuilds them from
     /// `map` (recording any damage on the way) when the files are missing or do not fit.
-    pub(super) fn load_indexes(&self, map: Option<&Mmap>) {
+    pub(super) fn load_indexes(&self, map: Option<&Arc<Mmap>>) {
         let data: &[u8] = map.map_or(&[], |m| &m[..self.len() as usize]);
+        let mut touched = Touched::new(map, 0);
         match self.read_index_files(data) {
             Ok(indexes) => {
+                // The check read the batch header at the last index entry.
+                if let Some((_, position)) = indexes.offsets.last() {
+                    let at = position as usize;
+                    touched.range = at..at + record_batch::HEADER_LEN;
+                }
                 let newest = indexes.times.last().map_or(-1, |(ts, _)| ts);
                 self.max_timestamp.fetch_max(newest, Ordering::AcqRel);
                 self.indexes.replace(indexes);
@@ -72,6 +78,7 @@ impl Segment {
                 let rebuilt = Indexes::new();
                 let mut cursor = IndexCursor::new(self.base_offset, self.index_interval);
                 for link in Chain::new(data, 0, self.base_offset, self.next_offset(), true) {
+                    touched.pass(&link, data.len());
                     match link {
                         Link::Batch(at, header) => {
                             let at = u32::try_from(at).unwrap_or(u32::MAX);
@@ -147,10 +154,12 @@ impl Segment {
         let map = map_file(file.as_ref(), capacity.max(file_len), &log_path)?;
         let segment = Segment::new(place, base_offset, file_len, base_offset);
         let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..file_len as usize]);
+        let mut touched = Touched::new(map.as_ref(), 0);
         let mut cursor = IndexCursor::new(base_offset, place.index_interval);
         let (mut valid_len, mut next_offset) = (0u64, base_offset);
         let mut tail = None;
         for link in Chain::new(data, 0, base_offset, UNKNOWN_END, !clean) {
+            touched.pass(&link, data.len());
             match link {
                 Link::Batch(at, header) => {
                     cursor.add(
@@ -171,6 +180,7 @@ impl Segment {
                 Link::Damage(damage) => segment.record_damage(&damage),
             }
         }
+        drop(touched);
         let mut recovery = Recovery::default();
         if valid_len < file_len {
             recovery = Recovery {

@@ -1,6 +1,8 @@
 //! Reads from a segment: whole batches by offset (a zero-copy slice of the map) and the first
 //! record at or after a timestamp. Both walk the batch chain ([`super::chain`]): a read stops
-//! before damage, and a read of a damaged offset is refused with the damage it hit.
+//! before damage, and a read of a damaged offset is refused with the damage it hit. What a walk
+//! touched is released from the process when the read is done ([`Touched`]): with the slice it
+//! returns, or at once.
 
 use std::sync::Arc;
 
@@ -9,7 +11,7 @@ use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
 use super::chain::{Chain, Link};
-use super::{MappedSlice, Segment};
+use super::{MappedSlice, Segment, Touched};
 use crate::batch;
 use crate::error::ReadError;
 use crate::index::relative;
@@ -56,12 +58,14 @@ impl Segment {
         // An empty closed segment is walked too: its offsets are missing, not elsewhere.
         let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
         let (pos, expected) = self.start_for(data, offset);
+        let mut touched = Touched::new(map.as_ref(), pos);
         let verified = self.verified.load(Ordering::Acquire) as usize;
         let mut range: Option<(usize, usize)> = None;
         // The walk looks at the header after the last batch taken, so a batch whose length is
         // wrong is caught (by the next header and its own CRC) before it is served; a batch not
         // yet CRC-checked in this run is checked before it is taken.
         for link in self.chain(data, pos, expected, end, verified) {
+            touched.reach(&link, data.len());
             match (link, range) {
                 (Link::Batch(_, header), None) if header.last_offset() < offset => {}
                 (Link::Batch(at, header), None) => {
@@ -99,6 +103,7 @@ impl Segment {
                 map: map.clone(),
                 start,
                 end,
+                _touched: touched,
             })
         }))
     }
@@ -127,7 +132,9 @@ impl Segment {
             }
         };
         let data: &[u8] = map.as_deref().map_or(&[], |m| &m[..len as usize]);
+        let mut touched = Touched::new(map.as_ref(), 0);
         for link in self.chain(data, 0, self.base_offset, end, 0) {
+            touched.pass(&link, data.len());
             if let Link::Damage(damage) = link {
                 self.record_damage(&damage);
             }
@@ -173,8 +180,10 @@ impl Segment {
                 self.base_offset + i64::from(rel)
             });
         let (pos, expected) = self.start_for(data, by_time.max(from));
+        let mut touched = Touched::new(map.as_ref(), pos);
         let verified = self.verified.load(Ordering::Acquire) as usize;
         for link in self.chain(data, pos, expected, end, verified) {
+            touched.reach(&link, data.len());
             let (at, header) = match link {
                 Link::Batch(at, header) => (at, header),
                 Link::Damage(damage) => {
