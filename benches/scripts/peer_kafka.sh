@@ -20,12 +20,17 @@
 #   tools    Kafka's own ProducerPerformance and ConsumerPerformance (kafka-tools jar)
 #   restart  RESTART_BYTES in 100 partitions, clean stop, start: time until a client's first
 #            fetch is served (benches/scripts/first_fetch.py)
-# The broker's peak RSS (VmHWM, and the peak of its anonymous memory, sampled every 0.5 s) is
-# recorded over each session; CPU seconds come from lograil-bench's --broker-pid.
+# The broker's memory is recorded over each session: its peak RSS (VmHWM), and, sampled every
+# 0.5 s, the peak and mean of VmRSS and the peak of its anonymous memory (RssAnon); CPU seconds
+# come from lograil-bench's --broker-pid.
 #
 # Environment: BROKER, BENCH (binaries), OUT, DATA (broker data, on disk: default
 # target/bench-data), REPS, STEPS, RESTART_BYTES (default 10GiB), MESSAGES (records of
-# `produce`, default 1100000: ~1 GiB), E2E_RATE (records/s; default half of Kafka's peak).
+# `produce`, default 1100000: ~1 GiB), E2E_RATE (records/s; default half of Kafka's peak),
+# BASELINE (another lograil binary, e.g. of the commit before a change: run as a third broker,
+# `baseline`, in the same rotation, so peer_table.py can put before and after side by side),
+# NAMES (the brokers to run, default "kafka lograil", plus baseline with BASELINE; without kafka,
+# set E2E_RATE).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -81,18 +86,27 @@ restart_kafka() {
     "$KAFKA_SH" restart "$KAFKA_DIR" 1 >/dev/null
     PID=$(cat "$KAFKA_DIR/node-1.pid")
 }
+BASELINE=${BASELINE:-}
+BASELINE_DIR=$DATA/peer-baseline
+start_baseline() { BROKER=$BASELINE LOGRAIL_DIR=$BASELINE_DIR start_lograil; }
+restart_baseline() { start_baseline; }
+wait_baseline() { LOGRAIL_DIR=$BASELINE_DIR wait_lograil; }
+stop_baseline() { LOGRAIL_DIR=$BASELINE_DIR stop_lograil; }
+wipe_baseline() { LOGRAIL_DIR=$BASELINE_DIR wipe_lograil; }
 wait_kafka() { :; }
 stop_kafka() { "$KAFKA_SH" stop "$KAFKA_DIR" >/dev/null; }
 wipe_kafka() { rm -rf "$KAFKA_DIR"; sync; }
 
-# Peak VmHWM and peak RssAnon (kB) of $1, every 0.5 s while it lives, into $2.
+# Peak VmHWM, peak and mean VmRSS, peak RssAnon (kB) of $1, every 0.5 s while it lives, into $2.
 sample_rss() {
-    local pid=$1 out=$2 hwm=0 anon=0
+    local pid=$1 out=$2 hwm=0 anon=0 rss=0 sum=0 n=0 h a r
     while [[ -r /proc/$pid/status ]]; do
-        read -r h a < <(awk '/^VmHWM:/{h=$2} /^RssAnon:/{a=$2} END{print h+0, a+0}' "/proc/$pid/status" 2>/dev/null || echo "0 0")
+        read -r h a r < <(awk '/^VmHWM:/{h=$2} /^RssAnon:/{a=$2} /^VmRSS:/{r=$2} END{print h+0, a+0, r+0}' "/proc/$pid/status" 2>/dev/null || echo "0 0 0")
         ((h > hwm)) && hwm=$h
         ((a > anon)) && anon=$a
-        echo "vm_hwm_kb=$hwm rss_anon_peak_kb=$anon" >"$out"
+        ((r > rss)) && rss=$r
+        ((r > 0)) && sum=$((sum + r)) && n=$((n + 1))
+        echo "vm_hwm_kb=$hwm rss_anon_peak_kb=$anon vm_rss_peak_kb=$rss vm_rss_mean_kb=$((n ? sum / n : 0))" >"$out"
         sleep 0.5
     done
 }
@@ -181,11 +195,12 @@ restart() { # NAME REP: fill, stop cleanly, start; time until the first fetch is
 }
 
 "$BENCH" limits --dir "$DATA" --json "$OUT/limits.json" 2>&1 | tail -8
+read -ra names <<<"${NAMES:-kafka lograil${BASELINE:+ baseline}}"
 for rep in $(seq "$REPS"); do
-    # Kafka first in the first repetition (the end-to-end rate is half its peak), then
-    # alternating.
-    order="kafka lograil"
-    ((rep % 2 == 0)) && order="lograil kafka"
+    # Kafka first in the first repetition (the end-to-end rate is half its peak), then the
+    # order rotates by one each repetition (alternating, with two brokers).
+    order=""
+    for i in "${!names[@]}"; do order+=" ${names[(i + rep - 1) % ${#names[@]}]}"; done
     for name in $order; do session "$name" "$rep"; done
     if has_step restart; then
         for name in $order; do restart "$name" "$rep"; done

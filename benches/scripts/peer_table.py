@@ -2,7 +2,8 @@
 """Turns the results of benches/scripts/peer_kafka.sh into BENCHMARKS.md's lograil-vs-Kafka
 table: per figure the median over the repetitions of each broker (min-max in brackets), the
 ratio lograil / Kafka of the medians, the issue-13 target and whether it is met; then the
-physical limits of the same session.
+physical limits of the same session. When the run had a `baseline` broker (BASELINE=, another
+lograil binary), a second table puts it beside this build and Kafka.
 
 Usage: python3 benches/scripts/peer_table.py RESULTS_DIR
 """
@@ -99,11 +100,15 @@ def fmt(v, unit="", digits=1):
     return f"{m:,.{digits}f}{unit} [{min(v):,.{digits}f}-{max(v):,.{digits}f}]"
 
 
-rows = []  # (figure, lograil values, kafka values, unit, digits, target op, target)
+rows = []  # (figure, lograil values, kafka values, unit, digits, target op, target, getter)
 
 
 def row(figure, get_both, unit, digits, op, target):
-    rows.append((figure, get_both("lograil"), get_both("kafka"), unit, digits, op, target))
+    rows.append((figure, get_both("lograil"), get_both("kafka"), unit, digits, op, target, get_both))
+
+
+def rss(key):
+    return lambda b: [r[key] / 1024 for r in kv_runs(b, "rss") if r.get(key)]
 
 
 row("produce 1000 B, acks=1, 6 partitions, 1 producer (MB/s)",
@@ -114,10 +119,10 @@ row("consume ~1 GiB from the start, 6 partitions (MB/s)",
     lambda b: values(b, "consume", lambda r: r["consume"]["mb_per_s"]), "", 1, ">=", 1.5)
 row("end-to-end p99 at half Kafka's peak rate (ms)",
     lambda b: values(b, "e2e", lambda r: r["consume"]["end_to_end_latency"]["p99_us"] / 1000), "", 2, "<=", 0.5)
-row("broker peak RSS, VmHWM (MiB)",
-    lambda b: [r["vm_hwm_kb"] / 1024 for r in kv_runs(b, "rss") if r.get("vm_hwm_kb")], "", 0, "<=", 0.25)
-row("broker peak anonymous memory, RssAnon sampled (MiB)",
-    lambda b: [r["rss_anon_peak_kb"] / 1024 for r in kv_runs(b, "rss") if r.get("rss_anon_peak_kb")], "", 0, "", None)
+row("broker peak RSS, VmHWM (MiB)", rss("vm_hwm_kb"), "", 0, "<=", 0.25)
+row("broker VmRSS sampled, mean over the session (MiB)", rss("vm_rss_mean_kb"), "", 0, "", None)
+row("broker VmRSS sampled, peak (MiB)", rss("vm_rss_peak_kb"), "", 0, "", None)
+row("broker peak anonymous memory, RssAnon sampled (MiB)", rss("rss_anon_peak_kb"), "", 0, "", None)
 row("broker CPU s per GiB moved (produce + consume + idempotent produce)",
     cpu_per_gib, "", 2, "<=", 0.5)
 row("restart: first fetch served after start (s)",
@@ -131,7 +136,7 @@ row("Kafka's ConsumerPerformance, fetch MB/s",
 
 print("| figure | lograil | Kafka | lograil / Kafka | target | verdict |")
 print("|---|---|---|---|---|---|")
-for figure, ours, theirs, unit, digits, op, target in rows:
+for figure, ours, theirs, unit, digits, op, target, _ in rows:
     ratio = med(ours) / med(theirs) if ours and theirs and med(theirs) else None
     ratio_s = f"**{ratio:.2f}**" if ratio is not None else "n/a"
     if target is None or ratio is None:
@@ -141,6 +146,21 @@ for figure, ours, theirs, unit, digits, op, target in rows:
         verdict = "met" if met else "missed"
         target_s = f"{op} {target}"
     print(f"| {figure} | {fmt(ours, unit, digits)} | {fmt(theirs, unit, digits)} | {ratio_s} | {target_s} | {verdict} |")
+
+if reps("baseline-rss-*.txt"):
+    print()
+    print("| figure | lograil (this build) | baseline (lograil before) | Kafka | this build / baseline | this build / Kafka | baseline / Kafka |")
+    print("|---|---|---|---|---|---|---|")
+    for figure, ours, theirs, unit, digits, _, _, get in rows:
+        before = get("baseline")
+        if not ours and not before:
+            continue
+
+        def ratio(x, y):
+            return f"{med(x) / med(y):.2f}" if x and y and med(y) else "n/a"
+
+        print(f"| {figure} | {fmt(ours, unit, digits)} | {fmt(before, unit, digits)} | {fmt(theirs, unit, digits)} "
+              f"| **{ratio(ours, before)}** | **{ratio(ours, theirs)}** | {ratio(before, theirs)} |")
 
 # Partition count: each broker against its own 6-partition figure.
 print()

@@ -24,6 +24,11 @@
 //! process's page-table entries only; the data stays in the page cache and on disk, and a later
 //! access (the next reader of the same bytes, or one still sending a slice of them) faults it
 //! back from the page cache: a minor fault, no I/O unless the kernel evicted the page meanwhile.
+//! The cost falls on reads of bytes read before: the first read of a page faults either way,
+//! a second one now faults again (BENCHMARKS.md, issue 25: the release itself is ~5 µs per
+//! MiB; a re-read from the page cache went from ~11 to ~4 GiB/s, still above `read`).
+//! MADV_COLD would leave the pages mapped (and resident); MADV_PAGEOUT takes them out of the
+//! page cache too, for the next reader to read from disk.
 
 mod cache;
 pub(crate) mod chain;
