@@ -53,8 +53,8 @@ mod state_log;
 mod topic;
 
 pub use config::{
-    timestamp_type_name, CompressionLevels, Durability, TopicCompression, TopicConfig,
-    DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,
+    timestamp_type_name, CleanupPolicy, CompressionLevels, DirtyRatio, Durability,
+    TopicCompression, TopicConfig, DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,
 };
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,

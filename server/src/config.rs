@@ -222,7 +222,6 @@ impl Default for Limits {
 /// Kafka topic configs that clients and tools commonly send and that lograil accepts but does
 /// not act on, with the only value it honours (`None`: any value).
 const ACCEPTED_AS_IS: &[(&str, Option<&str>)] = &[
-    ("cleanup.policy", Some("delete")),
     ("min.insync.replicas", None),
     ("unclean.leader.election.enable", None),
     ("message.downconversion.enable", None),

@@ -1,7 +1,6 @@
 //! IncrementalAlterConfigs, versions 0–1, all of a resource's changes or none: SET, DELETE,
-//! and APPEND / SUBTRACT for Kafka's list configs lograil takes (`cleanup.policy`, whose list
-//! is still checked as a SET of it: only `delete` is honoured), with Kafka's semantics (see
-//! `topic_changes`):
+//! and APPEND / SUBTRACT for Kafka's list config `cleanup.policy` (the list that results is
+//! checked as a SET of it), with Kafka's semantics (see `topic_changes`):
 //!
 //! - topics (resource type 2): Kafka's topic config names (see `config::set_topic_config`),
 //!   persisted in the topic's `.topic` file and in effect at once, without a restart
@@ -24,9 +23,8 @@
 //!
 //! Deviations: a per-broker resource (type 4 named by a node id) is refused with
 //! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND or
-//! SUBTRACT on a config that is not a list is INVALID_CONFIG, as in Kafka; so is a
-//! `cleanup.policy` left empty (Kafka's infinite retention, not a policy lograil has). Share
-//! group configs take SET and DELETE only.
+//! SUBTRACT on a config that is not a list is INVALID_CONFIG, as in Kafka. Share group configs
+//! take SET and DELETE only.
 //!
 //! Authorization, as Kafka: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the
 //! group (GROUP_AUTHORIZATION_FAILED), or the cluster for the broker
@@ -130,7 +128,18 @@ async fn alter_broker_or_topic(
         .with_resource_type(resource.resource_type)
         .with_resource_name(resource.resource_name.clone());
     let is_topic = resource.resource_type == TOPIC;
-    let changes = match topic_changes(&resource.configs, is_topic) {
+    let config = is_topic
+        .then(|| broker.log.topic(&resource.resource_name))
+        .flatten()
+        .map(|topic| topic.config());
+    let current = |name: &str| {
+        config
+            .as_ref()
+            .and_then(|c| c.entries().into_iter().find(|(n, _)| *n == name))
+            .map(|(_, value)| value)
+            .unwrap_or_default()
+    };
+    let changes = match topic_changes(&resource.configs, is_topic, current) {
         Ok(changes) => changes,
         Err((error, message)) => {
             return response
@@ -232,10 +241,8 @@ fn alter_group(
     }
 }
 
-/// Kafka's LIST-typed topic configs that lograil takes, each with the value it has on every
-/// lograil topic (lograil honours only Kafka's default, so it keeps none of them per topic).
-/// lograil's dynamic broker defaults have no list config.
-const LIST_CONFIGS: &[(&str, &str)] = &[("cleanup.policy", "delete")];
+/// Kafka's LIST-typed topic configs. lograil's dynamic broker defaults have no list config.
+const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
 
 /// One config change: its name and the value to set (`None`: back to the default).
 type Change = (String, Option<String>);
@@ -250,6 +257,7 @@ type Change = (String, Option<String>);
 fn topic_changes(
     configs: &[AlterableConfig],
     is_topic: bool,
+    current: impl Fn(&str) -> String,
 ) -> Result<Vec<Change>, (ResponseError, String)> {
     let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
@@ -274,23 +282,20 @@ fn topic_changes(
             (DELETE, _) => None,
             (APPEND | SUBTRACT, value) => {
                 let verb = if op == APPEND { "APPEND" } else { "SUBTRACT" };
-                let default = LIST_CONFIGS
-                    .iter()
-                    .find(|(n, _)| is_topic && *n == name)
-                    .map(|(_, default)| *default);
-                let Some(default) = default else {
+                if !(is_topic && LIST_CONFIGS.contains(&name.as_str())) {
                     return Err((
                         ResponseError::InvalidConfig,
                         format!("Can't {verb} to key {name} because its type is not LIST."),
                     ));
-                };
+                }
                 let Some(value) = value else {
                     return Err((
                         ResponseError::InvalidRequest,
                         format!("Null value not supported for : {name}"),
                     ));
                 };
-                let mut list: Vec<&str> = items(default).collect();
+                let before = current(&name);
+                let mut list: Vec<&str> = items(&before).collect();
                 for item in items(value.as_str()) {
                     let at = list.iter().position(|x| *x == item);
                     match (op, at) {
@@ -300,18 +305,6 @@ fn topic_changes(
                         }
                         _ => {}
                     }
-                }
-                if list.is_empty() {
-                    // Kafka takes an empty cleanup.policy for "no cleanup": infinite
-                    // retention, which lograil does not have as a policy.
-                    return Err((
-                        ResponseError::InvalidConfig,
-                        format!(
-                            "{name} would be an empty list (in Kafka: no cleanup policy, \
-                             segments kept forever), which lograil does not support; for \
-                             infinite retention set retention.ms=-1 and retention.bytes=-1"
-                        ),
-                    ));
                 }
                 Some(list.join(","))
             }
