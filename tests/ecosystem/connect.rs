@@ -2,7 +2,7 @@
 //! (`NumberSource`, `LineSink`), 10,000 records through it, the worker killed mid-way and
 //! started again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -206,17 +206,40 @@ async fn connect_worker_restarted_mid_way_delivers_every_record() {
         &[arg(&worker)],
         dir.path(),
     );
+    // Until the source has sent its last number to each partition and the sink has written
+    // every offset the topic then has.
+    let partitions: Vec<TopicPartition> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(&topic, p))
+        .collect();
+    let probe = cluster.consumer(None, &[]).await;
     let deadline = Instant::now() + Duration::from_secs(180);
-    while distinct(&sunk(&file, &topic)) < RECORDS as usize {
+    loop {
+        let lines = sunk(&file, &topic);
+        let numbers: BTreeSet<u64> = lines.iter().flatten().map(|s| s.number).collect();
+        if (RECORDS - PARTITIONS as u64..RECORDS).all(|n| numbers.contains(&n)) {
+            let ends = probe.end_offsets(&partitions).await.unwrap();
+            let offsets: BTreeSet<(i32, i64)> = lines
+                .iter()
+                .flatten()
+                .map(|s| (s.partition, s.offset))
+                .collect();
+            if ends
+                .iter()
+                .all(|(tp, end)| (0..*end).all(|o| offsets.contains(&(tp.partition, o))))
+            {
+                break;
+            }
+        }
         if Instant::now() > deadline {
             second.fail(&format!(
                 "the sink wrote {} of {RECORDS} records in 180 s after the restart ({at_kill} before)",
-                distinct(&sunk(&file, &topic))
+                numbers.len()
             ));
         }
         second.alive();
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    probe.close().await;
     // The source task went on from its committed offset.
     let resumed: Vec<u64> = second
         .lines()
@@ -303,9 +326,6 @@ async fn connect_worker_restarted_mid_way_delivers_every_record() {
     assert!(missing.is_empty(), "offsets not at the sink: {missing:?}");
     let ends = {
         let probe = cluster.consumer(None, &[]).await;
-        let partitions: Vec<TopicPartition> = (0..PARTITIONS)
-            .map(|p| TopicPartition::new(&topic, p))
-            .collect();
         let ends = probe.end_offsets(&partitions).await.unwrap();
         probe.close().await;
         ends

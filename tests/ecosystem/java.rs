@@ -55,7 +55,8 @@ pub struct JavaApp {
 }
 
 impl JavaApp {
-    /// Starts `class` with `args`; its stderr (the client logs) goes to `<log_dir>/<name>.log`.
+    /// Starts `class` with `args`; its stderr (the client logs) goes to `<log_dir>/<name>.log`,
+    /// or under `LOGRAIL_TEST_JAVA_LOGS` (a directory kept after the test) when set.
     /// `LOGRAIL_TEST_JAVA_LOG` sets the log level (default `warn`).
     pub fn start(
         name: &str,
@@ -64,6 +65,8 @@ impl JavaApp {
         args: &[String],
         log_dir: &Path,
     ) -> JavaApp {
+        let log_dir = std::env::var_os("LOGRAIL_TEST_JAVA_LOGS")
+            .map_or_else(|| log_dir.to_path_buf(), PathBuf::from);
         let stderr = log_dir.join(format!("{name}.log"));
         let level = std::env::var("LOGRAIL_TEST_JAVA_LOG").unwrap_or_else(|_| "warn".to_string());
         let mut child = Command::new("java")

@@ -142,7 +142,11 @@ fn cleaner(topics: &[Arc<log_core::Topic>], encoder: &mut DescriptorEncoder) -> 
         let lag = dirtiness.lag_ms(now) as f64 / 1000.0;
         gauge(&mut f, &[("topic", *topic), ("partition", p.as_str())], lag)?;
     }
-    type Counter = (&'static str, &'static str, fn(&log_core::CleanerStats) -> u64);
+    type Counter = (
+        &'static str,
+        &'static str,
+        fn(&log_core::CleanerStats) -> u64,
+    );
     let counters: [Counter; 3] = [
         (
             "lograil_partition_cleaner_runs",

@@ -31,7 +31,9 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  *       {@code window-counts}, every update to {@code --windows-out} as
  *       {@code word@windowStartMs} → count.</li>
  * </ul>
- * Counts are written as decimal strings. On stdout: {@code STATE <new state>} on each change,
+ * Counts are written as decimal strings. The internal topics roll a segment every 500 ms and
+ * have {@code min.cleanable.dirty.ratio=0.01}, so the broker's cleaner compacts the changelogs
+ * while the test runs. On stdout: {@code STATE <new state>} on each change,
  * {@code RESTORED <store> <partition> <records>} for each store partition restored from its
  * changelog. SIGTERM closes the application cleanly (offsets committed).
  */
@@ -71,6 +73,10 @@ public final class Counts {
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, "1");
+        // Internal topics that roll a segment every half second and are compacted as soon as
+        // there is anything to clean: the second run restores from compacted changelogs.
+        props.put(StreamsConfig.topicPrefix("segment.ms"), "500");
+        props.put(StreamsConfig.topicPrefix("min.cleanable.dirty.ratio"), "0.01");
         // Purge committed records from the repartition topic (DeleteRecords) every second.
         props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, "1000");
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
