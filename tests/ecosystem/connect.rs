@@ -99,6 +99,8 @@ async fn connect_worker_restarted_mid_way_delivers_every_record() {
     let cluster = TestCluster::start();
     let topic = cluster.create_topic("connect-numbers", PARTITIONS).await;
     let group = unique("connect-cluster");
+    // Sink connectors' groups are the cluster's, not the worker group's: a name of its own.
+    let sink_name = unique("lines");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sink.txt");
     let replication = cluster.replication().to_string();
@@ -155,7 +157,7 @@ async fn connect_worker_restarted_mid_way_delivers_every_record() {
     write_properties(
         &sink,
         &[
-            ("name", "lines".into()),
+            ("name", sink_name.clone()),
             ("connector.class", "lograil.ecosystem.LineSink".into()),
             ("tasks.max", "1".into()),
             ("topics", topic.clone()),
@@ -173,7 +175,7 @@ async fn connect_worker_restarted_mid_way_delivers_every_record() {
     );
     first
         .wait("both connectors submitted", 120, |l| {
-            l.iter().any(|l| l == "SUBMITTED lines")
+            l.iter().any(|l| *l == format!("SUBMITTED {sink_name}"))
         })
         .await;
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -240,6 +242,34 @@ async fn connect_worker_restarted_mid_way_delivers_every_record() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     probe.close().await;
+    // The workers' group as Kafka describes it: one member (the killed worker's session has
+    // expired), Connect's protocol type and protocol; the sink's consumer group beside it.
+    let mut admin = cluster.admin().await;
+    let workers = admin.describe_group(&group).await.unwrap();
+    assert_eq!(
+        (
+            workers.state.as_str(),
+            workers.protocol_type.as_str(),
+            workers.protocol.as_str()
+        ),
+        ("Stable", "connect", "sessioned"),
+        "{workers:?}"
+    );
+    assert_eq!(workers.members.len(), 1, "{workers:?}");
+    // A sink connector's consumer group is `connect-<connector name>`.
+    let sinks = admin
+        .describe_group(&format!("connect-{sink_name}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            sinks.state.as_str(),
+            sinks.protocol_type.as_str(),
+            sinks.members.len()
+        ),
+        ("Stable", "consumer", 1),
+        "{sinks:?}"
+    );
     // The source task went on from its committed offset.
     let resumed: Vec<u64> = second
         .lines()

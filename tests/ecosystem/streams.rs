@@ -37,13 +37,13 @@ fn line(i: usize, base: i64) -> (String, i64) {
     let text: Vec<&str> = (0..words)
         .map(|_| VOCABULARY[(next() % VOCABULARY.len() as u64) as usize])
         .collect();
-    let offset = if i >= FIRST && i % 10 == 0 {
+    let offset = if i >= FIRST && i.is_multiple_of(10) {
         i - FIRST
     } else {
         i
     };
     // Capitals and punctuation: the application lower-cases and splits on non-word characters.
-    let text = if i % 7 == 0 {
+    let text = if i.is_multiple_of(7) {
         format!("{}!", text.join(", ").to_uppercase())
     } else {
         text.join(" ")
@@ -384,23 +384,26 @@ async fn streams_counts_are_exact_after_a_restart_restored_from_the_changelogs()
         ends
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let read_to_ends = || {
         let out = output.lock().unwrap();
         let read = ends.iter().all(|(tp, end)| {
-            *end == 0
-                || out
-                    .position
-                    .get(&(tp.topic.to_string(), tp.partition))
-                    .copied()
-                    >= Some(*end)
+            let position = out.position.get(&(tp.topic.to_string(), tp.partition));
+            *end == 0 || position.copied() >= Some(*end)
         });
-        if read {
-            assert_eq!(out.latest[&words_out], words);
-            assert_eq!(out.latest[&windows_out], windows);
+        read.then(|| {
+            (
+                out.latest[&words_out].clone(),
+                out.latest[&windows_out].clone(),
+            )
+        })
+    };
+    loop {
+        if let Some((got_words, got_windows)) = read_to_ends() {
+            assert_eq!(got_words, words);
+            assert_eq!(got_windows, windows);
             break;
         }
         assert!(Instant::now() < deadline, "output read to {ends:?} in 30 s");
-        drop(out);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     reader.abort();
