@@ -36,6 +36,7 @@
 //! ```
 
 pub mod batch;
+mod cleaner;
 pub mod compress;
 mod config;
 mod data_dir;
@@ -52,6 +53,7 @@ mod segment;
 mod state_log;
 mod topic;
 
+pub use cleaner::{CleanError, CleanReport, CleanerOptions, CleanerStats, Dirtiness};
 pub use config::{
     timestamp_type_name, CleanupPolicy, CompressionLevels, DirtyRatio, Durability,
     TopicCompression, TopicConfig, DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,

@@ -58,6 +58,7 @@ impl Partition {
         &self,
         mut doomed: impl FnMut(&Segment) -> bool,
     ) -> Result<RetentionReport, FileError> {
+        let _files = lock(&self.segment_files);
         let writer = lock(&self.writer);
         let doomed: Vec<Arc<Segment>> = {
             let segments = self.segments();
