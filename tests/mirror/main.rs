@@ -8,7 +8,9 @@
 //! in the middle of every partition. On the other side, the test checks that `<alias>.orders`
 //! (DefaultReplicationPolicy) holds every record (key, value, timestamp) in each partition's
 //! order, that the group's offsets were translated (checkpoints, `sync.group.offsets.enabled`)
-//! to the record the group had not consumed yet, and that a consumer of the group resumes there.
+//! to the record the group had not consumed yet, and that a consumer of the group resumes there;
+//! also heartbeats both ways, and that the remote topic follows its source while MirrorMaker
+//! runs: its config, a partition added, records produced later.
 //!
 //! Needs java and mvn (skipped, saying so, without them); see tests/mirror/README.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -26,7 +28,9 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
-use test_support::kafka::{create_topic_answer, describe_configs, name, rdkafka_produce, Record};
+use test_support::kafka::{
+    alter_configs, create_topic_answer, describe_configs, name, rdkafka_produce, Record,
+};
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
 
@@ -45,6 +49,9 @@ const MIRROR_TIMEOUT: Duration = Duration::from_secs(180);
 /// The source topics' `retention.ms` (a day; Kafka's default is a week), which the remote
 /// topics take.
 const SOURCE_RETENTION_MS: &str = "86400000";
+/// What the source topics' `retention.ms` is changed to while MirrorMaker runs (12 hours); the
+/// remote topics follow (IncrementalAlterConfigs on the target).
+const LATER_RETENTION_MS: &str = "43200000";
 /// Records produced to each partition of a source while MirrorMaker runs, after a fourth
 /// partition is added.
 const LATER: usize = 20;
@@ -138,10 +145,8 @@ fn mirror_maker_2_migrates_lograil_to_kafka_and_kafka_to_lograil() {
     // The remote topic was created with the source topic's own config.
     for (source, target, _) in &flows {
         let remote = format!("{}.{TOPIC}", source.alias);
-        let configs = describe_configs(target.bootstrap, 2, &remote);
-        let retention = configs.iter().find(|(name, _, _)| name == "retention.ms");
         assert_eq!(
-            retention.map(|(_, value, _)| value.as_str()),
+            retention_ms(target.bootstrap, &remote).as_deref(),
             Some(SOURCE_RETENTION_MS),
             "{} -> {}: {remote}'s retention.ms",
             source.alias,
@@ -149,28 +154,37 @@ fn mirror_maker_2_migrates_lograil_to_kafka_and_kafka_to_lograil() {
         );
     }
 
-    // Producers go on while MirrorMaker runs, and a source topic grows a partition: the
-    // remote topic follows (CreatePartitions on the target) and gets the new records.
+    // Producers go on while MirrorMaker runs, a source topic grows a partition and its
+    // retention changes: the remote topic follows (CreatePartitions and IncrementalAlterConfigs
+    // on the target) and gets the new records.
     for (source, _, records) in &mut flows {
         grow_and_produce(source, records);
+        let (error, message) = alter_configs(
+            source.bootstrap,
+            2,
+            TOPIC,
+            &[("retention.ms", 0, Some(LATER_RETENTION_MS))],
+            false,
+        );
+        assert_eq!(error, 0, "{}: retention.ms: {message:?}", source.alias);
     }
     mm2.wait(
-        "copy the records produced later and the new partition",
+        "copy the later records, the new partition, the new retention",
         || {
             flows
                 .iter()
                 .filter_map(|(source, target, records)| {
                     let remote = format!("{}.{TOPIC}", source.alias);
                     let ends = high_watermarks(target.bootstrap, &remote);
-                    (!all_copied(records, &ends)).then(|| {
+                    let retention = retention_ms(target.bootstrap, &remote);
+                    let done = all_copied(records, &ends)
+                        && retention.as_deref() == Some(LATER_RETENTION_MS);
+                    let want: Vec<_> = records.iter().map(|(p, r)| (*p, r.len())).collect();
+                    (!done).then(|| {
                         format!(
-                            "{} -> {}: {remote} ends {ends:?}, want {:?}",
-                            source.alias,
-                            target.alias,
-                            records
-                                .iter()
-                                .map(|(p, r)| (*p, r.len()))
-                                .collect::<Vec<_>>()
+                            "{} -> {}: {remote} ends {ends:?}, want {want:?}; retention.ms \
+                         {retention:?}, want {LATER_RETENTION_MS}",
+                            source.alias, target.alias
                         )
                     })
                 })
@@ -231,6 +245,14 @@ fn mirror_maker_2_migrates_lograil_to_kafka_and_kafka_to_lograil() {
     eprintln!("done in {:.1}s", started.elapsed().as_secs_f64());
 }
 
+/// `topic`'s `retention.ms` on `bootstrap` (DescribeConfigs).
+fn retention_ms(bootstrap: &str, topic: &str) -> Option<String> {
+    describe_configs(bootstrap, 2, topic)
+        .into_iter()
+        .find(|(name, _, _)| name == "retention.ms")
+        .map(|(_, value, _)| value)
+}
+
 /// True if the remote topic's high watermarks (`ends`) are the source's record counts, every
 /// partition's.
 fn all_copied(records: &BTreeMap<i32, Vec<Rec>>, ends: &BTreeMap<i32, i64>) -> bool {
@@ -286,11 +308,12 @@ fn mm2_properties(a: &Side, b: &Side) -> String {
          config.storage.replication.factor = 1\n\
          offset.storage.replication.factor = 1\n\
          status.storage.replication.factor = 1\n\
-         # Short intervals, for a fast test (defaults 60, 60, 600, 600 s).\n\
+         # Short intervals, for a fast test (defaults 60, 60, 600, 600, 600 s).\n\
          emit.checkpoints.interval.seconds = 1\n\
          sync.group.offsets.interval.seconds = 1\n\
          refresh.topics.interval.seconds = 1\n\
-         refresh.groups.interval.seconds = 1\n",
+         refresh.groups.interval.seconds = 1\n\
+         sync.topic.configs.interval.seconds = 1\n",
         a = a.alias,
         b = b.alias,
         a_bootstrap = a.bootstrap,
