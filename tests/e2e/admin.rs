@@ -202,7 +202,6 @@ fn topic_configs_are_altered_at_once_validated_and_kept_across_a_restart() {
 
     const SET: i8 = 0;
     const DELETE: i8 = 1;
-    const APPEND: i8 = 2;
     assert_eq!(
         alter_configs(
             &addr,
