@@ -229,8 +229,10 @@ const ACCEPTED_AS_IS: &[(&str, Option<&str>)] = &[
 ];
 
 /// Puts one Kafka topic config of `config` back to its value in `defaults` (a DELETE in
-/// IncrementalAlterConfigs). A config lograil accepts but does not act on has nothing to reset;
-/// an unknown name is [`ConfigError::Unknown`].
+/// IncrementalAlterConfigs). A config lograil accepts but does not act on has nothing to reset,
+/// and neither has a name it does not know: as in Kafka, deleting a config that is not set is
+/// no error, whatever its name (MirrorMaker 2's topic config sync sends a DELETE for each of
+/// the source's configs at their default, names of newer Kafka versions among them).
 pub fn reset_topic_config(
     config: &mut TopicConfig,
     defaults: &TopicConfig,
@@ -245,7 +247,7 @@ pub fn reset_topic_config(
     }
     match defaults.entries().into_iter().find(|(n, _)| *n == name) {
         Some((_, value)) => config.set(name, &value),
-        None => Err(ConfigError::Unknown { name: name.into() }),
+        None => Ok(()),
     }
 }
 

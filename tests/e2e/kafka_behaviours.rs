@@ -1,8 +1,9 @@
 //! Kafka behaviours real clients rely on, each with the client that trips on it and on the
 //! wire: manual replica assignments in CreateTopics (librdkafka's admin API), APPEND and
 //! SUBTRACT of a list config, an emptied group's protocol type and generation (kept while it
-//! is empty and across restarts), the leader epoch of committed offsets, and ApiVersions v4
-//! (Kafka 4.x's Java clients ask it first).
+//! is empty and across restarts), the leader epoch of committed offsets, ApiVersions v4
+//! (Kafka 4.x's Java clients ask it first), and a DELETE of a topic config lograil does not
+//! know (MirrorMaker 2's config sync).
 
 use std::io::Write;
 use std::path::Path;
@@ -621,4 +622,60 @@ fn api_versions_v4_is_served_and_the_java_client_needs_no_fallback() {
         &[("api", "ApiVersions"), ("version", "4")],
     );
     assert_eq!(errors, None, "no UNSUPPORTED_VERSION");
+}
+
+/// MirrorMaker 2 syncs a topic's configs with one IncrementalAlterConfigs per topic: a SET of
+/// each config the source sets, a DELETE of each of the source's configs at their default,
+/// every name the source's Kafka version has. Kafka takes a DELETE of a config that is not set,
+/// whatever its name, so one name lograil does not know must not refuse the whole sync.
+#[test]
+fn a_delete_of_a_topic_config_lograil_does_not_know_is_no_error_as_in_kafka() {
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    let broker = broker();
+    let addr = &broker.addr;
+    create_topic(addr, "synced", 1);
+    let retention = || {
+        describe_configs(addr, TOPIC_RESOURCE, "synced")
+            .into_iter()
+            .find(|(name, _, _)| name == "retention.ms")
+            .map(|(_, value, _)| value)
+    };
+
+    // What MirrorMaker sends for a source topic with retention.ms set (names from Kafka
+    // versions lograil may not know among the defaults).
+    let sync = [
+        ("retention.ms", SET, Some("3600000")),
+        ("segment.bytes", DELETE, None),
+        ("a.topic.config.of.a.later.kafka", DELETE, None),
+        ("lograil.no.such.config", DELETE, None),
+    ];
+    let (code, message) = alter_configs(addr, TOPIC_RESOURCE, "synced", &sync, false);
+    assert_eq!(code, 0, "{message:?}");
+    assert_eq!(
+        retention().as_deref(),
+        Some("3600000"),
+        "the SET took effect"
+    );
+    assert!(
+        describe_configs(addr, TOPIC_RESOURCE, "synced")
+            .iter()
+            .all(|(name, _, _)| !name.contains("no.such") && !name.contains("later.kafka")),
+        "a deleted unknown name is not described afterwards"
+    );
+
+    // A SET of an unknown name is still refused (Kafka: "Unknown topic config name"), and
+    // refuses the whole resource's changes.
+    let (code, message) = alter_configs(
+        addr,
+        TOPIC_RESOURCE,
+        "synced",
+        &[
+            ("retention.ms", SET, Some("7200000")),
+            ("a.topic.config.of.a.later.kafka", SET, Some("1")),
+        ],
+        false,
+    );
+    assert_eq!(code, INVALID_CONFIG, "{message:?}");
+    assert_eq!(retention().as_deref(), Some("3600000"), "nothing changed");
 }

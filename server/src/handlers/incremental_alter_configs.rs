@@ -6,9 +6,11 @@
 //!   persisted in the topic's `.topic` file and in effect at once, without a restart
 //!   (`retention.ms` at the next retention pass, `segment.bytes` for the next segment,
 //!   `flush.messages`/`flush.ms` from the next append). DELETE puts a config back to the
-//!   broker's default. An unknown name, a bad value or one lograil cannot honour is
-//!   INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a config named twice
-//!   INVALID_REQUEST (Kafka's "duplicate config keys"). Internal topics' configs are
+//!   broker's default; a DELETE of a name lograil does not know changes nothing and is no
+//!   error, as in Kafka (MirrorMaker 2's config sync relies on it). A SET of an unknown name,
+//!   a bad value or one lograil cannot honour is INVALID_CONFIG; an unknown topic
+//!   UNKNOWN_TOPIC_OR_PARTITION; a config named twice INVALID_REQUEST (Kafka's "duplicate
+//!   config keys"). Internal topics' configs are
 //!   lograil's own (INVALID_REQUEST).
 //! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
 //!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name` (any name, as
