@@ -124,20 +124,9 @@ const NO_REMOTE: &str = "it applies only with tiered storage (remote.storage.ena
 const NO_REPLICATION: &str = "one replica, no replication to throttle";
 
 /// Kafka 4.4.0's topic configs (`LogConfig`, as `kafka-configs --describe --all` lists them for
-/// a topic), in Kafka's order. The compaction configs (`cleanup.policy`, `delete.retention.ms`,
-/// `min.compaction.lag.ms`, `max.compaction.lag.ms`, `min.cleanable.dirty.ratio`) are
-/// log-core's as soon as its `TopicConfig` interprets them; until then `cleanup.policy` takes
-/// only `delete` and the other four are unknown.
+/// a topic), in Kafka's order.
 pub const KAFKA: &[Def] = &[
-    only(
-        "cleanup.policy",
-        Type::List,
-        "delete",
-        Check::Any,
-        |v| v.eq_ignore_ascii_case("delete"),
-        "delete: lograil has no compaction yet, nor Kafka's empty list (no cleanup, segments \
-         kept forever): for infinite retention set retention.ms=-1 and retention.bytes=-1",
-    ),
+    storage("cleanup.policy", Type::List, "delete"),
     storage("compression.gzip.level", Type::Int, "-1"),
     storage("compression.lz4.level", Type::Int, "9"),
     storage("compression.type", Type::String, "producer"),
@@ -575,16 +564,6 @@ mod tests {
         ("unclean.leader.election.enable", Type::Boolean, "false"),
     ];
 
-    /// The compaction configs log-core is getting (issue 25): rows marked `Storage` that
-    /// log-core may not interpret yet.
-    const COMPACTION: &[&str] = &[
-        "cleanup.policy",
-        "delete.retention.ms",
-        "min.compaction.lag.ms",
-        "max.compaction.lag.ms",
-        "min.cleanable.dirty.ratio",
-    ];
-
     #[test]
     fn the_table_is_kafka_4_4s_names_types_and_defaults() {
         let table: Vec<(&str, Type, &str)> =
@@ -609,29 +588,25 @@ mod tests {
             assert_eq!(value, expected, "{name}");
         }
         for def in KAFKA {
-            if matches!(def.handling, Handling::Storage) && !in_storage(def.name) {
-                assert!(COMPACTION.contains(&def.name), "{} is nobody's", def.name);
+            if matches!(def.handling, Handling::Storage) {
+                assert!(in_storage(def.name), "{} is nobody's", def.name);
             }
         }
     }
 
     #[test]
-    fn every_kafka_config_is_described_with_kafkas_default_but_the_compaction_ones_pending() {
+    fn every_kafka_config_is_described_with_kafkas_default() {
         let defaults = TopicConfig::default();
         let described = describe(&defaults, &defaults);
         for (name, kind, default) in KAFKA_4_4 {
-            match described.iter().find(|d| d.name == *name) {
-                Some(d) => {
-                    assert_eq!(d.kind, Some(*kind), "{name}");
-                    assert!(!d.overridden, "{name}");
-                    if !name.starts_with("flush.") {
-                        assert_eq!(d.value, *default, "{name}");
-                    }
-                }
-                None => assert!(
-                    COMPACTION.contains(name) && !in_storage(name),
-                    "{name} is not described"
-                ),
+            let d = described
+                .iter()
+                .find(|d| d.name == *name)
+                .unwrap_or_else(|| panic!("{name} is not described"));
+            assert_eq!(d.kind, Some(*kind), "{name}");
+            assert!(!d.overridden, "{name}");
+            if !name.starts_with("flush.") {
+                assert_eq!(d.value, *default, "{name}");
             }
         }
     }
@@ -659,7 +634,6 @@ mod tests {
             ("message.timestamp.after.max.ms", "1000"),
             ("max.decompressed.message.bytes", "2147483639"),
             ("segment.jitter.ms", "0"),
-            ("cleanup.policy", "delete"),
         ] {
             set(&mut config, name, value).unwrap_or_else(|e| panic!("{name}={value}: {e}"));
             assert_eq!(
@@ -734,8 +708,6 @@ mod tests {
                 "decompressed size",
             ),
             ("segment.jitter.ms", "5000", "without jitter"),
-            ("cleanup.policy", "compact", "no compaction"),
-            ("cleanup.policy", "", "empty list"),
         ] {
             let mut config = TopicConfig::default();
             let error = set(&mut config, name, value).unwrap_err();

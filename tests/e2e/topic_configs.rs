@@ -31,16 +31,14 @@ const APPEND: i8 = 2;
 
 /// Kafka 4.4.0's topic configs and defaults, as `kafka-configs --describe --all` lists them
 /// for a new topic of a one-broker Kafka (the flush defaults aside: Kafka's "never" is
-/// Long.MAX_VALUE, lograil's -1). The compaction configs other than `cleanup.policy`
-/// (`delete.retention.ms`, `min.compaction.lag.ms`, `max.compaction.lag.ms`,
-/// `min.cleanable.dirty.ratio`) are listed once log-core interprets them; this test does not
-/// ask for them.
+/// Long.MAX_VALUE, lograil's -1).
 const KAFKA_DEFAULTS: &[(&str, &str)] = &[
     ("cleanup.policy", "delete"),
     ("compression.gzip.level", "-1"),
     ("compression.lz4.level", "9"),
     ("compression.type", "producer"),
     ("compression.zstd.level", "3"),
+    ("delete.retention.ms", "86400000"),
     ("errors.deadletterqueue.group.enable", "false"),
     ("file.delete.delay.ms", "60000"),
     ("flush.messages", "-1"),
@@ -50,11 +48,14 @@ const KAFKA_DEFAULTS: &[(&str, &str)] = &[
     ("leader.replication.throttled.replicas", ""),
     ("local.retention.bytes", "-2"),
     ("local.retention.ms", "-2"),
+    ("max.compaction.lag.ms", "9223372036854775807"),
     ("max.decompressed.message.bytes", "2147483639"),
     ("max.message.bytes", "1048588"),
     ("message.timestamp.after.max.ms", "3600000"),
     ("message.timestamp.before.max.ms", "9223372036854775807"),
     ("message.timestamp.type", "CreateTime"),
+    ("min.cleanable.dirty.ratio", "0.5"),
+    ("min.compaction.lag.ms", "0"),
     ("min.insync.replicas", "1"),
     ("preallocate", "false"),
     ("remote.copy.lag.bytes", "-1"),
@@ -451,7 +452,7 @@ fn re_creating_a_topic_answers_already_exists_before_its_configs_are_checked() {
         (code, message.as_str()),
         (TOPIC_ALREADY_EXISTS, "Topic 'orders' already exists.")
     );
-    // A new topic with them is still refused.
+    // A new topic with them is still refused (segment.jitter.ms).
     assert_eq!(
         rdkafka_create(&rt, &client, "fresh", &compacted, false),
         Err(RDKafkaErrorCode::InvalidConfig)

@@ -1,7 +1,7 @@
 //! IncrementalAlterConfigs, versions 0–1, all of a resource's changes or none: SET, DELETE,
-//! and APPEND / SUBTRACT for Kafka's LIST topic configs (`cleanup.policy`, whose list is
-//! checked as a SET of it would be, and the replication throttles), with Kafka's semantics
-//! (see `apply`):
+//! and APPEND / SUBTRACT for Kafka's LIST topic configs (`cleanup.policy` and the replication
+//! throttles; the list that results is checked as a SET of it), with Kafka's semantics (see
+//! `apply`):
 //!
 //! - topics (resource type 2): Kafka 4.4's topic configs (see `topic_config.rs`), persisted
 //!   in the topic's `.topic` file and in effect at once, without a restart (`retention.ms` at
@@ -24,9 +24,8 @@
 //!
 //! Deviations: a per-broker resource (type 4 named by a node id) is refused with
 //! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND or
-//! SUBTRACT on a config that is not a list is INVALID_CONFIG, as in Kafka; so is a
-//! `cleanup.policy` left empty (Kafka's infinite retention, not a policy lograil has). Share
-//! group configs take SET and DELETE only.
+//! SUBTRACT on a config that is not a list is INVALID_CONFIG, as in Kafka. Share group configs
+//! take SET and DELETE only.
 //!
 //! Authorization, as Kafka: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the
 //! group (GROUP_AUTHORIZATION_FAILED), or the cluster for the broker
