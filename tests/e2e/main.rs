@@ -8,6 +8,7 @@ mod admin;
 mod availability;
 mod backlog;
 mod bad_input;
+mod compaction;
 mod compression;
 mod damaged;
 mod external_clients;

@@ -249,6 +249,7 @@ impl Partition {
         if !config.cleanup.compact {
             return Ok(None);
         }
+        let started = std::time::Instant::now();
         let dirtiness = self.dirtiness(now_ms);
         if dirtiness.dirty_bytes == 0 {
             return Ok(None);
@@ -334,6 +335,7 @@ impl Partition {
             read = report.bytes_read,
             written = report.bytes_written,
             removed = report.records_removed,
+            took_ms = started.elapsed().as_millis() as u64,
             segments = %format_args!("{} -> {}", report.segments_before, report.segments_after),
             "cleaned"
         );

@@ -514,8 +514,22 @@ impl Partition {
             return false;
         }
         let too_big = size + bytes > u64::from(config.segment_bytes);
-        let too_old = match (config.segment_ms, writer.first_append_ms) {
-            (Some(ms), Some(first)) => now_ms().saturating_sub(first) >= ms as i64,
+        // A compacted topic also rolls once the segment is older than max.compaction.lag.ms
+        // (KIP-354): the cleaner never cleans the active segment.
+        let max_age = [
+            config.segment_ms,
+            config
+                .cleanup
+                .compact
+                .then_some(config.max_compaction_lag_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let too_old = match (max_age, writer.first_append_ms) {
+            (Some(ms), Some(first)) => {
+                now_ms().saturating_sub(first) >= i64::try_from(ms).unwrap_or(i64::MAX)
+            }
             _ => false,
         };
         // Relative offsets in the index are u32; Kafka rolls at i32::MAX, so do we.

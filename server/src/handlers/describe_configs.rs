@@ -12,8 +12,10 @@
 //! Beyond Kafka: a partition with damaged data (offsets its segments cannot serve) adds a
 //! read-only entry `lograil.damage.partition.<N>` describing the damage (offsets, segment file,
 //! byte positions, reason), which `lograil topic describe` shows. Kafka's protocol has no
-//! message for it; a read-only config is what every admin tool already displays. An offline
-//! topic answers KAFKA_STORAGE_ERROR with why.
+//! message for it; a read-only config is what every admin tool already displays. Likewise each
+//! partition of a compacted topic adds `lograil.cleaner.partition.<N>`: its dirty ratio, where
+//! its cleaned part ends, the cleaner's lag and what it did. An offline topic answers
+//! KAFKA_STORAGE_ERROR with why.
 //!
 //! Groups (resource type 32): a share group's configs under Kafka's names, and (beyond Kafka)
 //! a read-only `lograil.share.partition.<topic>-<N>` entry per share partition with its state
@@ -154,6 +156,39 @@ fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfi
     entries
 }
 
+/// Prefix of the read-only entries that report where the log cleaner stands on each
+/// partition of a compacted topic.
+pub const CLEANER_PREFIX: &str = "lograil.cleaner.partition.";
+
+/// One read-only entry per partition of a compacted topic: its dirty ratio, the cleaner's lag
+/// and what it did since start-up.
+fn cleaner_entries(topic: &Topic) -> Vec<Entry> {
+    if !topic.config().cleanup.compact {
+        return Vec::new();
+    }
+    let now = log_core::now_ms();
+    (0..)
+        .zip(topic.partitions())
+        .map(|(index, partition): (u32, _)| {
+            let d = partition.dirtiness(now);
+            let s = partition.cleaner_stats();
+            let mut text = format!(
+                "dirty ratio {:.2}, cleaned up to offset {}, lag {} s, {} runs, {} bytes cleaned, {} records removed",
+                d.ratio(),
+                d.first_dirty,
+                d.lag_ms(now) / 1000,
+                s.runs,
+                s.bytes_read,
+                s.records_removed
+            );
+            if let Some(error) = s.last_error {
+                text += &format!("; last pass failed: {error}");
+            }
+            (format!("{CLEANER_PREFIX}{index}"), text, UNKNOWN_CONFIG_SOURCE, true)
+        })
+        .collect()
+}
+
 /// One read-only entry per partition with known damage.
 fn damage_entries(topic: &Topic) -> Vec<Entry> {
     topic
@@ -236,6 +271,7 @@ impl Handler for DescribeConfigsRequest {
                                     })
                                     .collect();
                             entries.extend(damage_entries(&topic));
+                            entries.extend(cleaner_entries(&topic));
                             entries.extend(backlog_entries(broker, &topic, &config));
                             entries
                         }
