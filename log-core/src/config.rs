@@ -61,9 +61,10 @@ pub struct TopicConfig {
     /// `min.cleanable.dirty.ratio`: the share of a partition's log not yet cleaned above which
     /// the cleaner compacts it.
     pub min_cleanable_dirty_ratio: DirtyRatio,
-    /// Configs of the layers above the storage engine, under names starting with
-    /// [`EXTRA_PREFIX`] (the broker's backlog bound, `lograil.backlog.*`): kept with the topic
-    /// as text, never interpreted here; whoever sets them validates them.
+    /// Configs the storage engine keeps with the topic as text but never interprets: the
+    /// layers above's own, under names starting with [`EXTRA_PREFIX`] (the broker's backlog
+    /// bound, `lograil.backlog.*`), and the Kafka configs the broker accepts without acting
+    /// on them (`preallocate`, `min.insync.replicas`, ...). Whoever sets them validates them.
     pub extra: BTreeMap<String, String>,
 }
 
@@ -526,7 +527,8 @@ impl TopicConfig {
     }
 
     /// Parses [`TopicConfig::to_properties`] output; `#` starts a comment line. A stored
-    /// `segment.bytes` below [`MIN_SEGMENT_BYTES`] (from before that floor) is kept as it is.
+    /// `segment.bytes` below [`MIN_SEGMENT_BYTES`] (from before that floor) is kept as it is; a
+    /// name not interpreted here goes to [`TopicConfig::extra`] as it was stored.
     pub fn from_properties(text: &str) -> Result<Self, ConfigError> {
         let mut config = TopicConfig::default();
         for line in text.lines().map(str::trim) {
@@ -536,7 +538,13 @@ impl TopicConfig {
             let (name, value) = line
                 .split_once('=')
                 .ok_or_else(|| ConfigError::NotNameValue { line: line.into() })?;
-            config.set_text(name.trim(), value.trim(), STORED_SEGMENT_FLOOR)?;
+            let (name, value) = (name.trim(), value.trim());
+            match config.set_text(name, value, STORED_SEGMENT_FLOOR) {
+                Err(ConfigError::Unknown { .. }) => {
+                    config.extra.insert(name.to_string(), value.to_string());
+                }
+                other => other?,
+            }
         }
         Ok(config)
     }
@@ -553,8 +561,11 @@ mod tests {
         config.set("retention.ms", "-1").unwrap();
         config.set("flush.ms", "250").unwrap();
         config.set("lograil.backlog.group", "billing").unwrap();
+        // A name the engine does not interpret, kept by the broker as text.
+        config.extra.insert("preallocate".into(), "true".into());
         let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
         assert_eq!(back, config);
+        assert_eq!(back.extra["preallocate"], "true");
         assert_eq!(
             back.durability,
             Durability::Interval(Duration::from_millis(250))

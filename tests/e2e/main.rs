@@ -21,3 +21,4 @@ mod quotas;
 mod rdkafka_clients;
 mod security;
 mod shares;
+mod topic_configs;
