@@ -119,6 +119,22 @@ settings! {
     /// Most bytes a second the scrubber reads (lograil's own; default 52428800, 50 MiB/s).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     log_scrub_bytes_per_second: u64 => |c, v| c.log.scrub.bytes_per_second = v,
+    /// Whether the log cleaner compacts the topics whose cleanup.policy holds compact
+    /// (Kafka's `log.cleaner.enable`, default true).
+    #[arg(long)]
+    log_cleaner_enable: bool => |c, v| c.log.cleaner.enabled = v,
+    /// Pause between two looks of the log cleaner at the compacted partitions, in ms (Kafka's
+    /// `log.cleaner.backoff.ms`, default 15000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    log_cleaner_backoff_ms: u64 => |c, v| c.log.cleaner.backoff = ms(v),
+    /// Most memory one pass of the log cleaner gives its map of keys to latest offsets, in
+    /// bytes (Kafka's `log.cleaner.dedupe.buffer.size`, default 134217728; 32 bytes a key).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1024..))]
+    log_cleaner_dedupe_buffer_size: u64 => |c, v| c.log.cleaner.dedupe_buffer_bytes = usize::try_from(v).unwrap_or(usize::MAX),
+    /// Most bytes a second the log cleaner reads and writes (Kafka's
+    /// `log.cleaner.io.max.bytes.per.second`; default unbounded).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    log_cleaner_io_max_bytes_per_second: u64 => |c, v| c.log.cleaner.io_bytes_per_second = Some(v),
     /// How long a new consumer group waits for more members before its first rebalance, in ms
     /// (Kafka's `group.initial.rebalance.delay.ms`, default 3000).
     #[arg(long)]

@@ -223,15 +223,7 @@ pub(crate) fn decompressed_records(
     position: usize,
     max: usize,
 ) -> Result<Bytes, BatchError> {
-    let compression = match header.codec() {
-        Some(Codec::Gzip) => Compression::Gzip,
-        Some(Codec::Snappy) => Compression::Snappy,
-        Some(Codec::Lz4) => Compression::Lz4,
-        // zstd, or codec bits no codec has: the zstd decoder refuses what is not zstd.
-        _ => Compression::Zstd,
-    };
-    let records = decompress::decompress(&batch[HEADER_LEN..], compression, max)
-        .map_err(|source| BatchError::Decompress { position, source })?;
+    let records = decompress_records(batch, header, position, max)?;
     if !record_batch::records_fit(&records, header.record_count) {
         let error = record_batch::BatchError::BadRecordOffsets {
             count: header.record_count,
@@ -239,6 +231,45 @@ pub(crate) fn decompressed_records(
         return Err(error.at(position).into());
     }
     Ok(records)
+}
+
+/// Whether every record of the whole batch `batch` (validated, its header `header`, at byte
+/// `position` of what arrived) has a key: what a compacted topic requires. A compressed batch
+/// is decompressed to at most `max` bytes.
+pub(crate) fn all_keyed(
+    batch: &[u8],
+    header: &BatchHeader,
+    position: usize,
+    max: usize,
+) -> Result<bool, BatchError> {
+    let decompressed;
+    let plain: &[u8] = if header.is_compressed() {
+        decompressed = decompress_records(batch, header, position, max)?;
+        &decompressed
+    } else {
+        &batch[HEADER_LEN..]
+    };
+    let keyed = record_batch::records::records(plain).all(|r| r.is_some_and(|r| r.key.is_some()));
+    Ok(keyed)
+}
+
+/// The records section of compressed `batch` decompressed to at most `max` bytes, not checked
+/// (a stored batch the cleaner reads: its records were checked when it was appended).
+pub(crate) fn decompress_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    position: usize,
+    max: usize,
+) -> Result<Bytes, BatchError> {
+    let compression = match header.codec() {
+        Some(Codec::Gzip) => Compression::Gzip,
+        Some(Codec::Snappy) => Compression::Snappy,
+        Some(Codec::Lz4) => Compression::Lz4,
+        // zstd, or codec bits no codec has: the zstd decoder refuses what is not zstd.
+        _ => Compression::Zstd,
+    };
+    decompress::decompress(&batch[HEADER_LEN..], compression, max)
+        .map_err(|source| BatchError::Decompress { position, source })
 }
 
 #[cfg(test)]

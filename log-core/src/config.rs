@@ -48,10 +48,89 @@ pub struct TopicConfig {
     pub compression_levels: CompressionLevels,
     /// `message.timestamp.type`: the producer's timestamps, or the broker's append time.
     pub timestamp_type: TimestampType,
-    /// Configs of the layers above the storage engine, under names starting with
-    /// [`EXTRA_PREFIX`] (the broker's backlog bound, `lograil.backlog.*`): kept with the topic
-    /// as text, never interpreted here; whoever sets them validates them.
+    /// `cleanup.policy`: deletion by `retention.*`, compaction, both, or neither.
+    pub cleanup: CleanupPolicy,
+    /// `delete.retention.ms`: how long a tombstone (a record with a null value) stays in a
+    /// compacted partition after the cleaner first finds it in the cleaned part.
+    pub delete_retention_ms: u64,
+    /// `min.compaction.lag.ms`: a record younger than this is never compacted away.
+    pub min_compaction_lag_ms: u64,
+    /// `max.compaction.lag.ms`: a record older than this makes its partition cleanable
+    /// whatever its dirty ratio.
+    pub max_compaction_lag_ms: u64,
+    /// `min.cleanable.dirty.ratio`: the share of a partition's log not yet cleaned above which
+    /// the cleaner compacts it.
+    pub min_cleanable_dirty_ratio: DirtyRatio,
+    /// Configs the storage engine keeps with the topic as text but never interprets: the
+    /// layers above's own, under names starting with [`EXTRA_PREFIX`] (the broker's backlog
+    /// bound, `lograil.backlog.*`), and the Kafka configs the broker accepts without acting
+    /// on them (`preallocate`, `min.insync.replicas`, ...). Whoever sets them validates them.
     pub extra: BTreeMap<String, String>,
+}
+
+/// `cleanup.policy`, Kafka's list of `delete` and `compact` (empty: neither, segments are
+/// kept forever).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl Default for CleanupPolicy {
+    fn default() -> Self {
+        CleanupPolicy {
+            delete: true,
+            compact: false,
+        }
+    }
+}
+
+impl CleanupPolicy {
+    /// Parses Kafka's list (`compact,delete`, any order, items trimmed; empty items dropped),
+    /// or names the item that is neither.
+    pub fn parse(value: &str) -> Result<CleanupPolicy, String> {
+        let mut policy = CleanupPolicy {
+            delete: false,
+            compact: false,
+        };
+        for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                other => return Err(other.to_string()),
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Its config value: `delete`, `compact`, `compact,delete` or empty.
+    pub fn name(self) -> &'static str {
+        match (self.compact, self.delete) {
+            (false, true) => "delete",
+            (true, false) => "compact",
+            (true, true) => "compact,delete",
+            (false, false) => "",
+        }
+    }
+}
+
+/// `min.cleanable.dirty.ratio`, a fraction in 0..=1 (compared by value, so it can sit in an
+/// `Eq` config).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DirtyRatio(f64);
+
+impl Eq for DirtyRatio {}
+
+impl DirtyRatio {
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for DirtyRatio {
+    fn default() -> Self {
+        DirtyRatio(0.5)
+    }
 }
 
 /// The topic config that lets share groups use a topic as their dead-letter queue.
@@ -169,6 +248,11 @@ impl Default for TopicConfig {
             compression: TopicCompression::Producer,
             compression_levels: CompressionLevels::default(),
             timestamp_type: TimestampType::CreateTime,
+            cleanup: CleanupPolicy::default(),
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX as u64,
+            min_cleanable_dirty_ratio: DirtyRatio::default(),
             extra: BTreeMap::new(),
         }
     }
@@ -223,6 +307,25 @@ impl TopicConfig {
                         ))
                     }
                 };
+                return Ok(());
+            }
+            "cleanup.policy" => {
+                self.cleanup = CleanupPolicy::parse(value)
+                    .map_err(|_| invalid("String must be one of: compact, delete".into()))?;
+                return Ok(());
+            }
+            "min.cleanable.dirty.ratio" => {
+                let ratio = value
+                    .parse::<f64>()
+                    .map_err(|_| invalid("Not a number of type DOUBLE".into()))?;
+                if !(0.0..=1.0).contains(&ratio) {
+                    return Err(invalid(if ratio < 0.0 {
+                        "Value must be at least 0.0".into()
+                    } else {
+                        "Value must be no more than 1.0".into()
+                    }));
+                }
+                self.min_cleanable_dirty_ratio = DirtyRatio(ratio);
                 return Ok(());
             }
             DLQ_GROUP_ENABLE => {
@@ -297,7 +400,21 @@ impl TopicConfig {
                 None => Ok(n),
             }
         };
+        // Kafka's LONG with ConfigDef.Range.atLeast, and its message.
+        let at_least = |min: i64| -> Result<u64, ConfigError> {
+            if value < min {
+                return Err(ConfigError::Invalid {
+                    name: name.into(),
+                    value: value.to_string(),
+                    reason: format!("Value must be at least {min}"),
+                });
+            }
+            Ok(value as u64)
+        };
         match name {
+            "delete.retention.ms" => self.delete_retention_ms = at_least(0)?,
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = at_least(0)?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = at_least(1)?,
             "compression.gzip.level" => self.compression_levels.gzip = level(1, 9, Some(-1))?,
             "compression.lz4.level" => self.compression_levels.lz4 = level(1, 17, None)?,
             "compression.zstd.level" => self.compression_levels.zstd = level(-131_072, 22, None)?,
@@ -379,6 +496,20 @@ impl TopicConfig {
                 "message.timestamp.type",
                 timestamp_type_name(self.timestamp_type).to_string(),
             ),
+            ("cleanup.policy", self.cleanup.name().to_string()),
+            ("delete.retention.ms", self.delete_retention_ms.to_string()),
+            (
+                "min.compaction.lag.ms",
+                self.min_compaction_lag_ms.to_string(),
+            ),
+            (
+                "max.compaction.lag.ms",
+                self.max_compaction_lag_ms.to_string(),
+            ),
+            (
+                "min.cleanable.dirty.ratio",
+                self.min_cleanable_dirty_ratio.get().to_string(),
+            ),
         ]
     }
 
@@ -396,7 +527,8 @@ impl TopicConfig {
     }
 
     /// Parses [`TopicConfig::to_properties`] output; `#` starts a comment line. A stored
-    /// `segment.bytes` below [`MIN_SEGMENT_BYTES`] (from before that floor) is kept as it is.
+    /// `segment.bytes` below [`MIN_SEGMENT_BYTES`] (from before that floor) is kept as it is; a
+    /// name not interpreted here goes to [`TopicConfig::extra`] as it was stored.
     pub fn from_properties(text: &str) -> Result<Self, ConfigError> {
         let mut config = TopicConfig::default();
         for line in text.lines().map(str::trim) {
@@ -406,7 +538,13 @@ impl TopicConfig {
             let (name, value) = line
                 .split_once('=')
                 .ok_or_else(|| ConfigError::NotNameValue { line: line.into() })?;
-            config.set_text(name.trim(), value.trim(), STORED_SEGMENT_FLOOR)?;
+            let (name, value) = (name.trim(), value.trim());
+            match config.set_text(name, value, STORED_SEGMENT_FLOOR) {
+                Err(ConfigError::Unknown { .. }) => {
+                    config.extra.insert(name.to_string(), value.to_string());
+                }
+                other => other?,
+            }
         }
         Ok(config)
     }
@@ -423,8 +561,11 @@ mod tests {
         config.set("retention.ms", "-1").unwrap();
         config.set("flush.ms", "250").unwrap();
         config.set("lograil.backlog.group", "billing").unwrap();
+        // A name the engine does not interpret, kept by the broker as text.
+        config.extra.insert("preallocate".into(), "true".into());
         let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
         assert_eq!(back, config);
+        assert_eq!(back.extra["preallocate"], "true");
         assert_eq!(
             back.durability,
             Durability::Interval(Duration::from_millis(250))

@@ -41,6 +41,19 @@ impl SegmentReport {
     }
 }
 
+/// The check of a stored batch's records: as appended, or as the cleaner may have left them.
+fn stored_records(
+    bytes: &[u8],
+    header: &record_batch::BatchHeader,
+    compacted: bool,
+) -> Result<(), BatchError> {
+    if compacted {
+        record_batch::validate_stored(bytes).map(|_| ())
+    } else {
+        record_batch::check_records(bytes, header)
+    }
+}
+
 /// Reads and checks the segment at `path` (a `.log` file).
 pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
     let data = fs::read(path).map_err(|e| FileError::new("read", path, e))?;
@@ -65,7 +78,13 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
         .parent()
         .and_then(|dir| next_segment_base(dir, base?))
         .unwrap_or(UNKNOWN_END);
-    for link in Chain::new(&data, 0, base.unwrap_or(0), limit, false) {
+    // A segment the log cleaner reached may have offset gaps.
+    let compacted = path
+        .parent()
+        .and_then(|dir| crate::cleaner::read_reach(dir).ok())
+        .zip(base)
+        .is_some_and(|(reach, base)| base < reach);
+    for link in Chain::new(&data, 0, base.unwrap_or(0), limit, false).compacted(compacted) {
         match link {
             Link::Batch(pos, header) => {
                 let bytes = &data[pos..pos + header.size as usize];
@@ -75,7 +94,7 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
                         "byte {pos}: CRC mismatch in batch at offset {}",
                         header.base_offset
                     ));
-                } else if let Err(e) = record_batch::check_records(bytes, &header) {
+                } else if let Err(e) = stored_records(bytes, &header, compacted) {
                     // Served by no read: the broker's walk finds it as damage too.
                     report.problems.push(format!(
                         "bytes {pos}..{}: offsets {}..{} damaged: {e}",

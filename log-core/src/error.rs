@@ -121,6 +121,10 @@ pub enum AppendError {
     /// LogAppendTime` topic (Kafka's INVALID_TIMESTAMP: only the broker sets it).
     #[error("invalid timestamp type in the batch at byte {position}: producer should not set timestamp type to LogAppendTime")]
     ProducerLogAppendTime { position: usize },
+    /// A record without a key for a topic whose `cleanup.policy` compacts (Kafka's
+    /// INVALID_RECORD, with its message).
+    #[error("Compacted topic cannot accept message without key in topic partition {partition}.")]
+    KeylessRecord { partition: String },
     /// Recompressing for the topic's `compression.type` failed in the codec.
     #[error(transparent)]
     Compress(#[from] crate::compress::CompressError),

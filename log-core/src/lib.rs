@@ -36,6 +36,7 @@
 //! ```
 
 pub mod batch;
+mod cleaner;
 pub mod compress;
 mod config;
 mod data_dir;
@@ -52,9 +53,10 @@ mod segment;
 mod state_log;
 mod topic;
 
+pub use cleaner::{CleanError, CleanReport, CleanerOptions, CleanerStats, Dirtiness};
 pub use config::{
-    timestamp_type_name, CompressionLevels, Durability, TopicCompression, TopicConfig,
-    DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,
+    timestamp_type_name, CleanupPolicy, CompressionLevels, DirtyRatio, Durability,
+    TopicCompression, TopicConfig, DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,
 };
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,

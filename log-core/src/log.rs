@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::cleaner::{self, CleanerOptions};
 use crate::config::{Durability, TopicConfig};
 use crate::data_dir::{
     count_partitions, partition_dirs, read_topic_file, remove_dir, remove_orphans,
@@ -40,6 +41,7 @@ pub struct Log {
     shared: Arc<Shared>,
     flusher: Option<JoinHandle<()>>,
     scrubber: Option<JoinHandle<()>>,
+    cleaner: Option<JoinHandle<()>>,
 }
 
 /// How a data directory is opened.
@@ -51,6 +53,8 @@ pub struct LogOptions {
     pub loaded_segments: usize,
     /// When the background scrubber checks the closed segments, and how fast.
     pub scrub: ScrubOptions,
+    /// The background log cleaner (compaction).
+    pub cleaner: CleanerOptions,
 }
 
 impl Default for LogOptions {
@@ -59,6 +63,7 @@ impl Default for LogOptions {
             storage: Arc::new(FileStorage),
             loaded_segments: DEFAULT_LOADED_SEGMENTS,
             scrub: ScrubOptions::default(),
+            cleaner: CleanerOptions::default(),
         }
     }
 }
@@ -220,10 +225,32 @@ impl Log {
                 })
                 .map_err(|e| FileError::new("start the scrubber for", &dir_for_errors, e))?
         };
+        let cleaner = match options.cleaner.enabled {
+            false => None,
+            true => {
+                let shared = shared.clone();
+                let options = options.cleaner;
+                let thread = std::thread::Builder::new()
+                    .name("lograil-cleaner".into())
+                    .spawn(move || {
+                        let partitions = || {
+                            shared
+                                .topics_read()
+                                .values()
+                                .flat_map(|t| t.partitions.iter().cloned())
+                                .collect()
+                        };
+                        cleaner::run(options, partitions, |d| shared.wait(d))
+                    })
+                    .map_err(|e| FileError::new("start the log cleaner for", &dir_for_errors, e))?;
+                Some(thread)
+            }
+        };
         Ok(Log {
             shared,
             flusher: Some(flusher),
             scrubber: Some(scrubber),
+            cleaner,
         })
     }
 
@@ -518,9 +545,13 @@ impl Log {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = true;
         self.shared.wake.notify_all();
-        for thread in [self.flusher.take(), self.scrubber.take()]
-            .into_iter()
-            .flatten()
+        for thread in [
+            self.flusher.take(),
+            self.scrubber.take(),
+            self.cleaner.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let _ = thread.join();
         }

@@ -230,6 +230,17 @@ pub fn set_max_timestamp(
     Ok(())
 }
 
+/// Sets the record count of the whole batch `batch` (the broker's log cleaner keeps some of a
+/// batch's records; its base offset and last offset delta stay), without its CRC: a
+/// [`rewrap`] follows.
+pub fn set_record_count(batch: &mut [u8], record_count: i32) -> Result<(), BuildError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BuildError::NoHeader(batch.len()));
+    }
+    batch[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&record_count.to_be_bytes());
+    Ok(())
+}
+
 /// Finishes a batch a broker rewrote: `batch` holds another batch's header (its first
 /// [`HEADER_LEN`] bytes, copied) followed by that batch's records compressed anew with
 /// `codec` (the records inside are the same bytes whatever their codec). Sets the length, the

@@ -37,6 +37,7 @@ pub mod build;
 mod error;
 mod header;
 pub mod layout;
+pub mod records;
 mod validate;
 pub mod varint;
 
@@ -45,7 +46,7 @@ pub use header::BatchHeader;
 pub use layout::{Codec, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC};
 pub use validate::{
     check_records, compute_crc, has_header, parse_all, records_fit, validate, validate_all,
-    validate_parsed,
+    validate_parsed, validate_stored,
 };
 
 #[cfg(test)]

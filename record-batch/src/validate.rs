@@ -57,6 +57,42 @@ pub fn check_records(batch: &[u8], header: &BatchHeader) -> Result<(), BatchErro
     }
 }
 
+/// Validates the single whole batch at the start of `buf` as a broker stored it: a header
+/// ([`BatchHeader::read`]), its length against `buf`, its CRC, and for an uncompressed batch
+/// its records' framing with [`crate::records::stored_records_fit`] (compaction may have
+/// removed records, leaving gaps in the offset deltas). What reads check of a compacted
+/// segment; [`validate`] checks a producer's batch.
+pub fn validate_stored(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    let header = BatchHeader::read(buf)?;
+    let size = header.size as usize;
+    if buf.len() < size {
+        return Err(BatchError::Truncated {
+            needed: size,
+            available: buf.len(),
+        });
+    }
+    let batch = &buf[..size];
+    let computed = compute_crc(batch);
+    let stored = u32::from_be_bytes(crate::layout::array(batch, CRC_AT));
+    if computed != stored {
+        return Err(BatchError::CrcMismatch { stored, computed });
+    }
+    let records = &batch[HEADER_LEN.min(size)..];
+    if header.is_compressed()
+        || crate::records::stored_records_fit(
+            records,
+            header.record_count,
+            header.last_offset_delta,
+        )
+    {
+        Ok(header)
+    } else {
+        Err(BatchError::BadRecordOffsets {
+            count: header.record_count,
+        })
+    }
+}
+
 /// Headers of the whole batches that make up `buf`, each parsed ([`BatchHeader::parse`]) and
 /// fitting in `buf`, CRCs not checked: a cheap look at producer ids, sequences and codecs.
 /// [`validate_parsed`] then finishes the checks of [`validate_all`] without parsing again.

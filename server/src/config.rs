@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use log_core::{ConfigError, LogOptions, TopicConfig};
+use log_core::{LogOptions, TopicConfig};
 use task_queue::ShareConfig;
 
 pub use crate::groups::GroupConfig;
@@ -217,60 +217,4 @@ impl Default for Limits {
             offsets_retention_check_interval: Duration::from_secs(600),
         }
     }
-}
-
-/// Kafka topic configs that clients and tools commonly send and that lograil accepts but does
-/// not act on, with the only value it honours (`None`: any value).
-const ACCEPTED_AS_IS: &[(&str, Option<&str>)] = &[
-    ("cleanup.policy", Some("delete")),
-    ("min.insync.replicas", None),
-    ("unclean.leader.election.enable", None),
-    ("message.downconversion.enable", None),
-    ("preallocate", None),
-];
-
-/// Puts one Kafka topic config of `config` back to its value in `defaults` (a DELETE in
-/// IncrementalAlterConfigs). A config lograil accepts but does not act on has nothing to reset;
-/// an unknown name is [`ConfigError::Unknown`].
-pub fn reset_topic_config(
-    config: &mut TopicConfig,
-    defaults: &TopicConfig,
-    name: &str,
-) -> Result<(), ConfigError> {
-    if ACCEPTED_AS_IS.iter().any(|(n, _)| *n == name) {
-        return Ok(());
-    }
-    if crate::backlog::is_backlog_config(name) {
-        crate::backlog::reset(config, name);
-        return Ok(());
-    }
-    match defaults.entries().into_iter().find(|(n, _)| *n == name) {
-        Some((_, value)) => config.set(name, &value),
-        None => Err(ConfigError::Unknown { name: name.into() }),
-    }
-}
-
-/// Applies one Kafka topic config to `config`. Configs lograil cannot honour are refused with
-/// a reason, so a client never believes a setting took effect when it did not.
-pub fn set_topic_config(
-    config: &mut TopicConfig,
-    name: &str,
-    value: &str,
-) -> Result<(), ConfigError> {
-    // lograil's own topic configs (the backlog bound); names under `lograil.` that are not
-    // among them are unknown.
-    if name.starts_with(log_core::EXTRA_PREFIX) {
-        return crate::backlog::set(config, name, value);
-    }
-    if let Some((_, honoured)) = ACCEPTED_AS_IS.iter().find(|(n, _)| *n == name) {
-        return match honoured {
-            Some(only) if !value.eq_ignore_ascii_case(only) => Err(ConfigError::Unsupported {
-                name: name.into(),
-                value: value.into(),
-                supported: only,
-            }),
-            _ => Ok(()),
-        };
-    }
-    config.set(name, value)
 }

@@ -31,6 +31,7 @@ mod response;
 mod scrape;
 pub mod security;
 mod shares;
+mod topic_config;
 
 use std::future::Future;
 use std::sync::Arc;

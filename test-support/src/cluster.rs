@@ -133,7 +133,17 @@ impl TestCluster {
             _shared: Some(CLUSTER_LOCK.read().unwrap_or_else(|e| e.into_inner())),
             _exclusive: None,
         };
-        TestCluster::with_guard(guard)
+        TestCluster::with_guard(guard, &[])
+    }
+
+    /// As [`TestCluster::start`], with `serve_args` added to the lograil broker's command line
+    /// (broker settings a test needs; a Kafka cluster keeps its own).
+    pub fn start_with(serve_args: &[&str]) -> TestCluster {
+        let guard = Guard {
+            _shared: Some(CLUSTER_LOCK.read().unwrap_or_else(|e| e.into_inner())),
+            _exclusive: None,
+        };
+        TestCluster::with_guard(guard, serve_args)
     }
 
     /// The cluster with no other test running on it (for killing brokers).
@@ -142,10 +152,10 @@ impl TestCluster {
             _shared: None,
             _exclusive: Some(CLUSTER_LOCK.write().unwrap_or_else(|e| e.into_inner())),
         };
-        TestCluster::with_guard(guard)
+        TestCluster::with_guard(guard, &[])
     }
 
-    fn with_guard(guard: Guard) -> TestCluster {
+    fn with_guard(guard: Guard, serve_args: &[&str]) -> TestCluster {
         // The client's warnings (batches that expire or run out of retries) by default;
         // RUST_LOG=consumer=debug shows every retry and rebalance.
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -177,7 +187,9 @@ impl TestCluster {
                 }
             }
             None => {
-                let broker = TestBroker::start_temp(&["--group-initial-rebalance-delay-ms", "0"]);
+                let mut args = vec!["--group-initial-rebalance-delay-ms", "0"];
+                args.extend_from_slice(serve_args);
+                let broker = TestBroker::start_temp(&args);
                 let bootstrap = broker.addr.clone();
                 TestCluster {
                     target: Target::Lograil { broker },
@@ -391,7 +403,8 @@ impl TestCluster {
 }
 
 /// Every record of `topic` from the beginning to the end offsets it has now, by partition, read
-/// with an assign-mode consumer of our client.
+/// with an assign-mode consumer of our client. A partition is read once its last offset before
+/// the end has come, so offsets without a record (a compacted topic) are fine.
 pub async fn read_all(cluster: &TestCluster, topic: &str) -> BTreeMap<i32, Vec<ConsumerRecord>> {
     let consumer = cluster.consumer(None, &[]).await;
     let admin_partitions = cluster
@@ -404,20 +417,29 @@ pub async fn read_all(cluster: &TestCluster, topic: &str) -> BTreeMap<i32, Vec<C
     let partitions: Vec<TopicPartition> = (0..admin_partitions)
         .map(|p| TopicPartition::new(topic, p))
         .collect();
+    let starts = consumer.beginning_offsets(&partitions).await.unwrap();
     let ends = consumer.end_offsets(&partitions).await.unwrap();
     consumer.assign(&partitions).unwrap();
     consumer.seek_to_beginning(&partitions).unwrap();
     let mut out: BTreeMap<i32, Vec<ConsumerRecord>> = BTreeMap::new();
-    let total: i64 = ends.values().sum();
-    let mut read = 0;
+    // The partitions not yet read to their end, and the last offset of each.
+    let mut unread: BTreeMap<i32, i64> = ends
+        .iter()
+        .filter(|(tp, end)| **end > starts[*tp])
+        .map(|(tp, end)| (tp.partition, end - 1))
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while read < total {
+    while !unread.is_empty() {
         let record = tokio::time::timeout_at(deadline.into(), consumer.recv())
             .await
-            .unwrap_or_else(|_| panic!("read {read} of {total} records of {topic} in 60 s"))
+            .unwrap_or_else(|_| {
+                panic!("{topic} not read to its end offsets {ends:?} in 60 s: partitions {unread:?} (last offset) unread")
+            })
             .unwrap();
         if record.offset < ends[&TopicPartition::new(topic, record.partition)] {
-            read += 1;
+            if unread.get(&record.partition) == Some(&record.offset) {
+                unread.remove(&record.partition);
+            }
             out.entry(record.partition).or_default().push(record);
         }
     }

@@ -1,8 +1,9 @@
 //! Kafka behaviours real clients rely on, each with the client that trips on it and on the
 //! wire: manual replica assignments in CreateTopics (librdkafka's admin API), APPEND and
 //! SUBTRACT of a list config, an emptied group's protocol type and generation (kept while it
-//! is empty and across restarts), the leader epoch of committed offsets, and ApiVersions v4
-//! (Kafka 4.x's Java clients ask it first).
+//! is empty and across restarts), the leader epoch of committed offsets, ApiVersions v4
+//! (Kafka 4.x's Java clients ask it first), and a DELETE of a topic config lograil does not
+//! know (MirrorMaker 2's config sync).
 
 use std::io::Write;
 use std::path::Path;
@@ -24,7 +25,7 @@ use kafka_protocol::messages::*;
 use serde_json::Value;
 
 use test_support::kafka::{
-    alter_configs, create_topic, name, text, BROKER_RESOURCE, TOPIC_RESOURCE,
+    alter_configs, create_topic, describe_configs, name, text, BROKER_RESOURCE, TOPIC_RESOURCE,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -247,18 +248,24 @@ fn append_and_subtract_apply_to_cleanup_policy_as_in_kafka() {
     let addr = &broker.addr;
     create_topic(addr, "listed", 1);
 
+    let policy = || {
+        describe_configs(addr, TOPIC_RESOURCE, "listed")
+            .into_iter()
+            .find(|(name, _, _)| name == "cleanup.policy")
+            .map(|(_, value, _)| value)
+            .unwrap()
+    };
+
     // confluent-kafka's incremental_alter_configs.
     let appended = confluent(addr, &["alter-list", "listed", "APPEND", "delete"]);
     assert_eq!(appended["error"], Value::Null, "{appended}");
+    assert_eq!(policy(), "delete");
     let compact = confluent(addr, &["alter-list", "listed", "APPEND", "compact"]);
-    assert_eq!(compact["error"], "INVALID_CONFIG", "{compact}");
-    assert!(
-        compact["message"]
-            .as_str()
-            .unwrap()
-            .contains("delete,compact"),
-        "the list as it would be: {compact}"
-    );
+    assert_eq!(compact["error"], Value::Null, "{compact}");
+    assert_eq!(policy(), "compact,delete");
+    let subtracted = confluent(addr, &["alter-list", "listed", "SUBTRACT", "compact"]);
+    assert_eq!(subtracted["error"], Value::Null, "{subtracted}");
+    assert_eq!(policy(), "delete");
     let absent = confluent(addr, &["alter-list", "listed", "SUBTRACT", "compact"]);
     assert_eq!(absent["error"], Value::Null, "{absent}");
 
@@ -271,15 +278,19 @@ fn append_and_subtract_apply_to_cleanup_policy_as_in_kafka() {
         topic(&[("cleanup.policy", APPEND, Some("delete,delete"))]).0,
         0
     );
+    assert_eq!(policy(), "delete");
     assert_eq!(
         topic(&[("cleanup.policy", SUBTRACT, Some(",compact,"))]).0,
         0
     );
-    let (code, message) = topic(&[("cleanup.policy", SUBTRACT, Some("delete"))]);
-    assert_eq!(code, INVALID_CONFIG);
-    assert!(message.unwrap().contains("empty list"));
-    let (code, message) = topic(&[("cleanup.policy", APPEND, Some("compact"))]);
-    assert_eq!(code, INVALID_CONFIG, "compaction is not there: {message:?}");
+    // An empty list is Kafka's "no cleanup": segments are kept forever.
+    assert_eq!(topic(&[("cleanup.policy", SUBTRACT, Some("delete"))]).0, 0);
+    assert_eq!(policy(), "");
+    assert_eq!(topic(&[("cleanup.policy", APPEND, Some("compact"))]).0, 0);
+    assert_eq!(policy(), "compact");
+    let (code, message) = topic(&[("cleanup.policy", APPEND, Some("shred"))]);
+    assert_eq!(code, INVALID_CONFIG, "{message:?}");
+    assert_eq!(policy(), "compact", "a refused list changes nothing");
     let (code, message) = topic(&[("cleanup.policy", APPEND, None)]);
     assert_eq!(code, INVALID_REQUEST, "{message:?}");
     assert_eq!(
@@ -611,4 +622,60 @@ fn api_versions_v4_is_served_and_the_java_client_needs_no_fallback() {
         &[("api", "ApiVersions"), ("version", "4")],
     );
     assert_eq!(errors, None, "no UNSUPPORTED_VERSION");
+}
+
+/// MirrorMaker 2 syncs a topic's configs with one IncrementalAlterConfigs per topic: a SET of
+/// each config the source sets, a DELETE of each of the source's configs at their default,
+/// every name the source's Kafka version has. Kafka takes a DELETE of a config that is not set,
+/// whatever its name, so one name lograil does not know must not refuse the whole sync.
+#[test]
+fn a_delete_of_a_topic_config_lograil_does_not_know_is_no_error_as_in_kafka() {
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    let broker = broker();
+    let addr = &broker.addr;
+    create_topic(addr, "synced", 1);
+    let retention = || {
+        describe_configs(addr, TOPIC_RESOURCE, "synced")
+            .into_iter()
+            .find(|(name, _, _)| name == "retention.ms")
+            .map(|(_, value, _)| value)
+    };
+
+    // What MirrorMaker sends for a source topic with retention.ms set (names from Kafka
+    // versions lograil may not know among the defaults).
+    let sync = [
+        ("retention.ms", SET, Some("3600000")),
+        ("segment.bytes", DELETE, None),
+        ("a.topic.config.of.a.later.kafka", DELETE, None),
+        ("lograil.no.such.config", DELETE, None),
+    ];
+    let (code, message) = alter_configs(addr, TOPIC_RESOURCE, "synced", &sync, false);
+    assert_eq!(code, 0, "{message:?}");
+    assert_eq!(
+        retention().as_deref(),
+        Some("3600000"),
+        "the SET took effect"
+    );
+    assert!(
+        describe_configs(addr, TOPIC_RESOURCE, "synced")
+            .iter()
+            .all(|(name, _, _)| !name.contains("no.such") && !name.contains("later.kafka")),
+        "a deleted unknown name is not described afterwards"
+    );
+
+    // A SET of an unknown name is still refused (Kafka: "Unknown topic config name"), and
+    // refuses the whole resource's changes.
+    let (code, message) = alter_configs(
+        addr,
+        TOPIC_RESOURCE,
+        "synced",
+        &[
+            ("retention.ms", SET, Some("7200000")),
+            ("a.topic.config.of.a.later.kafka", SET, Some("1")),
+        ],
+        false,
+    );
+    assert_eq!(code, INVALID_CONFIG, "{message:?}");
+    assert_eq!(retention().as_deref(), Some("3600000"), "nothing changed");
 }

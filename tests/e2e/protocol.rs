@@ -296,7 +296,7 @@ fn admin_create_describe_and_delete_topics() {
             ),
             creatable("bad/name", 1, 1, &[]),
             creatable("replicated", 1, 3, &[]),
-            creatable("compacted", 1, -1, &[("cleanup.policy", "compact")]),
+            creatable("shredded", 1, -1, &[("cleanup.policy", "shred")]),
             creatable("zero", 0, 1, &[]),
         ],
         false,

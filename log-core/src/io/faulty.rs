@@ -33,6 +33,9 @@ struct FaultState {
     off: bool,
     /// Each file's length at its last successful fsync: what a power cut leaves of it.
     synced_len: HashMap<PathBuf, u64>,
+    /// Changes (appends, fsyncs, truncations, renames, removals) that may still reach the
+    /// disk before the power goes off by itself (`None`: no cut planned).
+    changes_before_cut: Option<u64>,
 }
 
 impl Faults {
@@ -72,6 +75,19 @@ impl Faults {
         self.lock().off = true;
     }
 
+    /// Cuts the power by itself after `changes` more changes to files (appends, fsyncs,
+    /// truncations, renames, removals): a crash at that point of whatever runs.
+    pub fn cut_power_after(&self, changes: u64) {
+        let mut state = self.lock();
+        state.changes_before_cut = Some(changes);
+        state.off |= changes == 0;
+    }
+
+    /// Whether the power is off (cut by hand or by [`Faults::cut_power_after`]).
+    pub fn power_is_off(&self) -> bool {
+        self.lock().off
+    }
+
     /// What the disk holds after the power cut: every file written through this storage is cut
     /// back to its length at its last successful fsync (a file never synced is left empty).
     pub fn restore_power(&self) -> io::Result<()> {
@@ -86,11 +102,25 @@ impl Faults {
         }
         state.synced_len.clear();
         state.off = false;
+        state.changes_before_cut = None;
         Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, FaultState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts one change to a file; false when the power is (now) off and it must not happen.
+    fn change(&self) -> bool {
+        let mut state = self.lock();
+        if let Some(left) = state.changes_before_cut.as_mut() {
+            if *left == 0 {
+                state.off = true;
+            } else {
+                *left -= 1;
+            }
+        }
+        !state.off
     }
 }
 
@@ -123,6 +153,30 @@ impl Storage for FaultyStorage {
             faults: self.faults.clone(),
         }))
     }
+
+    /// A rename is durable at once (as the directory fsync that follows it makes it).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        if !self.faults.change() {
+            return Ok(());
+        }
+        std::fs::rename(from, to)?;
+        let mut state = self.faults.lock();
+        if let Some(len) = state.synced_len.remove(from) {
+            state.synced_len.insert(to.to_path_buf(), len);
+        }
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        if !self.faults.change() {
+            return Ok(());
+        }
+        self.faults.lock().synced_len.remove(path);
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -139,11 +193,11 @@ impl StoredFile for FaultyFile {
 
     fn append(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        if !self.faults.change() {
+            return Ok(());
+        }
         let allowed = {
             let mut state = self.faults.lock();
-            if state.off {
-                return Ok(());
-            }
             match state.write_budget {
                 None => total,
                 Some(budget) => {
@@ -182,10 +236,13 @@ impl StoredFile for FaultyFile {
                 .unwrap_or_else(PoisonError::into_inner);
         }
         state.held -= 1;
+        drop(state);
+        let on = self.faults.change();
+        let state = self.faults.lock();
         if state.fail_syncs {
             return Err(io::Error::other("fsync failed (injected)"));
         }
-        if state.off {
+        if !on {
             return Ok(());
         }
         drop(state);
@@ -200,7 +257,7 @@ impl StoredFile for FaultyFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        if self.faults.lock().off {
+        if !self.faults.change() {
             return Ok(());
         }
         self.file.set_len(len)

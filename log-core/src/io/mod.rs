@@ -20,6 +20,19 @@ use std::sync::Arc;
 pub trait Storage: Send + Sync + Debug {
     /// Opens `path` for reading and appending, creating it if missing.
     fn open(&self, path: &Path) -> io::Result<Arc<dyn StoredFile>>;
+
+    /// Renames `from` to `to`, replacing `to` (the log cleaner's swap of a cleaned segment).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    /// Removes the file `path`; one already gone is no error.
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// One open file: appended to, synced, truncated.
@@ -94,6 +107,49 @@ pub fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
 }
 
+/// A file of one offset (a version byte, then a big-endian i64), or `None` when there is none.
+pub(crate) fn read_offset_file(
+    dir: &Path,
+    name: &str,
+    version: u8,
+) -> Result<Option<i64>, crate::OpenError> {
+    use crate::{FileError, OpenError};
+    let path = dir.join(name);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(FileError::new("read", path, e).into()),
+    };
+    match bytes.as_slice() {
+        [v, offset @ ..] if *v == version && offset.len() == 8 => {
+            let mut be = [0u8; 8];
+            be.copy_from_slice(offset);
+            Ok(Some(i64::from_be_bytes(be).max(0)))
+        }
+        _ => Err(OpenError::Corrupt {
+            path,
+            reason: format!(
+                "expected version {version} and an 8-byte offset, found {} bytes",
+                bytes.len()
+            ),
+        }),
+    }
+}
+
+/// Writes [`read_offset_file`]'s format as [`replace_file`] does, through `storage`.
+pub(crate) fn write_offset_file(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    version: u8,
+    offset: i64,
+) -> Result<(), crate::FileError> {
+    let mut bytes = Vec::with_capacity(9);
+    bytes.push(version);
+    bytes.extend_from_slice(&offset.to_be_bytes());
+    replace_file_with(storage, dir, name, &bytes)
+}
+
 /// Prefix of [`replace_file`]'s temporary files; one left by a crash is removed when the data
 /// dir opens.
 pub(crate) const REPLACE_TMP_PREFIX: &str = ".replace-";
@@ -103,17 +159,30 @@ pub(crate) const REPLACE_TMP_PREFIX: &str = ".replace-";
 /// fsynced. The temporary name is short (`.replace-<n>.tmp`), so `name` may be as long as the
 /// file system allows.
 pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), crate::FileError> {
+    replace_file_with(&FileStorage, dir, name, bytes)
+}
+
+/// [`replace_file`] through `storage`.
+pub(crate) fn replace_file_with(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(), crate::FileError> {
     use crate::FileError;
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = dir.join(name);
     let tmp = dir.join(format!("{REPLACE_TMP_PREFIX}{n}.tmp"));
     let write = || -> io::Result<()> {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()
+        let file = storage.open(&tmp)?;
+        file.set_len(0)?;
+        file.append(&[IoSlice::new(bytes)])?;
+        file.sync_data()
     };
     write().map_err(|e| FileError::new("write", &tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| FileError::new("rename", &path, e))?;
+    storage
+        .rename(&tmp, &path)
+        .map_err(|e| FileError::new("rename", &path, e))?;
     sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
 }

@@ -7,7 +7,7 @@
 //! This file holds opening and the write path with its segment roll; [`read`] the reads,
 //! [`durability`] the group commit, flushing and poisoning, [`retention`] the deletion of old
 //! segments, `start` the log start offset set by DeleteRecords, [`batches`] iteration over
-//! batch headers.
+//! batch headers; compaction is `crate::cleaner`'s.
 
 mod batches;
 mod durability;
@@ -56,9 +56,9 @@ pub struct Partition {
     name: String,
     dir: PathBuf,
     /// Where new segments go and how they are opened.
-    place: Place,
+    pub(crate) place: Place,
     config: RwLock<TopicConfig>,
-    segments: RwLock<Vec<Arc<Segment>>>,
+    pub(crate) segments: RwLock<Vec<Arc<Segment>>>,
     /// Offset after the last written batch.
     end_offset: AtomicI64,
     /// Every offset below this is on disk.
@@ -75,6 +75,13 @@ pub struct Partition {
     start_floor: AtomicI64,
     /// Serialises changes of `start_floor` and its file.
     start_lock: Mutex<()>,
+    /// Where the log cleaner's last pass ended (the first dirty offset; see `cleaner`).
+    pub(crate) cleaned_to: AtomicI64,
+    /// One cleaner pass at a time.
+    pub(crate) cleaning: Mutex<()>,
+    /// Held while segment files are deleted (retention) or swapped (the cleaner).
+    pub(crate) segment_files: Mutex<()>,
+    pub(crate) cleaner_stats: Mutex<crate::cleaner::CleanerStats>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -97,7 +104,7 @@ struct Writer {
     closed: bool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -133,6 +140,9 @@ impl Partition {
         context: &OpenContext,
     ) -> Result<Partition, OpenError> {
         fs::create_dir_all(dir).map_err(|e| FileError::new("create", dir, e))?;
+        crate::cleaner::recover(dir, context.storage.as_ref())?;
+        let cleaned_to = crate::cleaner::read_checkpoint(dir)?;
+        let compacted_below = crate::cleaner::read_reach(dir)?;
         let place = Place {
             dir: dir.to_path_buf(),
             storage: context.storage.clone(),
@@ -147,7 +157,12 @@ impl Partition {
         }
         let mut segments = Vec::with_capacity(bases.len());
         for pair in bases.windows(2) {
-            segments.push(Segment::open_closed(&place, pair[0], pair[1])?);
+            segments.push(Segment::open_closed(
+                &place,
+                pair[0],
+                pair[1],
+                pair[0] < compacted_below,
+            )?);
         }
         let last_base = *bases.last().unwrap_or(&0);
         let (active, cursor, recovery) = Segment::recover(
@@ -193,6 +208,10 @@ impl Partition {
             recovery,
             start_floor: AtomicI64::new(start_floor),
             start_lock: Mutex::new(()),
+            cleaned_to: AtomicI64::new(cleaned_to),
+            cleaning: Mutex::new(()),
+            segment_files: Mutex::new(()),
+            cleaner_stats: Mutex::new(Default::default()),
         })
     }
 
@@ -295,7 +314,7 @@ impl Partition {
         self.segments().iter().map(|s| s.base_offset).collect()
     }
 
-    fn segments(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Segment>>> {
+    pub(crate) fn segments(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Segment>>> {
         self.segments.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -376,6 +395,18 @@ impl Partition {
             });
         }
         let per_batch = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
+        if config.cleanup.compact {
+            let mut at = 0usize;
+            for header in headers {
+                let batch = &records[at..at + header.size as usize];
+                if !batch::all_keyed(batch, header, at, per_batch)? {
+                    return Err(AppendError::KeylessRecord {
+                        partition: self.name.clone(),
+                    });
+                }
+                at += header.size as usize;
+            }
+        }
         let now = now_ms();
         let rewritten;
         let (records, headers) = if recompress::keeps_all(&config, headers) {
@@ -483,8 +514,22 @@ impl Partition {
             return false;
         }
         let too_big = size + bytes > u64::from(config.segment_bytes);
-        let too_old = match (config.segment_ms, writer.first_append_ms) {
-            (Some(ms), Some(first)) => now_ms().saturating_sub(first) >= ms as i64,
+        // A compacted topic also rolls once the segment is older than max.compaction.lag.ms
+        // (KIP-354): the cleaner never cleans the active segment.
+        let max_age = [
+            config.segment_ms,
+            config
+                .cleanup
+                .compact
+                .then_some(config.max_compaction_lag_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let too_old = match (max_age, writer.first_append_ms) {
+            (Some(ms), Some(first)) => {
+                now_ms().saturating_sub(first) >= i64::try_from(ms).unwrap_or(i64::MAX)
+            }
             _ => false,
         };
         // Relative offsets in the index are u32; Kafka rolls at i32::MAX, so do we.

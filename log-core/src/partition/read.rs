@@ -54,7 +54,7 @@ impl Partition {
     /// At the log end the result is empty.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReadError> {
         let end = self.log_end_offset();
-        let (start, mut index, mut segment) = {
+        let (start, mut segment) = {
             let segments = self.segments();
             let start = segments
                 .first()
@@ -70,7 +70,7 @@ impl Partition {
             let i = segments
                 .partition_point(|s| s.base_offset <= offset)
                 .saturating_sub(1);
-            (start, i, segments[i].clone())
+            (start, segments[i].clone())
         };
         let result = |records: Bytes| ReadResult {
             records,
@@ -84,10 +84,15 @@ impl Partition {
             if let Some(bytes) = segment.read(offset, max_bytes, end)? {
                 return Ok(result(bytes));
             }
-            // Past this segment's data: the offset lives in the next one, if any.
-            index += 1;
-            match self.segments().get(index) {
-                Some(next) => segment = next.clone(),
+            // Past this segment's data: the offset lives in the next one, if any (found by
+            // offset: the cleaner may have merged segments meanwhile).
+            let next = self
+                .segments()
+                .iter()
+                .find(|s| s.base_offset > segment.base_offset)
+                .cloned();
+            match next {
+                Some(next) => segment = next,
                 None => return Ok(result(Bytes::new())),
             }
         }

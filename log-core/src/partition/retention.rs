@@ -20,9 +20,16 @@ pub struct RetentionReport {
 impl Partition {
     /// Deletes the oldest closed segments that are past `retention.ms` (by their newest record,
     /// relative to `now_ms`) or beyond `retention.bytes`, and advances the log start offset.
-    /// The active segment is never deleted.
+    /// The active segment is never deleted. Nothing is deleted unless `cleanup.policy` holds
+    /// `delete`.
     pub fn apply_retention(&self, now_ms: i64) -> Result<RetentionReport, FileError> {
         let config = self.config();
+        if !config.cleanup.delete {
+            return Ok(RetentionReport {
+                log_start_offset: self.log_start_offset(),
+                ..Default::default()
+            });
+        }
         let mut total = self.size_bytes();
         self.delete_oldest_segments(|s| {
             let too_old = config.retention_ms.is_some_and(|ms| {
@@ -51,6 +58,7 @@ impl Partition {
         &self,
         mut doomed: impl FnMut(&Segment) -> bool,
     ) -> Result<RetentionReport, FileError> {
+        let _files = lock(&self.segment_files);
         let writer = lock(&self.writer);
         let doomed: Vec<Arc<Segment>> = {
             let segments = self.segments();

@@ -3,7 +3,6 @@
 //! written atomically before any segment below it is deleted. The log start offset is the
 //! larger of it and the first segment's base offset.
 
-use std::fs;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
@@ -16,33 +15,11 @@ const START_VERSION: u8 = 1;
 
 /// The log start offset recorded in `dir`, or 0 when none was.
 pub(crate) fn read_start_floor(dir: &Path) -> Result<i64, OpenError> {
-    let path = dir.join(START_FILE);
-    let bytes = match fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(FileError::new("read", path, e).into()),
-    };
-    match bytes.as_slice() {
-        [START_VERSION, offset @ ..] if offset.len() == 8 => {
-            let mut be = [0u8; 8];
-            be.copy_from_slice(offset);
-            Ok(i64::from_be_bytes(be).max(0))
-        }
-        _ => Err(OpenError::Corrupt {
-            path,
-            reason: format!(
-                "expected version {START_VERSION} and an 8-byte offset, found {} bytes",
-                bytes.len()
-            ),
-        }),
-    }
+    Ok(io::read_offset_file(dir, START_FILE, START_VERSION)?.unwrap_or(0))
 }
 
-fn write_start_floor(dir: &Path, offset: i64) -> Result<(), FileError> {
-    let mut bytes = Vec::with_capacity(9);
-    bytes.push(START_VERSION);
-    bytes.extend_from_slice(&offset.to_be_bytes());
-    io::replace_file(dir, START_FILE, &bytes)
+fn write_start_floor(storage: &dyn io::Storage, dir: &Path, offset: i64) -> Result<(), FileError> {
+    io::write_offset_file(storage, dir, START_FILE, START_VERSION, offset)
 }
 
 impl Partition {
@@ -67,7 +44,7 @@ impl Partition {
             if offset <= self.log_start_offset() {
                 return Ok(self.log_start_offset());
             }
-            write_start_floor(&self.dir, offset)?;
+            write_start_floor(self.place.storage.as_ref(), &self.dir, offset)?;
             self.start_floor.fetch_max(offset, Ordering::AcqRel);
         }
         self.delete_segments_before(offset)?;

@@ -49,14 +49,22 @@ pub enum DamageReason {
 
 /// Checks the batch at `pos`: a header, a batch that fits in `data`, base offset `expected`;
 /// also its CRC if the batch ends after byte `crc_checked` (the bytes before it were checked).
+///
+/// In a `compacted` segment a batch may start past `expected` (the cleaner removed the batches
+/// between) and hold fewer records than its offsets span.
 fn check(
     data: &[u8],
     pos: usize,
     expected: i64,
     crc_checked: usize,
+    compacted: bool,
 ) -> Result<BatchHeader, DamageReason> {
     let rest = data.get(pos..).unwrap_or_default();
-    let header = BatchHeader::parse(rest)?;
+    let header = if compacted {
+        BatchHeader::read(rest)?
+    } else {
+        BatchHeader::parse(rest)?
+    };
     let size = header.size as usize;
     if size > rest.len() {
         return Err(BatchError::Truncated {
@@ -66,9 +74,14 @@ fn check(
         .into());
     }
     if pos.saturating_add(size) > crc_checked {
-        record_batch::validate(rest)?;
+        validate(rest, compacted)?;
     }
-    if header.base_offset != expected {
+    let continues = if compacted {
+        header.base_offset >= expected
+    } else {
+        header.base_offset == expected
+    };
+    if !continues {
         return Err(DamageReason::OffsetGap {
             found: header.base_offset,
             expected,
@@ -77,20 +90,36 @@ fn check(
     Ok(header)
 }
 
+/// [`record_batch::validate`], or for a compacted segment [`record_batch::validate_stored`].
+fn validate(buf: &[u8], compacted: bool) -> Result<BatchHeader, BatchError> {
+    if compacted {
+        record_batch::validate_stored(buf)
+    } else {
+        record_batch::validate(buf)
+    }
+}
+
 /// The first position after `from` where a whole batch with a valid CRC starts whose offsets
 /// continue plausibly from `expected`: its base offset is at least `expected`, at most one
 /// offset per byte skipped past (the CRC does not cover the base offset, so a corrupt one
-/// must not be trusted), and its offsets end by `limit`.
-fn resync(data: &[u8], from: usize, expected: i64, limit: i64) -> Option<(usize, BatchHeader)> {
+/// must not be trusted; in a compacted segment, where batches may have been removed, any
+/// offset past `expected`), and its offsets end by `limit`.
+fn resync(
+    data: &[u8],
+    from: usize,
+    expected: i64,
+    limit: i64,
+    compacted: bool,
+) -> Option<(usize, BatchHeader)> {
     let last_start = data.len().checked_sub(HEADER_LEN)?;
     (from..=last_start)
         // The magic byte first: the cheapest sign of a batch.
         .filter(|&q| data[q + MAGIC_AT] as i8 == MAGIC)
         .find_map(|q| {
-            let header = record_batch::validate(&data[q..]).ok()?;
+            let header = validate(&data[q..], compacted).ok()?;
             let skipped = i64::try_from(q - from).unwrap_or(i64::MAX);
             let fits = header.base_offset >= expected
-                && header.base_offset - expected <= skipped.saturating_add(1)
+                && (compacted || header.base_offset - expected <= skipped.saturating_add(1))
                 && header.next_offset() <= limit;
             fits.then_some((q, header))
         })
@@ -106,15 +135,16 @@ pub(crate) fn measure(
     previous: Option<(usize, BatchHeader)>,
     limit: i64,
     reason: DamageReason,
+    compacted: bool,
 ) -> Damage {
     let (start, first_offset, reason) = match previous {
-        Some((at, header)) => match record_batch::validate(&data[at..]) {
+        Some((at, header)) => match validate(&data[at..], compacted) {
             Err(e) => (at, header.base_offset, DamageReason::Batch(e)),
             Ok(_) => (pos, expected, reason),
         },
         None => (pos, expected, reason),
     };
-    let (resume_at, end_offset) = match resync(data, start + 1, first_offset, limit) {
+    let (resume_at, end_offset) = match resync(data, start + 1, first_offset, limit, compacted) {
         Some((at, header)) => (at, header.base_offset),
         None => (data.len(), limit.max(first_offset)),
     };
@@ -157,6 +187,8 @@ pub(crate) struct Chain<'a> {
     crc_checked: usize,
     known: Vec<Damage>,
     previous: Option<(usize, BatchHeader)>,
+    /// The segment was compacted: batches may be missing (see [`Chain::compacted`]).
+    compacted: bool,
 }
 
 impl<'a> Chain<'a> {
@@ -169,7 +201,16 @@ impl<'a> Chain<'a> {
             crc_checked: if check_crc { 0 } else { usize::MAX },
             known: Vec::new(),
             previous: None,
+            compacted: false,
         }
+    }
+
+    /// A segment the log cleaner wrote: offsets may jump forward between batches and end
+    /// before `limit` (records the cleaner removed), and a batch may hold fewer records than
+    /// its offsets span.
+    pub fn compacted(mut self, compacted: bool) -> Self {
+        self.compacted = compacted;
+        self
     }
 
     /// CRC-checks the batches that end after byte `checked`, the ones before it having been
@@ -192,7 +233,7 @@ impl Iterator for Chain<'_> {
 
     fn next(&mut self) -> Option<Link> {
         if self.pos >= self.data.len() {
-            if self.expected >= self.limit || self.limit == UNKNOWN_END {
+            if self.expected >= self.limit || self.limit == UNKNOWN_END || self.compacted {
                 return None;
             }
             // The data ends short of the segment's last offset: its tail is gone.
@@ -222,7 +263,13 @@ impl Iterator for Chain<'_> {
             self.previous = None;
             return Some(Link::Damage(damage));
         }
-        match check(self.data, self.pos, self.expected, self.crc_checked) {
+        match check(
+            self.data,
+            self.pos,
+            self.expected,
+            self.crc_checked,
+            self.compacted,
+        ) {
             Ok(header) => {
                 let at = self.pos;
                 self.previous = Some((at, header));
@@ -238,6 +285,7 @@ impl Iterator for Chain<'_> {
                     self.previous.take(),
                     self.limit,
                     reason,
+                    self.compacted,
                 );
                 self.pos = damage.resume_at as usize;
                 self.expected = damage.end_offset;

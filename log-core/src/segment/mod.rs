@@ -39,7 +39,7 @@ use std::fs;
 use std::io::IoSlice;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
@@ -106,6 +106,12 @@ pub(crate) struct Segment {
     max_timestamp: AtomicI64,
     /// Damaged stretches found so far, by position.
     damage: RwLock<Vec<Damage>>,
+    /// Written by the log cleaner (or below the partition's cleaned offset when it opened):
+    /// its offsets may have gaps ([`chain::Chain::compacted`]).
+    compacted: AtomicBool,
+    /// Replaced by a cleaned segment: kept loaded (its files are gone or hold the new
+    /// segment) for the readers that still hold it.
+    retired: AtomicBool,
 }
 
 /// Where a segment's files are and how they are opened: what every segment of a partition shares.
@@ -269,7 +275,25 @@ impl Segment {
             next_offset: AtomicI64::new(next_offset),
             max_timestamp: AtomicI64::new(-1),
             damage: RwLock::new(Vec::new()),
+            compacted: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the cleaner may have removed records from this segment.
+    pub fn is_compacted(&self) -> bool {
+        self.compacted.load(Ordering::Acquire)
+    }
+
+    pub fn set_compacted(&self) {
+        self.compacted.store(true, Ordering::Release);
+    }
+
+    /// Loads the segment and keeps it loaded from now on: it is about to be replaced by a
+    /// cleaned one, and a reader holding it must not reopen files that no longer hold it.
+    pub fn retire(self: &Arc<Self>) -> Result<(), ReadError> {
+        self.retired.store(true, Ordering::Release);
+        self.load()
     }
 
     pub fn len(&self) -> u64 {
@@ -339,7 +363,7 @@ impl Segment {
     /// The active segment is never unloaded.
     pub fn unload(&self) {
         let mut loaded = lock(&self.loaded);
-        if !*loaded || lock(&self.file).is_some() {
+        if !*loaded || lock(&self.file).is_some() || self.retired.load(Ordering::Acquire) {
             return;
         }
         *self.map.write().unwrap_or_else(PoisonError::into_inner) = None;

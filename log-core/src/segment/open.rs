@@ -26,16 +26,21 @@ impl Segment {
     /// Opens a closed segment whose offsets end at `end_offset` (the next segment's base),
     /// without loading it. If its `.timeindex` cannot tell its newest timestamp (which
     /// retention needs), it is loaded now, which rebuilds the indexes.
+    /// `compacted`: the log cleaner may have removed records from it.
     pub fn open_closed(
         place: &Place,
         base_offset: i64,
         end_offset: i64,
+        compacted: bool,
     ) -> Result<Arc<Segment>, OpenError> {
         let log_path = place.dir.join(file_name(base_offset, super::LOG_EXT));
         let len = fs::metadata(&log_path)
             .map_err(|e| FileError::new("stat", &log_path, e))?
             .len();
         let segment = Arc::new(Segment::new(place, base_offset, len, end_offset));
+        if compacted {
+            segment.set_compacted();
+        }
         let span = u64::try_from(end_offset - base_offset).unwrap_or(0);
         match newest_timestamp(
             &place.dir.join(file_name(base_offset, TIME_INDEX_EXT)),
@@ -77,7 +82,9 @@ impl Segment {
                 tracing::warn!(segment = %self.log_path.display(), %reason, "rebuilding indexes");
                 let rebuilt = Indexes::new();
                 let mut cursor = IndexCursor::new(self.base_offset, self.index_interval);
-                for link in Chain::new(data, 0, self.base_offset, self.next_offset(), true) {
+                let chain = Chain::new(data, 0, self.base_offset, self.next_offset(), true)
+                    .compacted(self.is_compacted());
+                for link in chain {
                     touched.pass(&link, data.len());
                     match link {
                         Link::Batch(at, header) => {
@@ -116,7 +123,7 @@ impl Segment {
             TimeIndex::from_bytes(read(TIME_INDEX_EXT)?, span).map_err(entries(TIME_INDEX_EXT))?;
         if let Some((rel, position)) = offsets.last() {
             // The last entry must point at a batch with the offset it claims.
-            let header = record_batch::BatchHeader::parse(&data[position as usize..])
+            let header = record_batch::BatchHeader::read(&data[position as usize..])
                 .map_err(|source| IndexFileError::Batch { position, source })?;
             let claimed = self.base_offset + i64::from(rel);
             if header.base_offset != claimed {

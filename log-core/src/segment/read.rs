@@ -28,7 +28,7 @@ impl Segment {
         let expected = self.base_offset + i64::from(rel);
         match data
             .get(pos as usize..)
-            .map(record_batch::BatchHeader::parse)
+            .map(record_batch::BatchHeader::read)
         {
             Some(Ok(h)) if h.base_offset == expected => (pos as usize, expected),
             _ => {
@@ -143,6 +143,42 @@ impl Segment {
         Ok(len)
     }
 
+    /// The whole data of this closed segment and its batches (position, header), CRCs
+    /// checked, for the log cleaner: damage anywhere is an error (a segment is never cleaned
+    /// around damage).
+    pub(crate) fn contents(
+        self: &Arc<Self>,
+    ) -> Result<(Bytes, Vec<(usize, record_batch::BatchHeader)>), ReadError> {
+        let end = self.next_offset();
+        let (map, len) = self.view()?;
+        let Some(map) = map else {
+            return Ok((Bytes::new(), Vec::new()));
+        };
+        let data = &map[..len as usize];
+        let verified = self.verified.load(Ordering::Acquire) as usize;
+        let mut batches = Vec::new();
+        for link in self.chain(data, 0, self.base_offset, end, verified) {
+            match link {
+                Link::Batch(at, header) => batches.push((at, header)),
+                Link::Damage(damage) => {
+                    self.record_damage(&damage);
+                    return Err(self.damaged(damage));
+                }
+            }
+        }
+        self.verified_up_to(len);
+        let bytes = Bytes::from_owner(MappedSlice {
+            map: map.clone(),
+            start: 0,
+            end: len as usize,
+            _touched: Touched {
+                map: Some(map.clone()),
+                range: 0..len as usize,
+            },
+        });
+        Ok((bytes, batches))
+    }
+
     /// The walk from byte `pos` (offset `expected`) of a segment whose offsets end at `end`:
     /// batches beyond the CRC-checked prefix `verified` are checked, damage found before is
     /// stepped over as it was then.
@@ -155,6 +191,7 @@ impl Segment {
         verified: usize,
     ) -> Chain<'a> {
         Chain::new(data, pos, expected, end, true)
+            .compacted(self.is_compacted())
             .crc_checked_up_to(verified)
             .stepping_over(self.damages())
     }

@@ -15,10 +15,11 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::Counts;
-use super::incremental_alter_configs::{alter_topic, TOPIC};
+use super::incremental_alter_configs::{alter_topic, Op, TOPIC};
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::topic_config;
 
 const BROKER: i8 = 4;
 
@@ -56,11 +57,18 @@ impl Handler for AlterConfigsRequest {
                         .configs
                         .iter()
                         .map(|c| match &c.value {
-                            Some(value) => Ok((c.name.to_string(), Some(value.to_string()))),
-                            None => Err(format!(
-                                "Null value not supported for : {}",
-                                c.name.as_str()
-                            )),
+                            Some(value) => Ok((c.name.to_string(), Op::Set(value.to_string()))),
+                            None => {
+                                let message =
+                                    format!("Null value not supported for : {}", c.name.as_str());
+                                topic_config::log_refusal(
+                                    &resource.resource_name,
+                                    &c.name,
+                                    None,
+                                    &message,
+                                );
+                                Err(message)
+                            }
                         })
                         .collect();
                     match changes {

@@ -4,8 +4,11 @@
 //! replication factor both -1 (else INVALID_REQUEST), each partition once, ids 0..n, each
 //! replica list non-empty, of known brokers (node 1 only), without repeats, all of one length
 //! (else INVALID_REPLICA_ASSIGNMENT).
-//! Configs use Kafka's names (see `config::set_topic_config`); one lograil cannot honour is
-//! INVALID_CONFIG. `validate_only` checks everything and creates nothing.
+//! A topic that exists answers TOPIC_ALREADY_EXISTS before anything else of its request is
+//! checked (as Kafka's controller: a re-create with configs lograil refuses is still "already
+//! exists"). Configs are Kafka 4.4's (see `topic_config.rs`); a bad value, or one lograil
+//! cannot honour, is INVALID_CONFIG, logged. `validate_only` checks everything and creates
+//! nothing. The answer's configs are the topic's, each as DescribeConfigs lists it.
 //!
 //! Limits, answered as Kafka does with POLICY_VIOLATION: a request for more partitions in all
 //! than `--max-partitions-per-request` (Kafka's fixed 10,000) fails every one of its topics;
@@ -29,12 +32,12 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::TopicConfig;
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::describe_configs::TOPIC_CONFIG_SOURCE;
+use super::describe_configs::config_source;
 use super::errors;
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::config::set_topic_config;
+use crate::topic_config;
 
 impl Handler for CreateTopicsRequest {
     const SERVED: (i16, i16) = (2, 5);
@@ -225,6 +228,14 @@ fn create(
     if let Err(e) = log_core::validate_name(&name) {
         return fail(ResponseError::InvalidTopicException, e.to_string());
     }
+    // Before anything else of the request is checked, as Kafka's controller does: a tool that
+    // creates a topic if missing learns it is there, whatever configs it asks for.
+    if broker.log.topic(&name).is_some() {
+        return fail(
+            ResponseError::TopicAlreadyExists,
+            format!("Topic '{name}' already exists."),
+        );
+    }
     let partitions = if topic.assignments.is_empty() {
         if !matches!(topic.replication_factor, -1 | 1) {
             return fail(
@@ -248,18 +259,14 @@ fn create(
             Err((error, message)) => return fail(error, message),
         }
     };
-    let mut config: TopicConfig = broker.topic_defaults();
+    let defaults = broker.topic_defaults();
+    let mut config: TopicConfig = defaults.clone();
     for c in &topic.configs {
         let value = c.value.as_deref().unwrap_or("-1");
-        if let Err(e) = set_topic_config(&mut config, &c.name, value) {
+        if let Err(e) = topic_config::set(&mut config, &c.name, value) {
+            topic_config::log_refusal(&name, &c.name, Some(value), &e);
             return fail(ResponseError::InvalidConfig, e.to_string());
         }
-    }
-    if broker.log.topic(&name).is_some() {
-        return fail(
-            ResponseError::TopicAlreadyExists,
-            format!("topic {name} already exists"),
-        );
     }
     let created = if validate_only {
         broker.check_room(partitions)
@@ -274,14 +281,13 @@ fn create(
     if !allowed.describe_configs {
         return result.with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code());
     }
-    let configs = config
-        .entries()
+    let configs = topic_config::describe(&config, &defaults)
         .into_iter()
-        .map(|(k, v)| {
+        .map(|d| {
             CreatableTopicConfigs::default()
-                .with_name(StrBytes::from_static_str(k))
-                .with_value(Some(StrBytes::from_string(v)))
-                .with_config_source(TOPIC_CONFIG_SOURCE)
+                .with_name(StrBytes::from_static_str(d.name))
+                .with_value(Some(StrBytes::from_string(d.value)))
+                .with_config_source(config_source(d.overridden))
         })
         .collect();
     result

@@ -1,17 +1,21 @@
 //! DescribeConfigs, versions 1–4, for topics (resource type 2) and the broker (4), under Kafka's
-//! config names. A topic config equal to the broker default is reported as a default
-//! (source 5), any other as a topic override (source 1), so Kafka tooling lists overrides.
+//! config names. A topic lists every Kafka 4.4 topic config (`topic_config.rs`) with its
+//! type (v3+): one log-core acts on is reported as a default (source 5) when equal to the
+//! broker's default, else as a topic override (source 1); one lograil keeps without acting on
+//! as an override when set on the topic, else as a default with Kafka's value. With
+//! `include_documentation`, a config lograil does not act on carries why as its documentation
+//! (the others none). No synonyms.
 //!
 //! The broker resource named "" (Kafka's `--entity-default`) lists the dynamic broker defaults
 //! (see `broker_defaults.rs`) under Kafka's broker names.
 //!
-//! `min.insync.replicas` is reported as 1 (a read-only default: there is one replica).
-//!
 //! Beyond Kafka: a partition with damaged data (offsets its segments cannot serve) adds a
 //! read-only entry `lograil.damage.partition.<N>` describing the damage (offsets, segment file,
 //! byte positions, reason), which `lograil topic describe` shows. Kafka's protocol has no
-//! message for it; a read-only config is what every admin tool already displays. An offline
-//! topic answers KAFKA_STORAGE_ERROR with why.
+//! message for it; a read-only config is what every admin tool already displays. Likewise each
+//! partition of a compacted topic adds `lograil.cleaner.partition.<N>`: its dirty ratio, where
+//! its cleaned part ends, the cleaner's lag and what it did. An offline topic answers
+//! KAFKA_STORAGE_ERROR with why.
 //!
 //! Groups (resource type 32): a share group's configs under Kafka's names, and (beyond Kafka)
 //! a read-only `lograil.share.partition.<topic>-<N>` entry per share partition with its state
@@ -37,6 +41,7 @@ use super::Handler;
 use super::RequestContext;
 use crate::backlog;
 use crate::broker::Broker;
+use crate::topic_config;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -56,6 +61,41 @@ pub const DAMAGE_PREFIX: &str = "lograil.damage.partition.";
 
 /// (name, value, config source, read-only)
 type Entry = (String, String, i8, bool);
+
+/// Kafka's config source of a topic config: set on the topic, or a default.
+pub fn config_source(overridden: bool) -> i8 {
+    if overridden {
+        TOPIC_CONFIG_SOURCE
+    } else {
+        DEFAULT_CONFIG_SOURCE
+    }
+}
+
+/// Kafka's `ConfigType` code (DescribeConfigs v3+) of a config type; 0 UNKNOWN.
+fn type_code(kind: Option<topic_config::Type>) -> i8 {
+    use topic_config::Type;
+    match kind {
+        None => 0,
+        Some(Type::Boolean) => 1,
+        Some(Type::String) => 2,
+        Some(Type::Int) => 3,
+        Some(Type::Long) => 5,
+        Some(Type::Double) => 6,
+        Some(Type::List) => 7,
+    }
+}
+
+/// What lograil says of a Kafka topic config it keeps without acting on (the documentation
+/// DescribeConfigs v3+ returns when asked; `None` for the others).
+fn documentation(name: &str) -> Option<String> {
+    match topic_config::def(name)?.handling {
+        topic_config::Handling::Kept { why, .. } => {
+            Some(format!("Kept but not acted on by lograil: {why}."))
+        }
+        topic_config::Handling::Only { only, .. } => Some(format!("lograil honours only {only}.")),
+        topic_config::Handling::Storage => None,
+    }
+}
 
 /// A share group's configs (its overrides as group configs, the rest as defaults), and one
 /// read-only entry per share partition: `start=…,end=…,available=…,acquired=…,archived=…`
@@ -101,6 +141,7 @@ fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfi
     let mut entries: Vec<Entry> = config
         .extra
         .iter()
+        .filter(|(k, _)| k.starts_with(log_core::EXTRA_PREFIX))
         .map(|(k, v)| (k.clone(), v.clone(), TOPIC_CONFIG_SOURCE, false))
         .collect();
     if let Some(bound) = backlog::Bound::of(config) {
@@ -113,6 +154,39 @@ fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfi
         ));
     }
     entries
+}
+
+/// Prefix of the read-only entries that report where the log cleaner stands on each
+/// partition of a compacted topic.
+pub const CLEANER_PREFIX: &str = "lograil.cleaner.partition.";
+
+/// One read-only entry per partition of a compacted topic: its dirty ratio, the cleaner's lag
+/// and what it did since start-up.
+fn cleaner_entries(topic: &Topic) -> Vec<Entry> {
+    if !topic.config().cleanup.compact {
+        return Vec::new();
+    }
+    let now = log_core::now_ms();
+    (0..)
+        .zip(topic.partitions())
+        .map(|(index, partition): (u32, _)| {
+            let d = partition.dirtiness(now);
+            let s = partition.cleaner_stats();
+            let mut text = format!(
+                "dirty ratio {:.2}, cleaned up to offset {}, lag {} s, {} runs, {} bytes cleaned, {} records removed",
+                d.ratio(),
+                d.first_dirty,
+                d.lag_ms(now) / 1000,
+                s.runs,
+                s.bytes_read,
+                s.records_removed
+            );
+            if let Some(error) = s.last_error {
+                text += &format!("; last pass failed: {error}");
+            }
+            (format!("{CLEANER_PREFIX}{index}"), text, UNKNOWN_CONFIG_SOURCE, true)
+        })
+        .collect()
 }
 
 /// One read-only entry per partition with known damage.
@@ -164,7 +238,9 @@ impl Handler for DescribeConfigsRequest {
         request: DescribeConfigsRequest,
         ctx: &RequestContext,
     ) -> DescribeConfigsResponse {
-        let defaults = broker.topic_defaults().entries();
+        let include_documentation = request.include_documentation;
+        let topic_defaults = broker.topic_defaults();
+        let defaults = topic_defaults.entries();
         let results = request
             .resources
             .into_iter()
@@ -186,31 +262,16 @@ impl Handler for DescribeConfigsRequest {
                     TOPIC => match broker.log.topic(&resource.resource_name) {
                         Some(topic) => {
                             let config = topic.config();
-                            let mut entries: Vec<Entry> = config
-                                .entries()
-                                .into_iter()
-                                .map(|(k, v)| {
-                                    let default =
-                                        defaults.iter().any(|(dk, dv)| *dk == k && *dv == v);
-                                    let source = if default {
-                                        DEFAULT_CONFIG_SOURCE
-                                    } else {
-                                        TOPIC_CONFIG_SOURCE
-                                    };
-                                    (k.to_string(), v, source, false)
-                                })
-                                .collect();
-                            // Kafka's tools read it (`kafka-topics --describe
-                            // --under-min-isr-partitions` fails without it); one replica, so 1.
-                            if !entries.iter().any(|(k, ..)| k == "min.insync.replicas") {
-                                entries.push((
-                                    "min.insync.replicas".to_string(),
-                                    "1".to_string(),
-                                    DEFAULT_CONFIG_SOURCE,
-                                    true,
-                                ));
-                            }
+                            let mut entries: Vec<Entry> =
+                                topic_config::describe(&config, &topic_defaults)
+                                    .into_iter()
+                                    .map(|d| {
+                                        let source = config_source(d.overridden);
+                                        (d.name.to_string(), d.value, source, false)
+                                    })
+                                    .collect();
                             entries.extend(damage_entries(&topic));
+                            entries.extend(cleaner_entries(&topic));
                             entries.extend(backlog_entries(broker, &topic, &config));
                             entries
                         }
@@ -271,11 +332,18 @@ impl Handler for DescribeConfigsRequest {
                         wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
                     })
                     .map(|(k, v, source, read_only)| {
+                        let typed = resource.resource_type == TOPIC;
+                        let kind = typed.then(|| topic_config::kind(&k)).flatten();
+                        let doc = (typed && include_documentation)
+                            .then(|| documentation(&k))
+                            .flatten();
                         DescribeConfigsResourceResult::default()
                             .with_name(StrBytes::from_string(k))
                             .with_value(Some(StrBytes::from_string(v)))
                             .with_read_only(read_only)
                             .with_config_source(source)
+                            .with_config_type(type_code(kind))
+                            .with_documentation(doc.map(StrBytes::from_string))
                     })
                     .collect();
                 result.with_configs(configs)

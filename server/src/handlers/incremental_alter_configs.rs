@@ -1,16 +1,18 @@
 //! IncrementalAlterConfigs, versions 0–1, all of a resource's changes or none: SET, DELETE,
-//! and APPEND / SUBTRACT for Kafka's list configs lograil takes (`cleanup.policy`, whose list
-//! is still checked as a SET of it: only `delete` is honoured), with Kafka's semantics (see
-//! `topic_changes`):
+//! and APPEND / SUBTRACT for Kafka's LIST topic configs (`cleanup.policy` and the replication
+//! throttles; the list that results is checked as a SET of it), with Kafka's semantics (see
+//! `apply`):
 //!
-//! - topics (resource type 2): Kafka's topic config names (see `config::set_topic_config`),
-//!   persisted in the topic's `.topic` file and in effect at once, without a restart
-//!   (`retention.ms` at the next retention pass, `segment.bytes` for the next segment,
-//!   `flush.messages`/`flush.ms` from the next append). DELETE puts a config back to the
-//!   broker's default. An unknown name, a bad value or one lograil cannot honour is
-//!   INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a config named twice
-//!   INVALID_REQUEST (Kafka's "duplicate config keys"). Internal topics' configs are
-//!   lograil's own (INVALID_REQUEST).
+//! - topics (resource type 2): Kafka 4.4's topic configs (see `topic_config.rs`), persisted
+//!   in the topic's `.topic` file and in effect at once, without a restart (`retention.ms` at
+//!   the next retention pass, `segment.bytes` for the next segment, `flush.messages`/`flush.ms`
+//!   from the next append). DELETE puts a config back to the broker's default (Kafka's for
+//!   the configs lograil keeps without acting on); a DELETE of a name lograil does not know
+//!   changes nothing and is no error, as in Kafka (MirrorMaker 2's config sync relies on it).
+//!   A SET of an unknown name, a bad value or one lograil cannot honour is INVALID_CONFIG,
+//!   logged; an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a
+//!   config named twice INVALID_REQUEST (Kafka's "duplicate config keys"). Internal topics'
+//!   configs are lograil's own (INVALID_REQUEST).
 //! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
 //!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name` (any name, as
 //!   Kafka 4.4: the dead-letter topic is checked when a record is dead-lettered) and
@@ -24,9 +26,8 @@
 //!
 //! Deviations: a per-broker resource (type 4 named by a node id) is refused with
 //! INVALID_REQUEST: lograil's other broker configs are its command-line flags, static. APPEND or
-//! SUBTRACT on a config that is not a list is INVALID_CONFIG, as in Kafka; so is a
-//! `cleanup.policy` left empty (Kafka's infinite retention, not a policy lograil has). Share
-//! group configs take SET and DELETE only.
+//! SUBTRACT on a config that is not a list is INVALID_CONFIG, as in Kafka. Share group configs
+//! take SET and DELETE only.
 //!
 //! Authorization, as Kafka: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the
 //! group (GROUP_AUTHORIZATION_FAILED), or the cluster for the broker
@@ -42,14 +43,15 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
+use log_core::{ConfigError, TopicConfig};
 
 use super::bounds::Counts;
 use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Broker;
 use crate::broker_defaults::{follow, DefaultsError};
-use crate::config::{reset_topic_config, set_topic_config};
 use crate::shares::Pending;
+use crate::topic_config::{self, Type};
 
 pub const GROUP: i8 = 32;
 pub const TOPIC: i8 = 2;
@@ -130,7 +132,8 @@ async fn alter_broker_or_topic(
         .with_resource_type(resource.resource_type)
         .with_resource_name(resource.resource_name.clone());
     let is_topic = resource.resource_type == TOPIC;
-    let changes = match topic_changes(&resource.configs, is_topic) {
+    let topic = is_topic.then_some(resource.resource_name.as_str());
+    let changes = match topic_changes(&resource.configs, topic) {
         Ok(changes) => changes,
         Err((error, message)) => {
             return response
@@ -144,6 +147,14 @@ async fn alter_broker_or_topic(
         if is_topic {
             alter_topic(&owner, &name, &changes, false, validate_only)
         } else {
+            let changes: Vec<_> = changes
+                .into_iter()
+                .map(|(name, op)| match op {
+                    Op::Set(value) => (name, Some(value)),
+                    // Only SET and DELETE come for the broker (`topic_changes`).
+                    _ => (name, None),
+                })
+                .collect();
             alter_broker_defaults(&owner, &changes, validate_only)
         }
     })
@@ -232,24 +243,27 @@ fn alter_group(
     }
 }
 
-/// Kafka's LIST-typed topic configs that lograil takes, each with the value it has on every
-/// lograil topic (lograil honours only Kafka's default, so it keeps none of them per topic).
-/// lograil's dynamic broker defaults have no list config.
-const LIST_CONFIGS: &[(&str, &str)] = &[("cleanup.policy", "delete")];
+/// One config change, as IncrementalAlterConfigs' operations name them.
+#[derive(Clone, Debug)]
+pub(super) enum Op {
+    Set(String),
+    /// Back to the default.
+    Delete,
+    /// Items added to a LIST config's value.
+    Append(String),
+    /// Items removed from a LIST config's value.
+    Subtract(String),
+}
 
-/// One config change: its name and the value to set (`None`: back to the default).
-type Change = (String, Option<String>);
+/// One config change: its name and what to do.
+type Change = (String, Op);
 
-/// A topic's or the broker defaults' changes as (name, value to set or `None` to reset), or
-/// why not (error and message). APPEND and SUBTRACT apply to a list config as Kafka's
-/// controller applies them (`ConfigurationControlManager`): the list is the value before
-/// (or the default), empty items dropped; APPEND adds each item not already there, in order;
-/// SUBTRACT removes each item given (one that is absent is no error). The list that results
-/// is then set, and checked, as a SET of it would be. A config named twice in one resource is
-/// INVALID_REQUEST, as in Kafka.
+/// A topic's (`topic`) or the broker defaults' changes, or why not (error and message). A
+/// config named twice in one resource is INVALID_REQUEST, as in Kafka; APPEND and SUBTRACT
+/// only apply to a topic's LIST configs (see [`apply`]). A refused topic config is logged.
 fn topic_changes(
     configs: &[AlterableConfig],
-    is_topic: bool,
+    topic: Option<&str>,
 ) -> Result<Vec<Change>, (ResponseError, String)> {
     let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
@@ -263,57 +277,42 @@ fn topic_changes(
     for config in configs {
         let name = config.name.to_string();
         let op = config.config_operation;
-        let value = match (op, &config.value) {
-            (SET, Some(value)) => Some(value.to_string()),
+        let value = config.value.as_ref().map(ToString::to_string);
+        let refused = |error: ResponseError, message: String| {
+            if let Some(topic) = topic {
+                topic_config::log_refusal(topic, &name, value.as_deref(), &message);
+            }
+            Err((error, message))
+        };
+        let change = match (op, value.clone()) {
+            (SET, Some(value)) => Op::Set(value),
             (SET, None) => {
-                return Err((
+                return refused(
                     ResponseError::InvalidConfig,
                     format!("Null value not supported for : {name}"),
-                ))
+                )
             }
-            (DELETE, _) => None,
+            (DELETE, _) => Op::Delete,
             (APPEND | SUBTRACT, value) => {
                 let verb = if op == APPEND { "APPEND" } else { "SUBTRACT" };
-                let default = LIST_CONFIGS
-                    .iter()
-                    .find(|(n, _)| is_topic && *n == name)
-                    .map(|(_, default)| *default);
-                let Some(default) = default else {
-                    return Err((
+                let list = topic.is_some() && topic_config::kind(&name) == Some(Type::List);
+                if !list {
+                    return refused(
                         ResponseError::InvalidConfig,
                         format!("Can't {verb} to key {name} because its type is not LIST."),
-                    ));
-                };
+                    );
+                }
                 let Some(value) = value else {
-                    return Err((
+                    return refused(
                         ResponseError::InvalidRequest,
                         format!("Null value not supported for : {name}"),
-                    ));
+                    );
                 };
-                let mut list: Vec<&str> = items(default).collect();
-                for item in items(value.as_str()) {
-                    let at = list.iter().position(|x| *x == item);
-                    match (op, at) {
-                        (APPEND, None) => list.push(item),
-                        (SUBTRACT, Some(at)) => {
-                            list.remove(at);
-                        }
-                        _ => {}
-                    }
+                if op == APPEND {
+                    Op::Append(value)
+                } else {
+                    Op::Subtract(value)
                 }
-                if list.is_empty() {
-                    // Kafka takes an empty cleanup.policy for "no cleanup": infinite
-                    // retention, which lograil does not have as a policy.
-                    return Err((
-                        ResponseError::InvalidConfig,
-                        format!(
-                            "{name} would be an empty list (in Kafka: no cleanup policy, \
-                             segments kept forever), which lograil does not support; for \
-                             infinite retention set retention.ms=-1 and retention.bytes=-1"
-                        ),
-                    ));
-                }
-                Some(list.join(","))
             }
             (other, _) => {
                 return Err((
@@ -322,9 +321,42 @@ fn topic_changes(
                 ))
             }
         };
-        changes.push((name, value));
+        changes.push((name, change));
     }
     Ok(changes)
+}
+
+/// Applies one change to a topic's `config`. APPEND and SUBTRACT apply to a LIST config as
+/// Kafka's controller applies them (`ConfigurationControlManager`): the list is the topic's
+/// value (or the default), empty items dropped; APPEND adds each item not already there, in
+/// order; SUBTRACT removes each item given (one that is absent is no error). The list that
+/// results is then set, and checked, as a SET of it would be.
+fn apply(
+    config: &mut TopicConfig,
+    defaults: &TopicConfig,
+    name: &str,
+    op: &Op,
+) -> Result<(), ConfigError> {
+    let (items_given, append) = match op {
+        Op::Set(value) => return topic_config::set(config, name, value),
+        Op::Delete => return topic_config::reset(config, defaults, name),
+        Op::Append(items) => (items, true),
+        Op::Subtract(items) => (items, false),
+    };
+    let before = topic_config::value(config, name)
+        .ok_or_else(|| ConfigError::Unknown { name: name.into() })?;
+    let mut list: Vec<&str> = self::items(&before).collect();
+    for item in self::items(items_given) {
+        let at = list.iter().position(|x| *x == item);
+        match (append, at) {
+            (true, None) => list.push(item),
+            (false, Some(at)) => {
+                list.remove(at);
+            }
+            _ => {}
+        }
+    }
+    topic_config::set(config, name, &list.join(","))
 }
 
 /// A list config's items: split at commas, empty ones dropped (Kafka's `getParts`).
@@ -332,14 +364,14 @@ fn items(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').filter(|item| !item.is_empty())
 }
 
-/// Alters topic `name`'s configs: each change sets a value (`Some`) or puts the broker's
-/// default back (`None`); with `replace` (AlterConfigs) every config not named goes back to
-/// the default. All or nothing; persisted and in effect at once unless `validate_only`.
+/// Alters topic `name`'s configs: each change sets a value, puts the default back or adds to or
+/// removes from a list ([`apply`]); with `replace` (AlterConfigs) every config not named goes
+/// back to the default. A refused value is logged. All or nothing; persisted and in effect at once unless `validate_only`.
 /// Blocking file work.
 pub(super) fn alter_topic(
     broker: &Broker,
     name: &str,
-    changes: &[(String, Option<String>)],
+    changes: &[Change],
     replace: bool,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
@@ -367,12 +399,15 @@ pub(super) fn alter_topic(
     } else {
         topic.config()
     };
-    for (key, value) in changes {
-        let applied = match value {
-            Some(value) => set_topic_config(&mut config, key, value),
-            None => reset_topic_config(&mut config, defaults, key),
-        };
-        applied.map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
+    for (key, op) in changes {
+        if let Err(e) = apply(&mut config, defaults, key, op) {
+            let value = match op {
+                Op::Set(v) | Op::Append(v) | Op::Subtract(v) => Some(v.as_str()),
+                Op::Delete => None,
+            };
+            topic_config::log_refusal(name, key, value, &e);
+            return Err((ResponseError::InvalidConfig, e.to_string()));
+        }
     }
     if validate_only {
         return Ok(());

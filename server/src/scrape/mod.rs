@@ -105,6 +105,78 @@ impl Collector for Scrape {
     }
 }
 
+/// The log cleaner's view of each partition of the topics that compact.
+fn cleaner(topics: &[Arc<log_core::Topic>], encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let now = log_core::now_ms();
+    let compacted: Vec<(&str, String, log_core::Dirtiness, log_core::CleanerStats)> = topics
+        .iter()
+        .filter(|t| t.config().cleanup.compact)
+        .flat_map(|t| {
+            t.partitions()
+                .iter()
+                .enumerate()
+                .map(move |(i, p)| (t.name(), i.to_string(), p.dirtiness(now), p.cleaner_stats()))
+        })
+        .collect();
+    let mut f = family(
+        encoder,
+        "lograil_partition_cleaner_dirty_ratio",
+        "Share of a compacted partition's closed segments not cleaned yet (the cleaner runs \
+         at the topic's min.cleanable.dirty.ratio).",
+        MetricType::Gauge,
+    )?;
+    for (topic, p, dirtiness, _) in &compacted {
+        gauge(
+            &mut f,
+            &[("topic", *topic), ("partition", p.as_str())],
+            dirtiness.ratio(),
+        )?;
+    }
+    let mut f = family(
+        encoder,
+        "lograil_partition_cleaner_lag_seconds",
+        "Age of the oldest record of a compacted partition the cleaner has not cleaned yet.",
+        MetricType::Gauge,
+    )?;
+    for (topic, p, dirtiness, _) in &compacted {
+        let lag = dirtiness.lag_ms(now) as f64 / 1000.0;
+        gauge(&mut f, &[("topic", *topic), ("partition", p.as_str())], lag)?;
+    }
+    type Counter = (
+        &'static str,
+        &'static str,
+        fn(&log_core::CleanerStats) -> u64,
+    );
+    let counters: [Counter; 3] = [
+        (
+            "lograil_partition_cleaner_runs",
+            "Cleaner passes that compacted the partition since start-up.",
+            |s| s.runs,
+        ),
+        (
+            "lograil_partition_cleaner_bytes_cleaned",
+            "Bytes of segments the cleaner read to compact the partition since start-up.",
+            |s| s.bytes_read,
+        ),
+        (
+            "lograil_partition_cleaner_records_removed",
+            "Records compaction removed from the partition since start-up.",
+            |s| s.records_removed,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let mut f = family(encoder, name, help, MetricType::Counter)?;
+        for (topic, p, _, stats) in &compacted {
+            counter(
+                &mut f,
+                &[("topic", *topic), ("partition", p.as_str())],
+                value(stats),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
     let topics = broker.log.topics();
     let each = |encoder: &mut DescriptorEncoder,
@@ -156,6 +228,7 @@ fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Er
                 .sum()
         },
     )?;
+    cleaner(&topics, encoder)?;
     let mut f = family(
         encoder,
         "lograil_topics_offline",

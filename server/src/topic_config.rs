@@ -1,0 +1,739 @@
+//! Kafka 4.4's topic configs, declared once ([`KAFKA`]): each name with its type, Kafka's
+//! default, and what lograil does with it. CreateTopics, AlterConfigs, IncrementalAlterConfigs
+//! and DescribeConfigs go through [`set`], [`reset`], [`value`] and [`describe`].
+//!
+//! Three kinds of config:
+//!
+//! - [`Handling::Storage`]: log-core's [`TopicConfig`] acts on it; its check, its default (the
+//!   broker's, from the flags and dynamic broker defaults) and its stored value are log-core's.
+//!   A name log-core's `TopicConfig` interprets is always log-core's, whatever its row says.
+//! - [`Handling::Kept`]: lograil does not act on it, and no value Kafka accepts would change
+//!   anything on one node without replication or tiered storage (the row says why). Values are
+//!   checked as Kafka checks them (its ranges, types and messages), kept with the topic in
+//!   [`TopicConfig::extra`] (so they survive a restart) and described as set; a topic without
+//!   one describes Kafka's default.
+//! - [`Handling::Only`]: as `Kept`, but lograil honours only some values; any other is refused
+//!   with what lograil lacks (`remote.storage.enable=true`: no tiered storage).
+//!
+//! Why `extra` and not a field per config: lograil never reads these values, so typed fields
+//! would be code that only round-trips text; `extra` already persists the broker's own topic
+//! configs (`lograil.*`) in the topic file and log-core keeps whatever name it does not
+//! interpret there.
+//!
+//! lograil's own topic configs (`lograil.backlog.*`, see `backlog.rs`) are set through here too.
+
+use log_core::{ConfigError, TopicConfig};
+
+/// A config's type, as Kafka declares it (`ConfigDef.Type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    Boolean,
+    String,
+    Int,
+    Long,
+    Double,
+    List,
+}
+
+/// Kafka's check of a value (its `ConfigDef` validators), for the configs lograil keeps.
+#[derive(Clone, Copy, Debug)]
+pub enum Check {
+    /// Any value of the type.
+    Any,
+    /// Between the two, both included (`ConfigDef.Range`).
+    Range(i64, i64),
+    /// The literal `*` or `partition:broker` items (`ThrottledReplicaListValidator`).
+    ThrottledReplicas,
+}
+
+/// What lograil does with a config.
+#[derive(Clone, Copy, Debug)]
+pub enum Handling {
+    /// log-core's `TopicConfig` acts on it.
+    Storage,
+    /// Checked, kept and described; not acted on, because of `why`.
+    Kept { check: Check, why: &'static str },
+    /// Checked, kept and described; values `honours` refuses are refused, the refusal naming
+    /// `only` (what lograil takes, and what it lacks for the rest).
+    Only {
+        check: Check,
+        honours: fn(&str) -> bool,
+        only: &'static str,
+    },
+}
+
+/// One of Kafka's topic configs.
+#[derive(Clone, Copy, Debug)]
+pub struct Def {
+    pub name: &'static str,
+    pub kind: Type,
+    /// Kafka 4.4's default, as its DescribeConfigs gives it.
+    pub default: &'static str,
+    pub handling: Handling,
+}
+
+const LONG_MAX: i64 = i64::MAX;
+const INT_MAX: i64 = i32::MAX as i64;
+
+const fn storage(name: &'static str, kind: Type, default: &'static str) -> Def {
+    Def {
+        name,
+        kind,
+        default,
+        handling: Handling::Storage,
+    }
+}
+
+const fn kept(
+    name: &'static str,
+    kind: Type,
+    default: &'static str,
+    check: Check,
+    why: &'static str,
+) -> Def {
+    Def {
+        name,
+        kind,
+        default,
+        handling: Handling::Kept { check, why },
+    }
+}
+
+const fn only(
+    name: &'static str,
+    kind: Type,
+    default: &'static str,
+    check: Check,
+    honours: fn(&str) -> bool,
+    only: &'static str,
+) -> Def {
+    Def {
+        name,
+        kind,
+        default,
+        handling: Handling::Only {
+            check,
+            honours,
+            only,
+        },
+    }
+}
+
+const NO_REMOTE: &str = "it applies only with tiered storage (remote.storage.enable=true), \
+                         which lograil does not have";
+const NO_REPLICATION: &str = "one replica, no replication to throttle";
+
+/// Kafka 4.4.0's topic configs (`LogConfig`, as `kafka-configs --describe --all` lists them for
+/// a topic), in Kafka's order.
+pub const KAFKA: &[Def] = &[
+    storage("cleanup.policy", Type::List, "delete"),
+    storage("compression.gzip.level", Type::Int, "-1"),
+    storage("compression.lz4.level", Type::Int, "9"),
+    storage("compression.type", Type::String, "producer"),
+    storage("compression.zstd.level", Type::Int, "3"),
+    storage("delete.retention.ms", Type::Long, "86400000"),
+    storage(
+        "errors.deadletterqueue.group.enable",
+        Type::Boolean,
+        "false",
+    ),
+    kept(
+        "file.delete.delay.ms",
+        Type::Long,
+        "60000",
+        Check::Range(0, LONG_MAX),
+        "lograil removes a deleted segment's files at once",
+    ),
+    storage("flush.messages", Type::Long, "9223372036854775807"),
+    storage("flush.ms", Type::Long, "9223372036854775807"),
+    kept(
+        "follower.replication.throttled.replicas",
+        Type::List,
+        "",
+        Check::ThrottledReplicas,
+        NO_REPLICATION,
+    ),
+    storage("index.interval.bytes", Type::Int, "4096"),
+    kept(
+        "leader.replication.throttled.replicas",
+        Type::List,
+        "",
+        Check::ThrottledReplicas,
+        NO_REPLICATION,
+    ),
+    kept(
+        "local.retention.bytes",
+        Type::Long,
+        "-2",
+        Check::Range(-2, LONG_MAX),
+        NO_REMOTE,
+    ),
+    kept(
+        "local.retention.ms",
+        Type::Long,
+        "-2",
+        Check::Range(-2, LONG_MAX),
+        NO_REMOTE,
+    ),
+    storage("max.compaction.lag.ms", Type::Long, "9223372036854775807"),
+    only(
+        "max.decompressed.message.bytes",
+        Type::Int,
+        "2147483639",
+        Check::Range(1, 2_147_483_639),
+        |v| v == "2147483639",
+        "2147483639, Kafka's default: lograil does not check each record's decompressed size \
+         (it bounds a compressed batch's records at 8 x max.message.bytes)",
+    ),
+    storage("max.message.bytes", Type::Int, "1048588"),
+    kept(
+        "message.timestamp.after.max.ms",
+        Type::Long,
+        "3600000",
+        Check::Range(0, LONG_MAX),
+        "known gap (KIP-937): lograil does not check record timestamps against it",
+    ),
+    kept(
+        "message.timestamp.before.max.ms",
+        Type::Long,
+        "9223372036854775807",
+        Check::Range(0, LONG_MAX),
+        "known gap (KIP-937): lograil does not check record timestamps against it",
+    ),
+    storage("message.timestamp.type", Type::String, "CreateTime"),
+    storage("min.cleanable.dirty.ratio", Type::Double, "0.5"),
+    storage("min.compaction.lag.ms", Type::Long, "0"),
+    kept(
+        "min.insync.replicas",
+        Type::Int,
+        "1",
+        Check::Range(1, INT_MAX),
+        "one replica: a write with acks=all is acknowledged once the broker has it (Kafka \
+         refuses such writes with NOT_ENOUGH_REPLICAS when this exceeds the replicas in sync)",
+    ),
+    kept(
+        "preallocate",
+        Type::Boolean,
+        "false",
+        Check::Any,
+        "lograil grows a segment file as it writes it",
+    ),
+    kept(
+        "remote.copy.lag.bytes",
+        Type::Long,
+        "-1",
+        Check::Range(-1, LONG_MAX),
+        NO_REMOTE,
+    ),
+    kept(
+        "remote.copy.lag.ms",
+        Type::Long,
+        "0",
+        Check::Range(-1, LONG_MAX),
+        NO_REMOTE,
+    ),
+    kept(
+        "remote.log.copy.disable",
+        Type::Boolean,
+        "false",
+        Check::Any,
+        NO_REMOTE,
+    ),
+    kept(
+        "remote.log.delete.on.disable",
+        Type::Boolean,
+        "false",
+        Check::Any,
+        NO_REMOTE,
+    ),
+    only(
+        "remote.storage.enable",
+        Type::Boolean,
+        "false",
+        Check::Any,
+        |v| v.eq_ignore_ascii_case("false"),
+        "false: lograil has no tiered storage",
+    ),
+    storage("retention.bytes", Type::Long, "-1"),
+    storage("retention.ms", Type::Long, "604800000"),
+    storage("segment.bytes", Type::Int, "1073741824"),
+    kept(
+        "segment.index.bytes",
+        Type::Int,
+        "10485760",
+        Check::Range(4, INT_MAX),
+        "lograil keeps the active segment's index in memory and writes it whole at the roll: \
+         there is no preallocated index file to size, and segments roll on segment.bytes and \
+         segment.ms only",
+    ),
+    only(
+        "segment.jitter.ms",
+        Type::Long,
+        "0",
+        Check::Range(0, LONG_MAX),
+        |v| v.parse::<i64>() == Ok(0),
+        "0: lograil rolls a segment at segment.ms, without jitter",
+    ),
+    storage("segment.ms", Type::Long, "604800000"),
+    kept(
+        "unclean.leader.election.enable",
+        Type::Boolean,
+        "false",
+        Check::Any,
+        "one replica, always the leader: there is no other to elect",
+    ),
+];
+
+/// The row of a Kafka topic config.
+pub fn def(name: &str) -> Option<&'static Def> {
+    KAFKA.iter().find(|d| d.name == name)
+}
+
+/// Whether log-core's `TopicConfig` interprets `name` (its value and check are log-core's).
+fn in_storage(name: &str) -> bool {
+    TopicConfig::default()
+        .entries()
+        .iter()
+        .any(|(known, _)| *known == name)
+}
+
+/// What a config of [`Handling::Only`] honours, and the refusal's text.
+type Honoured = (fn(&str) -> bool, &'static str);
+
+/// The check and the honoured values of a config lograil keeps without acting on it; `None`
+/// for one log-core interprets.
+fn kept_rule(name: &str) -> Option<(&'static Def, Check, Option<Honoured>)> {
+    if in_storage(name) {
+        return None;
+    }
+    let def = def(name)?;
+    match def.handling {
+        Handling::Storage => None,
+        Handling::Kept { check, .. } => Some((def, check, None)),
+        Handling::Only {
+            check,
+            honours,
+            only,
+        } => Some((def, check, Some((honours, only)))),
+    }
+}
+
+/// Sets one topic config from its text form: a CreateTopics config, an AlterConfigs value, an
+/// IncrementalAlterConfigs SET. An unknown name, a value Kafka would refuse, and one lograil
+/// cannot honour are errors, and `config` is then unchanged.
+pub fn set(config: &mut TopicConfig, name: &str, value: &str) -> Result<(), ConfigError> {
+    // lograil's own topic configs (the backlog bound); names under `lograil.` that are not
+    // among them are unknown.
+    if name.starts_with(log_core::EXTRA_PREFIX) {
+        return crate::backlog::set(config, name, value);
+    }
+    let Some((def, check, honoured)) = kept_rule(name) else {
+        return config.set(name, value);
+    };
+    let value = value.trim();
+    validate(def, check, value)?;
+    if let Some((honours, only)) = honoured {
+        if !honours(value) {
+            return Err(ConfigError::Unsupported {
+                name: name.into(),
+                value: value.into(),
+                supported: only,
+            });
+        }
+    }
+    config.extra.insert(name.to_string(), value.to_string());
+    Ok(())
+}
+
+/// Puts one topic config back to its default (an IncrementalAlterConfigs DELETE): `defaults`'
+/// value for one log-core interprets, Kafka's default (nothing kept) for the others; a name
+/// lograil does not know has nothing to delete.
+pub fn reset(
+    config: &mut TopicConfig,
+    defaults: &TopicConfig,
+    name: &str,
+) -> Result<(), ConfigError> {
+    if crate::backlog::is_backlog_config(name) {
+        crate::backlog::reset(config, name);
+        return Ok(());
+    }
+    if kept_rule(name).is_some() {
+        config.extra.remove(name);
+        return Ok(());
+    }
+    match defaults.entries().into_iter().find(|(n, _)| *n == name) {
+        Some((_, value)) => config.set(name, &value),
+        // As in Kafka, deleting a config that is not set is no error, whatever its name
+        // (MirrorMaker 2's topic config sync deletes each of the source's configs at their
+        // default, names of newer Kafka versions among them).
+        None => Ok(()),
+    }
+}
+
+/// A Kafka topic config's value in `config` (what DescribeConfigs shows), or `None` for a name
+/// that is neither Kafka's nor log-core's.
+pub fn value(config: &TopicConfig, name: &str) -> Option<String> {
+    if let Some((_, value)) = config.entries().into_iter().find(|(n, _)| *n == name) {
+        return Some(value);
+    }
+    let (def, ..) = kept_rule(name)?;
+    Some(
+        config
+            .extra
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| def.default.to_string()),
+    )
+}
+
+/// The type of a topic config, when the table knows it.
+pub fn kind(name: &str) -> Option<Type> {
+    def(name).map(|d| d.kind)
+}
+
+/// One config as DescribeConfigs (and CreateTopics' answer) lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Described {
+    pub name: &'static str,
+    pub value: String,
+    /// Set on the topic (else a default: the broker's for a config log-core interprets,
+    /// Kafka's for the others).
+    pub overridden: bool,
+    pub kind: Option<Type>,
+}
+
+/// Every Kafka topic config of a topic with `config`, new topics getting `defaults`: the ones
+/// log-core interprets (set when their value differs from the default: lograil keeps a
+/// topic's whole config), then the ones lograil keeps (set when the topic has one). lograil's
+/// own (`lograil.*`) are not among them.
+pub fn describe(config: &TopicConfig, defaults: &TopicConfig) -> Vec<Described> {
+    let defaults = defaults.entries();
+    let mut described: Vec<Described> = config
+        .entries()
+        .into_iter()
+        .map(|(name, value)| Described {
+            name,
+            overridden: !defaults.iter().any(|(n, v)| *n == name && *v == value),
+            value,
+            kind: kind(name),
+        })
+        .collect();
+    for def in KAFKA {
+        if kept_rule(def.name).is_none() {
+            continue;
+        }
+        let set = config.extra.get(def.name);
+        described.push(Described {
+            name: def.name,
+            value: set.cloned().unwrap_or_else(|| def.default.to_string()),
+            overridden: set.is_some(),
+            kind: Some(def.kind),
+        });
+    }
+    described
+}
+
+/// Logs a refused topic config value, once per refusal: the topic, the config, the value
+/// (`None`: null) and why.
+pub fn log_refusal(topic: &str, name: &str, value: Option<&str>, reason: &dyn std::fmt::Display) {
+    tracing::warn!(
+        topic,
+        config = name,
+        value = value.unwrap_or("null"),
+        %reason,
+        "topic config refused"
+    );
+}
+
+/// Kafka's check of `value` (trimmed) for a config of `def`'s type and `check`, with Kafka's
+/// messages (`ConfigDef.parseType`, its validators, `ConfigException`).
+fn validate(def: &Def, check: Check, value: &str) -> Result<(), ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: def.name.into(),
+        value: value.into(),
+        reason,
+    };
+    let number = match def.kind {
+        Type::Boolean => {
+            return match value.to_ascii_lowercase().as_str() {
+                "true" | "false" => Ok(()),
+                _ => Err(invalid("Expected value to be either true or false".into())),
+            }
+        }
+        Type::Int => value
+            .parse::<i32>()
+            .map(i64::from)
+            .map_err(|_| invalid("Not a number of type INT".into()))?,
+        Type::Long => value
+            .parse::<i64>()
+            .map_err(|_| invalid("Not a number of type LONG".into()))?,
+        Type::List => return check_list(def, check, value),
+        Type::String | Type::Double => return Ok(()),
+    };
+    match check {
+        Check::Range(min, _) if number < min => {
+            Err(invalid(format!("Value must be at least {min}")))
+        }
+        Check::Range(_, max) if number > max => {
+            Err(invalid(format!("Value must be no more than {max}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A LIST config's check: Kafka splits at commas (blanks around them dropped) and, for the
+/// throttled-replica lists, takes `*` alone or `partition:broker` items (empty ones too).
+fn check_list(def: &Def, check: Check, value: &str) -> Result<(), ConfigError> {
+    let Check::ThrottledReplicas = check else {
+        return Ok(());
+    };
+    let items: Vec<&str> = if value.is_empty() {
+        Vec::new()
+    } else {
+        value.split(',').map(str::trim).collect()
+    };
+    let replica = |item: &str| {
+        item.is_empty()
+            || item.split_once(':').is_some_and(|(p, b)| {
+                [p, b]
+                    .iter()
+                    .all(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+            })
+    };
+    if items == ["*"] || items.iter().all(|i| replica(i)) {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid {
+        name: def.name.into(),
+        value: format!("[{}]", items.join(", ")),
+        reason: format!(
+            "{} must be the literal '*' or a list of replicas in the following format: \
+             [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+            def.name
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kafka 4.4.0's topic configs, as `kafka-configs --describe --all` lists them for a new
+    /// topic of a one-broker cluster (with their types, from its DescribeConfigs).
+    const KAFKA_4_4: &[(&str, Type, &str)] = &[
+        ("cleanup.policy", Type::List, "delete"),
+        ("compression.gzip.level", Type::Int, "-1"),
+        ("compression.lz4.level", Type::Int, "9"),
+        ("compression.type", Type::String, "producer"),
+        ("compression.zstd.level", Type::Int, "3"),
+        ("delete.retention.ms", Type::Long, "86400000"),
+        (
+            "errors.deadletterqueue.group.enable",
+            Type::Boolean,
+            "false",
+        ),
+        ("file.delete.delay.ms", Type::Long, "60000"),
+        ("flush.messages", Type::Long, "9223372036854775807"),
+        ("flush.ms", Type::Long, "9223372036854775807"),
+        ("follower.replication.throttled.replicas", Type::List, ""),
+        ("index.interval.bytes", Type::Int, "4096"),
+        ("leader.replication.throttled.replicas", Type::List, ""),
+        ("local.retention.bytes", Type::Long, "-2"),
+        ("local.retention.ms", Type::Long, "-2"),
+        ("max.compaction.lag.ms", Type::Long, "9223372036854775807"),
+        ("max.decompressed.message.bytes", Type::Int, "2147483639"),
+        ("max.message.bytes", Type::Int, "1048588"),
+        ("message.timestamp.after.max.ms", Type::Long, "3600000"),
+        (
+            "message.timestamp.before.max.ms",
+            Type::Long,
+            "9223372036854775807",
+        ),
+        ("message.timestamp.type", Type::String, "CreateTime"),
+        ("min.cleanable.dirty.ratio", Type::Double, "0.5"),
+        ("min.compaction.lag.ms", Type::Long, "0"),
+        ("min.insync.replicas", Type::Int, "1"),
+        ("preallocate", Type::Boolean, "false"),
+        ("remote.copy.lag.bytes", Type::Long, "-1"),
+        ("remote.copy.lag.ms", Type::Long, "0"),
+        ("remote.log.copy.disable", Type::Boolean, "false"),
+        ("remote.log.delete.on.disable", Type::Boolean, "false"),
+        ("remote.storage.enable", Type::Boolean, "false"),
+        ("retention.bytes", Type::Long, "-1"),
+        ("retention.ms", Type::Long, "604800000"),
+        ("segment.bytes", Type::Int, "1073741824"),
+        ("segment.index.bytes", Type::Int, "10485760"),
+        ("segment.jitter.ms", Type::Long, "0"),
+        ("segment.ms", Type::Long, "604800000"),
+        ("unclean.leader.election.enable", Type::Boolean, "false"),
+    ];
+
+    #[test]
+    fn the_table_is_kafka_4_4s_names_types_and_defaults() {
+        let table: Vec<(&str, Type, &str)> =
+            KAFKA.iter().map(|d| (d.name, d.kind, d.default)).collect();
+        assert_eq!(table, KAFKA_4_4);
+    }
+
+    #[test]
+    fn log_core_and_the_table_agree_on_what_is_log_cores() {
+        let lograil = TopicConfig::default();
+        for (name, value) in lograil.entries() {
+            let def = def(name).unwrap_or_else(|| panic!("{name} has no row"));
+            assert!(
+                matches!(def.handling, Handling::Storage),
+                "{name} is log-core's: its row must say Storage"
+            );
+            // lograil's defaults are Kafka's, but for "never" (Long.MAX_VALUE in Kafka).
+            let expected = match name {
+                "flush.messages" | "flush.ms" => "-1",
+                _ => def.default,
+            };
+            assert_eq!(value, expected, "{name}");
+        }
+        for def in KAFKA {
+            if matches!(def.handling, Handling::Storage) {
+                assert!(in_storage(def.name), "{} is nobody's", def.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_kafka_config_is_described_with_kafkas_default() {
+        let defaults = TopicConfig::default();
+        let described = describe(&defaults, &defaults);
+        for (name, kind, default) in KAFKA_4_4 {
+            let d = described
+                .iter()
+                .find(|d| d.name == *name)
+                .unwrap_or_else(|| panic!("{name} is not described"));
+            assert_eq!(d.kind, Some(*kind), "{name}");
+            assert!(!d.overridden, "{name}");
+            if !name.starts_with("flush.") {
+                assert_eq!(d.value, *default, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn kept_configs_are_set_kept_and_reset() {
+        let defaults = TopicConfig::default();
+        let mut config = defaults.clone();
+        for (name, value) in [
+            ("min.insync.replicas", "2"),
+            ("preallocate", "TRUE"),
+            ("unclean.leader.election.enable", "true"),
+            ("file.delete.delay.ms", "0"),
+            ("segment.index.bytes", "4"),
+            ("leader.replication.throttled.replicas", "0:1, 1:1"),
+            ("follower.replication.throttled.replicas", "*"),
+            ("local.retention.ms", "-1"),
+            ("local.retention.bytes", "1000"),
+            ("remote.copy.lag.ms", "-1"),
+            ("remote.copy.lag.bytes", "100"),
+            ("remote.log.copy.disable", "true"),
+            ("remote.log.delete.on.disable", "true"),
+            ("remote.storage.enable", "false"),
+            ("message.timestamp.before.max.ms", "0"),
+            ("message.timestamp.after.max.ms", "1000"),
+            ("max.decompressed.message.bytes", "2147483639"),
+            ("segment.jitter.ms", "0"),
+        ] {
+            set(&mut config, name, value).unwrap_or_else(|e| panic!("{name}={value}: {e}"));
+            assert_eq!(
+                super::value(&config, name).as_deref(),
+                Some(value.trim()),
+                "{name}"
+            );
+            let d = describe(&config, &defaults);
+            let entry = d.iter().find(|d| d.name == name).unwrap();
+            assert!(entry.overridden, "{name}");
+        }
+        // Kept with the topic: through its file and back.
+        let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
+        assert_eq!(back, config);
+        assert_eq!(describe(&back, &defaults), describe(&config, &defaults));
+        for def in KAFKA.iter().filter(|d| kept_rule(d.name).is_some()) {
+            reset(&mut config, &defaults, def.name).unwrap();
+        }
+        assert_eq!(config, defaults, "reset puts every default back");
+        assert!(describe(&config, &defaults).iter().all(|d| !d.overridden));
+    }
+
+    #[test]
+    fn values_kafka_refuses_are_refused_with_kafkas_messages() {
+        for (name, value, message) in [
+            ("segment.index.bytes", "3", "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4"),
+            ("segment.index.bytes", "abc", "Invalid value abc for configuration segment.index.bytes: Not a number of type INT"),
+            ("segment.index.bytes", "2147483648", "Invalid value 2147483648 for configuration segment.index.bytes: Not a number of type INT"),
+            ("segment.jitter.ms", "-1", "Invalid value -1 for configuration segment.jitter.ms: Value must be at least 0"),
+            ("segment.jitter.ms", "x", "Invalid value x for configuration segment.jitter.ms: Not a number of type LONG"),
+            ("file.delete.delay.ms", "-1", "Invalid value -1 for configuration file.delete.delay.ms: Value must be at least 0"),
+            ("preallocate", "yes", "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
+            ("unclean.leader.election.enable", "1", "Invalid value 1 for configuration unclean.leader.election.enable: Expected value to be either true or false"),
+            ("min.insync.replicas", "0", "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"),
+            ("leader.replication.throttled.replicas", "0:1:2", "Invalid value [0:1:2] for configuration leader.replication.throttled.replicas: leader.replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+            ("follower.replication.throttled.replicas", "*,0:1", "Invalid value [*, 0:1] for configuration follower.replication.throttled.replicas: follower.replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+            ("leader.replication.throttled.replicas", "-1:1", "Invalid value [-1:1] for configuration leader.replication.throttled.replicas: leader.replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+            ("remote.storage.enable", "maybe", "Invalid value maybe for configuration remote.storage.enable: Expected value to be either true or false"),
+            ("local.retention.ms", "-3", "Invalid value -3 for configuration local.retention.ms: Value must be at least -2"),
+            ("local.retention.bytes", "-3", "Invalid value -3 for configuration local.retention.bytes: Value must be at least -2"),
+            ("remote.copy.lag.ms", "-2", "Invalid value -2 for configuration remote.copy.lag.ms: Value must be at least -1"),
+            ("remote.copy.lag.bytes", "-2", "Invalid value -2 for configuration remote.copy.lag.bytes: Value must be at least -1"),
+            ("max.decompressed.message.bytes", "0", "Invalid value 0 for configuration max.decompressed.message.bytes: Value must be at least 1"),
+            ("max.decompressed.message.bytes", "2147483640", "Invalid value 2147483640 for configuration max.decompressed.message.bytes: Value must be no more than 2147483639"),
+            ("message.timestamp.before.max.ms", "-1", "Invalid value -1 for configuration message.timestamp.before.max.ms: Value must be at least 0"),
+            ("message.timestamp.after.max.ms", "-1", "Invalid value -1 for configuration message.timestamp.after.max.ms: Value must be at least 0"),
+        ] {
+            let mut config = TopicConfig::default();
+            let error = set(&mut config, name, value).unwrap_err();
+            assert!(matches!(error, ConfigError::Invalid { .. }), "{name}={value}");
+            assert_eq!(error.to_string(), message);
+            assert_eq!(config, TopicConfig::default(), "refused values change nothing");
+        }
+        for accepted in ["0:1,,1:2", ",", "0:1,", "", " 0:1 ", "0:1,0:1"] {
+            let mut config = TopicConfig::default();
+            set(
+                &mut config,
+                "leader.replication.throttled.replicas",
+                accepted,
+            )
+            .unwrap_or_else(|e| panic!("{accepted:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn values_lograil_cannot_honour_are_refused_with_what_it_lacks() {
+        for (name, value, lacks) in [
+            ("remote.storage.enable", "true", "no tiered storage"),
+            (
+                "max.decompressed.message.bytes",
+                "1000",
+                "decompressed size",
+            ),
+            ("segment.jitter.ms", "5000", "without jitter"),
+        ] {
+            let mut config = TopicConfig::default();
+            let error = set(&mut config, name, value).unwrap_err();
+            assert!(
+                matches!(error, ConfigError::Unsupported { .. }),
+                "{name}={value}"
+            );
+            let message = error.to_string();
+            assert!(message.contains(lacks), "{message}");
+            assert!(
+                message.starts_with(&format!("{name}={value} ")),
+                "{message}"
+            );
+            assert_eq!(config, TopicConfig::default());
+        }
+        assert!(matches!(
+            set(
+                &mut TopicConfig::default(),
+                "message.downconversion.enable",
+                "true"
+            ),
+            Err(ConfigError::Unknown { .. })
+        ));
+    }
+}

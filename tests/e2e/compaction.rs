@@ -1,0 +1,161 @@
+//! Compaction with real clients: a librdkafka producer writes keyed records and tombstones to
+//! a `cleanup.policy=compact` topic, the broker's log cleaner compacts its closed segments,
+//! and a librdkafka consumer reading from the start sees only the latest value of each key,
+//! at its original offset, and no tombstone once `delete.retention.ms` has passed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use log_core::batch;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use test_support::kafka::{
+    describe_configs, produce, rdkafka_producer, try_create_topic, wait_until, TOPIC_RESOURCE,
+};
+use test_support::TestBroker;
+
+const INVALID_RECORD: i16 = 87;
+
+/// The cleaner's passes over partition 0 so far, from `topic describe`'s read-only entry.
+fn cleaner_runs(addr: &str, topic: &str) -> u64 {
+    let entry = describe_configs(addr, TOPIC_RESOURCE, topic)
+        .into_iter()
+        .find(|(name, _, _)| name == "lograil.cleaner.partition.0")
+        .map(|(_, value, _)| value)
+        .expect("a compacted topic describes its cleaner");
+    let runs = entry
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" runs"))
+        .unwrap_or_else(|| panic!("{entry}"));
+    runs.parse().unwrap()
+}
+
+/// Every record of partition 0 from the start, read with librdkafka: offset → (key, value).
+fn read_all(addr: &str, topic: &str) -> BTreeMap<i64, (String, Option<String>)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", "reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let (_, high) = consumer
+        .fetch_watermarks(topic, 0, Duration::from_secs(10))
+        .unwrap();
+    let mut records = BTreeMap::new();
+    let mut position = -1;
+    while position + 1 < high {
+        let message = consumer
+            .poll(Duration::from_secs(10))
+            .expect("a record before the high watermark")
+            .unwrap();
+        let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8(b.to_vec()).unwrap());
+        position = message.offset();
+        let record = (text(message.key()).unwrap(), text(message.payload()));
+        assert!(
+            records.insert(position, record).is_none(),
+            "offset {position} twice"
+        );
+        if position + 1 >= high {
+            break;
+        }
+        // Compaction may have removed the records up to the high watermark.
+        let (_, now_high) = consumer
+            .fetch_watermarks(topic, 0, Duration::from_secs(10))
+            .unwrap();
+        if consumer.position().unwrap().elements()[0].offset() == Offset::Offset(now_high) {
+            break;
+        }
+    }
+    records
+}
+
+#[test]
+fn a_compacted_topic_read_back_keeps_the_latest_value_of_each_key_and_drops_tombstones() {
+    let broker = TestBroker::start_temp(&["--log-cleaner-backoff-ms", "100"]);
+    let addr = &broker.addr;
+    let topic = "compacted";
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "100"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+        ("delete.retention.ms", "0"),
+    ];
+    assert_eq!(try_create_topic(addr, topic, 1, &configs), 0);
+
+    let producer = rdkafka_producer(addr, &[("linger.ms", "0")]);
+    let send = |key: &str, value: Option<&str>| {
+        let mut record = BaseRecord::to(topic).key(key).partition(0);
+        if let Some(value) = value {
+            record = record.payload(value);
+        }
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+        producer.flush(Duration::from_secs(10)).unwrap();
+    };
+    // Four rounds over 20 keys, each in a segment of its own (segment.ms rolls at the next
+    // append); round 2 deletes k0..k4, round 3 writes k5..k19 again.
+    for round in 0..4 {
+        for k in 0..20 {
+            let key = format!("k{k}");
+            match round {
+                2 if k < 5 => send(&key, None),
+                3 if k < 5 => {}
+                _ => send(&key, Some(&format!("v{round}-{k}"))),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    send("tail", Some("first"));
+    wait_until("a first pass", Duration::from_secs(20), || {
+        cleaner_runs(addr, topic) >= 1
+    });
+    // The tombstones were in the dirty part of that pass: a second pass, over new dirty data,
+    // finds them in the clean part and older than delete.retention.ms.
+    std::thread::sleep(Duration::from_millis(150));
+    send("tail", Some("second"));
+    std::thread::sleep(Duration::from_millis(150));
+    send("tail", Some("third"));
+    wait_until("a second pass", Duration::from_secs(20), || {
+        cleaner_runs(addr, topic) >= 2
+    });
+
+    let records = read_all(addr, topic);
+    let mut latest: BTreeMap<String, (i64, Option<String>)> = BTreeMap::new();
+    for (offset, (key, value)) in &records {
+        assert!(
+            latest
+                .insert(key.clone(), (*offset, value.clone()))
+                .is_none()
+                || key == "tail",
+            "{key} read twice below the active segment: {records:?}"
+        );
+    }
+    for k in 0..5 {
+        assert!(
+            !latest.contains_key(&format!("k{k}")),
+            "k{k}'s tombstone is gone with its records: {records:?}"
+        );
+    }
+    for k in 5..20 {
+        // Rounds 0 to 2 took offsets 0..60, so round 3's record of key k has offset
+        // 60 + (k - 5): the offsets did not change.
+        let offset = 60 + (k - 5);
+        assert_eq!(
+            latest.get(&format!("k{k}")),
+            Some(&(offset, Some(format!("v3-{k}")))),
+            "{records:?}"
+        );
+    }
+    assert_eq!(latest["tail"].1.as_deref(), Some("third"));
+
+    // Keyless records are refused, as Kafka refuses them.
+    let keyless = batch::build(&[(None, Some(b"no key"), 1)]);
+    assert_eq!(produce(addr, topic, 0, keyless).0, INVALID_RECORD);
+    let keyed = batch::build(&[(Some(b"k1"), Some(b"back"), 1)]);
+    assert_eq!(produce(addr, topic, 0, keyed).0, 0);
+}

@@ -1,0 +1,21 @@
+//! Kafka Streams and Kafka Connect, Apache Kafka's own 4.4.0 artifacts, unmodified, against a
+//! real broker: the Java programs of `tests/ecosystem/java` (built by `tests/ecosystem/build.sh`
+//! when stale) run against a `lograil` broker of this build, or with `LOGRAIL_TEST_KAFKA=<dir>`
+//! (a cluster from `tests/kafka/kafka.sh start <dir>`) against that Apache Kafka cluster, each
+//! test with topics, groups and application ids of its own.
+//!
+//! - `streams`: a stateful word count and a windowed count (tumbling windows on timestamps the
+//!   test sets), stopped mid-way, its local state deleted, restarted: the counts restored from
+//!   the changelogs and exact at the end.
+//! - `connect`: a distributed Connect worker (config, offset and status topics compacted) with
+//!   a source and a sink connector of our own, 10,000 records through it, the worker killed
+//!   (SIGKILL) mid-way and started again: every record at the sink, in order per partition,
+//!   the source resumed from its committed offset.
+//!
+//! The tests take turns (a JVM each, on a small machine). Skipped, with the reason printed,
+//! when `java` or `mvn` is not on PATH (`.ci/run` installs both).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod connect;
+mod java;
+mod streams;

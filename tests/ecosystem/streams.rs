@@ -1,0 +1,410 @@
+//! Kafka Streams 4.4 (at-least-once): a word count and a windowed word count over known input
+//! whose timestamps the test sets, exact after a stop, a deleted state directory and a restart.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use consumer::{ProducerRecord, TopicPartition};
+use test_support::cluster::{read_all, unique, TestCluster};
+
+use crate::java::{classpath, JavaApp, TURN};
+
+/// Tumbling window size of the windowed count.
+const WINDOW_MS: i64 = 10_000;
+const VOCABULARY: [&str; 12] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima",
+];
+/// Input lines in all; the first run gets `FIRST` of them (mid-window: window 30 is counted by
+/// both runs).
+const LINES: usize = 600;
+const FIRST: usize = 305;
+
+/// Input line `i`: its text and timestamp. Every line is 1 s after the one before, from
+/// `base`; in the second part every tenth line is back in the early windows (late, within the
+/// grace period), so windows the first run counted are counted on after the restore.
+fn line(i: usize, base: i64) -> (String, i64) {
+    let mut seed = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut next = || {
+        seed ^= seed >> 31;
+        seed = seed.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        seed ^= seed >> 29;
+        seed
+    };
+    let words = 1 + next() % 5;
+    let text: Vec<&str> = (0..words)
+        .map(|_| VOCABULARY[(next() % VOCABULARY.len() as u64) as usize])
+        .collect();
+    let offset = if i >= FIRST && i.is_multiple_of(10) {
+        i - FIRST
+    } else {
+        i
+    };
+    // Capitals and punctuation: the application lower-cases and splits on non-word characters.
+    let text = if i.is_multiple_of(7) {
+        format!("{}!", text.join(", ").to_uppercase())
+    } else {
+        text.join(" ")
+    };
+    (text, base + offset as i64 * 1000)
+}
+
+/// What the application must end with for `lines`: word → count, `word@windowStart` → count.
+fn expected(lines: &[(String, i64)]) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let mut words: BTreeMap<String, u64> = BTreeMap::new();
+    let mut windows: BTreeMap<String, u64> = BTreeMap::new();
+    for (text, ts) in lines {
+        for word in text
+            .to_lowercase()
+            .split(|c: char| !c.is_alphanumeric() && c != '_')
+            .filter(|w| !w.is_empty())
+        {
+            *words.entry(word.to_string()).or_default() += 1;
+            let start = ts - ts.rem_euclid(WINDOW_MS);
+            *windows.entry(format!("{word}@{start}")).or_default() += 1;
+        }
+    }
+    let text = |m: BTreeMap<String, u64>| m.into_iter().map(|(k, v)| (k, v.to_string())).collect();
+    (text(words), text(windows))
+}
+
+/// The latest value per key of the output topics, and how far each partition has been read.
+#[derive(Default)]
+struct Output {
+    latest: BTreeMap<String, BTreeMap<String, String>>,
+    position: BTreeMap<(String, i32), i64>,
+}
+
+/// Reads `topics` (2 partitions each) from the beginning for as long as the test runs.
+async fn follow(
+    cluster: &TestCluster,
+    topics: &[&str],
+) -> (Arc<Mutex<Output>>, tokio::task::JoinHandle<()>) {
+    let consumer = cluster.consumer(None, &[]).await;
+    let partitions: Vec<TopicPartition> = topics
+        .iter()
+        .flat_map(|t| (0..2).map(|p| TopicPartition::new(*t, p)))
+        .collect();
+    consumer.assign(&partitions).unwrap();
+    consumer.seek_to_beginning(&partitions).unwrap();
+    let output = Arc::new(Mutex::new(Output::default()));
+    let sink = output.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let record = consumer.recv().await.unwrap();
+            let key = String::from_utf8(record.key.unwrap().to_vec()).unwrap();
+            let value = String::from_utf8(record.value.unwrap().to_vec()).unwrap();
+            let mut out = sink.lock().unwrap();
+            out.latest
+                .entry(record.topic.to_string())
+                .or_default()
+                .insert(key, value);
+            out.position.insert(
+                (record.topic.to_string(), record.partition),
+                record.offset + 1,
+            );
+        }
+    });
+    (output, task)
+}
+
+/// The keys whose latest value is not the expected one, for failure messages.
+fn differences(got: &BTreeMap<String, String>, want: &BTreeMap<String, String>) -> String {
+    let mut out = Vec::new();
+    for (k, v) in want {
+        if got.get(k) != Some(v) {
+            out.push(format!("{k}: want {v}, got {:?}", got.get(k)));
+        }
+    }
+    for (k, v) in got {
+        if !want.contains_key(k) {
+            out.push(format!("{k}: unexpected {v}"));
+        }
+    }
+    out.join("; ")
+}
+
+/// Waits until the output's latest values are `words` and `windows`.
+async fn wait_for_counts(
+    app: &mut JavaApp,
+    output: &Mutex<Output>,
+    topics: (&str, &str),
+    words: &BTreeMap<String, String>,
+    windows: &BTreeMap<String, String>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        {
+            let out = output.lock().unwrap();
+            let empty = BTreeMap::new();
+            let got_words = out.latest.get(topics.0).unwrap_or(&empty);
+            let got_windows = out.latest.get(topics.1).unwrap_or(&empty);
+            if got_words == words && got_windows == windows {
+                return;
+            }
+            if Instant::now() > deadline {
+                app.fail(&format!(
+                    "counts not as expected after 120 s\nwords: {}\nwindows: {}",
+                    differences(got_words, words),
+                    differences(got_windows, windows)
+                ));
+            }
+        }
+        app.alive();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn start_app(
+    classpath: &str,
+    cluster: &TestCluster,
+    run: &str,
+    app_id: &str,
+    topics: [&str; 3],
+    state: &Path,
+    logs: &Path,
+) -> JavaApp {
+    let args = [
+        ("--bootstrap", cluster.plain_bootstrap().to_string()),
+        ("--app-id", app_id.to_string()),
+        ("--input", topics[0].to_string()),
+        ("--words-out", topics[1].to_string()),
+        ("--windows-out", topics[2].to_string()),
+        ("--state-dir", state.display().to_string()),
+        ("--replication", cluster.replication().to_string()),
+        ("--window-ms", WINDOW_MS.to_string()),
+    ];
+    let args: Vec<String> = args
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_string(), v])
+        .collect();
+    JavaApp::start(run, classpath, "lograil.ecosystem.Counts", &args, logs)
+}
+
+/// The sum of the `RESTORED <store> <partition> <records>` lines of `store`.
+fn restored(app: &JavaApp, store: &str) -> i64 {
+    app.lines()
+        .iter()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("RESTORED ")?.split(' ');
+            (f.next()? == store).then_some(())?;
+            f.nth(1)?.parse::<i64>().ok()
+        })
+        .sum()
+}
+
+/// A word count and a windowed count (groupBy → repartition topic; RocksDB stores with
+/// changelogs) over 600 lines: the first 305 counted exactly, the application stopped, the
+/// rest produced, its local state deleted; restarted, it restores both stores from their
+/// changelogs and ends with every count exact (the latest value per key: at-least-once may
+/// repeat intermediate updates). Also: the changelogs were created compacted (`compact`, and
+/// `compact,delete` for the windowed store), and Streams purged its repartition topic
+/// (DeleteRecords) as it committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_counts_are_exact_after_a_restart_restored_from_the_changelogs() {
+    let Some(classpath) = classpath() else { return };
+    let _turn = TURN.lock().await;
+    let cluster = TestCluster::start_with(&["--log-cleaner-backoff-ms", "200"]);
+    let input = cluster.create_topic("streams-lines", 2).await;
+    let words_out = cluster.create_topic("streams-words", 2).await;
+    let windows_out = cluster.create_topic("streams-windows", 2).await;
+    let topics = [input.as_str(), words_out.as_str(), windows_out.as_str()];
+    let app_id = unique("streams-counts");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // Recent enough for every retention (the broker deletes by record time too).
+    let base = (now - 30 * 60_000) / WINDOW_MS * WINDOW_MS;
+    let lines: Vec<(String, i64)> = (0..LINES).map(|i| line(i, base)).collect();
+    let produce = |range: std::ops::Range<usize>| {
+        lines[range.clone()]
+            .iter()
+            .zip(range)
+            .map(|((text, ts), i)| {
+                ProducerRecord::new(input.as_str())
+                    .key(format!("line-{i}"))
+                    .value(text.clone())
+                    .timestamp(*ts)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (output, reader) = follow(&cluster, &[&words_out, &windows_out]).await;
+
+    // First run: the first part, counted exactly. Sent in five steps 700 ms apart once the
+    // application runs, so its changelogs roll segments (segment.ms=500) the cleaner can compact.
+    let mut first = start_app(
+        &classpath,
+        &cluster,
+        "streams-1",
+        &app_id,
+        topics,
+        &state,
+        dir.path(),
+    );
+    first
+        .wait("RUNNING", 90, |l| l.iter().any(|l| l == "STATE RUNNING"))
+        .await;
+    for step in 0..5 {
+        cluster
+            .produce(&[], produce(step * FIRST / 5..(step + 1) * FIRST / 5))
+            .await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    let (words, windows) = expected(&lines[..FIRST]);
+    wait_for_counts(
+        &mut first,
+        &output,
+        (&words_out, &windows_out),
+        &words,
+        &windows,
+    )
+    .await;
+
+    // Changelogs as Streams asked for them.
+    let addr = cluster.address_of(1);
+    for (store, policy) in [
+        ("word-counts", "compact"),
+        ("window-counts", "compact,delete"),
+    ] {
+        let changelog = format!("{app_id}-{store}-changelog");
+        let configs = test_support::kafka::describe_configs(&addr, 2, &changelog);
+        let got = configs.iter().find(|(name, _, _)| name == "cleanup.policy");
+        assert_eq!(
+            got.map(|c| c.1.as_str()),
+            Some(policy),
+            "{changelog}: {configs:?}"
+        );
+    }
+    // Streams deletes what it has committed from its repartition topic.
+    let repartition = format!("{app_id}-words-repartition");
+    let partitions: Vec<TopicPartition> = (0..2)
+        .map(|p| TopicPartition::new(&repartition, p))
+        .collect();
+    let probe = cluster.consumer(None, &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let starts = probe.beginning_offsets(&partitions).await.unwrap();
+        if starts.values().any(|&s| s > 0) {
+            break;
+        }
+        if Instant::now() > deadline {
+            first.fail(&format!(
+                "{repartition} not purged in 60 s: start offsets {starts:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    probe.close().await;
+
+    first.stop().await;
+    assert!(
+        first.lines().iter().any(|l| l == "CLOSED"),
+        "{}",
+        first.output()
+    );
+    assert!(
+        state.join(&app_id).is_dir(),
+        "the first run kept its stores under {}",
+        state.display()
+    );
+
+    // On lograil (its cleaner looking every 200 ms) the word counts' changelog is compacted
+    // before the second run restores from it: fewer records than offsets.
+    let changelog = format!("{app_id}-word-counts-changelog");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let records: usize = read_all(&cluster, &changelog)
+            .await
+            .values()
+            .map(Vec::len)
+            .sum();
+        let probe = cluster.consumer(None, &[]).await;
+        let partitions: Vec<TopicPartition> =
+            (0..2).map(|p| TopicPartition::new(&changelog, p)).collect();
+        let ends = probe.end_offsets(&partitions).await.unwrap();
+        let starts = probe.beginning_offsets(&partitions).await.unwrap();
+        probe.close().await;
+        let offsets: i64 = partitions.iter().map(|tp| ends[tp] - starts[tp]).sum();
+        if (records as i64) < offsets || cluster.is_kafka() {
+            eprintln!("streams: {changelog}: {records} records over {offsets} offsets");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{changelog} not compacted in 30 s: {records} records over {offsets} offsets"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // The rest, and no local state: the second run must restore both stores from Kafka.
+    cluster.produce(&[], produce(FIRST..LINES)).await;
+    std::fs::remove_dir_all(&state).unwrap();
+    let mut second = start_app(
+        &classpath,
+        &cluster,
+        "streams-2",
+        &app_id,
+        topics,
+        &state,
+        dir.path(),
+    );
+    let (words, windows) = expected(&lines);
+    wait_for_counts(
+        &mut second,
+        &output,
+        (&words_out, &windows_out),
+        &words,
+        &windows,
+    )
+    .await;
+    for store in ["word-counts", "window-counts"] {
+        assert!(
+            restored(&second, store) > 0,
+            "{store} restored from its changelog:\n{}",
+            second.output()
+        );
+    }
+    second.stop().await;
+
+    // Read to the end of what the application wrote: the latest values are still exact.
+    let ends = {
+        let probe = cluster.consumer(None, &[]).await;
+        let partitions: Vec<TopicPartition> = [&words_out, &windows_out]
+            .iter()
+            .flat_map(|t| (0..2).map(|p| TopicPartition::new(t.as_str(), p)))
+            .collect();
+        let ends = probe.end_offsets(&partitions).await.unwrap();
+        probe.close().await;
+        ends
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let read_to_ends = || {
+        let out = output.lock().unwrap();
+        let read = ends.iter().all(|(tp, end)| {
+            let position = out.position.get(&(tp.topic.to_string(), tp.partition));
+            *end == 0 || position.copied() >= Some(*end)
+        });
+        read.then(|| {
+            (
+                out.latest[&words_out].clone(),
+                out.latest[&windows_out].clone(),
+            )
+        })
+    };
+    loop {
+        if let Some((got_words, got_windows)) = read_to_ends() {
+            assert_eq!(got_words, words);
+            assert_eq!(got_windows, windows);
+            break;
+        }
+        assert!(Instant::now() < deadline, "output read to {ends:?} in 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    reader.abort();
+}
