@@ -212,13 +212,7 @@ impl Log {
             std::thread::Builder::new()
                 .name("lograil-scrubber".into())
                 .spawn(move || {
-                    let partitions = || {
-                        shared
-                            .topics_read()
-                            .values()
-                            .flat_map(|t| t.partitions.iter().cloned())
-                            .collect()
-                    };
+                    let partitions = || shared.partitions();
                     scrub::run(scrub, &shared.scrub_stats, unclean, partitions, |d| {
                         shared.wait(d)
                     })
@@ -233,14 +227,7 @@ impl Log {
                 let thread = std::thread::Builder::new()
                     .name("lograil-cleaner".into())
                     .spawn(move || {
-                        let partitions = || {
-                            shared
-                                .topics_read()
-                                .values()
-                                .flat_map(|t| t.partitions.iter().cloned())
-                                .collect()
-                        };
-                        cleaner::run(options, partitions, |d| shared.wait(d))
+                        cleaner::run(options, || shared.partitions(), |d| shared.wait(d))
                     })
                     .map_err(|e| FileError::new("start the log cleaner for", &dir_for_errors, e))?;
                 Some(thread)
@@ -610,6 +597,14 @@ impl Shared {
 
     fn alter_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.alter.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every partition of every topic, for the background threads' passes.
+    fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.topics_read()
+            .values()
+            .flat_map(|t| t.partitions.iter().cloned())
+            .collect()
     }
 
     fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Topic>>> {

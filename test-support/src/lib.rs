@@ -18,6 +18,7 @@ pub mod broker;
 pub mod certs;
 pub mod cluster;
 pub mod in_process;
+pub mod java;
 pub mod kafka;
 pub mod wire;
 

@@ -16,26 +16,7 @@ pub fn classpath() -> Option<String> {
     static CLASSPATH: OnceLock<Option<String>> = OnceLock::new();
     CLASSPATH
         .get_or_init(|| {
-            for tool in ["java", "mvn"] {
-                let found = Command::new("sh")
-                    .args(["-c", &format!("command -v {tool}")])
-                    .env_remove("LD_LIBRARY_PATH")
-                    .output()
-                    .map(|o| o.status.success())
-                    .unwrap_or(false);
-                if !found {
-                    eprintln!(
-                        "skipped: {tool} is not on PATH (Kafka Streams and Connect need a JDK and Maven)"
-                    );
-                    return None;
-                }
-            }
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/ecosystem");
-            let status = Command::new(dir.join("build.sh"))
-                .env_remove("LD_LIBRARY_PATH")
-                .status()
-                .expect("tests/ecosystem/build.sh runs");
-            assert!(status.success(), "tests/ecosystem/build.sh: {status}");
+            let dir = test_support::java::built("ecosystem", "Kafka Streams and Connect")?;
             let target = dir.join("java/target");
             Some(format!(
                 "{}:{}/*",

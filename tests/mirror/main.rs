@@ -73,7 +73,7 @@ struct Side<'a> {
 
 #[test]
 fn mirror_maker_2_migrates_lograil_to_kafka_and_kafka_to_lograil() {
-    if let Some(why) = missing_tools() {
+    if let Some(why) = test_support::java::missing_tools() {
         eprintln!("skipped: MirrorMaker 2 needs {why}");
         return;
     }
@@ -260,25 +260,6 @@ fn all_copied(records: &BTreeMap<i32, Vec<Rec>>, ends: &BTreeMap<i32, i64>) -> b
         && records
             .iter()
             .all(|(p, r)| ends.get(p) == Some(&(r.len() as i64)))
-}
-
-/// The one-line reason MirrorMaker cannot run here, if any.
-fn missing_tools() -> Option<String> {
-    let runs = |tool: &str, arg: &str| {
-        Command::new(tool)
-            .arg(arg)
-            .env_remove("LD_LIBRARY_PATH")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    let missing: Vec<&str> = [("java", "-version"), ("mvn", "-v")]
-        .into_iter()
-        .filter(|(tool, arg)| !runs(tool, arg))
-        .map(|(tool, _)| tool)
-        .collect();
-    (!missing.is_empty()).then(|| format!("{} on PATH", missing.join(" and ")))
 }
 
 fn script(name: &str) -> PathBuf {

@@ -32,24 +32,7 @@ const DECLINED: &str = "lograil.spring.PaymentDeclinedException";
 fn spring_jar() -> Option<PathBuf> {
     static JAR: OnceLock<Option<PathBuf>> = OnceLock::new();
     JAR.get_or_init(|| {
-        for tool in ["java", "mvn"] {
-            let found = Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .env_remove("LD_LIBRARY_PATH")
-                .output()
-                .map(|o| o.status.success())
-                .unwrap_or(false);
-            if !found {
-                eprintln!("skipped: {tool} is not on PATH (the Spring Kafka application needs a JDK and Maven)");
-                return None;
-            }
-        }
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/spring");
-        let status = Command::new(dir.join("build.sh"))
-            .env_remove("LD_LIBRARY_PATH")
-            .status()
-            .expect("tests/spring/build.sh runs");
-        assert!(status.success(), "tests/spring/build.sh: {status}");
+        let dir = test_support::java::built("spring", "the Spring Kafka application")?;
         Some(dir.join("java/target/spring-retry-app.jar"))
     })
     .clone()
