@@ -22,6 +22,9 @@ pub use self::quota::{quota, QuotaCommand};
 
 /// Prefix of the read-only topic configs in which lograil reports a partition's damaged data.
 const DAMAGE_PREFIX: &str = "lograil.damage.partition.";
+/// Prefix of the read-only topic configs in which lograil reports where its log cleaner stands
+/// on each partition of a compacted topic.
+const CLEANER_PREFIX: &str = "lograil.cleaner.partition.";
 
 #[derive(Debug, clap::Args)]
 pub struct Connection {
@@ -144,21 +147,27 @@ pub fn topic(connection: &Connection, command: &TopicCommand) -> anyhow::Result<
                 let described = admin.describe_topic(topic).await?;
                 let starts = admin.list_offsets(topic, described.partitions, -2).await?;
                 let ends = admin.list_offsets(topic, described.partitions, -1).await?;
-                // lograil reports damaged data as read-only `lograil.damage.partition.<N>` entries.
-                let (damage, configs): (BTreeMap<&str, &str>, BTreeMap<&str, &str>) = described
+                // lograil reports damaged data and the log cleaner's state as read-only
+                // `lograil.damage.partition.<N>` and `lograil.cleaner.partition.<N>` entries.
+                let (notes, configs): (BTreeMap<&str, &str>, BTreeMap<&str, &str>) = described
                     .configs
                     .iter()
                     .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .partition(|(k, _)| k.starts_with(DAMAGE_PREFIX));
-                let damage_of = |p: i32| damage.get(format!("{DAMAGE_PREFIX}{p}").as_str()).copied();
+                    .partition(|(k, _)| k.starts_with(DAMAGE_PREFIX) || k.starts_with(CLEANER_PREFIX));
+                let note = |prefix: &str, p: i32| notes.get(format!("{prefix}{p}").as_str()).copied();
                 let partitions: Vec<_> = (0..described.partitions)
                     .zip(starts.iter().zip(&ends))
-                    .map(|(p, (s, e))| json!({ "partition": p, "log_start_offset": s, "log_end_offset": e, "damage": damage_of(p) }))
+                    .map(|(p, (s, e))| json!({ "partition": p, "log_start_offset": s, "log_end_offset": e, "damage": note(DAMAGE_PREFIX, p), "cleaner": note(CLEANER_PREFIX, p) }))
                     .collect();
+                let cells_of = |p: i32| {
+                    let damage = note(DAMAGE_PREFIX, p).map(|d| format!("DAMAGED: {d}"));
+                    let cleaner = note(CLEANER_PREFIX, p).map(|c| format!("Cleaner: {c}"));
+                    damage.into_iter().chain(cleaner).collect()
+                };
                 print(
                     connection,
                     json!({ "topic": topic, "partitions": partitions, "internal": described.internal, "configs": configs }),
-                    || topic_text(topic, described.partitions, &configs, &starts, &ends, damage_of),
+                    || topic_text(topic, described.partitions, &configs, &starts, &ends, cells_of),
                 )?;
             }
             TopicCommand::Delete { topic } => {
@@ -341,13 +350,14 @@ fn table(header: &[&str], right: &[usize], rows: impl IntoIterator<Item = Vec<St
 }
 
 /// `topic describe`: Kafka's `Name: value` cells, the partitions' cells in aligned columns.
-fn topic_text<'a>(
+/// `cells_of(p)`: lograil's own cells for partition `p` (damage, the cleaner's state).
+fn topic_text(
     topic: &str,
     partitions: i32,
     configs: &BTreeMap<&str, &str>,
     starts: &[i64],
     ends: &[i64],
-    damage_of: impl Fn(i32) -> Option<&'a str>,
+    cells_of: impl Fn(i32) -> Vec<String>,
 ) -> String {
     let mut out = format!("Topic: {topic}\tPartitionCount: {partitions}\n");
     out += &format!(
@@ -366,9 +376,7 @@ fn topic_text<'a>(
             format!("LogStartOffset: {s}"),
             format!("LogEndOffset: {e}"),
         ];
-        if let Some(damage) = damage_of(p) {
-            row.push(format!("DAMAGED: {damage}"));
-        }
+        row.extend(cells_of(p));
         cells.add_row(row);
     }
     for column in cells.column_iter_mut() {
@@ -489,7 +497,7 @@ mod tests {
     #[test]
     fn topic_partitions_line_up_whatever_their_offsets() {
         let configs = BTreeMap::from([("cleanup.policy", "delete"), ("retention.ms", "-1")]);
-        let intact = |_| None;
+        let intact = |_| Vec::new();
         let text = topic_text(
             "t",
             11,
@@ -509,7 +517,12 @@ mod tests {
 
     #[test]
     fn damaged_partitions_say_so() {
-        let damaged = |p| (p == 1).then_some("offsets 10..15 in 00000000000000000000.log");
+        let damaged = |p| {
+            (p == 1)
+                .then(|| "DAMAGED: offsets 10..15 in 00000000000000000000.log".to_string())
+                .into_iter()
+                .collect()
+        };
         let text = topic_text("t", 2, &BTreeMap::new(), &[0, 0], &[5, 20], damaged);
         assert!(
             text.ends_with("LogEndOffset: 20  DAMAGED: offsets 10..15 in 00000000000000000000.log"),

@@ -153,6 +153,15 @@ fn a_compacted_topic_read_back_keeps_the_latest_value_of_each_key_and_drops_tomb
     }
     assert_eq!(latest["tail"].1.as_deref(), Some("third"));
 
+    // `topic describe` shows where the cleaner stands.
+    let described =
+        test_support::lograil_stdout(&["topic", "describe", topic, "--bootstrap-server", addr]);
+    assert!(
+        described.contains("Cleaner: dirty ratio")
+            && !described.contains("Cleaner: dirty ratio 0.00, cleaned up to offset 0,"),
+        "{described}"
+    );
+
     // Keyless records are refused, as Kafka refuses them.
     let keyless = batch::build(&[(None, Some(b"no key"), 1)]);
     assert_eq!(produce(addr, topic, 0, keyless).0, INVALID_RECORD);
