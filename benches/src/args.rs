@@ -112,6 +112,12 @@ pub struct RunArgs {
     /// client does); 0 sends records without a key.
     #[arg(long, default_value_t = 0)]
     pub keys: u64,
+    /// With --keys: give each record a key drawn at random (uniformly) from the --keys keys
+    /// instead of cycling through them; the draw is a function of the record's number, so every
+    /// run sends the same sequence (e.g. to two brokers). A compacted topic's cleaner then
+    /// keeps records scattered through every batch, as with real updates, not whole batches.
+    #[arg(long, requires = "keys")]
+    pub random_keys: bool,
     /// Extra librdkafka property for every client, as NAME=VALUE (repeatable), e.g.
     /// `-X fetch.wait.max.ms=10`.
     #[arg(short = 'X', long = "config", value_name = "NAME=VALUE")]
@@ -129,6 +135,12 @@ pub struct RunArgs {
     /// Also write parameters, machine, broker, git revision and results to this JSON file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write every acknowledged record's (intended) send time, in µs since the Unix
+    /// epoch, and its delivery latency in µs to this file, one record a line, in send order:
+    /// the latency of any stretch of the run (e.g. while the broker did something else) can
+    /// then be told from the rest. Produce and end-to-end only; 16 bytes of memory a record.
+    #[arg(long, value_name = "FILE")]
+    pub latency_file: Option<PathBuf>,
     /// Also draw the run to this SVG file: the latency percentile curve (delivery and/or
     /// end-to-end; x from 0 to 100 on a log scale of 1/(1 - p), y in ms) and the records
     /// acknowledged / read in each second of the run.

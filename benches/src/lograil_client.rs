@@ -108,13 +108,19 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
         let d = deliveries.clone();
         let acked_total = job.acked_total.clone();
         let epoch = job.epoch;
+        let (clock, keep_samples) = (job.clock, job.keep_samples);
         producer
             .send_with_callback(record, move |result| {
                 let now = Instant::now();
                 let mut d = d.lock().unwrap_or_else(PoisonError::into_inner);
                 match result {
                     Ok(_) => {
-                        d.latency.record(now.saturating_duration_since(intended));
+                        let latency = now.saturating_duration_since(intended);
+                        d.latency.record(latency);
+                        if keep_samples {
+                            let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+                            d.samples.push((clock.wall_us(intended), us));
+                        }
                         d.acked += 1;
                         d.acked_bytes += bytes;
                         d.last_ack = Some(now);

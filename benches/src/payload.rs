@@ -92,17 +92,28 @@ pub fn read_stamp(value: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(head))
 }
 
-/// Record keys: `--keys N` distinct keys `key-0` .. `key-(N-1)`, cycled through.
+/// Record keys: `--keys N` distinct keys `key-0` .. `key-(N-1)`, cycled through, or with
+/// `--random-keys` drawn at random (the same draws in every run).
 #[derive(Debug, Clone)]
 pub struct Keys {
     keys: Vec<String>,
+    random: bool,
 }
 
 impl Keys {
-    /// `count` distinct keys (0: records have no key).
+    /// `count` distinct keys (0: records have no key), cycled through.
     pub fn new(count: u64) -> Keys {
         Keys {
             keys: (0..count).map(|i| format!("key-{i}")).collect(),
+            random: false,
+        }
+    }
+
+    /// `count` distinct keys, the `n`-th record's drawn from them by a hash of `n`.
+    pub fn random(count: u64) -> Keys {
+        Keys {
+            random: true,
+            ..Keys::new(count)
         }
     }
 
@@ -111,9 +122,18 @@ impl Keys {
         if self.keys.is_empty() {
             return None;
         }
-        let i = usize::try_from(n % self.keys.len() as u64).ok()?;
+        let draw = if self.random { splitmix64(n) } else { n };
+        let i = usize::try_from(draw % self.keys.len() as u64).ok()?;
         self.keys.get(i).map(String::as_str)
     }
+}
+
+/// SplitMix64's output function: a fixed, well-spread hash of `n`.
+fn splitmix64(n: u64) -> u64 {
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -157,5 +177,16 @@ mod tests {
         assert_eq!(keys.get(0), Some("key-0"));
         assert_eq!(keys.get(4), Some("key-1"));
         assert_eq!(Keys::new(0).get(5), None);
+    }
+
+    #[test]
+    fn random_keys_repeat_across_runs_and_spread() {
+        let (a, b) = (Keys::random(100), Keys::random(100));
+        let draws: Vec<&str> = (0..10_000).filter_map(|n| a.get(n)).collect();
+        assert!((0..10_000).all(|n| b.get(n) == Some(draws[n as usize])));
+        let distinct: std::collections::HashSet<&str> = draws.iter().copied().collect();
+        assert_eq!(distinct.len(), 100);
+        let cycled = Keys::new(100);
+        assert!((0..100).any(|n| a.get(n) != cycled.get(n)), "not the cycle");
     }
 }

@@ -48,6 +48,8 @@ pub struct ProducerJob {
     pub acked_total: Arc<AtomicU64>,
     /// Start of the run's measured phase: acknowledgements are counted per second since it.
     pub epoch: Instant,
+    /// Keep each acknowledged record's send time and latency ([`ProducerOutcome::samples`]).
+    pub keep_samples: bool,
 }
 
 /// What one producer thread did.
@@ -64,6 +66,9 @@ pub struct ProducerOutcome {
     pub last_ack: Option<Instant>,
     /// Records acknowledged in each second since the job's epoch.
     pub per_second: PerSecond,
+    /// With `keep_samples`: (intended send time in µs since the Unix epoch, delivery latency
+    /// in µs) of each acknowledged record, in the order acknowledged.
+    pub samples: Vec<(u64, u64)>,
     pub timed_out: bool,
     /// librdkafka's statistics: broker round trips and producer queueing.
     pub client_stats: ClientStats,
@@ -78,6 +83,7 @@ struct Deliveries {
     first_error: Option<String>,
     last_ack: Option<Instant>,
     per_second: PerSecond,
+    samples: Vec<(u64, u64)>,
 }
 
 /// Receives delivery reports on librdkafka's polling thread. The delivery opaque of a record
@@ -89,6 +95,7 @@ struct DeliveryContext {
     stats: Mutex<ClientStats>,
     acked_total: Arc<AtomicU64>,
     epoch: Instant,
+    keep_samples: bool,
 }
 
 impl DeliveryContext {
@@ -125,7 +132,12 @@ impl ProducerContext for DeliveryContext {
         let mut d = self.lock();
         match result {
             Ok(message) => {
-                d.latency.record(now.saturating_duration_since(sent));
+                let latency = now.saturating_duration_since(sent);
+                d.latency.record(latency);
+                if self.keep_samples {
+                    let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+                    d.samples.push((self.clock.wall_us(sent), us));
+                }
                 d.acked += 1;
                 d.acked_bytes += (message.payload_len() + message.key_len()) as u64;
                 d.last_ack = Some(now);
@@ -222,6 +234,7 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
     outcome.latency = d.latency;
     outcome.last_ack = d.last_ack;
     outcome.per_second = d.per_second;
+    outcome.samples = d.samples;
     outcome.client_stats = *producer
         .context()
         .stats
@@ -238,6 +251,7 @@ fn connect(job: &ProducerJob) -> anyhow::Result<ThreadedProducer<DeliveryContext
         stats: Mutex::default(),
         acked_total: job.acked_total.clone(),
         epoch: job.epoch,
+        keep_samples: job.keep_samples,
     };
     let producer: ThreadedProducer<DeliveryContext> = job
         .config
@@ -277,6 +291,10 @@ pub struct ProduceSummary {
     /// Records acknowledged in each second of the run (for `--plot`; not in the JSON).
     #[serde(skip)]
     pub acked_per_second: PerSecond,
+    /// Every producer's [`ProducerOutcome::samples`], in send order (for `--latency-file`;
+    /// not in the JSON).
+    #[serde(skip)]
+    pub samples: Vec<(u64, u64)>,
 }
 
 impl ProduceSummary {
@@ -296,6 +314,11 @@ impl ProduceSummary {
             (Some(first), Some(last)) => last.saturating_duration_since(first).as_secs_f64(),
             _ => 0.0,
         };
+        let mut samples: Vec<(u64, u64)> = outcomes
+            .iter()
+            .flat_map(|o| o.samples.iter().copied())
+            .collect();
+        samples.sort_unstable();
         let acked: u64 = outcomes.iter().map(|o| o.acked).sum();
         let bytes: u64 = outcomes.iter().map(|o| o.acked_bytes).sum();
         ProduceSummary {
@@ -314,7 +337,24 @@ impl ProduceSummary {
             timed_out: outcomes.iter().any(|o| o.timed_out),
             delivery_histogram: latency,
             acked_per_second: per_second,
+            samples,
         }
+    }
+}
+
+impl ProduceSummary {
+    /// Writes [`ProduceSummary::samples`] to `path` as text: `send_us latency_us`, one record a
+    /// line (`--latency-file`).
+    pub fn write_samples(&self, path: &std::path::Path) -> anyhow::Result<()> {
+        use std::io::Write;
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        for (sent_us, latency_us) in &self.samples {
+            writeln!(out, "{sent_us} {latency_us}")?;
+        }
+        out.flush()
+            .with_context(|| format!("writing {}", path.display()))
     }
 }
 

@@ -56,7 +56,15 @@ impl RunReport {
                 ", open loop at {r:.0} records/s"
             )),
             if p.keys > 0 {
-                format!(", {} keys", p.keys)
+                format!(
+                    ", {} keys{}",
+                    p.keys,
+                    if p.random_keys {
+                        " drawn at random"
+                    } else {
+                        ""
+                    }
+                )
             } else {
                 String::new()
             },

@@ -167,6 +167,9 @@ fn validate(mode: Mode, args: &RunArgs) -> anyhow::Result<()> {
     if matches!(mode, Mode::Consume | Mode::EndToEnd) && args.consumers == 0 {
         bail!("--consumers must be at least 1");
     }
+    if mode == Mode::Consume && args.latency_file.is_some() {
+        bail!("--latency-file holds producers' delivery latencies: produce or end-to-end only");
+    }
     if mode == Mode::EndToEnd && args.message_size < STAMP_LEN {
         bail!("end-to-end needs --message-size of at least {STAMP_LEN} (the send-time stamp)");
     }
@@ -220,7 +223,11 @@ fn producer_jobs(
             topic: args.topic.clone(),
             messages: messages / n + u64::from(i < messages % n),
             message_size: args.message_size,
-            keys: Keys::new(args.keys),
+            keys: if args.random_keys {
+                Keys::random(args.keys)
+            } else {
+                Keys::new(args.keys)
+            },
             interval: args
                 .rate
                 .map(|rate| Duration::from_secs_f64(n as f64 / rate)),
@@ -231,6 +238,7 @@ fn producer_jobs(
             deadline,
             acked_total: acked.clone(),
             epoch,
+            keep_samples: args.latency_file.is_some(),
         })
         .collect()
 }

@@ -70,6 +70,9 @@ fn execute(command: Command) -> anyhow::Result<bool> {
     if let Some(path) = &args.json {
         write_json(path, &report)?;
     }
+    if let (Some(path), Some(produce)) = (&args.latency_file, &report.produce) {
+        produce.write_samples(path)?;
+    }
     if let Some(path) = &args.plot {
         plot::write_svg(path, &report)?;
     }

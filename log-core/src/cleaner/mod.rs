@@ -558,10 +558,15 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
         let start = out.len();
         out.extend_from_slice(&batch[..HEADER_LEN]);
         let codec = header.codec().unwrap_or(Codec::None);
-        let plain: Vec<u8> = kept.iter().flat_map(|r| r.bytes.iter().copied()).collect();
         if codec == Codec::None {
-            out.extend_from_slice(&plain);
+            for record in kept {
+                out.extend_from_slice(record.bytes);
+            }
         } else {
+            let mut plain = Vec::with_capacity(kept.iter().map(|r| r.bytes.len()).sum());
+            for record in kept {
+                plain.extend_from_slice(record.bytes);
+            }
             crate::compress::compress(&plain, codec, (self.level)(codec), out)
                 .map_err(|e| rebuild_error(e.to_string()))?;
         }

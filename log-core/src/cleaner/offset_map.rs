@@ -11,6 +11,11 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 /// Memory one entry takes, table overhead included (what the budget is divided by).
 pub(crate) const ENTRY_BYTES: usize = 32;
 
+/// The most entries a new map makes room for before it grows. A dirty part's record count
+/// (the most keys it can have) is often many times its keys, and a table sized for it is
+/// mostly empty, larger than the caches, and slower to probe.
+const INITIAL_ENTRIES: usize = 1 << 16;
+
 #[derive(Debug)]
 pub(crate) struct OffsetMap {
     seeds: (RandomState, RandomState),
@@ -19,13 +24,13 @@ pub(crate) struct OffsetMap {
 }
 
 impl OffsetMap {
-    /// A map of at most `budget` bytes, sized for `expected` keys at first.
+    /// A map of at most `budget` bytes, for at most `expected` keys (it grows as they come).
     pub fn new(budget: usize, expected: usize) -> OffsetMap {
         let max_entries = (budget / ENTRY_BYTES).max(1);
         OffsetMap {
             seeds: (RandomState::new(), RandomState::new()),
             latest: HashMap::with_capacity_and_hasher(
-                expected.min(max_entries),
+                expected.min(max_entries).min(INITIAL_ENTRIES),
                 BuildHasherDefault::default(),
             ),
             max_entries,
