@@ -277,3 +277,47 @@ proptest! {
         h.apply(&Op::Reopen);
     }
 }
+
+/// KIP-534: a tombstone stays for `delete.retention.ms` after the pass that first cleans its
+/// batch, however old its own timestamp, then a pass removes it.
+#[test]
+fn a_tombstone_stays_for_delete_retention_ms_after_its_first_clean() {
+    let h = Harness::new();
+    let partition = h.partition();
+    let mut config = partition.config();
+    config.set("delete.retention.ms", "10000").unwrap();
+    partition.set_config(config);
+    let append = |key: &[u8], value: Option<&[u8]>| {
+        // Batches of ~1 KiB, so each append rolls the 1 KiB segments.
+        let padding = vec![b'p'; 900];
+        let records: Vec<batch::NewRecord> = vec![
+            (Some(key), value, 1_000),
+            (Some(b"pad"), Some(&padding[..]), 1_000),
+        ];
+        partition.append(&batch::build(&records)).unwrap();
+    };
+    let tombstoned = |read: &[DecodedRecord]| {
+        read.iter()
+            .any(|r| r.key.as_deref() == Some(&b"gone"[..]) && r.value.is_none())
+    };
+    append(b"gone", Some(b"v"));
+    append(b"gone", None);
+    append(b"other", Some(b"x"));
+    // First pass at t=2000: the tombstone's batch gets the horizon 12000.
+    assert!(partition.clean(1 << 20, 2_000, |_| {}).unwrap().is_some());
+    assert!(tombstoned(&h.read_all()), "kept after its first clean");
+    append(b"other", Some(b"y"));
+    assert!(partition.clean(1 << 20, 11_999, |_| {}).unwrap().is_some());
+    assert!(tombstoned(&h.read_all()), "kept until the horizon");
+    append(b"other", Some(b"z"));
+    assert!(partition.clean(1 << 20, 12_000, |_| {}).unwrap().is_some());
+    let read = h.read_all();
+    assert!(
+        !tombstoned(&read),
+        "removed once the horizon passed: {read:?}"
+    );
+    assert!(
+        read.iter().all(|r| r.timestamp == 1_000),
+        "timestamps stay: {read:?}"
+    );
+}

@@ -241,6 +241,19 @@ pub fn set_record_count(batch: &mut [u8], record_count: i32) -> Result<(), Build
     Ok(())
 }
 
+/// Marks the whole batch `batch` with a delete horizon (KIP-534): the flag in `attributes`,
+/// `horizon` as its base timestamp (the records' timestamp deltas must be relative to it),
+/// without its CRC: a [`rewrap`] follows.
+pub fn set_delete_horizon(batch: &mut [u8], horizon: i64) -> Result<(), BuildError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BuildError::NoHeader(batch.len()));
+    }
+    let attributes = i16_at(batch, ATTRIBUTES_AT).unwrap_or(0) | DELETE_HORIZON_FLAG;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8].copy_from_slice(&horizon.to_be_bytes());
+    Ok(())
+}
+
 /// Finishes a batch a broker rewrote: `batch` holds another batch's header (its first
 /// [`HEADER_LEN`] bytes, copied) followed by that batch's records compressed anew with
 /// `codec` (the records inside are the same bytes whatever their codec). Sets the length, the

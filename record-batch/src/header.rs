@@ -114,6 +114,12 @@ impl BatchHeader {
         self.attributes & CONTROL_FLAG != 0
     }
 
+    /// The delete horizon the log cleaner set (KIP-534), if it did: its base timestamp.
+    #[inline]
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_FLAG != 0).then_some(self.base_timestamp)
+    }
+
     #[inline]
     pub fn timestamp_type(&self) -> TimestampType {
         if self.attributes & LOG_APPEND_TIME_FLAG != 0 {

@@ -52,6 +52,9 @@ pub const LOG_APPEND_TIME_FLAG: i16 = 0x08;
 pub const TRANSACTIONAL_FLAG: i16 = 0x10;
 /// `attributes` bit 5: a control batch (transaction markers), not user records.
 pub const CONTROL_FLAG: i16 = 0x20;
+/// `attributes` bit 6 (KIP-534): the base timestamp is the batch's delete horizon, when the
+/// log cleaner may remove its tombstones; record timestamps stay base + delta.
+pub const DELETE_HORIZON_FLAG: i16 = 0x40;
 
 /// The compression codec of a batch's records, as `attributes` bits 0-2 name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

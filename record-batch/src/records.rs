@@ -16,6 +16,24 @@ pub struct RawRecord<'a> {
     pub key: Option<&'a [u8]>,
     /// A null value: a tombstone in a compacted topic.
     pub value_is_null: bool,
+    /// The record's attributes byte.
+    pub attributes: u8,
+    /// Its bytes after the offset delta: key, value and headers.
+    pub rest: &'a [u8],
+}
+
+impl RawRecord<'_> {
+    /// Appends the record to `out` with its timestamp delta moved by `shift` (its batch's base
+    /// timestamp moved the other way), the rest of its bytes as they are.
+    pub fn put_shifted(&self, shift: i64, out: &mut Vec<u8>) {
+        let delta = self.timestamp_delta.saturating_add(shift);
+        let body = 1 + varint::len(delta) + varint::len(self.offset_delta) + self.rest.len();
+        varint::put(out, body as i64);
+        out.push(self.attributes);
+        varint::put(out, delta);
+        varint::put(out, self.offset_delta);
+        out.extend_from_slice(self.rest);
+    }
 }
 
 /// The records of `data`, one at a time; an item is `None` where the framing breaks (the walk
@@ -37,9 +55,10 @@ fn next(buf: &[u8]) -> Option<RawRecord<'_>> {
     let body = after_len.get(..len)?;
     let whole = &buf[..buf.len() - after_len.len() + len];
     // attributes (1 byte), timestampDelta (varlong), offsetDelta (varint), key, value, headers
+    let attributes = *body.first()?;
     let (timestamp_delta, after) = varint::read(body.get(1..)?)?;
-    let (offset_delta, after) = varint::read(after)?;
-    let (key, after) = field(after)?;
+    let (offset_delta, rest) = varint::read(after)?;
+    let (key, after) = field(rest)?;
     let (value, _) = field(after)?;
     Some(RawRecord {
         bytes: whole,
@@ -47,6 +66,8 @@ fn next(buf: &[u8]) -> Option<RawRecord<'_>> {
         timestamp_delta,
         key,
         value_is_null: value.is_none(),
+        attributes,
+        rest,
     })
 }
 

@@ -17,9 +17,12 @@
 //!    most `segment.bytes`, each batch kept whole, dropped, or rebuilt with the records it
 //!    keeps (same base offset, last offset delta, producer, codec; new count, length and CRC;
 //!    compressed again with the topic's level). A record is dropped when the map holds a later
-//!    offset for its key, when it has no key, or when it is a tombstone (null value) that was
-//!    already in the clean part when the pass began and whose batch is older than
-//!    `delete.retention.ms`. Control batches are kept;
+//!    offset for its key, when it has no key, or when it is a tombstone (null value) whose
+//!    batch's delete horizon has passed: as in KIP-534, a batch that keeps tombstones gets
+//!    one (the pass's time plus `delete.retention.ms`, as its base timestamp with the
+//!    attribute bit set; record timestamps stay) the first time it is cleaned, so a
+//!    tombstone stays readable for `delete.retention.ms` after it reached the cleaned part,
+//!    whatever its own timestamp. Control batches are kept;
 //! 3. each group replaces its segments crash-safely ([`swap`]).
 //!
 //! The cleaner reads closed segments, which nothing else writes, and writes files of its own:
@@ -27,10 +30,9 @@
 //! segment files (also taken by retention, which deletes them) and, for a moment, the segment
 //! list's write lock. Readers holding a replaced segment keep reading it ([`Segment::retire`]).
 //!
-//! Deviations from Kafka: a tombstone's `delete.retention.ms` counts from its batch's
-//! timestamp, not from the first clean that saw it (KIP-534's delete horizon); a batch whose
-//! records are all removed is removed whole, also when it was its producer's last (Kafka keeps
-//! an empty batch so the producer's sequence survives a restart).
+//! Deviation from Kafka: a batch whose records are all removed is removed whole, also when it
+//! was its producer's last (Kafka keeps an empty batch so the producer's sequence survives a
+//! restart).
 
 mod offset_map;
 mod swap;
@@ -313,9 +315,8 @@ impl Partition {
         let rules = Rules {
             map: &map,
             map_end,
-            tombstones_before: first_dirty,
-            tombstone_horizon: now_ms
-                .saturating_sub(i64::try_from(config.delete_retention_ms).unwrap_or(i64::MAX)),
+            now_ms,
+            delete_retention_ms: i64::try_from(config.delete_retention_ms).unwrap_or(i64::MAX),
             per_batch,
             level: |codec| config.compression_levels.of(codec),
         };
@@ -342,8 +343,8 @@ impl Partition {
         Ok(Some(report))
     }
 
-    /// Writes the cleaned form of `group` and swaps it in; a group from which nothing was
-    /// removed is left as it is.
+    /// Writes the cleaned form of `group` and swaps it in; a single segment the pass does not
+    /// change is left as it is.
     fn clean_group(
         &self,
         place: &Place,
@@ -363,13 +364,16 @@ impl Partition {
         file.set_len(0)
             .map_err(|e| FileError::new("truncate", &path, e))?;
         let mut removed = 0u64;
+        let mut changed = false;
         let mut written = 0u64;
         for segment in group {
             let (data, batches) = segment.contents()?;
             let mut out = Vec::with_capacity(data.len());
             for (at, header) in batches {
                 let batch = &data[at..at + header.size as usize];
-                removed += rules.filter(batch, &header, &mut out)?;
+                let (gone, rewritten) = rules.filter(batch, &header, &mut out)?;
+                removed += gone;
+                changed |= rewritten;
             }
             file.append(&[IoSlice::new(&out)])
                 .map_err(|e| FileError::new("write", &path, e))?;
@@ -377,7 +381,7 @@ impl Partition {
             report.bytes_read += data.len() as u64;
             pace((data.len() + out.len()) as u64);
         }
-        if removed == 0 && group.len() == 1 {
+        if !changed && group.len() == 1 {
             drop(file);
             self.place
                 .storage
@@ -484,26 +488,27 @@ struct Rules<'a, L> {
     map: &'a OffsetMap,
     /// Records at or past this offset are not in the map: kept.
     map_end: i64,
-    /// Tombstones below this offset were in the clean part when the pass began…
-    tombstones_before: i64,
-    /// …and those in batches older than this are removed.
-    tombstone_horizon: i64,
+    /// The pass's clock: tombstones whose batch's delete horizon is past go.
+    now_ms: i64,
+    /// `delete.retention.ms`: a batch with tombstones cleaned the first time gets the delete
+    /// horizon `now_ms` + this.
+    delete_retention_ms: i64,
     per_batch: usize,
     level: L,
 }
 
 impl<L: Fn(Codec) -> i32> Rules<'_, L> {
     /// Appends to `out` what is kept of `batch`: all of it, none, or a rebuilt batch of the
-    /// records kept. Returns how many records were removed.
+    /// records kept. Returns how many records were removed, and whether the batch changed.
     fn filter(
         &self,
         batch: &[u8],
         header: &BatchHeader,
         out: &mut Vec<u8>,
-    ) -> Result<u64, CleanError> {
+    ) -> Result<(u64, bool), CleanError> {
         if header.is_control() || header.base_offset >= self.map_end {
             out.extend_from_slice(batch);
-            return Ok(0);
+            return Ok((0, false));
         }
         let plain = records_section(batch, header, self.per_batch)?;
         let mut kept: Vec<RawRecord<'_>> = Vec::with_capacity(header.record_count.max(0) as usize);
@@ -518,12 +523,17 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
             }
         }
         let removed = total - kept.len() as u64;
-        if removed == 0 {
+        // A batch keeping tombstones gets its delete horizon the first time it is cleaned.
+        let horizon = (header.delete_horizon().is_none() && kept.iter().any(|r| r.value_is_null))
+            .then(|| self.now_ms.saturating_add(self.delete_retention_ms));
+        if removed == 0 && horizon.is_none() {
             out.extend_from_slice(batch);
-        } else if !kept.is_empty() {
-            self.rebuild(batch, header, &kept, out)?;
+            return Ok((0, false));
         }
-        Ok(removed)
+        if !kept.is_empty() {
+            self.rebuild(batch, header, &kept, horizon, out)?;
+        }
+        Ok((removed, true))
     }
 
     fn keeps(&self, header: &BatchHeader, record: &RawRecord<'_>) -> bool {
@@ -538,17 +548,21 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
             return false;
         }
         !(record.value_is_null
-            && offset < self.tombstones_before
-            && header.max_timestamp < self.tombstone_horizon)
+            && header
+                .delete_horizon()
+                .is_some_and(|horizon| self.now_ms >= horizon))
     }
 
     /// The batch of `kept` records: `batch`'s header (base offset, last offset delta,
-    /// producer, codec, timestamp type) with a new count, max timestamp, length and CRC.
+    /// producer, codec, timestamp type) with a new count, max timestamp, length and CRC, and
+    /// the delete `horizon` if one is given (its base timestamp then, the records' timestamp
+    /// deltas moved so that their timestamps stay).
     fn rebuild(
         &self,
         batch: &[u8],
         header: &BatchHeader,
         kept: &[RawRecord<'_>],
+        horizon: Option<i64>,
         out: &mut Vec<u8>,
     ) -> Result<(), CleanError> {
         let rebuild_error = |reason: String| CleanError::Rebuild {
@@ -558,15 +572,18 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
         let start = out.len();
         out.extend_from_slice(&batch[..HEADER_LEN]);
         let codec = header.codec().unwrap_or(Codec::None);
+        let put = |records: &mut Vec<u8>| match horizon {
+            Some(horizon) => {
+                let shift = header.base_timestamp.saturating_sub(horizon);
+                kept.iter().for_each(|r| r.put_shifted(shift, records));
+            }
+            None => kept.iter().for_each(|r| records.extend_from_slice(r.bytes)),
+        };
         if codec == Codec::None {
-            for record in kept {
-                out.extend_from_slice(record.bytes);
-            }
+            put(out);
         } else {
-            let mut plain = Vec::with_capacity(kept.iter().map(|r| r.bytes.len()).sum());
-            for record in kept {
-                plain.extend_from_slice(record.bytes);
-            }
+            let mut plain = Vec::with_capacity(kept.iter().map(|r| r.bytes.len() + 8).sum());
+            put(&mut plain);
             crate::compress::compress(&plain, codec, (self.level)(codec), out)
                 .map_err(|e| rebuild_error(e.to_string()))?;
         }
@@ -580,6 +597,10 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
         };
         let count = i32::try_from(kept.len()).unwrap_or(i32::MAX);
         build::set_record_count(&mut out[start..], count)
+            .and_then(|()| match horizon {
+                Some(horizon) => build::set_delete_horizon(&mut out[start..], horizon),
+                None => Ok(()),
+            })
             .and_then(|()| {
                 build::rewrap(
                     &mut out[start..],
