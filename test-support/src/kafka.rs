@@ -389,6 +389,33 @@ pub fn rdkafka_send<C>(
     producer.flush(Duration::from_secs(60)).expect("flush");
 }
 
+/// A librdkafka consumer of group `group` (no auto-commit, `props` set) assigned partition
+/// `partition` of `topic` from its beginning.
+pub fn rdkafka_reader(
+    addr: &str,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    props: &[(&str, &str)],
+) -> rdkafka::consumer::BaseConsumer {
+    use rdkafka::consumer::Consumer;
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", addr)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false");
+    for (k, v) in props {
+        config.set(*k, *v);
+    }
+    let consumer: rdkafka::consumer::BaseConsumer = config.create().expect("librdkafka consumer");
+    let mut assignment = rdkafka::TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, rdkafka::Offset::Beginning)
+        .expect("an assignment");
+    consumer.assign(&assignment).expect("assign");
+    consumer
+}
+
 /// Produces `records` to `topic` with a librdkafka producer of its own ([`rdkafka_producer`]
 /// with `props`, [`rdkafka_send`]).
 pub fn rdkafka_produce(

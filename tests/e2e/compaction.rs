@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use log_core::batch;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::producer::{BaseRecord, Producer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset};
 use test_support::kafka::{
-    describe_configs, produce, rdkafka_producer, try_create_topic, wait_until, TOPIC_RESOURCE,
+    describe_configs, produce, rdkafka_producer, rdkafka_reader, try_create_topic, wait_until,
+    TOPIC_RESOURCE,
 };
 use test_support::TestBroker;
 
@@ -33,17 +34,7 @@ fn cleaner_runs(addr: &str, topic: &str) -> u64 {
 
 /// Every record of partition 0 from the start, read with librdkafka: offset → (key, value).
 fn read_all(addr: &str, topic: &str) -> BTreeMap<i64, (String, Option<String>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("group.id", "reader")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&assignment).unwrap();
+    let consumer = rdkafka_reader(addr, "reader", topic, 0, &[]);
     let (_, high) = consumer
         .fetch_watermarks(topic, 0, Duration::from_secs(10))
         .unwrap();

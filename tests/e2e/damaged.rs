@@ -16,7 +16,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
-use test_support::kafka::{rdkafka_produce, Record};
+use test_support::kafka::{rdkafka_produce, rdkafka_reader, Record};
 use test_support::wire::claiming;
 use test_support::TestBroker;
 
@@ -73,18 +73,13 @@ fn consume_everything(
     skip_to: i64,
     wanted: usize,
 ) -> (Vec<i64>, Vec<i64>) {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", addr)
-        .set("group.id", "damage-reader")
-        .set("enable.auto.commit", "false")
-        .set("fetch.error.backoff.ms", "100")
-        .create()
-        .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&assignment).unwrap();
+    let consumer = rdkafka_reader(
+        addr,
+        "damage-reader",
+        topic,
+        0,
+        &[("fetch.error.backoff.ms", "100")],
+    );
     let (mut got, mut errors) = (Vec::new(), Vec::new());
     let deadline = Instant::now() + Duration::from_secs(60);
     while got.len() < wanted && Instant::now() < deadline {
