@@ -128,7 +128,7 @@ settings! {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     log_cleaner_backoff_ms: u64 => |c, v| c.log.cleaner.backoff = ms(v),
     /// Most memory one pass of the log cleaner gives its map of keys to latest offsets, in
-    /// bytes (Kafka's `log.cleaner.dedupe.buffer.size`, default 134217728; 32 bytes a key).
+    /// bytes (Kafka's `log.cleaner.dedupe.buffer.size`, default 134217728, which holds 3,670,016 keys).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1024..))]
     log_cleaner_dedupe_buffer_size: u64 => |c, v| c.log.cleaner.dedupe_buffer_bytes = usize::try_from(v).unwrap_or(usize::MAX),
     /// Most bytes a second the log cleaner reads and writes (Kafka's

@@ -133,6 +133,7 @@ pub struct CleanReport {
     pub cleaned_to: i64,
     pub segments_before: usize,
     pub segments_after: usize,
+    /// Bytes of the segments rewritten (not counting the read of the dirty part for the map).
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub records_removed: u64,
@@ -275,7 +276,6 @@ impl Partition {
             .filter(|s| s.next_offset() > first_dirty && s.base_offset < first_uncleanable)
         {
             let (data, batches) = segment.contents()?;
-            report.bytes_read += data.len() as u64;
             pace(data.len() as u64);
             for (at, header) in batches {
                 if header.next_offset() <= first_dirty {

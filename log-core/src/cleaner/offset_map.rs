@@ -8,8 +8,10 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 
-/// Memory one entry takes, table overhead included (what the budget is divided by).
-pub(crate) const ENTRY_BYTES: usize = 32;
+/// Memory one slot of the table takes: a 16-byte fingerprint, an 8-byte offset and the
+/// table's control byte. The table has a power of two of slots and is at most 7/8 full, so a
+/// budget holds 7/8 of the largest power of two of slots that fits in it.
+pub(crate) const SLOT_BYTES: usize = 25;
 
 /// The most entries a new map makes room for before it grows. A dirty part's record count
 /// (the most keys it can have) is often many times its keys, and a table sized for it is
@@ -19,14 +21,16 @@ const INITIAL_ENTRIES: usize = 1 << 16;
 #[derive(Debug)]
 pub(crate) struct OffsetMap {
     seeds: (RandomState, RandomState),
-    latest: HashMap<u128, i64, BuildHasherDefault<Fingerprint>>,
+    latest: HashMap<(u64, u64), i64, BuildHasherDefault<Fingerprint>>,
     max_entries: usize,
 }
 
 impl OffsetMap {
     /// A map of at most `budget` bytes, for at most `expected` keys (it grows as they come).
     pub fn new(budget: usize, expected: usize) -> OffsetMap {
-        let max_entries = (budget / ENTRY_BYTES).max(1);
+        let slots = (budget / SLOT_BYTES).max(8);
+        let slots = 1usize << (usize::BITS - 1 - slots.leading_zeros());
+        let max_entries = slots / 8 * 7;
         OffsetMap {
             seeds: (RandomState::new(), RandomState::new()),
             latest: HashMap::with_capacity_and_hasher(
@@ -37,10 +41,8 @@ impl OffsetMap {
         }
     }
 
-    fn fingerprint(&self, key: &[u8]) -> u128 {
-        let high = self.seeds.0.hash_one(key);
-        let low = self.seeds.1.hash_one(key);
-        (u128::from(high) << 64) | u128::from(low)
+    fn fingerprint(&self, key: &[u8]) -> (u64, u64) {
+        (self.seeds.0.hash_one(key), self.seeds.1.hash_one(key))
     }
 
     /// Records `offset` as `key`'s latest; false (nothing recorded) when the map is full and
@@ -70,7 +72,7 @@ impl OffsetMap {
     }
 }
 
-/// The hasher of a table whose keys are already hashes: their low 64 bits.
+/// The hasher of a table whose keys are already hashes: their two halves xored.
 #[derive(Debug, Default)]
 struct Fingerprint(u64);
 
@@ -85,8 +87,8 @@ impl Hasher for Fingerprint {
         }
     }
 
-    fn write_u128(&mut self, n: u128) {
-        self.0 = n as u64;
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
     }
 }
 
@@ -96,16 +98,22 @@ mod tests {
 
     #[test]
     fn keeps_the_latest_offset_and_refuses_new_keys_when_full() {
-        let mut map = OffsetMap::new(3 * ENTRY_BYTES, 10);
+        // 300 bytes hold 8 slots (12 would not be a power of two): 7 keys.
+        let mut map = OffsetMap::new(12 * SLOT_BYTES, 10);
         assert!(map.put(b"a", 5));
         assert!(map.put(b"a", 3), "an older offset of a known key");
         assert_eq!(map.get(b"a"), Some(5));
-        assert!(map.put(b"b", 6));
-        assert!(map.put(b"c", 7));
-        assert!(!map.put(b"d", 8), "full");
-        assert!(map.put(b"b", 9), "a known key still updates");
-        assert_eq!((map.get(b"b"), map.get(b"d")), (Some(9), None));
-        assert_eq!(map.len(), 3);
+        for (i, key) in [b"b", b"c", b"d", b"e", b"f", b"g"].into_iter().enumerate() {
+            assert!(map.put(key, 6 + i as i64));
+        }
+        assert!(!map.put(b"h", 20), "full");
+        assert!(map.put(b"b", 21), "a known key still updates");
+        assert_eq!((map.get(b"b"), map.get(b"h")), (Some(21), None));
+        assert_eq!(map.len(), 7);
         assert!((map.utilization() - 1.0).abs() < 1e-9);
+        assert!(
+            map.latest.capacity() <= 7,
+            "the table never grew past its slots"
+        );
     }
 }

@@ -79,7 +79,14 @@ impl Segment {
                 self.indexes.replace(indexes);
             }
             Err(reason) => {
-                tracing::warn!(segment = %self.log_path.display(), %reason, "rebuilding indexes");
+                if self.is_compacted()
+                    && matches!(&reason, IndexFileError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+                {
+                    // A segment the cleaner just swapped in: its indexes are made here.
+                    tracing::debug!(segment = %self.log_path.display(), "building the indexes of a cleaned segment");
+                } else {
+                    tracing::warn!(segment = %self.log_path.display(), %reason, "rebuilding indexes");
+                }
                 let rebuilt = Indexes::new();
                 let mut cursor = IndexCursor::new(self.base_offset, self.index_interval);
                 let chain = Chain::new(data, 0, self.base_offset, self.next_offset(), true)
