@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use log_core::{Log, OpenError, Partition, StateLogError, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
-use crate::appender::Appender;
+use crate::appender::{Appender, ProduceError};
 use crate::authorizer::Authorizer;
 use crate::backlog::{self, Backlogs, Bound, Verdict};
 use crate::broker_defaults::BrokerDefaults;
@@ -19,6 +19,7 @@ use crate::producers::{ProducerIds, Producers};
 use crate::quotas::Quotas;
 use crate::security::Security;
 use crate::shares::Shares;
+use crate::transactions::{EffectError, Effects, PendingOffsets, Transactions};
 
 /// Why a topic was not created.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +44,8 @@ pub enum CreateError {
 pub enum StartError {
     #[error(transparent)]
     Open(#[from] OpenError),
-    /// `__consumer_offsets` or `__share_group_state` (the error names which).
+    /// `__consumer_offsets`, `__share_group_state` or `__transaction_state` (the error names
+    /// which).
     #[error(transparent)]
     State(#[from] StateLogError),
     #[error("client quotas: {0}")]
@@ -67,6 +69,8 @@ pub struct Broker {
     /// Consumer groups and their committed offsets.
     pub groups: Coordinator,
     pub offsets: OffsetStore,
+    /// The transaction coordinator and `__transaction_state`.
+    pub transactions: Transactions,
     /// One writer of the groups' own records at a time (`store_group_records`), so records
     /// reach the log in the order their changes were taken.
     group_records: tokio::sync::Mutex<()>,
@@ -127,6 +131,7 @@ impl Broker {
         let log = Log::open_with_options(&config.data_dir, options)?;
         let defaults = BrokerDefaults::open(&config.data_dir, config.topic_defaults.clone())?;
         let offsets = OffsetStore::open(&log)?;
+        let transactions = Transactions::open(&log, config.transactions.clone())?;
         let shares = Shares::open(
             &log,
             config.share.clone(),
@@ -167,6 +172,7 @@ impl Broker {
             producer_ids,
             groups,
             offsets,
+            transactions,
             shares,
             appended: Notify::new(),
             syncer: Syncer::default(),
@@ -370,5 +376,87 @@ impl Broker {
 
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// Completes the prepared transaction of `id` on the blocking pool: its markers, its
+    /// offsets on commit, then Complete* (see `transactions`). On failure it stays prepared and
+    /// the coordinator's timer tries again.
+    pub async fn complete_transaction(self: &Arc<Self>, id: String) {
+        let owner = self.clone();
+        let done = crate::blocking::spawn(move || {
+            owner
+                .transactions
+                .complete(&id, owner.as_ref(), log_core::now_ms)
+                .map_err(|e| (id, e))
+        })
+        .await;
+        match done {
+            Ok(Ok(_)) => self.appended.notify_waiters(),
+            Ok(Err((id, e))) => {
+                tracing::error!(transactional_id = id, error = %e, "completing a transaction failed; retried later")
+            }
+            Err(e) => tracing::error!(error = %e, "transaction completion task failed"),
+        }
+    }
+}
+
+impl Broker {
+    /// One marker, durable when this returns; a partition that no longer exists is skipped.
+    fn write_marker(
+        &self,
+        topic: &str,
+        index: i32,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), ProduceError> {
+        let _ = (topic, index, producer_id, epoch, commit);
+        Err(ProduceError::TaskFailed(
+            "control batches are not written yet".to_string(),
+        ))
+    }
+}
+
+/// The coordinator's effects on the log and the groups: markers through the append path
+/// (durable before returning), offsets through the offset store.
+impl Effects for Broker {
+    fn write_markers(
+        &self,
+        partitions: &[(String, i32)],
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), EffectError> {
+        for (topic, index) in partitions {
+            self.write_marker(topic, *index, producer_id, epoch, commit)
+                .map_err(|reason| EffectError::Marker {
+                    topic: topic.clone(),
+                    index: *index,
+                    reason: reason.to_string(),
+                })?;
+        }
+        Ok(())
+    }
+
+    fn commit_offsets(&self, offsets: &PendingOffsets) -> Result<(), EffectError> {
+        let now = log_core::now_ms();
+        for (group, offsets) in offsets {
+            let commits = offsets
+                .iter()
+                .map(|(partition, o)| {
+                    (
+                        partition.clone(),
+                        crate::groups::Committed {
+                            offset: o.offset,
+                            leader_epoch: o.leader_epoch,
+                            metadata: o.metadata.clone(),
+                            commit_timestamp: now,
+                        },
+                    )
+                })
+                .collect();
+            self.offsets.commit(group, commits)?;
+        }
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@ use log_core::{LogOptions, TopicConfig};
 use task_queue::ShareConfig;
 
 pub use crate::groups::GroupConfig;
+pub use crate::transactions::TxnConfig;
 
 /// Everything the broker needs besides its listener.
 #[derive(Clone, Debug)]
@@ -47,6 +48,8 @@ pub struct BrokerConfig {
     /// The authorizer and its settings (Kafka's `authorizer.class.name`, `super.users`,
     /// `allow.everyone.if.no.acl.found`).
     pub authorization: Authorization,
+    /// The transaction coordinator's settings.
+    pub transactions: TxnConfig,
 }
 
 /// Kafka's authorizer settings. Off by default: everything is allowed, as in Kafka without
@@ -120,6 +123,7 @@ impl Default for BrokerConfig {
             quota_window: crate::quotas::Window::default(),
             security: crate::security::SecurityConfig::default(),
             authorization: Authorization::default(),
+            transactions: TxnConfig::default(),
         }
     }
 }

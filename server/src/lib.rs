@@ -32,6 +32,7 @@ mod scrape;
 pub mod security;
 mod shares;
 mod topic_config;
+mod transactions;
 
 use std::future::Future;
 use std::sync::Arc;
