@@ -249,6 +249,20 @@ settings! {
     /// Kafka's `producer.id.expiration.check.interval.ms` (default 600000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     producer_id_expiration_check_interval_ms: u64 => |c, v| c.limits.producer_id_expiration_check_interval = ms(v),
+    /// Kafka's `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a
+    /// transactional producer may ask for (default 900000, 15 min); more is
+    /// INVALID_TRANSACTION_TIMEOUT at InitProducerId.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+    transaction_max_timeout_ms: i32 => |c, v| c.transactions.max_timeout_ms = v,
+    /// Kafka's `transactional.id.expiration.ms`: a transactional id with no transaction open
+    /// and no request for this long is forgotten (default 604800000, 7 days).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    transactional_id_expiration_ms: u64 => |c, v| c.transactions.id_expiration = ms(v),
+    /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often
+    /// transactions past their timeout are looked for and aborted, and unfinished ones
+    /// retried (default 10000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: u64 => |c, v| c.transactions.abort_check_interval = ms(v),
     /// Kafka's `group.max.size`: members of one consumer group, new members waiting for their
     /// id included (default 1000); a JoinGroup over it gets GROUP_MAX_SIZE_REACHED.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]

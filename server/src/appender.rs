@@ -89,6 +89,12 @@ impl Batches {
             .is_ok_and(|headers| headers.iter().any(BatchHeader::is_compressed))
     }
 
+    /// The producer id and epoch of its first batch (a producer sends one id per request).
+    pub fn producer(&self) -> Option<(i64, i16)> {
+        let first = self.headers.as_ref().ok()?.first()?;
+        Some((first.producer_id, first.producer_epoch))
+    }
+
     /// Whether any of its batches is not of `codec` (a topic of that `compression.type`
     /// recompresses it).
     pub fn has_other_codec(&self, codec: record_batch::Codec) -> bool {

@@ -381,7 +381,7 @@ impl Broker {
     /// Completes the prepared transaction of `id` on the blocking pool: its markers, its
     /// offsets on commit, then Complete* (see `transactions`). On failure it stays prepared and
     /// the coordinator's timer tries again.
-    pub async fn complete_transaction(self: &Arc<Self>, id: String) {
+    pub async fn complete_transaction(self: Arc<Self>, id: String) {
         let owner = self.clone();
         let done = crate::blocking::spawn(move || {
             owner

@@ -217,6 +217,7 @@ async fn serve(
     let group_timer = tokio::spawn(run_group_timer(broker.clone()));
     let producer_expiry = tokio::spawn(run_producer_expiry(broker.clone()));
     let offsets_expiry = tokio::spawn(run_offsets_expiry(broker.clone()));
+    let transaction_timer = tokio::spawn(run_transaction_timer(broker.clone()));
     let mut connections = JoinSet::new();
     let limits = &broker.config.limits;
     let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
@@ -317,6 +318,7 @@ async fn serve(
     group_timer.abort();
     producer_expiry.abort();
     offsets_expiry.abort();
+    transaction_timer.abort();
     let owner = broker.clone();
     let closed = crate::blocking::spawn(move || {
         let mut result = Ok(());
@@ -434,6 +436,41 @@ async fn run_offsets_expiry(broker: Arc<Broker>) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "expiring offsets failed"),
             Err(e) => tracing::error!(error = %e, "offset expiry task failed"),
+        }
+    }
+}
+
+/// The transaction coordinator's timer: at start, and after every failed try, completes the
+/// transactions found prepared (markers written again); aborts ongoing transactions past
+/// their `transaction.timeout.ms` (`--transaction-abort-timed-out-transaction-cleanup-interval-ms`);
+/// forgets ids idle for `transactional.id.expiration.ms`.
+async fn run_transaction_timer(broker: Arc<Broker>) {
+    let mut every = tokio::time::interval(broker.transactions.config().abort_check_interval);
+    loop {
+        every.tick().await;
+        let owner = broker.clone();
+        let now = log_core::now_ms();
+        let due = crate::blocking::spawn(move || {
+            let aborted = owner.transactions.abort_timed_out(now)?;
+            let expired = owner.transactions.expire(now)?;
+            Ok::<_, log_core::StateLogError>((aborted, expired))
+        })
+        .await;
+        match due {
+            Ok(Ok((_, expired))) if expired > 0 => {
+                tracing::info!(
+                    expired,
+                    "forgot transactional ids idle for transactional.id.expiration.ms"
+                );
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "transaction timer: writing __transaction_state failed")
+            }
+            Err(e) => tracing::error!(error = %e, "transaction timer task failed"),
+        }
+        for id in broker.transactions.prepared() {
+            broker.clone().complete_transaction(id).await;
         }
     }
 }

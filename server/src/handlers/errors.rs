@@ -6,6 +6,7 @@ use log_core::{AppendError, ReadError, StateLogError, TopicError};
 use crate::appender::ProduceError;
 use crate::broker::CreateError;
 use crate::shares::FetchError;
+use crate::transactions::{CoordError, ProduceCheck, TxnError};
 
 /// The code of an outcome: 0 for success.
 pub fn code<T>(outcome: &Result<T, ResponseError>) -> i16 {
@@ -102,5 +103,38 @@ pub fn create(e: &CreateError) -> ResponseError {
         CreateError::BrokerFull { .. } => ResponseError::PolicyViolation,
         CreateError::BeingCreated(_) => ResponseError::LeaderNotAvailable,
         CreateError::Topic(e) => topic(e),
+    }
+}
+
+/// A refused transaction request. `fenced` is the code a fenced producer gets at this version
+/// of the API (PRODUCER_FENCED came with KIP-588; older versions know INVALID_PRODUCER_EPOCH).
+pub fn txn(e: &TxnError, fenced: ResponseError) -> ResponseError {
+    match e {
+        TxnError::InvalidTimeout(_) => ResponseError::InvalidTransactionTimeout,
+        TxnError::UnknownId | TxnError::ProducerIdMismatch { .. } => {
+            ResponseError::InvalidProducerIdMapping
+        }
+        TxnError::Fenced { .. } => fenced,
+        TxnError::Concurrent(_) => ResponseError::ConcurrentTransactions,
+        TxnError::InvalidState { .. } => ResponseError::InvalidTxnState,
+    }
+}
+
+/// A failed coordinator operation: refused, or its record not written (retriable: the
+/// client looks for the coordinator again and retries).
+pub fn coordinator(e: &CoordError, fenced: ResponseError) -> ResponseError {
+    match e {
+        CoordError::Txn(e) => txn(e, fenced),
+        CoordError::Store(_) | CoordError::ProducerId(_) => ResponseError::CoordinatorNotAvailable,
+    }
+}
+
+/// A transactional produce to a partition the transaction does not hold (KIP-890 part 1).
+pub fn produce_check(e: &ProduceCheck) -> ResponseError {
+    match e {
+        ProduceCheck::Epoch { .. } => ResponseError::InvalidProducerEpoch,
+        ProduceCheck::UnknownProducer | ProduceCheck::NotInTransaction => {
+            ResponseError::InvalidTxnState
+        }
     }
 }

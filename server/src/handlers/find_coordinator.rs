@@ -1,5 +1,5 @@
-//! FindCoordinator, versions 0–3: this broker coordinates every group. Transaction
-//! coordinators (key type 1) are not available: lograil has no transactions. Authorization:
+//! FindCoordinator, versions 0–3: this broker coordinates every group and every transactional
+//! id (key type 1, `transactions`); another key type is INVALID_REQUEST. Authorization:
 //! DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), on the transactional id for key type
 //! 1 (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
@@ -53,12 +53,13 @@ impl Handler for FindCoordinatorRequest {
                 .with_node_id(BrokerId(-1))
                 .with_port(-1);
         }
-        if request.key_type != GROUP {
+        if !matches!(request.key_type, GROUP | TRANSACTION) {
             return response
-                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                .with_error_message(Some(StrBytes::from_static_str(
-                    "transactions are not supported",
-                )))
+                .with_error_code(ResponseError::InvalidRequest.code())
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "unknown coordinator key type {}",
+                    request.key_type
+                ))))
                 .with_node_id(BrokerId(-1))
                 .with_port(-1);
         }

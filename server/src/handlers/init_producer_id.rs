@@ -1,10 +1,16 @@
-//! InitProducerId, versions 0–4, for idempotent producers. A new producer gets a fresh id (never
-//! reused, even across restarts) at epoch 0; a producer that presents its id and epoch (v3+,
-//! KIP-360) gets the epoch bumped, if this broker handed that id out (else a new id).
-//! Transactional ids are refused: no transactions yet. Authorization, as Kafka since KIP-679:
-//! IDEMPOTENT_WRITE on the cluster or WRITE on some topic, else CLUSTER_AUTHORIZATION_FAILED
-//! (WRITE on the transactional id first when one is given, else
-//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+//! InitProducerId, versions 0–5. An idempotent producer gets a fresh id (never reused, even
+//! across restarts) at epoch 0; one that presents its id and epoch (v3+, KIP-360) gets the epoch
+//! bumped, if this broker handed that id out (else a new id). With a transactional id the
+//! transaction coordinator answers (`transactions`): a new id, or the id's epoch bumped (a new
+//! id when it is exhausted), fencing any older producer of the id; an ongoing transaction of
+//! the id is aborted first and answered CONCURRENT_TRANSACTIONS until its markers are written
+//! (the client retries); a retry whose answer was lost (KIP-360) gets the same answer; a
+//! `transaction_timeout_ms` not within 1 and `transaction.max.timeout.ms` is
+//! INVALID_TRANSACTION_TIMEOUT; a stale epoch PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before
+//! v4). `keep_prepared_txn` (KIP-939, v6) is not served. Authorization: WRITE on the
+//! transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without one, as Kafka since
+//! KIP-679: IDEMPOTENT_WRITE on the cluster or WRITE on some topic, else
+//! CLUSTER_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -12,12 +18,13 @@ use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use super::transaction;
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
 
 impl Handler for InitProducerIdRequest {
-    const SERVED: (i16, i16) = (0, 4);
+    const SERVED: (i16, i16) = (0, 5);
 
     async fn handle(
         broker: &Arc<Broker>,
@@ -32,13 +39,29 @@ impl Handler for InitProducerIdRequest {
             .as_ref()
             .filter(|id| !id.is_empty())
         {
-            let error =
-                if ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id) {
-                    ResponseError::InvalidRequest
-                } else {
-                    ResponseError::TransactionalIdAuthorizationFailed
-                };
-            return response.with_error_code(error.code());
+            if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id) {
+                return response
+                    .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+            }
+            let id = id.to_string();
+            let timeout = request.transaction_timeout_ms;
+            let expected = (request.producer_id.0 >= 0)
+                .then_some((request.producer_id.0, request.producer_epoch));
+            let key = id.clone();
+            let fenced = transaction::fenced(ctx.version, 4);
+            let outcome = transaction::run(broker, &id, fenced, move |b| {
+                b.transactions
+                    .init_producer_id(&key, timeout, expected, log_core::now_ms(), || {
+                        b.producer_ids.allocate()
+                    })
+            })
+            .await;
+            return match outcome {
+                Ok((producer_id, epoch)) => response
+                    .with_producer_id(ProducerId(producer_id))
+                    .with_producer_epoch(epoch),
+                Err(error) => response.with_error_code(error.code()),
+            };
         }
         if !ctx.authorize_cluster(broker, Operation::IdempotentWrite)
             && !ctx.authorize_any(broker, Operation::Write, ResourceType::Topic)

@@ -26,6 +26,8 @@ pub mod request;
 mod throttle;
 
 // One file per API (declared here, not by the macro, so that rustfmt sees them).
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_client_quotas;
 mod alter_configs;
 mod alter_share_group_offsets;
@@ -47,7 +49,9 @@ mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
 mod describe_share_group_offsets;
+mod describe_transactions;
 mod describe_user_scram_credentials;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -57,6 +61,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -69,6 +74,8 @@ mod share_fetch;
 mod share_group_describe;
 mod share_group_heartbeat;
 mod sync_group;
+mod transaction;
+mod txn_offset_commit;
 
 /// The served APIs: each entry is a handler module and its request type. Generates [`APIS`],
 /// the dispatch by API key and a test that each module's header names the versions its
@@ -123,6 +130,12 @@ apis! {
     describe_cluster: DescribeClusterRequest,
     describe_log_dirs: DescribeLogDirsRequest,
     describe_producers: DescribeProducersRequest,
+    add_partitions_to_txn: AddPartitionsToTxnRequest,
+    add_offsets_to_txn: AddOffsetsToTxnRequest,
+    end_txn: EndTxnRequest,
+    txn_offset_commit: TxnOffsetCommitRequest,
+    describe_transactions: DescribeTransactionsRequest,
+    list_transactions: ListTransactionsRequest,
     share_group_heartbeat: ShareGroupHeartbeatRequest,
     share_group_describe: ShareGroupDescribeRequest,
     share_fetch: ShareFetchRequest,

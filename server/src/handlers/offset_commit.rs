@@ -149,7 +149,7 @@ impl Handler for OffsetCommitRequest {
 }
 
 /// Why this member may not commit to this group now, if it may not.
-fn membership_error(
+pub(super) fn membership_error(
     broker: &Broker,
     group: &str,
     generation: i32,

@@ -3,8 +3,11 @@
 //! batch is as durable as the topic's `flush.messages`/`flush.ms` policy asks. acks=0 gets no
 //! response, as in Kafka. Idempotent producers are checked per (producer id, epoch, partition)
 //! (`appender`); a producer id the broker never handed out is UNKNOWN_PRODUCER_ID (v5+;
-//! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). Transactions are not
-//! supported (INVALID_REQUEST).
+//! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). A produce with a
+//! transactional id is checked against the coordinator first (KIP-890 part 1's verification,
+//! `transactions`): each partition must be in the ongoing transaction of the batches'
+//! producer id and epoch, else INVALID_TXN_STATE (another epoch: INVALID_PRODUCER_EPOCH), and
+//! the transaction's markers wait until the request's appends are done.
 //!
 //! A topic's `compression.type` other than `producer` recompresses a batch of another codec,
 //! and `message.timestamp.type=LogAppendTime` stamps the batch with the append time (returned
@@ -12,7 +15,9 @@
 //! `recompress` module has the rules. Recompression runs on the blocking pool; the bytes-in
 //! metrics count the bytes received.
 //!
-//! Authorization: WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions. An
+//! Authorization: WRITE on the transactional id if one is given, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition; WRITE on each topic, else
+//! TOPIC_AUTHORIZATION_FAILED for its partitions. An
 //! idempotent batch needs nothing more: since KIP-679 Kafka checks IDEMPOTENT_WRITE (or WRITE
 //! on some topic) at InitProducerId, and WRITE on this topic is WRITE on some topic. Without an
 //! authorizer the check is one branch per topic.
@@ -23,7 +28,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use acl::Operation;
+use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -36,6 +41,7 @@ use super::{errors, RequestContext};
 use crate::appender::{AppendMode, Appended, Batches, ProduceError};
 use crate::backlog::Verdict;
 use crate::broker::Broker;
+use crate::transactions::InFlight;
 
 /// Produce requests up to this size are appended on the async worker (see `handle`).
 const INLINE_APPEND_BYTES: usize = 64 * 1024;
@@ -57,16 +63,12 @@ impl Handler for ProduceRequest {
         ctx: &RequestContext,
     ) -> ProduceResponse {
         let acks = request.acks;
-        let refuse = if request
+        let transactional_id = request
             .transactional_id
             .as_ref()
-            .is_some_and(|id| !id.is_empty())
-        {
-            Some((
-                ResponseError::InvalidRequest,
-                "transactions are not supported",
-            ))
-        } else if !matches!(acks, -1..=1) {
+            .filter(|id| !id.is_empty())
+            .map(|id| id.to_string());
+        let refuse = if !matches!(acks, -1..=1) {
             Some((
                 ResponseError::InvalidRequiredAcks,
                 "acks must be -1, 0 or 1",
@@ -86,6 +88,27 @@ impl Handler for ProduceRequest {
                 (t.name.to_string(), partitions)
             })
             .collect();
+        let refuse = refuse.or_else(|| {
+            transactional_id
+                .as_ref()
+                .filter(|id| {
+                    !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id)
+                })
+                .map(|_| {
+                    (
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                        "not authorized for the transactional id",
+                    )
+                })
+        });
+        // The transaction's check, and its markers held back until the appends are done.
+        let (work, not_in_transaction, _in_flight) = match (&transactional_id, &refuse) {
+            (Some(id), None) => {
+                let (work, refused, guard) = verify_transactional(broker, id, work);
+                (work, refused, Some(guard))
+            }
+            _ => (work, Vec::new(), None),
+        };
         let mut backlog_throttle = 0;
         let responses = match refuse {
             Some((error, message)) => work
@@ -141,6 +164,7 @@ impl Handler for ProduceRequest {
                     append_and_wait(broker, accepted, ctx.version).await
                 };
                 responses.extend(refused);
+                responses.extend(not_in_transaction);
                 responses
             }
         };
@@ -169,6 +193,51 @@ impl Handler for ProduceRequest {
             .flat_map(|t| &t.partition_responses)
             .for_each(|p| f(p.error_code))
     }
+}
+
+/// Splits `work` into the partitions the transaction of `id` holds for the batches' producer
+/// and the refusals of the others; the guard holds the transaction's markers back.
+fn verify_transactional<'a>(
+    broker: &'a Broker,
+    id: &str,
+    work: Vec<TopicWork>,
+) -> (Vec<TopicWork>, Vec<TopicResults>, InFlight<'a>) {
+    let producer = work
+        .iter()
+        .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()?.producer()))
+        .next()
+        .unwrap_or((-1, -1));
+    let partitions: Vec<(String, i32)> = work
+        .iter()
+        .flat_map(|(topic, ps)| ps.iter().map(move |(index, _)| (topic.clone(), *index)))
+        .collect();
+    let (checks, guard) =
+        broker
+            .transactions
+            .verify_produce(id, producer.0, producer.1, &partitions);
+    let mut checks = checks.into_iter();
+    let mut accepted = Vec::with_capacity(work.len());
+    let mut refused = Vec::new();
+    for (topic, ps) in work {
+        let mut ok = Vec::with_capacity(ps.len());
+        let mut failed = Vec::new();
+        for (index, records) in ps {
+            // A batch of another producer than the request's first is the appender's to refuse.
+            match checks.next() {
+                Some(Err(e)) => {
+                    failed.push(failure(index, errors::produce_check(&e), e.to_string()))
+                }
+                _ => ok.push((index, records)),
+            }
+        }
+        if !failed.is_empty() {
+            refused.push((topic.clone(), failed));
+        }
+        if !ok.is_empty() {
+            accepted.push((topic, ok));
+        }
+    }
+    (accepted, refused, guard)
 }
 
 /// A topic and its partitions' record sets, as the request carried them.

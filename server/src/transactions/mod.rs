@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use log_core::{batch, FileError, Log, StateLog, StateLogError};
 
-pub use state::{PendingOffset, PendingOffsets, ProduceCheck, State, Txn, TxnError};
 use state::Init;
+pub use state::{PendingOffset, PendingOffsets, ProduceCheck, State, Txn, TxnError};
 
 pub const TOPIC: &str = "__transaction_state";
 /// `max.message.bytes` of `__transaction_state`: one transaction's record (partitions and
@@ -235,15 +235,27 @@ impl Transactions {
         let current = self.get(id);
         let max = self.config.max_timeout_ms;
         let mut wanted = false;
-        let probe = state::init(current.as_ref(), timeout_ms, max, expected, now_ms, &mut || {
-            wanted = true;
-            -1
-        })?;
+        let probe = state::init(
+            current.as_ref(),
+            timeout_ms,
+            max,
+            expected,
+            now_ms,
+            &mut || {
+                wanted = true;
+                -1
+            },
+        )?;
         let outcome = if wanted {
             let fresh = allocate()?;
-            state::init(current.as_ref(), timeout_ms, max, expected, now_ms, &mut || {
-                fresh
-            })?
+            state::init(
+                current.as_ref(),
+                timeout_ms,
+                max,
+                expected,
+                now_ms,
+                &mut || fresh,
+            )?
         } else {
             probe
         };

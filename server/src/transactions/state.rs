@@ -378,7 +378,11 @@ pub fn end(
         });
     }
     let invalid = |state| TxnError::InvalidState {
-        operation: if commit { "EndTxn(commit)" } else { "EndTxn(abort)" },
+        operation: if commit {
+            "EndTxn(commit)"
+        } else {
+            "EndTxn(abort)"
+        },
         state,
     };
     match (txn.state, commit) {
@@ -508,7 +512,10 @@ mod tests {
     fn a_transaction_commits_through_prepare_to_complete() {
         let mut ids = ids();
         let t = ready(init(None, 60_000, MAX, None, 1, &mut ids).unwrap());
-        assert_eq!((t.producer_id, t.producer_epoch, t.state), (101, 0, State::Empty));
+        assert_eq!(
+            (t.producer_id, t.producer_epoch, t.state),
+            (101, 0, State::Empty)
+        );
         let t = add_partitions(Some(&t), 101, 0, &[p("a", 0)], 2)
             .unwrap()
             .unwrap();
@@ -610,7 +617,10 @@ mod tests {
         t.producer_epoch = i16::MAX - 1;
         let t = ready(init(Some(&t), 60_000, MAX, None, 2, &mut ids).unwrap());
         assert_eq!((t.producer_id, t.producer_epoch), (102, 0));
-        assert_eq!((t.last_producer_id, t.last_producer_epoch), (101, i16::MAX - 1));
+        assert_eq!(
+            (t.last_producer_id, t.last_producer_epoch),
+            (101, i16::MAX - 1)
+        );
     }
 
     #[test]
@@ -623,7 +633,10 @@ mod tests {
             .unwrap();
         assert!(!timed_out(&t, 1_100));
         assert!(timed_out(&t, 1_101));
-        assert!(!expired(&t, i64::MAX, 1), "an ongoing transaction never expires");
+        assert!(
+            !expired(&t, i64::MAX, 1),
+            "an ongoing transaction never expires"
+        );
         let aborted = complete(&fence_and_abort(&t, 1_200), 1_300).unwrap();
         assert_eq!(aborted.state, State::CompleteAbort);
         assert!(!expired(&aborted, 1_399, 100));
@@ -644,8 +657,8 @@ mod tests {
             Err(TxnError::InvalidState { .. })
         ));
         let t = add_offsets(Some(&t), 101, 0, "g", 1).unwrap().unwrap();
-        let t = commit_offsets(Some(&t), 101, 0, "g", vec![(p("a", 0), offset.clone())], 2)
-            .unwrap();
+        let t =
+            commit_offsets(Some(&t), 101, 0, "g", vec![(p("a", 0), offset.clone())], 2).unwrap();
         assert_eq!(t.offsets["g"][&p("a", 0)], offset);
     }
 }

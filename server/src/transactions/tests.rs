@@ -52,7 +52,10 @@ impl Effects for Fake {
         let mut stored = self.offsets.lock().unwrap();
         for (group, offsets) in offsets {
             for (p, o) in offsets {
-                stored.entry(group.clone()).or_default().insert(p.clone(), o.offset);
+                stored
+                    .entry(group.clone())
+                    .or_default()
+                    .insert(p.clone(), o.offset);
             }
         }
         Ok(())
@@ -71,10 +74,25 @@ struct ModelTxn {
 #[derive(Debug, Clone)]
 enum Op {
     Init(usize),
-    Add { id: usize, stale: bool, partition: i32 },
-    AddOffsets { id: usize, group: usize },
-    CommitOffset { id: usize, group: usize, offset: i64 },
-    End { id: usize, commit: bool, stale: bool },
+    Add {
+        id: usize,
+        stale: bool,
+        partition: i32,
+    },
+    AddOffsets {
+        id: usize,
+        group: usize,
+    },
+    CommitOffset {
+        id: usize,
+        group: usize,
+        offset: i64,
+    },
+    End {
+        id: usize,
+        commit: bool,
+        stale: bool,
+    },
     Complete(usize),
     TimeoutPasses,
     Failing(bool),
@@ -172,7 +190,11 @@ impl Harness {
             }
         };
         if failing {
-            assert_eq!(done, Completion::Nothing, "a failed marker write leaves it prepared");
+            assert_eq!(
+                done,
+                Completion::Nothing,
+                "a failed marker write leaves it prepared"
+            );
             return;
         }
         for p in &m.partitions {
@@ -181,7 +203,10 @@ impl Harness {
         if commit {
             for (group, offsets) in &m.offsets {
                 for (p, o) in offsets {
-                    self.offsets.entry(group.clone()).or_default().insert(p.clone(), *o);
+                    self.offsets
+                        .entry(group.clone())
+                        .or_default()
+                        .insert(p.clone(), *o);
                 }
             }
         }
@@ -197,9 +222,9 @@ impl Harness {
 
     /// The model's producer id and epoch for `id` (stale: one epoch older).
     fn producer(&self, id: &str, stale: bool) -> (i64, i16) {
-        self.model
-            .get(id)
-            .map_or((7, 0), |m| (m.pid, if stale { m.epoch - 1 } else { m.epoch }))
+        self.model.get(id).map_or((7, 0), |m| {
+            (m.pid, if stale { m.epoch - 1 } else { m.epoch })
+        })
     }
 
     /// What the model says a request with this producer gets, before the operation's own rules.
@@ -238,10 +263,12 @@ impl Harness {
             Op::Init(i) => {
                 let id = IDS[i];
                 let mut pid = self.next_pid;
-                let got = self.coord().init_producer_id(id, TIMEOUT_MS, None, now, || {
-                    pid += 1;
-                    Ok(pid)
-                });
+                let got = self
+                    .coord()
+                    .init_producer_id(id, TIMEOUT_MS, None, now, || {
+                        pid += 1;
+                        Ok(pid)
+                    });
                 let allocated = pid != self.next_pid;
                 self.next_pid = pid;
                 let expected = match self.model.get_mut(id) {
@@ -279,10 +306,16 @@ impl Harness {
                     (got, expected) => panic!("init {id}: got {got:?}, model {expected:?}"),
                 }
             }
-            Op::Add { id, stale, partition: p } => {
+            Op::Add {
+                id,
+                stale,
+                partition: p,
+            } => {
                 let id = IDS[id];
                 let (pid, epoch) = self.producer(id, stale);
-                let got = self.coord().add_partitions(id, pid, epoch, &[partition(p)], now);
+                let got = self
+                    .coord()
+                    .add_partitions(id, pid, epoch, &[partition(p)], now);
                 let expected = self.expect_producer(id, pid, epoch).map(|_| ());
                 if expected.is_ok() {
                     let m = self.model.get_mut(id).unwrap();
@@ -332,7 +365,10 @@ impl Harness {
                 });
                 if expected.is_ok() {
                     let m = self.model.get_mut(id).unwrap();
-                    m.offsets.entry(group.to_string()).or_default().insert(partition(0), offset);
+                    m.offsets
+                        .entry(group.to_string())
+                        .or_default()
+                        .insert(partition(0), offset);
                 }
                 check(got, expected);
             }
@@ -360,7 +396,11 @@ impl Harness {
                         }
                         (State::CompleteCommit, true) | (State::CompleteAbort, false) => Ok(false),
                         (state, _) => Err(TxnError::InvalidState {
-                            operation: if commit { "EndTxn(commit)" } else { "EndTxn(abort)" },
+                            operation: if commit {
+                                "EndTxn(commit)"
+                            } else {
+                                "EndTxn(abort)"
+                            },
                             state,
                         }),
                     },
@@ -405,14 +445,25 @@ impl Harness {
                     .offsets
                     .iter()
                     .map(|(g, o)| {
-                        (g.clone(), o.iter().map(|(p, v)| (p.clone(), v.offset)).collect())
+                        (
+                            g.clone(),
+                            o.iter().map(|(p, v)| (p.clone(), v.offset)).collect(),
+                        )
                     })
                     .collect(),
             });
             assert_eq!(got.as_ref(), self.model.get(id), "state of {id}");
         }
-        assert_eq!(*self.fake.markers.lock().unwrap(), self.markers, "markers written");
-        assert_eq!(*self.fake.offsets.lock().unwrap(), self.offsets, "offsets stored");
+        assert_eq!(
+            *self.fake.markers.lock().unwrap(),
+            self.markers,
+            "markers written"
+        );
+        assert_eq!(
+            *self.fake.offsets.lock().unwrap(),
+            self.offsets,
+            "offsets stored"
+        );
     }
 }
 

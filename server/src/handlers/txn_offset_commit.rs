@@ -1,0 +1,156 @@
+//! TxnOffsetCommit, versions 0–5: offsets committed within the producer's transaction, pending
+//! in it (stored in `__transaction_state` before the answer) until EndTxn: on COMMIT they are
+//! stored into the group (`__consumer_offsets`) after the markers, on ABORT dropped. The group
+//! must have joined the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE. v3+ carries the
+//! member, generation and instance id: checked as OffsetCommit checks them
+//! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID; generation -1 with no member is
+//! a "simple" commit, allowed while the group has no members). Metadata over 4096 bytes is
+//! OFFSET_METADATA_TOO_LARGE, an unknown partition UNKNOWN_TOPIC_OR_PARTITION; a stale epoch
+//! INVALID_PRODUCER_EPOCH (what Kafka's group coordinator answers), another producer id
+//! INVALID_PRODUCER_ID_MAPPING. Authorization: WRITE on the transactional id (else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED)
+//! and on each topic (else TOPIC_AUTHORIZATION_FAILED), each for every partition it covers.
+
+use std::sync::Arc;
+
+use acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use super::bounds::{topics_and_partitions, Counts};
+use super::offset_commit::membership_error;
+use super::transaction;
+use super::Handler;
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::groups::offsets::MAX_METADATA_BYTES;
+use crate::transactions::PendingOffset;
+
+impl Handler for TxnOffsetCommitRequest {
+    const SERVED: (i16, i16) = (0, 5);
+
+    fn counts(&self) -> Counts {
+        topics_and_partitions(&self.topics, |t| t.partitions.len())
+    }
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: TxnOffsetCommitRequest,
+        ctx: &RequestContext,
+    ) -> TxnOffsetCommitResponse {
+        let id = request.transactional_id.to_string();
+        let group = request.group_id.to_string();
+        let request_error =
+            if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, &id) {
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            } else if !ctx.authorize_group(broker, Operation::Read, &group) {
+                Some(ResponseError::GroupAuthorizationFailed)
+            } else if ctx.version >= 3 {
+                membership_error(
+                    broker,
+                    &group,
+                    request.generation_id,
+                    &request.member_id,
+                    request.group_instance_id.as_deref(),
+                )
+            } else if group.is_empty() {
+                Some(ResponseError::InvalidGroupId)
+            } else {
+                None
+            };
+        // Per topic, per partition: the offset to commit, or the partition's error.
+        let mut checked: Vec<(String, Vec<(i32, Result<PendingOffset, ResponseError>)>)> =
+            Vec::with_capacity(request.topics.len());
+        for topic in &request.topics {
+            let name = topic.name.to_string();
+            let readable = ctx.authorize_topic(broker, Operation::Read, &name);
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let result = if let Some(error) = request_error {
+                        Err(error)
+                    } else if !readable {
+                        Err(ResponseError::TopicAuthorizationFailed)
+                    } else if p
+                        .committed_metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+                    {
+                        Err(ResponseError::OffsetMetadataTooLarge)
+                    } else if broker.partition(&name, p.partition_index).is_none() {
+                        Err(ResponseError::UnknownTopicOrPartition)
+                    } else {
+                        Ok(PendingOffset {
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                        })
+                    };
+                    (p.partition_index, result)
+                })
+                .collect();
+            checked.push((name, partitions));
+        }
+        let offsets: Vec<((String, i32), PendingOffset)> = checked
+            .iter()
+            .flat_map(|(topic, partitions)| {
+                partitions.iter().filter_map(|(index, r)| {
+                    r.as_ref()
+                        .ok()
+                        .map(|o| ((topic.clone(), *index), o.clone()))
+                })
+            })
+            .collect();
+        let stored = if offsets.is_empty() {
+            Ok(())
+        } else {
+            let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
+            let key = id.clone();
+            transaction::run(broker, &id, ResponseError::InvalidProducerEpoch, move |b| {
+                b.transactions.commit_offsets(
+                    &key,
+                    producer_id,
+                    epoch,
+                    &group,
+                    offsets,
+                    log_core::now_ms(),
+                )
+            })
+            .await
+        };
+        let store_code = stored.err().map_or(0, |e| e.code());
+        let topics = checked
+            .into_iter()
+            .map(|(name, partitions)| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(kafka_protocol::messages::TopicName(name.into()))
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|(index, r)| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(index)
+                                    .with_error_code(r.map_or_else(|e| e.code(), |_| store_code))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        TxnOffsetCommitResponse::default().with_topics(topics)
+    }
+
+    fn throttle_time_ms(response: &mut TxnOffsetCommitResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
+    }
+
+    fn each_error(r: &TxnOffsetCommitResponse, f: &mut dyn FnMut(i16)) {
+        r.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code))
+    }
+}
