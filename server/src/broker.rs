@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use log_core::{Log, OpenError, Partition, StateLogError, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
-use crate::appender::{Appender, ProduceError};
+use crate::appender::{AppendMode, Appender, ProduceError};
 use crate::authorizer::Authorizer;
 use crate::backlog::{self, Backlogs, Bound, Verdict};
 use crate::broker_defaults::BrokerDefaults;
@@ -20,6 +20,10 @@ use crate::quotas::Quotas;
 use crate::security::Security;
 use crate::shares::Shares;
 use crate::transactions::{EffectError, Effects, PendingOffsets, Transactions};
+use record_batch::ControlType;
+
+/// The coordinator epoch of every marker: one node, whose transaction coordinator never moves.
+const COORDINATOR_EPOCH: i32 = 0;
 
 /// Why a topic was not created.
 #[derive(Debug, thiserror::Error)]
@@ -403,6 +407,7 @@ impl Broker {
 
 impl Broker {
     /// One marker, durable when this returns; a partition that no longer exists is skipped.
+    /// The coordinator epoch is 0: one node, whose coordinator never moves.
     fn write_marker(
         &self,
         topic: &str,
@@ -411,10 +416,34 @@ impl Broker {
         epoch: i16,
         commit: bool,
     ) -> Result<(), ProduceError> {
-        let _ = (topic, index, producer_id, epoch, commit);
-        Err(ProduceError::TaskFailed(
-            "control batches are not written yet".to_string(),
-        ))
+        let kind = if commit {
+            ControlType::Commit
+        } else {
+            ControlType::Abort
+        };
+        let appended = match self.appender().write_marker(
+            topic,
+            index,
+            producer_id,
+            epoch,
+            COORDINATOR_EPOCH,
+            kind,
+            AppendMode::Blocking,
+        ) {
+            Ok(appended) => appended,
+            Err(ProduceError::UnknownPartition { .. }) => {
+                tracing::info!(
+                    topic,
+                    partition = index,
+                    "no marker for a partition that no longer exists"
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        appended.partition.await_durable(&appended.info)?;
+        self.appended.notify_waiters();
+        Ok(())
     }
 }
 
