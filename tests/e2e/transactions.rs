@@ -14,7 +14,16 @@ use rdkafka::producer::DefaultProducerContext;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use test_support::kafka::{create_topic, wait_until};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, DescribeTransactionsRequest,
+    DescribeTransactionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
+    ListTransactionsResponse, ProduceResponse, TransactionalId,
+};
+use test_support::kafka::{create_topic, name, text};
+use test_support::wire::{call, connect};
 use test_support::TestBroker;
 
 const PARTITIONS: i32 = 2;
@@ -104,6 +113,20 @@ fn read(addr: &str, topic: &str, isolation: &str) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Waits until `read` gives `expected` (the coordinator's timer acts within a few of its
+/// 200 ms ticks); fails with the last read.
+fn eventually(expected: Vec<String>, mut read: impl FnMut() -> Vec<String>) {
+    let deadline = Instant::now() + T;
+    loop {
+        let got = read();
+        if got == expected || Instant::now() > deadline {
+            assert_eq!(got, expected);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -254,8 +277,11 @@ fn a_hanging_transaction_is_aborted_after_its_timeout() {
     other.begin_transaction().unwrap();
     send(&other, "txn-hang", &values("later", 4));
     other.commit_transaction(T).unwrap();
-    wait_until("the hanging transaction is aborted", T, || {
-        read(&broker.addr, "txn-hang", "read_committed") == sorted(values("later", 4))
+    // The coordinator aborts it with the epoch bumped (the producer's was 0).
+    let aborted = state_after(&broker.addr, "e2e-hang", "CompleteAbort");
+    assert_eq!(aborted.1, 1, "aborted at a bumped epoch");
+    eventually(sorted(values("later", 4)), || {
+        read(&broker.addr, "txn-hang", "read_committed")
     });
     // Its producer was fenced by the abort's bumped epoch.
     assert!(
@@ -310,11 +336,11 @@ fn kill_9_between_a_transactions_steps_never_shows_an_abort_nor_loses_a_commit()
     let mut expected = values("committed", 6);
     expected.extend(values("after", 2));
     let expected = sorted(expected);
-    wait_until(
-        "the open transaction is aborted after the restart",
-        T,
-        || read(&broker.addr, "txn-crash", "read_committed") == expected,
-    );
+    // The open transaction is aborted after the restart, once its timeout has run out.
+    state_after(&broker.addr, "e2e-crash", "CompleteAbort");
+    eventually(expected.clone(), || {
+        read(&broker.addr, "txn-crash", "read_committed")
+    });
     // A new producer of the id after the restart fences the old one and commits.
     let again = txn_producer(&broker.addr, "e2e-crash", &[]);
     again.begin_transaction().unwrap();
@@ -327,5 +353,191 @@ fn kill_9_between_a_transactions_steps_never_shows_an_abort_nor_loses_a_commit()
     assert_eq!(
         read(&broker.addr, "txn-crash", "read_committed"),
         sorted(expected)
+    );
+}
+
+/// DescribeTransactions of `id`: (error code, state, producer id, epoch).
+fn describe(addr: &str, id: &str) -> (i16, String, i64, i16) {
+    let request = DescribeTransactionsRequest::default()
+        .with_transactional_ids(vec![TransactionalId(text(id))]);
+    let response: DescribeTransactionsResponse = call(
+        &mut connect(addr),
+        ApiKey::DescribeTransactions,
+        0,
+        &request,
+    );
+    let s = &response.transaction_states[0];
+    (
+        s.error_code,
+        s.transaction_state.to_string(),
+        s.producer_id.0,
+        s.producer_epoch,
+    )
+}
+
+/// Waits until `id` is in `state`; its (producer id, epoch) then.
+fn state_after(addr: &str, id: &str, state: &str) -> (i64, i16) {
+    let deadline = Instant::now() + T;
+    loop {
+        let (error, got, pid, epoch) = describe(addr, id);
+        if (error, got.as_str()) == (0, state) {
+            return (pid, epoch);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} is {got} (error {error}), not {state}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One transactional record of producer `pid` at `epoch`, sequence 0.
+fn transactional_batch(pid: i64, epoch: i16) -> bytes::Bytes {
+    use record_batch::build::{self, Record, Stamp};
+    let mut buf = bytes::BytesMut::new();
+    build::begin(&mut buf, 0);
+    let record = Record {
+        offset_delta: 0,
+        timestamp_delta: 0,
+        key: None,
+        value: Some(&b"v"[..]),
+        headers: std::iter::empty(),
+    };
+    build::put_record(&mut buf, record).unwrap();
+    let stamp = Stamp {
+        producer_id: pid,
+        producer_epoch: epoch,
+        base_sequence: 0,
+        ..Stamp::new(record_batch::Codec::None, 1, 1)
+    };
+    build::finish(&mut buf, &stamp).unwrap();
+    build::set_transactional(&mut buf).unwrap();
+    buf.freeze()
+}
+
+/// InitProducerId for a transactional id: (error code, producer id, epoch).
+fn init_raw(stream: &mut std::net::TcpStream, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(text(id))))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let r: InitProducerIdResponse = call(stream, ApiKey::InitProducerId, 4, &request);
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+#[test]
+fn the_coordinator_answers_as_kafka_on_the_wire() {
+    let broker = TestBroker::start_temp(&["--transaction-max-timeout-ms", "5000"]);
+    create_topic(&broker.addr, "txn-wire", PARTITIONS);
+    let mut stream = connect(&broker.addr);
+
+    let find: FindCoordinatorResponse = call(
+        &mut stream,
+        ApiKey::FindCoordinator,
+        3,
+        &FindCoordinatorRequest::default()
+            .with_key(text("wire"))
+            .with_key_type(1),
+    );
+    assert_eq!((find.error_code, find.node_id.0), (0, 1), "{find:?}");
+
+    assert_eq!(
+        init_raw(&mut stream, "wire", 5001).0,
+        ResponseError::InvalidTransactionTimeout.code()
+    );
+    let (error, pid, epoch) = init_raw(&mut stream, "wire", 5000);
+    assert_eq!((error, epoch), (0, 0));
+    assert_eq!(describe(&broker.addr, "wire"), (0, "Empty".into(), pid, 0));
+    assert_eq!(
+        describe(&broker.addr, "nobody").0,
+        ResponseError::TransactionalIdNotFound.code()
+    );
+
+    // An unknown topic fails its partition; the others are not attempted, nothing added.
+    let add = |stream: &mut std::net::TcpStream, topics: &[(&str, i32)], epoch: i16| {
+        let topics = topics
+            .iter()
+            .map(|(t, p)| {
+                AddPartitionsToTxnTopic::default()
+                    .with_name(name(t))
+                    .with_partitions(vec![*p])
+            })
+            .collect();
+        let request = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(text("wire")))
+            .with_v3_and_below_producer_id(pid.into())
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(topics);
+        let r: AddPartitionsToTxnResponse = call(stream, ApiKey::AddPartitionsToTxn, 3, &request);
+        r.results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| {
+                t.results_by_partition
+                    .iter()
+                    .map(|p| p.partition_error_code)
+            })
+            .collect::<Vec<i16>>()
+    };
+    assert_eq!(
+        add(&mut stream, &[("txn-wire", 0), ("no-such-topic", 0)], 0),
+        vec![
+            ResponseError::OperationNotAttempted.code(),
+            ResponseError::UnknownTopicOrPartition.code()
+        ]
+    );
+    assert_eq!(
+        add(&mut stream, &[("txn-wire", 0)], 1),
+        vec![ResponseError::ProducerFenced.code()],
+        "another epoch is fenced"
+    );
+    assert_eq!(add(&mut stream, &[("txn-wire", 0)], 0), vec![0]);
+    assert_eq!(describe(&broker.addr, "wire").1, "Ongoing");
+
+    let list: ListTransactionsResponse = call(
+        &mut stream,
+        ApiKey::ListTransactions,
+        1,
+        &ListTransactionsRequest::default()
+            .with_state_filters(vec![text("Ongoing"), text("Bogus")])
+            .with_duration_filter(-1),
+    );
+    assert_eq!(list.unknown_state_filters, vec![text("Bogus")]);
+    let listed: Vec<(String, i64)> = list
+        .transaction_states
+        .iter()
+        .map(|s| (s.transactional_id.to_string(), s.producer_id.0))
+        .collect();
+    assert_eq!(listed, vec![("wire".to_string(), pid)]);
+
+    // KIP-890 part 1: a transactional produce to a partition not in the transaction.
+    let batch = transactional_batch(pid, 0);
+    let produce = |partition: i32| {
+        let mut request =
+            test_support::kafka::produce_request("txn-wire", partition, Some(batch.clone()));
+        request.transactional_id = Some(TransactionalId(text("wire")));
+        let r: ProduceResponse = call(&mut connect(&broker.addr), ApiKey::Produce, 9, &request);
+        r.responses[0].partition_responses[0].error_code
+    };
+    assert_eq!(produce(1), ResponseError::InvalidTxnState.code());
+    assert_eq!(produce(0), 0);
+
+    // A new producer of the id aborts the open transaction first: retry until it is done.
+    assert_eq!(
+        init_raw(&mut stream, "wire", 5000).0,
+        ResponseError::ConcurrentTransactions.code()
+    );
+    let deadline = Instant::now() + T;
+    let (error, again, epoch) = loop {
+        let answer = init_raw(&mut stream, "wire", 5000);
+        if answer.0 != ResponseError::ConcurrentTransactions.code() || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        (error, again, epoch),
+        (0, pid, 2),
+        "fenced at 1, bumped again"
     );
 }
