@@ -296,10 +296,10 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
             21,
         ),
         (
-            "a transactional id",
+            "a transactional id the coordinator does not know",
             produce_request("raw", 0, Some(evil.clone()))
                 .with_transactional_id(Some(StrBytes::from_static_str("tx").into())),
-            42, // INVALID_REQUEST: no transactions
+            48, // INVALID_TXN_STATE: the partition is in no transaction of it
         ),
     ];
     for version in produce_legacy_min()..=9 {
@@ -478,6 +478,16 @@ fn api_versions_advertises_exactly_what_is_routed() {
             ApiKey::AlterUserScramCredentials => {
                 frame(key, max, 1, &m::AlterUserScramCredentialsRequest::default())
             }
+            ApiKey::AddPartitionsToTxn => {
+                frame(key, max, 1, &m::AddPartitionsToTxnRequest::default())
+            }
+            ApiKey::AddOffsetsToTxn => frame(key, max, 1, &m::AddOffsetsToTxnRequest::default()),
+            ApiKey::EndTxn => frame(key, max, 1, &m::EndTxnRequest::default()),
+            ApiKey::TxnOffsetCommit => frame(key, max, 1, &m::TxnOffsetCommitRequest::default()),
+            ApiKey::DescribeTransactions => {
+                frame(key, max, 1, &m::DescribeTransactionsRequest::default())
+            }
+            ApiKey::ListTransactions => frame(key, max, 1, &m::ListTransactionsRequest::default()),
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();
