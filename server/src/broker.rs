@@ -392,13 +392,17 @@ impl Broker {
             owner
                 .transactions
                 .complete(&id, owner.as_ref(), log_core::now_ms)
-                .map_err(|e| (id, e))
+                .map_err(|e| (id, e.to_string()))
         })
         .await;
         match done {
             Ok(Ok(_)) => self.appended.notify_waiters(),
             Ok(Err((id, e))) => {
-                tracing::error!(transactional_id = id, error = %e, "completing a transaction failed; retried later")
+                tracing::error!(
+                    transactional_id = id,
+                    error = e,
+                    "completing a transaction failed; retried later"
+                )
             }
             Err(e) => tracing::error!(error = %e, "transaction completion task failed"),
         }

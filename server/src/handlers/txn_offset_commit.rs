@@ -29,6 +29,9 @@ use crate::broker::Broker;
 use crate::groups::offsets::MAX_METADATA_BYTES;
 use crate::transactions::PendingOffset;
 
+/// A partition of the request: the offset to commit, or why it is refused.
+type PartitionCheck = (i32, Result<PendingOffset, ResponseError>);
+
 impl Handler for TxnOffsetCommitRequest {
     const SERVED: (i16, i16) = (0, 5);
 
@@ -62,7 +65,7 @@ impl Handler for TxnOffsetCommitRequest {
                 None
             };
         // Per topic, per partition: the offset to commit, or the partition's error.
-        let mut checked: Vec<(String, Vec<(i32, Result<PendingOffset, ResponseError>)>)> =
+        let mut checked: Vec<(String, Vec<PartitionCheck>)> =
             Vec::with_capacity(request.topics.len());
         for topic in &request.topics {
             let name = topic.name.to_string();

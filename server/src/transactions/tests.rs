@@ -16,14 +16,19 @@ const IDS: [&str; 2] = ["a", "b"];
 const GROUPS: [&str; 2] = ["g", "h"];
 const TIMEOUT_MS: i32 = 1_000;
 
+/// A marker written: (partition, producer id, epoch, commit).
+type Marker = ((String, i32), i64, i16, bool);
+/// Offsets stored: group → partition → offset.
+type Stored = BTreeMap<String, BTreeMap<(String, i32), i64>>;
+
 /// Markers and offsets as the broker would have written them.
 #[derive(Debug, Default)]
 struct Fake {
     failing: AtomicBool,
     /// (partition, producer id, epoch, commit), in write order.
-    markers: Mutex<Vec<((String, i32), i64, i16, bool)>>,
+    markers: Mutex<Vec<Marker>>,
     /// group → partition → offset.
-    offsets: Mutex<BTreeMap<String, BTreeMap<(String, i32), i64>>>,
+    offsets: Mutex<Stored>,
 }
 
 impl Effects for Fake {
@@ -126,8 +131,8 @@ struct Harness {
     now: i64,
     model: BTreeMap<&'static str, ModelTxn>,
     /// Markers and offsets the model expects, in order.
-    markers: Vec<((String, i32), i64, i16, bool)>,
-    offsets: BTreeMap<String, BTreeMap<(String, i32), i64>>,
+    markers: Vec<Marker>,
+    offsets: Stored,
 }
 
 fn partition(i: i32) -> (String, i32) {
