@@ -488,6 +488,7 @@ fn api_versions_advertises_exactly_what_is_routed() {
                 frame(key, max, 1, &m::DescribeTransactionsRequest::default())
             }
             ApiKey::ListTransactions => frame(key, max, 1, &m::ListTransactionsRequest::default()),
+            ApiKey::WriteTxnMarkers => frame(key, max, 1, &m::WriteTxnMarkersRequest::default()),
             other => panic!("{other:?} advertised but not exercised here"),
         };
         s.write_all(&request).unwrap();

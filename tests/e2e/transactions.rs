@@ -16,11 +16,15 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, DescribeTransactionsRequest,
     DescribeTransactionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
     InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
-    ListTransactionsResponse, ProduceResponse, TransactionalId,
+    ListTransactionsResponse, ProduceResponse, TransactionalId, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 };
 use test_support::kafka::{create_topic, name, text};
 use test_support::wire::{call, connect};

@@ -76,6 +76,7 @@ mod share_group_heartbeat;
 mod sync_group;
 mod transaction;
 mod txn_offset_commit;
+mod write_txn_markers;
 
 /// The served APIs: each entry is a handler module and its request type. Generates [`APIS`],
 /// the dispatch by API key and a test that each module's header names the versions its
@@ -136,6 +137,7 @@ apis! {
     txn_offset_commit: TxnOffsetCommitRequest,
     describe_transactions: DescribeTransactionsRequest,
     list_transactions: ListTransactionsRequest,
+    write_txn_markers: WriteTxnMarkersRequest,
     share_group_heartbeat: ShareGroupHeartbeatRequest,
     share_group_describe: ShareGroupDescribeRequest,
     share_fetch: ShareFetchRequest,
@@ -203,6 +205,6 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), APIS.len());
         assert!(served(ApiKey::Produce as i16).is_some());
-        assert!(served(ApiKey::WriteTxnMarkers as i16).is_none());
+        assert!(served(ApiKey::OffsetForLeaderEpoch as i16).is_none());
     }
 }
