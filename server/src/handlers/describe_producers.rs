@@ -1,8 +1,7 @@
 //! DescribeProducers, version 0 (`kafka-transactions describe-producers`): the idempotent
 //! producers with state on each partition (id, epoch, last sequence, time of the last
-//! append), the coordinator epoch of its last marker there (-1 before any) and the first offset
-//! of its open transaction there (-1 for none: what `kafka-transactions abort` and
-//! `find-hanging` read). An unknown topic or partition is
+//! append). lograil has no transactions: the coordinator epoch is -1 and no producer has an
+//! open transaction (start offset -1). An unknown topic or partition is
 //! UNKNOWN_TOPIC_OR_PARTITION. Deviation: the last timestamp is when the broker last appended
 //! the producer's batch, not the batch's own max timestamp. Authorization: READ on each topic,
 //! else TOPIC_AUTHORIZATION_FAILED for its partitions.
@@ -59,36 +58,18 @@ impl Handler for DescribeProducersRequest {
                                 ))));
                         }
                         let state = broker.producers.partition(&topic.name, index);
-                        let active: Vec<(i64, i16, i32, i64, i32)> = state
-                            .lock()
-                            .map(|s| {
-                                s.active()
-                                    .into_iter()
-                                    .map(|(id, epoch, seq, ms)| {
-                                        (id, epoch, seq, ms, s.coordinator_epoch(id))
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        let open = broker
-                            .partition(&topic.name, index)
-                            .map(|p| p.open_transactions())
-                            .unwrap_or_default();
+                        let active = state.lock().map(|s| s.active()).unwrap_or_default();
                         response.with_active_producers(
                             active
                                 .into_iter()
-                                .map(|(id, epoch, sequence, last_ms, coordinator_epoch)| {
-                                    let start = open
-                                        .iter()
-                                        .find(|t| t.producer_id == id)
-                                        .map_or(-1, |t| t.first_offset);
+                                .map(|(id, epoch, sequence, last_ms)| {
                                     ProducerState::default()
                                         .with_producer_id(ProducerId(id))
                                         .with_producer_epoch(i32::from(epoch))
                                         .with_last_sequence(sequence)
                                         .with_last_timestamp(last_ms)
-                                        .with_coordinator_epoch(coordinator_epoch)
-                                        .with_current_txn_start_offset(start)
+                                        .with_coordinator_epoch(-1)
+                                        .with_current_txn_start_offset(-1)
                                 })
                                 .collect(),
                         )
