@@ -22,4 +22,4 @@ mod rdkafka_clients;
 mod security;
 mod shares;
 mod topic_configs;
-mod transactions;
+mod transaction_coordinator;
