@@ -544,4 +544,28 @@ fn the_coordinator_answers_as_kafka_on_the_wire() {
         (0, pid, 2),
         "fenced at 1, bumped again"
     );
+
+    // `kafka-transactions abort` writes a marker itself (WriteTxnMarkers): checked by the
+    // partition against the epoch its markers reached (1, the fenced abort's).
+    let markers = |epoch: i16, partition: i32| {
+        let marker = WritableTxnMarker::default()
+            .with_producer_id(pid.into())
+            .with_producer_epoch(epoch)
+            .with_transaction_result(false)
+            .with_coordinator_epoch(0)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(name("txn-wire"))
+                .with_partition_indexes(vec![partition])]);
+        let request = WriteTxnMarkersRequest::default().with_markers(vec![marker]);
+        let r: WriteTxnMarkersResponse = call(
+            &mut connect(&broker.addr),
+            ApiKey::WriteTxnMarkers,
+            1,
+            &request,
+        );
+        r.markers[0].topics[0].partitions[0].error_code
+    };
+    assert_eq!(markers(0, 0), ResponseError::InvalidProducerEpoch.code());
+    assert_eq!(markers(1, 0), 0);
+    assert_eq!(markers(1, 9), ResponseError::UnknownTopicOrPartition.code());
 }
