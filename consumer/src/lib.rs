@@ -192,8 +192,9 @@ pub use error::{CallError, ErrorCode, NetError};
 pub use group::RebalanceListener;
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{
-    DeliveryError, DeliveryFuture, FatalError, IntoTopic, Producer, ProducerError, ProducerRecord,
-    ProducerStats, RecordMetadata, SendError,
+    AbortReason, ConsumerGroupMetadata, DeliveryError, DeliveryFuture, FatalError, IntoTopic,
+    Producer, ProducerError, ProducerRecord, ProducerStats, RecordMetadata, SendError,
+    TransactionError, TransactionState,
 };
 pub use queue::{AckFailure, Delivery, IdempotencyLedger, QueueConsumer, QueueError};
 

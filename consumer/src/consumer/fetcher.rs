@@ -25,7 +25,7 @@ use record_batch::{layout, BatchHeader, LOG_OVERHEAD};
 use tokio::task::JoinSet;
 
 use super::{Chunk, ConsumeError, ConsumerRecord, Position, Shared, TimestampType};
-use crate::config::OffsetReset;
+use crate::config::{IsolationLevel, OffsetReset};
 use crate::error::{CallError, ErrorCode, NetError};
 use crate::offsets::{self, EARLIEST, LATEST};
 use crate::util::{backoff, text};
@@ -132,7 +132,10 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
         let committed = match config.group_id.as_deref() {
             Some(group) => {
                 let tps: Vec<TopicPartition> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
-                match offsets::fetch_committed(&shared.cluster, group, Some(&tps), deadline).await {
+                let stable = config.isolation_level == IsolationLevel::ReadCommitted;
+                match offsets::fetch_committed_as(&shared.cluster, group, Some(&tps), deadline, stable)
+                    .await
+                {
                     Ok(c) => c,
                     Err(e) => return Err(e),
                 }
@@ -203,7 +206,8 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
         let seen = shared.cluster.metadata().version;
         shared.cluster.refresh(seen).await?;
     }
-    let mut found = offsets::list_offsets(&shared.cluster, &wanted, deadline).await?;
+    let isolation = config.isolation_level;
+    let mut found = offsets::list_offsets_at(&shared.cluster, &wanted, deadline, isolation).await?;
     // Timestamp lookups that found nothing go to the end.
     let past_end: Vec<(TopicPartition, i64)> = lookups
         .iter()
@@ -211,7 +215,7 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
         .map(|(tp, _, _)| (tp.clone(), LATEST))
         .collect();
     if !past_end.is_empty() {
-        let ends = offsets::list_offsets(&shared.cluster, &past_end, deadline).await?;
+        let ends = offsets::list_offsets_at(&shared.cluster, &past_end, deadline, isolation).await?;
         found.extend(ends);
     }
     let mut st = shared.state();
@@ -326,7 +330,7 @@ fn send_fetches(
             .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
             .with_min_bytes(config.fetch_min_bytes)
             .with_max_bytes(config.fetch_max_bytes)
-            .with_isolation_level(0)
+            .with_isolation_level(config.isolation_level.wire())
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(topics);
@@ -394,8 +398,27 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
             let Some(fetched) = done.partitions.iter().find(|f| f.partition == tp) else {
                 continue;
             };
+            let read_committed = shared.config.isolation_level == IsolationLevel::ReadCommitted;
             let outcome = match ErrorCode::try_from_code(data.error_code) {
                 Some(code) => Outcome::Error(code),
+                None if read_committed => {
+                    let aborted: Vec<(i64, i64)> = data
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|a| (a.producer_id.0, a.first_offset))
+                        .collect();
+                    // The end a read_committed consumer can reach: the last stable offset.
+                    let end = if data.last_stable_offset >= 0 {
+                        data.last_stable_offset
+                    } else {
+                        data.high_watermark
+                    };
+                    committed_only(
+                        frame(fetched.offset, data.records.unwrap_or_default(), end),
+                        &aborted,
+                    )
+                }
                 None => frame(
                     fetched.offset,
                     data.records.unwrap_or_default(),
@@ -427,7 +450,9 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
             } => {
                 p.high_watermark = high_watermark;
                 p.fetch_offset = p.fetch_offset.max(next_offset);
-                if !batches.is_empty() {
+                // Also a chunk of no batches left (a read_committed fetch of aborted ones
+                // only): the position moves past what was fetched once `recv` reaches it.
+                if !batches.is_empty() || next_offset > f.offset {
                     p.buffered += batches.len();
                     got_records = true;
                     st.buffer.push_back(Chunk {
@@ -437,6 +462,7 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
                         bytes: batches.len(),
                         batches,
                         records: VecDeque::new(),
+                        end: next_offset,
                     });
                 }
             }
@@ -535,6 +561,102 @@ fn frame(fetch_offset: i64, bytes: Bytes, high_watermark: i64) -> Outcome {
         next_offset,
         high_watermark,
     }
+}
+
+/// A `read_committed` fetch's batches without those of aborted transactions (`aborted`: the
+/// fetch response's producer ids and first offsets), as the Java client's `CompletedFetch`
+/// reads them: walking the batches in order, a producer is aborted from the first offset of
+/// one of its aborted transactions until its abort marker; its transactional batches in
+/// between are dropped. Control batches stay (`recv` skips them; the position moves past
+/// them). Copies the kept batches only when one is dropped.
+fn committed_only(outcome: Outcome, aborted: &[(i64, i64)]) -> Outcome {
+    let Outcome::Records {
+        batches,
+        next_offset,
+        high_watermark,
+    } = outcome
+    else {
+        return outcome;
+    };
+    if aborted.is_empty() {
+        return Outcome::Records {
+            batches,
+            next_offset,
+            high_watermark,
+        };
+    }
+    let mut pending: Vec<(i64, i64)> = aborted.to_vec();
+    // By first offset, latest first, so the next one to open is at the end.
+    pending.sort_by(|a, b| b.1.cmp(&a.1));
+    let mut open: HashSet<i64> = HashSet::new();
+    let mut kept: Vec<(usize, usize)> = Vec::new();
+    let mut dropped = false;
+    let mut at = 0;
+    while let Some(Ok(header)) = batch_frame(&batches[at..]) {
+        let size = header.size as usize;
+        let mut keep = true;
+        if header.producer_id >= 0 {
+            while pending.last().is_some_and(|(_, first)| *first <= header.last_offset()) {
+                if let Some((producer, _)) = pending.pop() {
+                    open.insert(producer);
+                }
+            }
+            if header.is_control() {
+                if is_abort_marker(&batches[at..at + size]) {
+                    open.remove(&header.producer_id);
+                }
+            } else if header.is_transactional() && open.contains(&header.producer_id) {
+                keep = false;
+            }
+        }
+        if keep {
+            kept.push((at, at + size));
+        } else {
+            dropped = true;
+        }
+        at += size;
+    }
+    let batches = if dropped {
+        let mut out = bytes::BytesMut::with_capacity(kept.iter().map(|(a, b)| b - a).sum());
+        for (from, to) in kept {
+            out.extend_from_slice(&batches[from..to]);
+        }
+        out.freeze()
+    } else {
+        batches
+    };
+    Outcome::Records {
+        batches,
+        next_offset,
+        high_watermark,
+    }
+}
+
+/// Whether a control batch is an abort marker: its record's key is (version, type) with type
+/// 0 (1 is a commit). Kafka writes markers uncompressed.
+fn is_abort_marker(batch: &[u8]) -> bool {
+    let Some(records) = batch.get(record_batch::HEADER_LEN..) else {
+        return false;
+    };
+    match record_batch::records::records(records).next() {
+        Some(Some(record)) => record
+            .key
+            .and_then(|k| k.get(2..4))
+            .is_some_and(|t| i16::from_be_bytes([t[0], t[1]]) == 0),
+        _ => false,
+    }
+}
+
+/// Whether `batches` (whole, framed) holds control batches only (or nothing).
+pub(super) fn only_control(batches: &[u8]) -> bool {
+    let mut at = 0;
+    while at < batches.len() {
+        match batch_frame(&batches[at..]) {
+            Some(Ok(header)) if header.is_control() => at += header.size as usize,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Decodes the first batch of `batches` (whole, framed by [`frame`]) into `out`: its records
@@ -682,6 +804,7 @@ mod tests {
             bytes: batches.len(),
             batches,
             records: VecDeque::new(),
+            end: 6,
         });
         let backoff = Duration::from_secs(1);
         let offsets: Vec<i64> = (0..2)

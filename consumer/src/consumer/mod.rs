@@ -165,6 +165,8 @@ pub(crate) struct PartitionState {
     pub committed: Option<i64>,
     /// No fetch before this (after an error).
     pub retry_at: Option<Instant>,
+    /// The end the last fetch reported: the high watermark, or with `read_committed` the last
+    /// stable offset (what the consumer can reach).
     pub high_watermark: i64,
 }
 
@@ -180,6 +182,10 @@ pub(crate) struct Chunk {
     pub records: VecDeque<ConsumerRecord>,
     /// Bytes it counts in the partition's buffer.
     pub bytes: usize,
+    /// The offset after its last batch: once every record is handed out the position moves
+    /// here, past control batches (transaction markers) and aborted transactions' batches, as
+    /// the Java client's does.
+    pub end: i64,
 }
 
 /// Group membership, for commits.
@@ -329,13 +335,28 @@ impl State {
                             continue;
                         }
                         let tp = chunk.partition.clone();
+                        // The chunk's last record, with only markers behind it: the position
+                        // moves past them now, so a commit after it covers them.
+                        let next = if chunk.records.is_empty()
+                            && fetcher::only_control(&chunk.batches)
+                        {
+                            (record.offset + 1).max(chunk.end)
+                        } else {
+                            record.offset + 1
+                        };
                         if let Some(p) = self.partitions.get_mut(&tp) {
-                            p.position = Position::Known(record.offset + 1);
+                            p.position = Position::Known(next);
                         }
                         self.in_hand = Some((tp, record.offset));
                         return Some(Ok(record));
                     }
                     if chunk.batches.is_empty() {
+                        let end = chunk.end;
+                        if let Some(p) = self.partitions.get_mut(&chunk.partition) {
+                            if let Position::Known(now) = p.position {
+                                p.position = Position::Known(now.max(end));
+                            }
+                        }
                         break;
                     }
                     let decoded = fetcher::decode_next(
@@ -590,6 +611,27 @@ impl Consumer {
             .add_interest(partitions.iter().map(|tp| tp.topic.as_str()));
         self.shared.fetcher.notify_one();
         Ok(())
+    }
+
+    /// The consumer's place in its group, for a transactional producer's
+    /// [`crate::Producer::send_offsets_to_transaction`] (the Java client's
+    /// `groupMetadata()`): the group, the generation and member id it holds now (-1 and empty
+    /// while it has none, or for an assigned consumer), its `group.instance.id`. `None`
+    /// without `group.id`.
+    pub fn group_metadata(&self) -> Option<crate::ConsumerGroupMetadata> {
+        let group_id = self.shared.config.group_id.clone()?;
+        let st = self.shared.state();
+        let manual = st.manual;
+        Some(crate::ConsumerGroupMetadata {
+            group_id,
+            generation_id: if manual { -1 } else { st.membership.generation },
+            member_id: if manual {
+                String::new()
+            } else {
+                st.membership.member_id.clone()
+            },
+            group_instance_id: self.shared.config.group_instance_id.clone(),
+        })
     }
 
     /// The partitions assigned now.
