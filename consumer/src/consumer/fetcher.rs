@@ -746,6 +746,122 @@ mod tests {
         buf.freeze()
     }
 
+    /// A transactional batch of producer `pid` (`marker`: a control batch, abort or commit),
+    /// uncompressed as Kafka writes markers.
+    fn txn_batch(base: i64, n: i64, pid: i64, marker: Option<bool>) -> Bytes {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record {
+                transactional: true,
+                control: marker.is_some(),
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: pid,
+                producer_epoch: 0,
+                timestamp_type: TimestampType::Creation,
+                offset: base + i,
+                sequence: base as i32 + i as i32,
+                timestamp: 1000 + i,
+                // A marker's key: version 0, type 0 (abort) or 1 (commit).
+                key: Some(match marker {
+                    Some(commit) => Bytes::from(vec![0, 0, 0, u8::from(commit)]),
+                    None => Bytes::from(format!("k{}", base + i)),
+                }),
+                value: Some(Bytes::from(format!("v{}", base + i))),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            records.iter(),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_transactions_up_to_their_markers() {
+        // Producer 7 aborts 0-1 (marker 2), producer 8 commits 3-4 (marker 6) while producer 7
+        // writes 5 and aborts again (marker 7); producer 7's 8 after its abort is kept (a new
+        // transaction, committed at 9).
+        let mut all = bytes::BytesMut::new();
+        all.extend_from_slice(&txn_batch(0, 2, 7, None));
+        all.extend_from_slice(&txn_batch(2, 1, 7, Some(false)));
+        all.extend_from_slice(&txn_batch(3, 2, 8, None));
+        all.extend_from_slice(&txn_batch(5, 1, 7, None));
+        all.extend_from_slice(&txn_batch(6, 1, 8, Some(true)));
+        all.extend_from_slice(&txn_batch(7, 1, 7, Some(false)));
+        all.extend_from_slice(&txn_batch(8, 1, 7, None));
+        all.extend_from_slice(&txn_batch(9, 1, 7, Some(true)));
+        let bytes = all.freeze();
+        let aborted = [(7, 0), (7, 5)];
+        let outcome = committed_only(frame(0, bytes.clone(), 10), &aborted);
+        let Outcome::Records {
+            mut batches,
+            next_offset,
+            ..
+        } = outcome
+        else {
+            panic!("framing refused");
+        };
+        assert_eq!(next_offset, 10, "the position goes past every batch fetched");
+        let topic: Arc<str> = Arc::from("t");
+        let mut records = VecDeque::new();
+        while !batches.is_empty() {
+            decode_next(&topic, 0, 0, &mut batches, &mut records).unwrap();
+        }
+        let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![3, 4, 8], "aborted records and markers are never returned");
+        // Without aborted transactions (read_uncommitted sees them all but the markers).
+        let (all_records, _) = decode(0, bytes).unwrap();
+        let offsets: Vec<i64> = all_records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![0, 1, 3, 4, 5, 8]);
+    }
+
+    #[test]
+    fn the_position_moves_past_trailing_markers() {
+        use super::super::{Position, State};
+        let tp = TopicPartition::new("t", 0);
+        let mut st = State::new();
+        st.add_partitions(std::slice::from_ref(&tp));
+        st.reposition(&tp, Position::Known(0));
+        let epoch = st.partitions[&tp].epoch;
+        let mut all = bytes::BytesMut::new();
+        all.extend_from_slice(&txn_batch(0, 2, 7, None));
+        all.extend_from_slice(&txn_batch(2, 1, 7, Some(true)));
+        let Outcome::Records {
+            batches,
+            next_offset,
+            ..
+        } = frame(0, all.freeze(), 3)
+        else {
+            panic!("framing refused");
+        };
+        st.buffer.push_back(Chunk {
+            topic: Arc::from("t"),
+            partition: tp.clone(),
+            epoch,
+            bytes: batches.len(),
+            batches,
+            records: VecDeque::new(),
+            end: next_offset,
+        });
+        let backoff = Duration::from_secs(1);
+        assert_eq!(st.next_record(backoff).unwrap().unwrap().offset, 0);
+        assert_eq!(st.partitions[&tp].position, Position::Known(1));
+        assert_eq!(st.next_record(backoff).unwrap().unwrap().offset, 1);
+        assert_eq!(
+            st.partitions[&tp].position,
+            Position::Known(3),
+            "past the commit marker with the last record"
+        );
+        assert!(st.next_record(backoff).is_none());
+    }
+
     /// Frames `bytes` and decodes every batch from `from`.
     fn decode(from: i64, bytes: Bytes) -> Result<(Vec<ConsumerRecord>, i64), (i64, String)> {
         let Outcome::Records {

@@ -719,7 +719,8 @@ impl Consumer {
         self.shared.commit(offsets.clone()).await
     }
 
-    /// The group's committed offsets for `partitions`.
+    /// The group's committed offsets for `partitions` (with `read_committed`, offsets an open
+    /// transaction holds are waited for, up to `request.timeout.ms`).
     pub async fn committed(
         &self,
         partitions: &[TopicPartition],
@@ -728,7 +729,9 @@ impl Consumer {
             return Err(CommitError::NoGroup);
         };
         let deadline = Instant::now() + self.shared.config.net.request_timeout;
-        offsets::fetch_committed(&self.shared.cluster, group, Some(partitions), deadline)
+        // read_committed waits for offsets an open transaction holds, as the Java client.
+        let stable = self.shared.config.isolation_level == crate::config::IsolationLevel::ReadCommitted;
+        offsets::fetch_committed_as(&self.shared.cluster, group, Some(partitions), deadline, stable)
             .await
             .map_err(CommitError::Call)
     }
@@ -838,7 +841,7 @@ impl Consumer {
         self.list_offsets(partitions, EARLIEST).await
     }
 
-    /// The log end offset of each partition.
+    /// The log end offset of each partition (with `read_committed`, the last stable offset).
     pub async fn end_offsets(
         &self,
         partitions: &[TopicPartition],
@@ -876,7 +879,9 @@ impl Consumer {
             .map(|tp| (tp.clone(), timestamp))
             .collect();
         let deadline = Instant::now() + self.shared.config.net.request_timeout;
-        let found = offsets::list_offsets(cluster, &wanted, deadline).await?;
+        // read_committed: the end is the last stable offset, as for the Java client.
+        let isolation = self.shared.config.isolation_level;
+        let found = offsets::list_offsets_at(cluster, &wanted, deadline, isolation).await?;
         Ok(found.into_iter().map(|(tp, (o, _))| (tp, o)).collect())
     }
 
