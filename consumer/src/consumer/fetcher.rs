@@ -568,7 +568,9 @@ fn frame(fetch_offset: i64, bytes: Bytes, high_watermark: i64) -> Outcome {
 /// reads them: walking the batches in order, a producer is aborted from the first offset of
 /// one of its aborted transactions until its abort marker; its transactional batches in
 /// between are dropped. Control batches stay (`recv` skips them; the position moves past
-/// them). Copies the kept batches only when one is dropped.
+/// them). Copies the kept batches only when one is dropped. Kafka writes markers
+/// uncompressed; one that is not read as an abort keeps its producer aborted until the end
+/// of this fetch, at worst.
 fn committed_only(outcome: Outcome, aborted: &[(i64, i64)]) -> Outcome {
     let Outcome::Records {
         batches,
@@ -602,7 +604,8 @@ fn committed_only(outcome: Outcome, aborted: &[(i64, i64)]) -> Outcome {
                 }
             }
             if header.is_control() {
-                if is_abort_marker(&batches[at..at + size]) {
+                let marker = record_batch::control_type(&batches[at..at + size]);
+                if marker == Some(record_batch::ControlType::Abort) {
                     open.remove(&header.producer_id);
                 }
             } else if header.is_transactional() && open.contains(&header.producer_id) {
@@ -629,21 +632,6 @@ fn committed_only(outcome: Outcome, aborted: &[(i64, i64)]) -> Outcome {
         batches,
         next_offset,
         high_watermark,
-    }
-}
-
-/// Whether a control batch is an abort marker: its record's key is (version, type) with type
-/// 0 (1 is a commit). Kafka writes markers uncompressed.
-fn is_abort_marker(batch: &[u8]) -> bool {
-    let Some(records) = batch.get(record_batch::HEADER_LEN..) else {
-        return false;
-    };
-    match record_batch::records::records(records).next() {
-        Some(Some(record)) => record
-            .key
-            .and_then(|k| k.get(2..4))
-            .is_some_and(|t| i16::from_be_bytes([t[0], t[1]]) == 0),
-        _ => false,
     }
 }
 

@@ -98,7 +98,7 @@ pub(super) fn encode(
     };
     build::finish(&mut buf, &stamp).map_err(|e| e.to_string())?;
     if transactional {
-        mark_transactional(&mut buf);
+        build::set_transactional(&mut buf).map_err(|e| e.to_string())?;
     }
     batch.encoded = Some(Encoded {
         bytes: buf.freeze(),
@@ -107,16 +107,6 @@ pub(super) fn encode(
         base_sequence: base,
     });
     Ok(())
-}
-
-/// Sets the transactional bit of a finished batch's attributes and its CRC again.
-fn mark_transactional(batch: &mut [u8]) {
-    use record_batch::layout::{ATTRIBUTES_AT, CRC_AT, TRANSACTIONAL_FLAG};
-    let attributes =
-        i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]) | TRANSACTIONAL_FLAG;
-    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-    let crc = record_batch::compute_crc(batch);
-    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// The header placeholder of `open` followed by its records section, compressed.
