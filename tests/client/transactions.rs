@@ -32,7 +32,9 @@ async fn txn_producer(cluster: &TestCluster, id: &str) -> Producer {
 async fn send_all(producer: &Producer, topic: &str, partition: i32, values: &[&str]) {
     let mut deliveries = Vec::new();
     for v in values {
-        let record = ProducerRecord::new(topic).partition(partition).value(v.to_string());
+        let record = ProducerRecord::new(topic)
+            .partition(partition)
+            .value(v.to_string());
         deliveries.push(producer.send(record).await.unwrap());
     }
     for d in deliveries {
@@ -100,7 +102,10 @@ async fn committed_records_are_visible_to_read_committed_only_after_the_commit()
     assert!(
         matches!(
             refused,
-            SendError::Transaction(TransactionError::InvalidState { state: TransactionState::Ready, .. })
+            SendError::Transaction(TransactionError::InvalidState {
+                state: TransactionState::Ready,
+                ..
+            })
         ),
         "{refused:?}"
     );
@@ -112,9 +117,15 @@ async fn committed_records_are_visible_to_read_committed_only_after_the_commit()
     let reader = cluster
         .consumer(None, &[("isolation.level", "read_committed")])
         .await;
-    let tps = [TopicPartition::new(&topic, 0), TopicPartition::new(&topic, 1)];
+    let tps = [
+        TopicPartition::new(&topic, 0),
+        TopicPartition::new(&topic, 1),
+    ];
     let lso = reader.end_offsets(&tps).await.unwrap();
-    assert_eq!(lso[&tps[0]], 0, "the open transaction holds the last stable offset");
+    assert_eq!(
+        lso[&tps[0]], 0,
+        "the open transaction holds the last stable offset"
+    );
     let plain = cluster.consumer(None, &[]).await;
     let hw = plain.end_offsets(&tps).await.unwrap();
     assert_eq!(hw[&tps[0]], 3);
@@ -128,7 +139,10 @@ async fn committed_records_are_visible_to_read_committed_only_after_the_commit()
         if lso[&tps[0]] >= 4 && lso[&tps[1]] >= 3 {
             break;
         }
-        assert!(Instant::now() < deadline, "the LSO stays before the committed transaction: {lso:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the LSO stays before the committed transaction: {lso:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     commit_sentinel(&producer, &topic, 2, "end").await;
@@ -178,7 +192,11 @@ async fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
     cluster
         .produce(
             &[],
-            (0..6).map(|i| ProducerRecord::new(&source).partition(0).value(format!("in-{i}"))),
+            (0..6).map(|i| {
+                ProducerRecord::new(&source)
+                    .partition(0)
+                    .value(format!("in-{i}"))
+            }),
         )
         .await;
     let consumer = cluster
@@ -237,8 +255,15 @@ async fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
         .await
         .unwrap_err();
     assert!(refused.is_abortable(), "{refused}");
-    assert_eq!(producer.transaction_state(), Some(TransactionState::AbortableError));
-    assert!(producer.commit_transaction().await.unwrap_err().is_abortable());
+    assert_eq!(
+        producer.transaction_state(),
+        Some(TransactionState::AbortableError)
+    );
+    assert!(producer
+        .commit_transaction()
+        .await
+        .unwrap_err()
+        .is_abortable());
     producer.abort_transaction().await.unwrap();
     let still = consumer.committed(std::slice::from_ref(&tp)).await.unwrap();
     assert_eq!(still.get(&tp), Some(&3));
@@ -254,9 +279,14 @@ async fn read_values_to_end(cluster: &TestCluster, topic: &str) -> Vec<String> {
         .consumer(None, &[("isolation.level", "read_committed")])
         .await;
     let tp = TopicPartition::new(topic, 0);
-    let end = consumer.end_offsets(std::slice::from_ref(&tp)).await.unwrap()[&tp];
+    let end = consumer
+        .end_offsets(std::slice::from_ref(&tp))
+        .await
+        .unwrap()[&tp];
     consumer.assign(std::slice::from_ref(&tp)).unwrap();
-    consumer.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
+    consumer
+        .seek_to_beginning(std::slice::from_ref(&tp))
+        .unwrap();
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while consumer.position(&tp).unwrap_or(0) < end {
@@ -282,7 +312,10 @@ async fn a_second_producer_of_the_same_id_fences_the_first() {
     let fenced = zombie.commit_transaction().await.unwrap_err();
     assert!(fenced.is_fatal(), "{fenced}");
     assert!(matches!(fenced, TransactionError::Fenced(_)), "{fenced:?}");
-    assert_eq!(zombie.transaction_state(), Some(TransactionState::FatalError));
+    assert_eq!(
+        zombie.transaction_state(),
+        Some(TransactionState::FatalError)
+    );
     // Fatal: nothing more goes through the zombie.
     assert!(zombie.begin_transaction().unwrap_err().is_fatal());
     successor.begin_transaction().unwrap();
@@ -400,5 +433,9 @@ async fn our_read_committed_consumer_sees_exactly_librdkafkas_committed_records(
         .collect();
     assert_eq!(seen, expected);
     let all = read_values(&cluster, &topic, 1, "read_uncommitted", "end").await;
-    assert_eq!(all.len(), 12, "read_uncommitted sees aborted records too: {all:?}");
+    assert_eq!(
+        all.len(),
+        12,
+        "read_uncommitted sees aborted records too: {all:?}"
+    );
 }

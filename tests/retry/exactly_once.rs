@@ -36,10 +36,8 @@ async fn committed_records(cluster: &TestCluster, topic: &str) -> Vec<ConsumerRe
     consumer.seek_to_beginning(&tps).unwrap();
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let behind = |c: &consumer::Consumer| {
-        tps.iter()
-            .any(|tp| c.position(tp).unwrap_or(0) < ends[tp])
-    };
+    let behind =
+        |c: &consumer::Consumer| tps.iter().any(|tp| c.position(tp).unwrap_or(0) < ends[tp]);
     while behind(&consumer) {
         match tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await {
             Ok(r) => out.push(r.unwrap()),
@@ -105,7 +103,12 @@ async fn exactly_once_dead_letters_each_failure_once_with_its_history() {
     }
     produce_values(&cluster, &topic, &all).await;
     let effects = Effects::default();
-    let running = Running::start(&cluster, eos_config(&cluster, &topic, &group), handler(effects.clone())).await;
+    let running = Running::start(
+        &cluster,
+        eos_config(&cluster, &topic, &group),
+        handler(effects.clone()),
+    )
+    .await;
     let dlt = format!("{topic}-dlt");
     let c = &cluster;
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -113,7 +116,11 @@ async fn exactly_once_dead_letters_each_failure_once_with_its_history() {
         if committed_records(c, &dlt).await.len() >= fail.len() && effects.len() == ok.len() {
             break;
         }
-        assert!(Instant::now() < deadline, "not all dead-lettered in 90 s: {:?}", effects.get());
+        assert!(
+            Instant::now() < deadline,
+            "not all dead-lettered in 90 s: {:?}",
+            effects.get()
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     running.stop().await;
@@ -134,8 +141,16 @@ async fn exactly_once_dead_letters_each_failure_once_with_its_history() {
     let twice: BTreeMap<String, usize> = fail.iter().map(|v| (v.clone(), 2)).collect();
     assert_eq!(by_value(&retried), twice);
     // The main topic's offset commits were the transactions': everything is committed.
-    let committed = cluster.admin().await.committed_offsets(&group).await.unwrap();
-    assert_eq!(committed.get(&(topic.clone(), 0)), Some(&(all.len() as i64)));
+    let committed = cluster
+        .admin()
+        .await
+        .committed_offsets(&group)
+        .await
+        .unwrap();
+    assert_eq!(
+        committed.get(&(topic.clone(), 0)),
+        Some(&(all.len() as i64))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,7 +215,11 @@ async fn exactly_once_survives_killed_chains_without_duplicate_forwards() {
     assert_eq!(by_value(&dead), once, "each failure dead-lettered once");
     let retried = committed_records(&cluster, &format!("{topic}-retry")).await;
     let twice: BTreeMap<String, usize> = fail.iter().map(|v| (v.clone(), 2)).collect();
-    assert_eq!(by_value(&retried), twice, "each failure retried twice, no duplicate");
+    assert_eq!(
+        by_value(&retried),
+        twice,
+        "each failure retried twice, no duplicate"
+    );
     for r in &dead {
         assert_eq!(headers::history(r).unwrap().len(), 3);
     }

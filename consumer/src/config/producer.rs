@@ -222,8 +222,7 @@ impl ProducerConfig {
             }
             c.enable_idempotence = true;
         }
-        if c.transaction_timeout.is_zero() || c.transaction_timeout.as_millis() > i32::MAX as u128
-        {
+        if c.transaction_timeout.is_zero() || c.transaction_timeout.as_millis() > i32::MAX as u128 {
             return Err(ConfigError::Invalid {
                 name: "transaction.timeout.ms",
                 value: c.transaction_timeout.as_millis().to_string(),

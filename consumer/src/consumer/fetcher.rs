@@ -133,8 +133,14 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
             Some(group) => {
                 let tps: Vec<TopicPartition> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
                 let stable = config.isolation_level == IsolationLevel::ReadCommitted;
-                match offsets::fetch_committed_as(&shared.cluster, group, Some(&tps), deadline, stable)
-                    .await
+                match offsets::fetch_committed_as(
+                    &shared.cluster,
+                    group,
+                    Some(&tps),
+                    deadline,
+                    stable,
+                )
+                .await
                 {
                     Ok(c) => c,
                     Err(e) => return Err(e),
@@ -215,7 +221,8 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
         .map(|(tp, _, _)| (tp.clone(), LATEST))
         .collect();
     if !past_end.is_empty() {
-        let ends = offsets::list_offsets_at(&shared.cluster, &past_end, deadline, isolation).await?;
+        let ends =
+            offsets::list_offsets_at(&shared.cluster, &past_end, deadline, isolation).await?;
         found.extend(ends);
     }
     let mut st = shared.state();
@@ -589,7 +596,7 @@ fn committed_only(outcome: Outcome, aborted: &[(i64, i64)]) -> Outcome {
     }
     let mut pending: Vec<(i64, i64)> = aborted.to_vec();
     // By first offset, latest first, so the next one to open is at the end.
-    pending.sort_by(|a, b| b.1.cmp(&a.1));
+    pending.sort_by_key(|a| std::cmp::Reverse(a.1));
     let mut open: HashSet<i64> = HashSet::new();
     let mut kept: Vec<(usize, usize)> = Vec::new();
     let mut dropped = false;
@@ -598,7 +605,10 @@ fn committed_only(outcome: Outcome, aborted: &[(i64, i64)]) -> Outcome {
         let size = header.size as usize;
         let mut keep = true;
         if header.producer_id >= 0 {
-            while pending.last().is_some_and(|(_, first)| *first <= header.last_offset()) {
+            while pending
+                .last()
+                .is_some_and(|(_, first)| *first <= header.last_offset())
+            {
                 if let Some((producer, _)) = pending.pop() {
                     open.insert(producer);
                 }
@@ -796,14 +806,21 @@ mod tests {
         else {
             panic!("framing refused");
         };
-        assert_eq!(next_offset, 10, "the position goes past every batch fetched");
+        assert_eq!(
+            next_offset, 10,
+            "the position goes past every batch fetched"
+        );
         let topic: Arc<str> = Arc::from("t");
         let mut records = VecDeque::new();
         while !batches.is_empty() {
             decode_next(&topic, 0, 0, &mut batches, &mut records).unwrap();
         }
         let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
-        assert_eq!(offsets, vec![3, 4, 8], "aborted records and markers are never returned");
+        assert_eq!(
+            offsets,
+            vec![3, 4, 8],
+            "aborted records and markers are never returned"
+        );
         // Without aborted transactions (read_uncommitted sees them all but the markers).
         let (all_records, _) = decode(0, bytes).unwrap();
         let offsets: Vec<i64> = all_records.iter().map(|r| r.offset).collect();

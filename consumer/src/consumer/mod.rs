@@ -337,13 +337,12 @@ impl State {
                         let tp = chunk.partition.clone();
                         // The chunk's last record, with only markers behind it: the position
                         // moves past them now, so a commit after it covers them.
-                        let next = if chunk.records.is_empty()
-                            && fetcher::only_control(&chunk.batches)
-                        {
-                            (record.offset + 1).max(chunk.end)
-                        } else {
-                            record.offset + 1
-                        };
+                        let next =
+                            if chunk.records.is_empty() && fetcher::only_control(&chunk.batches) {
+                                (record.offset + 1).max(chunk.end)
+                            } else {
+                                record.offset + 1
+                            };
                         if let Some(p) = self.partitions.get_mut(&tp) {
                             p.position = Position::Known(next);
                         }
@@ -730,10 +729,17 @@ impl Consumer {
         };
         let deadline = Instant::now() + self.shared.config.net.request_timeout;
         // read_committed waits for offsets an open transaction holds, as the Java client.
-        let stable = self.shared.config.isolation_level == crate::config::IsolationLevel::ReadCommitted;
-        offsets::fetch_committed_as(&self.shared.cluster, group, Some(partitions), deadline, stable)
-            .await
-            .map_err(CommitError::Call)
+        let stable =
+            self.shared.config.isolation_level == crate::config::IsolationLevel::ReadCommitted;
+        offsets::fetch_committed_as(
+            &self.shared.cluster,
+            group,
+            Some(partitions),
+            deadline,
+            stable,
+        )
+        .await
+        .map_err(CommitError::Call)
     }
 
     /// The offset of the next record `recv` will return for `partition`, once known.

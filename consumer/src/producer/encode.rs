@@ -229,7 +229,14 @@ mod tests {
             Compression::Zstd,
         ] {
             let mut b = batch(5);
-            encode(&mut b, Some(Identity { id: 7, epoch: 2 }), 40, compression, false).unwrap();
+            encode(
+                &mut b,
+                Some(Identity { id: 7, epoch: 2 }),
+                40,
+                compression,
+                false,
+            )
+            .unwrap();
             let encoded = b.encoded.clone().unwrap();
             let mut bytes = encoded.bytes.clone();
             let sets = RecordBatchDecoder::decode_all(&mut bytes).unwrap();

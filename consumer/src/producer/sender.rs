@@ -452,15 +452,13 @@ impl Sender {
             let mut ready = Vec::with_capacity(batches.len());
             for (mut batch, sequence) in batches {
                 if batch.encoded.is_none() {
-                    if let Err(e) =
-                        encode::encode(
-                            &mut batch,
-                            self.identity,
-                            sequence,
-                            config.compression,
-                            self.inner.txn.is_some(),
-                        )
-                    {
+                    if let Err(e) = encode::encode(
+                        &mut batch,
+                        self.identity,
+                        sequence,
+                        config.compression,
+                        self.inner.txn.is_some(),
+                    ) {
                         self.settle_in_flight(&batch);
                         if self.identity.is_some() {
                             self.gap();

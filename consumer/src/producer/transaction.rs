@@ -134,7 +134,9 @@ pub enum TransactionError {
     Abortable(AbortReason),
     /// `try_send` to a partition not in the open transaction yet: it cannot wait for
     /// AddPartitionsToTxn (send one record there with `send` first).
-    #[error("{topic}-{partition} is not in the transaction yet (send adds it; try_send cannot wait)")]
+    #[error(
+        "{topic}-{partition} is not in the transaction yet (send adds it; try_send cannot wait)"
+    )]
     PartitionNotAdded {
         /// The record's topic.
         topic: String,
@@ -286,7 +288,9 @@ impl Txn {
             }
             (TransactionState::InTransaction | TransactionState::Committing, e) => {
                 core.state = TransactionState::AbortableError;
-                core.error = Some(TransactionError::Abortable(AbortReason::Delivery(e.clone())));
+                core.error = Some(TransactionError::Abortable(AbortReason::Delivery(
+                    e.clone(),
+                )));
             }
             _ => {}
         }
@@ -295,7 +299,10 @@ impl Txn {
     /// For `try_send`: the transaction is open and holds the partition.
     pub(super) fn joined(&self, topic: &Arc<str>, partition: i32) -> Result<(), TransactionError> {
         self.check(Op::Send)?;
-        if lock(&self.core).partitions.contains(&(topic.clone(), partition)) {
+        if lock(&self.core)
+            .partitions
+            .contains(&(topic.clone(), partition))
+        {
             return Ok(());
         }
         Err(TransactionError::PartitionNotAdded {
@@ -309,9 +316,7 @@ impl Txn {
     fn check(&self, op: Op) -> Result<TransactionState, TransactionError> {
         let core = lock(&self.core);
         start(core.state, op).map_err(|state| match (&core.error, state) {
-            (Some(e), TransactionState::AbortableError | TransactionState::FatalError) => {
-                e.clone()
-            }
+            (Some(e), TransactionState::AbortableError | TransactionState::FatalError) => e.clone(),
             _ => TransactionError::InvalidState {
                 operation: op.name(),
                 state,
@@ -718,10 +723,7 @@ impl Producer {
     /// Runs `call` against the transaction coordinator, finding it again after it moved and
     /// retrying retriable failures with backoff, until `max.block.ms`. `Err(Ok(e))` is a
     /// timeout or state error as it is; `Err(Err(call))` a failure for the caller to classify.
-    async fn with_txn_coordinator<T, F, Fut>(
-        &self,
-        mut call: F,
-    ) -> Result<T, TxnCallError>
+    async fn with_txn_coordinator<T, F, Fut>(&self, mut call: F) -> Result<T, TxnCallError>
     where
         F: FnMut(Arc<BrokerConnection>) -> Fut,
         Fut: Future<Output = Result<T, CallError>>,
@@ -817,7 +819,10 @@ mod tests {
         ];
         let allowed = |s: S, op: Op| start(s, op).is_ok();
         for s in all {
-            assert_eq!(allowed(s, Op::Init), matches!(s, S::Uninitialized | S::Initializing));
+            assert_eq!(
+                allowed(s, Op::Init),
+                matches!(s, S::Uninitialized | S::Initializing)
+            );
             assert_eq!(allowed(s, Op::Begin), s == S::Ready, "{s:?}");
             assert_eq!(allowed(s, Op::Send), s == S::InTransaction, "{s:?}");
             assert_eq!(allowed(s, Op::SendOffsets), s == S::InTransaction, "{s:?}");
@@ -833,7 +838,14 @@ mod tests {
             );
         }
         // Nothing at all once fatal.
-        for op in [Op::Init, Op::Begin, Op::Send, Op::SendOffsets, Op::Commit, Op::Abort] {
+        for op in [
+            Op::Init,
+            Op::Begin,
+            Op::Send,
+            Op::SendOffsets,
+            Op::Commit,
+            Op::Abort,
+        ] {
             assert_eq!(start(S::FatalError, op), Err(S::FatalError));
         }
     }
@@ -841,12 +853,21 @@ mod tests {
     #[test]
     fn outcomes_move_the_state() {
         assert_eq!(finish(S::Initializing, Op::Init, &Ok(())), S::Ready);
-        assert_eq!(finish(S::InTransaction, Op::Begin, &Ok(())), S::InTransaction);
+        assert_eq!(
+            finish(S::InTransaction, Op::Begin, &Ok(())),
+            S::InTransaction
+        );
         assert_eq!(finish(S::Committing, Op::Commit, &Ok(())), S::Ready);
         assert_eq!(finish(S::Aborting, Op::Abort, &Ok(())), S::Ready);
         // A failed send or offset commit: abort, nothing else.
-        assert_eq!(finish(S::InTransaction, Op::SendOffsets, &Err(abortable())), S::AbortableError);
-        assert_eq!(finish(S::Committing, Op::Commit, &Err(abortable())), S::AbortableError);
+        assert_eq!(
+            finish(S::InTransaction, Op::SendOffsets, &Err(abortable())),
+            S::AbortableError
+        );
+        assert_eq!(
+            finish(S::Committing, Op::Commit, &Err(abortable())),
+            S::AbortableError
+        );
         // Fenced: the end.
         let fenced = Err(TransactionError::Fenced(ErrorCode::ProducerFenced));
         assert_eq!(finish(S::Committing, Op::Commit, &fenced), S::FatalError);

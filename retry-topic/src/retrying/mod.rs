@@ -162,9 +162,10 @@ impl RetryingConsumer {
                     ))))
                 }
             }
-            let id = config.transactional_id.clone().unwrap_or_else(|| {
-                format!("{}-retry-{:016x}", config.group, fastrand::u64(..))
-            });
+            let id = config
+                .transactional_id
+                .clone()
+                .unwrap_or_else(|| format!("{}-retry-{:016x}", config.group, fastrand::u64(..)));
             producer_config.set("transactional.id", id);
         }
         let consumer = Consumer::from_config(&consumer_config).await?;
@@ -468,11 +469,11 @@ impl RetryingConsumer {
             let delivery = match record {
                 Some(record) => Some(self.producer.send(record).await.map_err(|e| match e {
                     consumer::SendError::Transaction(e) => e,
-                    other => consumer::TransactionError::Abortable(
-                        consumer::AbortReason::Delivery(consumer::DeliveryError::Encode(
-                            other.to_string(),
-                        )),
-                    ),
+                    other => {
+                        consumer::TransactionError::Abortable(consumer::AbortReason::Delivery(
+                            consumer::DeliveryError::Encode(other.to_string()),
+                        ))
+                    }
                 })?),
                 None => None,
             };
@@ -504,7 +505,9 @@ impl RetryingConsumer {
                     Err(_) => committing = false,
                 }
             }
-            if !e.is_fatal() && self.producer.transaction_state() != Some(consumer::TransactionState::FatalError) {
+            if !e.is_fatal()
+                && self.producer.transaction_state() != Some(consumer::TransactionState::FatalError)
+            {
                 if let Err(abort) = self.producer.abort_transaction().await {
                     tracing::warn!(error = %abort, "abort failed");
                 }
