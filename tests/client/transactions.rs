@@ -110,7 +110,23 @@ async fn committed_records_are_visible_to_read_committed_only_after_the_commit()
         "{refused:?}"
     );
     producer.begin_transaction().unwrap();
-    send_all(&producer, &topic, 0, &["a0", "a1", "a2"]).await;
+    send_all(&producer, &topic, 0, &["a0", "a1"]).await;
+    // try_send cannot wait for AddPartitionsToTxn: only partitions already in the transaction.
+    let not_added = producer
+        .try_send(ProducerRecord::new(&topic).partition(1).value("b0"))
+        .unwrap_err();
+    assert!(
+        matches!(
+            not_added,
+            SendError::Transaction(TransactionError::PartitionNotAdded { partition: 1, .. })
+        ),
+        "{not_added:?}"
+    );
+    producer
+        .try_send(ProducerRecord::new(&topic).partition(0).value("a2"))
+        .unwrap()
+        .await
+        .unwrap();
     send_all(&producer, &topic, 1, &["b0", "b1"]).await;
     // Written but open: read_uncommitted sees the records, read_committed's end (the last
     // stable offset) is before them.
