@@ -657,8 +657,7 @@ impl Producer {
         let txn = self.txn()?;
         let _op = txn.op.lock().await;
         let running = txn.enter(Op::Abort)?;
-        self.inner().fail_unsent(|| DeliveryError::Aborted);
-        self.flush().await;
+        self.settle_for_abort(txn).await;
         let outcome = async {
             self.end(txn, false).await?;
             if txn.bump_needed.load(Ordering::Acquire) {
@@ -670,6 +669,31 @@ impl Producer {
         .await;
         txn.leave(running, Op::Abort, &outcome);
         outcome
+    }
+
+    /// Fails the records not sent yet and waits for those in flight. Once a batch's sequence
+    /// is in doubt the sender sends nothing more until the epoch bump, so batches waiting for a
+    /// retry are failed too (the abort drops them anyway), also those requeued meanwhile.
+    async fn settle_for_abort(&self, txn: &Txn) {
+        let inner = self.inner();
+        let generation = inner.flush.begin();
+        inner.wake.notify_one();
+        loop {
+            let all = txn.bump_needed.load(Ordering::Acquire);
+            inner.fail_unsent(|| DeliveryError::Aborted, all);
+            let waited = tokio::time::timeout(
+                inner
+                    .config
+                    .net
+                    .retry_backoff
+                    .max(Duration::from_millis(10)),
+                inner.flush.wait(generation),
+            )
+            .await;
+            if waited.is_ok() {
+                return;
+            }
+        }
     }
 
     /// EndTxn, unless the coordinator never heard of the transaction.
@@ -771,15 +795,16 @@ impl TxnCallError {
 }
 
 impl Inner {
-    /// Fails every batch not sent yet (no sequence numbers: nothing of it reached a broker).
-    pub(super) fn fail_unsent(&self, error: impl Fn() -> DeliveryError) {
+    /// Fails every batch not sent yet (no sequence numbers: nothing of it reached a broker),
+    /// and with `all` also those waiting for a retry.
+    pub(super) fn fail_unsent(&self, error: impl Fn() -> DeliveryError, all: bool) {
         let unsent: Vec<super::accumulator::Batch> = {
             let mut acc = lock(&self.accumulator);
             let mut out = Vec::new();
             for queue in acc.partitions.values_mut() {
                 let (keep, drop): (Vec<_>, Vec<_>) = std::mem::take(&mut queue.batches)
                     .into_iter()
-                    .partition(|b| b.encoded.is_some());
+                    .partition(|b| !all && b.encoded.is_some());
                 queue.batches = keep.into();
                 out.extend(drop);
             }
