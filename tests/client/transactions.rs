@@ -455,3 +455,40 @@ async fn our_read_committed_consumer_sees_exactly_librdkafkas_committed_records(
         "read_uncommitted sees aborted records too: {all:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_record_makes_the_transaction_abortable_and_the_abort_recovers() {
+    let cluster = TestCluster::start();
+    let topic = cluster
+        .create_topic_with("txn-refused", 1, &[("max.message.bytes", "2000")])
+        .await;
+    let producer = txn_producer(&cluster, &unique("txn-refused")).await;
+    let before = producer.producer_id().unwrap();
+    producer.begin_transaction().unwrap();
+    send_all(&producer, &topic, 0, &["fine"]).await;
+    // Over the topic's max.message.bytes: the broker refuses the batch (MESSAGE_TOO_LARGE)
+    // after it got sequence numbers.
+    let big = ProducerRecord::new(&topic)
+        .partition(0)
+        .value("x".repeat(10_000));
+    let refused = producer.send(big).await.unwrap().await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(
+        producer.transaction_state(),
+        Some(TransactionState::AbortableError)
+    );
+    let commit = producer.commit_transaction().await.unwrap_err();
+    assert!(commit.is_abortable(), "{commit}");
+    producer.abort_transaction().await.unwrap();
+    // The sequence gap is closed by an epoch bump (KIP-360), same producer id.
+    let after = producer.producer_id().unwrap();
+    assert_eq!(after.0, before.0);
+    assert!(after.1 > before.1, "epoch bumped: {before:?} -> {after:?}");
+    producer.begin_transaction().unwrap();
+    send_all(&producer, &topic, 0, &["next"]).await;
+    producer.commit_transaction().await.unwrap();
+    commit_sentinel(&producer, &topic, 1, "end").await;
+    let seen = read_values(&cluster, &topic, 1, "read_committed", "end").await;
+    assert_eq!(seen, ["next"]);
+    producer.close().await;
+}

@@ -642,7 +642,7 @@ impl Producer {
         let txn = self.txn()?;
         let _op = txn.op.lock().await;
         let running = txn.enter(Op::Commit)?;
-        self.flush().await;
+        self.flush_unless_failed(txn).await;
         let outcome = match txn.check(Op::Commit) {
             Err(e) => Err(e),
             Ok(_) => self.end(txn, true).await,
@@ -669,6 +669,32 @@ impl Producer {
         .await;
         txn.leave(running, Op::Abort, &outcome);
         outcome
+    }
+
+    /// Sends everything queued and waits for it, or until a record of the transaction failed
+    /// (after a sequence gap the sender holds the rest until the abort's epoch bump).
+    async fn flush_unless_failed(&self, txn: &Txn) {
+        let inner = self.inner();
+        let generation = inner.flush.begin();
+        inner.wake.notify_one();
+        loop {
+            let waited = tokio::time::timeout(
+                inner
+                    .config
+                    .net
+                    .retry_backoff
+                    .max(Duration::from_millis(10)),
+                inner.flush.wait(generation),
+            )
+            .await;
+            let failed = matches!(
+                txn.state(),
+                TransactionState::AbortableError | TransactionState::FatalError
+            );
+            if waited.is_ok() || failed {
+                return;
+            }
+        }
     }
 
     /// Fails the records not sent yet and waits for those in flight. Once a batch's sequence
