@@ -520,3 +520,128 @@ fn the_state_survives_rolls_retention_and_a_cut_inside_each_file_change() {
     ops.push(Op::Reopen);
     run(&ops);
 }
+
+/// Every data record from the log start (any isolation): (offset, key, value), and the offsets
+/// of the control batches.
+fn everything(p: &Partition) -> (Vec<(i64, Vec<u8>, Vec<u8>)>, Vec<i64>) {
+    let (mut records, mut markers) = (Vec::new(), Vec::new());
+    let mut offset = p.log_start_offset();
+    while offset < p.log_end_offset() {
+        let read = p.read(offset, 1 << 20).unwrap();
+        let mut at = 0usize;
+        while at < read.records.len() {
+            let h = BatchHeader::read(&read.records[at..]).unwrap();
+            let bytes = &read.records[at..at + h.size as usize];
+            at += h.size as usize;
+            offset = h.next_offset();
+            if h.is_control() {
+                markers.push(h.base_offset);
+                continue;
+            }
+            for r in batch::decode(bytes).unwrap() {
+                records.push((r.offset, r.key.unwrap().to_vec(), r.value.unwrap().to_vec()));
+            }
+        }
+    }
+    (records, markers)
+}
+
+#[test]
+fn the_cleaner_removes_aborted_records_and_stops_at_the_lso() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions {
+        cleaner: log_core::CleanerOptions {
+            enabled: false,
+            ..log_core::CleanerOptions::default()
+        },
+        ..LogOptions::default()
+    };
+    let log = Log::open_with_options(dir.path(), options).unwrap();
+    let mut config = TopicConfig {
+        segment_bytes: 1024,
+        cleanup: log_core::CleanupPolicy::parse("compact").unwrap(),
+        ..TopicConfig::default()
+    };
+    config.set("min.cleanable.dirty.ratio", "0").unwrap();
+    log.create_topic("c", 1, config).unwrap();
+    let p = log.topic("c").unwrap().partitions()[0].clone();
+    let txn = |pid: i64, records: &[(&[u8], &[u8])]| {
+        let entries: Vec<batch::NewRecord> = records
+            .iter()
+            .map(|(k, v)| (Some(*k), Some(*v), 1))
+            .collect();
+        let mut bytes = batch::build_for_producer(&entries, pid, 0, 0).to_vec();
+        record_batch::build::set_transactional(&mut bytes).unwrap();
+        p.append(&bytes).unwrap().base_offset
+    };
+    let end = |pid: i64, kind| {
+        p.append(&record_batch::control_batch(pid, 0, 0, kind, 1))
+            .unwrap()
+            .base_offset
+    };
+    let filler = |n: usize| {
+        for i in 0..n {
+            let key = format!("filler-{}", i % 4);
+            p.append(&batch::build(&[(
+                Some(key.as_bytes()),
+                Some(&[b'f'; 100][..]),
+                1,
+            )]))
+            .unwrap();
+        }
+    };
+    assert_eq!(
+        p.append(&batch::build(&[(Some(b"k1"), Some(b"a"), 1)]))
+            .unwrap()
+            .base_offset,
+        0
+    );
+    assert_eq!(txn(10, &[(b"k1", b"aborted"), (b"k2", b"aborted")]), 1);
+    assert_eq!(end(10, ControlType::Abort), 3);
+    assert_eq!(txn(11, &[(b"k2", b"committed")]), 4);
+    assert_eq!(end(11, ControlType::Commit), 5);
+    assert_eq!(txn(12, &[(b"k1", b"open")]), 6);
+    filler(30);
+    assert!(
+        p.segment_count() >= 3,
+        "the transactions are in closed segments"
+    );
+    assert_eq!(p.last_stable_offset(), 6);
+
+    p.clean(1 << 20, log_core::now_ms(), |_| {})
+        .unwrap()
+        .unwrap();
+    let (records, markers) = everything(&p);
+    let at = |offset: i64| records.iter().find(|r| r.0 == offset).map(|r| r.2.clone());
+    // The aborted records went, and shadowed nothing; the open transaction's record stays and
+    // shadows nothing yet (the pass stopped at the LSO).
+    assert_eq!(at(0), Some(b"a".to_vec()));
+    assert_eq!(at(1), None);
+    assert_eq!(at(2), None);
+    assert_eq!(at(4), Some(b"committed".to_vec()));
+    assert_eq!(at(6), Some(b"open".to_vec()));
+    assert_eq!(markers, vec![3, 5], "markers are kept");
+    assert_eq!(p.last_stable_offset(), 6);
+    let committed: Vec<(i64, Vec<u8>)> = read_committed(&p)
+        .into_iter()
+        .filter(|(o, _)| *o < 6)
+        .collect();
+    assert_eq!(
+        committed,
+        vec![(0, b"a".to_vec()), (4, b"committed".to_vec())]
+    );
+
+    // Committed, the open transaction's record becomes k1's latest: the next pass removes
+    // the older one.
+    end(12, ControlType::Commit);
+    filler(30);
+    p.clean(1 << 20, log_core::now_ms(), |_| {})
+        .unwrap()
+        .unwrap();
+    let (records, markers) = everything(&p);
+    let at = |offset: i64| records.iter().find(|r| r.0 == offset).map(|r| r.2.clone());
+    assert_eq!(at(0), None);
+    assert_eq!(at(6), Some(b"open".to_vec()));
+    assert_eq!(markers.len(), 3);
+    assert_eq!(p.last_stable_offset(), p.log_end_offset());
+}
