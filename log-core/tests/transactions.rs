@@ -523,7 +523,10 @@ fn the_state_survives_rolls_retention_and_a_cut_inside_each_file_change() {
 
 /// Every data record from the log start (any isolation): (offset, key, value), and the offsets
 /// of the control batches.
-fn everything(p: &Partition) -> (Vec<(i64, Vec<u8>, Vec<u8>)>, Vec<i64>) {
+/// A data record read back: offset, key, value.
+type Stored = (i64, Vec<u8>, Vec<u8>);
+
+fn everything(p: &Partition) -> (Vec<Stored>, Vec<i64>) {
     let (mut records, mut markers) = (Vec::new(), Vec::new());
     let mut offset = p.log_start_offset();
     while offset < p.log_end_offset() {
