@@ -10,11 +10,19 @@
 use std::path::Path;
 use std::time::Duration;
 
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, DescribeProducersRequest, DescribeProducersResponse, ListOffsetsRequest,
+    ListOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 use log_core::{batch, Log, TopicConfig};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::Message;
 use record_batch::ControlType;
 use test_support::kafka::rdkafka_reader;
+use test_support::wire::{call, connect};
 use test_support::TestBroker;
 
 const TOPIC: &str = "txn";
@@ -62,6 +70,22 @@ fn drain(consumer: &BaseConsumer, quiet: Duration) -> Vec<(i64, String)> {
         seen.push((message.offset(), value));
     }
     seen
+}
+
+/// ListOffsets LATEST of `TOPIC`-0 at `isolation_level` (0 uncommitted, 1 committed).
+fn latest(addr: &str, isolation_level: i8) -> i64 {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation_level)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let response: ListOffsetsResponse = call(&mut connect(addr), ApiKey::ListOffsets, 7, &request);
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    partition.offset
 }
 
 fn reader(addr: &str, group: &str, isolation: &str) -> BaseConsumer {
@@ -127,6 +151,29 @@ fn read_committed_librdkafka_consumers_see_committed_records_only_across_kill_an
     broker.kill9();
     broker.restart();
     assert_eq!(committed(&broker.addr, "c2"), expected);
+    // What the broker says of it: ListOffsets' LATEST by isolation level, and DescribeProducers'
+    // transaction start offsets (what `kafka-transactions find-hanging` reads).
+    assert_eq!(
+        latest(&broker.addr, 1),
+        8,
+        "read_committed LATEST is the LSO"
+    );
+    assert_eq!(latest(&broker.addr, 0), 10);
+    let request = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+        .with_partition_indexes(vec![0])]);
+    let described: DescribeProducersResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::DescribeProducers,
+        0,
+        &request,
+    );
+    let starts: Vec<(i64, i64)> = described.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.current_txn_start_offset))
+        .collect();
+    assert_eq!(starts, vec![(5, -1), (6, -1), (7, 8)]);
     broker.stop();
 
     // Its commit marker: the committed reader goes on through it.
