@@ -25,17 +25,17 @@ use test_support::kafka::rdkafka_reader;
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
 
-const TOPIC: &str = "txn";
+pub(crate) const TOPIC: &str = "txn";
 
 /// Appends to `TOPIC`-0 of the data dir `dir` (no broker running): `(producer, value)` data
 /// batches (producer -1: plain) and `(producer, kind)` markers.
-enum Write {
+pub(crate) enum Write {
     Plain(&'static str),
     Txn(i64, &'static str),
     End(i64, ControlType),
 }
 
-fn write(dir: &Path, writes: &[Write]) {
+pub(crate) fn write(dir: &Path, writes: &[Write]) {
     let log = Log::open(dir).unwrap();
     if log.topic(TOPIC).is_none() {
         log.create_topic(TOPIC, 1, TopicConfig::default()).unwrap();
@@ -60,6 +60,21 @@ fn write(dir: &Path, writes: &[Write]) {
     }
     log.close().unwrap();
 }
+
+/// Three transactions and plain records between them: producer 5's aborted, 6's committed,
+/// 7's left open at offset 8 (the LSO; the high watermark is 10).
+pub(crate) const LAYOUT: &[Write] = &[
+    Write::Plain("p0"),                 // 0
+    Write::Txn(5, "aborted-1"),         // 1
+    Write::Txn(6, "committed-1"),       // 2
+    Write::Txn(5, "aborted-2"),         // 3
+    Write::End(5, ControlType::Abort),  // 4
+    Write::Txn(6, "committed-2"),       // 5
+    Write::End(6, ControlType::Commit), // 6
+    Write::Plain("p1"),                 // 7
+    Write::Txn(7, "open-1"),            // 8
+    Write::Plain("p2"),                 // 9
+];
 
 /// The values `consumer` delivers until it has been quiet for `quiet`.
 fn drain(consumer: &BaseConsumer, quiet: Duration) -> Vec<(i64, String)> {
@@ -96,21 +111,7 @@ fn reader(addr: &str, group: &str, isolation: &str) -> BaseConsumer {
 fn read_committed_librdkafka_consumers_see_committed_records_only_across_kill_and_restart() {
     let dir = tempfile::tempdir().unwrap();
     use Write::*;
-    write(
-        dir.path(),
-        &[
-            Plain("p0"),                 // 0
-            Txn(5, "aborted-1"),         // 1
-            Txn(6, "committed-1"),       // 2
-            Txn(5, "aborted-2"),         // 3
-            End(5, ControlType::Abort),  // 4
-            Txn(6, "committed-2"),       // 5
-            End(6, ControlType::Commit), // 6
-            Plain("p1"),                 // 7
-            Txn(7, "open-1"),            // 8: the LSO
-            Plain("p2"),                 // 9
-        ],
-    );
+    write(dir.path(), LAYOUT);
     let mut broker = TestBroker::start(dir.path(), &[]);
     let committed = |addr: &str, group: &str| {
         let consumer = reader(addr, group, "read_committed");
