@@ -23,3 +23,4 @@ mod security;
 mod shares;
 mod topic_configs;
 mod transaction_coordinator;
+mod transactions;
