@@ -372,8 +372,10 @@ steps() {
     # transaction committed, one left open by a producer that exits without ending it.
     local TXN=$T.TransactionsCommand
     tool 94-txn-topic as_is "$T.TopicCommand" --bootstrap-server @bs --create --topic txns --partitions 1
+    # Only its exit status is compared: Kafka's first transactional.id makes it create
+    # __transaction_state, which librdkafka logs as retries.
     open_transactions >"$OUT/94a-txn-open.raw" 2>&1
-    { echo "exit=$?"; as_is <"$OUT/94a-txn-open.raw"; } >"$OUT/94a-txn-open"
+    echo "exit=$?" >"$OUT/94a-txn-open"
     tool 94b-txn-list txn_list "$TXN" --bootstrap-server @bs list
     tool 94c-txn-describe-open txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-open
     tool 94d-txn-describe-done txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-done
