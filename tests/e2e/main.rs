@@ -22,3 +22,4 @@ mod rdkafka_clients;
 mod security;
 mod shares;
 mod topic_configs;
+mod transactions;
