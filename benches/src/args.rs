@@ -122,6 +122,13 @@ pub struct RunArgs {
     /// `-X fetch.wait.max.ms=10`.
     #[arg(short = 'X', long = "config", value_name = "NAME=VALUE")]
     pub config: Vec<String>,
+    /// Transactions (librdkafka only): each producer has a transactional.id of its own, runs
+    /// init_transactions before the run and commits a transaction every this many ms (checked
+    /// after each send; the commit blocks the producer until the broker has ended it), and
+    /// the last one at the end; consumers read with isolation.level=read_committed, so the
+    /// end-to-end latency is a record's (intended) send to its commit being seen.
+    #[arg(long, value_name = "MS")]
+    pub transaction_ms: Option<u64>,
     /// PID of the broker process: report its CPU seconds per GiB moved and its peak RSS
     /// (from /proc/PID/stat and /proc/PID/status).
     #[arg(long)]

@@ -68,7 +68,7 @@ pub fn producer_config(args: &RunArgs, overrides: &[(String, String)]) -> Client
 }
 
 /// Consumer settings: a group id librdkafka insists on, no auto-commit (no group coordinator
-/// needed), no offset store; then every `-X`.
+/// needed), no offset store, read_committed with `--transaction-ms`; then every `-X`.
 pub fn consumer_config(args: &RunArgs, overrides: &[(String, String)]) -> ClientConfig {
     let mut config = base(args);
     config
@@ -76,6 +76,9 @@ pub fn consumer_config(args: &RunArgs, overrides: &[(String, String)]) -> Client
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest");
+    if args.transaction_ms.is_some() {
+        config.set("isolation.level", "read_committed");
+    }
     with_overrides(config, overrides)
 }
 

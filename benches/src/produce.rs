@@ -50,7 +50,19 @@ pub struct ProducerJob {
     pub epoch: Instant,
     /// Keep each acknowledged record's send time and latency ([`ProducerOutcome::samples`]).
     pub keep_samples: bool,
+    /// `--transaction-ms`: send in transactions.
+    pub transaction: Option<Transaction>,
 }
+
+/// A transactional producer's id and how often it commits.
+#[derive(Debug, Clone)]
+pub struct Transaction {
+    pub id: String,
+    pub every: Duration,
+}
+
+/// How long a transactional call (init, commit) may take.
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What one producer thread did.
 #[derive(Debug, Clone, Default)]
@@ -72,6 +84,8 @@ pub struct ProducerOutcome {
     pub timed_out: bool,
     /// librdkafka's statistics: broker round trips and producer queueing.
     pub client_stats: ClientStats,
+    /// `--transaction-ms`: transactions committed.
+    pub transactions: u64,
 }
 
 #[derive(Debug, Default)]
@@ -168,6 +182,10 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
     let mut payload = Payload::new(job.message_size);
     let mut outcome = ProducerOutcome::default();
     let run_start = Instant::now();
+    let mut began = Instant::now();
+    if job.transaction.is_some() {
+        producer.begin_transaction().context("begin_transaction")?;
+    }
     for n in 0..job.messages {
         let intended = match job.interval {
             Some(interval) => {
@@ -210,6 +228,24 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
             break;
         }
         outcome.sent += 1;
+        if let Some(t) = &job.transaction {
+            if began.elapsed() >= t.every {
+                producer
+                    .commit_transaction(TRANSACTION_TIMEOUT)
+                    .context("commit_transaction")?;
+                outcome.transactions += 1;
+                producer.begin_transaction().context("begin_transaction")?;
+                began = Instant::now();
+            }
+        }
+    }
+    let mut committed = None;
+    if job.transaction.is_some() {
+        producer
+            .commit_transaction(TRANSACTION_TIMEOUT)
+            .context("commit_transaction")?;
+        outcome.transactions += 1;
+        committed = Some(Instant::now());
     }
     // Wait for every delivery report (the polling thread records them).
     loop {
@@ -232,7 +268,8 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
     outcome.acked_bytes = d.acked_bytes;
     outcome.first_error = d.first_error;
     outcome.latency = d.latency;
-    outcome.last_ack = d.last_ack;
+    // A transactional run ends when its last transaction is committed.
+    outcome.last_ack = d.last_ack.max(committed);
     outcome.per_second = d.per_second;
     outcome.samples = d.samples;
     outcome.client_stats = *producer
@@ -253,14 +290,22 @@ fn connect(job: &ProducerJob) -> anyhow::Result<ThreadedProducer<DeliveryContext
         epoch: job.epoch,
         keep_samples: job.keep_samples,
     };
-    let producer: ThreadedProducer<DeliveryContext> = job
-        .config
+    let mut config = job.config.clone();
+    if let Some(t) = &job.transaction {
+        config.set("transactional.id", &t.id);
+    }
+    let producer: ThreadedProducer<DeliveryContext> = config
         .create_with_context(context)
         .context("creating the producer")?;
     producer
         .client()
         .fetch_metadata(Some(&job.topic), Duration::from_secs(10))
         .context("producer metadata")?;
+    if job.transaction.is_some() {
+        producer
+            .init_transactions(TRANSACTION_TIMEOUT)
+            .context("init_transactions")?;
+    }
     Ok(producer)
 }
 
@@ -285,6 +330,8 @@ pub struct ProduceSummary {
     pub librdkafka: ClientStatsSummary,
     pub first_error: Option<String>,
     pub timed_out: bool,
+    /// `--transaction-ms`: transactions committed, all producers.
+    pub transactions: u64,
     /// The merged delivery latency histogram (for `--plot`; not in the JSON).
     #[serde(skip)]
     pub delivery_histogram: Latency,
@@ -335,6 +382,7 @@ impl ProduceSummary {
             librdkafka: stats.summary(),
             first_error: outcomes.iter().find_map(|o| o.first_error.clone()),
             timed_out: outcomes.iter().any(|o| o.timed_out),
+            transactions: outcomes.iter().map(|o| o.transactions).sum(),
             delivery_histogram: latency,
             acked_per_second: per_second,
             samples,

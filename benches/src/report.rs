@@ -83,13 +83,18 @@ impl RunReport {
         if let Some(s) = &self.produce {
             let _ = writeln!(
                 out,
-                "produce:  {} producer(s), {} records acked ({} failed) in {:.3} s: {:.1} MB/s, {:.0} records/s{}",
+                "produce:  {} producer(s), {} records acked ({} failed) in {:.3} s: {:.1} MB/s, {:.0} records/s{}{}",
                 s.producers,
                 s.records_acked,
                 s.records_failed,
                 s.seconds,
                 s.mb_per_s,
                 s.records_per_s,
+                if s.transactions > 0 {
+                    format!(", {} transactions committed", s.transactions)
+                } else {
+                    String::new()
+                },
                 incomplete(s.timed_out, s.first_error.as_deref()),
             );
             latencies.push(("delivery (send to ack)", s.delivery_latency));

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
-use crate::args::RunArgs;
+use crate::args::{ClientKind, RunArgs};
 use crate::clients::{self, parse_properties};
 use crate::consume::{deal, run_consumer, ConsumeSummary, ConsumerJob, PartitionRange, StopRule};
 use crate::machine::Machine;
 use crate::payload::{wall_us_now, Clock, Keys, STAMP_LEN};
 use crate::proc_stats::CostProbe;
-use crate::produce::{run_producer, ProduceSummary, ProducerJob};
+use crate::produce::{run_producer, ProduceSummary, ProducerJob, Transaction};
 use crate::progress::{Counter, Progress};
 use crate::report::RunReport;
 use crate::topic;
@@ -176,6 +176,9 @@ fn validate(mode: Mode, args: &RunArgs) -> anyhow::Result<()> {
     if args.message_size == 0 && args.total_bytes.is_some() {
         bail!("--total-bytes needs a --message-size above 0");
     }
+    if args.transaction_ms.is_some() && args.client != ClientKind::Rdkafka {
+        bail!("--transaction-ms needs --client rdkafka");
+    }
     if let Some(rate) = args.rate {
         if !(rate.is_finite() && rate > 0.0) {
             bail!("--rate must be a positive number of records per second");
@@ -239,6 +242,10 @@ fn producer_jobs(
             acked_total: acked.clone(),
             epoch,
             keep_samples: args.latency_file.is_some(),
+            transaction: args.transaction_ms.map(|ms| Transaction {
+                id: format!("lograil-bench-{}-{i}", std::process::id()),
+                every: Duration::from_millis(ms),
+            }),
         })
         .collect()
 }

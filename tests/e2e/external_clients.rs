@@ -58,6 +58,38 @@ fn confluent_kafka_round_trip() {
     );
 }
 
+/// confluent-kafka's transactions (`confluent_transactions.py`, which makes the checks): a
+/// transactional producer's commit and abort, consume-transform-produce with
+/// `send_offsets_to_transaction` (one transaction aborted and redone), a zombie fenced by a
+/// second `init_transactions` (`_FENCED`); read_committed sees exactly the committed records,
+/// read_uncommitted the aborted ones too; the group's offsets are the input's end.
+#[test]
+fn confluent_kafka_transactions() {
+    require(
+        "python3",
+        &["-c", "import confluent_kafka"],
+        "pip install confluent-kafka",
+    );
+    let broker = TestBroker::start_temp(&[]);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/clients/confluent_transactions.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(&broker.addr)
+        .arg("pytx")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("OK transactions"),
+        "{}: {}\n{stdout}\n{stderr}",
+        script.display(),
+        out.status
+    );
+}
+
 #[test]
 fn kafka_python_round_trip_with_version_inference() {
     python_client("kafka_python_roundtrip.py", "kafka", "kafka-python==2.0.2");

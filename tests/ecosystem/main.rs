@@ -11,6 +11,10 @@
 //!   a source and a sink connector of our own, 10,000 records through it, the worker killed
 //!   (SIGKILL) mid-way and started again: every record at the sink, in order per partition,
 //!   the source resumed from its committed offset.
+//! - `transactions`: the Java client's transactional producer (commit, abort,
+//!   `sendOffsetsToTransaction`, a fenced zombie) read back read_committed and read_uncommitted
+//!   by the Java consumer and librdkafka; a Streams word count with `exactly_once_v2` killed
+//!   (SIGKILL) mid-run and restarted: every count in the read_committed output once.
 //!
 //! The tests take turns (a JVM each, on a small machine). Skipped, with the reason printed,
 //! when `java` or `mvn` is not on PATH (`.ci/run` installs both).
@@ -19,3 +23,4 @@
 mod connect;
 mod java;
 mod streams;
+mod transactions;

@@ -21,7 +21,10 @@
 # - `synonyms={...}` of ConfigCommand: Kafka lists the broker-level synonyms (log.retention.ms),
 #   lograil does not; only name=value is compared;
 # - log dir sizes: the set of partitions and whether each is empty are compared, not bytes;
-# - error output: the exception class only, not the message text.
+# - error output: the exception class only, not the message text;
+# - kafka-transactions: producer ids, start times and durations are left out; the open
+#   transaction is left by a confluent-kafka producer (python3 with confluent_kafka, as .ci/run
+#   installs) that exits without ending it.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -143,7 +146,16 @@ for line in sys.stdin:
 }
 # ID HOST PORT RACK STATE ENDPOINT_TYPE: the host and port differ by nature.
 endpoints() { as_is | awk '{print $1, $(NF-1), $NF}'; }
-producers() { as_is | awk 'NR > 1 {print $2, $4, $6}'; }
+# kafka-transactions: the ids of this script's transactions only (a reused Kafka cluster may
+# hold others); the producer ids, start times and durations masked (columns left out).
+txn_list() { as_is | awk 'NR == 1 || $1 ~ /^adm-txn-/ {print $1, $2, $4}' | sort; }
+txn_describe() { as_is | awk '{print $1, $2, $4, $5, $6, $9}'; }
+# describe-producers: epoch, latest coordinator epoch, last sequence, current transaction's
+# start offset (not the producer id or the last timestamp).
+txn_producers() { as_is | awk '{print $2, $3, $4, $6}' | sort; }
+# ConsoleConsumer with --timeout-ms: its records, then the timeout's ERROR line (a timestamp,
+# left out) and the count.
+consumed() { as_is | grep -v '^\[' || true; }
 cluster_id() { as_is | sed -E 's/Cluster ID: .+/Cluster ID: */'; }
 # kafka-acls --list: "Current ACLs for resource `R`:" then one line per ACL; each ACL with its
 # resource, sorted (resources come in no set order).
@@ -172,6 +184,33 @@ for line in sys.stdin:
     head, sep, items = line.rstrip("\n").partition(" are ")
     print(head + sep + ", ".join(sorted(items.split(", "))) if sep else head)
 ' | sort
+}
+
+# Against $BS, with confluent-kafka: transaction adm-txn-done commits done-0..1 to txns, then
+# adm-txn-open sends open-0..2 (offsets 3-5) and the process exits without ending it (its
+# timeout, 10 minutes, outlives the run).
+open_transactions() {
+    python3 - "$BS" <<'EOF'
+import os, sys
+from confluent_kafka import Producer
+
+def begun(txn_id):
+    p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": txn_id,
+                  "transaction.timeout.ms": 600000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    return p
+
+done = begun("adm-txn-done")
+for i in range(2):
+    done.produce("txns", key=f"d{i}", value=f"done-{i}")
+done.commit_transaction(30)
+left_open = begun("adm-txn-open")
+for i in range(3):
+    left_open.produce("txns", key=f"o{i}", value=f"open-{i}")
+left_open.flush(30)
+os._exit(0)
+EOF
 }
 
 # The steps, the same against both brokers.
@@ -328,6 +367,35 @@ steps() {
     tool 89-acl-list-after-remove acl_list "$ACLS" --bootstrap-server @bs --list --topic orders
     tool 89a-acl-bad-cluster-name error_class "$ACLS" --bootstrap-server @bs --add --allow-principal User:x \
         --operation Read --cluster --resource-pattern-type prefixed
+
+    # Transactions (kafka-transactions, and read_committed with the console consumer): one
+    # transaction committed, one left open by a producer that exits without ending it.
+    local TXN=$T.TransactionsCommand
+    tool 94-txn-topic as_is "$T.TopicCommand" --bootstrap-server @bs --create --topic txns --partitions 1
+    # Only its exit status is compared: Kafka's first transactional.id makes it create
+    # __transaction_state, which librdkafka logs as retries.
+    open_transactions >"$OUT/94a-txn-open.raw" 2>&1
+    echo "exit=$?" >"$OUT/94a-txn-open"
+    tool 94b-txn-list txn_list "$TXN" --bootstrap-server @bs list
+    tool 94c-txn-describe-open txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-open
+    tool 94d-txn-describe-done txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-done
+    tool 94e-txn-describe-unknown as_is "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-nope
+    tool 94f-txn-producers txn_producers "$TXN" --bootstrap-server @bs describe-producers --topic txns --partition 0
+    local read=("$T.consumer.ConsoleConsumer" --bootstrap-server @bs --topic txns --partition 0 --offset earliest
+        --timeout-ms 2000 --formatter-property print.offset=true)
+    # The open transaction holds the last stable offset at its first record.
+    tool 94g-txn-read-committed-open consumed "${read[@]}" --isolation-level read_committed
+    tool 94h-txn-find-hanging-broker as_is "$TXN" --bootstrap-server @bs find-hanging --broker-id 1
+    tool 94i-txn-find-hanging-topic as_is "$TXN" --bootstrap-server @bs find-hanging --topic txns \
+        --max-transaction-timeout 1
+    tool 94j-txn-abort-none as_is "$TXN" --bootstrap-server @bs abort --topic txns --partition 0 --start-offset 0
+    tool 94k-txn-abort as_is "$TXN" --bootstrap-server @bs abort --topic txns --partition 0 --start-offset 3
+    tool 94l-txn-producers-aborted txn_producers "$TXN" --bootstrap-server @bs describe-producers --topic txns \
+        --partition 0
+    # The marker went to the partition only: the coordinator still has the transaction open.
+    tool 94m-txn-describe-aborted txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-open
+    tool 94n-txn-read-committed consumed "${read[@]}" --isolation-level read_committed
+    tool 94o-txn-read-uncommitted consumed "${read[@]}"
 
     # Deletions.
     tool 54-group-delete as_is "$GROUPS_CMD" --bootstrap-server @bs --delete --group readers
