@@ -33,12 +33,16 @@ impl Handler for DeleteGroupsRequest {
         let results = crate::blocking::map_each(
             request.groups_names,
             move |id| {
-                let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
+                let known = owner.groups.describe(&id).is_some()
+                    || owner.consumer_groups.contains(&id)
+                    || owner.offsets.has_offsets(&id);
                 let code = if !ctx.authorize_group(&owner, Operation::Delete, &id) {
                     ResponseError::GroupAuthorizationFailed.code()
                 } else if !known {
                     ResponseError::GroupIdNotFound.code()
                 } else if let Err(e) = owner.groups.delete(&id) {
+                    e.code()
+                } else if let Err(e) = owner.consumer_groups.delete(&id) {
                     e.code()
                 } else {
                     match owner.offsets.delete(&id, None) {

@@ -20,6 +20,7 @@ use crate::groups::GroupState;
 
 const CLASSIC: &str = "Classic";
 const SHARE: &str = "Share";
+const CONSUMER: &str = "Consumer";
 
 impl Handler for ListGroupsRequest {
     const SERVED: (i16, i16) = (0, 5);
@@ -38,6 +39,15 @@ impl Handler for ListGroupsRequest {
             .collect();
         for (id, protocol_type, state) in broker.groups.list() {
             groups.insert(id, (protocol_type, state.name(), CLASSIC));
+        }
+        // Consumer-protocol groups (KIP-848): protocol type "consumer", as Kafka lists them.
+        for (id, state) in broker.consumer_groups.list() {
+            let classic_live = groups
+                .get(&id)
+                .is_some_and(|(_, s, _)| *s != GroupState::Empty.name());
+            if !classic_live {
+                groups.insert(id, ("consumer".to_string(), state, CONSUMER));
+            }
         }
         if ctx.version >= 5 {
             let members: BTreeMap<String, usize> =
