@@ -95,6 +95,10 @@ impl Handler for ConsumerGroupHeartbeatRequest {
         let answer = broker
             .consumer_groups
             .heartbeat(&group, beat, Instant::now(), &metadata);
+        if broker.consumer_groups.has_unpersisted() {
+            // A new group epoch is durable before it is answered, as in Kafka.
+            broker.store_group_records(Vec::new()).await;
+        }
         let interval = broker.consumer_groups.config.heartbeat_interval;
         let response = ConsumerGroupHeartbeatResponse::default()
             .with_heartbeat_interval_ms(i32::try_from(interval.as_millis()).unwrap_or(i32::MAX));

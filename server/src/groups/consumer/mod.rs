@@ -241,6 +241,15 @@ impl ConsumerGroups {
             .collect()
     }
 
+    /// Whether some group's epoch changed since its record was written.
+    pub fn has_unpersisted(&self) -> bool {
+        !self
+            .dirty
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
     /// `groups`' records were not written after all: the next call takes them again.
     pub fn unwritten(&self, groups: &[String]) {
         let mut dirty = self.dirty.lock().unwrap_or_else(PoisonError::into_inner);
