@@ -55,6 +55,7 @@ impl Handler for ConsumerGroupHeartbeatRequest {
             return fail(ResponseError::TopicAuthorizationFailed, None);
         }
         if let Err((error, why)) = check(&request, ctx.version) {
+            tracing::debug!(group = %group, member = %request.member_id, why, "ConsumerGroupHeartbeat refused");
             return fail(error, Some(&why));
         }
         let mut member_id = request.member_id.to_string();
@@ -153,7 +154,12 @@ fn check(
     if empty(&request.rack_id) {
         return invalid("RackId can't be empty.");
     }
-    if request.subscribed_topic_regex.is_some() {
+    // librdkafka sends an empty regex beside its topic names.
+    if request
+        .subscribed_topic_regex
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
         return invalid("SubscribedTopicRegex is not supported by lograil.");
     }
     let no_member_id = request.member_id.is_empty();
