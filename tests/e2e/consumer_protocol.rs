@@ -43,7 +43,9 @@ fn describe(addr: &str, group: &str) -> consumer_group_describe_response::Descri
 }
 
 /// (member id, its assigned partitions, its target partitions) of a described group.
-fn assignments(group: &consumer_group_describe_response::DescribedGroup) -> Vec<(String, Vec<i32>, Vec<i32>)> {
+fn assignments(
+    group: &consumer_group_describe_response::DescribedGroup,
+) -> Vec<(String, Vec<i32>, Vec<i32>)> {
     let parts = |a: &consumer_group_describe_response::Assignment| {
         let mut p: Vec<i32> = a
             .topic_partitions
@@ -80,14 +82,18 @@ fn kip848_group_of_three_loses_a_member_and_every_record_is_read() {
         .map(|_| Worker::start_with(&broker.addr, "k848", &env))
         .collect();
     // The group converges before any record exists: two partitions each, disjoint.
-    wait_until("three members with two partitions each", Duration::from_secs(60), || {
-        let last: Vec<Vec<i32>> = workers
-            .iter()
-            .map(|w| w.record().assignments.last().cloned().unwrap_or_default())
-            .collect();
-        let all: BTreeSet<i32> = last.iter().flatten().copied().collect();
-        last.iter().all(|a| a.len() == 2) && all.len() == 6
-    });
+    wait_until(
+        "three members with two partitions each",
+        Duration::from_secs(60),
+        || {
+            let last: Vec<Vec<i32>> = workers
+                .iter()
+                .map(|w| w.record().assignments.last().cloned().unwrap_or_default())
+                .collect();
+            let all: BTreeSet<i32> = last.iter().flatten().copied().collect();
+            last.iter().all(|a| a.len() == 2) && all.len() == 6
+        },
+    );
     let described = describe(&broker.addr, "k848-group");
     assert_eq!(described.error_code, 0);
     assert_eq!(described.group_state.as_str(), "Stable");
@@ -172,15 +178,19 @@ fn kip848_group_of_three_loses_a_member_and_every_record_is_read() {
         );
     }
     // At convergence: two members, three partitions each, disjoint and complete, at target.
-    wait_until("two members at their targets", Duration::from_secs(30), || {
-        let g = describe(&broker.addr, "k848-group");
-        let a = assignments(&g);
-        let all: BTreeSet<i32> = a.iter().flat_map(|(_, p, _)| p.clone()).collect();
-        g.members.len() == 2
-            && a.iter().all(|(_, p, t)| p == t && p.len() == 3)
-            && all.len() == 6
-            && g.group_state.as_str() == "Stable"
-    });
+    wait_until(
+        "two members at their targets",
+        Duration::from_secs(30),
+        || {
+            let g = describe(&broker.addr, "k848-group");
+            let a = assignments(&g);
+            let all: BTreeSet<i32> = a.iter().flat_map(|(_, p, _)| p.clone()).collect();
+            g.members.len() == 2
+                && a.iter().all(|(_, p, t)| p == t && p.len() == 3)
+                && all.len() == 6
+                && g.group_state.as_str() == "Stable"
+        },
+    );
     // Duplicates only where the dead member read past its last commit.
     let mut seen: HashMap<(i32, i64), usize> = HashMap::new();
     for c in workers
@@ -209,7 +219,10 @@ fn kip848_group_of_three_loses_a_member_and_every_record_is_read() {
             "({p}, {o}) read twice but not past the dead member's last commit"
         );
     }
-    println!("{} duplicates, all past the dead member's last commit", duplicates.len());
+    println!(
+        "{} duplicates, all past the dead member's last commit",
+        duplicates.len()
+    );
 }
 
 fn heartbeat(
@@ -235,7 +248,12 @@ fn join(group: &str, member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatReq
         .with_topic_partitions(Some(Vec::new()))
 }
 
-fn beat(group: &str, member: &str, epoch: i32, owned: Option<Vec<TopicPartitions>>) -> ConsumerGroupHeartbeatRequest {
+fn beat(
+    group: &str,
+    member: &str,
+    epoch: i32,
+    owned: Option<Vec<TopicPartitions>>,
+) -> ConsumerGroupHeartbeatRequest {
     ConsumerGroupHeartbeatRequest::default()
         .with_group_id(GroupId(text(group)))
         .with_member_id(text(member))
@@ -262,10 +280,9 @@ fn owned(response: &ConsumerGroupHeartbeatResponse) -> Vec<TopicPartitions> {
 }
 
 fn count(response: &ConsumerGroupHeartbeatResponse) -> usize {
-    response
-        .assignment
-        .as_ref()
-        .map_or(0, |a| a.topic_partitions.iter().map(|t| t.partitions.len()).sum())
+    response.assignment.as_ref().map_or(0, |a| {
+        a.topic_partitions.iter().map(|t| t.partitions.len()).sum()
+    })
 }
 
 fn commit(addr: &str, version: i16, group: &str, member: &str, epoch: i32) -> i16 {
@@ -292,16 +309,25 @@ fn kip848_wire_answers_are_kafkas() {
 
     // Bad first heartbeats.
     let no_topics = join("g", "m1", &[]);
-    assert_eq!(heartbeat(&addr, 1, no_topics).error_code, code(ResponseError::InvalidRequest));
+    assert_eq!(
+        heartbeat(&addr, 1, no_topics).error_code,
+        code(ResponseError::InvalidRequest)
+    );
     let no_member = join("g", "", &["wire"]);
-    assert_eq!(heartbeat(&addr, 1, no_member).error_code, code(ResponseError::InvalidRequest));
+    assert_eq!(
+        heartbeat(&addr, 1, no_member).error_code,
+        code(ResponseError::InvalidRequest)
+    );
     let odd_assignor = join("g", "m1", &["wire"]).with_server_assignor(Some(text("sticky")));
     assert_eq!(
         heartbeat(&addr, 1, odd_assignor).error_code,
         code(ResponseError::UnsupportedAssignor)
     );
     let regex = join("g", "m1", &["wire"]).with_subscribed_topic_regex(Some(text("w.*")));
-    assert_eq!(heartbeat(&addr, 1, regex).error_code, code(ResponseError::InvalidRequest));
+    assert_eq!(
+        heartbeat(&addr, 1, regex).error_code,
+        code(ResponseError::InvalidRequest)
+    );
     assert_eq!(
         heartbeat(&addr, 1, beat("g", "nobody", 3, None)).error_code,
         code(ResponseError::UnknownMemberId)
@@ -321,13 +347,29 @@ fn kip848_wire_answers_are_kafkas() {
     let b = heartbeat(&addr, 1, join("g", "m-b", &["wire"]));
     assert_eq!((b.error_code, b.member_epoch, count(&b)), (0, 2, 0));
     let a2 = heartbeat(&addr, 1, beat("g", &a_id, 1, Some(owned(&a))));
-    assert_eq!((a2.member_epoch, count(&a2)), (1, 2), "a keeps its epoch and two partitions");
+    assert_eq!(
+        (a2.member_epoch, count(&a2)),
+        (1, 2),
+        "a keeps its epoch and two partitions"
+    );
     // Commits by epoch: a is at 1 (v9 only), b at 2.
     assert_eq!(commit(&addr, 9, "g", &a_id, 1), 0);
-    assert_eq!(commit(&addr, 9, "g", &a_id, 2), code(ResponseError::StaleMemberEpoch));
-    assert_eq!(commit(&addr, 8, "g", &a_id, 1), code(ResponseError::UnsupportedVersion));
-    assert_eq!(commit(&addr, 9, "g", "stranger", 1), code(ResponseError::UnknownMemberId));
-    assert_eq!(commit(&addr, 9, "g", "", -1), code(ResponseError::UnknownMemberId));
+    assert_eq!(
+        commit(&addr, 9, "g", &a_id, 2),
+        code(ResponseError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        commit(&addr, 8, "g", &a_id, 1),
+        code(ResponseError::UnsupportedVersion)
+    );
+    assert_eq!(
+        commit(&addr, 9, "g", "stranger", 1),
+        code(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        commit(&addr, 9, "g", "", -1),
+        code(ResponseError::UnknownMemberId)
+    );
     // b gets nothing until a acknowledges the revocation by heartbeating without them.
     let b2 = heartbeat(&addr, 1, beat("g", "m-b", 2, Some(Vec::new())));
     assert_eq!(count(&b2), 0);
@@ -336,7 +378,10 @@ fn kip848_wire_answers_are_kafkas() {
     let b3 = heartbeat(&addr, 1, beat("g", "m-b", 2, Some(Vec::new())));
     assert_eq!((b3.member_epoch, count(&b3)), (2, 2));
     let g = describe(&addr, "g");
-    assert_eq!((g.group_state.as_str(), g.group_epoch, g.assignment_epoch), ("Stable", 2, 2));
+    assert_eq!(
+        (g.group_state.as_str(), g.group_epoch, g.assignment_epoch),
+        ("Stable", 2, 2)
+    );
 
     // Classic and consumer side by side: a live consumer group takes no classic member.
     let classic = JoinGroupRequest::default()
@@ -344,25 +389,39 @@ fn kip848_wire_answers_are_kafkas() {
         .with_session_timeout_ms(10_000)
         .with_rebalance_timeout_ms(10_000)
         .with_protocol_type(text("consumer"))
-        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default()
-            .with_name(text("range"))]);
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(text("range"))]);
     let joined: JoinGroupResponse = call(&mut connect(&addr), ApiKey::JoinGroup, 5, &classic);
-    assert_eq!(joined.error_code, code(ResponseError::InconsistentGroupProtocol));
+    assert_eq!(
+        joined.error_code,
+        code(ResponseError::InconsistentGroupProtocol)
+    );
     let listed: ListGroupsResponse = call(
         &mut connect(&addr),
         ApiKey::ListGroups,
         5,
         &ListGroupsRequest::default().with_types_filter(vec![text("consumer")]),
     );
-    let row = listed.groups.iter().find(|l| l.group_id.as_str() == "g").unwrap();
-    assert_eq!((row.group_type.as_str(), row.protocol_type.as_str()), ("Consumer", "consumer"));
+    let row = listed
+        .groups
+        .iter()
+        .find(|l| l.group_id.as_str() == "g")
+        .unwrap();
+    assert_eq!(
+        (row.group_type.as_str(), row.protocol_type.as_str()),
+        ("Consumer", "consumer")
+    );
     let deleted: DeleteGroupsResponse = call(
         &mut connect(&addr),
         ApiKey::DeleteGroups,
         2,
         &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text("g"))]),
     );
-    assert_eq!(deleted.results[0].error_code, code(ResponseError::NonEmptyGroup));
+    assert_eq!(
+        deleted.results[0].error_code,
+        code(ResponseError::NonEmptyGroup)
+    );
 
     // Both leave; the group is empty, keeps its offsets and epoch over a restart.
     for id in [a_id.as_str(), "m-b"] {
@@ -370,25 +429,38 @@ fn kip848_wire_answers_are_kafkas() {
         assert_eq!((left.error_code, left.member_epoch), (0, -1));
     }
     let empty = describe(&addr, "g");
-    assert_eq!((empty.group_state.as_str(), empty.group_epoch), ("Empty", 4));
+    assert_eq!(
+        (empty.group_state.as_str(), empty.group_epoch),
+        ("Empty", 4)
+    );
     // An empty consumer group takes the commit of a consumer outside group management.
     assert_eq!(commit(&addr, 9, "g", "", -1), 0);
     broker.stop();
     broker.restart();
     let addr = broker.addr.clone();
     let back = describe(&addr, "g");
-    assert_eq!((back.error_code, back.group_epoch), (0, 4), "the epoch survives a restart");
+    assert_eq!(
+        (back.error_code, back.group_epoch),
+        (0, 4),
+        "the epoch survives a restart"
+    );
     let c = heartbeat(&addr, 1, join("g", "m-c", &["wire"]));
-    assert_eq!((c.member_epoch, count(&c)), (5, 4), "the epochs go on from there");
+    assert_eq!(
+        (c.member_epoch, count(&c)),
+        (5, 4),
+        "the epochs go on from there"
+    );
     let fetched: OffsetFetchResponse = call(
         &mut connect(&addr),
         ApiKey::OffsetFetch,
         7,
         &OffsetFetchRequest::default()
             .with_group_id(GroupId(text("g")))
-            .with_topics(Some(vec![offset_fetch_request::OffsetFetchRequestTopic::default()
-                .with_name(name("wire"))
-                .with_partition_indexes(vec![0])])),
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(name("wire"))
+                    .with_partition_indexes(vec![0]),
+            ])),
     );
     assert_eq!(fetched.topics[0].partitions[0].committed_offset, 7);
 

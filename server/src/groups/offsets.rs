@@ -224,7 +224,10 @@ impl OffsetStore {
                 .iter()
                 .filter(|(group, _)| offsets.get(*group).is_some_and(live))
                 .map(|(group, (meta, _))| {
-                    (Key::consumer_group(group), Some(Value::ConsumerGroup(*meta)))
+                    (
+                        Key::consumer_group(group),
+                        Some(Value::ConsumerGroup(*meta)),
+                    )
                 })
                 .collect();
             drop(offsets);
@@ -304,12 +307,18 @@ impl OffsetStore {
         for (at, (key, value)) in (info.base_offset..).zip(entries) {
             match value {
                 Some(Value::ConsumerGroup(meta)) => {
-                    if consumer_metas.get(&key.group).is_none_or(|(_, was)| *was < at) {
+                    if consumer_metas
+                        .get(&key.group)
+                        .is_none_or(|(_, was)| *was < at)
+                    {
                         consumer_metas.insert(key.group, (meta, at));
                     }
                 }
                 None if key.is_consumer_group() => {
-                    if consumer_metas.get(&key.group).is_some_and(|(_, was)| *was < at) {
+                    if consumer_metas
+                        .get(&key.group)
+                        .is_some_and(|(_, was)| *was < at)
+                    {
                         consumer_metas.remove(&key.group);
                     }
                 }

@@ -105,7 +105,9 @@ impl Handler for ConsumerGroupHeartbeatRequest {
             .with_heartbeat_interval_ms(i32::try_from(interval.as_millis()).unwrap_or(i32::MAX));
         let answer = match answer {
             Ok(answer) => answer,
-            Err(error) => return fail(error, None).with_heartbeat_interval_ms(response.heartbeat_interval_ms),
+            Err(error) => {
+                return fail(error, None).with_heartbeat_interval_ms(response.heartbeat_interval_ms)
+            }
         };
         let assignment = answer.assignment.map(|partitions| {
             let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
@@ -171,10 +173,18 @@ fn check(
             if request.rebalance_timeout_ms == -1 {
                 return invalid("RebalanceTimeoutMs must be provided in first request.");
             }
-            if request.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
+            if request
+                .topic_partitions
+                .as_ref()
+                .is_none_or(|t| !t.is_empty())
+            {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            if request.subscribed_topic_names.as_ref().is_none_or(Vec::is_empty) {
+            if request
+                .subscribed_topic_names
+                .as_ref()
+                .is_none_or(Vec::is_empty)
+            {
                 return invalid("SubscribedTopicNames must be set in first request.");
             }
         }

@@ -43,7 +43,10 @@ fn range(
     members: &BTreeMap<String, Spec<'_>>,
     topics: &BTreeMap<String, (log_core::Uuid, u32)>,
 ) -> Target {
-    let mut target: Target = members.keys().map(|m| (m.clone(), BTreeSet::new())).collect();
+    let mut target: Target = members
+        .keys()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
     for (topic, (id, count)) in topics {
         // Members in member id order (the map's order).
         let subscribed: Vec<&String> = members
@@ -77,7 +80,10 @@ fn uniform(
     members: &BTreeMap<String, Spec<'_>>,
     topics: &BTreeMap<String, (log_core::Uuid, u32)>,
 ) -> Target {
-    let mut target: Target = members.keys().map(|m| (m.clone(), BTreeSet::new())).collect();
+    let mut target: Target = members
+        .keys()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
     // Who may own each partition: the members subscribed to its topic.
     let mut eligible: BTreeMap<TopicPartition, Vec<&String>> = BTreeMap::new();
     let mut by_id: BTreeMap<log_core::Uuid, &String> = BTreeMap::new();
@@ -206,7 +212,11 @@ mod tests {
     fn covers(target: &Target, total: usize) {
         let all: Vec<&TopicPartition> = target.values().flatten().collect();
         let unique: BTreeSet<&TopicPartition> = all.iter().copied().collect();
-        assert_eq!(all.len(), unique.len(), "a partition given twice: {target:?}");
+        assert_eq!(
+            all.len(),
+            unique.len(),
+            "a partition given twice: {target:?}"
+        );
         assert_eq!(unique.len(), total, "not every partition given: {target:?}");
     }
 
@@ -232,7 +242,10 @@ mod tests {
     #[test]
     fn uniform_keeps_current_owners_where_it_can() {
         let t = topics(&[("a", 12)]);
-        let three: Vec<_> = ["m0", "m1", "m2"].iter().map(|m| member(m, &["a"])).collect();
+        let three: Vec<_> = ["m0", "m1", "m2"]
+            .iter()
+            .map(|m| member(m, &["a"]))
+            .collect();
         let first = assign("uniform", &specs(&three), &t);
         // m1 leaves: m0 and m2 keep all they had and share m1's four.
         let two: Vec<_> = ["m0", "m2"]

@@ -249,8 +249,7 @@ impl ConsumerGroup {
             return false;
         }
         self.epoch += 1;
-        let subscribed: BTreeSet<&String> =
-            self.members.values().flat_map(|m| &m.topics).collect();
+        let subscribed: BTreeSet<&String> = self.members.values().flat_map(|m| &m.topics).collect();
         self.topics.retain(|t, _| subscribed.contains(t));
         self.compute_target();
         true
@@ -269,7 +268,10 @@ impl ConsumerGroup {
             .collect()
     }
 
-    fn subscribed_metadata(&self, metadata: Metadata<'_>) -> BTreeMap<String, (log_core::Uuid, u32)> {
+    fn subscribed_metadata(
+        &self,
+        metadata: Metadata<'_>,
+    ) -> BTreeMap<String, (log_core::Uuid, u32)> {
         let names: BTreeSet<&String> = self.members.values().flat_map(|m| &m.topics).collect();
         names
             .into_iter()
@@ -339,8 +341,7 @@ impl ConsumerGroup {
         };
         let keep: BTreeSet<TopicPartition> =
             member.assigned.intersection(&target).copied().collect();
-        let revoke: BTreeSet<TopicPartition> =
-            member.assigned.difference(&keep).copied().collect();
+        let revoke: BTreeSet<TopicPartition> = member.assigned.difference(&keep).copied().collect();
         let wanted: BTreeSet<TopicPartition> = target.difference(&keep).copied().collect();
         let unreleased = !wanted.is_disjoint(&held);
         if !revoke.is_empty() && owns_any(&revoke) {

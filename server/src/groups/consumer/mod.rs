@@ -27,7 +27,6 @@ pub use group::{Answer, Beat, ConsumerGroup, Metadata};
 /// A topic partition, by topic id.
 pub type TopicPartition = (log_core::Uuid, i32);
 
-
 /// Settings of consumer-protocol groups (Kafka's `group.consumer.*` broker configs).
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
