@@ -185,7 +185,6 @@ fn a_silent_member_is_fenced_and_a_full_group_refuses_joiners() {
             .unwrap_err(),
         ResponseError::GroupMaxSizeReached
     );
-    let later = now + Duration::from_secs(30);
     // a is asked to give up one partition for b, and does not within its rebalance
     // timeout (10 s): fenced, though it heartbeats.
     groups
