@@ -191,6 +191,27 @@ fn kip848_group_of_three_loses_a_member_and_every_record_is_read() {
                 && g.group_state.as_str() == "Stable"
         },
     );
+    // Our CLI shows the consumer-protocol group, its type and its members.
+    let addr = broker.addr.as_str();
+    let out = test_support::lograil_stdout(&[
+        "group",
+        "describe",
+        "k848-group",
+        "--json",
+        "--bootstrap-server",
+        addr,
+    ]);
+    let described: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(described["type"], "Consumer", "{out}");
+    assert_eq!(described["state"], "Stable", "{out}");
+    assert_eq!(described["protocol"], "uniform", "{out}");
+    assert_eq!(described["members"].as_array().unwrap().len(), 2, "{out}");
+    let out = test_support::lograil_stdout(&["group", "list", "--bootstrap-server", addr]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("k848-group") && l.contains("Consumer") && l.contains("Stable")),
+        "{out}"
+    );
     // Duplicates only where the dead member read past its last commit.
     let mut seen: HashMap<(i32, i64), usize> = HashMap::new();
     for c in workers
