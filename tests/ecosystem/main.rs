@@ -11,6 +11,8 @@
 //!   a source and a sink connector of our own, 10,000 records through it, the worker killed
 //!   (SIGKILL) mid-way and started again: every record at the sink, in order per partition,
 //!   the source resumed from its committed offset.
+//! - `kip848`: the Java client in a KIP-848 consumer group (`group.protocol=consumer`), three
+//!   members, one killed mid-way: every record read, duplicates only past its last commit.
 //!
 //! The tests take turns (a JVM each, on a small machine). Skipped, with the reason printed,
 //! when `java` or `mvn` is not on PATH (`.ci/run` installs both).
@@ -18,4 +20,5 @@
 
 mod connect;
 mod java;
+mod kip848;
 mod streams;
