@@ -63,7 +63,9 @@ pub use error::{
     TopicError,
 };
 pub use log::{Log, LogOptions, MAX_PARTITIONS};
-pub use partition::{now_ms, AppendInfo, BatchHeaders, Partition, ReadResult, RetentionReport};
+pub use partition::{
+    now_ms, AbortedTxn, AppendInfo, BatchHeaders, OpenTxn, Partition, ReadResult, RetentionReport,
+};
 pub use scrub::{ScrubOptions, ScrubStats, DEFAULT_SCRUB};
 pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};
 pub use state_log::{StateLog, StateLogError};

@@ -41,7 +41,7 @@ pub(crate) struct Rewritten {
 pub(crate) fn keeps_all(config: &TopicConfig, headers: &[BatchHeader]) -> bool {
     headers
         .iter()
-        .all(|h| config.keeps(h.codec(), h.timestamp_type()))
+        .all(|h| h.is_control() || config.keeps(h.codec(), h.timestamp_type()))
 }
 
 /// Whether storing `headers` under `config` recompresses a batch (work for a thread that may

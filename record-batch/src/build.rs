@@ -28,6 +28,7 @@
 
 use bytes::{BufMut, BytesMut};
 
+pub use crate::control::control_batch;
 use crate::error::BuildError;
 use crate::layout::*;
 use crate::validate::compute_crc;
@@ -198,6 +199,18 @@ pub fn restamp(
     put(PRODUCER_ID_AT, &producer_id.to_be_bytes());
     put(PRODUCER_EPOCH_AT, &producer_epoch.to_be_bytes());
     put(BASE_SEQUENCE_AT, &base_sequence.to_be_bytes());
+    put_crc(batch);
+    Ok(())
+}
+
+/// Marks the whole batch `batch` as part of a transaction (the transactional attribute bit),
+/// then its CRC: what a transactional producer sends.
+pub fn set_transactional(batch: &mut [u8]) -> Result<(), BuildError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BuildError::NoHeader(batch.len()));
+    }
+    let attributes = i16_at(batch, ATTRIBUTES_AT).unwrap_or(0) | TRANSACTIONAL_FLAG;
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
     put_crc(batch);
     Ok(())
 }

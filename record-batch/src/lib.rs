@@ -3,7 +3,8 @@
 //! Kafka's RecordBatch v2 (magic 2), the unit a producer sends, a broker stores byte for byte
 //! and a consumer fetches: its header [`layout`], [`BatchHeader`] and its parse, validation
 //! (CRC-32C, and the framing of the records against the header's count), the [`varint`]s of
-//! the records, and [`build`]ing a batch. No I/O, no codecs, no async: the storage engine
+//! the records, [`build`]ing a batch, and the [`control`] batches of transaction markers. No
+//! I/O, no codecs, no async: the storage engine
 //! (`log-core`), the broker and the client (`consumer`) all use it, and the client links it
 //! without the storage engine.
 //!
@@ -34,6 +35,7 @@
 //! ```
 
 pub mod build;
+pub mod control;
 mod error;
 mod header;
 pub mod layout;
@@ -41,6 +43,7 @@ pub mod records;
 mod validate;
 pub mod varint;
 
+pub use control::{control_batch, control_type, ControlType};
 pub use error::{BatchError, BuildError};
 pub use header::BatchHeader;
 pub use layout::{Codec, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC};

@@ -1,6 +1,9 @@
 //! The broker's append path for one partition of a Produce: the idempotent-producer check, the
 //! append, recording the producer's new state; then, separately and without holding a thread,
-//! the wait for durability ([`crate::durable`]).
+//! the wait for durability ([`crate::durable`]). Transaction markers from the transaction
+//! coordinator take the same path ([`Appender::write_marker`]); the partition's transaction
+//! state (open and aborted transactions, the last stable offset) is log-core's, kept from
+//! the batch headers it appends.
 //!
 //! Lock order: the partition's producer state is held from the check until the batch is
 //! appended and recorded (so a retry racing its original is either appended once or answered
@@ -14,7 +17,8 @@ use std::sync::{Arc, PoisonError, TryLockError};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use log_core::{AppendError, AppendInfo, Log, Partition};
-use record_batch::{BatchError, BatchHeader};
+use record_batch::{BatchError, BatchHeader, ControlType};
+use tokio::sync::Notify;
 
 use crate::durable::Syncer;
 use crate::metrics::Metrics;
@@ -29,6 +33,9 @@ pub enum ProduceError {
     UnknownPartition { topic: String, index: i32 },
     #[error("no records")]
     NoRecords,
+    /// A client's record set held a control batch: only the broker writes those.
+    #[error("control batches are written by the transaction coordinator, not by clients")]
+    ControlBatch,
     #[error(transparent)]
     Corrupt(#[from] BatchError),
     #[error("producer id {0} was not handed out by this broker")]
@@ -118,6 +125,8 @@ pub struct Appender<'a> {
     pub producers: &'a Producers,
     pub producer_ids: &'a ProducerIds,
     pub metrics: &'a Metrics,
+    /// Woken after an append (fetches long-polling for records or for the LSO to move).
+    pub appended: &'a Notify,
 }
 
 impl Appender<'_> {
@@ -146,6 +155,9 @@ impl Appender<'_> {
             Ok(headers) => (&batches.records, headers),
             Err(e) => return Err(ProduceError::Corrupt(e.clone())),
         };
+        if headers.iter().any(BatchHeader::is_control) {
+            return Err(ProduceError::ControlBatch);
+        }
         if let Some(id) = headers
             .first()
             .map(|h| h.producer_id)
@@ -162,7 +174,19 @@ impl Appender<'_> {
                 Err(TryLockError::WouldBlock) => return Err(AppendError::WouldBlock.into()),
             },
         };
-        let info = match producers.check(headers) {
+        let verdict = match headers.first() {
+            // Kafka's ProducerAppendInfo: a producer with a transaction open here writes
+            // transactional batches until its marker.
+            Some(first)
+                if first.producer_id >= 0
+                    && !first.is_transactional()
+                    && partition.has_open_transaction(first.producer_id) =>
+            {
+                Verdict::Reject(ResponseError::InvalidTxnState)
+            }
+            _ => producers.check(headers),
+        };
+        let info = match verdict {
             Verdict::Reject(error) => {
                 return Err(ProduceError::Producer {
                     producer_id: headers.first().map_or(-1, |h| h.producer_id),
@@ -187,6 +211,65 @@ impl Appender<'_> {
         };
         Ok(Appended { info, partition })
     }
+
+    /// Appends a transaction marker for `producer_id` to `topic`-`index` (markers go to data
+    /// partitions only) and ends the producer's open transaction there. An epoch below the
+    /// partition's current epoch for that producer is refused (INVALID_PRODUCER_EPOCH, as
+    /// Kafka's ProducerAppendInfo: fenced), and so is a coordinator epoch below the last
+    /// marker's (TRANSACTION_COORDINATOR_FENCED); a higher producer epoch becomes the current
+    /// epoch (fences older produces; sequences start again at 0). A marker for a producer
+    /// with nothing open here is written and changes nothing else (as in Kafka).
+    ///
+    /// The caller waits with [`Appended::durable`] before it moves on, as the produce path
+    /// does, and then wakes long-polling fetches (`Broker::appended.notify_waiters()`):
+    /// under durability `always` a marker moves the last stable offset only once it is on
+    /// disk. This call wakes them too (the other durabilities show it at once).
+    #[allow(clippy::too_many_arguments)]
+    #[allow(dead_code, reason = "called by the transaction coordinator (issue 26)")]
+    pub fn write_marker(
+        &self,
+        topic: &str,
+        index: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        kind: ControlType,
+        mode: AppendMode,
+    ) -> Result<Appended, ProduceError> {
+        if is_internal(topic) {
+            return Err(ProduceError::InternalTopic(topic.to_string()));
+        }
+        let partition = u32::try_from(index)
+            .ok()
+            .and_then(|i| self.log.topic(topic)?.partition(i).cloned())
+            .ok_or_else(|| ProduceError::UnknownPartition {
+                topic: topic.to_string(),
+                index,
+            })?;
+        let state = self.producers.partition(topic, index);
+        let mut producers = match mode {
+            AppendMode::Blocking => state.lock().unwrap_or_else(PoisonError::into_inner),
+            AppendMode::Inline => match state.try_lock() {
+                Ok(producers) => producers,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return Err(AppendError::WouldBlock.into()),
+            },
+        };
+        producers
+            .check_marker(producer_id, producer_epoch, coordinator_epoch)
+            .map_err(|error| ProduceError::Producer { producer_id, error })?;
+        let now = log_core::now_ms();
+        let marker =
+            record_batch::control_batch(producer_id, producer_epoch, coordinator_epoch, kind, now);
+        let info = match mode {
+            AppendMode::Blocking => partition.append_pending(&marker)?,
+            AppendMode::Inline => partition.try_append_pending(&marker)?,
+        };
+        producers.record_marker(producer_id, producer_epoch, coordinator_epoch, now);
+        drop(producers);
+        self.appended.notify_waiters();
+        Ok(Appended { info, partition })
+    }
 }
 
 impl Appended {
@@ -194,5 +277,143 @@ impl Appended {
     pub async fn durable(&self, syncer: &Syncer) -> Result<(), ProduceError> {
         let end = self.info.last_offset + 1;
         Ok(syncer.wait(&self.partition, end).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::Broker;
+    use crate::config::BrokerConfig;
+    use record_batch::build::{self, Record, Stamp};
+    use record_batch::Codec;
+
+    fn broker(dir: &std::path::Path) -> Arc<Broker> {
+        let config = BrokerConfig {
+            data_dir: dir.to_path_buf(),
+            ..BrokerConfig::default()
+        };
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        std::mem::forget(stop);
+        let metrics = Arc::new(Metrics::new(&crate::handlers::APIS));
+        let broker = Arc::new(Broker::open(config, stopped, metrics).unwrap());
+        broker
+            .create_topic("t", 1, broker.topic_defaults())
+            .unwrap();
+        broker
+    }
+
+    /// A batch of `count` records from producer `pid` at `epoch` from `sequence`.
+    fn batch(pid: i64, epoch: i16, sequence: i32, count: i32, transactional: bool) -> Batches {
+        let mut buf = bytes::BytesMut::new();
+        build::begin(&mut buf, 0);
+        for i in 0..count {
+            let record = Record {
+                offset_delta: i,
+                timestamp_delta: 0,
+                key: None,
+                value: Some(&b"v"[..]),
+                headers: std::iter::empty(),
+            };
+            build::put_record(&mut buf, record).unwrap();
+        }
+        let stamp = Stamp {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: sequence,
+            ..Stamp::new(Codec::None, count, 1)
+        };
+        build::finish(&mut buf, &stamp).unwrap();
+        if transactional {
+            build::set_transactional(&mut buf).unwrap();
+        }
+        Batches::parse(buf.freeze())
+    }
+
+    fn refused(result: Result<Appended, ProduceError>) -> ResponseError {
+        match result {
+            Err(ProduceError::Producer { error, .. }) => error,
+            other => panic!("expected a producer error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn markers_end_transactions_move_the_lso_and_fence_old_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = broker(dir.path());
+        let appender = broker.appender();
+        let (a, b) = (
+            broker.producer_ids.allocate().unwrap(),
+            broker.producer_ids.allocate().unwrap(),
+        );
+        let blocking = AppendMode::Blocking;
+        let plain = appender.append_records("t", 0, Some(&batch(-1, -1, -1, 2, false)), blocking);
+        assert_eq!(plain.unwrap().info.base_offset, 0);
+        let first = appender
+            .append_records("t", 0, Some(&batch(a, 0, 0, 2, true)), blocking)
+            .unwrap();
+        let partition = first.partition.clone();
+        assert_eq!(first.info.base_offset, 2);
+        assert_eq!(partition.last_stable_offset(), 2);
+        appender
+            .append_records("t", 0, Some(&batch(b, 0, 0, 1, true)), blocking)
+            .unwrap();
+        // A non-transactional batch of a producer in a transaction is INVALID_TXN_STATE.
+        let stray = appender.append_records("t", 0, Some(&batch(a, 0, 2, 1, false)), blocking);
+        assert_eq!(refused(stray), ResponseError::InvalidTxnState);
+        // Clients may not write control batches.
+        let forged =
+            Batches::parse(record_batch::control_batch(a, 0, 0, ControlType::Commit, 0).into());
+        assert!(matches!(
+            appender.append_records("t", 0, Some(&forged), blocking),
+            Err(ProduceError::ControlBatch)
+        ));
+
+        let commit = appender
+            .write_marker("t", 0, a, 0, 0, ControlType::Commit, blocking)
+            .unwrap();
+        assert_eq!(commit.info.base_offset, 5);
+        assert_eq!(partition.last_stable_offset(), 4, "b's transaction is open");
+        let abort = appender
+            .write_marker("t", 0, b, 0, 0, ControlType::Abort, blocking)
+            .unwrap();
+        assert_eq!(partition.last_stable_offset(), 7);
+        assert_eq!(
+            partition.aborted_transactions(0, 7),
+            vec![log_core::AbortedTxn {
+                producer_id: b,
+                first_offset: 4,
+                last_offset: abort.info.base_offset
+            }]
+        );
+        assert!(partition.open_transactions().is_empty());
+
+        // KIP-890: the marker's bumped epoch fences the old one, data and markers alike.
+        appender
+            .write_marker("t", 0, a, 1, 0, ControlType::Abort, blocking)
+            .unwrap();
+        let old = appender.append_records("t", 0, Some(&batch(a, 0, 2, 1, true)), blocking);
+        assert_eq!(refused(old), ResponseError::InvalidProducerEpoch);
+        let old = appender.write_marker("t", 0, a, 0, 0, ControlType::Commit, blocking);
+        assert_eq!(refused(old), ResponseError::InvalidProducerEpoch);
+        let zombie = appender.write_marker("t", 0, a, 1, -1, ControlType::Commit, blocking);
+        assert_eq!(refused(zombie), ResponseError::TransactionCoordinatorFenced);
+        let next = appender.append_records("t", 0, Some(&batch(a, 1, 0, 1, true)), blocking);
+        assert_eq!(
+            partition.last_stable_offset(),
+            next.unwrap().info.base_offset
+        );
+        assert!(matches!(
+            appender.write_marker(
+                "__consumer_offsets",
+                0,
+                a,
+                1,
+                0,
+                ControlType::Commit,
+                blocking
+            ),
+            Err(ProduceError::InternalTopic(_))
+        ));
     }
 }

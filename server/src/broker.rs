@@ -338,6 +338,7 @@ impl Broker {
             producers: &self.producers,
             producer_ids: &self.producer_ids,
             metrics: &self.metrics,
+            appended: &self.appended,
         }
     }
 

@@ -44,6 +44,12 @@ pub enum Verdict {
 struct ProducerEntry {
     epoch: i16,
     last_sequence: i32,
+    /// False for a producer known here only from a transaction marker (no batch of it seen):
+    /// its next batch's sequence is taken as it comes, as for an unknown producer.
+    sequence_known: bool,
+    /// The epoch of the transaction coordinator that wrote its last marker here (-1: none
+    /// seen); a marker from an older coordinator is fenced.
+    coordinator_epoch: i32,
     /// (first sequence, last sequence, where they were stored)
     recent: VecDeque<(i32, i32, AppendInfo)>,
     /// When the producer last appended here (ms since the epoch).
@@ -107,7 +113,7 @@ impl PartitionProducers {
         {
             return Verdict::Duplicate(*info);
         }
-        if first.base_sequence == next_sequence(entry.last_sequence) {
+        if !entry.sequence_known || first.base_sequence == next_sequence(entry.last_sequence) {
             Verdict::Append
         } else {
             Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
@@ -125,12 +131,7 @@ impl PartitionProducers {
         let entry = self
             .entries
             .entry(first.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: first.producer_epoch,
-                last_sequence: -1,
-                recent: VecDeque::new(),
-                last_seen_ms: now_ms,
-            });
+            .or_insert_with(|| ProducerEntry::new(first.producer_epoch, now_ms));
         entry.last_seen_ms = entry.last_seen_ms.max(now_ms);
         if first.producer_epoch != entry.epoch {
             entry.epoch = first.producer_epoch;
@@ -138,6 +139,7 @@ impl PartitionProducers {
         }
         let last_seq = last_sequence(last);
         entry.last_sequence = last_seq;
+        entry.sequence_known = true;
         if entry.recent.len() == RECENT_BATCHES {
             entry.recent.pop_front();
         }
@@ -147,7 +149,73 @@ impl PartitionProducers {
     }
 }
 
+impl ProducerEntry {
+    fn new(epoch: i16, now_ms: i64) -> ProducerEntry {
+        ProducerEntry {
+            epoch,
+            last_sequence: -1,
+            sequence_known: false,
+            coordinator_epoch: -1,
+            recent: VecDeque::new(),
+            last_seen_ms: now_ms,
+        }
+    }
+}
+
 impl PartitionProducers {
+    /// Checks a transaction marker for `producer_id` at `producer_epoch` from the coordinator
+    /// of `coordinator_epoch`, as Kafka's ProducerAppendInfo does: an epoch below the
+    /// producer's is INVALID_PRODUCER_EPOCH (fenced), a coordinator epoch below the last
+    /// marker's TRANSACTION_COORDINATOR_FENCED.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let Some(entry) = self.entries.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.epoch {
+            return Err(ResponseError::InvalidProducerEpoch);
+        }
+        if coordinator_epoch < entry.coordinator_epoch {
+            return Err(ResponseError::TransactionCoordinatorFenced);
+        }
+        Ok(())
+    }
+
+    /// Records a marker just appended (markers carry no sequence): a higher epoch becomes the
+    /// producer's, and its sequence starts again at 0 (KIP-890's epoch bump at each
+    /// transaction's end); an older epoch's produces are fenced from then on.
+    pub fn record_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        now_ms: i64,
+    ) {
+        let entry = self
+            .entries
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry::new(producer_epoch, now_ms));
+        entry.last_seen_ms = entry.last_seen_ms.max(now_ms);
+        if producer_epoch > entry.epoch {
+            entry.epoch = producer_epoch;
+            entry.recent.clear();
+            entry.last_sequence = -1;
+            entry.sequence_known = true;
+        }
+        entry.coordinator_epoch = entry.coordinator_epoch.max(coordinator_epoch);
+    }
+
+    /// The coordinator epoch of `producer_id`'s last marker here (-1: none seen).
+    pub fn coordinator_epoch(&self, producer_id: i64) -> i32 {
+        self.entries
+            .get(&producer_id)
+            .map_or(-1, |e| e.coordinator_epoch)
+    }
+
     /// Drops producers not seen for `expiration_ms` at `now_ms`; returns how many.
     pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.entries.len();
@@ -227,6 +295,16 @@ impl Producers {
             .map_or(log_start, |&base| base.max(log_start));
         for header in partition.batch_headers(from) {
             match header {
+                // A marker: its epoch, no sequence (its coordinator epoch is in its record,
+                // which the walk does not read: fencing by coordinator epoch restarts).
+                Ok(h) if h.producer_id >= 0 && h.is_control() => {
+                    state.record_marker(
+                        h.producer_id,
+                        h.producer_epoch,
+                        -1,
+                        h.max_timestamp.min(now_ms),
+                    );
+                }
                 Ok(h) if h.producer_id >= 0 => {
                     let info = AppendInfo {
                         base_offset: h.base_offset,
@@ -384,6 +462,46 @@ mod tests {
         assert_eq!(p.check(&[header(7, 1, 0, 1)]), Verdict::Append);
         // Non-idempotent producers are not checked.
         assert_eq!(p.check(&[header(-1, -1, -1, 3)]), Verdict::Append);
+    }
+
+    #[test]
+    fn markers_fence_older_epochs_and_start_sequences_again() {
+        let mut p = PartitionProducers::default();
+        p.record(&[header(7, 0, 0, 3)], info(0), 0);
+        assert_eq!(p.check_marker(7, 0, 0), Ok(()));
+        p.record_marker(7, 0, 0, 0);
+        // The same epoch keeps its sequence: the next batch follows on.
+        assert_eq!(p.check(&[header(7, 0, 3, 1)]), Verdict::Append);
+        assert_eq!(p.check(&[header(7, 0, 0, 1)]), Verdict::Duplicate(info(0)));
+        // A marker of a bumped epoch: the old epoch is fenced, the new one starts at 0.
+        p.record_marker(7, 1, 0, 0);
+        assert_eq!(
+            p.check(&[header(7, 0, 3, 1)]),
+            Verdict::Reject(ResponseError::InvalidProducerEpoch)
+        );
+        assert_eq!(
+            p.check(&[header(7, 1, 3, 1)]),
+            Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+        );
+        assert_eq!(p.check(&[header(7, 1, 0, 1)]), Verdict::Append);
+        assert_eq!(
+            p.check_marker(7, 0, 0),
+            Err(ResponseError::InvalidProducerEpoch)
+        );
+        // A newer coordinator fences an older one.
+        p.record_marker(7, 1, 4, 0);
+        assert_eq!(
+            p.check_marker(7, 1, 3),
+            Err(ResponseError::TransactionCoordinatorFenced)
+        );
+        assert_eq!(p.coordinator_epoch(7), 4);
+        // Known from a marker only: its sequence is taken as it comes.
+        p.record_marker(8, 2, 0, 0);
+        assert_eq!(p.check(&[header(8, 2, 17, 1)]), Verdict::Append);
+        assert_eq!(
+            p.check(&[header(8, 1, 0, 1)]),
+            Verdict::Reject(ResponseError::InvalidProducerEpoch)
+        );
     }
 
     #[test]

@@ -7,18 +7,21 @@
 //! This file holds opening and the write path with its segment roll; [`read`] the reads,
 //! [`durability`] the group commit, flushing and poisoning, [`retention`] the deletion of old
 //! segments, `start` the log start offset set by DeleteRecords, [`batches`] iteration over
-//! batch headers; compaction is `crate::cleaner`'s.
+//! batch headers, [`transactions`] the open and aborted transactions and the last stable
+//! offset; compaction is `crate::cleaner`'s.
 
 mod batches;
 mod durability;
 mod read;
 mod retention;
 mod start;
+mod transactions;
 
 pub use batches::BatchHeaders;
 use durability::SyncState;
 pub use read::ReadResult;
 pub use retention::RetentionReport;
+pub use transactions::{AbortedTxn, OpenTxn};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -82,6 +85,10 @@ pub struct Partition {
     /// Held while segment files are deleted (retention) or swapped (the cleaner).
     pub(crate) segment_files: Mutex<()>,
     pub(crate) cleaner_stats: Mutex<crate::cleaner::CleanerStats>,
+    /// Open and aborted transactions (see `transactions.rs`); taken after `writer`.
+    txns: Mutex<transactions::Transactions>,
+    /// The partition holds (or held) a transactional batch: `txns` matters.
+    transactional: AtomicBool,
 }
 
 impl std::fmt::Debug for Partition {
@@ -184,7 +191,7 @@ impl Partition {
             }
         });
         let always = config.durability == Durability::Always;
-        Ok(Partition {
+        let partition = Partition {
             name: name.to_string(),
             dir: dir.to_path_buf(),
             place,
@@ -212,7 +219,11 @@ impl Partition {
             cleaning: Mutex::new(()),
             segment_files: Mutex::new(()),
             cleaner_stats: Mutex::new(Default::default()),
-        })
+            txns: Mutex::new(Default::default()),
+            transactional: AtomicBool::new(false),
+        };
+        partition.load_transactions()?;
+        Ok(partition)
     }
 
     pub fn name(&self) -> &str {
@@ -436,6 +447,12 @@ impl Partition {
             }
             (&rewritten.records[..], &rewritten.headers[..])
         };
+        let transactional = headers.iter().any(BatchHeader::is_transactional);
+        let markers = if headers.iter().any(BatchHeader::is_control) {
+            transactions::markers(records, headers)
+        } else {
+            Vec::new()
+        };
         let total = records.len() as u64;
         let count: i64 = headers
             .iter()
@@ -465,6 +482,10 @@ impl Partition {
             }
             self.roll(&mut writer, &config)?;
         }
+        if transactional {
+            self.track_transactions(base, may_block)
+                .map_err(|e| e.map_or(AppendError::WouldBlock, AppendError::Io))?;
+        }
         let segment = writer.active.clone();
         let position = segment.len();
         if position + total > u64::from(u32::MAX) {
@@ -493,6 +514,13 @@ impl Partition {
         }
         segment.publish(&mut writer.cursor, &assigned, position);
         writer.first_append_ms.get_or_insert_with(now_ms);
+        if transactional {
+            // Before the log end moves: a reader that sees these batches sees their state.
+            let mut txns = lock(&self.txns);
+            for (i, header) in assigned.iter().enumerate() {
+                txns.apply(header, markers.get(i).copied().flatten());
+            }
+        }
         self.end_offset.store(next, Ordering::Release);
         drop(writer);
         Ok(AppendInfo {
@@ -565,6 +593,8 @@ impl Partition {
             .unwrap_or_else(PoisonError::into_inner)
             .push(new.clone());
         old.close_file();
+        // Every batch below `base` is applied and fsynced: the transaction state as of it.
+        self.save_transactions(base);
         writer.active = new;
         writer.cursor = IndexCursor::new(base, config.index_interval_bytes);
         writer.first_append_ms = None;
@@ -579,7 +609,11 @@ impl Partition {
         } else {
             self.flush()
         };
-        lock(&self.writer).closed = true;
+        let mut writer = lock(&self.writer);
+        if result.is_ok() && !writer.closed && self.poison.get().is_none() {
+            self.save_transactions(self.written_end());
+        }
+        writer.closed = true;
         result
     }
 }

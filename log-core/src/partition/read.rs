@@ -19,7 +19,10 @@ pub struct ReadResult {
     /// Whole batches, as stored: a zero-copy slice of one segment. Empty at the log end.
     pub records: Bytes,
     pub log_start_offset: i64,
+    /// The high watermark.
     pub log_end_offset: i64,
+    /// The last stable offset (see [`Partition::last_stable_offset`]) when the read was made.
+    pub last_stable_offset: i64,
 }
 
 impl Partition {
@@ -53,8 +56,26 @@ impl Partition {
     /// (but always at least one batch, however large, so a consumer can make progress).
     /// At the log end the result is empty.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReadError> {
+        self.read_below(offset, max_bytes, false)
+    }
+
+    /// [`Partition::read`] for `read_committed` readers: whole batches below the last stable
+    /// offset only, never a byte of a batch at or past it (empty from the LSO to the high
+    /// watermark, which is still the result's `log_end_offset`).
+    pub fn read_committed(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReadError> {
+        self.read_below(offset, max_bytes, true)
+    }
+
+    fn read_below(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        committed: bool,
+    ) -> Result<ReadResult, ReadError> {
+        // The LSO first: it is at most the high watermark read after it.
+        let lso = self.last_stable_offset();
         let end = self.log_end_offset();
-        let (start, mut segment) = {
+        let (start, segment) = {
             let segments = self.segments();
             let start = segments
                 .first()
@@ -72,17 +93,51 @@ impl Partition {
                 .saturating_sub(1);
             (start, segments[i].clone())
         };
-        let result = |records: Bytes| ReadResult {
+        let visible = if committed { lso.min(end) } else { end };
+        let records = if offset >= visible {
+            Bytes::new()
+        } else {
+            self.read_from(segment, offset, max_bytes, visible)?
+        };
+        Ok(ReadResult {
             records,
             log_start_offset: start,
             log_end_offset: end,
+            last_stable_offset: lso.min(end),
+        })
+    }
+
+    /// Whole batches from the one holding `offset` below `visible_end`, also below the log
+    /// start offset DeleteRecords set (the partition's own walks at open).
+    pub(crate) fn read_any(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        visible_end: i64,
+    ) -> Result<Bytes, ReadError> {
+        let segment = {
+            let segments = self.segments();
+            let i = segments
+                .partition_point(|s| s.base_offset <= offset)
+                .saturating_sub(1);
+            match segments.get(i) {
+                Some(segment) => segment.clone(),
+                None => return Ok(Bytes::new()),
+            }
         };
-        if offset == end {
-            return Ok(result(Bytes::new()));
-        }
+        self.read_from(segment, offset, max_bytes, visible_end)
+    }
+
+    fn read_from(
+        &self,
+        mut segment: Arc<Segment>,
+        offset: i64,
+        max_bytes: usize,
+        end: i64,
+    ) -> Result<Bytes, ReadError> {
         loop {
             if let Some(bytes) = segment.read(offset, max_bytes, end)? {
-                return Ok(result(bytes));
+                return Ok(bytes);
             }
             // Past this segment's data: the offset lives in the next one, if any (found by
             // offset: the cleaner may have merged segments meanwhile).
@@ -93,7 +148,7 @@ impl Partition {
                 .cloned();
             match next {
                 Some(next) => segment = next,
-                None => return Ok(result(Bytes::new())),
+                None => return Ok(Bytes::new()),
             }
         }
     }

@@ -60,10 +60,16 @@ impl Partition {
     ) -> Result<RetentionReport, FileError> {
         let _files = lock(&self.segment_files);
         let writer = lock(&self.writer);
+        // Segments past the transaction state's file are what the walk at open reads.
+        let saved_at = self.transactions_saved_at();
         let doomed: Vec<Arc<Segment>> = {
             let segments = self.segments();
             let closed = &segments[..segments.len().saturating_sub(1)];
-            closed.iter().take_while(|s| doomed(s)).cloned().collect()
+            closed
+                .iter()
+                .take_while(|s| s.next_offset() <= saved_at && doomed(s))
+                .cloned()
+                .collect()
         };
         if doomed.is_empty() {
             return Ok(RetentionReport {
@@ -81,6 +87,7 @@ impl Partition {
         };
         let log_start = log_start.max(self.start_floor.load(std::sync::atomic::Ordering::Acquire));
         drop(writer);
+        self.transactions_start_at(log_start);
         // Readers that already hold a segment keep its map; the files go now.
         let mut report = RetentionReport {
             log_start_offset: log_start,

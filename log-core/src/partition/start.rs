@@ -47,6 +47,7 @@ impl Partition {
             write_start_floor(self.place.storage.as_ref(), &self.dir, offset)?;
             self.start_floor.fetch_max(offset, Ordering::AcqRel);
         }
+        self.transactions_start_at(offset);
         self.delete_segments_before(offset)?;
         tracing::info!(partition = %self.name, log_start = offset, "records deleted");
         Ok(self.log_start_offset())

@@ -41,6 +41,7 @@ pub fn produce(e: &ProduceError, version: i16) -> ResponseError {
         ProduceError::InternalTopic(_) => ResponseError::InvalidTopicException,
         ProduceError::UnknownPartition { .. } => ResponseError::UnknownTopicOrPartition,
         ProduceError::NoRecords | ProduceError::Corrupt(_) => ResponseError::CorruptMessage,
+        ProduceError::ControlBatch => ResponseError::InvalidRecord,
         ProduceError::Producer { error, .. } => *error,
         ProduceError::Append(e) => append(e),
         ProduceError::TaskFailed(_) => ResponseError::UnknownServerError,
