@@ -484,6 +484,37 @@ fn kip848_wire_answers_are_kafkas() {
             ])),
     );
     assert_eq!(fetched.topics[0].partitions[0].committed_offset, 7);
+    // v9: a member fetches with its id and epoch; a stale epoch is refused, an admin is not.
+    let fetch_v9 = |member: Option<&str>, epoch: i32| {
+        let group = offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(text("g")))
+            .with_member_id(member.map(text))
+            .with_member_epoch(epoch)
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopics::default()
+                    .with_name(name("wire"))
+                    .with_partition_indexes(vec![0]),
+            ]));
+        let response: OffsetFetchResponse = call(
+            &mut connect(&addr),
+            ApiKey::OffsetFetch,
+            9,
+            &OffsetFetchRequest::default().with_groups(vec![group]),
+        );
+        let g = response.groups.into_iter().next().unwrap();
+        let offset = g.topics.first().map(|t| t.partitions[0].committed_offset);
+        (g.error_code, offset)
+    };
+    assert_eq!(fetch_v9(Some("m-c"), 5), (0, Some(7)));
+    assert_eq!(
+        fetch_v9(Some("m-c"), 4).0,
+        code(ResponseError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        fetch_v9(Some("stranger"), 5).0,
+        code(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(fetch_v9(None, -1), (0, Some(7)));
 
     // A member that stops heartbeating is fenced after the session timeout (6 s here).
     wait_until("the silent member fenced", Duration::from_secs(30), || {
