@@ -1,4 +1,5 @@
-//! DeleteGroups, versions 0–2: a group without members is deleted with its committed offsets
+//! DeleteGroups, versions 0–2: a group (classic or KIP-848 consumer protocol) without members
+//! is deleted with its committed offsets
 //! (tombstones in `__consumer_offsets`); one with members is NON_EMPTY_GROUP. Authorization:
 //! DELETE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 

@@ -1,7 +1,9 @@
 //! ListGroups, versions 0–5: groups with members, and groups that only have committed offsets
 //! (listed as Empty, as Kafka does; a group whose members left keeps its protocol type,
 //! `consumer`, so librdkafka does not take it for a simple group). v4 filters by state; v5 gives each group's type
-//! (Classic, or Share for share groups: listed from v5 on only) and filters by type.
+//! (Classic; Consumer for KIP-848 consumer-protocol groups, protocol type `consumer`, their
+//! states Empty, Assigning, Reconciling or Stable; Share for share groups: listed from v5 on
+//! only) and filters by type.
 //! Authorization, as Kafka: DESCRIBE on the cluster lists every group; without it, only the
 //! groups with DESCRIBE on them are listed (no error).
 
