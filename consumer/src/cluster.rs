@@ -86,6 +86,10 @@ impl Metadata {
     }
 }
 
+/// FindCoordinator's key types.
+pub(crate) const GROUP_KEY: i8 = 0;
+pub(crate) const TRANSACTION_KEY: i8 = 1;
+
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<BrokerConnection>>>>;
 
 /// The cluster as one client sees it. Shared (`Arc`) by a client's tasks.
@@ -98,8 +102,8 @@ pub(crate) struct Cluster {
     refreshing: tokio::sync::Mutex<()>,
     /// Topics this client asks metadata for.
     interest: Mutex<BTreeSet<String>>,
-    /// Group → coordinator broker id.
-    coordinators: Mutex<HashMap<String, i32>>,
+    /// (FindCoordinator key type: 0 a group, 1 a transactional id, key) → coordinator broker id.
+    coordinators: Mutex<HashMap<(i8, String), i32>>,
 }
 
 impl Cluster {
@@ -316,19 +320,34 @@ impl Cluster {
         &self,
         group: &str,
     ) -> Result<(i32, Arc<BrokerConnection>), CallError> {
-        let cached = lock(&self.coordinators).get(group).copied();
+        self.coordinator_of(GROUP_KEY, group).await
+    }
+
+    /// The coordinator of `key` (`GROUP_KEY`: a group; `TRANSACTION_KEY`: a transactional id):
+    /// cached, or asked with FindCoordinator.
+    pub(crate) async fn coordinator_of(
+        &self,
+        key_type: i8,
+        key: &str,
+    ) -> Result<(i32, Arc<BrokerConnection>), CallError> {
+        let group = key;
+        let cache_key = (key_type, key.to_string());
+        let cached = lock(&self.coordinators).get(&cache_key).copied();
         let node = match cached {
             Some(node) => node,
             None => {
                 let request = FindCoordinatorRequest::default()
                     .with_key(text(group))
-                    .with_key_type(0);
+                    .with_key_type(key_type);
                 let connection = self.any_connection().await?;
                 let response = connection.call(&request, 3).await?;
                 if let Some(code) = ErrorCode::try_from_code(response.error_code) {
                     return Err(CallError::Broker {
                         api: ApiKey::FindCoordinator,
-                        resource: format!("group {group}"),
+                        resource: match key_type {
+                            TRANSACTION_KEY => format!("transactional id {group}"),
+                            _ => format!("group {group}"),
+                        },
                         code,
                         message: response.error_message.map(|m| m.to_string()),
                     });
@@ -338,14 +357,14 @@ impl Cluster {
                     node,
                     format!("{}:{}", response.host.as_str(), response.port),
                 );
-                lock(&self.coordinators).insert(group.to_string(), node);
+                lock(&self.coordinators).insert(cache_key.clone(), node);
                 node
             }
         };
         match self.connection(node).await {
             Ok(c) => Ok((node, c)),
             Err(e) => {
-                self.forget_coordinator(group);
+                lock(&self.coordinators).remove(&cache_key);
                 Err(e.into())
             }
         }
@@ -353,7 +372,12 @@ impl Cluster {
 
     /// After NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a lost connection: look it up again.
     pub(crate) fn forget_coordinator(&self, group: &str) {
-        lock(&self.coordinators).remove(group);
+        self.forget_coordinator_of(GROUP_KEY, group);
+    }
+
+    /// As [`Cluster::forget_coordinator`], for any key type.
+    pub(crate) fn forget_coordinator_of(&self, key_type: i8, key: &str) {
+        lock(&self.coordinators).remove(&(key_type, key.to_string()));
     }
 
     /// Adds a broker address learnt outside Metadata (FindCoordinator answers with one).

@@ -36,8 +36,17 @@
 //!   `sasl.password`. A refused login ([`NetError::Authentication`]) or certificate
 //!   ([`NetError::Tls`]) fails the call, never retried; configs print no secret.
 //!
-//! **It is not** a transactional producer or a `read_committed` consumer (no transactions),
-//! nor a client for KIP-848's new consumer protocol; it has no GSSAPI (Kerberos) or
+//! - transactional: with `transactional.id`, [`Producer::init_transactions`],
+//!   [`Producer::begin_transaction`], [`Producer::send_offsets_to_transaction`] (with
+//!   [`Consumer::group_metadata`], Kafka's EOS v2), [`Producer::commit_transaction`] and
+//!   [`Producer::abort_transaction`], over transaction version 1's APIs (AddPartitionsToTxn
+//!   before a partition's first batch), with an explicit [`TransactionState`] and typed
+//!   [`TransactionError`]s (fenced and fatal, abortable, timeout); `isolation.level=
+//!   read_committed` consumers skip aborted transactions' records and read up to the last
+//!   stable offset;
+//!
+//! **It is not** a client for KIP-848's new consumer protocol, nor a transaction version 2
+//! (KIP-890) producer; it has no GSSAPI (Kerberos) or
 //! OAUTHBEARER, no JKS or PKCS12 stores, no encrypted private keys and no built-in CA roots,
 //! and does not re-authenticate long-lived connections (KIP-368). A header name given twice in
 //! one record keeps its last value (the record codec stores headers in a map).
@@ -110,6 +119,70 @@
 //! producer.close().await;
 //! # Ok(())
 //! # }
+//! ```
+//!
+//! # A transactional producer
+//!
+//! Records of a transaction become visible to `read_committed` consumers together, when it
+//! commits, or never, if it aborts; consumed offsets sent to it commit with it
+//! (read-process-write exactly once):
+//!
+//! ```no_run
+//! use std::collections::BTreeMap;
+//! use consumer::{ClientConfig, Consumer, Producer, ProducerRecord, TopicPartition};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = ClientConfig::new().with("bootstrap.servers", "127.0.0.1:9092");
+//! let consumer = Consumer::from_config(
+//!     &client
+//!         .clone()
+//!         .with("group.id", "enricher")
+//!         .with("enable.auto.commit", "false")
+//!         .with("isolation.level", "read_committed"),
+//! )
+//! .await?;
+//! consumer.subscribe(&["orders"])?;
+//! // One transactional.id per running instance: a new producer with the same id fences the
+//! // old one and aborts what it left open.
+//! let producer = Producer::from_config(&client.with("transactional.id", "enricher-0")).await?;
+//! producer.init_transactions().await?;
+//! loop {
+//!     let record = consumer.recv().await?;
+//!     producer.begin_transaction()?;
+//!     let out = ProducerRecord::new("orders-enriched").value(record.value.clone().unwrap_or_default());
+//!     producer.send(out).await?;
+//!     let offsets = BTreeMap::from([(TopicPartition::new(&*record.topic, record.partition), record.offset + 1)]);
+//!     let group = consumer.group_metadata().expect("group.id is set");
+//!     producer.send_offsets_to_transaction(&offsets, &group).await?;
+//!     match producer.commit_transaction().await {
+//!         Ok(()) => {}
+//!         // A record or the offsets were refused: abort, read again from the committed offset.
+//!         Err(e) if e.is_abortable() => {
+//!             producer.abort_transaction().await?;
+//!             consumer.seek(&TopicPartition::new(&*record.topic, record.partition), record.offset)?;
+//!         }
+//!         // Fenced: another instance took over.
+//!         Err(e) => return Err(e.into()),
+//!     }
+//! }
+//! # }
+//! ```
+//!
+//! Without a broker, what runs is the configuration:
+//!
+//! ```
+//! use consumer::{ClientConfig, ConfigError, ConsumerConfig, ProducerConfig};
+//! use consumer::config::IsolationLevel;
+//!
+//! let client = ClientConfig::new().with("bootstrap.servers", "127.0.0.1:9092");
+//! let producer = ProducerConfig::from_config(&client.clone().with("transactional.id", "t-1")).unwrap();
+//! assert!(producer.enable_idempotence, "a transactional producer is idempotent");
+//! assert_eq!(producer.transaction_timeout.as_millis(), 60_000);
+//! // As the Java client, a transactional producer needs acks=all.
+//! let conflict = ProducerConfig::from_config(&client.clone().with("transactional.id", "t-1").with("acks", "1"));
+//! assert!(matches!(conflict, Err(ConfigError::Conflict(_))));
+//! let consumer = ConsumerConfig::from_config(&client.with("isolation.level", "read_committed")).unwrap();
+//! assert_eq!(consumer.isolation_level, IsolationLevel::ReadCommitted);
 //! ```
 //!
 //! # A group consumer loop
@@ -192,8 +265,9 @@ pub use error::{CallError, ErrorCode, NetError};
 pub use group::RebalanceListener;
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{
-    DeliveryError, DeliveryFuture, FatalError, IntoTopic, Producer, ProducerError, ProducerRecord,
-    ProducerStats, RecordMetadata, SendError,
+    AbortReason, ConsumerGroupMetadata, DeliveryError, DeliveryFuture, FatalError, IntoTopic,
+    Producer, ProducerError, ProducerRecord, ProducerStats, RecordMetadata, SendError,
+    TransactionError, TransactionState,
 };
 pub use queue::{AckFailure, Delivery, IdempotencyLedger, QueueConsumer, QueueError};
 

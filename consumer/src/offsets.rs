@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::Cluster;
+use crate::config::IsolationLevel;
 use crate::connection::BrokerConnection;
 use crate::error::{check, CallError, ErrorCode, NetError};
 use crate::util::{backoff, text};
@@ -88,6 +89,17 @@ pub(crate) async fn list_offsets(
     wanted: &[(TopicPartition, i64)],
     deadline: Instant,
 ) -> Result<HashMap<TopicPartition, (i64, i64)>, CallError> {
+    list_offsets_at(cluster, wanted, deadline, IsolationLevel::ReadUncommitted).await
+}
+
+/// As [`list_offsets`], under `isolation`: with `read_committed`, `LATEST` is the last stable
+/// offset (before the first open transaction), not the high watermark.
+pub(crate) async fn list_offsets_at(
+    cluster: &Cluster,
+    wanted: &[(TopicPartition, i64)],
+    deadline: Instant,
+    isolation: IsolationLevel,
+) -> Result<HashMap<TopicPartition, (i64, i64)>, CallError> {
     let mut remaining: Vec<(TopicPartition, i64)> = wanted.to_vec();
     let mut found = HashMap::new();
     let mut attempt = 0;
@@ -114,7 +126,7 @@ pub(crate) async fn list_offsets(
             }
         }
         for (leader, partitions) in by_leader {
-            match list_on(cluster, leader, &partitions).await {
+            match list_on(cluster, leader, &partitions, isolation).await {
                 Ok(answers) => {
                     for (tp, ts) in partitions {
                         match answers.get(&tp) {
@@ -173,6 +185,7 @@ async fn list_on(
     cluster: &Cluster,
     leader: i32,
     partitions: &[(TopicPartition, i64)],
+    isolation: IsolationLevel,
 ) -> Result<Answers, CallError> {
     let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
     for (tp, ts) in partitions {
@@ -185,7 +198,7 @@ async fn list_on(
     }
     let request = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
-        .with_isolation_level(0)
+        .with_isolation_level(isolation.wire())
         .with_topics(
             topics
                 .into_iter()
@@ -220,6 +233,19 @@ pub(crate) async fn fetch_committed(
     partitions: Option<&[TopicPartition]>,
     deadline: Instant,
 ) -> Result<BTreeMap<TopicPartition, i64>, CallError> {
+    fetch_committed_as(cluster, group, partitions, deadline, false).await
+}
+
+/// As [`fetch_committed`]; `require_stable` (a `read_committed` consumer, as the Java client
+/// asks): offsets a transaction still holds are waited for (`UNSTABLE_OFFSET_COMMIT`,
+/// retried) instead of answered as the last stable commit.
+pub(crate) async fn fetch_committed_as(
+    cluster: &Cluster,
+    group: &str,
+    partitions: Option<&[TopicPartition]>,
+    deadline: Instant,
+    require_stable: bool,
+) -> Result<BTreeMap<TopicPartition, i64>, CallError> {
     let topics = partitions.map(|ps| {
         let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for tp in ps {
@@ -237,7 +263,7 @@ pub(crate) async fn fetch_committed(
     let request = OffsetFetchRequest::default()
         .with_group_id(GroupId(text(group)))
         .with_topics(topics)
-        .with_require_stable(false);
+        .with_require_stable(require_stable);
     with_coordinator(cluster, group, deadline, |connection| {
         let request = &request;
         async move {

@@ -117,6 +117,13 @@ pub struct RetryConfig {
     pub consumer_properties: Vec<(String, String)>,
     /// Java client properties for the producer only (`linger.ms`, …).
     pub producer_properties: Vec<(String, String)>,
+    /// Exactly once: each forward (to a retry topic, the DLT, or parked) and the source
+    /// offset's commit are one transaction, and the chain reads `read_committed`
+    /// ([`RetryConfig::exactly_once`]).
+    pub exactly_once: bool,
+    /// The producer's `transactional.id` in exactly-once mode (`None`: `<group>-retry-` and a
+    /// random suffix, new for each instance).
+    pub transactional_id: Option<String>,
 }
 
 impl RetryConfig {
@@ -141,6 +148,8 @@ impl RetryConfig {
             replication_factor: -1,
             consumer_properties: Vec::new(),
             producer_properties: Vec::new(),
+            exactly_once: false,
+            transactional_id: None,
         }
     }
 
@@ -244,6 +253,30 @@ impl RetryConfig {
     pub fn producer_property(mut self, name: &str, value: &str) -> RetryConfig {
         self.producer_properties
             .push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Exactly-once forwarding (Spring Kafka's chain with a transactional
+    /// `KafkaTransactionManager`; Kafka's EOS v2, KIP-447): the record forwarded to the next
+    /// retry topic or the DLT and its source offset commit in one transaction of a
+    /// transactional producer (`send_offsets_to_transaction` with the consumer's group
+    /// metadata, so a consumer the group fenced cannot commit), and processed records'
+    /// offsets are committed through transactions too. The consumer reads `read_committed`,
+    /// so a forward whose transaction aborted (a crash, a rebalance) is never read, and is
+    /// done again from the source record. A handler's own side effects stay at least once.
+    /// Needs a cluster with transactions (`transaction.state.log.*` on Kafka).
+    pub fn exactly_once(mut self, on: bool) -> RetryConfig {
+        self.exactly_once = on;
+        self
+    }
+
+    /// The `transactional.id` of the exactly-once producer. One per running instance: two
+    /// instances with the same id fence each other. A stable id per instance (a pod name)
+    /// lets a restarted instance abort the transaction its predecessor left open at once;
+    /// with the default (random per instance) that transaction holds its partitions'
+    /// `read_committed` readers until `transaction.timeout.ms` (60 s by default).
+    pub fn transactional_id(mut self, id: impl Into<String>) -> RetryConfig {
+        self.transactional_id = Some(id.into());
         self
     }
 

@@ -2,7 +2,7 @@
 
 use consumer::{
     AdminError, AssignmentError, ConsumeError, ConsumerError, DeliveryError, ProducerError,
-    SendError,
+    SendError, TransactionError,
 };
 
 use crate::config::ConfigError;
@@ -64,6 +64,11 @@ pub enum RetryError {
         /// The producer's (or encoder's) error, as text.
         reason: String,
     },
+    /// Exactly-once mode: the transactional producer could not start, or was fenced (another
+    /// instance took its `transactional.id`) or refused for good; nothing of the open
+    /// transaction is committed.
+    #[error("transaction: {0}")]
+    Transaction(#[from] TransactionError),
     /// With per-key ordering, the key chains of a newly assigned partition could not be read
     /// back from the retry topics: a client error, or not all read within 60 s.
     #[error("rebuilding per-key chains of partition {partition}: {reason}")]

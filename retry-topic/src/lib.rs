@@ -41,8 +41,18 @@
 //!   listener threw, not Spring's `ListenerExecutionFailedException` around it), redrive them
 //!   rate-limited and idempotently (`lograil dlt list|show|redrive`).
 //!
-//! **It is not** exactly once (a crash between a forward and its commit forwards that record
-//! again), nor a scheduler: a record is never processed before it is due, but it may wait
+//! - optionally exactly once ([`RetryConfig::exactly_once`]): each forward (to a retry topic,
+//!   the DLT, or parked) and its source offset commit in one transaction of a transactional
+//!   producer, with the consumer's group metadata (Kafka's EOS v2), and the chain reads
+//!   `read_committed`: a crash or a rebalance between a forward and its commit aborts both,
+//!   so no reader of the chain's topics sees a forward twice. `transactional.id` is
+//!   `<group>-retry-<random>` per instance, or [`RetryConfig::transactional_id`] (a stable
+//!   one per instance lets a restart abort its predecessor's open transaction at once).
+//!
+//! **It is not** exactly once by default (a crash between a forward and its commit forwards
+//! that record again), nor does exactly-once mode make the handler's own side effects
+//! exactly once (a processed record whose commit was lost is handled again), nor a
+//! scheduler: a record is never processed before it is due, but it may wait
 //! behind the head of its retry partition (up to the stage delay with jitter).
 //!
 //! # Example

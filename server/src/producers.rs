@@ -472,7 +472,7 @@ mod tests {
         p.record_marker(7, 0, 0, 0);
         // The same epoch keeps its sequence: the next batch follows on.
         assert_eq!(p.check(&[header(7, 0, 3, 1)]), Verdict::Append);
-        assert_eq!(p.check(&[header(7, 0, 0, 1)]), Verdict::Duplicate(info(0)));
+        assert_eq!(p.check(&[header(7, 0, 0, 3)]), Verdict::Duplicate(info(0)));
         // A marker of a bumped epoch: the old epoch is fenced, the new one starts at 0.
         p.record_marker(7, 1, 0, 0);
         assert_eq!(

@@ -556,6 +556,24 @@ impl SharePartition {
         changes
     }
 
+    /// Archives acquired records that are never delivered: transaction markers and the records
+    /// of aborted transactions (Kafka archives them too). Archived as gaps: no delivery is
+    /// counted against them and none goes to a dead-letter topic.
+    pub fn archive_undeliverable(&mut self, offsets: &[i64], now: i64) -> Changes {
+        let mut changes = Changes::default();
+        for &offset in offsets {
+            self.finish(
+                offset,
+                now,
+                Outcome::Rejected,
+                Some(ArchiveReason::Gap),
+                &mut changes,
+            );
+        }
+        self.advance_start();
+        changes
+    }
+
     /// Moves SPSO to `offset` (an admin's reset, or the log start passing it): every record
     /// below is forgotten, every record from it on is available and never delivered if it lies
     /// past SPEO.

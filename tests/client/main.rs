@@ -15,3 +15,4 @@ mod group;
 mod producer;
 mod queue;
 mod security;
+mod transactions;

@@ -23,3 +23,4 @@ mod rdkafka_clients;
 mod security;
 mod shares;
 mod topic_configs;
+mod transactions;

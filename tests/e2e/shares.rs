@@ -850,3 +850,43 @@ fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
         "the first group's dead letter only"
     );
 }
+
+/// A share group over transactional data delivers committed records only: nothing from the
+/// open transaction on (the last stable offset), no record of the aborted transaction, no
+/// transaction marker; a commit marker written while the broker is down lets the rest through.
+#[test]
+fn a_share_group_delivers_committed_records_only() {
+    use crate::transactions::{write, Write, LAYOUT, TOPIC};
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), LAYOUT);
+    let mut broker = TestBroker::start(dir.path(), &[]);
+    set_configs(
+        &broker.addr,
+        GROUP_RESOURCE,
+        "g",
+        &[("share.auto.offset.reset", "earliest")],
+    );
+    let mut m = Member::join(&broker.addr, "g", "m", TOPIC);
+    let got: Vec<(i64, String)> = fetch_until(&mut m, 1)
+        .into_iter()
+        .map(|(o, v, _)| (o, v))
+        .collect();
+    let expected = [(0, "p0"), (2, "committed-1"), (5, "committed-2"), (7, "p1")];
+    let expected: Vec<(i64, String)> = expected.iter().map(|(o, v)| (*o, v.to_string())).collect();
+    assert_eq!(got, expected);
+    let acks: Vec<(i64, i64, i8)> = got.iter().map(|(o, _)| (*o, *o, 1)).collect();
+    assert!(m.fetch(&acks, 1000).is_empty(), "nothing past the LSO");
+    broker.stop();
+
+    write(
+        dir.path(),
+        &[Write::End(7, record_batch::ControlType::Commit)],
+    );
+    broker.restart();
+    let mut m = Member::join(&broker.addr, "g", "m2", TOPIC);
+    let got: Vec<(i64, String)> = fetch_until(&mut m, 1)
+        .into_iter()
+        .map(|(o, v, _)| (o, v))
+        .collect();
+    assert_eq!(got, vec![(8, "open-1".to_string()), (9, "p2".to_string())]);
+}

@@ -10,6 +10,7 @@ mod harness;
 
 mod chain;
 mod dlt;
+mod exactly_once;
 mod hol;
 mod kill;
 mod ordering;

@@ -16,6 +16,27 @@ pub enum OffsetReset {
     None,
 }
 
+/// `isolation.level`: which records of transactions a consumer reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolationLevel {
+    /// `read_uncommitted` (the default, as the Java client's): every record, those of open and
+    /// aborted transactions too; reads up to the high watermark.
+    ReadUncommitted,
+    /// `read_committed`: records of committed transactions (and non-transactional ones) only,
+    /// up to the last stable offset (before the first transaction still open).
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// The wire value (Fetch, ListOffsets).
+    pub(crate) fn wire(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
 /// `partition.assignment.strategy` entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AssignorKind {
@@ -68,6 +89,8 @@ pub struct ConsumerConfig {
     pub fetch_max_wait: Duration,
     /// `max.partition.fetch.bytes` (1048576).
     pub max_partition_fetch_bytes: i32,
+    /// `isolation.level` (read_uncommitted).
+    pub isolation_level: IsolationLevel,
 }
 
 impl ConsumerConfig {
@@ -94,6 +117,7 @@ impl ConsumerConfig {
             fetch_max_bytes: 52_428_800,
             fetch_max_wait: Duration::from_millis(500),
             max_partition_fetch_bytes: 1 << 20,
+            isolation_level: IsolationLevel::ReadUncommitted,
         }
     }
 
@@ -141,15 +165,20 @@ impl ConsumerConfig {
                 out
             }
         };
-        if let Some(level) = r.raw("isolation.level") {
-            if level != "read_uncommitted" {
-                return Err(ConfigError::Invalid {
-                    name: "isolation.level",
-                    value: level.to_string(),
-                    expected: "read_uncommitted (this client reads no transactions)",
-                });
-            }
-        }
+        let isolation_level = match r.raw("isolation.level") {
+            None => IsolationLevel::ReadUncommitted,
+            Some(level) => match level.to_ascii_lowercase().as_str() {
+                "read_uncommitted" => IsolationLevel::ReadUncommitted,
+                "read_committed" => IsolationLevel::ReadCommitted,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        name: "isolation.level",
+                        value: level.to_string(),
+                        expected: "read_uncommitted or read_committed",
+                    })
+                }
+            },
+        };
         let d = ConsumerConfig::defaults(net);
         let c = ConsumerConfig {
             group_id: r.string("group.id"),
@@ -169,6 +198,7 @@ impl ConsumerConfig {
                 d.max_partition_fetch_bytes,
                 "a number of bytes",
             )?,
+            isolation_level,
             net: d.net,
         };
         r.finish()?;

@@ -16,7 +16,7 @@ mod queue;
 pub(crate) mod security;
 
 pub use admin::AdminConfig;
-pub use consumer::{AssignorKind, ConsumerConfig, OffsetReset};
+pub use consumer::{AssignorKind, ConsumerConfig, IsolationLevel, OffsetReset};
 pub use producer::{Acks, Compression, Partitioner, ProducerConfig};
 pub use queue::{AckMode, QueueConfig};
 pub use security::{SaslMechanism, Security, SecurityProtocol};

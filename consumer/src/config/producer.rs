@@ -104,6 +104,12 @@ pub struct ProducerConfig {
     pub retries: u32,
     /// `partitioner` (default).
     pub partitioner: Partitioner,
+    /// `transactional.id` (none): makes the producer transactional
+    /// ([`crate::Producer::init_transactions`]); needs idempotence, which it turns on.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms` (60000): how long the transaction coordinator lets a
+    /// transaction stay open before it aborts it.
+    pub transaction_timeout: Duration,
 }
 
 impl ProducerConfig {
@@ -127,6 +133,8 @@ impl ProducerConfig {
             max_in_flight: 5,
             retries: i32::MAX as u32,
             partitioner: Partitioner::Default,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 
@@ -184,6 +192,8 @@ impl ProducerConfig {
             )?,
             retries: r.parse("retries", d.retries, "a number of retries")?,
             partitioner,
+            transactional_id: r.string("transactional.id").filter(|id| !id.is_empty()),
+            transaction_timeout: r.ms("transaction.timeout.ms", d.transaction_timeout)?,
             net: d.net,
         };
         r.finish()?;
@@ -197,6 +207,28 @@ impl ProducerConfig {
         // The Java client's rules: idempotence needs acks=all, retries and at most 5 requests
         // in flight; asked for explicitly, a conflict is an error, by default it is turned off.
         let compatible = c.acks == Acks::All && c.retries > 0 && c.max_in_flight <= 5;
+        if c.transactional_id.is_some() {
+            // As the Java client: a transactional producer is idempotent.
+            if explicit_idempotence && !c.enable_idempotence {
+                return Err(ConfigError::Conflict(
+                    "transactional.id needs enable.idempotence=true",
+                ));
+            }
+            if !compatible {
+                return Err(ConfigError::Conflict(
+                    "transactional.id needs acks=all, retries > 0 and \
+                     max.in.flight.requests.per.connection <= 5",
+                ));
+            }
+            c.enable_idempotence = true;
+        }
+        if c.transaction_timeout.is_zero() || c.transaction_timeout.as_millis() > i32::MAX as u128 {
+            return Err(ConfigError::Invalid {
+                name: "transaction.timeout.ms",
+                value: c.transaction_timeout.as_millis().to_string(),
+                expected: "a positive number of milliseconds up to 2147483647",
+            });
+        }
         if c.enable_idempotence && !compatible {
             if explicit_idempotence {
                 return Err(ConfigError::Conflict(

@@ -25,7 +25,7 @@ use record_batch::{layout, BatchHeader, LOG_OVERHEAD};
 use tokio::task::JoinSet;
 
 use super::{Chunk, ConsumeError, ConsumerRecord, Position, Shared, TimestampType};
-use crate::config::OffsetReset;
+use crate::config::{IsolationLevel, OffsetReset};
 use crate::error::{CallError, ErrorCode, NetError};
 use crate::offsets::{self, EARLIEST, LATEST};
 use crate::util::{backoff, text};
@@ -132,7 +132,16 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
         let committed = match config.group_id.as_deref() {
             Some(group) => {
                 let tps: Vec<TopicPartition> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
-                match offsets::fetch_committed(&shared.cluster, group, Some(&tps), deadline).await {
+                let stable = config.isolation_level == IsolationLevel::ReadCommitted;
+                match offsets::fetch_committed_as(
+                    &shared.cluster,
+                    group,
+                    Some(&tps),
+                    deadline,
+                    stable,
+                )
+                .await
+                {
                     Ok(c) => c,
                     Err(e) => return Err(e),
                 }
@@ -203,7 +212,8 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
         let seen = shared.cluster.metadata().version;
         shared.cluster.refresh(seen).await?;
     }
-    let mut found = offsets::list_offsets(&shared.cluster, &wanted, deadline).await?;
+    let isolation = config.isolation_level;
+    let mut found = offsets::list_offsets_at(&shared.cluster, &wanted, deadline, isolation).await?;
     // Timestamp lookups that found nothing go to the end.
     let past_end: Vec<(TopicPartition, i64)> = lookups
         .iter()
@@ -211,7 +221,8 @@ async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
         .map(|(tp, _, _)| (tp.clone(), LATEST))
         .collect();
     if !past_end.is_empty() {
-        let ends = offsets::list_offsets(&shared.cluster, &past_end, deadline).await?;
+        let ends =
+            offsets::list_offsets_at(&shared.cluster, &past_end, deadline, isolation).await?;
         found.extend(ends);
     }
     let mut st = shared.state();
@@ -326,7 +337,7 @@ fn send_fetches(
             .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
             .with_min_bytes(config.fetch_min_bytes)
             .with_max_bytes(config.fetch_max_bytes)
-            .with_isolation_level(0)
+            .with_isolation_level(config.isolation_level.wire())
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(topics);
@@ -394,8 +405,27 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
             let Some(fetched) = done.partitions.iter().find(|f| f.partition == tp) else {
                 continue;
             };
+            let read_committed = shared.config.isolation_level == IsolationLevel::ReadCommitted;
             let outcome = match ErrorCode::try_from_code(data.error_code) {
                 Some(code) => Outcome::Error(code),
+                None if read_committed => {
+                    let aborted: Vec<(i64, i64)> = data
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|a| (a.producer_id.0, a.first_offset))
+                        .collect();
+                    // The end a read_committed consumer can reach: the last stable offset.
+                    let end = if data.last_stable_offset >= 0 {
+                        data.last_stable_offset
+                    } else {
+                        data.high_watermark
+                    };
+                    committed_only(
+                        frame(fetched.offset, data.records.unwrap_or_default(), end),
+                        &aborted,
+                    )
+                }
                 None => frame(
                     fetched.offset,
                     data.records.unwrap_or_default(),
@@ -427,7 +457,9 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
             } => {
                 p.high_watermark = high_watermark;
                 p.fetch_offset = p.fetch_offset.max(next_offset);
-                if !batches.is_empty() {
+                // Also a chunk of no batches left (a read_committed fetch of aborted ones
+                // only): the position moves past what was fetched once `recv` reaches it.
+                if !batches.is_empty() || next_offset > f.offset {
                     p.buffered += batches.len();
                     got_records = true;
                     st.buffer.push_back(Chunk {
@@ -437,6 +469,7 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
                         bytes: batches.len(),
                         batches,
                         records: VecDeque::new(),
+                        end: next_offset,
                     });
                 }
             }
@@ -537,6 +570,93 @@ fn frame(fetch_offset: i64, bytes: Bytes, high_watermark: i64) -> Outcome {
     }
 }
 
+/// A `read_committed` fetch's batches without those of aborted transactions (`aborted`: the
+/// fetch response's producer ids and first offsets), as the Java client's `CompletedFetch`
+/// reads them: walking the batches in order, a producer is aborted from the first offset of
+/// one of its aborted transactions until its abort marker; its transactional batches in
+/// between are dropped. Control batches stay (`recv` skips them; the position moves past
+/// them). Copies the kept batches only when one is dropped. Kafka writes markers
+/// uncompressed; one that is not read as an abort keeps its producer aborted until the end
+/// of this fetch, at worst.
+fn committed_only(outcome: Outcome, aborted: &[(i64, i64)]) -> Outcome {
+    let Outcome::Records {
+        batches,
+        next_offset,
+        high_watermark,
+    } = outcome
+    else {
+        return outcome;
+    };
+    if aborted.is_empty() {
+        return Outcome::Records {
+            batches,
+            next_offset,
+            high_watermark,
+        };
+    }
+    let mut pending: Vec<(i64, i64)> = aborted.to_vec();
+    // By first offset, latest first, so the next one to open is at the end.
+    pending.sort_by_key(|a| std::cmp::Reverse(a.1));
+    let mut open: HashSet<i64> = HashSet::new();
+    let mut kept: Vec<(usize, usize)> = Vec::new();
+    let mut dropped = false;
+    let mut at = 0;
+    while let Some(Ok(header)) = batch_frame(&batches[at..]) {
+        let size = header.size as usize;
+        let mut keep = true;
+        if header.producer_id >= 0 {
+            while pending
+                .last()
+                .is_some_and(|(_, first)| *first <= header.last_offset())
+            {
+                if let Some((producer, _)) = pending.pop() {
+                    open.insert(producer);
+                }
+            }
+            if header.is_control() {
+                let marker = record_batch::control_type(&batches[at..at + size]);
+                if marker == Some(record_batch::ControlType::Abort) {
+                    open.remove(&header.producer_id);
+                }
+            } else if header.is_transactional() && open.contains(&header.producer_id) {
+                keep = false;
+            }
+        }
+        if keep {
+            kept.push((at, at + size));
+        } else {
+            dropped = true;
+        }
+        at += size;
+    }
+    let batches = if dropped {
+        let mut out = bytes::BytesMut::with_capacity(kept.iter().map(|(a, b)| b - a).sum());
+        for (from, to) in kept {
+            out.extend_from_slice(&batches[from..to]);
+        }
+        out.freeze()
+    } else {
+        batches
+    };
+    Outcome::Records {
+        batches,
+        next_offset,
+        high_watermark,
+    }
+}
+
+/// Whether `batches` (whole, framed) holds control batches only (or nothing).
+pub(super) fn only_control(batches: &[u8]) -> bool {
+    let mut at = 0;
+    while at < batches.len() {
+        match batch_frame(&batches[at..]) {
+            Some(Ok(header)) if header.is_control() => at += header.size as usize,
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// Decodes the first batch of `batches` (whole, framed by [`frame`]) into `out`: its records
 /// at or after `from`; nothing for a control batch. The batch is taken off `batches` either
 /// way; an error names its base offset.
@@ -624,6 +744,129 @@ mod tests {
         buf.freeze()
     }
 
+    /// A transactional batch of producer `pid` (`marker`: a control batch, abort or commit),
+    /// uncompressed as Kafka writes markers.
+    fn txn_batch(base: i64, n: i64, pid: i64, marker: Option<bool>) -> Bytes {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record {
+                transactional: true,
+                control: marker.is_some(),
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: pid,
+                producer_epoch: 0,
+                timestamp_type: TimestampType::Creation,
+                offset: base + i,
+                sequence: base as i32 + i as i32,
+                timestamp: 1000 + i,
+                // A marker's key: version 0, type 0 (abort) or 1 (commit).
+                key: Some(match marker {
+                    Some(commit) => Bytes::from(vec![0, 0, 0, u8::from(commit)]),
+                    None => Bytes::from(format!("k{}", base + i)),
+                }),
+                value: Some(Bytes::from(format!("v{}", base + i))),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            records.iter(),
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_transactions_up_to_their_markers() {
+        // Producer 7 aborts 0-1 (marker 2), producer 8 commits 3-4 (marker 6) while producer 7
+        // writes 5 and aborts again (marker 7); producer 7's 8 after its abort is kept (a new
+        // transaction, committed at 9).
+        let mut all = bytes::BytesMut::new();
+        all.extend_from_slice(&txn_batch(0, 2, 7, None));
+        all.extend_from_slice(&txn_batch(2, 1, 7, Some(false)));
+        all.extend_from_slice(&txn_batch(3, 2, 8, None));
+        all.extend_from_slice(&txn_batch(5, 1, 7, None));
+        all.extend_from_slice(&txn_batch(6, 1, 8, Some(true)));
+        all.extend_from_slice(&txn_batch(7, 1, 7, Some(false)));
+        all.extend_from_slice(&txn_batch(8, 1, 7, None));
+        all.extend_from_slice(&txn_batch(9, 1, 7, Some(true)));
+        let bytes = all.freeze();
+        let aborted = [(7, 0), (7, 5)];
+        let outcome = committed_only(frame(0, bytes.clone(), 10), &aborted);
+        let Outcome::Records {
+            mut batches,
+            next_offset,
+            ..
+        } = outcome
+        else {
+            panic!("framing refused");
+        };
+        assert_eq!(
+            next_offset, 10,
+            "the position goes past every batch fetched"
+        );
+        let topic: Arc<str> = Arc::from("t");
+        let mut records = VecDeque::new();
+        while !batches.is_empty() {
+            decode_next(&topic, 0, 0, &mut batches, &mut records).unwrap();
+        }
+        let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+        assert_eq!(
+            offsets,
+            vec![3, 4, 8],
+            "aborted records and markers are never returned"
+        );
+        // Without aborted transactions (read_uncommitted sees them all but the markers).
+        let (all_records, _) = decode(0, bytes).unwrap();
+        let offsets: Vec<i64> = all_records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![0, 1, 3, 4, 5, 8]);
+    }
+
+    #[test]
+    fn the_position_moves_past_trailing_markers() {
+        use super::super::{Position, State};
+        let tp = TopicPartition::new("t", 0);
+        let mut st = State::new();
+        st.add_partitions(std::slice::from_ref(&tp));
+        st.reposition(&tp, Position::Known(0));
+        let epoch = st.partitions[&tp].epoch;
+        let mut all = bytes::BytesMut::new();
+        all.extend_from_slice(&txn_batch(0, 2, 7, None));
+        all.extend_from_slice(&txn_batch(2, 1, 7, Some(true)));
+        let Outcome::Records {
+            batches,
+            next_offset,
+            ..
+        } = frame(0, all.freeze(), 3)
+        else {
+            panic!("framing refused");
+        };
+        st.buffer.push_back(Chunk {
+            topic: Arc::from("t"),
+            partition: tp.clone(),
+            epoch,
+            bytes: batches.len(),
+            batches,
+            records: VecDeque::new(),
+            end: next_offset,
+        });
+        let backoff = Duration::from_secs(1);
+        assert_eq!(st.next_record(backoff).unwrap().unwrap().offset, 0);
+        assert_eq!(st.partitions[&tp].position, Position::Known(1));
+        assert_eq!(st.next_record(backoff).unwrap().unwrap().offset, 1);
+        assert_eq!(
+            st.partitions[&tp].position,
+            Position::Known(3),
+            "past the commit marker with the last record"
+        );
+        assert!(st.next_record(backoff).is_none());
+    }
+
     /// Frames `bytes` and decodes every batch from `from`.
     fn decode(from: i64, bytes: Bytes) -> Result<(Vec<ConsumerRecord>, i64), (i64, String)> {
         let Outcome::Records {
@@ -682,6 +925,7 @@ mod tests {
             bytes: batches.len(),
             batches,
             records: VecDeque::new(),
+            end: 6,
         });
         let backoff = Duration::from_secs(1);
         let offsets: Vec<i64> = (0..2)

@@ -165,6 +165,8 @@ pub(crate) struct PartitionState {
     pub committed: Option<i64>,
     /// No fetch before this (after an error).
     pub retry_at: Option<Instant>,
+    /// The end the last fetch reported: the high watermark, or with `read_committed` the last
+    /// stable offset (what the consumer can reach).
     pub high_watermark: i64,
 }
 
@@ -180,6 +182,10 @@ pub(crate) struct Chunk {
     pub records: VecDeque<ConsumerRecord>,
     /// Bytes it counts in the partition's buffer.
     pub bytes: usize,
+    /// The offset after its last batch: once every record is handed out the position moves
+    /// here, past control batches (transaction markers) and aborted transactions' batches, as
+    /// the Java client's does.
+    pub end: i64,
 }
 
 /// Group membership, for commits.
@@ -329,13 +335,27 @@ impl State {
                             continue;
                         }
                         let tp = chunk.partition.clone();
+                        // The chunk's last record, with only markers behind it: the position
+                        // moves past them now, so a commit after it covers them.
+                        let next =
+                            if chunk.records.is_empty() && fetcher::only_control(&chunk.batches) {
+                                (record.offset + 1).max(chunk.end)
+                            } else {
+                                record.offset + 1
+                            };
                         if let Some(p) = self.partitions.get_mut(&tp) {
-                            p.position = Position::Known(record.offset + 1);
+                            p.position = Position::Known(next);
                         }
                         self.in_hand = Some((tp, record.offset));
                         return Some(Ok(record));
                     }
                     if chunk.batches.is_empty() {
+                        let end = chunk.end;
+                        if let Some(p) = self.partitions.get_mut(&chunk.partition) {
+                            if let Position::Known(now) = p.position {
+                                p.position = Position::Known(now.max(end));
+                            }
+                        }
                         break;
                     }
                     let decoded = fetcher::decode_next(
@@ -592,6 +612,27 @@ impl Consumer {
         Ok(())
     }
 
+    /// The consumer's place in its group, for a transactional producer's
+    /// [`crate::Producer::send_offsets_to_transaction`] (the Java client's
+    /// `groupMetadata()`): the group, the generation and member id it holds now (-1 and empty
+    /// while it has none, or for an assigned consumer), its `group.instance.id`. `None`
+    /// without `group.id`.
+    pub fn group_metadata(&self) -> Option<crate::ConsumerGroupMetadata> {
+        let group_id = self.shared.config.group_id.clone()?;
+        let st = self.shared.state();
+        let manual = st.manual;
+        Some(crate::ConsumerGroupMetadata {
+            group_id,
+            generation_id: if manual { -1 } else { st.membership.generation },
+            member_id: if manual {
+                String::new()
+            } else {
+                st.membership.member_id.clone()
+            },
+            group_instance_id: self.shared.config.group_instance_id.clone(),
+        })
+    }
+
     /// The partitions assigned now.
     pub fn assignment(&self) -> Vec<TopicPartition> {
         self.shared.state().partitions.keys().cloned().collect()
@@ -677,7 +718,8 @@ impl Consumer {
         self.shared.commit(offsets.clone()).await
     }
 
-    /// The group's committed offsets for `partitions`.
+    /// The group's committed offsets for `partitions` (with `read_committed`, offsets an open
+    /// transaction holds are waited for, up to `request.timeout.ms`).
     pub async fn committed(
         &self,
         partitions: &[TopicPartition],
@@ -686,9 +728,18 @@ impl Consumer {
             return Err(CommitError::NoGroup);
         };
         let deadline = Instant::now() + self.shared.config.net.request_timeout;
-        offsets::fetch_committed(&self.shared.cluster, group, Some(partitions), deadline)
-            .await
-            .map_err(CommitError::Call)
+        // read_committed waits for offsets an open transaction holds, as the Java client.
+        let stable =
+            self.shared.config.isolation_level == crate::config::IsolationLevel::ReadCommitted;
+        offsets::fetch_committed_as(
+            &self.shared.cluster,
+            group,
+            Some(partitions),
+            deadline,
+            stable,
+        )
+        .await
+        .map_err(CommitError::Call)
     }
 
     /// The offset of the next record `recv` will return for `partition`, once known.
@@ -796,7 +847,7 @@ impl Consumer {
         self.list_offsets(partitions, EARLIEST).await
     }
 
-    /// The log end offset of each partition.
+    /// The log end offset of each partition (with `read_committed`, the last stable offset).
     pub async fn end_offsets(
         &self,
         partitions: &[TopicPartition],
@@ -834,7 +885,9 @@ impl Consumer {
             .map(|tp| (tp.clone(), timestamp))
             .collect();
         let deadline = Instant::now() + self.shared.config.net.request_timeout;
-        let found = offsets::list_offsets(cluster, &wanted, deadline).await?;
+        // read_committed: the end is the last stable offset, as for the Java client.
+        let isolation = self.shared.config.isolation_level;
+        let found = offsets::list_offsets_at(cluster, &wanted, deadline, isolation).await?;
         Ok(found.into_iter().map(|(tp, (o, _))| (tp, o)).collect())
     }
 

@@ -59,12 +59,14 @@ pub(super) fn write_pending(batch: &mut Batch, capacity: usize) -> Result<(), St
 }
 
 /// Closes the batch into one RecordBatch v2: its header stamped with the producer identity and
-/// base sequence, the records section compressed if asked.
+/// base sequence (and the transactional attribute for a transactional producer's batch), the
+/// records section compressed if asked.
 pub(super) fn encode(
     batch: &mut Batch,
     identity: Option<Identity>,
     base_sequence: i32,
     compression: Compression,
+    transactional: bool,
 ) -> Result<(), String> {
     let (producer_id, producer_epoch) = identity.map_or((-1, -1), |i| (i.id, i.epoch));
     let base = if identity.is_some() {
@@ -95,6 +97,9 @@ pub(super) fn encode(
         base_sequence: base,
     };
     build::finish(&mut buf, &stamp).map_err(|e| e.to_string())?;
+    if transactional {
+        build::set_transactional(&mut buf).map_err(|e| e.to_string())?;
+    }
     batch.encoded = Some(Encoded {
         bytes: buf.freeze(),
         producer_id,
@@ -224,7 +229,14 @@ mod tests {
             Compression::Zstd,
         ] {
             let mut b = batch(5);
-            encode(&mut b, Some(Identity { id: 7, epoch: 2 }), 40, compression).unwrap();
+            encode(
+                &mut b,
+                Some(Identity { id: 7, epoch: 2 }),
+                40,
+                compression,
+                false,
+            )
+            .unwrap();
             let encoded = b.encoded.clone().unwrap();
             let mut bytes = encoded.bytes.clone();
             let sets = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
@@ -252,7 +264,7 @@ mod tests {
     #[test]
     fn without_idempotence_the_batch_has_no_producer() {
         let mut b = batch(3);
-        encode(&mut b, None, 0, Compression::None).unwrap();
+        encode(&mut b, None, 0, Compression::None, false).unwrap();
         let mut bytes = b.encoded.unwrap().bytes;
         let sets = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
         assert_eq!(sets.len(), 1);
@@ -389,7 +401,7 @@ mod tests {
             } else {
                 b.records = records;
             }
-            encode(&mut b, identity, base_sequence, compression).unwrap();
+            encode(&mut b, identity, base_sequence, compression, false).unwrap();
             let encoded = b.encoded.unwrap();
             assert!(b
                 .records

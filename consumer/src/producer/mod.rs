@@ -7,12 +7,16 @@
 //! - `sender`: the background task (drain, Produce requests, responses, retries, epoch bumps).
 //! - `encode`: a batch's records into one RecordBatch v2 (with `record_batch`'s builder).
 //! - `idempotence`: producer id and epoch, sequence numbers, re-stamping after an epoch bump.
+//! - `transaction`: `transactional.id`: the transaction calls and their state machine.
 
 mod accumulator;
 mod encode;
 mod idempotence;
 mod memory;
 mod sender;
+mod transaction;
+
+pub use transaction::{AbortReason, ConsumerGroupMetadata, TransactionError, TransactionState};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -209,6 +213,10 @@ pub enum DeliveryError {
     /// record was acknowledged or failed.
     #[error("the producer stopped before the record was delivered")]
     Closed,
+    /// Its transaction was aborted before the record was sent
+    /// ([`Producer::abort_transaction`]).
+    #[error("the record's transaction was aborted")]
+    Aborted,
 }
 
 /// Why `send` or `try_send` did not accept a record.
@@ -267,6 +275,10 @@ pub enum SendError {
     /// The producer is closing ([`Producer::close`] was called on a clone of it).
     #[error("the producer is closed")]
     Closed,
+    /// A transactional producer's send outside an open transaction, in a transaction that
+    /// must be aborted, or whose partition could not be added to the transaction.
+    #[error(transparent)]
+    Transaction(#[from] TransactionError),
 }
 
 /// Why a producer could not start.
@@ -340,6 +352,8 @@ struct Inner {
     /// Refreshing metadata in the background (one at a time).
     refreshing: AtomicBool,
     counters: Counters,
+    /// With `transactional.id`: the transaction's state.
+    txn: Option<transaction::Txn>,
 }
 
 /// `Inner::sender_wake_at` while the sender is running.
@@ -414,6 +428,10 @@ impl Producer {
             flush: accumulator::FlushTracker::default(),
             refreshing: AtomicBool::new(false),
             counters: Counters::default(),
+            txn: config
+                .transactional_id
+                .clone()
+                .map(|id| transaction::Txn::new(id, config.transaction_timeout)),
             config,
             cluster,
         });
@@ -432,8 +450,12 @@ impl Producer {
 
     /// Queues `record`, waiting (up to `max.block.ms`) for room in `buffer.memory` and for
     /// the topic's metadata. The returned future completes when the record is acknowledged.
+    ///
+    /// A transactional producer sends only inside a transaction; the first record of a
+    /// partition waits until the partition is added to it (AddPartitionsToTxn).
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, SendError> {
         let (partition, size) = self.reserve(&record).await?;
+        self.join_or_release(&record, partition, size).await?;
         let (tx, rx) = oneshot::channel();
         self.append(record, partition, size, Reply::Future(tx));
         Ok(DeliveryFuture { rx })
@@ -451,7 +473,26 @@ impl Producer {
         F: FnOnce(Result<RecordMetadata, DeliveryError>) + Send + 'static,
     {
         let (partition, size) = self.reserve(&record).await?;
+        self.join_or_release(&record, partition, size).await?;
         self.append(record, partition, size, Reply::Callback(Box::new(callback)));
+        Ok(())
+    }
+
+    /// A transactional producer's record joins the open transaction; if it cannot, its bytes
+    /// of `buffer.memory` are given back.
+    async fn join_or_release(
+        &self,
+        record: &ProducerRecord,
+        partition: i32,
+        size: usize,
+    ) -> Result<(), SendError> {
+        if self.inner().txn.is_none() {
+            return Ok(());
+        }
+        if let Err(e) = self.join_transaction(&record.topic, partition).await {
+            self.inner().memory.release(size);
+            return Err(SendError::Transaction(e));
+        }
         Ok(())
     }
 
@@ -485,7 +526,9 @@ impl Producer {
 
     /// Queues `record` only if that needs no waiting: [`SendError::Full`] (with the record and
     /// a retry-after hint) when `buffer.memory` is full, [`SendError::MetadataPending`] when the
-    /// topic's partitions are not known yet.
+    /// topic's partitions are not known yet. A transactional producer's `try_send` needs the
+    /// partition in the open transaction already (an earlier `send` to it):
+    /// [`TransactionError::PartitionNotAdded`] otherwise.
     pub fn try_send(&self, record: ProducerRecord) -> Result<DeliveryFuture, SendError> {
         let inner = self.inner();
         let size = self.admit(&record)?;
@@ -496,6 +539,9 @@ impl Producer {
                 topic: record.topic.to_string(),
             });
         };
+        if let Some(txn) = &inner.txn {
+            txn.joined(&record.topic, partition)?;
+        }
         if let Err(retry_after) = inner.memory.try_acquire(size) {
             return Err(SendError::Full {
                 retry_after,

@@ -116,6 +116,29 @@ impl Sender {
         self.inner.config.enable_idempotence
     }
 
+    /// A batch's fate is unknown for good: its partition's sequence has a gap. An idempotent
+    /// producer bumps its epoch itself; a transactional one's abort does it (the transaction
+    /// coordinator gives the epochs).
+    fn gap(&mut self) {
+        self.bump_needed = true;
+        if let Some(txn) = &self.inner.txn {
+            txn.bump_needed.store(true, Ordering::Release);
+        }
+    }
+
+    /// A transactional producer takes the identity `init_transactions` (or an abort's epoch
+    /// bump) put in `Inner::identity`, which also reset the sequences.
+    fn adopt_identity(&mut self) {
+        if self.inner.txn.is_none() {
+            return;
+        }
+        let shared = *lock(&self.inner.identity);
+        if shared != self.identity.map(|i| (i.id, i.epoch)) {
+            self.identity = shared.map(|(id, epoch)| Identity { id, epoch });
+            self.bump_needed = false;
+        }
+    }
+
     fn total_in_flight(&self) -> usize {
         self.in_flight.len()
     }
@@ -127,7 +150,9 @@ impl Sender {
                 self.fail_queued(|| DeliveryError::Fatal(fatal.clone()));
             }
             self.expire(now);
+            self.adopt_identity();
             if self.idempotent()
+                && self.inner.txn.is_none()
                 && self.inner.fatal().is_none()
                 && (self.identity.is_none() || (self.bump_needed && self.total_in_flight() == 0))
                 && self.init_retry_at.is_none_or(|t| t <= now)
@@ -284,7 +309,7 @@ impl Sender {
                 "batch not delivered within delivery.timeout.ms"
             );
             if batch.sequence().is_some() {
-                self.bump_needed = true;
+                self.gap();
             }
             self.fail(batch, DeliveryError::Timeout(timeout));
         }
@@ -427,12 +452,16 @@ impl Sender {
             let mut ready = Vec::with_capacity(batches.len());
             for (mut batch, sequence) in batches {
                 if batch.encoded.is_none() {
-                    if let Err(e) =
-                        encode::encode(&mut batch, self.identity, sequence, config.compression)
-                    {
+                    if let Err(e) = encode::encode(
+                        &mut batch,
+                        self.identity,
+                        sequence,
+                        config.compression,
+                        self.inner.txn.is_some(),
+                    ) {
                         self.settle_in_flight(&batch);
                         if self.identity.is_some() {
-                            self.bump_needed = true;
+                            self.gap();
                         }
                         self.fail(batch, DeliveryError::Encode(e));
                         continue;
@@ -520,7 +549,12 @@ impl Sender {
         }
         let acks = config.acks;
         let request = ProduceRequest::default()
-            .with_transactional_id(None)
+            .with_transactional_id(
+                self.inner
+                    .txn
+                    .as_ref()
+                    .map(|t| kafka_protocol::messages::TransactionalId(crate::util::text(&t.id))),
+            )
             .with_acks(acks.wire())
             .with_timeout_ms(
                 i32::try_from(config.net.request_timeout.as_millis()).unwrap_or(i32::MAX),
@@ -669,7 +703,7 @@ impl Sender {
             return;
         }
         if batch.sequence().is_some() {
-            self.bump_needed = true;
+            self.gap();
         }
         let error = DeliveryError::Broker {
             topic: batch.topic.to_string(),
@@ -685,7 +719,8 @@ impl Sender {
             self.fail(batch, DeliveryError::Fatal(fatal));
             return;
         }
-        let config = &self.inner.config;
+        let inner = self.inner.clone();
+        let config = &inner.config;
         let now = Instant::now();
         let expired = now.saturating_duration_since(batch.created) >= config.delivery_timeout;
         if expired || batch.attempts >= config.retries {
@@ -696,7 +731,7 @@ impl Sender {
                 "batch failed after retries"
             );
             if batch.sequence().is_some() {
-                self.bump_needed = true;
+                self.gap();
             }
             let why = if expired {
                 DeliveryError::Timeout(config.delivery_timeout)
@@ -769,6 +804,9 @@ impl Sender {
     }
 
     fn fail(&mut self, batch: Batch, error: DeliveryError) {
+        if let Some(txn) = &self.inner.txn {
+            txn.delivery_failed(&error);
+        }
         let freed: usize = batch.records.iter().map(|r| r.size).sum();
         self.inner.memory.release(freed);
         for record in batch.records {

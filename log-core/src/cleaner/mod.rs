@@ -5,7 +5,8 @@
 //!
 //! A partition is cut in three at its *first dirty offset* (where the last clean ended) and
 //! its *first uncleanable offset* (the active segment's base, or the first closed segment with
-//! a record younger than `min.compaction.lag.ms`): the clean part, the dirty part, and the
+//! a record younger than `min.compaction.lag.ms`, or the last stable offset if it is lower: an
+//! open transaction's records are never touched): the clean part, the dirty part, and the
 //! rest. A pass cleans when the dirty part is at least `min.cleanable.dirty.ratio` of the
 //! clean and dirty parts together, or when its oldest record is older than
 //! `max.compaction.lag.ms`:
@@ -22,7 +23,9 @@
 //!    one (the pass's time plus `delete.retention.ms`, as its base timestamp with the
 //!    attribute bit set; record timestamps stay) the first time it is cleaned, so a
 //!    tombstone stays readable for `delete.retention.ms` after it reached the cleaned part,
-//!    whatever its own timestamp. Control batches are kept;
+//!    whatever its own timestamp. Records of aborted transactions (log-core's transaction
+//!    state) are removed, and never enter the offset map, so an aborted value never shadows a
+//!    committed one. Control batches (transaction markers) are kept;
 //! 3. each group replaces its segments crash-safely ([`swap`]).
 //!
 //! The cleaner reads closed segments, which nothing else writes, and writes files of its own:
@@ -30,9 +33,10 @@
 //! segment files (also taken by retention, which deletes them) and, for a moment, the segment
 //! list's write lock. Readers holding a replaced segment keep reading it ([`Segment::retire`]).
 //!
-//! Deviation from Kafka: a batch whose records are all removed is removed whole, also when it
+//! Deviations from Kafka: a batch whose records are all removed is removed whole, also when it
 //! was its producer's last (Kafka keeps an empty batch so the producer's sequence survives a
-//! restart).
+//! restart); transaction markers are kept for good (Kafka removes one after
+//! `delete.retention.ms` once its transaction's records are gone).
 
 mod offset_map;
 mod swap;
@@ -172,7 +176,8 @@ impl Partition {
             .iter()
             .filter(|s| s.next_offset() > first_dirty)
             .find(|s| lag > 0 && s.max_timestamp() > now_ms.saturating_sub(lag))
-            .map_or(active_base, |s| s.base_offset.max(first_dirty));
+            .map_or(active_base, |s| s.base_offset.max(first_dirty))
+            .min(self.last_stable_offset().max(first_dirty));
         let mut dirtiness = Dirtiness {
             first_dirty,
             first_uncleanable,
@@ -270,6 +275,7 @@ impl Partition {
         let (first_dirty, first_uncleanable) = (dirtiness.first_dirty, dirtiness.first_uncleanable);
         let expected = usize::try_from(first_uncleanable - first_dirty).unwrap_or(usize::MAX);
         let mut map = OffsetMap::new(budget, expected);
+        let aborted = Aborted::new(self.all_aborted());
         let mut map_end = first_dirty;
         'segments: for segment in closed
             .iter()
@@ -284,7 +290,7 @@ impl Partition {
                 if header.base_offset >= first_uncleanable {
                     break 'segments;
                 }
-                if !header.is_control() {
+                if !header.is_control() && !aborted.holds(&header) {
                     let batch = &data[at..at + header.size as usize];
                     let plain = records_section(batch, &header, per_batch)?;
                     for record in records(&plain) {
@@ -314,6 +320,7 @@ impl Partition {
         };
         let rules = Rules {
             map: &map,
+            aborted: &aborted,
             map_end,
             now_ms,
             delete_retention_ms: i64::try_from(config.delete_retention_ms).unwrap_or(i64::MAX),
@@ -483,9 +490,39 @@ fn groups(closed: &[Arc<Segment>], end: i64, max_bytes: u64) -> Vec<Vec<Arc<Segm
     groups
 }
 
+/// The aborted transactions of a partition, by producer: (first offset, marker offset).
+struct Aborted(std::collections::HashMap<i64, Vec<(i64, i64)>>);
+
+impl Aborted {
+    fn new(aborted: Vec<crate::partition::AbortedTxn>) -> Aborted {
+        let mut by_producer: std::collections::HashMap<i64, Vec<(i64, i64)>> =
+            std::collections::HashMap::new();
+        for a in aborted {
+            by_producer
+                .entry(a.producer_id)
+                .or_default()
+                .push((a.first_offset, a.last_offset));
+        }
+        Aborted(by_producer)
+    }
+
+    /// Whether `header`'s batch holds records of an aborted transaction.
+    fn holds(&self, header: &BatchHeader) -> bool {
+        header.is_transactional()
+            && !header.is_control()
+            && self.0.get(&header.producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|(first, last)| (*first..=*last).contains(&header.base_offset))
+            })
+    }
+}
+
 /// What a pass keeps.
 struct Rules<'a, L> {
     map: &'a OffsetMap,
+    /// Their records go, wherever their keys' latest records are.
+    aborted: &'a Aborted,
     /// Records at or past this offset are not in the map: kept.
     map_end: i64,
     /// The pass's clock: tombstones whose batch's delete horizon is past go.
@@ -509,6 +546,9 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
         if header.is_control() || header.base_offset >= self.map_end {
             out.extend_from_slice(batch);
             return Ok((0, false));
+        }
+        if self.aborted.holds(header) {
+            return Ok((u64::try_from(header.record_count).unwrap_or(0), true));
         }
         let plain = records_section(batch, header, self.per_batch)?;
         let mut kept: Vec<RawRecord<'_>> = Vec::with_capacity(header.record_count.max(0) as usize);

@@ -39,8 +39,9 @@ impl Segment {
     }
 
     /// Whole batches from the one containing `offset`, up to `max_bytes` (at least one batch).
-    /// `None` if the segment holds nothing at or after `offset`. Batches at or past
-    /// `visible_end` are not returned (not yet durable under `always`).
+    /// `None` if the segment holds nothing at or after `offset`. Batches holding an offset at
+    /// or past `visible_end` are not returned (not yet durable under `always`, or at or past
+    /// the last stable offset for a `read_committed` reader).
     pub fn read(
         self: &Arc<Self>,
         offset: i64,
@@ -69,14 +70,14 @@ impl Segment {
             match (link, range) {
                 (Link::Batch(_, header), None) if header.last_offset() < offset => {}
                 (Link::Batch(at, header), None) => {
-                    if header.base_offset >= visible_end {
+                    if header.last_offset() >= visible_end {
                         return Ok(None);
                     }
                     range = Some((at, at + header.size as usize));
                 }
                 (Link::Batch(at, header), Some((start, _))) => {
                     let end = at + header.size as usize;
-                    if end - start > max_bytes || header.base_offset >= visible_end {
+                    if end - start > max_bytes || header.last_offset() >= visible_end {
                         break;
                     }
                     range = Some((start, end));

@@ -37,7 +37,9 @@ impl RetryingConsumer {
         set.set(headers::ATTEMPTS, next.to_be_bytes().to_vec());
         set.set(headers::BACKOFF_TIMESTAMP, headers::big_integer(due));
         self.set_failure(&mut set, record, attempt, &failure, now)?;
-        self.send(record, &to, set).await?;
+        if !self.send(record, &to, set).await? {
+            return Ok(());
+        }
         if let (Some(keys), Some(key)) = (&mut self.keys, &record.key) {
             let original = original_offset(record);
             keys.failed(
@@ -87,7 +89,9 @@ impl RetryingConsumer {
         set.set(headers::DLT_EXCEPTION_MESSAGE, failure.message.clone());
         let to = self.topology.dlt.clone();
         tracing::warn!(partition = %record.topic, offset = record.offset, class = %failure.class, message = %failure.message, "dead-lettered");
-        self.send(record, &to, set).await?;
+        if !self.send(record, &to, set).await? {
+            return Ok(());
+        }
         self.key_finished(record);
         self.status.update(|s| s.dead_lettered += 1);
         self.emit(Event::DeadLettered {
@@ -118,7 +122,9 @@ impl RetryingConsumer {
         set.set(headers::ATTEMPTS, attempt.to_be_bytes().to_vec());
         set.set(headers::BACKOFF_TIMESTAMP, headers::big_integer(due));
         set.set(headers::PARKED_BEHIND, behind.to_string());
-        self.send(record, &to, set).await?;
+        if !self.send(record, &to, set).await? {
+            return Ok(());
+        }
         self.status.update(|s| s.parked_records += 1);
         self.emit(Event::Parked {
             topic: record.topic.to_string(),
@@ -190,13 +196,15 @@ impl RetryingConsumer {
 
     /// Produces to `to` (same partition number, as Spring does) and waits for acks=all; the
     /// records done before it are committed meanwhile (so a crash after the forward repeats
-    /// only this record).
+    /// only this record). In exactly-once mode the forward and every done offset, this
+    /// record's included, are one transaction. `Ok(false)`: that transaction aborted (a
+    /// rebalance fenced this member, a record failed); the source record is read again.
     pub(super) async fn send(
         &mut self,
         record: &ConsumerRecord,
         to: &str,
         set: HeaderSet,
-    ) -> Result<(), RetryError> {
+    ) -> Result<bool, RetryError> {
         let tp = TopicPartition::new(&*record.topic, record.partition);
         let count = self.partitions.get(to).copied().unwrap_or(1).max(1);
         let out = ProducerRecord {
@@ -209,6 +217,22 @@ impl RetryingConsumer {
         };
         let from = format!("{tp}@{}", record.offset);
         let before = self.pending_commits();
+        if self.config.exactly_once {
+            let mut offsets = before;
+            offsets.insert(tp.clone(), record.offset + 1);
+            return match self.transact(Some(out), &offsets).await {
+                Ok(()) => {
+                    self.committed_as(offsets, Ok(()));
+                    Ok(true)
+                }
+                Err(e) if e.is_fatal() => Err(RetryError::Transaction(e)),
+                Err(e) => {
+                    tracing::info!(partition = %tp, offset = record.offset, to, error = %e, "forward aborted; the record is read again");
+                    let _ = self.consumer.seek(&tp, record.offset);
+                    Ok(false)
+                }
+            };
+        }
         let forward = async {
             let delivery = self
                 .producer
@@ -228,6 +252,6 @@ impl RetryingConsumer {
         };
         let (forwarded, committed) = tokio::join!(forward, commit);
         self.committed_as(before, committed);
-        forwarded.map(|_| ())
+        forwarded.map(|_| true)
     }
 }

@@ -150,8 +150,29 @@ impl RetryingConsumer {
         for (k, v) in &config.producer_properties {
             producer_config.set(k.as_str(), v.as_str());
         }
+        if config.exactly_once {
+            match consumer_config.get("isolation.level") {
+                None | Some("read_committed") => {
+                    consumer_config.set("isolation.level", "read_committed");
+                }
+                Some(other) => {
+                    return Err(RetryError::Config(crate::ConfigError(format!(
+                        "isolation.level={other}: exactly-once mode reads read_committed, or \
+                         forwards of aborted transactions would be handled"
+                    ))))
+                }
+            }
+            let id = config
+                .transactional_id
+                .clone()
+                .unwrap_or_else(|| format!("{}-retry-{:016x}", config.group, fastrand::u64(..)));
+            producer_config.set("transactional.id", id);
+        }
         let consumer = Consumer::from_config(&consumer_config).await?;
         let producer = Producer::from_config(&producer_config).await?;
+        if config.exactly_once {
+            producer.init_transactions().await?;
+        }
         let identity = format!(
             "{}/{}/{}",
             config.group,
@@ -422,8 +443,77 @@ impl RetryingConsumer {
         if offsets.is_empty() {
             return;
         }
+        if self.config.exactly_once {
+            // Offsets only: a transaction of its own (there is none open between records).
+            if let Err(e) = self.transact(None, &offsets).await {
+                tracing::warn!(error = %e, "transactional commit failed; records will be read again");
+                return;
+            }
+            self.committed_as(offsets, Ok(()));
+            return;
+        }
         let result = self.consumer.commit_offsets(&offsets).await;
         self.committed_as(offsets, result);
+    }
+
+    /// Exactly-once mode: one transaction with `record` (if any) and `offsets`; aborted on any
+    /// failure. A fenced or fatal producer is `Err` for the caller to stop on; an aborted
+    /// transaction is `Err` too, and nothing of it took effect.
+    async fn transact(
+        &mut self,
+        record: Option<ProducerRecord>,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), consumer::TransactionError> {
+        let outcome = async {
+            self.producer.begin_transaction()?;
+            let delivery = match record {
+                Some(record) => Some(self.producer.send(record).await.map_err(|e| match e {
+                    consumer::SendError::Transaction(e) => e,
+                    other => {
+                        consumer::TransactionError::Abortable(consumer::AbortReason::Delivery(
+                            consumer::DeliveryError::Encode(other.to_string()),
+                        ))
+                    }
+                })?),
+                None => None,
+            };
+            if !offsets.is_empty() {
+                let group = self
+                    .consumer
+                    .group_metadata()
+                    .unwrap_or_else(|| consumer::ConsumerGroupMetadata::new(&self.config.group));
+                self.producer
+                    .send_offsets_to_transaction(offsets, &group)
+                    .await?;
+            }
+            self.producer.commit_transaction().await?;
+            if let Some(d) = delivery {
+                // Committed: the record was delivered.
+                let _ = d.await;
+            }
+            Ok::<(), consumer::TransactionError>(())
+        }
+        .await;
+        if let Err(e) = &outcome {
+            let mut committing =
+                self.producer.transaction_state() == Some(consumer::TransactionState::Committing);
+            // A commit that timed out is finished, not aborted (the coordinator may have it).
+            while committing {
+                match self.producer.commit_transaction().await {
+                    Ok(()) => return Ok(()),
+                    Err(consumer::TransactionError::Timeout(_)) => {}
+                    Err(_) => committing = false,
+                }
+            }
+            if !e.is_fatal()
+                && self.producer.transaction_state() != Some(consumer::TransactionState::FatalError)
+            {
+                if let Err(abort) = self.producer.abort_transaction().await {
+                    tracing::warn!(error = %abort, "abort failed");
+                }
+            }
+        }
+        outcome
     }
 
     /// Done offsets not committed yet.

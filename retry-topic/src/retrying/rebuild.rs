@@ -23,10 +23,13 @@ impl RetryingConsumer {
             .committed(&tps)
             .await
             .map_err(|e| fail(e.to_string()))?;
-        let reader =
-            Consumer::from_config(&self.base.clone().with("auto.offset.reset", "earliest"))
-                .await
-                .map_err(|e| fail(e.to_string()))?;
+        let mut reader_config = self.base.clone().with("auto.offset.reset", "earliest");
+        if self.config.exactly_once {
+            reader_config.set("isolation.level", "read_committed");
+        }
+        let reader = Consumer::from_config(&reader_config)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
         let ends = reader
             .end_offsets(&tps)
             .await

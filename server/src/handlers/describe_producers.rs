@@ -1,7 +1,10 @@
 //! DescribeProducers, version 0 (`kafka-transactions describe-producers`): the idempotent
 //! producers with state on each partition (id, epoch, last sequence, time of the last
-//! append). lograil has no transactions: the coordinator epoch is -1 and no producer has an
-//! open transaction (start offset -1). An unknown topic or partition is
+//! append, the coordinator epoch of its last transaction marker there, -1 if none) and the
+//! first offset of its transaction open there (`current_txn_start_offset`, -1 if none, from
+//! log-core's transaction state; what `kafka-transactions find-hanging` looks for). A producer
+//! with a transaction open whose idempotence state expired is listed with epoch and sequence
+//! -1. An unknown topic or partition is
 //! UNKNOWN_TOPIC_OR_PARTITION. Deviation: the last timestamp is when the broker last appended
 //! the producer's batch, not the batch's own max timestamp. Authorization: READ on each topic,
 //! else TOPIC_AUTHORIZATION_FAILED for its partitions.
@@ -49,30 +52,58 @@ impl Handler for DescribeProducersRequest {
                                 Some(StrBytes::from_string(denied.to_string())),
                             );
                         }
-                        if broker.partition(&topic.name, index).is_none() {
+                        let Some(partition) = broker.partition(&topic.name, index) else {
                             return response
                                 .with_error_code(ResponseError::UnknownTopicOrPartition.code())
                                 .with_error_message(Some(StrBytes::from_string(format!(
                                     "{}-{index} does not exist",
                                     topic.name.as_str()
                                 ))));
-                        }
+                        };
+                        let open = partition.open_transactions();
+                        let start = |id: i64| {
+                            open.iter()
+                                .find(|t| t.producer_id == id)
+                                .map_or(-1, |t| t.first_offset)
+                        };
                         let state = broker.producers.partition(&topic.name, index);
-                        let active = state.lock().map(|s| s.active()).unwrap_or_default();
-                        response.with_active_producers(
-                            active
-                                .into_iter()
-                                .map(|(id, epoch, sequence, last_ms)| {
-                                    ProducerState::default()
-                                        .with_producer_id(ProducerId(id))
-                                        .with_producer_epoch(i32::from(epoch))
-                                        .with_last_sequence(sequence)
-                                        .with_last_timestamp(last_ms)
-                                        .with_coordinator_epoch(-1)
-                                        .with_current_txn_start_offset(-1)
-                                })
-                                .collect(),
-                        )
+                        let (active, epochs): (Vec<_>, Vec<_>) = state
+                            .lock()
+                            .map(|s| {
+                                let active = s.active();
+                                let epochs =
+                                    active.iter().map(|a| s.coordinator_epoch(a.0)).collect();
+                                (active, epochs)
+                            })
+                            .unwrap_or_default();
+                        let mut producers: Vec<ProducerState> = active
+                            .iter()
+                            .zip(epochs)
+                            .map(|(&(id, epoch, sequence, last_ms), coordinator_epoch)| {
+                                ProducerState::default()
+                                    .with_producer_id(ProducerId(id))
+                                    .with_producer_epoch(i32::from(epoch))
+                                    .with_last_sequence(sequence)
+                                    .with_last_timestamp(last_ms)
+                                    .with_coordinator_epoch(coordinator_epoch)
+                                    .with_current_txn_start_offset(start(id))
+                            })
+                            .collect();
+                        for txn in open
+                            .iter()
+                            .filter(|t| !active.iter().any(|a| a.0 == t.producer_id))
+                        {
+                            producers.push(
+                                ProducerState::default()
+                                    .with_producer_id(ProducerId(txn.producer_id))
+                                    .with_producer_epoch(-1)
+                                    .with_last_sequence(-1)
+                                    .with_last_timestamp(-1)
+                                    .with_coordinator_epoch(-1)
+                                    .with_current_txn_start_offset(txn.first_offset),
+                            );
+                        }
+                        response.with_active_producers(producers)
                     })
                     .collect();
                 TopicResponse::default()

@@ -7,8 +7,12 @@
 //! (`--fetch-max-bytes`, 55 MiB), whatever the request asks. `max_bytes` and
 //! `partition_max_bytes` are soft for the first batch returned, as in Kafka (KIP-74), so a
 //! consumer can always make progress; a later batch that does not fit is left for the next
-//! fetch. No
-//! transactions, so read_committed reads everything and aborted_transactions is empty. A
+//! fetch. Every partition answers its last stable offset (`Partition::last_stable_offset`);
+//! with `isolation_level` 1 (read_committed) the records served stop at it (whole batches
+//! below it, never a byte of one at or past it; `high_watermark` stays the high watermark)
+//! and `aborted_transactions` lists the aborted transactions overlapping what was served
+//! (Kafka's semantics: the client drops those producers' records from each first offset to
+//! the abort marker); a long poll is woken by a marker's append too, which moves the LSO. A
 //! partition of an offline topic (its files could not be opened) answers CORRUPT_MESSAGE, which
 //! clients hand to the application, rather than Kafka's KAFKA_STORAGE_ERROR, which they retry
 //! silently: one broker has no other replica to fail over to. Authorization: READ on each
@@ -22,7 +26,9 @@ use std::time::Duration;
 use acl::Operation;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 
 use super::bounds::{topics_and_partitions, Counts};
@@ -30,6 +36,7 @@ use super::errors;
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
+use log_core::Partition;
 
 impl Handler for FetchRequest {
     const SERVED: (i16, i16) = (4, 12);
@@ -118,6 +125,35 @@ pub fn records(response: &FetchResponse) -> Vec<Bytes> {
         .collect()
 }
 
+/// `isolation_level` of a read_committed client.
+const READ_COMMITTED: i8 = 1;
+
+/// The aborted transactions overlapping the batches `records` read from `from` on.
+fn aborted(partition: &Partition, from: i64, records: &[u8]) -> Vec<AbortedTransaction> {
+    // Most partitions have none: found before the batches are walked for their end.
+    if partition.aborted_transactions(from, i64::MAX).is_empty() {
+        return Vec::new();
+    }
+    let mut to = from;
+    let mut at = 0usize;
+    while let Some(header) = records
+        .get(at..)
+        .and_then(|b| record_batch::BatchHeader::read(b).ok())
+    {
+        to = to.max(header.next_offset());
+        at += header.size as usize;
+    }
+    partition
+        .aborted_transactions(from, to)
+        .into_iter()
+        .map(|a| {
+            AbortedTransaction::default()
+                .with_producer_id(a.producer_id.into())
+                .with_first_offset(a.first_offset)
+        })
+        .collect()
+}
+
 /// Reads every requested partition but those of `denied` topics (by index); returns the
 /// responses, the record bytes, and whether any partition had an error (which answers the
 /// fetch at once, as Kafka does).
@@ -131,6 +167,7 @@ fn read_all(
         .min(broker.config.limits.fetch_max_bytes);
     let mut total = 0usize;
     let mut any_error = false;
+    let committed = request.isolation_level == READ_COMMITTED;
     let responses = request
         .topics
         .iter()
@@ -169,7 +206,7 @@ fn read_all(
                     let end = partition.log_end_offset();
                     let response = response
                         .with_high_watermark(end)
-                        .with_last_stable_offset(end)
+                        .with_last_stable_offset(partition.last_stable_offset().min(end))
                         .with_log_start_offset(partition.log_start_offset());
                     let partition_max = usize::try_from(p.partition_max_bytes).unwrap_or(0);
                     let limit = partition_max.min(budget);
@@ -179,20 +216,31 @@ fn read_all(
                     }
                     // A read returns at least one whole batch: the first partition with data
                     // may exceed the limits by that batch (KIP-74); any later one may not.
-                    match partition.read(p.fetch_offset, limit.max(1)) {
+                    let read = if committed {
+                        partition.read_committed(p.fetch_offset, limit.max(1))
+                    } else {
+                        partition.read(p.fetch_offset, limit.max(1))
+                    };
+                    match read {
                         Ok(read) if !first && read.records.len() > limit => response
                             .with_high_watermark(read.log_end_offset)
-                            .with_last_stable_offset(read.log_end_offset)
+                            .with_last_stable_offset(read.last_stable_offset)
                             .with_log_start_offset(read.log_start_offset)
                             .with_records(Some(Bytes::new())),
                         Ok(read) => {
                             let n = read.records.len();
                             total += n;
                             budget = budget.saturating_sub(n);
+                            let aborted = if committed && n > 0 {
+                                aborted(&partition, p.fetch_offset, &read.records)
+                            } else {
+                                Vec::new()
+                            };
                             response
                                 .with_high_watermark(read.log_end_offset)
-                                .with_last_stable_offset(read.log_end_offset)
+                                .with_last_stable_offset(read.last_stable_offset)
                                 .with_log_start_offset(read.log_start_offset)
+                                .with_aborted_transactions(Some(aborted))
                                 .with_records(Some(read.records))
                         }
                         Err(e) => {

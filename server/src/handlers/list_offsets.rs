@@ -1,6 +1,8 @@
 //! ListOffsets, versions 1–7: timestamp -2 is the log start, -1 the log end, -3 (v7, KIP-734)
 //! the record with the largest timestamp, and any other value the first record whose timestamp
-//! is at or after it (offset -1 when every record is older). A lookup by time reads (and may
+//! is at or after it (offset -1 when every record is older). With `isolation_level` 1
+//! (read_committed, v2+) the end is the last stable offset, as in Kafka: LATEST is the LSO, and
+//! a lookup by time finding an offset at or past it answers -1. A lookup by time reads (and may
 //! decompress) batches: it runs on the blocking pool, so it cannot stall other requests. A
 //! partition of an offline topic answers UNKNOWN_SERVER_ERROR (see `errors::OFFLINE_LIST_OFFSETS`).
 //! Authorization: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions
@@ -79,6 +81,7 @@ impl Handler for ListOffsetsRequest {
 }
 
 fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicResponse> {
+    let committed = request.isolation_level == READ_COMMITTED;
     request
         .topics
         .into_iter()
@@ -101,7 +104,7 @@ fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicR
                             .with_timestamp(-1)
                             .with_offset(-1);
                     };
-                    match lookup(&partition, p.timestamp) {
+                    match lookup(&partition, p.timestamp, committed) {
                         Ok((offset, timestamp)) => {
                             response.with_offset(offset).with_timestamp(timestamp)
                         }
@@ -144,17 +147,28 @@ fn failed(request: ListOffsetsRequest, error: ResponseError) -> Vec<ListOffsetsT
         .collect()
 }
 
-/// (offset, timestamp) for a ListOffsets timestamp.
-fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ReadError> {
-    match timestamp {
-        EARLIEST => Ok((partition.log_start_offset(), -1)),
-        LATEST => Ok((partition.log_end_offset(), -1)),
-        MAX_TIMESTAMP => Ok(partition
+/// `isolation_level` of a read_committed client.
+const READ_COMMITTED: i8 = 1;
+
+/// (offset, timestamp) for a ListOffsets timestamp; `committed`: what a read_committed reader
+/// may see, up to the last stable offset.
+fn lookup(partition: &Partition, timestamp: i64, committed: bool) -> Result<(i64, i64), ReadError> {
+    let end = if committed {
+        partition.last_stable_offset()
+    } else {
+        partition.log_end_offset()
+    };
+    let found = match timestamp {
+        EARLIEST => return Ok((partition.log_start_offset(), -1)),
+        LATEST => return Ok((end, -1)),
+        MAX_TIMESTAMP => partition
             .max_timestamp()
             .map(|max| partition.offset_for_timestamp(max))
             .transpose()?
-            .flatten()
-            .unwrap_or((-1, -1))),
-        t => Ok(partition.offset_for_timestamp(t)?.unwrap_or((-1, -1))),
-    }
+            .flatten(),
+        t => partition.offset_for_timestamp(t)?,
+    };
+    Ok(found
+        .filter(|(offset, _)| *offset < end)
+        .unwrap_or((-1, -1)))
 }

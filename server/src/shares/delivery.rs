@@ -85,6 +85,35 @@ pub fn to_batch_end(partition: &Partition, speo: i64, max_records: usize, log_en
         .map_or(max_records, |n| n.max(max_records))
 }
 
+/// Offsets among `offsets` (ascending) that a share group never delivers, in the batches
+/// `batches`: those of control batches (transaction markers) and those of aborted
+/// transactions' batches.
+pub fn uncommitted(partition: &Partition, batches: &[u8], offsets: &[i64]) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < batches.len() {
+        let Ok(header) = record_batch::BatchHeader::read(&batches[at..]) else {
+            break;
+        };
+        at += header.size as usize;
+        let aborted = || {
+            partition
+                .aborted_transactions(header.base_offset, header.next_offset())
+                .iter()
+                .any(|a| {
+                    a.producer_id == header.producer_id
+                        && (a.first_offset..=a.last_offset).contains(&header.base_offset)
+                })
+        };
+        if header.is_control() || (header.is_transactional() && aborted()) {
+            let from = offsets.partition_point(|o| *o < header.base_offset);
+            let to = offsets.partition_point(|o| *o <= header.last_offset());
+            out.extend_from_slice(&offsets[from..to]);
+        }
+    }
+    out
+}
+
 /// A record's deadline, if it has one that can be read.
 fn deadline(record: &DecodedRecord) -> Option<i64> {
     let value = record.header(DEADLINE_HEADER)?;

@@ -160,14 +160,15 @@ impl Shares {
         if let Some(state) = partitions.get(key) {
             return state.clone();
         }
+        // Share groups see committed records only: "latest" is the last stable offset.
         let start = match config.auto_offset_reset {
-            AutoOffsetReset::Latest => partition.log_end_offset(),
+            AutoOffsetReset::Latest => partition.last_stable_offset(),
             AutoOffsetReset::Earliest => partition.log_start_offset(),
             AutoOffsetReset::ByDuration(ms) => partition
                 .offset_for_timestamp(now - ms)
                 .ok()
                 .flatten()
-                .map_or(partition.log_end_offset(), |(offset, _)| offset),
+                .map_or(partition.last_stable_offset(), |(offset, _)| offset),
         };
         let state = SharePartition::new(start);
         let change = Change::Snapshot {
@@ -437,7 +438,8 @@ impl Shares {
         if state.start() < partition.log_start_offset() {
             changes = state.reset_start(partition.log_start_offset());
         }
-        let log_end = partition.log_end_offset();
+        // Committed records only: nothing at or past the last stable offset is acquired.
+        let log_end = partition.last_stable_offset();
         let (acquired, took) = if limits.whole_batches {
             // The lock limit is checked first, then the acquisition runs to a batch end.
             let room = state.lock_room(config);
@@ -468,6 +470,15 @@ impl Shares {
                 return fail(FetchError::Read(Arc::new(e)));
             }
         };
+        let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
+        let undeliverable = delivery::uncommitted(&partition, &records, &offsets);
+        if !undeliverable.is_empty() {
+            merge(
+                &mut changes,
+                state.archive_undeliverable(&undeliverable, now),
+            );
+            ranges = without(&ranges, &undeliverable);
+        }
         let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
         let expired = delivery::past_deadline(&records, &offsets, now);
         if !expired.is_empty() {
