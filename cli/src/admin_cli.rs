@@ -187,13 +187,17 @@ pub fn group(connection: &Connection, command: &GroupCommand) -> anyhow::Result<
                 let groups = admin.list_groups().await?;
                 let rows: Vec<_> = groups
                     .iter()
-                    .map(|(id, state, kind)| json!({ "group": id, "state": state, "protocol_type": kind }))
+                    .map(|(id, state, kind, group_type)| {
+                        json!({ "group": id, "state": state, "protocol_type": kind, "type": group_type })
+                    })
                     .collect();
                 print(connection, json!(rows), || {
                     table(
-                        &["GROUP", "STATE"],
+                        &["GROUP", "TYPE", "STATE"],
                         &[],
-                        groups.iter().map(|(id, state, _)| vec![id.clone(), state.clone()]),
+                        groups.iter().map(|(id, state, _, group_type)| {
+                            vec![id.clone(), group_type.clone(), state.clone()]
+                        }),
                     )
                 })?;
             }
@@ -294,7 +298,7 @@ async fn describe_group(
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
     print(
         connection,
-        json!({ "group": group, "state": described.state, "protocol": described.protocol, "members": members, "partitions": rows }),
+        json!({ "group": group, "type": described.group_type, "state": described.state, "protocol": described.protocol, "members": members, "partitions": rows }),
         || {
             let rows = lag.iter().map(|l| {
                 vec![
@@ -308,9 +312,11 @@ async fn describe_group(
                 ]
             });
             format!(
-                "Group {group} is {} with {} members.\n{}",
+                "{} group {group} is {} with {} members (assignor {}).\n{}",
+                described.group_type,
                 described.state,
                 described.members.len(),
+                dash(Some(described.protocol.clone()).filter(|p| !p.is_empty())),
                 table(&DESCRIBE_HEADER, &[1, 2, 3, 4, 5], rows)
             )
         },

@@ -143,6 +143,19 @@ settings! {
     /// default 6000).
     #[arg(long)]
     group_min_session_timeout_ms: u64 => |c, v| c.groups.min_session_timeout = ms(v),
+    /// Kafka's `group.consumer.session.timeout.ms`: a member of a consumer-protocol group
+    /// (KIP-848, `group.protocol=consumer`) silent this long is fenced and its partitions go to
+    /// the others (default 45000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    group_consumer_session_timeout_ms: u64 => |c, v| c.groups.consumer.session_timeout = ms(v),
+    /// Kafka's `group.consumer.heartbeat.interval.ms`: how often consumer-protocol members
+    /// heartbeat (default 5000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    group_consumer_heartbeat_interval_ms: u64 => |c, v| c.groups.consumer.heartbeat_interval = ms(v),
+    /// Kafka's `group.consumer.max.size`: members of one consumer-protocol group (default
+    /// 1000; Kafka's is unbounded); a joiner over it gets GROUP_MAX_SIZE_REACHED.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    group_consumer_max_size: u64 => |c, v| c.groups.consumer.max_size = size("group-consumer-max-size", v)?,
     /// Default `segment.bytes` of topics: roll the active segment at this size.
     #[arg(long)]
     segment_bytes: i64 => |c, v| topic_default(c, "segment.bytes", v)?,

@@ -55,7 +55,8 @@ pub struct MemberDescription {
     pub assignment: Vec<(String, Vec<i32>)>,
 }
 
-/// A classic group, as DescribeGroups shows it ([`Admin::describe_group`]).
+/// A group, as DescribeGroups shows a classic one, or ConsumerGroupDescribe a KIP-848
+/// consumer-protocol one ([`Admin::describe_group`]).
 #[derive(Debug, Clone)]
 pub struct GroupDescription {
     /// The group asked about.
@@ -67,8 +68,12 @@ pub struct GroupDescription {
     /// unknown group.
     pub protocol_type: String,
     /// The protocol the group chose: for a consumer group, the assignor (`range`,
-    /// `cooperative-sticky`); empty until a generation has chosen one.
+    /// `cooperative-sticky`; for a consumer-protocol group the broker's, `uniform` or
+    /// `range`); empty until a generation has chosen one.
     pub protocol: String,
+    /// `Classic`, or `Consumer` for a KIP-848 consumer-protocol group (`group.protocol=consumer`),
+    /// whose states are `Empty`, `Assigning`, `Reconciling` and `Stable`.
+    pub group_type: String,
     /// The members of the current generation.
     pub members: Vec<MemberDescription>,
 }
@@ -393,29 +398,36 @@ impl Admin {
         })?)
     }
 
-    /// (group id, state, protocol type) of every group, from every broker (each lists the
-    /// groups it coordinates).
-    pub async fn list_groups(&mut self) -> Result<Vec<(String, String, String)>, AdminError> {
+    /// (group id, state, protocol type, group type: `Classic`, `Consumer` for KIP-848
+    /// consumer-protocol groups, `Share`) of every group, from every broker (each lists the
+    /// groups it coordinates; ListGroups v5, Kafka 3.8 and later).
+    pub async fn list_groups(
+        &mut self,
+    ) -> Result<Vec<(String, String, String, String)>, AdminError> {
         let (metadata, _) = self.cluster.fetch_metadata(Some(Vec::new()), false).await?;
         let mut brokers: Vec<i32> = metadata.brokers.keys().copied().collect();
         brokers.sort_unstable();
         let mut out = BTreeMap::new();
         for broker in brokers {
             let connection = self.cluster.connection(broker).await?;
-            let response = connection.call(&ListGroupsRequest::default(), 4).await?;
+            let response = connection.call(&ListGroupsRequest::default(), 5).await?;
             check(response.error_code, ApiKey::ListGroups, || {
                 format!("broker {broker}")
             })?;
             for g in response.groups {
                 out.insert(
                     g.group_id.to_string(),
-                    (g.group_state.to_string(), g.protocol_type.to_string()),
+                    (
+                        g.group_state.to_string(),
+                        g.protocol_type.to_string(),
+                        g.group_type.to_string(),
+                    ),
                 );
             }
         }
         Ok(out
             .into_iter()
-            .map(|(id, (state, kind))| (id, state, kind))
+            .map(|(id, (state, kind, group_type))| (id, state, kind, group_type))
             .collect())
     }
 
@@ -444,9 +456,71 @@ impl Admin {
         }
     }
 
-    /// A classic group's state and members (DescribeGroups to its coordinator, retried while
-    /// the coordinator moves, for up to 60 s).
+    /// A group's state and members (DescribeGroups to its coordinator, retried while the
+    /// coordinator moves, for up to 60 s; a group DescribeGroups calls Dead is asked again with
+    /// ConsumerGroupDescribe, which describes KIP-848 consumer-protocol groups).
     pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription, AdminError> {
+        let classic = self.describe_classic_group(group).await?;
+        if classic.state != "Dead" {
+            return Ok(classic);
+        }
+        Ok(self
+            .describe_consumer_group(group)
+            .await?
+            .unwrap_or(classic))
+    }
+
+    /// A KIP-848 consumer-protocol group (ConsumerGroupDescribe); `None` if it is not one.
+    async fn describe_consumer_group(
+        &mut self,
+        group: &str,
+    ) -> Result<Option<GroupDescription>, AdminError> {
+        let request =
+            ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text(group))]);
+        let node = self.group_coordinator(group).await?;
+        let connection = self.cluster.connection(node).await?;
+        let Ok(response) = connection.call(&request, 0).await else {
+            // A broker without the API has no such group.
+            return Ok(None);
+        };
+        let Some(described) = response.groups.into_iter().next() else {
+            return Ok(None);
+        };
+        if described.error_code == ErrorCode::GroupIdNotFound.code() {
+            return Ok(None);
+        }
+        check(described.error_code, ApiKey::ConsumerGroupDescribe, || {
+            format!("group {group}")
+        })?;
+        Ok(Some(GroupDescription {
+            group_id: group.to_string(),
+            state: described.group_state.to_string(),
+            protocol_type: "consumer".to_string(),
+            protocol: described.assignor_name.to_string(),
+            group_type: "Consumer".to_string(),
+            members: described
+                .members
+                .into_iter()
+                .map(|m| MemberDescription {
+                    member_id: m.member_id.to_string(),
+                    instance_id: m.instance_id.map(|i| i.to_string()),
+                    client_id: m.client_id.to_string(),
+                    host: m.client_host.to_string(),
+                    assignment: m
+                        .assignment
+                        .topic_partitions
+                        .into_iter()
+                        .map(|t| (t.topic_name.to_string(), t.partitions))
+                        .collect(),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn describe_classic_group(
+        &mut self,
+        group: &str,
+    ) -> Result<GroupDescription, AdminError> {
         let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
         let described = offsets::with_coordinator(&self.cluster, group, Self::deadline(), |c| {
             let request = &request;
@@ -472,6 +546,7 @@ impl Admin {
             state: described.group_state.to_string(),
             protocol_type: described.protocol_type.to_string(),
             protocol: described.protocol_data.to_string(),
+            group_type: "Classic".to_string(),
             members: described
                 .members
                 .into_iter()

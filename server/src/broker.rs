@@ -11,7 +11,8 @@ use crate::backlog::{self, Backlogs, Bound, Verdict};
 use crate::broker_defaults::BrokerDefaults;
 use crate::config::BrokerConfig;
 use crate::durable::Syncer;
-use crate::groups::offsets::OffsetsError;
+use crate::groups::consumer::ConsumerGroups;
+use crate::groups::offsets::{ConsumerGroupMeta, OffsetsError};
 use crate::groups::{Coordinator, OffsetStore};
 use crate::limits::RateLimiter;
 use crate::metrics::{Metrics, TimedStorage};
@@ -72,6 +73,8 @@ pub struct Broker {
     pub producer_ids: ProducerIds,
     /// Consumer groups and their committed offsets.
     pub groups: Coordinator,
+    /// Consumer-protocol groups (KIP-848); a group id is here or in `groups`, not both.
+    pub consumer_groups: ConsumerGroups,
     pub offsets: OffsetStore,
     /// The transaction coordinator and `__transaction_state`.
     pub transactions: Transactions,
@@ -152,6 +155,15 @@ impl Broker {
                 .filter(|(group, _)| offsets.has_offsets(group))
                 .collect(),
         );
+        let consumer_groups = ConsumerGroups::new(config.groups.consumer.clone());
+        consumer_groups.restore(
+            offsets
+                .consumer_group_metas()
+                .into_iter()
+                .filter(|(group, _)| offsets.has_offsets(group))
+                .map(|(group, meta)| (group, meta.epoch))
+                .collect(),
+        );
         let producer_ids = ProducerIds::open(&config.data_dir)?;
         let quotas = Quotas::open(&config.data_dir, config.quota_window)?;
         let security = Security::open(&config.data_dir, &config.security)?;
@@ -175,6 +187,7 @@ impl Broker {
             producers,
             producer_ids,
             groups,
+            consumer_groups,
             offsets,
             transactions,
             shares,
@@ -282,16 +295,24 @@ impl Broker {
         // A group forgotten at the tick and joined again since keeps its new record.
         forgotten.retain(|group| !self.groups.contains(group));
         let changed = self.groups.unpersisted();
-        if forgotten.is_empty() && changed.is_empty() {
+        let consumer: Vec<(String, Option<ConsumerGroupMeta>)> = self
+            .consumer_groups
+            .unpersisted()
+            .into_iter()
+            .map(|(id, epoch)| (id, epoch.map(|epoch| ConsumerGroupMeta { epoch })))
+            .collect();
+        if forgotten.is_empty() && changed.is_empty() && consumer.is_empty() {
             return;
         }
         let names: Vec<String> = changed.iter().map(|(id, _)| id.clone()).collect();
+        let consumer_names: Vec<String> = consumer.iter().map(|(id, _)| id.clone()).collect();
         let owner = self.clone();
         let stored = crate::blocking::spawn(move || {
             for group in &forgotten {
                 owner.offsets.delete_group_record(group)?;
             }
-            owner.offsets.store_groups(changed)
+            owner.offsets.store_groups(changed)?;
+            owner.offsets.store_consumer_groups(consumer)
         })
         .await;
         let error = match stored {
@@ -301,6 +322,7 @@ impl Broker {
         };
         tracing::error!(error, "writing group records failed");
         self.groups.unwritten(&names);
+        self.consumer_groups.unwritten(&consumer_names);
     }
 
     /// Deletes the committed offsets of groups empty for `offsets.retention.minutes` at
@@ -308,7 +330,8 @@ impl Broker {
     pub fn expire_offsets(&self, now_ms: i64) -> Result<Vec<String>, OffsetsError> {
         let retention = &self.config.limits.offsets_retention;
         let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-        let with_members = self.groups.groups_with_members();
+        let mut with_members = self.groups.groups_with_members();
+        with_members.extend(self.consumer_groups.groups_with_members());
         self.offsets.expire(now_ms, retention_ms, &with_members)
     }
 

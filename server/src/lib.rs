@@ -484,6 +484,10 @@ async fn run_group_timer(broker: Arc<Broker>) {
         let forgotten = broker
             .groups
             .tick(now, |group| broker.offsets.has_offsets(group));
+        broker.consumer_groups.tick(now);
+        broker
+            .consumer_groups
+            .forget(|group| broker.offsets.has_offsets(group));
         broker.store_group_records(forgotten).await;
         // Share groups: locks that ran out, members gone silent (log work: blocking pool).
         let owner = broker.clone();

@@ -432,6 +432,12 @@ fn api_versions_advertises_exactly_what_is_routed() {
             ApiKey::IncrementalAlterConfigs => {
                 frame(key, max, 1, &m::IncrementalAlterConfigsRequest::default())
             }
+            ApiKey::ConsumerGroupHeartbeat => {
+                frame(key, max, 1, &m::ConsumerGroupHeartbeatRequest::default())
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                frame(key, max, 1, &m::ConsumerGroupDescribeRequest::default())
+            }
             ApiKey::ShareGroupHeartbeat => {
                 frame(key, max, 1, &m::ShareGroupHeartbeatRequest::default())
             }

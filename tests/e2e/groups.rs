@@ -32,7 +32,7 @@ const BROKER_FLAGS: &[&str] = &[
     "500",
 ];
 
-fn produce(addr: &str, topic: &str, ids: std::ops::Range<u64>) {
+pub(crate) fn produce(addr: &str, topic: &str, ids: std::ops::Range<u64>) {
     let records = ids.map(|id| Record::new(id.to_string()).key(format!("k{}", id % 101)));
     rdkafka_produce(addr, &[("linger.ms", "5")], topic, records);
 }
@@ -81,17 +81,27 @@ fn commit_consumed(consumer: &BaseConsumer, topic: &str, consumed: &[(i32, i64, 
     consumer.commit(&list, CommitMode::Sync).unwrap();
 }
 
-/// Prints what it consumes and commits, for the test that runs it as a process.
-struct WorkerContext;
+/// Prints what it consumes and commits, for the test that runs it as a process: after each
+/// rebalance callback, the whole assignment (`A` lines); with an incremental protocol a
+/// revocation changes it too.
+struct WorkerContext {
+    incremental: bool,
+}
 impl ClientContext for WorkerContext {}
 impl ConsumerContext for WorkerContext {
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(list) = rebalance {
-            let parts: Vec<String> = list
-                .elements()
-                .iter()
-                .map(|e| e.partition().to_string())
-                .collect();
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let show = match rebalance {
+            Rebalance::Assign(_) => true,
+            Rebalance::Revoke(_) => self.incremental,
+            Rebalance::Error(_) => false,
+        };
+        if show {
+            let mut parts: Vec<i32> = consumer
+                .assignment()
+                .map(|l| l.elements().iter().map(|e| e.partition()).collect())
+                .unwrap_or_default();
+            parts.sort_unstable();
+            let parts: Vec<String> = parts.iter().map(i32::to_string).collect();
             println!("A {}", parts.join(","));
         }
     }
@@ -99,7 +109,9 @@ impl ConsumerContext for WorkerContext {
 
 /// Not a test on its own: `shared_partitions_are_taken_over_when_a_member_dies` runs it as a
 /// consumer process. Consumes the topic in `LOGRAIL_WORKER_TOPIC`, committing every 10 records,
-/// printing `M partition offset` and `C partition next-offset` lines.
+/// printing `M partition offset` and `C partition next-offset` lines. `LOGRAIL_WORKER_PROTOCOL`
+/// `consumer` makes it a KIP-848 member (`group.protocol=consumer`) of group
+/// `LOGRAIL_WORKER_GROUP`; `LOGRAIL_WORKER_DELAY_MS` is its time per record (default 2).
 #[test]
 #[ignore]
 fn group_worker() {
@@ -109,14 +121,25 @@ fn group_worker() {
     let topic = std::env::var("LOGRAIL_WORKER_TOPIC").unwrap();
     // libtest has printed "test groups::group_worker ... " without a newline.
     println!();
-    let consumer: BaseConsumer<WorkerContext> = ClientConfig::new()
+    let incremental = std::env::var("LOGRAIL_WORKER_PROTOCOL").is_ok_and(|p| p == "consumer");
+    let group = std::env::var("LOGRAIL_WORKER_GROUP").unwrap_or_else(|_| "shared".into());
+    let delay: u64 = std::env::var("LOGRAIL_WORKER_DELAY_MS").map_or(2, |d| d.parse().unwrap());
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", &addr)
-        .set("group.id", "shared")
+        .set("group.id", &group)
         .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "500")
-        .create_with_context(WorkerContext)
+        .set("auto.offset.reset", "earliest");
+    if incremental {
+        // KIP-848: the broker owns session timeout, heartbeat interval and assignor.
+        config.set("group.protocol", "consumer");
+    } else {
+        config
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "500");
+    }
+    let consumer: BaseConsumer<WorkerContext> = config
+        .create_with_context(WorkerContext { incremental })
         .unwrap();
     consumer.subscribe(&[&topic]).unwrap();
     let mut since_commit: HashMap<i32, i64> = HashMap::new();
@@ -126,7 +149,7 @@ fn group_worker() {
         };
         let Ok(m) = message else { continue };
         println!("M {} {}", m.partition(), m.offset());
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_millis(delay));
         since_commit.insert(m.partition(), m.offset() + 1);
         if m.offset() % 10 == 9 {
             let mut list = TopicPartitionList::new();
@@ -145,13 +168,18 @@ fn group_worker() {
     }
 }
 
-struct Worker {
-    child: Child,
+pub(crate) struct Worker {
+    pub(crate) child: Child,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Worker {
     fn start(addr: &str, topic: &str) -> Worker {
+        Worker::start_with(addr, topic, &[])
+    }
+
+    /// A worker process with more `LOGRAIL_WORKER_*` settings (see `group_worker`).
+    pub(crate) fn start_with(addr: &str, topic: &str, env: &[(&str, &str)]) -> Worker {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "groups::group_worker",
@@ -163,6 +191,7 @@ impl Worker {
             ])
             .env("LOGRAIL_WORKER_ADDR", addr)
             .env("LOGRAIL_WORKER_TOPIC", topic)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -183,7 +212,7 @@ impl Worker {
     }
 
     /// What the worker printed so far.
-    fn record(&self) -> WorkerLog {
+    pub(crate) fn record(&self) -> WorkerLog {
         let mut log = WorkerLog::default();
         for line in self.lines() {
             let parts: Vec<&str> = line.split_whitespace().collect();
@@ -209,14 +238,14 @@ impl Worker {
 /// A worker's output: what it consumed and committed, each tagged with its assignment period
 /// (how many assignments it had received by then), and its assignments in order.
 #[derive(Debug, Default)]
-struct WorkerLog {
-    consumed: Vec<(i32, i64, usize)>,
-    commits: Vec<(i32, i64, usize)>,
-    assignments: Vec<Vec<i32>>,
+pub(crate) struct WorkerLog {
+    pub(crate) consumed: Vec<(i32, i64, usize)>,
+    pub(crate) commits: Vec<(i32, i64, usize)>,
+    pub(crate) assignments: Vec<Vec<i32>>,
 }
 
 impl WorkerLog {
-    fn offsets(&self) -> impl Iterator<Item = (i32, i64)> + '_ {
+    pub(crate) fn offsets(&self) -> impl Iterator<Item = (i32, i64)> + '_ {
         self.consumed.iter().map(|(p, o, _)| (*p, *o))
     }
 

@@ -15,6 +15,8 @@
 //!   `sendOffsetsToTransaction`, a fenced zombie) read back read_committed and read_uncommitted
 //!   by the Java consumer and librdkafka; a Streams word count with `exactly_once_v2` killed
 //!   (SIGKILL) mid-run and restarted: every count in the read_committed output once.
+//! - `kip848`: the Java client in a KIP-848 consumer group (`group.protocol=consumer`), three
+//!   members, one killed mid-way: every record read, duplicates only past its last commit.
 //!
 //! The tests take turns (a JVM each, on a small machine). Skipped, with the reason printed,
 //! when `java` or `mvn` is not on PATH (`.ci/run` installs both).
@@ -22,5 +24,6 @@
 
 mod connect;
 mod java;
+mod kip848;
 mod streams;
 mod transactions;

@@ -242,6 +242,10 @@ steps() {
     tool 13-offsets-latest sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic orders --time -1
     tool 14-consume-orders as_is "$T.consumer.ConsoleConsumer" --bootstrap-server @bs --topic orders \
         --from-beginning --max-messages 40 --group billing --formatter-property print.key=false
+    # The same through a KIP-848 consumer-protocol group (the broker's assignor).
+    tool 14b-consume-orders-kip848 sorted "$T.consumer.ConsoleConsumer" --bootstrap-server @bs --topic orders \
+        --from-beginning --max-messages 40 --group billing-kip848 --consumer-property group.protocol=consumer \
+        --formatter-property print.key=false
     # Grow the topic: new keys spread over 4 partitions as in Kafka.
     tool 15-alter-partitions as_is "$T.TopicCommand" --bootstrap-server @bs --alter --topic orders --partitions 4
     tool 16-describe-grown topic_describe "$T.TopicCommand" --bootstrap-server @bs --describe --topic orders
@@ -274,6 +278,8 @@ steps() {
     tool 33-group-members table "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing --members
     tool 34-group-state group_state "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing --state
     tool 35-group-offsets group_describe "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing --offsets
+    tool 35b-kip848-describe group_describe "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing-kip848
+    tool 35c-kip848-state group_state "$GROUPS_CMD" --bootstrap-server @bs --describe --group billing-kip848 --state
     local reset=("$GROUPS_CMD" --bootstrap-server @bs --reset-offsets --group billing --topic orders)
     tool 36-reset-earliest-dry table "${reset[@]}" --to-earliest --dry-run
     tool 37-reset-latest table "${reset[@]}" --to-latest --execute

@@ -17,6 +17,8 @@ pub struct GroupConfig {
     pub max_session_timeout: Duration,
     /// `group.max.size`: members of one group, pending member ids included.
     pub max_size: usize,
+    /// Consumer-protocol groups' settings (`group.consumer.*`).
+    pub consumer: super::consumer::ConsumerConfig,
 }
 
 impl Default for GroupConfig {
@@ -26,6 +28,7 @@ impl Default for GroupConfig {
             min_session_timeout: Duration::from_millis(6000),
             max_session_timeout: Duration::from_millis(1_800_000),
             max_size: 1000,
+            consumer: super::consumer::ConsumerConfig::default(),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Consumer groups (Kafka's classic protocol): the coordinator's state machine and the store of
-//! committed offsets.
+//! Consumer groups: Kafka's classic protocol (the coordinator's state machine), KIP-848's
+//! consumer protocol ([`consumer`]), and the store of committed offsets both use.
 //!
 //! - [`messages`]: what the coordinator takes and answers;
 //! - [`group`]: one group, its members and its state transitions;
@@ -8,6 +8,7 @@
 //!   group's own record (protocol type, generation), which the coordinator writes when they
 //!   change and restores its Empty groups from at start-up.
 
+pub mod consumer;
 mod coordinator;
 mod group;
 mod messages;

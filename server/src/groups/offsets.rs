@@ -6,7 +6,9 @@
 //! bincode (fixed-width little-endian integers). A null value is a tombstone (deleted offsets).
 //! A group's own record (Kafka's group metadata record: its protocol type and generation, so a
 //! group's generation keeps counting across restarts) has the key `(group, "", -1)`, which no
-//! partition can have, and a [`GroupMeta`] value; it is deleted with the group's offsets.
+//! partition can have, and a [`GroupMeta`] value; a consumer-protocol group's (KIP-848: its
+//! group epoch) has `(group, "", -2)` and a [`ConsumerGroupMeta`]; each is deleted with the
+//! group's offsets.
 //! Without compaction the topic would only grow, so on start-up, when it holds far more records
 //! than live offsets, the live offsets are written again and the segments before them deleted.
 //!
@@ -65,9 +67,19 @@ pub struct GroupMeta {
     pub generation: i32,
 }
 
-/// The key of a group's own record: a topic name no topic has.
+/// What is kept of a consumer-protocol group (KIP-848) apart from its offsets: its group
+/// epoch (Kafka's consumer group metadata record), so a group's epochs keep counting across
+/// restarts; its members rejoin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerGroupMeta {
+    pub epoch: i32,
+}
+
+/// The key of a group's own record: a topic name no topic has (partition -1 a classic
+/// group's, -2 a consumer-protocol group's).
 const GROUP_TOPIC: &str = "";
 const GROUP_PARTITION: i32 = -1;
+const CONSUMER_GROUP_PARTITION: i32 = -2;
 
 impl Key {
     fn group(group: &str) -> Key {
@@ -77,6 +89,14 @@ impl Key {
     fn is_group(&self) -> bool {
         self.topic == GROUP_TOPIC && self.partition == GROUP_PARTITION
     }
+
+    fn consumer_group(group: &str) -> Key {
+        Key::new(group, GROUP_TOPIC, CONSUMER_GROUP_PARTITION)
+    }
+
+    fn is_consumer_group(&self) -> bool {
+        self.topic == GROUP_TOPIC && self.partition == CONSUMER_GROUP_PARTITION
+    }
 }
 
 /// A record's value: a commit, or a group's own record (serialized as the value alone).
@@ -85,6 +105,7 @@ impl Key {
 enum Value {
     Offset(Committed),
     Group(GroupMeta),
+    ConsumerGroup(ConsumerGroupMeta),
 }
 
 /// The latest write per partition: the commit (`None` after a tombstone) and the offset of the
@@ -114,6 +135,8 @@ pub struct OffsetStore {
     groups: Mutex<HashMap<String, GroupOffsets>>,
     /// Each group's own record, with the log offset that wrote it.
     metas: Mutex<HashMap<String, (GroupMeta, i64)>>,
+    /// Each consumer-protocol group's own record, with the log offset that wrote it.
+    consumer_metas: Mutex<HashMap<String, (ConsumerGroupMeta, i64)>>,
     /// When each group with offsets was last seen with members (ms), by [`OffsetStore::expire`].
     seen_with_members: Mutex<HashMap<String, i64>>,
     /// When the store was opened (ms): groups not seen since count as seen then.
@@ -126,7 +149,22 @@ impl OffsetStore {
         let state = StateLog::open(log, TOPIC, 16 << 20, MAX_BATCH_BYTES)?;
         let mut groups: HashMap<String, GroupOffsets> = HashMap::new();
         let mut metas: HashMap<String, (Option<GroupMeta>, i64)> = HashMap::new();
+        let mut consumer_metas: HashMap<String, (ConsumerGroupMeta, i64)> = HashMap::new();
         let records = state.replay_encoded(batch::DECODE_MAX_BYTES, |key: Key, value, at| {
+            if key.is_consumer_group() {
+                match value.map(StateLog::decode::<ConsumerGroupMeta>) {
+                    Some(None) => {
+                        tracing::warn!(offset = at, "skipping a group record that does not decode")
+                    }
+                    Some(Some(meta)) => {
+                        consumer_metas.insert(key.group, (meta, at));
+                    }
+                    None => {
+                        consumer_metas.remove(&key.group);
+                    }
+                }
+                return;
+            }
             if key.is_group() {
                 match value.map(StateLog::decode::<GroupMeta>) {
                     Some(None) => {
@@ -155,6 +193,7 @@ impl OffsetStore {
             log: state,
             groups: Mutex::new(groups),
             metas: Mutex::new(metas),
+            consumer_metas: Mutex::new(consumer_metas),
             seen_with_members: Mutex::new(HashMap::new()),
             opened_ms: log_core::now_ms(),
         };
@@ -180,8 +219,20 @@ impl OffsetStore {
                 .filter(|(group, _)| offsets.get(*group).is_some_and(live))
                 .map(|(group, (meta, _))| (Key::group(group), Some(Value::Group(meta.clone()))))
                 .collect();
+            let consumer_metas: Vec<(Key, Option<Value>)> = store
+                .lock_consumer_metas()
+                .iter()
+                .filter(|(group, _)| offsets.get(*group).is_some_and(live))
+                .map(|(group, (meta, _))| {
+                    (
+                        Key::consumer_group(group),
+                        Some(Value::ConsumerGroup(*meta)),
+                    )
+                })
+                .collect();
             drop(offsets);
             kept.extend(metas);
+            kept.extend(consumer_metas);
             store.log.rewrite(&kept, 1000, records)?;
         }
         Ok(store)
@@ -197,6 +248,36 @@ impl OffsetStore {
             .iter()
             .map(|(group, (meta, _))| (group.clone(), meta.clone()))
             .collect()
+    }
+
+    fn lock_consumer_metas(&self) -> MutexGuard<'_, HashMap<String, (ConsumerGroupMeta, i64)>> {
+        self.consumer_metas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every consumer-protocol group's own record (its group epoch).
+    pub fn consumer_group_metas(&self) -> Vec<(String, ConsumerGroupMeta)> {
+        self.lock_consumer_metas()
+            .iter()
+            .map(|(group, (meta, _))| (group.clone(), *meta))
+            .collect()
+    }
+
+    /// Writes (or, for `None`, deletes) the own records of consumer-protocol groups, and waits
+    /// until they are durable.
+    pub fn store_consumer_groups(
+        &self,
+        metas: Vec<(String, Option<ConsumerGroupMeta>)>,
+    ) -> Result<(), OffsetsError> {
+        let known = self.lock_consumer_metas();
+        let entries: Vec<(Key, Option<Value>)> = metas
+            .into_iter()
+            .filter(|(group, meta)| meta.is_some() || known.contains_key(group))
+            .map(|(group, meta)| (Key::consumer_group(&group), meta.map(Value::ConsumerGroup)))
+            .collect();
+        drop(known);
+        self.write(entries)
     }
 
     /// Writes the own records of groups whose protocol type or generation changed, and waits
@@ -222,8 +303,25 @@ impl OffsetStore {
         self.log.await_durable(&info)?;
         let mut groups = self.lock();
         let mut metas = self.lock_metas();
+        let mut consumer_metas = self.lock_consumer_metas();
         for (at, (key, value)) in (info.base_offset..).zip(entries) {
             match value {
+                Some(Value::ConsumerGroup(meta)) => {
+                    if consumer_metas
+                        .get(&key.group)
+                        .is_none_or(|(_, was)| *was < at)
+                    {
+                        consumer_metas.insert(key.group, (meta, at));
+                    }
+                }
+                None if key.is_consumer_group() => {
+                    if consumer_metas
+                        .get(&key.group)
+                        .is_some_and(|(_, was)| *was < at)
+                    {
+                        consumer_metas.remove(&key.group);
+                    }
+                }
                 Some(Value::Group(meta)) => {
                     if metas.get(&key.group).is_none_or(|(_, was)| *was < at) {
                         metas.insert(key.group, (meta, at));
@@ -372,6 +470,9 @@ impl OffsetStore {
         // members is deleted).
         if partitions.is_none() && self.lock_metas().contains_key(group) {
             entries.push((Key::group(group), None));
+        }
+        if partitions.is_none() && self.lock_consumer_metas().contains_key(group) {
+            entries.push((Key::consumer_group(group), None));
         }
         self.write(entries)?;
         Ok(count)

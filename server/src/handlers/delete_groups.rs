@@ -1,4 +1,5 @@
-//! DeleteGroups, versions 0–2: a group without members is deleted with its committed offsets
+//! DeleteGroups, versions 0–2: a group (classic or KIP-848 consumer protocol) without members
+//! is deleted with its committed offsets
 //! (tombstones in `__consumer_offsets`); one with members is NON_EMPTY_GROUP. Authorization:
 //! DELETE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 
@@ -33,12 +34,16 @@ impl Handler for DeleteGroupsRequest {
         let results = crate::blocking::map_each(
             request.groups_names,
             move |id| {
-                let known = owner.groups.describe(&id).is_some() || owner.offsets.has_offsets(&id);
+                let known = owner.groups.describe(&id).is_some()
+                    || owner.consumer_groups.contains(&id)
+                    || owner.offsets.has_offsets(&id);
                 let code = if !ctx.authorize_group(&owner, Operation::Delete, &id) {
                     ResponseError::GroupAuthorizationFailed.code()
                 } else if !known {
                     ResponseError::GroupIdNotFound.code()
                 } else if let Err(e) = owner.groups.delete(&id) {
+                    e.code()
+                } else if let Err(e) = owner.consumer_groups.delete(&id) {
                     e.code()
                 } else {
                     match owner.offsets.delete(&id, None) {

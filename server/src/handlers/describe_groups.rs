@@ -1,5 +1,6 @@
 //! DescribeGroups, versions 0–5: state, protocol and members with their metadata and
-//! assignment. A group that only has offsets is Empty; an unknown one is Dead, as in Kafka.
+//! assignment. A group that only has offsets is Empty; an unknown one, or a consumer-protocol
+//! (KIP-848) group, is Dead, as in Kafka.
 //! Authorization: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it (empty state,
 //! as Kafka). KIP-430 (v3+): the group's authorized operations when asked.
 
@@ -77,7 +78,11 @@ impl Handler for DescribeGroupsRequest {
                                 .collect(),
                         ),
                     None => {
-                        let state = if broker.offsets.has_offsets(&id) {
+                        // A consumer-protocol group is not a classic one: Dead, as in Kafka
+                        // (ConsumerGroupDescribe describes it).
+                        let state = if broker.consumer_groups.contains(&id) {
+                            GroupState::Dead
+                        } else if broker.offsets.has_offsets(&id) {
                             GroupState::Empty
                         } else {
                             GroupState::Dead

@@ -1,8 +1,9 @@
 //! JoinGroup, versions 0–5 (the join barrier of a rebalance; see `groups::coordinator`).
 //! v4+ new members first get MEMBER_ID_REQUIRED with their id (KIP-394); v5 adds
 //! `group.instance.id` (static membership, KIP-345). The response waits until the group's
-//! rebalance completes, as in Kafka. Authorization: READ on the group, else
-//! GROUP_AUTHORIZATION_FAILED.
+//! rebalance completes, as in Kafka. A KIP-848 consumer-protocol group with members answers
+//! INCONSISTENT_GROUP_PROTOCOL (no online downgrade); an empty one becomes classic.
+//! Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,6 +62,12 @@ impl Handler for JoinGroupRequest {
             require_known_member_id: ctx.version >= 4,
         };
         let member_id = join.member_id.clone();
+        // A consumer-protocol group with members takes no classic member (lograil has no
+        // online migration, KIP-848's mixed groups); an empty one becomes a classic group.
+        if broker.consumer_groups.delete(&join.group_id).is_err() {
+            let refused = Joined::failed(ResponseError::InconsistentGroupProtocol, &member_id);
+            return response(refused, ctx.version);
+        }
         let joined = match broker.groups.join(join, Instant::now()) {
             Reply::Now(joined) => joined,
             Reply::Later(rx) => {

@@ -1,7 +1,9 @@
 //! ListGroups, versions 0–5: groups with members, and groups that only have committed offsets
 //! (listed as Empty, as Kafka does; a group whose members left keeps its protocol type,
 //! `consumer`, so librdkafka does not take it for a simple group). v4 filters by state; v5 gives each group's type
-//! (Classic, or Share for share groups: listed from v5 on only) and filters by type.
+//! (Classic; Consumer for KIP-848 consumer-protocol groups, protocol type `consumer`, their
+//! states Empty, Assigning, Reconciling or Stable; Share for share groups: listed from v5 on
+//! only) and filters by type.
 //! Authorization, as Kafka: DESCRIBE on the cluster lists every group; without it, only the
 //! groups with DESCRIBE on them are listed (no error).
 
@@ -20,6 +22,7 @@ use crate::groups::GroupState;
 
 const CLASSIC: &str = "Classic";
 const SHARE: &str = "Share";
+const CONSUMER: &str = "Consumer";
 
 impl Handler for ListGroupsRequest {
     const SERVED: (i16, i16) = (0, 5);
@@ -38,6 +41,15 @@ impl Handler for ListGroupsRequest {
             .collect();
         for (id, protocol_type, state) in broker.groups.list() {
             groups.insert(id, (protocol_type, state.name(), CLASSIC));
+        }
+        // Consumer-protocol groups (KIP-848): protocol type "consumer", as Kafka lists them.
+        for (id, state) in broker.consumer_groups.list() {
+            let classic_live = groups
+                .get(&id)
+                .is_some_and(|(_, s, _)| *s != GroupState::Empty.name());
+            if !classic_live {
+                groups.insert(id, ("consumer".to_string(), state, CONSUMER));
+            }
         }
         if ctx.version >= 5 {
             let members: BTreeMap<String, usize> =

@@ -33,6 +33,8 @@ mod alter_configs;
 mod alter_share_group_offsets;
 mod alter_user_scram_credentials;
 mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
@@ -138,6 +140,8 @@ apis! {
     describe_transactions: DescribeTransactionsRequest,
     list_transactions: ListTransactionsRequest,
     write_txn_markers: WriteTxnMarkersRequest,
+    consumer_group_heartbeat: ConsumerGroupHeartbeatRequest,
+    consumer_group_describe: ConsumerGroupDescribeRequest,
     share_group_heartbeat: ShareGroupHeartbeatRequest,
     share_group_describe: ShareGroupDescribeRequest,
     share_fetch: ShareFetchRequest,

@@ -1,5 +1,7 @@
-//! OffsetCommit, versions 2–8. A member commits within its generation; a "simple" consumer
-//! (generation -1, no member id) may commit to a group without members, as in Kafka. Offsets are
+//! OffsetCommit, versions 2–9. A member commits within its generation; a "simple" consumer
+//! (generation -1, no member id) may commit to a group without members, as in Kafka. A member
+//! of a KIP-848 consumer-protocol group commits with v9+ (else UNSUPPORTED_VERSION) and its
+//! current member epoch (else STALE_MEMBER_EPOCH; UNKNOWN_MEMBER_ID if not a member). Offsets are
 //! stored in `__consumer_offsets` (durability `always`) before the response goes out. Metadata
 //! over 4096 bytes is OFFSET_METADATA_TOO_LARGE. Authorization: READ on the group (else every
 //! partition is GROUP_AUTHORIZATION_FAILED) and on each topic (else TOPIC_AUTHORIZATION_FAILED).
@@ -24,7 +26,7 @@ use crate::groups::{Committed, GroupState};
 type PartitionCheck = (i32, Result<Committed, ResponseError>);
 
 impl Handler for OffsetCommitRequest {
-    const SERVED: (i16, i16) = (2, 8);
+    const SERVED: (i16, i16) = (2, 9);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
@@ -37,13 +39,22 @@ impl Handler for OffsetCommitRequest {
     ) -> OffsetCommitResponse {
         let group = request.group_id.to_string();
         let group_error = if ctx.authorize_group(broker, Operation::Read, &group) {
-            membership_error(
-                broker,
+            let consumer = broker.consumer_groups.check_member(
                 &group,
+                Some(&request.member_id),
                 request.generation_id_or_member_epoch,
-                &request.member_id,
-                request.group_instance_id.as_deref(),
-            )
+                Some(ctx.version),
+            );
+            match consumer {
+                Some(checked) => checked.err(),
+                None => membership_error(
+                    broker,
+                    &group,
+                    request.generation_id_or_member_epoch,
+                    &request.member_id,
+                    request.group_instance_id.as_deref(),
+                ),
+            }
         } else {
             Some(ResponseError::GroupAuthorizationFailed)
         };

@@ -1,5 +1,6 @@
 //! OffsetDelete, version 0: deletes a group's committed offsets for some partitions. Refused
-//! (GROUP_SUBSCRIBED_TO_TOPIC) for topics that members of a live consumer group subscribe to.
+//! (GROUP_SUBSCRIBED_TO_TOPIC) for topics that members of a live consumer group (classic or
+//! consumer protocol) subscribe to.
 //! Authorization: DELETE on the group (else GROUP_AUTHORIZATION_FAILED, top level) and READ on
 //! each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 
@@ -41,7 +42,8 @@ impl Handler for OffsetDeleteRequest {
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
         let view = broker.groups.describe(&group);
-        if view.is_none() && !broker.offsets.has_offsets(&group) {
+        let consumer = broker.consumer_groups.describe(&group);
+        if view.is_none() && consumer.is_none() && !broker.offsets.has_offsets(&group) {
             return OffsetDeleteResponse::default()
                 .with_error_code(ResponseError::GroupIdNotFound.code());
         }
@@ -54,6 +56,12 @@ impl Handler for OffsetDeleteRequest {
                     .collect()
             })
             .unwrap_or_default();
+        // A consumer-protocol group's members name their topics themselves.
+        let subscribed: HashSet<String> = consumer
+            .into_iter()
+            .flat_map(|g| g.members.into_values().flat_map(|m| m.topics))
+            .chain(subscribed)
+            .collect();
         let (owner, ctx) = (broker.clone(), ctx.clone());
         let topics = crate::blocking::map_each(
             request.topics,

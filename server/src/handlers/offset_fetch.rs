@@ -1,5 +1,8 @@
-//! OffsetFetch, versions 1–7 (one group a request): the committed offset of each asked
-//! partition (-1 when none), or (v2+, topics null) every offset the group has committed. Each
+//! OffsetFetch, versions 1–9 (v8+: several groups a request): the committed offset of each
+//! asked partition (-1 when none), or (v2+, topics null) every offset the group has committed.
+//! v9 (KIP-848): a member of a consumer-protocol group asks with its member id and epoch
+//! (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH for the group, as Kafka); no member id and epoch -1
+//! (an admin) may always fetch. Each
 //! comes with the leader epoch it was committed with; a commit made without one (-1) is
 //! answered with the partition's epoch, 0, which is what a Kafka client sees on Kafka (its
 //! clients commit the epoch of the batches they read, 0 until a leader changes).
@@ -13,8 +16,10 @@ use std::sync::Arc;
 
 use acl::Operation;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -29,7 +34,7 @@ use crate::broker::Broker;
 const PARTITION_LEADER_EPOCH: i32 = 0;
 
 impl Handler for OffsetFetchRequest {
-    const SERVED: (i16, i16) = (1, 7);
+    const SERVED: (i16, i16) = (1, 9);
 
     fn counts(&self) -> Counts {
         let single = topics_and_partitions(self.topics.as_deref().unwrap_or_default(), |t| {
@@ -55,6 +60,14 @@ impl Handler for OffsetFetchRequest {
         request: OffsetFetchRequest,
         ctx: &RequestContext,
     ) -> OffsetFetchResponse {
+        if ctx.version >= 8 {
+            let groups = request
+                .groups
+                .into_iter()
+                .map(|g| fetch_group(broker, ctx, g))
+                .collect();
+            return OffsetFetchResponse::default().with_groups(groups);
+        }
         let group = request.group_id.to_string();
         if !ctx.authorize_group(broker, Operation::Describe, &group) {
             return group_denied(request, ctx.version);
@@ -63,64 +76,13 @@ impl Handler for OffsetFetchRequest {
             return OffsetFetchResponse::default()
                 .with_error_code(ResponseError::InvalidGroupId.code());
         }
-        let describable = |topic: &str| ctx.authorize_topic(broker, Operation::Describe, topic);
-        let wanted: BTreeMap<String, Vec<i32>> = match request.topics {
-            Some(topics) => topics
+        let wanted = request.topics.map(|topics| {
+            topics
                 .into_iter()
                 .map(|t| (t.name.to_string(), t.partition_indexes))
-                .collect(),
-            // Every committed offset, but of topics the principal may not DESCRIBE.
-            None => {
-                let mut all: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-                for ((topic, partition), _) in broker.offsets.group_offsets(&group) {
-                    if describable(&topic) {
-                        all.entry(topic).or_default().push(partition);
-                    }
-                }
-                all
-            }
-        };
-        let topics = wanted
-            .into_iter()
-            .map(|(topic, partitions)| {
-                let denied = !describable(&topic);
-                let partitions = partitions
-                    .into_iter()
-                    .map(|index| {
-                        let response =
-                            OffsetFetchResponsePartition::default().with_partition_index(index);
-                        if denied {
-                            return response
-                                .with_committed_offset(-1)
-                                .with_committed_leader_epoch(-1)
-                                .with_metadata(Some(StrBytes::default()))
-                                .with_error_code(ResponseError::TopicAuthorizationFailed.code());
-                        }
-                        match broker.offsets.fetch(&group, &topic, index) {
-                            Some(c) => response
-                                .with_committed_offset(c.offset)
-                                .with_committed_leader_epoch(committed_epoch(
-                                    broker,
-                                    &topic,
-                                    index,
-                                    c.leader_epoch,
-                                ))
-                                .with_metadata(Some(StrBytes::from_string(
-                                    c.metadata.unwrap_or_default(),
-                                ))),
-                            None => response
-                                .with_committed_offset(-1)
-                                .with_committed_leader_epoch(-1)
-                                .with_metadata(Some(StrBytes::default())),
-                        }
-                    })
-                    .collect();
-                OffsetFetchResponseTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(topic)))
-                    .with_partitions(partitions)
-            })
-            .collect();
-        OffsetFetchResponse::default().with_topics(topics)
+                .collect()
+        });
+        OffsetFetchResponse::default().with_topics(offsets_of(broker, ctx, &group, wanted))
     }
 
     fn throttle_time_ms(response: &mut OffsetFetchResponse) -> Option<&mut i32> {
@@ -141,6 +103,128 @@ impl Handler for OffsetFetchRequest {
                 .for_each(|p| f(p.error_code));
         }
     }
+}
+
+/// One group of a v8+ request: its own errors (authorization, a consumer-protocol member's
+/// epoch), else its offsets as [`offsets_of`] answers them.
+fn fetch_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    g: OffsetFetchRequestGroup,
+) -> OffsetFetchResponseGroup {
+    let id = g.group_id.to_string();
+    let failed = |error: ResponseError| {
+        OffsetFetchResponseGroup::default()
+            .with_group_id(g.group_id.clone())
+            .with_error_code(error.code())
+    };
+    if !ctx.authorize_group(broker, Operation::Describe, &id) {
+        return failed(ResponseError::GroupAuthorizationFailed);
+    }
+    if id.is_empty() {
+        return failed(ResponseError::InvalidGroupId);
+    }
+    let member = g.member_id.as_deref();
+    if let Some(Err(error)) = broker
+        .consumer_groups
+        .check_member(&id, member, g.member_epoch, None)
+    {
+        return failed(error);
+    }
+    let wanted = g.topics.clone().map(|topics| {
+        topics
+            .into_iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let topics = offsets_of(broker, ctx, &id, wanted)
+        .into_iter()
+        .map(|t| {
+            OffsetFetchResponseTopics::default()
+                .with_name(t.name)
+                .with_partitions(
+                    t.partitions
+                        .into_iter()
+                        .map(|p| {
+                            OffsetFetchResponsePartitions::default()
+                                .with_partition_index(p.partition_index)
+                                .with_committed_offset(p.committed_offset)
+                                .with_committed_leader_epoch(p.committed_leader_epoch)
+                                .with_metadata(p.metadata)
+                                .with_error_code(p.error_code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetFetchResponseGroup::default()
+        .with_group_id(g.group_id)
+        .with_topics(topics)
+}
+
+/// The committed offsets of `group` for the asked partitions (`None`: every partition it
+/// committed), per topic, with each topic the principal may not DESCRIBE answered as such.
+fn offsets_of(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group: &str,
+    asked: Option<Vec<(String, Vec<i32>)>>,
+) -> Vec<OffsetFetchResponseTopic> {
+    let group = group.to_string();
+    let describable = |topic: &str| ctx.authorize_topic(broker, Operation::Describe, topic);
+    let wanted: BTreeMap<String, Vec<i32>> = match asked {
+        Some(topics) => topics.into_iter().collect(),
+        // Every committed offset, but of topics the principal may not DESCRIBE.
+        None => {
+            let mut all: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for ((topic, partition), _) in broker.offsets.group_offsets(&group) {
+                if describable(&topic) {
+                    all.entry(topic).or_default().push(partition);
+                }
+            }
+            all
+        }
+    };
+    wanted
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let denied = !describable(&topic);
+            let partitions = partitions
+                .into_iter()
+                .map(|index| {
+                    let response =
+                        OffsetFetchResponsePartition::default().with_partition_index(index);
+                    if denied {
+                        return response
+                            .with_committed_offset(-1)
+                            .with_committed_leader_epoch(-1)
+                            .with_metadata(Some(StrBytes::default()))
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
+                    match broker.offsets.fetch(&group, &topic, index) {
+                        Some(c) => response
+                            .with_committed_offset(c.offset)
+                            .with_committed_leader_epoch(committed_epoch(
+                                broker,
+                                &topic,
+                                index,
+                                c.leader_epoch,
+                            ))
+                            .with_metadata(Some(StrBytes::from_string(
+                                c.metadata.unwrap_or_default(),
+                            ))),
+                        None => response
+                            .with_committed_offset(-1)
+                            .with_committed_leader_epoch(-1)
+                            .with_metadata(Some(StrBytes::default())),
+                    }
+                })
+                .collect();
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic)))
+                .with_partitions(partitions)
+        })
+        .collect()
 }
 
 /// The leader epoch a commit is answered with: the one it was committed with, else (a client

@@ -1,0 +1,369 @@
+//! One consumer-protocol group (KIP-848): its members, the group epoch, the target assignment
+//! and each member's reconciliation towards it (Kafka's `CurrentAssignmentBuilder`).
+//!
+//! The group epoch bumps when a member joins or leaves, when a member's subscription or server
+//! assignor changes, and when a subscribed topic appears or grows. The target assignment is
+//! computed at once for the new epoch (its epoch is then the group's). Each member converges
+//! on its own heartbeats, with no barrier: a partition the target moves is first revoked from
+//! its owner (the member keeps its epoch and waits, UNREVOKED_PARTITIONS, until a heartbeat no
+//! longer lists it), and only then given to its new owner (which, meanwhile, is at the new
+//! epoch with what is free, UNRELEASED_PARTITIONS). No partition is ever held by two members.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+
+use super::assignor::{self, Spec, Target};
+use super::TopicPartition;
+
+/// Kafka's `MemberState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    Stable,
+    /// Waiting for the member to give up `revoking`.
+    UnrevokedPartitions,
+    /// At the target epoch, waiting for partitions other members still hold.
+    UnreleasedPartitions,
+}
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout: Duration,
+    pub topics: BTreeSet<String>,
+    pub assignor: Option<String>,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    pub state: MemberState,
+    /// What the member owns (or was told to own).
+    pub assigned: BTreeSet<TopicPartition>,
+    /// What it must give up before it moves on.
+    pub revoking: BTreeSet<TopicPartition>,
+    pub last_heartbeat: Instant,
+    /// When an unacknowledged revocation fences it (its rebalance timeout).
+    pub revoke_deadline: Option<Instant>,
+}
+
+/// A ConsumerGroupHeartbeat, as the group needs it (validated by the caller).
+#[derive(Debug, Clone)]
+pub struct Beat {
+    pub member_id: String,
+    pub epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    /// -1: unchanged.
+    pub rebalance_timeout_ms: i32,
+    pub topics: Option<Vec<String>>,
+    pub assignor: Option<String>,
+    /// The partitions the member says it owns (`None`: not sent).
+    pub owned: Option<BTreeSet<TopicPartition>>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// What a heartbeat answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub member_epoch: i32,
+    /// Sent on a full request or when it changed.
+    pub assignment: Option<BTreeSet<TopicPartition>>,
+}
+
+/// A topic's id and partition count, as the broker knows it now (`None`: no such topic).
+pub type Metadata<'a> = &'a dyn Fn(&str) -> Option<(log_core::Uuid, u32)>;
+
+#[derive(Debug, Clone)]
+pub struct ConsumerGroup {
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, Member>,
+    pub target: Target,
+    /// The subscribed topics' ids and partition counts the target was computed from.
+    pub topics: BTreeMap<String, (log_core::Uuid, u32)>,
+    /// The assignor the target was computed with.
+    pub assignor: String,
+}
+
+impl ConsumerGroup {
+    /// A new group, or one whose epoch was kept (restored after a restart).
+    pub fn new(epoch: i32) -> Self {
+        ConsumerGroup {
+            epoch,
+            assignment_epoch: epoch,
+            members: BTreeMap::new(),
+            target: Target::new(),
+            topics: BTreeMap::new(),
+            assignor: assignor::ASSIGNORS[0].to_string(),
+        }
+    }
+
+    /// Kafka's consumer group states.
+    pub fn state(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.epoch != self.assignment_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.epoch != self.assignment_epoch || m.state != MemberState::Stable)
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    /// A heartbeat with epoch 0 or more (leaving is [`ConsumerGroup::remove`]).
+    pub fn heartbeat(
+        &mut self,
+        beat: Beat,
+        now: Instant,
+        max_size: usize,
+        metadata: Metadata<'_>,
+    ) -> Result<Answer, ResponseError> {
+        let id = beat.member_id.clone();
+        let mut bump = false;
+        if beat.epoch == 0 {
+            // A static member back under a new member id replaces its old self.
+            if let Some(instance) = &beat.instance_id {
+                let old: Vec<String> = self
+                    .members
+                    .iter()
+                    .filter(|(m, v)| **m != id && v.instance_id.as_ref() == Some(instance))
+                    .map(|(m, _)| m.clone())
+                    .collect();
+                for m in old {
+                    self.members.remove(&m);
+                    bump = true;
+                }
+            }
+            match self.members.get_mut(&id) {
+                Some(member) => {
+                    // Rejoining: the member gave up everything it had.
+                    member.assigned.clear();
+                    member.revoking.clear();
+                    member.previous_epoch = member.epoch;
+                    member.epoch = 0;
+                    member.state = MemberState::Stable;
+                    member.revoke_deadline = None;
+                }
+                None => {
+                    if self.members.len() >= max_size {
+                        return Err(ResponseError::GroupMaxSizeReached);
+                    }
+                    self.members.insert(
+                        id.clone(),
+                        Member {
+                            instance_id: None,
+                            rack_id: None,
+                            client_id: String::new(),
+                            client_host: String::new(),
+                            rebalance_timeout: Duration::ZERO,
+                            topics: BTreeSet::new(),
+                            assignor: None,
+                            epoch: 0,
+                            previous_epoch: -1,
+                            state: MemberState::Stable,
+                            assigned: BTreeSet::new(),
+                            revoking: BTreeSet::new(),
+                            last_heartbeat: now,
+                            revoke_deadline: None,
+                        },
+                    );
+                    bump = true;
+                }
+            }
+        }
+        let member = self
+            .members
+            .get_mut(&id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if beat.epoch > member.epoch {
+            return Err(ResponseError::FencedMemberEpoch);
+        }
+        if beat.epoch < member.epoch
+            && (beat.epoch != member.previous_epoch
+                || beat
+                    .owned
+                    .as_ref()
+                    .is_some_and(|o| !o.is_subset(&member.assigned)))
+        {
+            // An older epoch is accepted only when the answer that moved the member on was
+            // lost: the previous epoch, owning no more than it is assigned now.
+            return Err(ResponseError::FencedMemberEpoch);
+        }
+        let full = beat.epoch == 0
+            || (beat.rebalance_timeout_ms != -1 && beat.topics.is_some() && beat.owned.is_some());
+        member.last_heartbeat = now;
+        member.client_id = beat.client_id;
+        member.client_host = beat.client_host;
+        if beat.instance_id.is_some() {
+            member.instance_id = beat.instance_id;
+        }
+        if beat.rack_id.is_some() {
+            member.rack_id = beat.rack_id;
+        }
+        if let Ok(ms) = u64::try_from(beat.rebalance_timeout_ms) {
+            member.rebalance_timeout = Duration::from_millis(ms);
+        }
+        if let Some(topics) = beat.topics {
+            let topics: BTreeSet<String> = topics.into_iter().collect();
+            bump |= topics != member.topics;
+            member.topics = topics;
+        }
+        if beat.assignor.is_some() && beat.assignor != member.assignor {
+            member.assignor = beat.assignor;
+            bump = true;
+        }
+        let before = (member.epoch, member.assigned.clone());
+        // The subscribed topics as they are now: a topic created or grown bumps the epoch too.
+        let topics = self.subscribed_metadata(metadata);
+        bump |= topics != self.topics;
+        if bump {
+            self.topics = topics;
+            self.epoch += 1;
+        }
+        if self.epoch > self.assignment_epoch {
+            self.compute_target();
+        }
+        self.reconcile(&id, beat.owned.as_ref(), now);
+        let member = self
+            .members
+            .get(&id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        let changed = before != (member.epoch, member.assigned.clone());
+        Ok(Answer {
+            member_epoch: member.epoch,
+            assignment: (full || changed).then(|| member.assigned.clone()),
+        })
+    }
+
+    /// Removes a member (it left, was fenced or timed out): its partitions are free at once.
+    pub fn remove(&mut self, member_id: &str) -> bool {
+        if self.members.remove(member_id).is_none() {
+            return false;
+        }
+        self.epoch += 1;
+        let subscribed: BTreeSet<&String> = self.members.values().flat_map(|m| &m.topics).collect();
+        self.topics.retain(|t, _| subscribed.contains(t));
+        self.compute_target();
+        true
+    }
+
+    /// Members silent past `session_timeout`, or that did not give up revoked partitions
+    /// within their rebalance timeout.
+    pub fn expired(&self, now: Instant, session_timeout: Duration) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|(_, m)| {
+                now.saturating_duration_since(m.last_heartbeat) > session_timeout
+                    || m.revoke_deadline.is_some_and(|d| now > d)
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    fn subscribed_metadata(
+        &self,
+        metadata: Metadata<'_>,
+    ) -> BTreeMap<String, (log_core::Uuid, u32)> {
+        let names: BTreeSet<&String> = self.members.values().flat_map(|m| &m.topics).collect();
+        names
+            .into_iter()
+            .filter_map(|t| Some((t.clone(), metadata(t)?)))
+            .collect()
+    }
+
+    /// The assignor most members ask for (ties: the first served), else the default.
+    fn preferred_assignor(&self) -> String {
+        let mut votes: BTreeMap<usize, usize> = BTreeMap::new();
+        for name in self.members.values().filter_map(|m| m.assignor.as_deref()) {
+            if let Some(i) = assignor::ASSIGNORS.iter().position(|a| *a == name) {
+                *votes.entry(i).or_default() += 1;
+            }
+        }
+        let best = votes
+            .iter()
+            .max_by_key(|(i, n)| (**n, std::cmp::Reverse(**i)))
+            .map_or(0, |(i, _)| *i);
+        assignor::ASSIGNORS[best].to_string()
+    }
+
+    fn compute_target(&mut self) {
+        self.assignor = self.preferred_assignor();
+        let empty = BTreeSet::new();
+        let specs: BTreeMap<String, Spec<'_>> = self
+            .members
+            .iter()
+            .map(|(id, m)| {
+                (
+                    id.clone(),
+                    Spec {
+                        topics: &m.topics,
+                        current: self.target.get(id).unwrap_or(&empty),
+                    },
+                )
+            })
+            .collect();
+        self.target = assignor::assign(&self.assignor, &specs, &self.topics);
+        self.assignment_epoch = self.epoch;
+    }
+
+    /// Moves a member towards its target, as far as it can now.
+    fn reconcile(&mut self, id: &str, owned: Option<&BTreeSet<TopicPartition>>, now: Instant) {
+        let owns_any = |set: &BTreeSet<TopicPartition>| owned.is_none_or(|o| !o.is_disjoint(set));
+        let Some(member) = self.members.get(id) else {
+            return;
+        };
+        match member.state {
+            MemberState::Stable if member.epoch == self.assignment_epoch => return,
+            MemberState::UnrevokedPartitions if owns_any(&member.revoking) => return,
+            _ => {}
+        }
+        // What other members still hold (assigned or being revoked) is not free.
+        let held: BTreeSet<TopicPartition> = self
+            .members
+            .iter()
+            .filter(|(other, _)| other.as_str() != id)
+            .flat_map(|(_, m)| m.assigned.iter().chain(&m.revoking))
+            .copied()
+            .collect();
+        let empty = BTreeSet::new();
+        let target = self.target.get(id).unwrap_or(&empty).clone();
+        let assignment_epoch = self.assignment_epoch;
+        let Some(member) = self.members.get_mut(id) else {
+            return;
+        };
+        let keep: BTreeSet<TopicPartition> =
+            member.assigned.intersection(&target).copied().collect();
+        let revoke: BTreeSet<TopicPartition> = member.assigned.difference(&keep).copied().collect();
+        let wanted: BTreeSet<TopicPartition> = target.difference(&keep).copied().collect();
+        let unreleased = !wanted.is_disjoint(&held);
+        if !revoke.is_empty() && owns_any(&revoke) {
+            member.assigned = keep;
+            member.revoking = revoke;
+            member.state = MemberState::UnrevokedPartitions;
+            member.revoke_deadline = Some(now + member.rebalance_timeout);
+            return;
+        }
+        let mut assigned = keep;
+        assigned.extend(wanted.difference(&held).copied());
+        member.assigned = assigned;
+        member.revoking.clear();
+        member.revoke_deadline = None;
+        member.state = if unreleased {
+            MemberState::UnreleasedPartitions
+        } else {
+            MemberState::Stable
+        };
+        if member.epoch != assignment_epoch {
+            member.previous_epoch = member.epoch;
+            member.epoch = assignment_epoch;
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! ConsumerGroupHeartbeat, versions 0–1 (KIP-848, `group.protocol=consumer`): joins (member
+//! epoch 0), stays in (the member's epoch, with the partitions it owns) or leaves (-1; -2, a
+//! static member's leave, is a leave too: lograil does not hold a static member's partitions
+//! for its return) a consumer-protocol group; the group's server-side assignor (`uniform`, the
+//! default, or `range`) computes the target and the answer moves the member towards it (see
+//! `groups::consumer`). v0 makes the member id of a joiner that sent none; v1 requires the
+//! client's. The request checks are Kafka's: INVALID_REQUEST for an empty group or member id,
+//! a first heartbeat without its rebalance timeout, subscription or an empty owned list, and
+//! for a subscription by regex (not served, as in Kafka 3.9's coordinator);
+//! UNSUPPORTED_ASSIGNOR for an assignor not served. A classic group with members answers
+//! GROUP_ID_NOT_FOUND (no online upgrade of a live classic group); an empty one becomes a
+//! consumer-protocol group. Authorization, as Kafka: READ on the group (else
+//! GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (else
+//! TOPIC_AUTHORIZATION_FAILED).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use acl::Operation;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::Handler;
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::groups::consumer::{assignor, Beat, TopicPartition};
+
+impl Handler for ConsumerGroupHeartbeatRequest {
+    const SERVED: (i16, i16) = (0, 1);
+
+    async fn handle(
+        broker: &Arc<Broker>,
+        request: ConsumerGroupHeartbeatRequest,
+        ctx: &RequestContext,
+    ) -> ConsumerGroupHeartbeatResponse {
+        let group = request.group_id.to_string();
+        let fail = |error: ResponseError, message: Option<&str>| {
+            let message = message.map_or_else(|| error.to_string(), str::to_string);
+            ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(message)))
+        };
+        if !ctx.authorize_group(broker, Operation::Read, &group) {
+            return fail(ResponseError::GroupAuthorizationFailed, None);
+        }
+        if request
+            .subscribed_topic_names
+            .iter()
+            .flatten()
+            .any(|topic| !ctx.authorize_topic(broker, Operation::Describe, topic))
+        {
+            return fail(ResponseError::TopicAuthorizationFailed, None);
+        }
+        if let Err((error, why)) = check(&request, ctx.version) {
+            tracing::debug!(group = %group, member = %request.member_id, why, "ConsumerGroupHeartbeat refused");
+            return fail(error, Some(&why));
+        }
+        let mut member_id = request.member_id.to_string();
+        if member_id.is_empty() {
+            // v0: the coordinator names a new member.
+            member_id = log_core::Uuid::new_v4().simple().to_string();
+        }
+        if request.member_epoch == 0 && broker.groups.contains(&group) {
+            // An empty classic group becomes a consumer-protocol group; one with members stays.
+            if broker.groups.delete(&group).is_err() {
+                let why = format!("Group {group} is not a consumer group");
+                return fail(ResponseError::GroupIdNotFound, Some(&why));
+            }
+        }
+        let owned: Option<BTreeSet<TopicPartition>> = request.topic_partitions.as_ref().map(|t| {
+            t.iter()
+                .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
+                .collect()
+        });
+        let beat = Beat {
+            member_id: member_id.clone(),
+            epoch: request.member_epoch,
+            instance_id: request.instance_id.as_ref().map(|i| i.to_string()),
+            rack_id: request.rack_id.as_ref().map(|r| r.to_string()),
+            rebalance_timeout_ms: request.rebalance_timeout_ms,
+            topics: request
+                .subscribed_topic_names
+                .map(|names| names.into_iter().map(|n| n.to_string()).collect()),
+            assignor: request.server_assignor.map(|a| a.to_string()),
+            owned,
+            client_id: ctx.client_id.clone(),
+            client_host: format!("/{}", ctx.peer.ip()),
+        };
+        let metadata = |topic: &str| {
+            let t = broker.log.topic(topic)?;
+            Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
+        };
+        let answer = broker
+            .consumer_groups
+            .heartbeat(&group, beat, Instant::now(), &metadata);
+        if broker.consumer_groups.has_unpersisted() {
+            // A new group epoch is durable before it is answered, as in Kafka.
+            broker.store_group_records(Vec::new()).await;
+        }
+        let interval = broker.consumer_groups.config.heartbeat_interval;
+        let response = ConsumerGroupHeartbeatResponse::default()
+            .with_heartbeat_interval_ms(i32::try_from(interval.as_millis()).unwrap_or(i32::MAX));
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(error) => {
+                return fail(error, None).with_heartbeat_interval_ms(response.heartbeat_interval_ms)
+            }
+        };
+        let assignment = answer.assignment.map(|partitions| {
+            let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
+            for (topic, partition) in partitions {
+                by_topic.entry(topic).or_default().push(partition);
+            }
+            Assignment::default().with_topic_partitions(
+                by_topic
+                    .into_iter()
+                    .map(|(topic_id, partitions)| {
+                        TopicPartitions::default()
+                            .with_topic_id(topic_id)
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            )
+        });
+        response
+            .with_member_id(Some(StrBytes::from_string(member_id)))
+            .with_member_epoch(answer.member_epoch)
+            .with_assignment(assignment)
+    }
+
+    fn throttle_time_ms(response: &mut ConsumerGroupHeartbeatResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
+    }
+
+    fn each_error(r: &ConsumerGroupHeartbeatResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
+}
+
+/// Kafka's checks of a heartbeat on its own (the message is Kafka's too).
+fn check(
+    request: &ConsumerGroupHeartbeatRequest,
+    version: i16,
+) -> Result<(), (ResponseError, String)> {
+    let invalid = |why: &str| Err((ResponseError::InvalidRequest, why.to_string()));
+    let empty = |s: &Option<StrBytes>| s.as_ref().is_some_and(|s| s.is_empty());
+    if request.group_id.is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if empty(&request.instance_id) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if empty(&request.rack_id) {
+        return invalid("RackId can't be empty.");
+    }
+    // librdkafka sends an empty regex beside its topic names.
+    if request
+        .subscribed_topic_regex
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
+        return invalid("SubscribedTopicRegex is not supported by lograil.");
+    }
+    let no_member_id = request.member_id.is_empty();
+    match request.member_epoch {
+        0 => {
+            if no_member_id && version >= 1 {
+                return invalid("MemberId can't be empty.");
+            }
+            if request.rebalance_timeout_ms == -1 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if request
+                .topic_partitions
+                .as_ref()
+                .is_none_or(|t| !t.is_empty())
+            {
+                return invalid("TopicPartitions must be empty when (re-)joining.");
+            }
+            if request
+                .subscribed_topic_names
+                .as_ref()
+                .is_none_or(Vec::is_empty)
+            {
+                return invalid("SubscribedTopicNames must be set in first request.");
+            }
+        }
+        -2 if request.instance_id.is_none() => return invalid("InstanceId can't be null."),
+        epoch if epoch > 0 || epoch == -1 || epoch == -2 => {
+            if no_member_id {
+                return invalid("MemberId can't be empty.");
+            }
+        }
+        _ => return invalid("MemberEpoch is invalid."),
+    }
+    if let Some(name) = &request.server_assignor {
+        if !assignor::ASSIGNORS.contains(&name.as_str()) {
+            let why = format!(
+                "ServerAssignor {name} is not supported. Supported assignors: {}.",
+                assignor::ASSIGNORS.join(", ")
+            );
+            return Err((ResponseError::UnsupportedAssignor, why));
+        }
+    }
+    Ok(())
+}
