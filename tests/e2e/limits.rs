@@ -262,20 +262,20 @@ fn partitions_per_request_and_per_broker_are_capped() {
     let huge = create_topics(&broker.addr, &[("huge", 100_000)]);
     assert_eq!(huge.topics[0].error_code, 44, "POLICY_VIOLATION");
     assert!(!data.join("huge-0").exists());
-    // Within both caps (the broker already holds two internal partitions: __consumer_offsets
-    // and __share_group_state).
+    // Within both caps (the broker already holds three internal partitions:
+    // __consumer_offsets, __share_group_state and __transaction_state).
     let ok = create_topics(&broker.addr, &[("a", 20), ("b", 10)]);
     let codes: Vec<i16> = ok.topics.iter().map(|t| t.error_code).collect();
     assert_eq!(codes, vec![0, 0]);
-    // 32 of 50 taken: 18 more fit, 19 do not.
-    let full = create_topics(&broker.addr, &[("c", 19)]);
+    // 33 of 50 taken: 17 more fit, 18 do not.
+    let full = create_topics(&broker.addr, &[("c", 18)]);
     assert_eq!(full.topics[0].error_code, 44);
     assert!(full.topics[0]
         .error_message
         .as_deref()
         .is_some_and(|m| m.contains("max-broker-partitions")));
     assert_eq!(
-        create_topics(&broker.addr, &[("c", 18)]).topics[0].error_code,
+        create_topics(&broker.addr, &[("c", 17)]).topics[0].error_code,
         0
     );
     // Auto-creation counts too.
