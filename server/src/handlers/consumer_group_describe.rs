@@ -6,7 +6,7 @@
 //! topic its members subscribe to or are assigned (else TOPIC_AUTHORIZATION_FAILED, without
 //! members); KIP-430's authorized operations when asked.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use acl::{Operation, ResourceType};
@@ -48,11 +48,7 @@ impl Handler for ConsumerGroupDescribeRequest {
         let operations = request.include_authorized_operations;
         let text = |s: &str| StrBytes::from_string(s.to_string());
         let assignment = |partitions: &BTreeSet<TopicPartition>| {
-            let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
-            for (topic, partition) in partitions {
-                by_topic.entry(*topic).or_default().push(*partition);
-            }
-            let topics = by_topic
+            let topics = super::assignment::by_topic(partitions)
                 .into_iter()
                 .map(|(topic_id, partitions)| {
                     let name = broker

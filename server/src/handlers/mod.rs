@@ -15,6 +15,7 @@ use kafka_protocol::protocol::Request;
 pub use crate::metrics::Api;
 pub(crate) use handler::{Handler, RequestContext, Route};
 
+mod assignment;
 mod authorize;
 mod bounds;
 pub(crate) mod errors;

@@ -6,7 +6,6 @@
 //! (else TOPIC_AUTHORIZATION_FAILED, without members); KIP-430's authorized operations when
 //! asked.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use acl::{Operation, ResourceType};
@@ -79,11 +78,7 @@ impl Handler for ShareGroupDescribeRequest {
                 let members: Vec<Member> = members
                     .into_iter()
                     .map(|(member_id, m)| {
-                        let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
-                        for (topic, partition) in &m.assignment {
-                            by_topic.entry(*topic).or_default().push(*partition);
-                        }
-                        let assigned = by_topic
+                        let assigned = super::assignment::by_topic(&m.assignment)
                             .into_iter()
                             .map(|(topic_id, partitions)| {
                                 let name = broker

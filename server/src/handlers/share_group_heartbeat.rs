@@ -6,7 +6,6 @@
 //! (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (else
 //! TOPIC_AUTHORIZATION_FAILED).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use acl::Operation;
@@ -78,12 +77,8 @@ impl Handler for ShareGroupHeartbeatRequest {
             }
         }
         let assignment = heartbeat.assignment.map(|partitions| {
-            let mut by_topic: BTreeMap<log_core::Uuid, Vec<i32>> = BTreeMap::new();
-            for (topic, partition) in partitions {
-                by_topic.entry(topic).or_default().push(partition);
-            }
             Assignment::default().with_topic_partitions(
-                by_topic
+                super::assignment::by_topic(&partitions)
                     .into_iter()
                     .map(|(topic_id, partitions)| {
                         TopicPartitions::default()
