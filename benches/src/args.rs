@@ -43,6 +43,12 @@ pub enum Command {
     Spike(crate::spike::SpikeArgs),
     /// Draws the goodput over time of `spike --json` results into one SVG.
     SpikePlot(crate::spike::SpikePlotArgs),
+    /// A noisy neighbour in a share group: tenant A floods the queue, B, C and D submit a few
+    /// tasks each; their waits on an idle queue, under FIFO and under fair turns.
+    Noisy(crate::noisy::NoisyArgs),
+    /// The `spike` mode against share-group workers, with clients that put their deadline in
+    /// a header and retry once.
+    ShareSpike(crate::share_spike::ShareSpikeArgs),
 }
 
 /// The client library the producers and consumers use.

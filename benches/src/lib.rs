@@ -26,6 +26,8 @@
 //! | [`limits`] | the machine's raw disk and loopback TCP limits |
 //! | [`queue`] | the `queue` mode: share-group workers against plain fetches |
 //! | [`spike`] | the `spike` mode: a consumer group's goodput through a load spike |
+//! | [`share_spike`] | the `share-spike` mode: the same spike against share-group workers |
+//! | [`noisy`] | the `noisy` mode: a noisy neighbour in a share group, FIFO against fair turns |
 //! | [`proc_stats`] | CPU and peak RSS of the broker and the harness from /proc |
 //! | [`machine`] | CPU, cores, memory, kernel, git revision |
 //! | [`report`] | the human table and the JSON file |
@@ -48,6 +50,7 @@ pub mod latency;
 pub mod limits;
 pub mod lograil_client;
 pub mod machine;
+pub mod noisy;
 pub mod payload;
 pub mod plot;
 pub mod proc_stats;
@@ -56,6 +59,7 @@ pub mod progress;
 pub mod queue;
 pub mod report;
 pub mod run;
+pub mod share_spike;
 pub mod spike;
 pub mod timeline;
 pub mod topic;

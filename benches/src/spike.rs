@@ -14,8 +14,10 @@
 //! producer quota and with a backlog bound is what BENCHMARKS.md compares
 //! (`benches/scripts/spike.sh`).
 
+use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 use serde::{Deserialize, Serialize};
@@ -120,6 +122,9 @@ pub struct Second {
     pub refused: u64,
     pub useful: u64,
     pub late: u64,
+    /// Resubmitted by a client whose record was not completed by its deadline (`share-spike`).
+    #[serde(default)]
+    pub retried: u64,
 }
 
 /// What a spike run measured.
@@ -138,9 +143,9 @@ pub struct SpikeReport {
     pub recovery_secs: Option<u64>,
 }
 
-type Counts = Arc<Mutex<Vec<Second>>>;
+pub(crate) type Counts = Arc<Mutex<Vec<Second>>>;
 
-fn count(counts: &Counts, second: usize, f: impl FnOnce(&mut Second)) {
+pub(crate) fn count(counts: &Counts, second: usize, f: impl FnOnce(&mut Second)) {
     let mut all = counts.lock().unwrap_or_else(PoisonError::into_inner);
     if all.len() <= second {
         all.resize(second + 1, Second::default());
@@ -170,14 +175,48 @@ impl ProducerContext for Deliveries {
     }
 }
 
+/// Who completes the spike's records, on a thread of its own: [`consume`] (a consumer group,
+/// the `spike` mode) or share-group workers (`share-spike`). Its arguments: the run's flags,
+/// the topic, the group, where to send the instant it counts seconds from once it reads, the
+/// counts and the stop flag.
+pub(crate) type ConsumeFn = Arc<
+    dyn Fn(&SpikeArgs, &str, &str, SyncSender<Instant>, &Counts, &AtomicBool) -> anyhow::Result<()>
+        + Send
+        + Sync,
+>;
+
+/// What the clients of `share-spike` do beyond the `spike` mode's: each record carries its
+/// task's id (value bytes 8..16) and, with `deadline_header`, its deadline in the broker's
+/// `deadline` header; a client whose task was not completed in time by its deadline gives up
+/// on that attempt and resubmits the task (fresh stamp, fresh deadline) up to `retries` times.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Clients {
+    pub retries: u32,
+    pub deadline_header: bool,
+    /// Tasks completed within their deadline (the workers fill it).
+    pub completed: Arc<Mutex<HashSet<u64>>>,
+}
+
 /// Runs the mode.
 pub fn run(args: &SpikeArgs) -> anyhow::Result<SpikeReport> {
+    run_with(args, Arc::new(consume), None)
+}
+
+/// The spike against `consume`, with `clients`' retries if given.
+pub(crate) fn run_with(
+    args: &SpikeArgs,
+    consume: ConsumeFn,
+    clients: Option<&Clients>,
+) -> anyhow::Result<SpikeReport> {
     anyhow::ensure!(args.capacity > 0.0, "--capacity must be positive");
-    anyhow::ensure!(args.message_size >= 8, "--message-size must be at least 8");
+    anyhow::ensure!(
+        args.message_size >= if clients.is_some() { 16 } else { 8 },
+        "--message-size must be at least 8 (16 with retries: the task id)"
+    );
     ensure_topic(args, &args.topic)?;
     let calibration_topic = format!("{}-calibrate", args.topic);
     ensure_topic(args, &calibration_topic)?;
-    let measured = calibrate(args, &calibration_topic)?;
+    let measured = calibrate(args, &calibration_topic, &consume)?;
     eprintln!("measured capacity: {measured:.0} records/s");
     let base_rate = measured * args.load;
     let total = args.before_secs + args.spike_secs + args.after_secs;
@@ -185,14 +224,15 @@ pub fn run(args: &SpikeArgs) -> anyhow::Result<SpikeReport> {
     let stop = Arc::new(AtomicBool::new(false));
     let (joined, start) = std::sync::mpsc::sync_channel(1);
     let consumer = {
-        let (args, counts, stop) = (args.clone(), counts.clone(), stop.clone());
+        let (args, counts, stop, consume) =
+            (args.clone(), counts.clone(), stop.clone(), consume.clone());
         std::thread::spawn(move || consume(&args, &args.topic, &args.group, joined, &counts, &stop))
     };
     // The load starts once the consumer has joined its group.
     let start = start
         .recv_timeout(Duration::from_secs(60))
         .context("the consumer did not join its group within 60 s")?;
-    produce(args, base_rate, start, total, &counts)?;
+    produce(args, base_rate, start, total, &counts, clients)?;
     stop.store(true, Ordering::Relaxed);
     consumer
         .join()
@@ -206,7 +246,12 @@ pub fn run(args: &SpikeArgs) -> anyhow::Result<SpikeReport> {
 }
 
 /// Useful completions before the spike, their low, and the recovery time.
-fn summarize(args: SpikeArgs, measured: f64, base_rate: f64, seconds: Vec<Second>) -> SpikeReport {
+pub(crate) fn summarize(
+    args: SpikeArgs,
+    measured: f64,
+    base_rate: f64,
+    seconds: Vec<Second>,
+) -> SpikeReport {
     let before: Vec<u64> = seconds
         .iter()
         .take(args.before_secs as usize)
@@ -237,7 +282,7 @@ fn summarize(args: SpikeArgs, measured: f64, base_rate: f64, seconds: Vec<Second
     }
 }
 
-fn ensure_topic(args: &SpikeArgs, topic: &str) -> anyhow::Result<()> {
+pub(crate) fn ensure_topic(args: &SpikeArgs, topic: &str) -> anyhow::Result<()> {
     let admin: AdminClient<_> = ClientConfig::new()
         .set("bootstrap.servers", &args.brokers)
         .create()
@@ -259,7 +304,7 @@ fn ensure_topic(args: &SpikeArgs, topic: &str) -> anyhow::Result<()> {
 /// The consumers' completion rate on a backlog: fills `topic` with six seconds of capacity,
 /// then drains it for five; the best of seconds 1 to 4 after the join (the first may hold the
 /// first fetches, the last may run dry; a slower second is the machine, not the capacity).
-fn calibrate(args: &SpikeArgs, topic: &str) -> anyhow::Result<f64> {
+fn calibrate(args: &SpikeArgs, topic: &str, consume: &ConsumeFn) -> anyhow::Result<f64> {
     let producer: BaseProducer = producer_config(args).create()?;
     let mut payload = Payload::new(args.message_size);
     payload.stamp(wall_us_now());
@@ -284,11 +329,12 @@ fn calibrate(args: &SpikeArgs, topic: &str) -> anyhow::Result<f64> {
     let group = format!("{}-calibrate", args.group);
     let (joined, start) = std::sync::mpsc::sync_channel(1);
     let drainer = {
-        let (args, topic, counts, stop) = (
+        let (args, topic, counts, stop, consume) = (
             args.clone(),
             topic.to_string(),
             counts.clone(),
             stop.clone(),
+            consume.clone(),
         );
         std::thread::spawn(move || consume(&args, &topic, &group, joined, &counts, &stop))
     };
@@ -331,13 +377,14 @@ fn producer_config(args: &SpikeArgs) -> ClientConfig {
 }
 
 /// Open loop: `base_rate` records/s, times `--spike` during the spike; each record stamped with
-/// its intended send time.
+/// its intended send time. With `clients`, also the retries of tasks not completed in time.
 fn produce(
     args: &SpikeArgs,
     base_rate: f64,
     start: Instant,
     total_secs: u64,
     counts: &Counts,
+    clients: Option<&Clients>,
 ) -> anyhow::Result<()> {
     let mut config = producer_config(args);
     for (k, v) in parse_properties(&args.config)? {
@@ -353,10 +400,41 @@ fn produce(
     let spike = (args.before_secs, args.before_secs + args.spike_secs);
     let end = start + Duration::from_secs(total_secs);
     let mut next = start;
+    let deadline = Duration::from_millis(args.deadline_ms);
+    // Attempts in send order (so by due time): (due, task, attempt).
+    let mut due: VecDeque<(Instant, u64, u32)> = VecDeque::new();
+    let mut tasks = 0u64;
+    let mut value = payload.bytes().to_vec();
     while next < end {
         let now = Instant::now();
+        if let Some(c) = clients {
+            // A task whose attempt reached its deadline uncompleted is resubmitted, now.
+            while due.front().is_some_and(|d| d.0 <= now) {
+                let Some((_, task, attempt)) = due.pop_front() else {
+                    break;
+                };
+                let done = c
+                    .completed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains(&task);
+                if done || attempt >= c.retries {
+                    continue;
+                }
+                let second = now.duration_since(start).as_secs();
+                let refused =
+                    send_task(&producer, args, c, &mut value, clock.wall_us(now), task).is_err();
+                count(counts, second as usize, |s| {
+                    s.offered += 1;
+                    s.retried += 1;
+                    s.refused += u64::from(refused);
+                });
+                due.push_back((now + deadline, task, attempt + 1));
+            }
+        }
         if next > now {
-            producer.poll(next - now);
+            let wake = due.front().map_or(next, |d| d.0.min(next));
+            producer.poll(wake.saturating_duration_since(now));
             continue;
         }
         let second = next.duration_since(start).as_secs();
@@ -365,9 +443,18 @@ fn produce(
         } else {
             base_rate
         };
-        payload.stamp(clock.wall_us(next));
-        let record = BaseRecord::<(), [u8]>::to(&args.topic).payload(payload.bytes());
-        let refused = producer.send(record).is_err();
+        let refused = match clients {
+            Some(c) => {
+                tasks += 1;
+                due.push_back((next + deadline, tasks, 0));
+                send_task(&producer, args, c, &mut value, clock.wall_us(next), tasks).is_err()
+            }
+            None => {
+                payload.stamp(clock.wall_us(next));
+                let record = BaseRecord::<(), [u8]>::to(&args.topic).payload(payload.bytes());
+                producer.send(record).is_err()
+            }
+        };
         count(counts, second as usize, |s| {
             s.offered += 1;
             s.refused += u64::from(refused);
@@ -378,6 +465,34 @@ fn produce(
     // Deliveries still pending time out within the deadline.
     let _ = producer.flush(Duration::from_millis(args.deadline_ms + 1000));
     Ok(())
+}
+
+/// Sends one attempt of `task` stamped `wall_us` (its intended send time), with its id and, if
+/// asked, its deadline header; `Err` if the client refused it at once (its queue was full).
+fn send_task(
+    producer: &BaseProducer<Deliveries>,
+    args: &SpikeArgs,
+    clients: &Clients,
+    value: &mut [u8],
+    wall_us: u64,
+    task: u64,
+) -> Result<(), ()> {
+    value[..8].copy_from_slice(&wall_us.to_le_bytes());
+    value[8..16].copy_from_slice(&task.to_le_bytes());
+    let mut record = BaseRecord::<(), [u8]>::to(&args.topic).payload(&*value);
+    if clients.deadline_header {
+        let deadline_ms = (wall_us / 1000 + args.deadline_ms) as i64;
+        record = record.headers(OwnedHeaders::new().insert(Header {
+            key: "deadline",
+            value: Some(&deadline_ms.to_be_bytes()),
+        }));
+    }
+    producer.send(record).map_err(|_| ())
+}
+
+/// The task id `share-spike` records carry (value bytes 8..16).
+pub(crate) fn read_task(value: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(value.get(8..16)?.try_into().ok()?))
 }
 
 /// A group member completing at most `--capacity` records per second, committing every 100 ms;
@@ -507,7 +622,7 @@ pub fn write_svg(path: &Path, runs: &[SpikeReport]) -> anyhow::Result<()> {
             [(s0, 0.0), (s1, top)],
             RGBColor(230, 230, 230).filled(),
         )])?;
-        const COLORS: [RGBColor; 5] = [RED, BLUE, GREEN, MAGENTA, BLACK];
+        const COLORS: [RGBColor; 6] = [RED, BLUE, GREEN, MAGENTA, BLACK, RGBColor(255, 140, 0)];
         for (run, &color) in runs.iter().zip(COLORS.iter().cycle()) {
             let label = run.args.label.clone().unwrap_or_else(|| "run".to_string());
             chart

@@ -7,7 +7,7 @@ use clap::Parser;
 use lograil_benches::args::{Cli, Command};
 use lograil_benches::report::write_json;
 use lograil_benches::run::{run, Mode};
-use lograil_benches::{limits, plot, queue, report::RunReport, spike};
+use lograil_benches::{limits, noisy, plot, queue, report::RunReport, share_spike, spike};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -53,6 +53,25 @@ fn execute(command: Command) -> anyhow::Result<bool> {
             let report = spike::run(&args)?;
             print!("{}", report.human());
             if let Some(path) = &args.json {
+                write_json(path, &report)?;
+            }
+            return Ok(true);
+        }
+        Command::Noisy(args) => {
+            let report = noisy::run(&args)?;
+            print!("{}", report.human());
+            if let Some(path) = &args.json {
+                write_json(path, &report)?;
+            }
+            if let Some(path) = &args.plot {
+                noisy::write_svg(path, &report)?;
+            }
+            return Ok(true);
+        }
+        Command::ShareSpike(args) => {
+            let report = share_spike::run(&args)?;
+            print!("{}", report.human());
+            if let Some(path) = &args.spike.json {
                 write_json(path, &report)?;
             }
             return Ok(true);

@@ -1,0 +1,277 @@
+//! The `share-spike` mode: the `spike` mode's load spike ([`crate::spike`]: its open-loop load,
+//! phases, calibration and goodput accounting) against share-group workers instead of a
+//! consumer group, with clients that have deadlines and retry (issue 27).
+//!
+//! - Workers: `--workers` queue consumers (lograil's [`QueueConsumer`], explicit acks,
+//!   `--max-poll-records` each) in one share group, completing `--capacity` records per second
+//!   between them (each its even share, simulated work).
+//! - Deadlines: every record carries its task's deadline (intended send time + `--deadline-ms`)
+//!   in the `deadline` header, so lograil archives a record whose deadline has passed instead of
+//!   delivering it (`--no-deadline-header`: the broker is not told, for contrast).
+//! - Retries: a client waits for its task until the deadline; a task not completed by then is
+//!   resubmitted once (`--retries`), with a fresh stamp and deadline, while the first attempt
+//!   may still be queued: the retry loop that sustains a metastable failure (the seed's
+//!   simulation, "FIFO, 3 retries"). The producer's own delivery timeout is still half the
+//!   deadline (librdkafka retries within it).
+//!
+//! `--group-config NAME=VALUE` sets configs on the run's share group (not the calibration's),
+//! e.g. `lograil.share.overload.target.ms=500` for the overload mode. The JSON it writes is a
+//! `spike` report (so `spike-plot` draws it) with a `share` object beside.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use consumer::{Admin, ClientConfig, QueueConsumer};
+use serde::{Deserialize, Serialize};
+
+use crate::payload::{read_stamp, wall_us_now};
+use crate::spike::{
+    count, read_task, run_with, Clients, ConsumeFn, Counts, SpikeArgs, SpikeReport,
+};
+
+/// Flags of the `share-spike` mode: the `spike` mode's and these.
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
+pub struct ShareSpikeArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub spike: SpikeArgs,
+    /// Share-group workers; each completes --capacity / --workers records per second.
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Each worker's `max.poll.records` (records it holds locked at once, at most).
+    #[arg(long, default_value_t = 20)]
+    pub max_poll_records: u32,
+    /// Times a client resubmits a task not completed by its deadline.
+    #[arg(long, default_value_t = 1)]
+    pub retries: u32,
+    /// Do not put the deadline in the `deadline` header (the broker cannot drop expired
+    /// records).
+    #[arg(long)]
+    pub no_deadline_header: bool,
+    /// A config of the run's share group, NAME=VALUE (repeatable).
+    #[arg(long = "group-config", value_name = "NAME=VALUE")]
+    pub group_config: Vec<String>,
+}
+
+/// The `share` object of the JSON: what the share-group run adds to a spike report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShareExtras {
+    pub workers: usize,
+    pub max_poll_records: u32,
+    pub retries: u32,
+    pub deadline_header: bool,
+    pub group_config: Vec<String>,
+    /// Resubmissions in the whole run.
+    pub retried: u64,
+}
+
+/// What a `share-spike` run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShareSpikeReport {
+    #[serde(flatten)]
+    pub report: SpikeReport,
+    pub share: ShareExtras,
+}
+
+impl ShareSpikeReport {
+    pub fn human(&self) -> String {
+        let s = &self.share;
+        format!(
+            "share group: {} workers, max.poll.records {}, {} retr{} a task, deadline header {}, group configs {:?}; {} resubmitted\n{}",
+            s.workers,
+            s.max_poll_records,
+            s.retries,
+            if s.retries == 1 { "y" } else { "ies" },
+            if s.deadline_header { "on" } else { "off" },
+            s.group_config,
+            s.retried,
+            self.report.human()
+        )
+    }
+}
+
+/// Runs the mode.
+pub fn run(args: &ShareSpikeArgs) -> anyhow::Result<ShareSpikeReport> {
+    anyhow::ensure!(args.workers > 0, "--workers must be positive");
+    let mut group_config = Vec::new();
+    for pair in &args.group_config {
+        let (k, v) = pair
+            .split_once('=')
+            .with_context(|| format!("{pair}: expected NAME=VALUE"))?;
+        group_config.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    let clients = Clients {
+        retries: args.retries,
+        deadline_header: !args.no_deadline_header,
+        completed: Arc::default(),
+    };
+    let workers = Workers {
+        count: args.workers,
+        max_poll_records: args.max_poll_records,
+        group_config,
+        clients: clients.clone(),
+    };
+    let consume: ConsumeFn = Arc::new(move |a, topic, group, joined, counts, stop| {
+        workers.consume(a, topic, group, joined, counts, stop)
+    });
+    let report = run_with(&args.spike, consume, Some(&clients))?;
+    let retried = report.seconds.iter().map(|s| s.retried).sum();
+    Ok(ShareSpikeReport {
+        report,
+        share: ShareExtras {
+            workers: args.workers,
+            max_poll_records: args.max_poll_records,
+            retries: args.retries,
+            deadline_header: !args.no_deadline_header,
+            group_config: args.group_config.clone(),
+            retried,
+        },
+    })
+}
+
+/// The share-group side of a run.
+struct Workers {
+    count: usize,
+    max_poll_records: u32,
+    /// Set on the run's group (`--group`) only.
+    group_config: Vec<(String, String)>,
+    clients: Clients,
+}
+
+impl Workers {
+    fn consume(
+        &self,
+        args: &SpikeArgs,
+        topic: &str,
+        group: &str,
+        joined: SyncSender<Instant>,
+        counts: &Counts,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<()> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting a tokio runtime")?;
+        rt.block_on(self.run_workers(args, topic, group, joined, counts, stop))
+    }
+
+    async fn run_workers(
+        &self,
+        args: &SpikeArgs,
+        topic: &str,
+        group: &str,
+        joined: SyncSender<Instant>,
+        counts: &Counts,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<()> {
+        let mut admin = Admin::connect(&args.brokers).await?;
+        let mut config = vec![("share.auto.offset.reset", "earliest")];
+        if group == args.group {
+            config.extend(
+                self.group_config
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+        }
+        admin
+            .alter_group_configs(group, &config)
+            .await
+            .with_context(|| format!("setting {config:?} on share group {group}"))?;
+        let assigned = Arc::new(AtomicUsize::new(0));
+        let started = Arc::new(tokio::sync::OnceCell::<Instant>::new());
+        // The workers run on the runtime; the stop flag is the caller's, so they are joined
+        // here before it returns.
+        let stop_all = Arc::new(AtomicBool::new(false));
+        let per_record = Duration::from_secs_f64(self.count as f64 / args.capacity);
+        let deadline_us = args.deadline_ms * 1000;
+        let mut tasks = Vec::new();
+        for _ in 0..self.count {
+            let config = ClientConfig::new()
+                .with("bootstrap.servers", args.brokers.as_str())
+                .with("group.id", group)
+                .with("share.acknowledgement.mode", "explicit")
+                .with("max.poll.records", self.max_poll_records.to_string());
+            let (assigned, started, stop_all, counts, completed) = (
+                assigned.clone(),
+                started.clone(),
+                stop_all.clone(),
+                counts.clone(),
+                self.clients.completed.clone(),
+            );
+            let topic = topic.to_string();
+            tasks.push(tokio::spawn(async move {
+                let queue = QueueConsumer::from_config(&config).await?;
+                queue.subscribe(&[topic.as_str()]);
+                let mut counted = false;
+                let mut free_at = Instant::now();
+                while !stop_all.load(Ordering::Relaxed) {
+                    if !counted && !queue.assignment().is_empty() {
+                        counted = true;
+                        assigned.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let batch = queue.receive(Duration::from_millis(50)).await?;
+                    let Some(&start) = started.get() else {
+                        // Not counted yet: the others are still joining.
+                        for d in batch {
+                            d.release(Duration::ZERO);
+                        }
+                        continue;
+                    };
+                    for delivery in batch {
+                        // The simulated work: one record per `per_record`.
+                        let now = Instant::now();
+                        if free_at > now {
+                            tokio::time::sleep(free_at - now).await;
+                        }
+                        free_at = free_at.max(now) + per_record;
+                        delivery.ack();
+                        let value = delivery.value.as_deref().unwrap_or_default();
+                        let Some(stamp) = read_stamp(value) else {
+                            continue;
+                        };
+                        let late = wall_us_now().saturating_sub(stamp) > deadline_us;
+                        if !late {
+                            if let Some(task) = read_task(value) {
+                                completed
+                                    .lock()
+                                    .unwrap_or_else(PoisonError::into_inner)
+                                    .insert(task);
+                            }
+                        }
+                        let second = start.elapsed().as_secs() as usize;
+                        count(&counts, second, |s| match late {
+                            true => s.late += 1,
+                            false => s.useful += 1,
+                        });
+                    }
+                }
+                queue.close().await?;
+                anyhow::Ok(())
+            }));
+        }
+        let join_by = Instant::now() + Duration::from_secs(60);
+        while assigned.load(Ordering::Relaxed) < self.count {
+            if stop.load(Ordering::Relaxed) || Instant::now() > join_by {
+                stop_all.store(true, Ordering::Relaxed);
+                anyhow::bail!("the share-group workers did not all join {group}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let start = Instant::now();
+        let _ = started.set(start);
+        let _ = joined.send(start);
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        stop_all.store(true, Ordering::Relaxed);
+        for task in tasks {
+            task.await??;
+        }
+        Ok(())
+    }
+}
