@@ -216,7 +216,7 @@ pub(crate) fn run_with(
     ensure_topic(args, &args.topic)?;
     let calibration_topic = format!("{}-calibrate", args.topic);
     ensure_topic(args, &calibration_topic)?;
-    let measured = calibrate(args, &calibration_topic, &consume)?;
+    let measured = calibrate(args, &calibration_topic, &consume, clients.is_some())?;
     eprintln!("measured capacity: {measured:.0} records/s");
     let base_rate = measured * args.load;
     let total = args.before_secs + args.spike_secs + args.after_secs;
@@ -304,8 +304,20 @@ pub(crate) fn ensure_topic(args: &SpikeArgs, topic: &str) -> anyhow::Result<()> 
 /// The consumers' completion rate on a backlog: fills `topic` with six seconds of capacity,
 /// then drains it for five; the best of seconds 1 to 4 after the join (the first may hold the
 /// first fetches, the last may run dry; a slower second is the machine, not the capacity).
-fn calibrate(args: &SpikeArgs, topic: &str, consume: &ConsumeFn) -> anyhow::Result<f64> {
-    let producer: BaseProducer = producer_config(args).create()?;
+/// `small_batches` (share groups): the fill is sent in batches of at most 20 records, about
+/// what the run's load makes with `linger.ms` 5, since a share-group worker acquires whole
+/// batches: one batch of the fill's default size would go to a single worker.
+fn calibrate(
+    args: &SpikeArgs,
+    topic: &str,
+    consume: &ConsumeFn,
+    small_batches: bool,
+) -> anyhow::Result<f64> {
+    let mut config = producer_config(args);
+    if small_batches {
+        config.set("batch.num.messages", "20");
+    }
+    let producer: BaseProducer = config.create()?;
     let mut payload = Payload::new(args.message_size);
     payload.stamp(wall_us_now());
     let fill = (args.capacity * 6.0) as u64;
