@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ShareConfig;
-use crate::fairness::{Lookahead, RecordMeta, TenantStats};
+use crate::fairness::{Lookahead, RecordMeta, Slot, TenantStats};
 use crate::window::Window;
 
 /// The states of KIP-932 (AVAILABLE past SPEO is implicit).
@@ -211,6 +211,16 @@ impl Changes {
     }
 }
 
+/// One acquisition under way: for whom, until when, how many more, and what it did so far.
+struct Take<'a> {
+    holder: &'a Arc<str>,
+    now: i64,
+    until: i64,
+    budget: usize,
+    acquired: &'a mut Acquired,
+    changes: &'a mut Changes,
+}
+
 /// One share partition's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharePartition {
@@ -299,39 +309,183 @@ impl SharePartition {
     ) -> (Acquired, Changes) {
         let mut acquired = Acquired::default();
         let mut changes = Changes::default();
-        let mut budget = max_records;
         let until = now.saturating_add(config.lock_duration_ms);
         let holder: Arc<str> = member.into();
+        let mut take = Take {
+            holder: &holder,
+            now,
+            until,
+            budget: max_records,
+            acquired: &mut acquired,
+            changes: &mut changes,
+        };
+        if !config.needs_meta() {
+            if self.meta.overloaded || self.meta.end() > self.start {
+                // Fairness and overload were switched off: their state goes.
+                take.changes.overload = self.meta.overloaded.then_some(false);
+                *self.meta = Lookahead::new(self.start);
+            }
+            self.acquire_in_order(i64::MIN, log_end, config, &mut take);
+        } else {
+            let from = self.acquire_chosen(log_end, config, &mut take);
+            self.acquire_in_order(from, log_end, config, &mut take);
+        }
+        (acquired, changes)
+    }
+
+    /// Offset order: the due records from `from` (archiving those that have had every
+    /// delivery), then new ones from SPEO.
+    fn acquire_in_order(&mut self, from: i64, log_end: i64, config: &ShareConfig, t: &mut Take) {
         let due: Vec<(i64, u16)> = self
             .entries
             .iter()
             .filter(|(o, e)| {
-                *o < log_end
-                    && matches!(e.state, RecordState::Available { not_before } if not_before <= now)
+                *o >= from
+                    && *o < log_end
+                    && matches!(e.state, RecordState::Available { not_before } if not_before <= t.now)
             })
             .map(|(o, e)| (o, e.deliveries))
             .collect();
         for (offset, deliveries) in due {
-            if budget == 0 {
+            if t.budget == 0 {
                 break;
             }
             if deliveries >= config.delivery_limit {
-                self.archive(offset, ArchiveReason::DeliveryLimit, &mut changes);
+                self.archive(offset, ArchiveReason::DeliveryLimit, t.changes);
                 continue;
             }
-            self.take(offset, &holder, now, until, &mut acquired, &mut changes);
-            budget -= 1;
+            self.take(offset, t.holder, t.now, t.until, t.acquired, t.changes);
+            t.budget -= 1;
         }
         self.advance_start();
         let window_end = self.start.saturating_add(config.max_window as i64);
-        while budget > 0 && self.end < log_end.min(window_end) {
+        while t.budget > 0 && self.end < log_end.min(window_end) {
             let offset = self.end;
             self.entries.push(offset, Entry::new());
             self.end += 1;
-            self.take(offset, &holder, now, until, &mut acquired, &mut changes);
-            budget -= 1;
+            self.take(offset, t.holder, t.now, t.until, t.acquired, t.changes);
+            t.budget -= 1;
         }
-        (acquired, changes)
+    }
+
+    /// Fair turns and the overload mode among the records of the look-ahead window whose
+    /// metas are known: decides the overload mode, archives what it expires, acquires in turns
+    /// (or newest first); the offset where [`SharePartition::acquire_in_order`] goes on.
+    fn acquire_chosen(&mut self, log_end: i64, config: &ShareConfig, t: &mut Take) -> i64 {
+        let now = t.now;
+        if let Some(target) = config.overload_target_ms {
+            let oldest = self
+                .known(log_end, config)
+                .filter(|&(o, _)| self.due(o, now))
+                .map(|(_, slot)| slot.timestamp)
+                .min();
+            t.changes.overload = self
+                .meta
+                .codel(now, oldest, target, config.overload_interval_ms);
+        } else if self.meta.overloaded {
+            self.meta.overloaded = false;
+            self.meta.above_since = None;
+            t.changes.overload = Some(false);
+        }
+        if self.meta.overloaded {
+            // Late is useless now: every available record past its deadline goes.
+            let expired: Vec<i64> = self
+                .known(log_end, config)
+                .filter(|&(o, slot)| slot.deadline < now && self.available(o))
+                .map(|(o, _)| o)
+                .collect();
+            for offset in expired {
+                self.extend_to(offset);
+                self.archive(offset, ArchiveReason::Expired, t.changes);
+            }
+        }
+        let used_up: Vec<i64> = self
+            .entries
+            .iter()
+            .filter(|(o, e)| {
+                *o < log_end
+                    && e.deliveries >= config.delivery_limit
+                    && matches!(e.state, RecordState::Available { not_before } if not_before <= now)
+            })
+            .map(|(o, _)| o)
+            .collect();
+        for offset in used_up {
+            self.archive(offset, ArchiveReason::DeliveryLimit, t.changes);
+        }
+        self.advance_start();
+        let known_end = self.known_end(log_end, config);
+        let newest_first = self.meta.overloaded;
+        let fair = config.fairness_key != crate::FairnessKey::None;
+        if !fair && !newest_first {
+            return i64::MIN;
+        }
+        let mut order: Vec<(i64, u32)> = self
+            .known(log_end, config)
+            .filter(|&(o, _)| self.due(o, now))
+            .map(|(o, slot)| (o, slot.tenant))
+            .collect();
+        if newest_first {
+            order.reverse();
+        }
+        let mut chosen: Vec<i64> = if fair {
+            let weight = |id: u32| self.meta.tenant(id).map_or(1, |t| config.weight(t));
+            let weights: Vec<u32> = (0..self.meta.tenant_ids() as u32).map(weight).collect();
+            self.meta.turns(&order, &weights, t.budget)
+        } else {
+            order.iter().take(t.budget).map(|(o, _)| *o).collect()
+        };
+        chosen.sort_unstable();
+        for offset in chosen {
+            self.extend_to(offset);
+            self.take(offset, t.holder, t.now, t.until, t.acquired, t.changes);
+            t.budget -= 1;
+        }
+        known_end
+    }
+
+    /// The end of the offsets whose metas acquisition may use: known, in the log, within the
+    /// look-ahead window and `max_window`.
+    fn known_end(&self, log_end: i64, config: &ShareConfig) -> i64 {
+        let window = config.lookahead().min(config.max_window) as i64;
+        self.meta
+            .end()
+            .min(log_end)
+            .min(self.start.saturating_add(window))
+    }
+
+    /// The offsets from SPSO with a known meta that acquisition may use, with it.
+    fn known<'a>(
+        &'a self,
+        log_end: i64,
+        config: &ShareConfig,
+    ) -> impl Iterator<Item = (i64, Slot)> + 'a {
+        (self.start..self.known_end(log_end, config))
+            .filter_map(|o| self.meta.get(o).map(|slot| (o, *slot)))
+    }
+
+    /// Available now or later (past SPEO: never acquired).
+    fn available(&self, offset: i64) -> bool {
+        offset >= self.end
+            || self
+                .entries
+                .get(offset)
+                .is_some_and(|e| matches!(e.state, RecordState::Available { .. }))
+    }
+
+    /// Available by `now`.
+    fn due(&self, offset: i64, now: i64) -> bool {
+        offset >= self.end
+            || self.entries.get(offset).is_some_and(
+                |e| matches!(e.state, RecordState::Available { not_before } if not_before <= now),
+            )
+    }
+
+    /// Moves SPEO past `offset`: the offsets on the way are available, never acquired.
+    fn extend_to(&mut self, offset: i64) {
+        while self.end <= offset {
+            self.entries.push(self.end, Entry::new());
+            self.end += 1;
+        }
     }
 
     fn take(
