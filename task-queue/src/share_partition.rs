@@ -199,6 +199,8 @@ pub struct Archived {
 /// What an operation changed: the entries to persist, and the records it archived.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
+    /// The offsets whose entries changed, in the order the operation came to them (an
+    /// acquisition with fair turns or newest first: the order it chose them).
     pub offsets: Vec<i64>,
     pub archived: Vec<Archived>,
     /// `Some(true)`: this operation switched the overload mode on; `Some(false)`: off.
@@ -427,18 +429,28 @@ impl SharePartition {
         if newest_first {
             order.reverse();
         }
-        let mut chosen: Vec<i64> = if fair {
+        let chosen: Vec<i64> = if fair {
             let weight = |id: u32| self.meta.tenant(id).map_or(1, |t| config.weight(t));
             let weights: Vec<u32> = (0..self.meta.tenant_ids() as u32).map(weight).collect();
             self.meta.turns(&order, &weights, t.budget)
         } else {
             order.iter().take(t.budget).map(|(o, _)| *o).collect()
         };
-        chosen.sort_unstable();
-        for offset in chosen {
+        // Taken in the order chosen (so `changes.offsets` tells it), answered in offset order.
+        let mut taken = Acquired::default();
+        for &offset in &chosen {
             self.extend_to(offset);
-            self.take(offset, t.holder, t.now, t.until, t.acquired, t.changes);
+            self.take(offset, t.holder, t.now, t.until, &mut taken, t.changes);
             t.budget -= 1;
+        }
+        let mut taken: Vec<(i64, u16)> = taken
+            .ranges
+            .iter()
+            .flat_map(|&(first, last, count)| (first..=last).map(move |o| (o, count)))
+            .collect();
+        taken.sort_unstable();
+        for (offset, count) in taken {
+            t.acquired.push(offset, count);
         }
         known_end
     }
