@@ -164,6 +164,12 @@ impl Interner {
     }
 }
 
+/// Candidates by tenant id, and the tenants with any in the order of their first candidate.
+pub(crate) struct Queues {
+    pub queues: Vec<VecDeque<i64>>,
+    pub newcomers: Vec<u32>,
+}
+
 /// The look-ahead window's metas (offsets `first..first + slots.len()`, from SPSO on), the
 /// round-robin state and the overload mode of one share partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -171,6 +177,11 @@ pub(crate) struct Lookahead {
     first: i64,
     slots: VecDeque<Slot>,
     tenants: Interner,
+    /// By tenant id: its offsets of the window, ascending (finished ones dropped as met).
+    by_tenant: Vec<VecDeque<i64>>,
+    /// The earliest deadline of the window's records not finished when last looked at
+    /// (`i64::MAX`: none): no record expires before it.
+    pub next_expiry: i64,
     /// Tenants in turn, the one being served (or next) at the front.
     pub ring: VecDeque<u32>,
     /// By tenant id: what is left of its turn (0: its turn has not begun).
@@ -184,6 +195,7 @@ impl Lookahead {
     pub fn new(first: i64) -> Self {
         Lookahead {
             first,
+            next_expiry: i64::MAX,
             ..Lookahead::default()
         }
     }
@@ -219,10 +231,16 @@ impl Lookahead {
                 break;
             }
             let tenant = self.tenants.intern(meta.tenant);
+            let deadline = meta.deadline.unwrap_or(i64::MAX);
+            self.next_expiry = self.next_expiry.min(deadline);
+            if self.by_tenant.len() <= tenant as usize {
+                self.by_tenant.resize(tenant as usize + 1, VecDeque::new());
+            }
+            self.by_tenant[tenant as usize].push_back(offset);
             self.slots.push_back(Slot {
                 tenant,
                 timestamp: meta.timestamp,
-                deadline: meta.deadline.unwrap_or(i64::MAX),
+                deadline,
             });
         }
     }
@@ -234,17 +252,21 @@ impl Lookahead {
             while let Some(slot) = self.slots.pop_front() {
                 self.forget(slot.tenant);
             }
+            self.by_tenant.iter_mut().for_each(VecDeque::clear);
             self.first = start;
             return;
         }
         while self.first < start {
-            match self.slots.pop_front() {
-                Some(slot) => self.forget(slot.tenant),
-                None => {
-                    self.first = start;
-                    break;
+            let Some(slot) = self.slots.pop_front() else {
+                self.first = start;
+                break;
+            };
+            if let Some(list) = self.by_tenant.get_mut(slot.tenant as usize) {
+                while list.front().is_some_and(|o| *o < start) {
+                    list.pop_front();
                 }
             }
+            self.forget(slot.tenant);
             self.first += 1;
         }
     }
@@ -279,25 +301,18 @@ impl Lookahead {
         }
     }
 
-    /// Weighted deficit round robin: up to `budget` of the `candidates` (offset, tenant id),
-    /// each tenant's in the order given, the tenants in turn, each turn as many as the
-    /// tenant's weight (`weights` by id). The ring and what is left of a turn carry over to
-    /// the next call; a tenant without candidates leaves the ring, a newcomer joins at the
-    /// back (in the order of its first candidate).
-    pub fn turns(&mut self, candidates: &[(i64, u32)], weights: &[u32], budget: usize) -> Vec<i64> {
-        let ids = self.tenants.len();
-        self.deficits.resize(ids, 0);
-        let mut queues: Vec<VecDeque<i64>> = vec![VecDeque::new(); ids];
-        let mut newcomers = Vec::new();
-        for &(offset, id) in candidates {
-            let Some(queue) = queues.get_mut(id as usize) else {
-                continue;
-            };
-            if queue.is_empty() {
-                newcomers.push(id);
-            }
-            queue.push_back(offset);
-        }
+    /// Weighted deficit round robin: up to `budget` of the [`Queues`]' offsets, each tenant's
+    /// in its order, the tenants in turn, each turn as many as the tenant's weight (`weights`
+    /// by id). The ring and what is left of a turn carry over to the next call; a tenant
+    /// without candidates leaves the ring, a newcomer joins at the back (in the order of its
+    /// first candidate). The chosen offsets, in the order chosen.
+    pub fn turns(&mut self, queues: Queues, weights: &[u32], budget: usize) -> Vec<i64> {
+        let Queues {
+            mut queues,
+            newcomers,
+        } = queues;
+        let ids = queues.len();
+        self.deficits.resize(ids.max(self.deficits.len()), 0);
         let mut in_ring = vec![false; ids];
         let deficits = &mut self.deficits;
         self.ring.retain(|&id| {
@@ -315,7 +330,7 @@ impl Lookahead {
                 self.ring.push_back(id);
             }
         }
-        let mut chosen = Vec::with_capacity(budget.min(candidates.len()));
+        let mut chosen = Vec::with_capacity(budget);
         while chosen.len() < budget {
             let Some(&id) = self.ring.front() else {
                 break;
@@ -341,9 +356,18 @@ impl Lookahead {
         chosen
     }
 
+    /// By tenant id: its offsets of the window, ascending (for [`Lookahead::turns`]'s
+    /// candidates; finished ones may be dropped from them).
+    pub fn lists_mut(&mut self) -> &mut [VecDeque<i64>] {
+        &mut self.by_tenant
+    }
+
     fn forget(&mut self, id: u32) {
         if self.tenants.release(id) {
             self.ring.retain(|t| *t != id);
+            if let Some(list) = self.by_tenant.get_mut(id as usize) {
+                list.clear();
+            }
             if let Some(d) = self.deficits.get_mut(id as usize) {
                 *d = 0;
             }
@@ -697,5 +721,89 @@ mod acquisition {
         assert_eq!(p.unknown_meta(4, &config), None, "3 was known already");
         p.reset_start(1);
         assert_eq!(p.unknown_meta(4, &config), Some((1, 4)));
+    }
+}
+
+/// What fair acquisition costs per call. `cargo test --release -p task-queue --lib -- --ignored
+/// fair_acquire_cost --nocapture`
+#[cfg(test)]
+mod cost {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::{AckBatch, AckType, ShareConfig, SharePartition};
+
+    #[test]
+    #[ignore = "a measurement, not a check: run in a release build"]
+    fn fair_acquire_cost() {
+        let fair = ShareConfig {
+            fairness_key: FairnessKey::Key,
+            ..ShareConfig::default()
+        };
+        let overload = ShareConfig {
+            overload_target_ms: Some(60_000),
+            ..fair.clone()
+        };
+        for (name, config) in [
+            ("offset order", ShareConfig::default()),
+            ("fair turns", fair),
+            ("fair turns and overload mode", overload),
+        ] {
+            measure(name, &config);
+        }
+    }
+
+    fn measure(name: &str, config: &ShareConfig) {
+        // 100 tenants; tenant 0 writes half of the records.
+        let tenant = |o: i64| -> Tenant {
+            let t = if o % 2 == 0 { 0 } else { (o / 2) % 99 + 1 };
+            format!("tenant-{t}").into_bytes().into()
+        };
+        let mut p = SharePartition::new(0);
+        let mut log_end = 20_000;
+        let (mut acquire, mut learn, mut rounds) = (Duration::ZERO, Duration::ZERO, 0u32);
+        for round in 0..200 {
+            let started = Instant::now();
+            if let Some((from, to)) = p.unknown_meta(log_end, config) {
+                let metas = (from..to)
+                    .map(|o| RecordMeta {
+                        tenant: tenant(o),
+                        timestamp: o,
+                        deadline: None,
+                    })
+                    .collect();
+                p.learn(from, metas);
+            }
+            let learned = started.elapsed();
+            let started = Instant::now();
+            let (got, _) = p.acquire("w", 1_000 + round, 500, log_end, config);
+            let took = started.elapsed();
+            assert_eq!(got.count(), 500);
+            if round >= 20 {
+                acquire += took;
+                learn += learned;
+                rounds += 1;
+            }
+            let acks: Vec<AckBatch> = got
+                .ranges
+                .iter()
+                .map(|&(first, last, _)| AckBatch {
+                    first_offset: first,
+                    last_offset: last,
+                    types: vec![AckType::Accept],
+                })
+                .collect();
+            p.acknowledge("w", &acks, 1_000 + round, config).unwrap();
+            log_end += 500;
+        }
+        let window = p.entries().count();
+        println!(
+            "{name}: acquire of 500 from a 20000-record window, 100 tenants: {:?} per call \
+             (learning the new metas: {:?}); {window} entries SPSO..SPEO at the end",
+            acquire / rounds,
+            learn / rounds
+        );
     }
 }

@@ -11,13 +11,13 @@
 //! Time is passed in (`now`, ms since the epoch), so the machine is tested on a clock of the
 //! test's own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::ShareConfig;
-use crate::fairness::{Lookahead, RecordMeta, Slot, TenantStats};
+use crate::fairness::{Lookahead, Queues, RecordMeta, TenantStats};
 use crate::window::Window;
 
 /// The states of KIP-932 (AVAILABLE past SPEO is implicit).
@@ -340,10 +340,9 @@ impl SharePartition {
     fn acquire_in_order(&mut self, from: i64, log_end: i64, config: &ShareConfig, t: &mut Take) {
         let due: Vec<(i64, u16)> = self
             .entries
-            .iter()
+            .iter_from(from)
             .filter(|(o, e)| {
-                *o >= from
-                    && *o < log_end
+                *o < log_end
                     && matches!(e.state, RecordState::Available { not_before } if not_before <= t.now)
             })
             .map(|(o, e)| (o, e.deliveries))
@@ -375,12 +374,13 @@ impl SharePartition {
     /// (or newest first); the offset where [`SharePartition::acquire_in_order`] goes on.
     fn acquire_chosen(&mut self, log_end: i64, config: &ShareConfig, t: &mut Take) -> i64 {
         let now = t.now;
+        let known_end = self.known_end(log_end, config);
         if let Some(target) = config.overload_target_ms {
-            let oldest = self
-                .known(log_end, config)
-                .filter(|&(o, _)| self.due(o, now))
-                .map(|(_, slot)| slot.timestamp)
-                .min();
+            // The oldest available record: the first due one (by offset).
+            let oldest = (self.start..known_end)
+                .find(|&o| self.due(o, now))
+                .and_then(|o| self.meta.get(o))
+                .map(|slot| slot.timestamp);
             t.changes.overload = self
                 .meta
                 .codel(now, oldest, target, config.overload_interval_ms);
@@ -389,53 +389,59 @@ impl SharePartition {
             self.meta.above_since = None;
             t.changes.overload = Some(false);
         }
-        if self.meta.overloaded {
+        if self.meta.overloaded && self.meta.next_expiry < now {
             // Late is useless now: every available record past its deadline goes.
-            let expired: Vec<i64> = self
-                .known(log_end, config)
-                .filter(|&(o, slot)| slot.deadline < now && self.available(o))
-                .map(|(o, _)| o)
-                .collect();
+            let mut next = i64::MAX;
+            let mut expired = Vec::new();
+            for offset in self.start..self.meta.end() {
+                let (Some(slot), true) = (self.meta.get(offset), self.open(offset)) else {
+                    continue;
+                };
+                if slot.deadline < now && offset < known_end && self.available(offset) {
+                    expired.push(offset);
+                } else {
+                    next = next.min(slot.deadline);
+                }
+            }
+            self.meta.next_expiry = next;
             for offset in expired {
                 self.extend_to(offset);
                 self.archive(offset, ArchiveReason::Expired, t.changes);
             }
+            self.advance_start();
         }
-        let used_up: Vec<i64> = self
-            .entries
-            .iter()
-            .filter(|(o, e)| {
-                *o < log_end
-                    && e.deliveries >= config.delivery_limit
-                    && matches!(e.state, RecordState::Available { not_before } if not_before <= now)
-            })
-            .map(|(o, _)| o)
-            .collect();
-        for offset in used_up {
-            self.archive(offset, ArchiveReason::DeliveryLimit, t.changes);
-        }
-        self.advance_start();
         let known_end = self.known_end(log_end, config);
         let newest_first = self.meta.overloaded;
         let fair = config.fairness_key != crate::FairnessKey::None;
         if !fair && !newest_first {
             return i64::MIN;
         }
-        let mut order: Vec<(i64, u32)> = self
-            .known(log_end, config)
-            .filter(|&(o, _)| self.due(o, now))
-            .map(|(o, slot)| (o, slot.tenant))
-            .collect();
-        if newest_first {
-            order.reverse();
-        }
-        let chosen: Vec<i64> = if fair {
-            let weight = |id: u32| self.meta.tenant(id).map_or(1, |t| config.weight(t));
-            let weights: Vec<u32> = (0..self.meta.tenant_ids() as u32).map(weight).collect();
-            self.meta.turns(&order, &weights, t.budget)
+        let mut used_up = Vec::new();
+        let chosen: Vec<i64> = if t.budget == 0 {
+            Vec::new()
+        } else if fair {
+            let queues = self.queues(now, known_end, newest_first, t.budget, config, &mut used_up);
+            let weights: Vec<u32> = (0..self.meta.tenant_ids() as u32)
+                .map(|id| self.meta.tenant(id).map_or(1, |t| config.weight(t)))
+                .collect();
+            self.meta.turns(queues, &weights, t.budget)
         } else {
-            order.iter().take(t.budget).map(|(o, _)| *o).collect()
+            let mut chosen = Vec::new();
+            for offset in (self.start..known_end).rev() {
+                if chosen.len() == t.budget {
+                    break;
+                }
+                match self.due_deliveries(offset, now) {
+                    Some(d) if d >= config.delivery_limit => used_up.push(offset),
+                    Some(_) => chosen.push(offset),
+                    None => {}
+                }
+            }
+            chosen
         };
+        for offset in used_up {
+            self.archive(offset, ArchiveReason::DeliveryLimit, t.changes);
+        }
         // Taken in the order chosen (so `changes.offsets` tells it), answered in offset order.
         let mut taken = Acquired::default();
         for &offset in &chosen {
@@ -465,14 +471,114 @@ impl SharePartition {
             .min(self.start.saturating_add(window))
     }
 
-    /// The offsets from SPSO with a known meta that acquisition may use, with it.
-    fn known<'a>(
-        &'a self,
-        log_end: i64,
+    /// The due records of the look-ahead window below `known_end` by tenant, each tenant's
+    /// oldest first (newest first with `newest_first`), at most `budget` of each; those that
+    /// had every delivery go to `used_up` instead. A tenant's finished records are dropped from
+    /// its list as they are met, so a call walks past the records in flight and the ones it
+    /// takes, not the whole window.
+    fn queues(
+        &mut self,
+        now: i64,
+        known_end: i64,
+        newest_first: bool,
+        budget: usize,
         config: &ShareConfig,
-    ) -> impl Iterator<Item = (i64, Slot)> + 'a {
-        (self.start..self.known_end(log_end, config))
-            .filter_map(|o| self.meta.get(o).map(|slot| (o, *slot)))
+        used_up: &mut Vec<i64>,
+    ) -> Queues {
+        let (start, end) = (self.start, self.end);
+        let entries = &self.entries;
+        // (deliveries if due, finished)
+        let state = |offset: i64| -> (Option<u16>, bool) {
+            if offset >= end {
+                return (Some(0), false);
+            }
+            match entries.get(offset) {
+                Some(Entry {
+                    state: RecordState::Available { not_before },
+                    deliveries,
+                    ..
+                }) => ((*not_before <= now).then_some(*deliveries), false),
+                Some(e) => (None, e.state.is_final()),
+                None => (None, true),
+            }
+        };
+        let lists = self.meta.lists_mut();
+        let mut queues: Vec<VecDeque<i64>> = vec![VecDeque::new(); lists.len()];
+        let mut firsts: Vec<(i64, u32)> = Vec::new();
+        for (id, list) in lists.iter_mut().enumerate() {
+            let queue = &mut queues[id];
+            if newest_first {
+                for &offset in list.iter().rev() {
+                    if queue.len() == budget {
+                        break;
+                    }
+                    if offset < start || offset >= known_end {
+                        continue;
+                    }
+                    match state(offset).0 {
+                        Some(d) if d >= config.delivery_limit => used_up.push(offset),
+                        Some(_) => queue.push_back(offset),
+                        None => {}
+                    }
+                }
+            } else {
+                let mut kept = Vec::new();
+                while queue.len() < budget {
+                    let Some(offset) = list.pop_front() else {
+                        break;
+                    };
+                    if offset >= known_end {
+                        list.push_front(offset);
+                        break;
+                    }
+                    if offset < start {
+                        continue;
+                    }
+                    match state(offset) {
+                        (_, true) => continue,
+                        (Some(d), _) if d >= config.delivery_limit => used_up.push(offset),
+                        (Some(_), _) => queue.push_back(offset),
+                        (None, _) => {}
+                    }
+                    kept.push(offset);
+                }
+                for offset in kept.into_iter().rev() {
+                    list.push_front(offset);
+                }
+            }
+            if let Some(&first) = queue.front() {
+                firsts.push((first, id as u32));
+            }
+        }
+        if newest_first {
+            firsts.sort_unstable_by(|a, b| b.cmp(a));
+        } else {
+            firsts.sort_unstable();
+        }
+        Queues {
+            queues,
+            newcomers: firsts.into_iter().map(|(_, id)| id).collect(),
+        }
+    }
+
+    /// Not finished (at or past SPSO).
+    fn open(&self, offset: i64) -> bool {
+        offset >= self.end
+            || self
+                .entries
+                .get(offset)
+                .is_some_and(|e| !e.state.is_final())
+    }
+
+    /// The deliveries so far of a record due by `now`; `None` if it is not due.
+    fn due_deliveries(&self, offset: i64, now: i64) -> Option<u16> {
+        if offset >= self.end {
+            return Some(0);
+        }
+        self.entries.get(offset).and_then(|e| match e.state {
+            RecordState::Available { not_before } if not_before <= now => Some(e.deliveries),
+            _ => None,
+        })
     }
 
     /// Available now or later (past SPEO: never acquired).

@@ -336,11 +336,18 @@ impl Harness {
         let (acquired, changes) =
             self.real
                 .acquire(MEMBERS[member], self.now, max, log_end, &self.config);
-        // Records with every delivery used (locks lost in a restart) are archived first.
-        for slot in &mut self.model {
-            if slot.0 == M::Available && slot.1 >= self.config.delivery_limit {
-                slot.0 = M::Done;
-            }
+        // Records with every delivery used (locks lost in a restart) may be archived on the
+        // way; never acquired.
+        let limit = self.config.delivery_limit;
+        for archived in &changes.archived {
+            let slot = &mut self.model[archived.offset as usize];
+            assert_eq!(
+                (&slot.0, slot.1 >= limit),
+                (&M::Available, true),
+                "archived {}",
+                archived.offset
+            );
+            slot.0 = M::Done;
         }
         let held = self
             .model
@@ -356,7 +363,7 @@ impl Harness {
         let available = self
             .model
             .iter()
-            .filter(|(m, _)| *m == M::Available)
+            .filter(|(m, d)| *m == M::Available && *d < limit)
             .count();
         let archived: HashSet<i64> = changes.archived.iter().map(|a| a.offset).collect();
         let order: Vec<i64> = changes
@@ -371,7 +378,9 @@ impl Harness {
         assert_eq!(acquired.offsets().collect::<Vec<_>>(), sorted);
         let mut taken = HashSet::new();
         let open = |taken: &HashSet<i64>, model: &[(M, u16)], o: i64| {
-            model[o as usize].0 == M::Available && !taken.contains(&o)
+            model[o as usize].0 == M::Available
+                && model[o as usize].1 < limit
+                && !taken.contains(&o)
         };
         let oldest_of = |taken: &HashSet<i64>, tenant: Option<usize>, from: i64, to: i64| {
             (from..to).find(|&p| {
