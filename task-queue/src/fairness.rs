@@ -89,7 +89,8 @@ pub struct TenantStats {
     pub oldest_available_ms: Option<i64>,
 }
 
-/// The meta of one offset of the look-ahead window: 24 bytes.
+/// The meta of one offset of the look-ahead window: 24 bytes (and 8 more for the offset in its
+/// tenant's list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
     pub tenant: u32,
@@ -366,7 +367,8 @@ impl Lookahead {
         if self.tenants.release(id) {
             self.ring.retain(|t| *t != id);
             if let Some(list) = self.by_tenant.get_mut(id as usize) {
-                list.clear();
+                // Its room goes too (a flood's list must not outlive the flood).
+                *list = VecDeque::new();
             }
             if let Some(d) = self.deficits.get_mut(id as usize) {
                 *d = 0;

@@ -277,6 +277,15 @@ impl SharePartition {
     /// `config.max_window` records between SPSO and SPEO. A released record that has had every
     /// delivery it may have (its lock was lost in a restart, or the limit was lowered) is
     /// archived instead.
+    ///
+    /// With fair turns (`config.fairness_key`), the due records of the look-ahead window whose
+    /// metas were [learned](SharePartition::learn) are taken first, the tenants in turn
+    /// (weighted deficit round robin, FIFO within a tenant; the turns carry over from call to
+    /// call), then the rest in offset order. With the overload mode on (see
+    /// `config.overload_target_ms`; `Changes.overload` says when it switches), the window's
+    /// available records past their deadline are archived as expired and the newest are taken
+    /// first (within each tenant with fair turns). A record taken past SPEO moves SPEO past it;
+    /// the offsets on the way stay available, never delivered.
     pub fn acquire(
         &mut self,
         member: &str,
