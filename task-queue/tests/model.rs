@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashSet};
 use log_core::{Log, Uuid};
 use proptest::prelude::*;
 use task_queue::{
-    AckBatch, AckError, AckType, Change, FairnessKey, RecordMeta, RecordState, ShareConfig,
-    ShareKey, SharePartition, ShareStore,
+    AckBatch, AckError, AckType, ArchiveReason, Change, FairnessKey, RecordMeta, RecordState,
+    ShareConfig, ShareKey, SharePartition, ShareStore,
 };
 
 const MEMBERS: [&str; 3] = ["a", "b", "c"];
@@ -81,6 +81,8 @@ struct Harness {
     model: Vec<(M, u16)>,
     /// By offset: its tenant (an index of TENANTS).
     tenants: Vec<usize>,
+    /// By offset: when it was appended, and its deadline (the last tenant's records have one).
+    times: Vec<(i64, Option<i64>)>,
     /// By tenant: records acquired for others since it was last served while it had available
     /// records in the window.
     waits: [u32; 3],
@@ -104,6 +106,15 @@ impl Harness {
         harness
     }
 
+    /// Fair turns and the overload mode: on once the oldest available record has waited
+    /// 50 ms for 30 ms (each operation takes 10 ms, a lock timeout 1 s).
+    fn fair_overloaded() -> Self {
+        let mut harness = Harness::fair();
+        harness.config.overload_target_ms = Some(50);
+        harness.config.overload_interval_ms = 30;
+        harness
+    }
+
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path()).unwrap();
@@ -117,6 +128,7 @@ impl Harness {
             real: SharePartition::new(0),
             model: Vec::new(),
             tenants: Vec::new(),
+            times: Vec::new(),
             waits: [0; 3],
             fair: false,
             now: 1_000_000,
@@ -159,6 +171,8 @@ impl Harness {
             Op::Append { n, tenant } => {
                 self.model.extend((0..n).map(|_| (M::Available, 0)));
                 self.tenants.extend((0..n).map(|_| tenant));
+                let deadline = (tenant == 2).then_some(self.now + 150);
+                self.times.extend((0..n).map(|_| (self.now, deadline)));
             }
             Op::Acquire { member, max } if self.fair => self.acquire_fair(member, max),
             Op::Acquire { member, max } => {
@@ -314,8 +328,8 @@ impl Harness {
             let metas = (from..to)
                 .map(|o| RecordMeta {
                     tenant: TENANTS[self.tenants[o as usize]].as_bytes().into(),
-                    timestamp: 0,
-                    deadline: None,
+                    timestamp: self.times[o as usize].0,
+                    deadline: self.times[o as usize].1,
                 })
                 .collect();
             self.real.learn(from, metas);
@@ -332,22 +346,43 @@ impl Harness {
         let window_end =
             (self.model.len() as i64).min(self.real.start() + self.config.fairness_window as i64);
         self.learn();
+        let was_overloaded = self.real.overloaded();
         let log_end = self.model.len() as i64;
         let (acquired, changes) =
             self.real
                 .acquire(MEMBERS[member], self.now, max, log_end, &self.config);
         // Records with every delivery used (locks lost in a restart) may be archived on the
-        // way; never acquired.
+        // way; never acquired. In the overload mode, every available record of the window past
+        // its deadline is archived.
         let limit = self.config.delivery_limit;
+        let overloaded = self.real.overloaded();
+        assert_eq!(
+            changes.overload,
+            (was_overloaded != overloaded).then_some(overloaded),
+            "a switch of the overload mode is reported"
+        );
         for archived in &changes.archived {
-            let slot = &mut self.model[archived.offset as usize];
-            assert_eq!(
-                (&slot.0, slot.1 >= limit),
-                (&M::Available, true),
-                "archived {}",
-                archived.offset
-            );
+            let o = archived.offset;
+            let slot = &mut self.model[o as usize];
+            assert_eq!(slot.0, M::Available, "archived {o}");
+            match archived.reason {
+                ArchiveReason::DeliveryLimit => assert!(slot.1 >= limit, "archived {o}"),
+                ArchiveReason::Expired => {
+                    assert!(overloaded, "{o} expired without overload");
+                    assert!(self.times[o as usize].1.is_some_and(|d| d < self.now));
+                }
+                other => panic!("{o} archived as {other:?} by an acquisition"),
+            }
             slot.0 = M::Done;
+        }
+        if overloaded {
+            for o in self.real.start()..window_end {
+                let late = self.times[o as usize].1.is_some_and(|d| d < self.now);
+                assert!(
+                    !(late && self.model[o as usize].0 == M::Available),
+                    "{o} is late and still available in the overload mode"
+                );
+            }
         }
         let held = self
             .model
@@ -387,6 +422,16 @@ impl Harness {
                 open(taken, &self.model, p) && tenant.is_none_or(|t| self.tenants[p as usize] == t)
             })
         };
+        // Whom a tenant's turn serves: its oldest, or its newest in the overload mode.
+        let next_of = |taken: &HashSet<i64>, tenant: usize, from: i64, to: i64| {
+            let mine =
+                |p: &i64| open(taken, &self.model, *p) && self.tenants[*p as usize] == tenant;
+            if overloaded {
+                (from..to).rev().find(mine)
+            } else {
+                (from..to).find(mine)
+            }
+        };
         for tenant in 0..3 {
             if oldest_of(&taken, Some(tenant), start, window_end).is_none() {
                 self.waits[tenant] = 0;
@@ -397,9 +442,9 @@ impl Harness {
             if offset < window_end {
                 let tenant = self.tenants[offset as usize];
                 assert_eq!(
-                    oldest_of(&taken, Some(tenant), start, window_end),
+                    next_of(&taken, tenant, start, window_end),
                     Some(offset),
-                    "FIFO within {}",
+                    "FIFO (newest first when overloaded) within {}",
                     TENANTS[tenant]
                 );
                 for other in (0..3).filter(|u| *u != tenant) {
@@ -528,6 +573,56 @@ proptest! {
         }
         harness.drain();
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn share_partition_with_fair_turns_and_overload_matches_model(
+        ops in proptest::collection::vec(op(), 1..60)
+    ) {
+        let mut harness = Harness::fair_overloaded();
+        for op in &ops {
+            harness.apply(op);
+        }
+        harness.drain();
+    }
+}
+
+/// The overload variant does reach the overload mode: a backlog older than the target for the
+/// interval switches it on, late records are archived as expired, and a drained queue switches
+/// it off; a restart forgets it (it is not persisted) and the next acquisitions decide afresh.
+#[test]
+fn the_overload_mode_switches_on_expires_and_switches_off() {
+    let mut harness = Harness::fair_overloaded();
+    harness.apply(&Op::Append { n: 6, tenant: 0 });
+    harness.apply(&Op::Append { n: 6, tenant: 2 });
+    let mut on = 0;
+    // One worker, one record at a time, 20 ms each: slower than the backlog's deadlines.
+    for _ in 0..10 {
+        let before = harness.real.overloaded();
+        harness.apply(&Op::Acquire { member: 1, max: 1 });
+        on += usize::from(!before && harness.real.overloaded());
+        harness.apply(&Op::Ack {
+            member: 1,
+            kind: 1,
+            stride: 1,
+        });
+    }
+    assert_eq!(on, 1);
+    assert!(harness.real.overloaded());
+    // The tenant with deadlines was archived as its records passed them (150 ms after append).
+    let expired = harness
+        .model
+        .iter()
+        .filter(|(m, d)| *m == M::Done && *d == 0)
+        .count();
+    assert!(expired > 0, "{:?}", harness.model);
+    harness.apply(&Op::Restart);
+    assert!(!harness.real.overloaded());
+    harness.drain();
+    assert!(!harness.real.overloaded(), "drained: off");
 }
 
 /// A record that every consumer crashes on (its lock always times out) reaches the delivery
