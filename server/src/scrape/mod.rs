@@ -536,25 +536,26 @@ fn shares(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error>
             }
         }
     }
-    let mut f = family(
-        encoder,
-        "lograil_share_group_oldest_lock_age_seconds",
-        "Age of the oldest lock a share consumer holds on a record of the partition; 0 when none.",
-        MetricType::Gauge,
-    )?;
-    for (group, s) in &rows {
-        let p = s.partition.to_string();
-        let age = s
-            .oldest_lock_ms
-            .map_or(0.0, |since| (now_ms - since).max(0) as f64 / 1000.0);
-        let labels = [
-            ("group", group.as_str()),
-            ("topic", s.topic.as_str()),
-            ("partition", p.as_str()),
-        ];
-        gauge(&mut f, &labels, age)?;
+    {
+        let mut f = family(
+            encoder,
+            "lograil_share_group_oldest_lock_age_seconds",
+            "Age of the oldest lock a share consumer holds on a record of the partition; 0 when none.",
+            MetricType::Gauge,
+        )?;
+        for (group, s) in &rows {
+            let p = s.partition.to_string();
+            let age = s
+                .oldest_lock_ms
+                .map_or(0.0, |since| (now_ms - since).max(0) as f64 / 1000.0);
+            let labels = [
+                ("group", group.as_str()),
+                ("topic", s.topic.as_str()),
+                ("partition", p.as_str()),
+            ];
+            gauge(&mut f, &labels, age)?;
+        }
     }
-    drop(f);
     share_overload(&rows, encoder)?;
     share_tenants(&rows, now_ms, encoder)
 }
