@@ -59,11 +59,13 @@
 //! ```
 
 mod config;
+mod fairness;
 mod share_partition;
 mod store;
 mod window;
 
 pub use config::{AutoOffsetReset, ShareConfig, ShareConfigError};
+pub use fairness::{FairnessKey, RecordMeta, Tenant, TenantStats};
 pub use share_partition::{
     AckBatch, AckError, AckType, Acquired, ArchiveReason, Archived, Attempt, Changes, Entry,
     Outcome, RecordState, SharePartition,

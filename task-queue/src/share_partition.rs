@@ -17,6 +17,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ShareConfig;
+use crate::fairness::{Lookahead, RecordMeta, TenantStats};
 use crate::window::Window;
 
 /// The states of KIP-932 (AVAILABLE past SPEO is implicit).
@@ -200,6 +201,8 @@ pub struct Archived {
 pub struct Changes {
     pub offsets: Vec<i64>,
     pub archived: Vec<Archived>,
+    /// `Some(true)`: this operation switched the overload mode on; `Some(false)`: off.
+    pub overload: Option<bool>,
 }
 
 impl Changes {
@@ -217,6 +220,8 @@ pub struct SharePartition {
     end: i64,
     /// Every offset from SPSO to SPEO.
     entries: Window,
+    /// The records' metas from SPSO on (not persisted), fair turns and the overload mode.
+    meta: Box<Lookahead>,
 }
 
 impl SharePartition {
@@ -226,6 +231,7 @@ impl SharePartition {
             start,
             end: start,
             entries: Window::new(start),
+            meta: Box::new(Lookahead::new(start)),
         }
     }
 
@@ -580,9 +586,10 @@ impl SharePartition {
     pub fn reset_start(&mut self, offset: i64) -> Changes {
         let changes = Changes {
             offsets: self.entries.iter().map(|(o, _)| o).collect(),
-            archived: Vec::new(),
+            ..Changes::default()
         };
         self.entries.start_at(offset);
+        self.meta.start_at(offset);
         self.end = self.end.max(offset);
         self.start = offset;
         self.advance_start();
@@ -595,6 +602,7 @@ impl SharePartition {
         if self.start > self.end {
             self.end = self.start;
         }
+        self.meta.start_at(self.start);
     }
 
     /// Rebuilds from persisted entries: locks do not survive a restart, so an acquired record
@@ -610,6 +618,7 @@ impl SharePartition {
             start,
             end,
             entries: Window::filled(start, end, |o| entries.remove(&o), Entry::new),
+            meta: Box::new(Lookahead::new(start)),
         };
         for (_, entry) in partition.entries.iter_mut() {
             if matches!(entry.state, RecordState::Acquired { .. }) {
@@ -643,6 +652,79 @@ impl SharePartition {
             .filter(|(o, e)| *o < log_end && e.state.is_final())
             .count();
         (log_end - self.start).max(0) - done as i64
+    }
+
+    /// The offsets `[from, to)` of the look-ahead window `[SPSO, min(SPSO + window, log_end))`
+    /// whose metas are not known yet, for the broker to read from the log and
+    /// [`SharePartition::learn`]; `None` when all are known or `config` needs none.
+    pub fn unknown_meta(&self, log_end: i64, config: &ShareConfig) -> Option<(i64, i64)> {
+        if !config.needs_meta() {
+            return None;
+        }
+        let to = log_end.min(self.start.saturating_add(config.lookahead() as i64));
+        let from = self.meta.end().max(self.start);
+        (from < to).then_some((from, to))
+    }
+
+    /// The metas of offsets `first`, `first + 1`, …: one per offset (an offset without a
+    /// record, such as a transaction marker, with the empty tenant and no deadline). Those
+    /// known already are skipped; those that would leave a gap after the last known one (or
+    /// lie below SPSO) are ignored.
+    pub fn learn(&mut self, first: i64, metas: Vec<RecordMeta>) {
+        self.meta.learn(first, metas);
+    }
+
+    /// Whether the overload mode is on now.
+    pub fn overloaded(&self) -> bool {
+        self.meta.overloaded
+    }
+
+    /// Per-tenant counts over the look-ahead window's known metas: the `top` tenants by
+    /// available records (ties by tenant bytes), the rest summed in one `tenant: None` entry
+    /// (left out when there is no rest).
+    pub fn tenant_stats(&self, top: usize) -> Vec<TenantStats> {
+        let mut by_id: Vec<(u64, u64, Option<i64>)> = vec![(0, 0, None); self.meta.tenant_ids()];
+        for offset in self.start..self.meta.end() {
+            let Some(slot) = self.meta.get(offset) else {
+                continue;
+            };
+            let Some(counts) = by_id.get_mut(slot.tenant as usize) else {
+                continue;
+            };
+            match self.entries.get(offset).map(|e| &e.state) {
+                // Past SPEO: available, never acquired.
+                None | Some(RecordState::Available { .. }) => {
+                    counts.0 += 1;
+                    counts.2 = Some(counts.2.map_or(slot.timestamp, |t| t.min(slot.timestamp)));
+                }
+                Some(RecordState::Acquired { .. }) => counts.1 += 1,
+                Some(_) => {}
+            }
+        }
+        let mut tenants: Vec<TenantStats> = by_id
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (available, in_flight, _))| available + in_flight > 0)
+            .filter_map(|(id, (available, in_flight, oldest))| {
+                Some(TenantStats {
+                    tenant: Some(self.meta.tenant(id as u32)?.clone()),
+                    available,
+                    in_flight,
+                    oldest_available_ms: oldest,
+                })
+            })
+            .collect();
+        tenants.sort_by(|a, b| b.available.cmp(&a.available).then(a.tenant.cmp(&b.tenant)));
+        if tenants.len() > top {
+            let rest = tenants.split_off(top);
+            tenants.push(TenantStats {
+                tenant: None,
+                available: rest.iter().map(|t| t.available).sum(),
+                in_flight: rest.iter().map(|t| t.in_flight).sum(),
+                oldest_available_ms: rest.iter().filter_map(|t| t.oldest_available_ms).min(),
+            });
+        }
+        tenants
     }
 
     /// When the oldest lock held now began, if any.
