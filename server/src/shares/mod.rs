@@ -470,27 +470,29 @@ impl Shares {
         };
         let key = ShareKey::new(group, topic_id, index);
         let state = self.state(&key, &partition, config, now, pending);
-        let mut state = lock(&state);
-        let mut changes = Changes::default();
-        // Records deleted by retention are gone for the share group too.
-        if state.start() < partition.log_start_offset() {
-            changes = state.reset_start(partition.log_start_offset());
-        }
         // Committed records only: nothing at or past the last stable offset is acquired.
         let log_end = partition.last_stable_offset();
         if config.needs_meta() {
             // Fair turns and the overload mode choose among the records whose tenant,
             // timestamp and deadline are known: learn those of the window not read yet (one
-            // bounded read per call; under the partition's lock, as the acquisition itself).
-            if let Some((from, to)) = state.unknown_meta(log_end, config) {
+            // bounded read per call, without the partition's lock: what another fetch learned
+            // meanwhile is skipped).
+            let unknown = lock(&state).unknown_meta(log_end, config);
+            if let Some((from, to)) = unknown {
                 match delivery::read_meta(&partition, from, to, &config.fairness_key) {
-                    Ok(metas) if !metas.is_empty() => state.learn(from, metas),
+                    Ok(metas) if !metas.is_empty() => lock(&state).learn(from, metas),
                     Ok(_) => {}
                     Err(e) => {
                         tracing::warn!(partition = partition.name(), error = %e, "reading records for fair turns failed");
                     }
                 }
             }
+        }
+        let mut state = lock(&state);
+        let mut changes = Changes::default();
+        // Records deleted by retention are gone for the share group too.
+        if state.start() < partition.log_start_offset() {
+            changes = state.reset_start(partition.log_start_offset());
         }
         let (acquired, took) = if limits.whole_batches && !config.needs_meta() {
             // The lock limit is checked first, then the acquisition runs to a batch end.
