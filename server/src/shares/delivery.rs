@@ -364,3 +364,93 @@ fn attempts_json(attempts: &[Attempt]) -> String {
         .collect();
     serde_json::Value::Array(items).to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use bytes::Bytes;
+    use log_core::batch::HeadedRecord;
+    use task_queue::{FairnessKey, Tenant};
+
+    use super::read_meta;
+
+    fn record(key: &str, tenant: &str, timestamp: i64, deadline: Option<&str>) -> HeadedRecord {
+        let mut headers = vec![("tenant".to_string(), Some(Bytes::from(tenant.to_string())))];
+        if let Some(d) = deadline {
+            headers.push(("deadline".to_string(), Some(Bytes::from(d.to_string()))));
+        }
+        HeadedRecord {
+            key: Some(Bytes::from(key.to_string())),
+            value: Some(Bytes::from_static(b"v")),
+            timestamp,
+            headers,
+        }
+    }
+
+    #[test]
+    fn metas_name_tenants_by_key_or_header_and_fill_offsets_without_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_core::Log::open(dir.path()).unwrap();
+        let topic = log
+            .create_topic("t", 1, log_core::TopicConfig::default())
+            .unwrap();
+        let partition = topic.partition(0).unwrap().clone();
+        // 0..=2 one batch, 3 a transaction marker, 4..=5 another batch.
+        let first = [
+            record("k0", "acme", 100, None),
+            record("k1", "umbrella", 101, Some("5000")),
+            record("k2", "acme", 102, None),
+        ];
+        partition
+            .append(&log_core::batch::build_with_headers(&first))
+            .unwrap();
+        let marker = record_batch::control_batch(7, 0, 0, record_batch::ControlType::Commit, 103);
+        partition.append(&marker).unwrap();
+        let second = [record("k4", "acme", 104, None), record("", "", 105, None)];
+        partition
+            .append(&log_core::batch::build_with_headers(&second))
+            .unwrap();
+
+        let tenants = |key: &FairnessKey, from, to| -> Vec<Tenant> {
+            read_meta(&partition, from, to, key)
+                .unwrap()
+                .into_iter()
+                .map(|m| m.tenant)
+                .collect()
+        };
+        let t = |s: &str| Tenant::from(s.as_bytes());
+        let header = FairnessKey::Header("tenant".to_string());
+        assert_eq!(
+            tenants(&header, 0, 6),
+            vec![t("acme"), t("umbrella"), t("acme"), t(""), t("acme"), t("")]
+        );
+        assert_eq!(
+            tenants(&FairnessKey::Key, 1, 5),
+            vec![t("k1"), t("k2"), t(""), t("k4")]
+        );
+        assert_eq!(tenants(&FairnessKey::None, 4, 6), vec![t(""), t("")]);
+        assert_eq!(
+            tenants(&FairnessKey::Header("absent".to_string()), 0, 1),
+            vec![t("")]
+        );
+        let metas = read_meta(&partition, 0, 6, &header).unwrap();
+        let times: Vec<(i64, Option<i64>)> =
+            metas.iter().map(|m| (m.timestamp, m.deadline)).collect();
+        assert_eq!(
+            times,
+            vec![
+                (100, None),
+                (101, Some(5000)),
+                (102, None),
+                (103, None),
+                (104, None),
+                (105, None)
+            ]
+        );
+        // Past the log end: as far as the log goes; nothing at all past it.
+        assert_eq!(read_meta(&partition, 5, 100, &header).unwrap().len(), 1);
+        assert!(read_meta(&partition, 6, 100, &header).unwrap().is_empty());
+        assert!(read_meta(&partition, 3, 3, &header).unwrap().is_empty());
+    }
+}
