@@ -583,6 +583,7 @@ fn tenants_show_in_the_metrics_and_queue_describe_with_the_rest_as_other() {
         "--bootstrap-server",
         &addr,
     ]);
+    println!("{out}");
     let row = |t: &str| {
         out.lines()
             .find(|l| l.split_whitespace().nth(1) == Some(t))
