@@ -62,9 +62,10 @@ pub struct ShareConfig {
     pub fairness_key: FairnessKey,
     /// `lograil.share.fairness.window` (default 20000, in 100..=160000): how many records past
     /// SPSO fair turns (and the overload mode) choose among; at most `max_window` of them are
-    /// used. Memory: 24 bytes per record of the window (its tenant's number, timestamp and
-    /// deadline), plus each distinct tenant of the window once (its bytes and about 80 bytes):
-    /// about 480 KB per share partition with a full default window.
+    /// used. Memory, per share partition whose group has fair turns or the overload mode on:
+    /// 32 bytes per record of the window (its tenant's number, timestamp and deadline, and its
+    /// offset in its tenant's list), plus each distinct tenant of the window once (its bytes
+    /// and about 150 bytes): about 640 KB with a full default window. Not persisted.
     pub fairness_window: usize,
     /// `lograil.share.fairness.weights` (default empty): `tenantA=3,tenantB=2`, records per
     /// turn by tenant (in 1..=1000); unlisted tenants weigh 1.
