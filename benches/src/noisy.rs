@@ -125,6 +125,9 @@ pub struct RunFigures {
     pub busy_s: f64,
     /// `completed / busy_s`.
     pub completed_per_s: f64,
+    /// Fetches (receive calls) that returned records, all workers together.
+    #[serde(default)]
+    pub receives: u64,
 }
 
 /// What a `noisy` run measured.
@@ -161,9 +164,12 @@ pub fn run(args: &NoisyArgs) -> anyhow::Result<NoisyReport> {
             .collect();
         let mut noisy = vec![Submit::new("A", args.flood)];
         noisy.extend(small.iter().cloned());
+        // The same order without the flood: B, C and D interleaved.
+        let mut idle = vec![Submit::new("A", 0)];
+        idle.extend(small.iter().cloned());
         for name in &args.runs {
             let plan = match name.as_str() {
-                "idle" => Plan::noisy("idle", &[], small.clone(), service, args),
+                "idle" => Plan::noisy("idle", &[], idle.clone(), service, args),
                 "fifo" => Plan::noisy("fifo", &[], noisy.clone(), service, args),
                 "fair" => Plan::noisy("fair", &fair, noisy.clone(), service, args),
                 "throughput" if args.throughput_records > 0 => {
@@ -310,6 +316,7 @@ struct Tally {
     seen: Mutex<HashSet<i64>>,
     completed: AtomicU64,
     redelivered: AtomicU64,
+    receives: AtomicU64,
     first_receipt_us: AtomicU64,
 }
 
@@ -329,7 +336,7 @@ async fn run_once(args: &NoisyArgs, plan: &Plan) -> anyhow::Result<RunFigures> {
     let total = plan.total();
     let order = plan.order();
     if plan.fill_first {
-        produce(args, &name, &order, false).await?;
+        produce(args, &name, &order, 0, false).await?;
     }
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -354,6 +361,9 @@ async fn run_once(args: &NoisyArgs, plan: &Plan) -> anyhow::Result<RunFigures> {
                     joined.fetch_add(1, Ordering::Relaxed);
                 }
                 let batch = queue.receive(Duration::from_millis(100)).await?;
+                if !batch.is_empty() {
+                    tally.receives.fetch_add(1, Ordering::Relaxed);
+                }
                 for delivery in batch {
                     let start_us = wall_us_now();
                     let _ = tally.first_receipt_us.compare_exchange(
@@ -417,7 +427,8 @@ async fn run_once(args: &NoisyArgs, plan: &Plan) -> anyhow::Result<RunFigures> {
         }
         // A worker's first fetch opens its share session: give them one round.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        produce(args, &name, &order, true).await?;
+        let flood = plan.submits.first().map_or(0, |s| s.tasks as usize);
+        produce(args, &name, &order, flood, true).await?;
     }
     while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -426,6 +437,8 @@ async fn run_once(args: &NoisyArgs, plan: &Plan) -> anyhow::Result<RunFigures> {
     for worker in workers {
         worker.await??;
     }
+    // Every worker has closed: its last acknowledgements are with the broker.
+    let closed_us = wall_us_now();
     let completed = tally.completed.load(Ordering::Relaxed);
     anyhow::ensure!(
         completed >= total,
@@ -434,7 +447,12 @@ async fn run_once(args: &NoisyArgs, plan: &Plan) -> anyhow::Result<RunFigures> {
     );
     let done = std::mem::take(&mut *tally.done.lock().unwrap_or_else(PoisonError::into_inner));
     let first = tally.first_receipt_us.load(Ordering::Relaxed);
-    let last = done.iter().map(|d| d.end_us).max().unwrap_or(first);
+    // The throughput check's clock stops when the acknowledgements are in (a worker may
+    // have taken thousands of records in one fetch); a noisy run's at the last task's end.
+    let last = match plan.fill_first {
+        true => closed_us,
+        false => done.iter().map(|d| d.end_us).max().unwrap_or(first),
+    };
     let busy_s = last.saturating_sub(first) as f64 / 1e6;
     Ok(RunFigures {
         run: plan.run.clone(),
@@ -448,31 +466,85 @@ async fn run_once(args: &NoisyArgs, plan: &Plan) -> anyhow::Result<RunFigures> {
         redelivered: tally.redelivered.load(Ordering::Relaxed),
         busy_s,
         completed_per_s: completed as f64 / busy_s.max(1e-6),
+        receives: tally.receives.load(Ordering::Relaxed),
     })
 }
 
+/// Producers the flood is split among, sending at once, so that it is in the queue before the
+/// small tenants' tasks follow (one producer of one-record batches delivers ~1,000 a second).
+const FLOOD_PRODUCERS: usize = 8;
+
 /// Sends one task per entry of `order` (its tenant as the key), each stamped with its send
-/// time; `one_by_one`: each task a batch of its own (a task queue's producers submit tasks as
-/// they come), else batched (the throughput fill).
+/// time. `one_by_one` (the noisy-neighbour runs): each task a batch of its own (a task queue's
+/// producers submit tasks as they come, and share-group workers acquire whole batches), the
+/// first `flood` tasks split among [`FLOOD_PRODUCERS`] producers and all acknowledged before
+/// the rest is sent; else (the throughput fill) one producer, batches of about 20 tasks.
 async fn produce(
     args: &NoisyArgs,
     topic: &str,
     order: &[String],
+    flood: usize,
     one_by_one: bool,
 ) -> anyhow::Result<()> {
+    let topic: Arc<str> = Arc::from(topic);
+    let (flood, rest) = order.split_at(flood.min(order.len()));
+    if !one_by_one {
+        let batch = (20 * (args.message_size + 30)).to_string();
+        let producer = producer(args, &[("linger.ms", "5"), ("batch.size", &batch)]).await?;
+        send_all(&producer, &topic, order, args.message_size).await?;
+        producer.close().await;
+        return Ok(());
+    }
+    let single = [("linger.ms", "0"), ("batch.size", "1")];
+    let mut producers = Vec::new();
+    for _ in 0..FLOOD_PRODUCERS {
+        producers.push(Arc::new(producer(args, &single).await?));
+    }
+    let chunk = flood.len().div_ceil(FLOOD_PRODUCERS).max(1);
+    let mut sends = Vec::new();
+    for (producer, tasks) in producers.iter().zip(flood.chunks(chunk)) {
+        let (producer, topic, tasks) = (producer.clone(), topic.clone(), tasks.to_vec());
+        let size = args.message_size;
+        sends.push(tokio::spawn(async move {
+            send_all(&producer, &topic, &tasks, size).await
+        }));
+    }
+    for send in sends {
+        send.await??;
+    }
+    if let Some(first) = producers.first() {
+        send_all(first, &topic, rest, args.message_size).await?;
+    }
+    for producer in producers {
+        if let Ok(producer) = Arc::try_unwrap(producer) {
+            producer.close().await;
+        }
+    }
+    Ok(())
+}
+
+async fn producer(args: &NoisyArgs, extra: &[(&str, &str)]) -> anyhow::Result<Producer> {
     let mut config = ClientConfig::new()
         .with("bootstrap.servers", args.brokers.as_str())
         .with("acks", "1");
-    if one_by_one {
-        config = config.with("linger.ms", "0").with("batch.size", "1");
+    for (k, v) in extra {
+        config = config.with(*k, *v);
     }
-    let producer = Producer::from_config(&config)
+    Producer::from_config(&config)
         .await
-        .context("starting the producer")?;
-    let topic: Arc<str> = Arc::from(topic);
-    let mut payload = Payload::new(args.message_size);
-    let mut pending = Vec::with_capacity(order.len());
-    for tenant in order {
+        .context("starting a producer")
+}
+
+/// Sends `tenants`' tasks in order and waits for every acknowledgement.
+async fn send_all(
+    producer: &Producer,
+    topic: &Arc<str>,
+    tenants: &[String],
+    size: usize,
+) -> anyhow::Result<()> {
+    let mut payload = Payload::new(size);
+    let mut pending = Vec::with_capacity(tenants.len());
+    for tenant in tenants {
         payload.stamp(wall_us_now());
         let record = ProducerRecord::new(topic.clone())
             .partition(0)
@@ -483,7 +555,6 @@ async fn produce(
     for delivery in pending {
         delivery.await.context("a task was not acknowledged")?;
     }
-    producer.close().await;
     Ok(())
 }
 
@@ -559,8 +630,13 @@ fn summarize(args: NoisyArgs, runs: Vec<RunFigures>) -> NoisyReport {
 
 fn human_run(run: &RunFigures) -> String {
     let mut out = format!(
-        "{}: {} tasks in {:.2} s ({:.0}/s), {} redelivered\n",
-        run.run, run.completed, run.busy_s, run.completed_per_s, run.redelivered
+        "{}: {} tasks in {:.2} s ({:.0}/s), {} redelivered, {:.1} tasks a fetch\n",
+        run.run,
+        run.completed,
+        run.busy_s,
+        run.completed_per_s,
+        run.redelivered,
+        run.completed as f64 / run.receives.max(1) as f64
     );
     for t in &run.tenants {
         out += &format!(
@@ -745,6 +821,7 @@ mod tests {
             redelivered: 0,
             busy_s: 1.0,
             completed_per_s: 1.0,
+            receives: 1,
         };
         let args = NoisyArgs::try_parse_from_defaults();
         let report = summarize(
