@@ -10,12 +10,16 @@
 #      delivering them: the seed's "drop expired"),
 #   3. quota:      a producer quota on the load's client id: producer_byte_rate = QUOTA_SHARE %
 #      of the capacity measured by run 2, in record bytes (2 s quota window, as spike.sh),
-#   4. throttle:   a backlog bound on the topic for the share group: max age BACKLOG_AGE_MS,
-#      throttle mode,
-#   5. reject:     the same bound in reject mode,
-#   6. overload:   the share group's overload mode (lograil.share.overload.target.ms =
+#   4. overload:   the share group's overload mode (lograil.share.overload.target.ms =
 #      OVERLOAD_TARGET_MS, interval OVERLOAD_INTERVAL_MS): newest first, expired archived.
-# Writes one JSON and text per run and share_spike.svg (goodput over time) into $OUT.
+# Not in the default RUNS (the backlog bound is on a consumer group's committed offsets, and a
+# share group commits none, so its backlog counts from the log start: reject refuses every
+# record and throttle stops the producer):
+#   throttle:      a backlog bound on the topic for the share group: max age BACKLOG_AGE_MS,
+#                  throttle mode,
+#   reject:        the same bound in reject mode.
+# Writes one JSON and text per run, share_spike.svg (goodput over time) and table.md
+# (share_spike_table.py) into $OUT.
 #
 #   cargo build --release -p lograil -p lograil-benches
 #   bash benches/scripts/share_spike.sh
@@ -23,8 +27,8 @@
 # Environment: BROKER, BENCH, OUT, DATA, CAPACITY (records/s the workers complete; default
 # 5000), WORKERS (default 4), SIZE (record bytes, default 200), DEADLINE_MS (default 2000),
 # BACKLOG_AGE_MS (default 500), QUOTA_SHARE (percent, default 90), OVERLOAD_TARGET_MS (default
-# 500), OVERLOAD_INTERVAL_MS (default 1000), RUNS (default "fifo-nohdr fifo quota throttle
-# reject overload"), PHASES (default "--before-secs 10 --spike-secs 5 --after-secs 20").
+# 500), OVERLOAD_INTERVAL_MS (default 1000), RUNS (default "fifo-nohdr fifo quota
+# overload"), PHASES (default "--before-secs 10 --spike-secs 5 --after-secs 20").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -40,7 +44,7 @@ BACKLOG_AGE_MS=${BACKLOG_AGE_MS:-500}
 QUOTA_SHARE=${QUOTA_SHARE:-90}
 OVERLOAD_TARGET_MS=${OVERLOAD_TARGET_MS:-500}
 OVERLOAD_INTERVAL_MS=${OVERLOAD_INTERVAL_MS:-1000}
-RUNS=${RUNS:-fifo-nohdr fifo quota throttle reject overload}
+RUNS=${RUNS:-fifo-nohdr fifo quota overload}
 PHASES=${PHASES:---before-secs 10 --spike-secs 5 --after-secs 20}
 GROUP=lograil-share-spike
 mkdir -p "$OUT" "$DATA"
@@ -127,3 +131,4 @@ if [ ${#PLOTTED[@]} -gt 0 ]; then
     "$BENCH" spike-plot "$OUT/share_spike.svg" "${PLOTTED[@]}"
     echo "plot: $OUT/share_spike.svg"
 fi
+python3 benches/scripts/share_spike_table.py "$OUT" | tee "$OUT/table.md"
