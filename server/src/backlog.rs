@@ -296,13 +296,24 @@ impl RateMeter {
         }
     }
 
-    /// Records per second the group drains: the committed offsets' advance over the samples'
-    /// span; `None` under [`MIN_SPAN`] or when they did not advance (a stopped group, or one
-    /// committing more rarely than the window: not a measure of its pace).
+    /// Records per second the group drains while it has records to drain: the committed
+    /// offsets' advance over the spans between samples in which the group was busy throughout
+    /// (it did not consume all it had at the span's start); `None` under [`MIN_SPAN`] of such
+    /// spans or when they did not advance (a stopped group, or one committing more rarely than
+    /// the window). A group that caught up drains only as fast as records arrive: counting
+    /// those spans would take the producers' throttled pace for the group's, and throttle them
+    /// further (measured with `lograil-bench spike`: stalls of 10 s).
     fn drain_per_sec(&self) -> Option<f64> {
-        let (&(first, from, _), &(last, to, _)) = (self.samples.front()?, self.samples.back()?);
-        let span = last.saturating_duration_since(first);
-        (span >= MIN_SPAN && to > from).then(|| (to - from) as f64 / span.as_secs_f64())
+        let (mut advance, mut busy) = (0i64, Duration::ZERO);
+        for (&(from_at, from, from_end), &(to_at, to, _)) in
+            self.samples.iter().zip(self.samples.iter().skip(1))
+        {
+            if from_end - from > to - from {
+                advance += to - from;
+                busy += to_at.saturating_duration_since(from_at);
+            }
+        }
+        (busy >= MIN_SPAN && advance > 0).then(|| advance as f64 / busy.as_secs_f64())
     }
 
     /// Records per second appended, from the last sample at least [`APPEND_WINDOW`] old (or the
@@ -458,7 +469,7 @@ impl Backlogs {
                     .map_or(0.0, |max| (state.records - max) as f64);
                 let excess_by_age = drain * state.excess_age_ms as f64 / 1000.0;
                 let allowed = allowed_rate(drain, excess_records.max(excess_by_age));
-                rate_throttle(observed, allowed, window).max(MIN_THROTTLE)
+                rate_throttle(observed, allowed, window.min(APPEND_WINDOW)).max(MIN_THROTTLE)
             }
             _ => {
                 let by_records = match state.over_records > 0.0 {
@@ -535,8 +546,15 @@ mod tests {
         }
         assert!(close(meter.drain_per_sec().unwrap(), 600.0));
         assert!(close(meter.appended_per_sec().unwrap().0, 0.0), "producers stopped");
+        // The group catches up and then drains only what arrives, 100 a second: that is not
+        // its pace, the busy seconds before still are.
+        meter.note(at(15_500), 8000, 8000);
+        for tick in 1..=10 {
+            meter.note(at(15_500 + tick * 100), 8000 + tick * 10, 8000 + tick * 10);
+        }
+        assert!(close(meter.drain_per_sec().unwrap(), 600.0));
         // Offsets reset (or records deleted): the samples start again.
-        meter.note(at(15_100), 0, 8000);
+        meter.note(at(16_600), 0, 8000);
         assert_eq!(meter.samples.len(), 1);
         assert_eq!(meter.drain_per_sec(), None);
     }
