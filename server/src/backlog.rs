@@ -469,7 +469,13 @@ impl Backlogs {
                     .map_or(0.0, |max| (state.records - max) as f64);
                 let excess_by_age = drain * state.excess_age_ms as f64 / 1000.0;
                 let allowed = allowed_rate(drain, excess_records.max(excess_by_age));
-                rate_throttle(observed, allowed, window.min(APPEND_WINDOW)).max(MIN_THROTTLE)
+                // At most the time the group needs to drain the backlog it has: muted longer,
+                // the group would sit idle while producers wait (measured with
+                // `lograil-bench spike`: a slow second of the group's made for throttles of 8 s).
+                let drain_time = Duration::from_secs_f64((state.records as f64 / drain).min(1e6));
+                rate_throttle(observed, allowed, window.min(APPEND_WINDOW))
+                    .min(drain_time)
+                    .max(MIN_THROTTLE)
             }
             _ => {
                 let by_records = match state.over_records > 0.0 {
@@ -591,9 +597,15 @@ mod tests {
         };
         let verdict = |s: &State| Backlogs::verdict("t", &bound, s, Duration::from_secs(30));
         // Drain known: 800 records over the bound, drained at 1,000/s: 600/s are allowed;
-        // producers appending at 1,200/s over 2 s wait 2 s.
+        // producers appending at 1,200/s over 2 s wait 2 s, but at most the 1.8 s the group
+        // needs to drain its 1,800 records.
         let known = state(1800, Some(1000.0), Some((1200.0, ms(2000))));
-        assert_eq!(verdict(&known), Verdict::Throttle(ms(2000)));
+        assert_eq!(verdict(&known), Verdict::Throttle(ms(1800)));
+        let faster = state(1800, Some(1000.0), Some((1100.0, ms(2000))));
+        let Verdict::Throttle(t) = verdict(&faster) else {
+            panic!("not throttled")
+        };
+        assert!(t > ms(1600) && t < ms(1700), "2 s × 500 / 600: {t:?}");
         // Just over the bound, appending a little faster than the drain: a short throttle.
         let just = state(1010, Some(1000.0), Some((1100.0, ms(2000))));
         let Verdict::Throttle(t) = verdict(&just) else {
@@ -621,7 +633,7 @@ mod tests {
             over: 0.5,
             over_records: f64::MIN,
             excess_age_ms: 500,
-            ..state(0, Some(1000.0), Some((1500.0, ms(2000))))
+            ..state(3000, Some(1000.0), Some((1500.0, ms(2000))))
         };
         let by_age = Bound {
             max_records: None,
