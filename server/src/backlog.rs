@@ -551,7 +551,10 @@ mod tests {
             meter.note(at(10_000 + second * 1000), 2000 + second * 600, 8000);
         }
         assert!(close(meter.drain_per_sec().unwrap(), 600.0));
-        assert!(close(meter.appended_per_sec().unwrap().0, 0.0), "producers stopped");
+        assert!(
+            close(meter.appended_per_sec().unwrap().0, 0.0),
+            "producers stopped"
+        );
         // The group catches up and then drains only what arrives, 100 a second: that is not
         // its pace, the busy seconds before still are.
         meter.note(at(15_500), 8000, 8000);

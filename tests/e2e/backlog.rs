@@ -482,6 +482,12 @@ fn the_throttle_slows_producers_to_the_pace_the_group_drains_at() {
     throttles.sort_unstable();
     assert!(!throttles.is_empty(), "never throttled");
     let median = throttles[throttles.len() / 2];
+    eprintln!(
+        "drained {drained:.0}/s, accepted {accepted:.0}/s, per second {per_second:?}, backlog up \
+         to {backlog_max}, {} throttles, median {median} ms, max {} ms",
+        throttles.len(),
+        throttles.last().unwrap()
+    );
     assert!(
         median < 100,
         "median throttle {median} ms of {} throttles: {throttles:?}",
