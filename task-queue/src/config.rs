@@ -1,9 +1,12 @@
 //! A share group's settings, under Kafka's names and with Kafka's defaults; settable per group
 //! (Kafka's group configs, IncrementalAlterConfigs on a GROUP resource) over broker defaults.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+use crate::fairness::FairnessKey;
 
 /// Where a share group starts reading a partition it has never read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +57,25 @@ pub struct ShareConfig {
     /// Records between SPSO and SPEO at most (lograil's bound on a partition's state):
     /// 16 x `max_record_locks`.
     pub max_window: usize,
+    /// `lograil.share.fairness.key` (lograil's own): `none` (offset order, the default), `key`
+    /// or `header:<name>`: what names a record's tenant for fair turns.
+    pub fairness_key: FairnessKey,
+    /// `lograil.share.fairness.window` (default 20000, in 100..=160000): how many records past
+    /// SPSO fair turns (and the overload mode) choose among; at most `max_window` of them are
+    /// used. Memory, per share partition whose group has fair turns or the overload mode on:
+    /// 32 bytes per record of the window (its tenant's number, timestamp and deadline, and its
+    /// offset in its tenant's list), plus each distinct tenant of the window once (its bytes
+    /// and about 150 bytes): about 640 KB with a full default window. Not persisted.
+    pub fairness_window: usize,
+    /// `lograil.share.fairness.weights` (default empty): `tenantA=3,tenantB=2`, records per
+    /// turn by tenant (in 1..=1000); unlisted tenants weigh 1.
+    pub fairness_weights: BTreeMap<Vec<u8>, u32>,
+    /// `lograil.share.overload.target.ms` (default off; `0` or empty: off, else in
+    /// 1..=3600000): the oldest available record's wait above which, for a whole interval,
+    /// the overload mode (newest first, expired records archived) is on.
+    pub overload_target_ms: Option<i64>,
+    /// `lograil.share.overload.interval.ms` (default 1000, in 1..=3600000).
+    pub overload_interval_ms: i64,
 }
 
 impl Default for ShareConfig {
@@ -71,6 +93,11 @@ impl Default for ShareConfig {
             dead_letter_auto_create: false,
             isolation_level: "read_uncommitted".to_string(),
             max_window: 32_000,
+            fairness_key: FairnessKey::None,
+            fairness_window: 20_000,
+            fairness_weights: BTreeMap::new(),
+            overload_target_ms: None,
+            overload_interval_ms: 1000,
         }
     }
 }
@@ -93,8 +120,8 @@ impl ShareConfig {
     /// config names (`share.*`), then the delivery limit and the lock cap under their broker
     /// names (also taken by Kafka 4.4's group names, `share.delivery.count.limit`,
     /// `share.partition.max.record.locks`), then KIP-1191's dead-letter configs (Kafka 4.4's
-    /// names).
-    pub const NAMES: [&'static str; 9] = [
+    /// names), then lograil's own fair-turn and overload configs.
+    pub const NAMES: [&'static str; 14] = [
         "share.record.lock.duration.ms",
         "share.session.timeout.ms",
         "share.heartbeat.interval.ms",
@@ -104,7 +131,27 @@ impl ShareConfig {
         "group.share.partition.max.record.locks",
         "errors.deadletterqueue.topic.name",
         "errors.deadletterqueue.copy.record.enable",
+        "lograil.share.fairness.key",
+        "lograil.share.fairness.window",
+        "lograil.share.fairness.weights",
+        "lograil.share.overload.target.ms",
+        "lograil.share.overload.interval.ms",
     ];
+
+    /// Whether acquisition needs the records' metas: fair turns or the overload mode is on.
+    pub fn needs_meta(&self) -> bool {
+        self.fairness_key != FairnessKey::None || self.overload_target_ms.is_some()
+    }
+
+    /// The look-ahead window in use: `fairness_window`, at most `max_window`.
+    pub fn lookahead(&self) -> usize {
+        self.fairness_window.min(self.max_window)
+    }
+
+    /// A tenant's records per turn.
+    pub fn weight(&self, tenant: &[u8]) -> u32 {
+        self.fairness_weights.get(tenant).copied().unwrap_or(1)
+    }
 
     /// The name a config is reported and stored under, for any name it is known by: Kafka's
     /// group names, and the broker-level `group.share.*` names (also taken per group).
@@ -206,6 +253,42 @@ impl ShareConfig {
                     _ => return Err(invalid("true or false")),
                 }
             }
+            ("lograil.share.fairness.key", None) => {
+                self.fairness_key = defaults.fairness_key.clone()
+            }
+            ("lograil.share.fairness.key", Some(v)) => {
+                self.fairness_key =
+                    FairnessKey::parse(v).ok_or_else(|| invalid("none, key or header:<name>"))?
+            }
+            ("lograil.share.fairness.window", None) => {
+                self.fairness_window = defaults.fairness_window
+            }
+            ("lograil.share.fairness.window", Some(_)) => {
+                self.fairness_window = number(100, 160_000, "in 100..=160000")? as usize
+            }
+            ("lograil.share.fairness.weights", None) => {
+                self.fairness_weights = defaults.fairness_weights.clone()
+            }
+            ("lograil.share.fairness.weights", Some(v)) => {
+                self.fairness_weights = parse_weights(v)
+                    .ok_or_else(|| invalid("tenant=weight,... with weights in 1..=1000"))?
+            }
+            ("lograil.share.overload.target.ms", None) => {
+                self.overload_target_ms = defaults.overload_target_ms
+            }
+            ("lograil.share.overload.target.ms", Some(v)) if v.trim().is_empty() => {
+                self.overload_target_ms = None
+            }
+            ("lograil.share.overload.target.ms", Some(_)) => {
+                let ms = number(0, 3_600_000, "0 (off) or in 1..=3600000")?;
+                self.overload_target_ms = (ms > 0).then_some(ms)
+            }
+            ("lograil.share.overload.interval.ms", None) => {
+                self.overload_interval_ms = defaults.overload_interval_ms
+            }
+            ("lograil.share.overload.interval.ms", Some(_)) => {
+                self.overload_interval_ms = number(1, 3_600_000, "in 1..=3600000")?
+            }
             _ => return Err(ShareConfigError::Unknown(name.to_string())),
         }
         Ok(())
@@ -226,6 +309,14 @@ impl ShareConfig {
                 self.dead_letter_topic.clone().unwrap_or_default(),
             ),
             (Self::NAMES[8], self.dead_letter_copy_record.to_string()),
+            (Self::NAMES[9], self.fairness_key.to_string()),
+            (Self::NAMES[10], self.fairness_window.to_string()),
+            (Self::NAMES[11], print_weights(&self.fairness_weights)),
+            (
+                Self::NAMES[12],
+                self.overload_target_ms.unwrap_or(0).to_string(),
+            ),
+            (Self::NAMES[13], self.overload_interval_ms.to_string()),
         ]
     }
 
@@ -262,6 +353,29 @@ impl ShareConfig {
             ),
         ]
     }
+}
+
+/// `tenantA=3,tenantB=2` (empty: none); a tenant named twice takes the last weight.
+fn parse_weights(value: &str) -> Option<BTreeMap<Vec<u8>, u32>> {
+    let mut weights = BTreeMap::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (tenant, weight) = pair.rsplit_once('=')?;
+        let weight = weight
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|w| (1..=1000).contains(w))?;
+        weights.insert(tenant.trim().as_bytes().to_vec(), weight);
+    }
+    Some(weights)
+}
+
+fn print_weights(weights: &BTreeMap<Vec<u8>, u32>) -> String {
+    let pairs: Vec<String> = weights
+        .iter()
+        .map(|(tenant, weight)| format!("{}={weight}", String::from_utf8_lossy(tenant)))
+        .collect();
+    pairs.join(",")
 }
 
 /// `latest`, `earliest`, or `by_duration:<ISO-8601 duration>` (days, hours, minutes, seconds).
@@ -373,5 +487,76 @@ mod tests {
             .set("group.share.delivery.count.limit", None, &defaults)
             .unwrap();
         assert_eq!(config.delivery_limit, 5);
+    }
+
+    #[test]
+    fn fairness_and_overload_configs() {
+        let defaults = ShareConfig::default();
+        assert!(!defaults.needs_meta());
+        let mut config = defaults.clone();
+        let set = |config: &mut ShareConfig, name, value| config.set(name, value, &defaults);
+        set(
+            &mut config,
+            "lograil.share.fairness.key",
+            Some("header:tenant"),
+        )
+        .unwrap();
+        assert_eq!(config.fairness_key, FairnessKey::Header("tenant".into()));
+        assert!(config.needs_meta());
+        set(&mut config, "lograil.share.fairness.window", Some("500")).unwrap();
+        assert!(set(&mut config, "lograil.share.fairness.window", Some("99")).is_err());
+        assert!(set(&mut config, "lograil.share.fairness.window", Some("160001")).is_err());
+        set(
+            &mut config,
+            "lograil.share.fairness.weights",
+            Some("a=3, b = 2"),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                config.weight(b"a"),
+                config.weight(b"b"),
+                config.weight(b"c")
+            ),
+            (3, 2, 1)
+        );
+        for bad in ["a=0", "a", "a=1001", "a=x"] {
+            assert!(set(&mut config, "lograil.share.fairness.weights", Some(bad)).is_err());
+        }
+        set(&mut config, "lograil.share.overload.target.ms", Some("250")).unwrap();
+        set(
+            &mut config,
+            "lograil.share.overload.interval.ms",
+            Some("100"),
+        )
+        .unwrap();
+        assert!(set(&mut config, "lograil.share.overload.interval.ms", Some("0")).is_err());
+        assert!(set(&mut config, "lograil.share.fairness.key", Some("value")).is_err());
+        let entries: BTreeMap<_, _> = config.entries().into_iter().collect();
+        assert_eq!(entries["lograil.share.fairness.key"], "header:tenant");
+        assert_eq!(entries["lograil.share.fairness.window"], "500");
+        assert_eq!(entries["lograil.share.fairness.weights"], "a=3,b=2");
+        assert_eq!(entries["lograil.share.overload.target.ms"], "250");
+        assert_eq!(entries["lograil.share.overload.interval.ms"], "100");
+        // What entries() prints sets the same config again.
+        let mut again = defaults.clone();
+        for (name, value) in config.entries() {
+            again.set(name, Some(&value), &defaults).unwrap();
+        }
+        assert_eq!(again, config);
+        // The window in use stays within max_window.
+        set(&mut config, "lograil.share.fairness.window", Some("160000")).unwrap();
+        set(
+            &mut config,
+            "group.share.partition.max.record.locks",
+            Some("100"),
+        )
+        .unwrap();
+        assert_eq!(config.lookahead(), 1600);
+        set(&mut config, "lograil.share.overload.target.ms", Some("0")).unwrap();
+        set(&mut config, "lograil.share.fairness.key", None).unwrap();
+        assert!(!config.needs_meta());
+        set(&mut config, "lograil.share.overload.target.ms", Some("")).unwrap();
+        assert_eq!(config.overload_target_ms, None);
     }
 }

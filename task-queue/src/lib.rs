@@ -26,6 +26,19 @@
 //! topic. SPSO (the share-partition start offset) moves past every finished record at the
 //! front; SPEO is the first offset never acquired.
 //!
+//! ## Tenants and overload
+//!
+//! A group with `lograil.share.fairness.key` (`key` or `header:<name>`) is served by tenant
+//! rather than by offset: among the records of a look-ahead window past SPSO, acquisition gives
+//! each tenant with available records a turn (weighted deficit round robin, FIFO within a
+//! tenant), so a tenant that floods the partition does not delay the others, and no fetch waits
+//! while any record is available. With `lograil.share.overload.target.ms`, CoDel's rule turns
+//! an overload mode on when the oldest available record has waited longer than the target for
+//! a whole interval: records past their deadline are archived as expired, the newest served
+//! first, until the wait is back under the target. The broker reads the window's tenants,
+//! timestamps and deadlines from the log and hands them in ([`SharePartition::unknown_meta`],
+//! [`SharePartition::learn`]); they are not persisted. See the `fairness` module.
+//!
 //! ## What survives a crash
 //!
 //! Every operation's changes (acquisitions with their delivery counts, acknowledgements,
@@ -59,11 +72,13 @@
 //! ```
 
 mod config;
+mod fairness;
 mod share_partition;
 mod store;
 mod window;
 
 pub use config::{AutoOffsetReset, ShareConfig, ShareConfigError};
+pub use fairness::{FairnessKey, RecordMeta, Tenant, TenantStats};
 pub use share_partition::{
     AckBatch, AckError, AckType, Acquired, ArchiveReason, Archived, Attempt, Changes, Entry,
     Outcome, RecordState, SharePartition,

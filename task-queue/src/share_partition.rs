@@ -11,12 +11,13 @@
 //! Time is passed in (`now`, ms since the epoch), so the machine is tested on a clock of the
 //! test's own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::ShareConfig;
+use crate::fairness::{Lookahead, Queues, RecordMeta, TenantStats};
 use crate::window::Window;
 
 /// The states of KIP-932 (AVAILABLE past SPEO is implicit).
@@ -198,14 +199,28 @@ pub struct Archived {
 /// What an operation changed: the entries to persist, and the records it archived.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
+    /// The offsets whose entries changed, in the order the operation came to them (an
+    /// acquisition with fair turns or newest first: the order it chose them).
     pub offsets: Vec<i64>,
     pub archived: Vec<Archived>,
+    /// `Some(true)`: this operation switched the overload mode on; `Some(false)`: off.
+    pub overload: Option<bool>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()
     }
+}
+
+/// One acquisition under way: for whom, until when, how many more, and what it did so far.
+struct Take<'a> {
+    holder: &'a Arc<str>,
+    now: i64,
+    until: i64,
+    budget: usize,
+    acquired: &'a mut Acquired,
+    changes: &'a mut Changes,
 }
 
 /// One share partition's state.
@@ -217,6 +232,8 @@ pub struct SharePartition {
     end: i64,
     /// Every offset from SPSO to SPEO.
     entries: Window,
+    /// The records' metas from SPSO on (not persisted), fair turns and the overload mode.
+    meta: Box<Lookahead>,
 }
 
 impl SharePartition {
@@ -226,6 +243,7 @@ impl SharePartition {
             start,
             end: start,
             entries: Window::new(start),
+            meta: Box::new(Lookahead::new(start)),
         }
     }
 
@@ -259,6 +277,15 @@ impl SharePartition {
     /// `config.max_window` records between SPSO and SPEO. A released record that has had every
     /// delivery it may have (its lock was lost in a restart, or the limit was lowered) is
     /// archived instead.
+    ///
+    /// With fair turns (`config.fairness_key`), the due records of the look-ahead window whose
+    /// metas were [learned](SharePartition::learn) are taken first, the tenants in turn
+    /// (weighted deficit round robin, FIFO within a tenant; the turns carry over from call to
+    /// call), then the rest in offset order. With the overload mode on (see
+    /// `config.overload_target_ms`; `Changes.overload` says when it switches), the window's
+    /// available records past their deadline are archived as expired and the newest are taken
+    /// first (within each tenant with fair turns). A record taken past SPEO moves SPEO past it;
+    /// the offsets on the way stay available, never delivered.
     pub fn acquire(
         &mut self,
         member: &str,
@@ -293,39 +320,299 @@ impl SharePartition {
     ) -> (Acquired, Changes) {
         let mut acquired = Acquired::default();
         let mut changes = Changes::default();
-        let mut budget = max_records;
         let until = now.saturating_add(config.lock_duration_ms);
         let holder: Arc<str> = member.into();
+        let mut take = Take {
+            holder: &holder,
+            now,
+            until,
+            budget: max_records,
+            acquired: &mut acquired,
+            changes: &mut changes,
+        };
+        if !config.needs_meta() {
+            if self.meta.overloaded || self.meta.end() > self.start {
+                // Fairness and overload were switched off: their state goes.
+                take.changes.overload = self.meta.overloaded.then_some(false);
+                *self.meta = Lookahead::new(self.start);
+            }
+            self.acquire_in_order(i64::MIN, log_end, config, &mut take);
+        } else {
+            let from = self.acquire_chosen(log_end, config, &mut take);
+            self.acquire_in_order(from, log_end, config, &mut take);
+        }
+        (acquired, changes)
+    }
+
+    /// Offset order: the due records from `from` (archiving those that have had every
+    /// delivery), then new ones from SPEO.
+    fn acquire_in_order(&mut self, from: i64, log_end: i64, config: &ShareConfig, t: &mut Take) {
         let due: Vec<(i64, u16)> = self
             .entries
-            .iter()
+            .iter_from(from)
             .filter(|(o, e)| {
                 *o < log_end
-                    && matches!(e.state, RecordState::Available { not_before } if not_before <= now)
+                    && matches!(e.state, RecordState::Available { not_before } if not_before <= t.now)
             })
             .map(|(o, e)| (o, e.deliveries))
             .collect();
         for (offset, deliveries) in due {
-            if budget == 0 {
+            if t.budget == 0 {
                 break;
             }
             if deliveries >= config.delivery_limit {
-                self.archive(offset, ArchiveReason::DeliveryLimit, &mut changes);
+                self.archive(offset, ArchiveReason::DeliveryLimit, t.changes);
                 continue;
             }
-            self.take(offset, &holder, now, until, &mut acquired, &mut changes);
-            budget -= 1;
+            self.take(offset, t.holder, t.now, t.until, t.acquired, t.changes);
+            t.budget -= 1;
         }
         self.advance_start();
         let window_end = self.start.saturating_add(config.max_window as i64);
-        while budget > 0 && self.end < log_end.min(window_end) {
+        while t.budget > 0 && self.end < log_end.min(window_end) {
             let offset = self.end;
             self.entries.push(offset, Entry::new());
             self.end += 1;
-            self.take(offset, &holder, now, until, &mut acquired, &mut changes);
-            budget -= 1;
+            self.take(offset, t.holder, t.now, t.until, t.acquired, t.changes);
+            t.budget -= 1;
         }
-        (acquired, changes)
+    }
+
+    /// Fair turns and the overload mode among the records of the look-ahead window whose
+    /// metas are known: decides the overload mode, archives what it expires, acquires in turns
+    /// (or newest first); the offset where [`SharePartition::acquire_in_order`] goes on.
+    fn acquire_chosen(&mut self, log_end: i64, config: &ShareConfig, t: &mut Take) -> i64 {
+        let now = t.now;
+        let known_end = self.known_end(log_end, config);
+        if let Some(target) = config.overload_target_ms {
+            // The oldest available record: the first due one (by offset).
+            let oldest = (self.start..known_end)
+                .find(|&o| self.due(o, now))
+                .and_then(|o| self.meta.get(o))
+                .map(|slot| slot.timestamp);
+            t.changes.overload = self
+                .meta
+                .codel(now, oldest, target, config.overload_interval_ms);
+        } else if self.meta.overloaded {
+            self.meta.overloaded = false;
+            self.meta.above_since = None;
+            t.changes.overload = Some(false);
+        }
+        if self.meta.overloaded && self.meta.next_expiry < now {
+            // Late is useless now: every available record past its deadline goes.
+            let mut next = i64::MAX;
+            let mut expired = Vec::new();
+            for offset in self.start..self.meta.end() {
+                let (Some(slot), true) = (self.meta.get(offset), self.open(offset)) else {
+                    continue;
+                };
+                if slot.deadline < now && offset < known_end && self.available(offset) {
+                    expired.push(offset);
+                } else {
+                    next = next.min(slot.deadline);
+                }
+            }
+            self.meta.next_expiry = next;
+            for offset in expired {
+                self.extend_to(offset);
+                self.archive(offset, ArchiveReason::Expired, t.changes);
+            }
+            self.advance_start();
+        }
+        let known_end = self.known_end(log_end, config);
+        let newest_first = self.meta.overloaded;
+        let fair = config.fairness_key != crate::FairnessKey::None;
+        if !fair && !newest_first {
+            return i64::MIN;
+        }
+        let mut used_up = Vec::new();
+        let chosen: Vec<i64> = if t.budget == 0 {
+            Vec::new()
+        } else if fair {
+            let queues = self.queues(now, known_end, newest_first, t.budget, config, &mut used_up);
+            let weights: Vec<u32> = (0..self.meta.tenant_ids() as u32)
+                .map(|id| self.meta.tenant(id).map_or(1, |t| config.weight(t)))
+                .collect();
+            self.meta.turns(queues, &weights, t.budget)
+        } else {
+            let mut chosen = Vec::new();
+            for offset in (self.start..known_end).rev() {
+                if chosen.len() == t.budget {
+                    break;
+                }
+                match self.due_deliveries(offset, now) {
+                    Some(d) if d >= config.delivery_limit => used_up.push(offset),
+                    Some(_) => chosen.push(offset),
+                    None => {}
+                }
+            }
+            chosen
+        };
+        for offset in used_up {
+            self.archive(offset, ArchiveReason::DeliveryLimit, t.changes);
+        }
+        // Taken in the order chosen (so `changes.offsets` tells it), answered in offset order.
+        let mut taken = Acquired::default();
+        for &offset in &chosen {
+            self.extend_to(offset);
+            self.take(offset, t.holder, t.now, t.until, &mut taken, t.changes);
+            t.budget -= 1;
+        }
+        let mut taken: Vec<(i64, u16)> = taken
+            .ranges
+            .iter()
+            .flat_map(|&(first, last, count)| (first..=last).map(move |o| (o, count)))
+            .collect();
+        taken.sort_unstable();
+        for (offset, count) in taken {
+            t.acquired.push(offset, count);
+        }
+        known_end
+    }
+
+    /// The end of the offsets whose metas acquisition may use: known, in the log, within the
+    /// look-ahead window and `max_window`.
+    fn known_end(&self, log_end: i64, config: &ShareConfig) -> i64 {
+        let window = config.lookahead().min(config.max_window) as i64;
+        self.meta
+            .end()
+            .min(log_end)
+            .min(self.start.saturating_add(window))
+    }
+
+    /// The due records of the look-ahead window below `known_end` by tenant, each tenant's
+    /// oldest first (newest first with `newest_first`), at most `budget` of each; those that
+    /// had every delivery go to `used_up` instead. A tenant's finished records are dropped from
+    /// its list as they are met, so a call walks past the records in flight and the ones it
+    /// takes, not the whole window.
+    fn queues(
+        &mut self,
+        now: i64,
+        known_end: i64,
+        newest_first: bool,
+        budget: usize,
+        config: &ShareConfig,
+        used_up: &mut Vec<i64>,
+    ) -> Queues {
+        let (start, end) = (self.start, self.end);
+        let entries = &self.entries;
+        // (deliveries if due, finished)
+        let state = |offset: i64| -> (Option<u16>, bool) {
+            if offset >= end {
+                return (Some(0), false);
+            }
+            match entries.get(offset) {
+                Some(Entry {
+                    state: RecordState::Available { not_before },
+                    deliveries,
+                    ..
+                }) => ((*not_before <= now).then_some(*deliveries), false),
+                Some(e) => (None, e.state.is_final()),
+                None => (None, true),
+            }
+        };
+        let lists = self.meta.lists_mut();
+        let mut queues: Vec<VecDeque<i64>> = vec![VecDeque::new(); lists.len()];
+        let mut firsts: Vec<(i64, u32)> = Vec::new();
+        for (id, list) in lists.iter_mut().enumerate() {
+            let queue = &mut queues[id];
+            if newest_first {
+                for &offset in list.iter().rev() {
+                    if queue.len() == budget {
+                        break;
+                    }
+                    if offset < start || offset >= known_end {
+                        continue;
+                    }
+                    match state(offset).0 {
+                        Some(d) if d >= config.delivery_limit => used_up.push(offset),
+                        Some(_) => queue.push_back(offset),
+                        None => {}
+                    }
+                }
+            } else {
+                let mut kept = Vec::new();
+                while queue.len() < budget {
+                    let Some(offset) = list.pop_front() else {
+                        break;
+                    };
+                    if offset >= known_end {
+                        list.push_front(offset);
+                        break;
+                    }
+                    if offset < start {
+                        continue;
+                    }
+                    match state(offset) {
+                        (_, true) => continue,
+                        (Some(d), _) if d >= config.delivery_limit => used_up.push(offset),
+                        (Some(_), _) => queue.push_back(offset),
+                        (None, _) => {}
+                    }
+                    kept.push(offset);
+                }
+                for offset in kept.into_iter().rev() {
+                    list.push_front(offset);
+                }
+            }
+            if let Some(&first) = queue.front() {
+                firsts.push((first, id as u32));
+            }
+        }
+        if newest_first {
+            firsts.sort_unstable_by(|a, b| b.cmp(a));
+        } else {
+            firsts.sort_unstable();
+        }
+        Queues {
+            queues,
+            newcomers: firsts.into_iter().map(|(_, id)| id).collect(),
+        }
+    }
+
+    /// Not finished (at or past SPSO).
+    fn open(&self, offset: i64) -> bool {
+        offset >= self.end
+            || self
+                .entries
+                .get(offset)
+                .is_some_and(|e| !e.state.is_final())
+    }
+
+    /// The deliveries so far of a record due by `now`; `None` if it is not due.
+    fn due_deliveries(&self, offset: i64, now: i64) -> Option<u16> {
+        if offset >= self.end {
+            return Some(0);
+        }
+        self.entries.get(offset).and_then(|e| match e.state {
+            RecordState::Available { not_before } if not_before <= now => Some(e.deliveries),
+            _ => None,
+        })
+    }
+
+    /// Available now or later (past SPEO: never acquired).
+    fn available(&self, offset: i64) -> bool {
+        offset >= self.end
+            || self
+                .entries
+                .get(offset)
+                .is_some_and(|e| matches!(e.state, RecordState::Available { .. }))
+    }
+
+    /// Available by `now`.
+    fn due(&self, offset: i64, now: i64) -> bool {
+        offset >= self.end
+            || self.entries.get(offset).is_some_and(
+                |e| matches!(e.state, RecordState::Available { not_before } if not_before <= now),
+            )
+    }
+
+    /// Moves SPEO past `offset`: the offsets on the way are available, never acquired.
+    fn extend_to(&mut self, offset: i64) {
+        while self.end <= offset {
+            self.entries.push(self.end, Entry::new());
+            self.end += 1;
+        }
     }
 
     fn take(
@@ -580,9 +867,10 @@ impl SharePartition {
     pub fn reset_start(&mut self, offset: i64) -> Changes {
         let changes = Changes {
             offsets: self.entries.iter().map(|(o, _)| o).collect(),
-            archived: Vec::new(),
+            ..Changes::default()
         };
         self.entries.start_at(offset);
+        self.meta.start_at(offset);
         self.end = self.end.max(offset);
         self.start = offset;
         self.advance_start();
@@ -595,6 +883,7 @@ impl SharePartition {
         if self.start > self.end {
             self.end = self.start;
         }
+        self.meta.start_at(self.start);
     }
 
     /// Rebuilds from persisted entries: locks do not survive a restart, so an acquired record
@@ -610,6 +899,7 @@ impl SharePartition {
             start,
             end,
             entries: Window::filled(start, end, |o| entries.remove(&o), Entry::new),
+            meta: Box::new(Lookahead::new(start)),
         };
         for (_, entry) in partition.entries.iter_mut() {
             if matches!(entry.state, RecordState::Acquired { .. }) {
@@ -643,6 +933,79 @@ impl SharePartition {
             .filter(|(o, e)| *o < log_end && e.state.is_final())
             .count();
         (log_end - self.start).max(0) - done as i64
+    }
+
+    /// The offsets `[from, to)` of the look-ahead window `[SPSO, min(SPSO + window, log_end))`
+    /// whose metas are not known yet, for the broker to read from the log and
+    /// [`SharePartition::learn`]; `None` when all are known or `config` needs none.
+    pub fn unknown_meta(&self, log_end: i64, config: &ShareConfig) -> Option<(i64, i64)> {
+        if !config.needs_meta() {
+            return None;
+        }
+        let to = log_end.min(self.start.saturating_add(config.lookahead() as i64));
+        let from = self.meta.end().max(self.start);
+        (from < to).then_some((from, to))
+    }
+
+    /// The metas of offsets `first`, `first + 1`, …: one per offset (an offset without a
+    /// record, such as a transaction marker, with the empty tenant and no deadline). Those
+    /// known already are skipped; those that would leave a gap after the last known one (or
+    /// lie below SPSO) are ignored.
+    pub fn learn(&mut self, first: i64, metas: Vec<RecordMeta>) {
+        self.meta.learn(first, metas);
+    }
+
+    /// Whether the overload mode is on now.
+    pub fn overloaded(&self) -> bool {
+        self.meta.overloaded
+    }
+
+    /// Per-tenant counts over the look-ahead window's known metas: the `top` tenants by
+    /// available records (ties by tenant bytes), the rest summed in one `tenant: None` entry
+    /// (left out when there is no rest).
+    pub fn tenant_stats(&self, top: usize) -> Vec<TenantStats> {
+        let mut by_id: Vec<(u64, u64, Option<i64>)> = vec![(0, 0, None); self.meta.tenant_ids()];
+        for offset in self.start..self.meta.end() {
+            let Some(slot) = self.meta.get(offset) else {
+                continue;
+            };
+            let Some(counts) = by_id.get_mut(slot.tenant as usize) else {
+                continue;
+            };
+            match self.entries.get(offset).map(|e| &e.state) {
+                // Past SPEO: available, never acquired.
+                None | Some(RecordState::Available { .. }) => {
+                    counts.0 += 1;
+                    counts.2 = Some(counts.2.map_or(slot.timestamp, |t| t.min(slot.timestamp)));
+                }
+                Some(RecordState::Acquired { .. }) => counts.1 += 1,
+                Some(_) => {}
+            }
+        }
+        let mut tenants: Vec<TenantStats> = by_id
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (available, in_flight, _))| available + in_flight > 0)
+            .filter_map(|(id, (available, in_flight, oldest))| {
+                Some(TenantStats {
+                    tenant: Some(self.meta.tenant(id as u32)?.clone()),
+                    available,
+                    in_flight,
+                    oldest_available_ms: oldest,
+                })
+            })
+            .collect();
+        tenants.sort_by(|a, b| b.available.cmp(&a.available).then(a.tenant.cmp(&b.tenant)));
+        if tenants.len() > top {
+            let rest = tenants.split_off(top);
+            tenants.push(TenantStats {
+                tenant: None,
+                available: rest.iter().map(|t| t.available).sum(),
+                in_flight: rest.iter().map(|t| t.in_flight).sum(),
+                oldest_available_ms: rest.iter().filter_map(|t| t.oldest_available_ms).min(),
+            });
+        }
+        tenants
     }
 
     /// When the oldest lock held now began, if any.

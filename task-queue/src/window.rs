@@ -87,6 +87,14 @@ impl Window {
         (self.first..).zip(self.entries.iter())
     }
 
+    /// The entries from `offset` on.
+    pub fn iter_from(&self, offset: i64) -> impl Iterator<Item = (i64, &Entry)> {
+        let skip = usize::try_from(offset.saturating_sub(self.first))
+            .unwrap_or(0)
+            .min(self.entries.len());
+        (self.first + skip as i64..).zip(self.entries.range(skip..))
+    }
+
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (i64, &mut Entry)> {
         (self.first..).zip(self.entries.iter_mut())
     }
@@ -121,6 +129,12 @@ mod tests {
         assert_eq!(w.pop_front_while(|e| e.deliveries == 0), 1);
         assert_eq!(w.pop_front_while(|e| e.deliveries == 0), 0);
         assert_eq!(w.iter().map(|(o, _)| o).collect::<Vec<_>>(), vec![11, 12]);
+        assert_eq!(
+            w.iter_from(12).map(|(o, _)| o).collect::<Vec<_>>(),
+            vec![12]
+        );
+        assert_eq!(w.iter_from(i64::MIN).count(), 2);
+        assert_eq!(w.iter_from(99).count(), 0);
         w.start_at(12);
         assert_eq!(
             w.iter().map(|(o, e)| (o, e.deliveries)).collect::<Vec<_>>(),

@@ -8,6 +8,7 @@
 //! - [`wire`]: raw Kafka protocol, one frame at a time;
 //! - [`kafka`]: Kafka operations over the raw protocol and librdkafka (create a topic, produce,
 //!   fetch, ...) and [`kafka::wait_until`];
+//! - [`process`]: child processes' stdout collected line by line, and a free port;
 //! - [`cluster`]: where the client and retry-topic suites run ([`TestCluster`]): a lograil
 //!   broker of their own, or the Apache Kafka cluster named by `LOGRAIL_TEST_KAFKA`.
 //!
@@ -20,6 +21,7 @@ pub mod cluster;
 pub mod in_process;
 pub mod java;
 pub mod kafka;
+pub mod process;
 pub mod wire;
 
 pub use broker::{lograil, lograil_stdout, TestBroker};

@@ -624,3 +624,54 @@ async fn a_member_that_stops_polling_leaves_and_rejoins() {
         Arc::try_unwrap(c).unwrap().close().await;
     }
 }
+
+/// A subscribed topic that does not exist when the group forms (a retry topic just created on
+/// another broker of a cluster, which has not heard of it yet) is assigned once it appears:
+/// the leader looks again every heartbeat while a subscribed topic has no partitions, not only
+/// after `metadata.max.age.ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribed_topic_created_after_the_join_is_assigned() {
+    let cluster = TestCluster::start();
+    let present = cluster.create_topic("present", 1).await;
+    let later = unique("later");
+    let group = unique("later-g");
+    let (c, _) = member(
+        &cluster,
+        &group,
+        "range",
+        &[("allow.auto.create.topics", "false")],
+    )
+    .await;
+    c.subscribe(&[&present, &later]).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let task = reader(0, c.clone(), seen.clone());
+    wait_until_async(
+        "the present topic assigned",
+        Duration::from_secs(60),
+        || c.assignment().len() == 1,
+    )
+    .await;
+    cluster
+        .admin()
+        .await
+        .create(&consumer::NewTopic {
+            name: later.clone(),
+            partitions: 1,
+            replication_factor: cluster.replication(),
+            configs: Vec::new(),
+        })
+        .await
+        .unwrap();
+    produce_ids(&cluster, &later, 0..5).await;
+    // Well within the default metadata.max.age.ms (5 minutes).
+    wait_until_async(
+        "the later topic assigned and read",
+        Duration::from_secs(30),
+        || ids(&seen).len() == 5,
+    )
+    .await;
+    assert_eq!(c.assignment().len(), 2);
+    task.abort();
+    let _ = task.await;
+    Arc::try_unwrap(c).unwrap().close().await;
+}

@@ -6,7 +6,6 @@
 //! with `group_worker` (an ignored test) and kills it with SIGKILL.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -196,14 +195,7 @@ impl Worker {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let stdout = child.stdout.take().unwrap();
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
+        let lines = test_support::process::collect_lines(child.stdout.take().unwrap());
         Worker { child, lines }
     }
 

@@ -13,6 +13,7 @@ mod compression;
 mod consumer_protocol;
 mod damaged;
 mod external_clients;
+mod fairness;
 mod groups;
 mod kafka_behaviours;
 mod limits;

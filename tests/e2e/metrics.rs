@@ -25,6 +25,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use test_support::kafka::{rdkafka_produce, Record};
+use test_support::process::free_port;
 use test_support::wire::{call, closed, connect, frame};
 use test_support::TestBroker;
 
@@ -507,14 +508,6 @@ impl Drop for PrometheusServer {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `GET path` on `addr`: the body of a 200 answer, `None` otherwise (not up yet).

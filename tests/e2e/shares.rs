@@ -54,16 +54,18 @@ fn topic_id(addr: &str, name: &str) -> log_core::Uuid {
 }
 
 /// One share consumer in raw protocol: a connection, its member id and session epoch.
-struct Member {
+pub(crate) struct Member {
     stream: TcpStream,
     group: String,
     id: String,
     session_epoch: i32,
     topic: log_core::Uuid,
+    /// `MaxRecords` of its fetches.
+    pub(crate) max_records: i32,
 }
 
 impl Member {
-    fn join(addr: &str, group: &str, id: &str, topic: &str) -> Member {
+    pub(crate) fn join(addr: &str, group: &str, id: &str, topic: &str) -> Member {
         let mut stream = connect(addr);
         let request = ShareGroupHeartbeatRequest::default()
             .with_group_id(GroupId(text(group)))
@@ -81,6 +83,7 @@ impl Member {
             id: id.to_string(),
             session_epoch: 0,
             topic: assignment.topic_partitions[0].topic_id,
+            max_records: 100,
         }
     }
 
@@ -105,7 +108,7 @@ impl Member {
             .with_max_wait_ms(wait_ms)
             .with_min_bytes(1)
             .with_max_bytes(1 << 20)
-            .with_max_records(100)
+            .with_max_records(self.max_records)
             .with_topics(vec![FetchTopic::default()
                 .with_topic_id(self.topic)
                 .with_partitions(vec![partition])]);
@@ -142,7 +145,11 @@ impl Member {
     }
 
     /// Fetches; returns (offset, value, delivery count) of every record acquired.
-    fn fetch(&mut self, acks: &[(i64, i64, i8)], wait_ms: i32) -> Vec<(i64, String, i16)> {
+    pub(crate) fn fetch(
+        &mut self,
+        acks: &[(i64, i64, i8)],
+        wait_ms: i32,
+    ) -> Vec<(i64, String, i16)> {
         let response = self.fetch_raw(acks, wait_ms);
         assert_eq!(response.error_code, 0, "{:?}", response.error_message);
         self.session_epoch += 1;
@@ -165,7 +172,7 @@ impl Member {
     }
 
     /// A ShareAcknowledge of `acks` on partition 0 (v1): (top-level, partition) error codes.
-    fn acknowledge(&mut self, acks: &[(i64, i64, Vec<i8>)]) -> (i16, i16) {
+    pub(crate) fn acknowledge(&mut self, acks: &[(i64, i64, Vec<i8>)]) -> (i16, i16) {
         let batches = acks
             .iter()
             .map(|(first, last, kinds)| {
@@ -264,7 +271,7 @@ fn share_offset(addr: &str, group: &str, topic: &str) -> (i64, i64) {
 
 /// Every record of partition 0 of `topic`: (value, headers).
 /// A dead-letter topic as Kafka 4.4 takes one: `errors.deadletterqueue.group.enable=true`.
-fn create_dlq(addr: &str, topic: &str) {
+pub(crate) fn create_dlq(addr: &str, topic: &str) {
     let code = kafka::try_create_topic(
         addr,
         topic,
@@ -274,7 +281,7 @@ fn create_dlq(addr: &str, topic: &str) {
     assert_eq!(code, 0, "creating {topic}");
 }
 
-fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
+pub(crate) fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
     let request = kafka::fetch_request(topic, 0, 0, 1 << 20);
     let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
     let records = response.responses[0].partitions[0]
@@ -301,7 +308,7 @@ fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
         .collect()
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(k, _)| k == name)
@@ -494,6 +501,7 @@ fn bad_acknowledgements_get_kafkas_errors_and_change_nothing() {
         id: "ghost".into(),
         session_epoch: 0,
         topic: topic_id(&broker.addr, "q"),
+        max_records: 100,
     };
     assert_eq!(ghost.fetch_raw(&[], 0).error_code, UNKNOWN_MEMBER_ID);
     // Nothing changed: a still holds all three and accepts them.

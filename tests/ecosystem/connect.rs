@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use consumer::TopicPartition;
 use test_support::cluster::{read_all, unique, TestCluster};
+use test_support::process::free_port;
 
 use crate::java::{classpath, JavaApp, TURN};
 
@@ -72,14 +73,6 @@ fn distinct(lines: &[Option<Sunk>]) -> usize {
 fn write_properties(path: &Path, props: &[(&str, String)]) {
     let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
     std::fs::write(path, text).unwrap();
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A distributed worker (its config, offset and status topics created by the worker,

@@ -1,7 +1,6 @@
 //! The Java programs as child processes: built once, started with a lean JVM, their stdout
 //! lines collected, waited on, stopped (SIGTERM, as a service stops) or killed (SIGKILL).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -70,14 +69,7 @@ impl JavaApp {
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .expect("java starts");
-        let stdout = child.stdout.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
+        let lines = test_support::process::collect_lines(child.stdout.take().unwrap());
         JavaApp {
             name: name.to_string(),
             child,

@@ -9,7 +9,6 @@
 //! (`.ci/run` installs both).
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -108,14 +107,7 @@ impl SpringApp {
             .spawn()
             .expect("java starts");
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
+        let lines = test_support::process::collect_lines(child.stdout.take().unwrap());
         let app = SpringApp {
             child,
             stdin,

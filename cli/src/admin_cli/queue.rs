@@ -1,7 +1,8 @@
 //! `lograil queue list | describe <group>`: share groups (task queues) over the Kafka protocol —
 //! ListGroups v5 (type Share), ShareGroupDescribe for members, and DescribeConfigs on the group
 //! for its configs and lograil's read-only per-partition state entries (SPSO, SPEO, available,
-//! acquired and archived counts, oldest lock).
+//! acquired and archived counts, oldest lock, overload mode) and, with fair turns, per-tenant
+//! entries (the top tenants by available records, the rest as `other`).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,9 @@ use super::{print, table, Connection};
 
 /// Prefix of the read-only group configs that describe a share partition.
 const SHARE_PARTITION_PREFIX: &str = "lograil.share.partition.";
+/// Prefix of the read-only group configs that describe a share partition's tenants:
+/// `lograil.share.tenant.<topic>-<partition>.<rank>`.
+const SHARE_TENANT_PREFIX: &str = "lograil.share.tenant.";
 const GROUP_RESOURCE: i8 = 32;
 
 #[derive(Debug, clap::Subcommand)]
@@ -24,7 +28,9 @@ pub enum QueueCommand {
     List,
     /// Show a share group's members, configs and, per partition: its start and end offsets,
     /// records available, acquired and archived, the age of the oldest available record and
-    /// of the oldest lock.
+    /// of the oldest lock, whether the overload mode is on; with fair turns, per tenant (the
+    /// top 10 by available records, the rest as `other`): available and in-flight records and
+    /// the age of the oldest available one.
     Describe { group: String },
 }
 
@@ -38,6 +44,49 @@ struct PartitionState {
     acquired: i64,
     archived: i64,
     oldest_lock_ms: Option<i64>,
+    overloaded: bool,
+}
+
+/// One tenant of a share partition, parsed from its `lograil.share.tenant.*` entry.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct TenantState {
+    /// The partition, `<topic>-<N>`.
+    partition: String,
+    /// As shown (`None`: the other tenants, summed).
+    tenant: Option<String>,
+    available: i64,
+    in_flight: i64,
+    oldest_available_ms: Option<i64>,
+}
+
+/// `name` is `<topic>-<N>.<rank>`; the value `available=…,in_flight=…[,oldest_available_ms=…]`
+/// then `,tenant=<hex>` or `,other=1`.
+fn parse_tenant(name: &str, value: &str) -> TenantState {
+    let mut state = TenantState {
+        partition: name
+            .rsplit_once('.')
+            .map_or(name, |(partition, _)| partition)
+            .to_string(),
+        ..TenantState::default()
+    };
+    for field in value.split(',') {
+        let Some((key, text)) = field.split_once('=') else {
+            continue;
+        };
+        match key {
+            "available" => state.available = text.parse().unwrap_or(0),
+            "in_flight" => state.in_flight = text.parse().unwrap_or(0),
+            "oldest_available_ms" => state.oldest_available_ms = text.parse().ok(),
+            "tenant" => {
+                let bytes: Vec<u8> = (0..text.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
+                    .collect();
+                state.tenant = Some(lograil::metrics::tenant_label(&bytes));
+            }
+            _ => {}
+        }
+    }
+    state
 }
 
 fn parse_state(name: &str, value: &str) -> PartitionState {
@@ -59,6 +108,7 @@ fn parse_state(name: &str, value: &str) -> PartitionState {
             "acquired" => state.acquired = number,
             "archived" => state.archived = number,
             "oldest_lock_ms" => state.oldest_lock_ms = Some(number),
+            "overloaded" => state.overloaded = number != 0,
             _ => {}
         }
     }
@@ -132,13 +182,15 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
         .context("describing the group's configs")?;
     let mut settings = BTreeMap::new();
     let mut partitions = Vec::new();
+    let mut tenants = Vec::new();
     for entry in configs.results.into_iter().flat_map(|r| r.configs) {
         let value = entry.value.map(|v| v.to_string()).unwrap_or_default();
-        match entry.name.strip_prefix(SHARE_PARTITION_PREFIX) {
-            Some(name) => partitions.push(parse_state(name, &value)),
-            None => {
-                settings.insert(entry.name.to_string(), value);
-            }
+        if let Some(name) = entry.name.strip_prefix(SHARE_PARTITION_PREFIX) {
+            partitions.push(parse_state(name, &value));
+        } else if let Some(name) = entry.name.strip_prefix(SHARE_TENANT_PREFIX) {
+            tenants.push(parse_tenant(name, &value));
+        } else {
+            settings.insert(entry.name.to_string(), value);
         }
     }
     // The age of each partition's oldest available record: the record at its start offset.
@@ -191,6 +243,21 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
                 "archived": p.archived,
                 "oldest_available_seconds": age,
                 "oldest_lock_seconds": p.oldest_lock_ms.map(|ms| (now - ms) as f64 / 1000.0),
+                "overloaded": p.overloaded,
+            })
+        })
+        .collect();
+    let age = |ms: Option<i64>| ms.map(|ts| (now - ts).max(0) as f64 / 1000.0);
+    let tenant_rows: Vec<_> = tenants
+        .iter()
+        .map(|t| {
+            json!({
+                "partition": t.partition,
+                "tenant": t.tenant,
+                "other": t.tenant.is_none(),
+                "available": t.available,
+                "in_flight": t.in_flight,
+                "oldest_available_seconds": age(t.oldest_available_ms),
             })
         })
         .collect();
@@ -203,6 +270,7 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
             "members": members,
             "configs": settings,
             "partitions": rows,
+            "tenants": tenant_rows,
         }),
         || {
             let header = format!(
@@ -220,6 +288,7 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
                     p.archived.to_string(),
                     dash(*age),
                     dash(p.oldest_lock_ms.map(|ms| (now - ms) as f64 / 1000.0)),
+                    if p.overloaded { "yes" } else { "no" }.to_string(),
                 ]
             });
             let member_rows = described.members.iter().map(|m| {
@@ -241,10 +310,36 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
                         "ARCHIVED",
                         "OLDEST-AVAILABLE-S",
                         "OLDEST-LOCK-S",
+                        "OVERLOADED",
                     ],
                     &[1, 2, 3, 4, 5, 6, 7],
                     partition_rows,
                 )
+                + &if tenants.is_empty() {
+                    String::new()
+                } else {
+                    let rows = tenants.iter().map(|t| {
+                        vec![
+                            t.partition.clone(),
+                            t.tenant.clone().unwrap_or_else(|| "(other)".to_string()),
+                            t.available.to_string(),
+                            t.in_flight.to_string(),
+                            dash(age(t.oldest_available_ms)),
+                        ]
+                    });
+                    "\n\n".to_string()
+                        + &table(
+                            &[
+                                "PARTITION",
+                                "TENANT",
+                                "AVAILABLE",
+                                "IN-FLIGHT",
+                                "OLDEST-AVAILABLE-S",
+                            ],
+                            &[2, 3, 4],
+                            rows,
+                        )
+                }
                 + "\n\n"
                 + &table(&["MEMBER", "CLIENT-ID", "HOST", "EPOCH"], &[3], member_rows)
         },
@@ -254,7 +349,21 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::parse_state;
+    use super::{parse_state, parse_tenant};
+
+    #[test]
+    fn tenant_states_parse() {
+        let t = parse_tenant(
+            "my.tasks-3.0",
+            "available=7,in_flight=2,oldest_available_ms=1700000000000,tenant=61631b",
+        );
+        assert_eq!(t.partition, "my.tasks-3");
+        assert_eq!(t.tenant.as_deref(), Some("ac\\u{1b}"));
+        assert_eq!((t.available, t.in_flight), (7, 2));
+        assert_eq!(t.oldest_available_ms, Some(1_700_000_000_000));
+        let other = parse_tenant("t-0.10", "available=1,in_flight=0,other=1");
+        assert_eq!((other.tenant, other.oldest_available_ms), (None, None));
+    }
 
     #[test]
     fn partition_states_parse() {

@@ -472,13 +472,25 @@ impl Member {
         }
     }
 
+    /// How often the leader looks for partition-count changes: every heartbeat while a
+    /// subscribed topic has no partitions (it may exist on a broker not yet heard from), else
+    /// every `metadata.max.age.ms`.
+    fn metadata_check_interval(&self) -> Duration {
+        let config = &self.shared.config;
+        if self.assigned_from.values().any(|n| *n == 0) {
+            config.heartbeat_interval
+        } else {
+            config.net.metadata_max_age
+        }
+    }
+
     /// Heartbeats, auto commits and watches for a reason to rejoin.
     async fn stable(&mut self) -> Next {
         let shared = self.shared.clone();
         let config = &shared.config;
         let mut next_heartbeat = Instant::now() + config.heartbeat_interval;
         let mut next_commit = Instant::now() + config.auto_commit_interval;
-        let mut next_metadata = Instant::now() + config.net.metadata_max_age;
+        let mut next_metadata = Instant::now() + self.metadata_check_interval();
         let mut last_heartbeat_ok = Instant::now();
         let mut failures = 0;
         loop {
@@ -511,12 +523,7 @@ impl Member {
                 }
             }
             if self.leader && now >= next_metadata {
-                next_metadata = now
-                    + if self.assigned_from.values().any(|n| *n == 0) {
-                        config.heartbeat_interval
-                    } else {
-                        config.net.metadata_max_age
-                    };
+                next_metadata = now + self.metadata_check_interval();
                 let seen = self.shared.cluster.metadata().version;
                 if let Ok(m) = self.shared.cluster.refresh(seen).await {
                     let changed = self.assigned_from.iter().any(|(t, n)| {

@@ -19,7 +19,8 @@
 //!
 //! Groups (resource type 32): a share group's configs under Kafka's names, and (beyond Kafka)
 //! a read-only `lograil.share.partition.<topic>-<N>` entry per share partition with its state
-//! counts, for `lograil queue describe`.
+//! counts and overload mode, and with fair turns one `lograil.share.tenant.<topic>-<N>.<rank>`
+//! per top tenant (and one for the rest), for `lograil queue describe`.
 //!
 //! Authorization, as Kafka: DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), the
 //! group (GROUP_AUTHORIZATION_FAILED), or the cluster for the broker
@@ -54,6 +55,9 @@ const GROUP: i8 = 32;
 const DYNAMIC_GROUP_CONFIG_SOURCE: i8 = 8;
 /// Prefix of the read-only entries that describe a share group's partitions.
 pub const SHARE_PARTITION_PREFIX: &str = "lograil.share.partition.";
+/// Prefix of the read-only entries that describe a share partition's tenants (fair turns):
+/// `lograil.share.tenant.<topic>-<partition>.<rank>`.
+pub const SHARE_TENANT_PREFIX: &str = "lograil.share.tenant.";
 /// Kafka's source for a value that comes from neither a config nor a default.
 const UNKNOWN_CONFIG_SOURCE: i8 = 0;
 /// Prefix of the read-only entries that report a partition's damaged data.
@@ -124,14 +128,42 @@ fn group_entries(broker: &Broker, group: &str) -> Vec<Entry> {
         if let Some(since) = p.oldest_lock_ms {
             value += &format!(",oldest_lock_ms={since}");
         }
+        value += &format!(",overloaded={}", u8::from(p.overloaded));
         entries.push((
             format!("{SHARE_PARTITION_PREFIX}{}-{}", p.topic, p.partition),
             value,
             UNKNOWN_CONFIG_SOURCE,
             true,
         ));
+        for (rank, t) in p.tenants.iter().enumerate() {
+            entries.push((
+                format!("{SHARE_TENANT_PREFIX}{}-{}.{rank}", p.topic, p.partition),
+                tenant_value(t),
+                UNKNOWN_CONFIG_SOURCE,
+                true,
+            ));
+        }
     }
     entries
+}
+
+/// `available=…,in_flight=…[,oldest_available_ms=…],tenant=<hex>` for a tenant (its bytes in
+/// hex: any bytes survive the text of a config value), `…,other=1` for the rest summed.
+fn tenant_value(t: &task_queue::TenantStats) -> String {
+    let mut value = format!("available={},in_flight={}", t.available, t.in_flight);
+    if let Some(ts) = t.oldest_available_ms {
+        value += &format!(",oldest_available_ms={ts}");
+    }
+    match &t.tenant {
+        Some(tenant) => {
+            value += ",tenant=";
+            for b in tenant.iter() {
+                value += &format!("{b:02x}");
+            }
+        }
+        None => value += ",other=1",
+    }
+    value
 }
 
 /// lograil's backlog-bound configs the topic has (as topic overrides) and, when they make a

@@ -59,6 +59,24 @@ pub struct TopicTraffic {
     pub dead_letters: AtomicU64,
 }
 
+/// How a share-group tenant (the bytes of a record key or header) is shown, in `/metrics`
+/// labels and in `lograil queue describe`: as UTF-8, invalid bytes replaced, control
+/// characters escaped (`\u{1b}`), the empty tenant as `""` (quotes included).
+pub fn tenant_label(tenant: &[u8]) -> String {
+    if tenant.is_empty() {
+        return "\"\"".to_string();
+    }
+    let mut out = String::with_capacity(tenant.len());
+    for c in String::from_utf8_lossy(tenant).chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Whether a topic name is a retry chain's dead-letter topic by the naming convention the
 /// `retry-topic` crate and Spring Kafka use (`orders-dlt`; Spring Kafka before 2.8: `orders.DLT`).
 pub fn is_dead_letter_topic(topic: &str) -> bool {
@@ -457,6 +475,14 @@ mod tests {
         );
         assert_eq!(count_records(&[]), 0);
         assert_eq!(count_records(&both[..10]), 0);
+    }
+
+    #[test]
+    fn tenants_show_as_text_with_control_characters_escaped() {
+        assert_eq!(super::tenant_label(b"acme"), "acme");
+        assert_eq!(super::tenant_label(b""), "\"\"");
+        assert_eq!(super::tenant_label(b"a\x1bb\n"), "a\\u{1b}b\\u{a}");
+        assert_eq!(super::tenant_label(b"x\xffy"), "x\u{fffd}y");
     }
 
     #[test]

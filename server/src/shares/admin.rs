@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use kafka_protocol::error::ResponseError;
 use log_core::{Log, Uuid};
-use task_queue::{Change, ShareConfig, ShareConfigError, ShareKey, SharePartition};
+use task_queue::{Change, ShareConfig, ShareConfigError, ShareKey, SharePartition, TenantStats};
 
 use super::{lock, resolve, Pending, Shares};
 
@@ -30,7 +30,18 @@ pub struct PartitionSummary {
     pub archived: usize,
     /// When the oldest lock held now began (ms since the epoch).
     pub oldest_lock_ms: Option<i64>,
+    /// Whether the overload mode is on (newest first, expired records archived).
+    pub overloaded: bool,
+    /// Times the overload mode went on and off since start-up.
+    pub overload_switches: [u64; 2],
+    /// With fair turns or the overload mode on: the [`TOP_TENANTS`] tenants with the most
+    /// available records in the look-ahead window, then the rest as one `tenant: None` entry.
+    pub tenants: Vec<TenantStats>,
 }
+
+/// Tenants of a share partition shown on their own (in `lograil queue describe` and
+/// `/metrics`); the others are summed as `other`, so the label set stays bounded.
+pub const TOP_TENANTS: usize = 10;
 
 impl Shares {
     /// Sets or (with `None`) deletes a group's configs, all or none.
@@ -132,8 +143,10 @@ impl Shares {
             Err(e) => tracing::error!(error = %e, "deleting share offsets failed"),
         }
         let mut partitions = lock(&self.partitions);
+        let mut switches = lock(&self.overload_switches);
         for key in &doomed {
             partitions.remove(key);
+            switches.remove(key);
         }
         doomed.len()
     }
@@ -152,6 +165,8 @@ impl Shares {
 
     /// A group's share partitions, for describing.
     pub fn summaries(&self, log: &Log, group: &str) -> Vec<PartitionSummary> {
+        let per_tenant = self.config(group).needs_meta();
+        let switches = lock(&self.overload_switches).clone();
         let mut out: Vec<PartitionSummary> = lock(&self.partitions)
             .iter()
             .filter(|(k, _)| k.group == group)
@@ -159,6 +174,11 @@ impl Shares {
                 let topic = log.topic_by_id(key.topic_id())?;
                 let state = lock(state);
                 let (available, acquired, archived) = state.counts();
+                let tenants = if per_tenant {
+                    state.tenant_stats(TOP_TENANTS)
+                } else {
+                    Vec::new()
+                };
                 Some(PartitionSummary {
                     topic: topic.name().to_string(),
                     partition: key.partition,
@@ -168,6 +188,9 @@ impl Shares {
                     acquired,
                     archived,
                     oldest_lock_ms: state.oldest_lock(),
+                    overloaded: state.overloaded(),
+                    overload_switches: switches.get(key).copied().unwrap_or_default(),
+                    tenants,
                 })
             })
             .collect();

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use log_core::batch::{self, DecodedRecord, HeadedRecord};
 use log_core::{Partition, ReadError};
-use task_queue::{ArchiveReason, Archived, Attempt, Outcome};
+use task_queue::{ArchiveReason, Archived, Attempt, FairnessKey, Outcome, RecordMeta, Tenant};
 
 /// The header that gives a record's deadline, in ms since the epoch (8 bytes big-endian, or
 /// decimal text): past it, the record is archived as expired instead of delivered.
@@ -112,6 +112,101 @@ pub fn uncommitted(partition: &Partition, batches: &[u8], offsets: &[i64]) -> Ve
         }
     }
     out
+}
+
+/// The tenant of records without a key or the named header (and of offsets with no record).
+fn no_tenant() -> Tenant {
+    Tenant::from(&[][..])
+}
+
+/// What fair turns and the overload mode need of the records at offsets `from..to` (one
+/// [`RecordMeta`] per offset, from `from` on, as far as one read of at most [`READ_BYTES`]
+/// reaches, so a call is bounded): the tenant per `key` (the record key, or the first header of
+/// that name; none: the empty tenant), the record's timestamp and its deadline header. An
+/// offset with no record (a transaction marker, a record compacted away, a gap between
+/// batches) gets the empty tenant, its batch's timestamp and no deadline. Empty when nothing
+/// at `from` can be read yet.
+pub fn read_meta(
+    partition: &Partition,
+    from: i64,
+    to: i64,
+    key: &FairnessKey,
+) -> Result<Vec<RecordMeta>, ReadError> {
+    let mut metas: Vec<RecordMeta> = Vec::new();
+    if from >= to {
+        return Ok(metas);
+    }
+    let read = match partition.read(from, READ_BYTES) {
+        Ok(read) => read,
+        Err(ReadError::OffsetOutOfRange { .. }) => return Ok(metas),
+        Err(e) => return Err(e),
+    };
+    let mut next = from;
+    let mut at = 0;
+    while at < read.records.len() && next < to {
+        let header = record_batch::BatchHeader::read(&read.records[at..]).map_err(|e| {
+            ReadError::Corrupt {
+                path: partition.dir().to_path_buf(),
+                position: at as u64,
+                reason: e.to_string(),
+            }
+        })?;
+        let end = at + header.size as usize;
+        let Some(bytes) = read.records.get(at..end) else {
+            // A batch cut by the read's end: the next call starts with it.
+            break;
+        };
+        at = end;
+        if header.next_offset() <= next {
+            continue;
+        }
+        let filler = || RecordMeta {
+            tenant: no_tenant(),
+            timestamp: header.max_timestamp,
+            deadline: None,
+        };
+        // Offsets before this batch that no batch holds.
+        while next < header.base_offset.min(to) {
+            metas.push(filler());
+            next += 1;
+        }
+        let records = if header.is_control() {
+            Vec::new()
+        } else {
+            // A batch that cannot be decoded is served (and reported) as it is by the fetch
+            // that reads it; its records count under the empty tenant here, rather than
+            // stalling the window on a meta that can never be learned.
+            batch::decode(bytes).unwrap_or_else(|e| {
+                tracing::warn!(partition = partition.name(), offset = header.base_offset, error = %e, "records of a batch unreadable for fair turns");
+                Vec::new()
+            })
+        };
+        let mut records = records.into_iter().peekable();
+        let last = header.last_offset().min(to - 1);
+        while next <= last {
+            while records.next_if(|r| r.offset < next).is_some() {}
+            match records.next_if(|r| r.offset == next) {
+                Some(record) => metas.push(RecordMeta {
+                    tenant: tenant(&record, key),
+                    timestamp: record.timestamp,
+                    deadline: deadline(&record),
+                }),
+                None => metas.push(filler()),
+            }
+            next += 1;
+        }
+    }
+    Ok(metas)
+}
+
+/// A record's tenant under `key`.
+fn tenant(record: &DecodedRecord, key: &FairnessKey) -> Tenant {
+    let bytes = match key {
+        FairnessKey::None => None,
+        FairnessKey::Key => record.key.as_ref(),
+        FairnessKey::Header(name) => record.header(name),
+    };
+    bytes.map_or_else(no_tenant, |b| Tenant::from(b.as_ref()))
 }
 
 /// A record's deadline, if it has one that can be read.
@@ -268,4 +363,94 @@ fn attempts_json(attempts: &[Attempt]) -> String {
         })
         .collect();
     serde_json::Value::Array(items).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use bytes::Bytes;
+    use log_core::batch::HeadedRecord;
+    use task_queue::{FairnessKey, Tenant};
+
+    use super::read_meta;
+
+    fn record(key: &str, tenant: &str, timestamp: i64, deadline: Option<&str>) -> HeadedRecord {
+        let mut headers = vec![("tenant".to_string(), Some(Bytes::from(tenant.to_string())))];
+        if let Some(d) = deadline {
+            headers.push(("deadline".to_string(), Some(Bytes::from(d.to_string()))));
+        }
+        HeadedRecord {
+            key: Some(Bytes::from(key.to_string())),
+            value: Some(Bytes::from_static(b"v")),
+            timestamp,
+            headers,
+        }
+    }
+
+    #[test]
+    fn metas_name_tenants_by_key_or_header_and_fill_offsets_without_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_core::Log::open(dir.path()).unwrap();
+        let topic = log
+            .create_topic("t", 1, log_core::TopicConfig::default())
+            .unwrap();
+        let partition = topic.partition(0).unwrap().clone();
+        // 0..=2 one batch, 3 a transaction marker, 4..=5 another batch.
+        let first = [
+            record("k0", "acme", 100, None),
+            record("k1", "umbrella", 101, Some("5000")),
+            record("k2", "acme", 102, None),
+        ];
+        partition
+            .append(&log_core::batch::build_with_headers(&first))
+            .unwrap();
+        let marker = record_batch::control_batch(7, 0, 0, record_batch::ControlType::Commit, 103);
+        partition.append(&marker).unwrap();
+        let second = [record("k4", "acme", 104, None), record("", "", 105, None)];
+        partition
+            .append(&log_core::batch::build_with_headers(&second))
+            .unwrap();
+
+        let tenants = |key: &FairnessKey, from, to| -> Vec<Tenant> {
+            read_meta(&partition, from, to, key)
+                .unwrap()
+                .into_iter()
+                .map(|m| m.tenant)
+                .collect()
+        };
+        let t = |s: &str| Tenant::from(s.as_bytes());
+        let header = FairnessKey::Header("tenant".to_string());
+        assert_eq!(
+            tenants(&header, 0, 6),
+            vec![t("acme"), t("umbrella"), t("acme"), t(""), t("acme"), t("")]
+        );
+        assert_eq!(
+            tenants(&FairnessKey::Key, 1, 5),
+            vec![t("k1"), t("k2"), t(""), t("k4")]
+        );
+        assert_eq!(tenants(&FairnessKey::None, 4, 6), vec![t(""), t("")]);
+        assert_eq!(
+            tenants(&FairnessKey::Header("absent".to_string()), 0, 1),
+            vec![t("")]
+        );
+        let metas = read_meta(&partition, 0, 6, &header).unwrap();
+        let times: Vec<(i64, Option<i64>)> =
+            metas.iter().map(|m| (m.timestamp, m.deadline)).collect();
+        assert_eq!(
+            times,
+            vec![
+                (100, None),
+                (101, Some(5000)),
+                (102, None),
+                (103, None),
+                (104, None),
+                (105, None)
+            ]
+        );
+        // Past the log end: as far as the log goes; nothing at all past it.
+        assert_eq!(read_meta(&partition, 5, 100, &header).unwrap().len(), 1);
+        assert!(read_meta(&partition, 6, 100, &header).unwrap().is_empty());
+        assert!(read_meta(&partition, 3, 3, &header).unwrap().is_empty());
+    }
 }

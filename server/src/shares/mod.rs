@@ -104,6 +104,8 @@ pub struct Shares {
     pub released: Notify,
     /// Counts the dead letters copied into dead-letter topics.
     metrics: Arc<Metrics>,
+    /// Times each share partition's overload mode went [on, off] since start-up.
+    overload_switches: Mutex<HashMap<ShareKey, [u64; 2]>>,
 }
 
 impl Shares {
@@ -131,6 +133,7 @@ impl Shares {
             dead_letter_partitions: dead_letter_partitions.max(1),
             released: Notify::new(),
             metrics,
+            overload_switches: Mutex::new(HashMap::new()),
         })
     }
 
@@ -200,6 +203,9 @@ impl Shares {
         config: &ShareConfig,
         pending: &mut Pending,
     ) -> Result<(), ResponseError> {
+        if let Some(on) = changes.overload {
+            self.overload_switched(key, topic, state, on);
+        }
         if changes.is_empty() {
             return Ok(());
         }
@@ -229,6 +235,38 @@ impl Shares {
                 tracing::error!(group = key.group, error = %e, "persisting share state failed");
                 Err(ResponseError::KafkaStorageError)
             }
+        }
+    }
+
+    /// A share partition's overload mode went on or off: logged, and counted for `/metrics`.
+    fn overload_switched(&self, key: &ShareKey, topic: &Topic, state: &SharePartition, on: bool) {
+        let oldest = state
+            .tenant_stats(0)
+            .iter()
+            .filter_map(|t| t.oldest_available_ms)
+            .min();
+        let age_ms = oldest.map(|ts| (now_ms() - ts).max(0));
+        {
+            let mut switches = lock(&self.overload_switches);
+            let counts = switches.entry(key.clone()).or_default();
+            counts[usize::from(!on)] += 1;
+        }
+        if on {
+            tracing::warn!(
+                group = key.group,
+                topic = topic.name(),
+                partition = key.partition,
+                oldest_available_age_ms = age_ms,
+                "share partition overloaded: serving the newest records first, archiving expired ones"
+            );
+        } else {
+            tracing::info!(
+                group = key.group,
+                topic = topic.name(),
+                partition = key.partition,
+                oldest_available_age_ms = age_ms,
+                "share partition no longer overloaded: serving in turn again"
+            );
         }
     }
 
@@ -432,15 +470,31 @@ impl Shares {
         };
         let key = ShareKey::new(group, topic_id, index);
         let state = self.state(&key, &partition, config, now, pending);
+        // Committed records only: nothing at or past the last stable offset is acquired.
+        let log_end = partition.last_stable_offset();
+        if config.needs_meta() {
+            // Fair turns and the overload mode choose among the records whose tenant,
+            // timestamp and deadline are known: learn those of the window not read yet (one
+            // bounded read per call, without the partition's lock: what another fetch learned
+            // meanwhile is skipped).
+            let unknown = lock(&state).unknown_meta(log_end, config);
+            if let Some((from, to)) = unknown {
+                match delivery::read_meta(&partition, from, to, &config.fairness_key) {
+                    Ok(metas) if !metas.is_empty() => lock(&state).learn(from, metas),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(partition = partition.name(), error = %e, "reading records for fair turns failed");
+                    }
+                }
+            }
+        }
         let mut state = lock(&state);
         let mut changes = Changes::default();
         // Records deleted by retention are gone for the share group too.
         if state.start() < partition.log_start_offset() {
             changes = state.reset_start(partition.log_start_offset());
         }
-        // Committed records only: nothing at or past the last stable offset is acquired.
-        let log_end = partition.last_stable_offset();
-        let (acquired, took) = if limits.whole_batches {
+        let (acquired, took) = if limits.whole_batches && !config.needs_meta() {
             // The lock limit is checked first, then the acquisition runs to a batch end.
             let room = state.lock_room(config);
             let max_records = match room {
@@ -458,6 +512,8 @@ impl Shares {
         };
         merge(&mut changes, took);
         let mut ranges = acquired.ranges;
+        // Fair turns pick records across the window: the batches go out in offset order.
+        ranges.sort_unstable();
         let records = match delivery::read_acquired(&partition, &ranges) {
             Ok(records) => records,
             Err(e) => {
@@ -590,6 +646,7 @@ fn resolve(log: &Log, key: &ShareKey) -> Option<(Arc<Topic>, Arc<Partition>)> {
 fn merge(into: &mut Changes, more: Changes) {
     into.offsets.extend(more.offsets);
     into.archived.extend(more.archived);
+    into.overload = more.overload.or(into.overload);
 }
 
 /// `ranges` without the offsets in `removed` (sorted).
