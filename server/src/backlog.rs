@@ -1,7 +1,7 @@
 //! Backlog-bounded topics (beyond Kafka): a topic config bounds how far a named consumer group
 //! may fall behind, in records and/or in age, and producers to the topic are pushed back when
-//! it has: throttled (a `throttle_time_ms` that grows with how far over the bound the backlog
-//! is, the connection muted as for a quota) or, in `reject` mode, refused with
+//! it has: throttled (a `throttle_time_ms` sized from the group's drain rate, the connection
+//! muted as for a quota) or, in `reject` mode, refused with
 //! POLICY_VIOLATION and a message saying why. When the group catches up, the push-back lifts.
 //!
 //! The throttle is sized like a quota's once the group's drain rate is known: the broker samples,
