@@ -3,10 +3,13 @@
 # open-loop load at 80 % of it, a 2x spike for 5 s, then 80 % again; useful = completed within
 # the deadline) against a fresh `lograil serve` with
 #   1. no bound,
-#   2. a producer quota on the load's client id: producer_byte_rate = QUOTA_SHARE of the
-#      capacity in record bytes (the broker started with a 2 s quota window, so the quota bites
-#      within the spike rather than after Kafka's 11 s window of burst),
-#   3. a backlog bound on the topic for the consumer group: max age BACKLOG_AGE_MS, throttle mode,
+#   2. a producer quota on the load's client id, from figures the first run measured rather than
+#      assumed: producer_byte_rate = QUOTA_SHARE of the consumers' capacity as run 1 measured it
+#      (its calibration), in the bytes a record took in run 1's log (batch overhead included,
+#      what the quota counts); the broker started with a 2 s quota window, so the quota bites
+#      within the spike rather than after Kafka's 11 s window of burst,
+#   3. a backlog bound on the topic for the consumer group: max age BACKLOG_AGE_MS, throttle mode
+#      (the throttle sized from the group's measured drain rate),
 #   4. the same bound in reject mode.
 # Writes one JSON per run and spike.svg (goodput over time, the four runs) into $OUT.
 #
@@ -15,7 +18,7 @@
 #
 # Environment: BROKER, BENCH, OUT, DATA, CAPACITY (records/s the consumers complete; default
 # 10000), SIZE (record bytes, default 200), DEADLINE_MS (default 2000), BACKLOG_AGE_MS (default
-# 500), QUOTA_SHARE (percent, default 90), PHASES (default "--before-secs 15 --spike-secs 5 --after-secs 30").
+# 500), QUOTA_SHARE (percent of the measured capacity, default 90), PHASES (default "--before-secs 15 --spike-secs 5 --after-secs 30").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -42,6 +45,15 @@ stop() {
     wait "$BROKER_PID" || true
     rm -rf "$DIR"
 }
+# Bytes per record in the spike topic's log (record batches as the producer sent them), over the
+# records the run's JSON counts as acknowledged.
+log_bytes_per_record() { # JSON
+    local bytes acked
+    bytes=$(find "$DIR/data" -path '*lograil-spike-[0-9]*' -name '*.log' -printf '%s\n' |
+        awk '{s += $1} END {print s + 0}')
+    acked=$(jq '[.seconds[].acked] | add' "$1")
+    echo $((bytes / (acked > 0 ? acked : 1)))
+}
 spike() { # LABEL NAME [spike flags...]
     local label=$1 name=$2
     shift 2
@@ -53,10 +65,13 @@ spike() { # LABEL NAME [spike flags...]
 
 start
 spike "no bound" none
+record_bytes=$(log_bytes_per_record "$OUT/none.json")
 stop
+measured=$(jq '.measured_capacity | floor' "$OUT/none.json")
+echo "run 1 measured: capacity $measured records/s, $record_bytes B per record in the log"
 
 start --quota-window-num 2 --quota-window-size-seconds 1
-rate=$((CAPACITY * SIZE * QUOTA_SHARE / 100))
+rate=$((measured * record_bytes * QUOTA_SHARE / 100))
 "$BROKER" quota set --bootstrap-server "$BROKER_ADDR" --client-id lograil-spike \
     --producer-byte-rate "$rate" >/dev/null
 spike "producer quota $rate B/s" quota

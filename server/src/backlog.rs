@@ -1,8 +1,20 @@
 //! Backlog-bounded topics (beyond Kafka): a topic config bounds how far a named consumer group
 //! may fall behind, in records and/or in age, and producers to the topic are pushed back when
-//! it has: throttled (a `throttle_time_ms` that grows with how far over the bound the backlog
-//! is, the connection muted as for a quota) or, in `reject` mode, refused with
+//! it has: throttled (a `throttle_time_ms` sized from the group's drain rate, the connection
+//! muted as for a quota) or, in `reject` mode, refused with
 //! POLICY_VIOLATION and a message saying why. When the group catches up, the push-back lifts.
+//!
+//! The throttle is sized like a quota's once the group's drain rate is known: the broker samples,
+//! as it measures the backlog, the group's committed offsets and the topic's log end (all
+//! partitions together, see [`RateMeter`]), and a producer over the bound gets the delay that
+//! brings the topic's accepted rate down to the rate the group drains it (Kafka's quota rule,
+//! `(observed - allowed) / allowed × window`), a little less while the backlog is over the bound
+//! so that it shrinks back to it: producers are slowed to the consumers' pace rather than stopped
+//! and then flushed in a burst. Until the drain rate is known (under a second of samples, or a
+//! group whose commits did not advance in [`DRAIN_WINDOW`]: stopped, or committing rarely) the
+//! throttle grows with how far over the bound the backlog is, as it always did.
+//!
+//! The bound is on a consumer group's committed offsets; share groups are not bounded.
 //!
 //! Topic configs (set like any other: CreateTopics, kafka-configs, `lograil topic create
 //! --config`; kept with the topic):
@@ -51,6 +63,19 @@ const THROTTLE_BASE: Duration = Duration::from_millis(100);
 const THROTTLE_PER_OVER: Duration = Duration::from_secs(1);
 /// The least throttle a producer over a bound gets.
 const MIN_THROTTLE: Duration = Duration::from_millis(10);
+/// How long the samples of the drain rate go back: long enough for a group committing every
+/// few seconds (the Java consumer's auto-commit default is 5 s) to show an advance.
+pub const DRAIN_WINDOW: Duration = Duration::from_secs(5);
+/// The window the producers' accepted rate is measured over, and the `window` of the quota
+/// rule: the throttle that would bring the rate over it down to the allowed rate.
+pub const APPEND_WINDOW: Duration = Duration::from_secs(2);
+/// Rates measured over less than this are not known yet.
+const MIN_SPAN: Duration = Duration::from_secs(1);
+/// Over the bound, the allowed rate is the drain rate less the excess backlog spread over this
+/// long (the backlog is back at the bound in about that time), but at least
+/// [`MIN_ALLOWED_SHARE`] of the drain rate.
+const CATCH_UP: Duration = Duration::from_secs(2);
+const MIN_ALLOWED_SHARE: f64 = 0.5;
 
 /// Whether `name` is one of the backlog configs.
 pub fn is_backlog_config(name: &str) -> bool {
@@ -150,6 +175,10 @@ pub struct State {
     over_records: f64,
     /// Age past the age bound, ms (0 within it or without one).
     excess_age_ms: i64,
+    /// Records per second the group's committed offsets advance; `None` until known.
+    pub drain_per_sec: Option<f64>,
+    /// Records per second appended to the topic, over about [`APPEND_WINDOW`], and that span.
+    appended: Option<(f64, Duration)>,
     measured: Instant,
 }
 
@@ -182,6 +211,7 @@ pub enum Verdict {
 pub struct Backlogs {
     states: Mutex<HashMap<String, State>>,
     clocks: Mutex<HashMap<String, AppendClock>>,
+    meters: Mutex<HashMap<String, RateMeter>>,
 }
 
 fn now_ms() -> i64 {
@@ -237,6 +267,86 @@ impl AppendClock {
     }
 }
 
+/// Samples of a bounded topic's offsets, all partitions together: (instant, the group's
+/// committed offsets summed, the log ends summed), one per measure of the backlog (at most
+/// every [`REFRESH`] while producers produce), going back [`DRAIN_WINDOW`] (and one sample
+/// before it, so that the span covers the window).
+#[derive(Debug, Default)]
+struct RateMeter {
+    samples: VecDeque<(Instant, i64, i64)>,
+}
+
+impl RateMeter {
+    fn note(&mut self, now: Instant, committed: i64, end: i64) {
+        if self
+            .samples
+            .back()
+            .is_some_and(|&(_, c, e)| committed < c || end < e)
+        {
+            // Offsets reset or records deleted: the old samples say nothing of the new pace.
+            self.samples.clear();
+        }
+        self.samples.push_back((now, committed, end));
+        while self
+            .samples
+            .get(1)
+            .is_some_and(|&(at, _, _)| now.saturating_duration_since(at) >= DRAIN_WINDOW)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Records per second the group drains while it has records to drain: the committed
+    /// offsets' advance over the spans between samples in which the group was busy throughout
+    /// (it did not consume all it had at the span's start); `None` under [`MIN_SPAN`] of such
+    /// spans or when they did not advance (a stopped group, or one committing more rarely than
+    /// the window). A group that caught up drains only as fast as records arrive: counting
+    /// those spans would take the producers' throttled pace for the group's, and throttle them
+    /// further (measured with `lograil-bench spike`: stalls of 10 s).
+    fn drain_per_sec(&self) -> Option<f64> {
+        let (mut advance, mut busy) = (0i64, Duration::ZERO);
+        for (&(from_at, from, from_end), &(to_at, to, _)) in
+            self.samples.iter().zip(self.samples.iter().skip(1))
+        {
+            if from_end - from > to - from {
+                advance += to - from;
+                busy += to_at.saturating_duration_since(from_at);
+            }
+        }
+        (busy >= MIN_SPAN && advance > 0).then(|| advance as f64 / busy.as_secs_f64())
+    }
+
+    /// Records per second appended, from the last sample at least [`APPEND_WINDOW`] old (or the
+    /// oldest) to the newest, and that span; `None` under [`MIN_SPAN`].
+    fn appended_per_sec(&self) -> Option<(f64, Duration)> {
+        let &(last, _, to) = self.samples.back()?;
+        let &(first, _, from) = self
+            .samples
+            .iter()
+            .rev()
+            .find(|&&(at, _, _)| last.saturating_duration_since(at) >= APPEND_WINDOW)
+            .or(self.samples.front())?;
+        let span = last.saturating_duration_since(first);
+        (span >= MIN_SPAN).then(|| ((to - from) as f64 / span.as_secs_f64(), span))
+    }
+}
+
+/// The rate producers may append at: the drain rate, less the backlog over the bound
+/// (`excess_records`) spread over [`CATCH_UP`], at least [`MIN_ALLOWED_SHARE`] of the drain.
+fn allowed_rate(drain_per_sec: f64, excess_records: f64) -> f64 {
+    (drain_per_sec - excess_records.max(0.0) / CATCH_UP.as_secs_f64())
+        .max(drain_per_sec * MIN_ALLOWED_SHARE)
+}
+
+/// Kafka's quota rule: the delay that brings a rate `observed` over `window` down to
+/// `allowed` (`(observed - allowed) / allowed × window`; zero when within it).
+fn rate_throttle(observed: f64, allowed: f64, window: Duration) -> Duration {
+    if observed <= allowed || allowed <= 0.0 {
+        return Duration::ZERO;
+    }
+    window.mul_f64(((observed - allowed) / allowed).min(1e6))
+}
+
 impl Backlogs {
     /// Measures `topic`'s backlog for `bound` now. With an age bound, a partition whose append
     /// clock started with a backlog reads the batch at the committed offset for its timestamp:
@@ -245,6 +355,7 @@ impl Backlogs {
         let now = now_ms();
         let now_instant = Instant::now();
         let mut records = 0i64;
+        let (mut committed_sum, mut end_sum) = (0i64, 0i64);
         let mut oldest: Option<i64> = None;
         let mut clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
         let clock = clocks.entry(topic.name().to_string()).or_default();
@@ -256,6 +367,8 @@ impl Backlogs {
                 .map_or(start, |c| c.offset)
                 .clamp(start, end);
             records += end - committed;
+            committed_sum = committed_sum.saturating_add(committed);
+            end_sum = end_sum.saturating_add(end);
             if committed < end && bound.max_age_ms.is_some() {
                 let slot = usize::try_from(index).unwrap_or(usize::MAX);
                 if let Some(age) = clock.age_of(slot, committed, end, now_instant) {
@@ -273,6 +386,13 @@ impl Backlogs {
                 }
             }
         }
+        drop(clocks);
+        let (drain_per_sec, appended) = {
+            let mut meters = self.meters.lock().unwrap_or_else(PoisonError::into_inner);
+            let meter = meters.entry(topic.name().to_string()).or_default();
+            meter.note(now_instant, committed_sum, end_sum);
+            (meter.drain_per_sec(), meter.appended_per_sec())
+        };
         let age_ms = oldest.map(|ts| (now - ts).max(0));
         let over_records = bound
             .max_records
@@ -291,6 +411,8 @@ impl Backlogs {
             over: over_records.max(over_age),
             over_records,
             excess_age_ms,
+            drain_per_sec,
+            appended,
             measured: Instant::now(),
         }
     }
@@ -312,6 +434,9 @@ impl Backlogs {
         states.insert(topic.to_string(), state);
         let mut clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
         clocks.retain(|name, _| states.contains_key(name));
+        drop(clocks);
+        let mut meters = self.meters.lock().unwrap_or_else(PoisonError::into_inner);
+        meters.retain(|name, _| states.contains_key(name));
     }
 
     /// What a produce to `topic`, bounded by `bound` and measured at `state`, gets now; a
@@ -330,13 +455,35 @@ impl Backlogs {
                 bound.max_records.map_or("-1".into(), |n| n.to_string()),
                 bound.max_age_ms.map_or("-1".into(), |n| n.to_string()),
             )),
-            Mode::Throttle => {
+            Mode::Throttle => Verdict::Throttle(Self::throttle(bound, state).min(cap)),
+        }
+    }
+
+    /// The throttle of a produce over `bound` in throttle mode, measured at `state`: sized from
+    /// the drain rate when it is known, else by how far over the bound the backlog is.
+    fn throttle(bound: &Bound, state: &State) -> Duration {
+        match (state.drain_per_sec, state.appended) {
+            (Some(drain), Some((observed, window))) => {
+                let excess_records = bound
+                    .max_records
+                    .map_or(0.0, |max| (state.records - max) as f64);
+                let excess_by_age = drain * state.excess_age_ms as f64 / 1000.0;
+                let allowed = allowed_rate(drain, excess_records.max(excess_by_age));
+                // At most the time the group needs to drain the backlog it has: muted longer,
+                // the group would sit idle while producers wait (measured with
+                // `lograil-bench spike`: a slow second of the group's made for throttles of 8 s).
+                let drain_time = Duration::from_secs_f64((state.records as f64 / drain).min(1e6));
+                rate_throttle(observed, allowed, window.min(APPEND_WINDOW))
+                    .min(drain_time)
+                    .max(MIN_THROTTLE)
+            }
+            _ => {
                 let by_records = match state.over_records > 0.0 {
                     true => THROTTLE_BASE + THROTTLE_PER_OVER.mul_f64(state.over_records.min(1e6)),
                     false => Duration::ZERO,
                 };
                 let by_age = Duration::from_millis(state.excess_age_ms.unsigned_abs());
-                Verdict::Throttle(by_records.max(by_age).max(MIN_THROTTLE).min(cap))
+                by_records.max(by_age).max(MIN_THROTTLE)
             }
         }
     }
@@ -367,6 +514,139 @@ mod tests {
         assert_eq!(clock.age_of(1, 0, 10, at(0)), None);
         // The log shrank (records deleted, topic re-created): the clock starts again.
         assert_eq!(clock.age_of(0, 0, 5, at(2200)), None);
+    }
+
+    #[test]
+    fn the_rate_meter_measures_drain_and_appends_over_its_windows() {
+        let mut meter = RateMeter::default();
+        let t0 = Instant::now();
+        let at = |ms: i64| t0 + Duration::from_millis(ms as u64);
+        // A group committing every 100 ms, 50 records each (500/s), producers at 800/s.
+        meter.note(at(0), 0, 0);
+        assert_eq!(meter.drain_per_sec(), None, "one sample");
+        for tick in 1..=5 {
+            meter.note(at(tick * 100), tick * 50, tick * 80);
+        }
+        assert_eq!(meter.drain_per_sec(), None, "under a second of samples");
+        assert_eq!(meter.appended_per_sec(), None);
+        for tick in 6..=40 {
+            meter.note(at(tick * 100), tick * 50, tick * 80);
+        }
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert!(close(meter.drain_per_sec().unwrap(), 500.0));
+        let (appended, span) = meter.appended_per_sec().unwrap();
+        assert!(close(appended, 800.0));
+        assert_eq!(span, APPEND_WINDOW);
+        // The samples go back the drain window (one sample past it), not further.
+        for tick in 41..=100 {
+            meter.note(at(tick * 100), 2000, tick * 80);
+        }
+        assert_eq!(meter.samples.front().unwrap().0, at(5000));
+        // The group stopped committing 5 s ago: no advance in the window, the pace is unknown;
+        // appends are still measured.
+        assert_eq!(meter.drain_per_sec(), None);
+        assert!(close(meter.appended_per_sec().unwrap().0, 800.0));
+        // It commits again, every second (robust to coarse commits): 600 records a second.
+        for second in 1..=5 {
+            meter.note(at(10_000 + second * 1000), 2000 + second * 600, 8000);
+        }
+        assert!(close(meter.drain_per_sec().unwrap(), 600.0));
+        assert!(
+            close(meter.appended_per_sec().unwrap().0, 0.0),
+            "producers stopped"
+        );
+        // The group catches up and then drains only what arrives, 100 a second: that is not
+        // its pace, the busy seconds before still are.
+        meter.note(at(15_500), 8000, 8000);
+        for tick in 1..=10 {
+            meter.note(at(15_500 + tick * 100), 8000 + tick * 10, 8000 + tick * 10);
+        }
+        assert!(close(meter.drain_per_sec().unwrap(), 600.0));
+        // Offsets reset (or records deleted): the samples start again.
+        meter.note(at(16_600), 0, 8000);
+        assert_eq!(meter.samples.len(), 1);
+        assert_eq!(meter.drain_per_sec(), None);
+    }
+
+    #[test]
+    fn the_throttle_brings_the_accepted_rate_down_to_the_drain_rate() {
+        let ms = Duration::from_millis;
+        // Kafka's quota rule: twice the allowed rate over 2 s needs 2 s of quiet.
+        assert_eq!(rate_throttle(2000.0, 1000.0, ms(2000)), ms(2000));
+        assert_eq!(rate_throttle(1100.0, 1000.0, ms(2000)), ms(200));
+        assert_eq!(rate_throttle(900.0, 1000.0, ms(2000)), Duration::ZERO);
+        assert_eq!(rate_throttle(900.0, 0.0, ms(2000)), Duration::ZERO);
+        // Over the bound, the backlog over it is caught up within CATCH_UP, at least half the
+        // drain rate is allowed.
+        assert_eq!(allowed_rate(1000.0, 0.0), 1000.0);
+        assert_eq!(allowed_rate(1000.0, 400.0), 800.0);
+        assert_eq!(allowed_rate(1000.0, 1e9), 500.0);
+
+        let bound = Bound {
+            group: "g".into(),
+            max_records: Some(1000),
+            max_age_ms: None,
+            mode: Mode::Throttle,
+        };
+        let state = |records: i64, drain, appended| State {
+            records,
+            age_ms: None,
+            over: (records - 1000) as f64 / 1000.0,
+            over_records: (records - 1000) as f64 / 1000.0,
+            excess_age_ms: 0,
+            drain_per_sec: drain,
+            appended,
+            measured: Instant::now(),
+        };
+        let verdict = |s: &State| Backlogs::verdict("t", &bound, s, Duration::from_secs(30));
+        // Drain known: 800 records over the bound, drained at 1,000/s: 600/s are allowed;
+        // producers appending at 1,200/s over 2 s wait 2 s, but at most the 1.8 s the group
+        // needs to drain its 1,800 records.
+        let known = state(1800, Some(1000.0), Some((1200.0, ms(2000))));
+        assert_eq!(verdict(&known), Verdict::Throttle(ms(1800)));
+        let faster = state(1800, Some(1000.0), Some((1100.0, ms(2000))));
+        let Verdict::Throttle(t) = verdict(&faster) else {
+            panic!("not throttled")
+        };
+        assert!(t > ms(1600) && t < ms(1700), "2 s × 500 / 600: {t:?}");
+        // Just over the bound, appending a little faster than the drain: a short throttle.
+        let just = state(1010, Some(1000.0), Some((1100.0, ms(2000))));
+        let Verdict::Throttle(t) = verdict(&just) else {
+            panic!("not throttled")
+        };
+        assert!(t > ms(150) && t < ms(250), "{t:?}");
+        // Slower than the drain already: the floor.
+        let slower = state(1500, Some(1000.0), Some((300.0, ms(2000))));
+        assert_eq!(verdict(&slower), Verdict::Throttle(MIN_THROTTLE));
+        // Drain unknown: today's rule (half a bound over: 100 ms + 500 ms), capped.
+        let unknown = state(1500, None, Some((300.0, ms(2000))));
+        assert_eq!(verdict(&unknown), Verdict::Throttle(ms(600)));
+        assert_eq!(
+            Backlogs::verdict("t", &bound, &known, ms(1000)),
+            Verdict::Throttle(ms(1000))
+        );
+        // Within the bound: no throttle whatever the rates.
+        assert_eq!(
+            verdict(&state(900, Some(1.0), Some((1e6, ms(2000))))),
+            Verdict::Accept
+        );
+        // An age bound: 500 ms over at 1,000/s is 500 records over: 750/s allowed.
+        let aged = State {
+            age_ms: Some(1500),
+            over: 0.5,
+            over_records: f64::MIN,
+            excess_age_ms: 500,
+            ..state(3000, Some(1000.0), Some((1500.0, ms(2000))))
+        };
+        let by_age = Bound {
+            max_records: None,
+            max_age_ms: Some(1000),
+            ..bound.clone()
+        };
+        assert_eq!(
+            Backlogs::verdict("t", &by_age, &aged, Duration::from_secs(30)),
+            Verdict::Throttle(ms(2000))
+        );
     }
 
     #[test]

@@ -348,3 +348,149 @@ fn the_backlog_and_the_throttles_it_gives_show_in_the_metrics() {
         0.0
     );
 }
+
+/// Once the group's drain rate is known, the throttle is sized from it like a quota's: a
+/// producer pushing four times faster than the group drains, and waiting out every throttle as
+/// a client does (KIP-219), is slowed to about the group's pace (not stopped and released in
+/// bursts), with short throttles, and the backlog stays near its bound.
+#[test]
+fn the_throttle_slows_producers_to_the_pace_the_group_drains_at() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+
+    const BOUND: i64 = 200;
+    const DRAIN_PER_TICK: i64 = 50; // every 100 ms: 500 records/s
+    const BATCH: usize = 20; // every 10 ms at most: 2,000 records/s offered
+    let broker = TestBroker::start_temp(&[]);
+    let addr = broker.addr.clone();
+    assert_eq!(
+        try_create_topic(
+            &addr,
+            TOPIC,
+            2,
+            &[
+                ("lograil.backlog.group", GROUP),
+                ("lograil.backlog.max.records", &BOUND.to_string()),
+            ]
+        ),
+        0
+    );
+    let end = Arc::new(AtomicI64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // The group: every 100 ms it commits 50 records further, never past the log end.
+    let drainer = {
+        let (addr, end, stop) = (addr.clone(), end.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let consumer: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &addr)
+                .set("group.id", GROUP)
+                .set("enable.auto.commit", "false")
+                .create()
+                .unwrap();
+            let (mut committed, mut commits) = (0i64, Vec::new());
+            let start = Instant::now();
+            for tick in 1.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let at = start + Duration::from_millis(100 * tick);
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                committed = (committed + DRAIN_PER_TICK).min(end.load(Ordering::Relaxed));
+                let mut list = TopicPartitionList::new();
+                list.add_partition_offset(TOPIC, 0, Offset::Offset(committed))
+                    .unwrap();
+                consumer.commit(&list, CommitMode::Sync).unwrap();
+                commits.push((Instant::now(), committed));
+            }
+            commits
+        })
+    };
+    // The producer: batches of 20 as fast as every 10 ms, each throttle waited out.
+    let values: Vec<Vec<u8>> = (0..BATCH).map(|i| format!("r{i}").into_bytes()).collect();
+    let start = Instant::now();
+    let mut appends = Vec::new(); // (instant, log end after it, throttle ms)
+    while start.elapsed() < Duration::from_secs(9) {
+        let response = produce_response(&addr, TOPIC, 0, now_batch(&values));
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 0, "throttle mode appends");
+        let after = p.base_offset + BATCH as i64;
+        end.store(after, Ordering::Relaxed);
+        appends.push((Instant::now(), after, response.throttle_time_ms));
+        std::thread::sleep(Duration::from_millis(
+            u64::try_from(response.throttle_time_ms).unwrap().max(10),
+        ));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let commits = drainer.join().unwrap();
+
+    // From 3 s on (the drain rate is known after a second of commits): the accepted rate near
+    // the drain rate, every second, and the backlog near its bound.
+    let from = start + Duration::from_secs(3);
+    let committed_at = |t: Instant| {
+        commits
+            .iter()
+            .take_while(|&&(at, _)| at <= t)
+            .last()
+            .map_or(0, |&(_, c)| c)
+    };
+    let end_at = |t: Instant| {
+        appends
+            .iter()
+            .take_while(|&&(at, _, _)| at <= t)
+            .last()
+            .map_or(0, |&(_, e, _)| e)
+    };
+    let until = appends.last().unwrap().0;
+    let secs = until.duration_since(from).as_secs_f64();
+    let drained = (committed_at(until) - committed_at(from)) as f64 / secs;
+    let accepted = (end_at(until) - end_at(from)) as f64 / secs;
+    assert!(
+        drained > 300.0,
+        "the group drains about 500/s: {drained:.0}/s"
+    );
+    assert!(
+        (0.5 * drained..=2.0 * drained).contains(&accepted),
+        "accepted {accepted:.0}/s against a drain of {drained:.0}/s"
+    );
+    let per_second: Vec<i64> = (0..6)
+        .map(|s| {
+            let t = from + Duration::from_secs(s);
+            end_at(t + Duration::from_secs(1)) - end_at(t)
+        })
+        .collect();
+    assert!(
+        per_second.iter().all(|&n| (100..=1500).contains(&n)),
+        "records accepted each second (the group drains ~500): {per_second:?}"
+    );
+    let backlog_max = appends
+        .iter()
+        .filter(|&&(at, _, _)| at >= from)
+        .map(|&(at, e, _)| e - committed_at(at))
+        .max()
+        .unwrap();
+    assert!(
+        backlog_max <= BOUND + 500,
+        "the backlog stays near its bound of {BOUND}: up to {backlog_max}"
+    );
+    // Slowed, not stopped: the throttles over the bound are short (100 ms and more under the
+    // rule used before the drain rate is known).
+    let mut throttles: Vec<i32> = appends
+        .iter()
+        .filter(|&&(at, _, t)| at >= from && t > 0)
+        .map(|&(_, _, t)| t)
+        .collect();
+    throttles.sort_unstable();
+    assert!(!throttles.is_empty(), "never throttled");
+    let median = throttles[throttles.len() / 2];
+    eprintln!(
+        "drained {drained:.0}/s, accepted {accepted:.0}/s, per second {per_second:?}, backlog up \
+         to {backlog_max}, {} throttles, median {median} ms, max {} ms",
+        throttles.len(),
+        throttles.last().unwrap()
+    );
+    assert!(
+        median < 100,
+        "median throttle {median} ms of {} throttles: {throttles:?}",
+        throttles.len()
+    );
+}
