@@ -9,7 +9,8 @@
 #   2. fifo:       no bound, deadline header (lograil archives expired records instead of
 #      delivering them: the seed's "drop expired"),
 #   3. quota:      a producer quota on the load's client id: producer_byte_rate = QUOTA_SHARE %
-#      of the capacity measured by run 2, in record bytes (2 s quota window, as spike.sh),
+#      of the capacity measured by run 2, in the bytes a record took in run 2's log (2 s quota
+#      window, as spike.sh),
 #   4. overload:   the share group's overload mode (lograil.share.overload.target.ms =
 #      OVERLOAD_TARGET_MS, interval OVERLOAD_INTERVAL_MS): newest first, expired archived.
 # Not in the default RUNS (the backlog bound is on a consumer group's committed offsets, and a
@@ -74,6 +75,15 @@ spike() { # LABEL NAME [share-spike flags...]
         tail -3 "$OUT/$name.err" >&2
     fi
 }
+# Bytes per record in the spike topic's log (record batches as the producer sent them, headers
+# included), over the records the run's JSON counts as acknowledged.
+log_bytes_per_record() { # JSON
+    local bytes acked
+    bytes=$(find "$DIR/data" -path '*lograil-spike-[0-9]*' -name '*.log' -printf '%s\n' |
+        awk '{s += $1} END {print s + 0}')
+    acked=$(python3 -c 'import json,sys; print(sum(s["acked"] for s in json.load(open(sys.argv[1]))["seconds"]))' "$1")
+    echo $((bytes / (acked > 0 ? acked : 1)))
+}
 bound() { # MODE: the topic with a backlog bound for the share group
     "$BROKER" topic create --bootstrap-server "$BROKER_ADDR" lograil-spike --partitions 6 \
         --config lograil.backlog.group="$GROUP" \
@@ -92,16 +102,20 @@ for run in $RUNS; do
     fifo)
         start
         spike "no bound (expired archived)" fifo
+        [ -f "$OUT/fifo.json" ] && log_bytes_per_record "$OUT/fifo.json" >"$OUT/fifo.bytes"
         stop
         ;;
     quota)
-        # The quota is a share of the capacity the workers were measured at (run fifo's
-        # calibration, else this run's own flag).
-        measured=$CAPACITY
-        if [ -f "$OUT/fifo.json" ]; then
+        # The quota is QUOTA_SHARE % of what run fifo measured: its calibrated capacity times
+        # the bytes a record took in its log (batch overhead and the deadline header included,
+        # which is what a quota counts); without that run, --capacity and SIZE.
+        measured=$CAPACITY record_bytes=$SIZE
+        if [ -f "$OUT/fifo.json" ] && [ -f "$OUT/fifo.bytes" ]; then
             measured=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["measured_capacity"]))' "$OUT/fifo.json")
+            record_bytes=$(cat "$OUT/fifo.bytes")
         fi
-        rate=$((measured * SIZE * QUOTA_SHARE / 100))
+        echo "quota from: capacity $measured records/s, $record_bytes B per record"
+        rate=$((measured * record_bytes * QUOTA_SHARE / 100))
         start --quota-window-num 2 --quota-window-size-seconds 1
         "$BROKER" quota set --bootstrap-server "$BROKER_ADDR" --client-id lograil-spike \
             --producer-byte-rate "$rate" >/dev/null

@@ -246,12 +246,7 @@ pub(crate) fn run_with(
 }
 
 /// Useful completions before the spike, their low, and the recovery time.
-pub(crate) fn summarize(
-    args: SpikeArgs,
-    measured: f64,
-    base_rate: f64,
-    seconds: Vec<Second>,
-) -> SpikeReport {
+fn summarize(args: SpikeArgs, measured: f64, base_rate: f64, seconds: Vec<Second>) -> SpikeReport {
     let before: Vec<u64> = seconds
         .iter()
         .take(args.before_secs as usize)
@@ -282,7 +277,7 @@ pub(crate) fn summarize(
     }
 }
 
-pub(crate) fn ensure_topic(args: &SpikeArgs, topic: &str) -> anyhow::Result<()> {
+fn ensure_topic(args: &SpikeArgs, topic: &str) -> anyhow::Result<()> {
     let admin: AdminClient<_> = ClientConfig::new()
         .set("bootstrap.servers", &args.brokers)
         .create()
