@@ -14,15 +14,18 @@
 //! group whose commits did not advance in [`DRAIN_WINDOW`]: stopped, or committing rarely) the
 //! throttle grows with how far over the bound the backlog is, as it always did.
 //!
-//! The bound is on a consumer group's committed offsets; share groups are not bounded.
+//! The group is a consumer group (its committed offsets) or a share group (its share-partition
+//! start offsets, SPSO: every record below is finished; a share partition no member has fetched
+//! yet counts from the log start, as a partition without a commit does).
 //!
 //! Topic configs (set like any other: CreateTopics, kafka-configs, `lograil topic create
 //! --config`; kept with the topic):
 //!
-//! - `lograil.backlog.group`: the consumer group whose backlog is bounded (no bound without it);
+//! - `lograil.backlog.group`: the consumer or share group whose backlog is bounded (no bound
+//!   without it);
 //! - `lograil.backlog.max.records`: records the group may have left to read, all partitions
-//!   together (log end minus committed offset; a partition without a commit counts from its log
-//!   start);
+//!   together (log end minus committed offset or SPSO; a partition without either counts from
+//!   its log start);
 //! - `lograil.backlog.max.age.ms`: the age of its oldest unread record: how long ago the broker
 //!   appended it (by an append clock sampled as produces arrive, see [`AppendClock`]; the first
 //!   timestamp of the batch holding the committed offset when the clock started after it);
@@ -41,8 +44,6 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use log_core::{ConfigError, Topic, TopicConfig};
-
-use crate::groups::OffsetStore;
 
 pub const GROUP: &str = "lograil.backlog.group";
 pub const MAX_RECORDS: &str = "lograil.backlog.max.records";
@@ -351,7 +352,14 @@ impl Backlogs {
     /// Measures `topic`'s backlog for `bound` now. With an age bound, a partition whose append
     /// clock started with a backlog reads the batch at the committed offset for its timestamp:
     /// call it off the async workers.
-    pub fn measure(&self, offsets: &OffsetStore, topic: &Topic, bound: &Bound) -> State {
+    /// `position(partition)` is where the group is on a partition (its committed offset or
+    /// SPSO), `None` if nowhere yet.
+    pub fn measure(
+        &self,
+        position: impl Fn(i32) -> Option<i64>,
+        topic: &Topic,
+        bound: &Bound,
+    ) -> State {
         let now = now_ms();
         let now_instant = Instant::now();
         let mut records = 0i64;
@@ -362,10 +370,7 @@ impl Backlogs {
         for (index, partition) in (0..).zip(topic.partitions()) {
             let start = partition.log_start_offset();
             let end = partition.log_end_offset();
-            let committed = offsets
-                .fetch(&bound.group, topic.name(), index)
-                .map_or(start, |c| c.offset)
-                .clamp(start, end);
+            let committed = position(index).unwrap_or(start).clamp(start, end);
             records += end - committed;
             committed_sum = committed_sum.saturating_add(committed);
             end_sum = end_sum.saturating_add(end);
@@ -447,7 +452,7 @@ impl Backlogs {
         }
         match bound.mode {
             Mode::Reject => Verdict::Reject(format!(
-                "topic {topic}: the backlog of consumer group {} is over its bound ({}; \
+                "topic {topic}: the backlog of group {} is over its bound ({}; \
                  lograil.backlog.max.records={}, lograil.backlog.max.age.ms={}); produce \
                  again once the group has caught up (lograil.backlog.mode=reject)",
                 bound.group,

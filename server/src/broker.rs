@@ -376,12 +376,9 @@ impl Broker {
             Some(state) => state,
             None => {
                 let (owner, for_measure) = (self.clone(), bound.clone());
-                let measured = crate::blocking::spawn(move || {
-                    owner
-                        .backlogs
-                        .measure(&owner.offsets, &handle, &for_measure)
-                })
-                .await;
+                let measured =
+                    crate::blocking::spawn(move || owner.measure_backlog(&handle, &for_measure))
+                        .await;
                 match measured {
                     Ok(state) => {
                         self.backlogs.store(topic, state.clone());
@@ -399,7 +396,13 @@ impl Broker {
 
     /// `topic`'s backlog for `bound`, measured now (it may read a segment: blocking).
     pub fn measure_backlog(&self, topic: &Topic, bound: &Bound) -> backlog::State {
-        self.backlogs.measure(&self.offsets, topic, bound)
+        let position = |index: i32| {
+            self.offsets
+                .fetch(&bound.group, topic.name(), index)
+                .map(|c| c.offset)
+                .or_else(|| self.shares.start_offset(&bound.group, topic.id(), index))
+        };
+        self.backlogs.measure(position, topic, bound)
     }
 
     pub fn is_shutting_down(&self) -> bool {

@@ -26,8 +26,13 @@ const GROUP: &str = "billing";
 /// Produces `records` records in one batch to partition 0 over the wire: (error code, error
 /// message, throttle_time_ms).
 fn produce(addr: &str, records: usize) -> (i16, Option<String>, i32) {
+    produce_to(addr, TOPIC, records)
+}
+
+/// [`produce`] to `topic`.
+fn produce_to(addr: &str, topic: &str, records: usize) -> (i16, Option<String>, i32) {
     let values: Vec<Vec<u8>> = (0..records).map(|i| format!("r{i}").into_bytes()).collect();
-    let response = produce_response(addr, TOPIC, 0, now_batch(&values));
+    let response = produce_response(addr, topic, 0, now_batch(&values));
     let p = &response.responses[0].partition_responses[0];
     (
         p.error_code,
@@ -493,4 +498,48 @@ fn the_throttle_slows_producers_to_the_pace_the_group_drains_at() {
         "median throttle {median} ms of {} throttles: {throttles:?}",
         throttles.len()
     );
+}
+
+/// A share group's backlog is bounded too: by its share-partition start offset (SPSO), which
+/// moves as its members acknowledge. Over the bound in `reject` mode a producer is refused;
+/// once the workers have acknowledged, it is accepted again.
+#[test]
+fn a_share_groups_backlog_is_bounded_by_its_start_offset() {
+    let broker = TestBroker::start_temp(&[]);
+    let addr = broker.addr.clone();
+    let (topic, group) = ("tasks", "workers");
+    assert_eq!(
+        try_create_topic(
+            &addr,
+            topic,
+            1,
+            &[
+                ("lograil.backlog.group", group),
+                ("lograil.backlog.max.records", "5"),
+                ("lograil.backlog.mode", "reject"),
+            ]
+        ),
+        0
+    );
+    // The worker's first fetch gives the share partition its state (SPSO at the log end).
+    let mut worker = crate::shares::Member::join(&addr, group, "w1", topic);
+    assert!(worker.fetch(&[], 0).is_empty());
+    assert_eq!(produce_to(&addr, topic, 10).0, 0);
+    settle();
+    let (code, message, _) = produce_to(&addr, topic, 1);
+    assert_eq!(code, POLICY_VIOLATION, "10 unfinished records, bound 5");
+    let message = message.unwrap();
+    assert!(
+        message.contains(group) && message.contains("records=10"),
+        "{message}"
+    );
+    // Acquired but not acknowledged: still backlog.
+    let got = worker.fetch(&[], 1000);
+    assert_eq!(got.len(), 10);
+    settle();
+    assert_eq!(produce_to(&addr, topic, 1).0, POLICY_VIOLATION);
+    // All accepted: SPSO reaches the end and the producer is let through.
+    worker.acknowledge(&[(0, 9, vec![1])]);
+    settle();
+    assert_eq!(produce_to(&addr, topic, 1), (0, None, 0));
 }

@@ -101,6 +101,16 @@ impl Shares {
         offsets
     }
 
+    /// SPSO of `group`'s share partition, if it has state (a member fetched it, or it was
+    /// restored).
+    pub fn start_offset(&self, group: &str, topic_id: Uuid, index: i32) -> Option<i64> {
+        let state = lock(&self.partitions)
+            .get(&ShareKey::new(group, topic_id, index))
+            .cloned()?;
+        let start = lock(&state).start();
+        Some(start)
+    }
+
     /// Sets a share partition's start offset (AlterShareGroupOffsets), forgetting its state.
     pub fn alter_offset(
         &self,
