@@ -12,13 +12,10 @@
 #      of the capacity measured by run 2, in the bytes a record took in run 2's log (2 s quota
 #      window, as spike.sh),
 #   4. overload:   the share group's overload mode (lograil.share.overload.target.ms =
-#      OVERLOAD_TARGET_MS, interval OVERLOAD_INTERVAL_MS): newest first, expired archived.
-# Not in the default RUNS (the backlog bound is on a consumer group's committed offsets, and a
-# share group commits none, so its backlog counts from the log start: reject refuses every
-# record and throttle stops the producer):
-#   throttle:      a backlog bound on the topic for the share group: max age BACKLOG_AGE_MS,
-#                  throttle mode,
-#   reject:        the same bound in reject mode.
+#      OVERLOAD_TARGET_MS, interval OVERLOAD_INTERVAL_MS): newest first, expired archived,
+#   5. throttle:   a backlog bound on the topic for the share group (its position the
+#      share-partition start offset): max age BACKLOG_AGE_MS, throttle mode,
+#   6. reject:     the same bound in reject mode.
 # Writes one JSON and text per run, share_spike.svg (goodput over time) and table.md
 # (share_spike_table.py) into $OUT.
 #
@@ -29,7 +26,7 @@
 # 5000), WORKERS (default 4), SIZE (record bytes, default 200), DEADLINE_MS (default 2000),
 # BACKLOG_AGE_MS (default 500), QUOTA_SHARE (percent, default 90), OVERLOAD_TARGET_MS (default
 # 500), OVERLOAD_INTERVAL_MS (default 1000), RUNS (default "fifo-nohdr fifo quota
-# overload"), PHASES (default "--before-secs 10 --spike-secs 5 --after-secs 20").
+# overload throttle reject"), PHASES (default "--before-secs 10 --spike-secs 5 --after-secs 20").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -45,7 +42,7 @@ BACKLOG_AGE_MS=${BACKLOG_AGE_MS:-500}
 QUOTA_SHARE=${QUOTA_SHARE:-90}
 OVERLOAD_TARGET_MS=${OVERLOAD_TARGET_MS:-500}
 OVERLOAD_INTERVAL_MS=${OVERLOAD_INTERVAL_MS:-1000}
-RUNS=${RUNS:-fifo-nohdr fifo quota overload}
+RUNS=${RUNS:-fifo-nohdr fifo quota overload throttle reject}
 PHASES=${PHASES:---before-secs 10 --spike-secs 5 --after-secs 20}
 GROUP=lograil-share-spike
 mkdir -p "$OUT" "$DATA"
