@@ -12,51 +12,69 @@ pub const DEADLINE_HEADER: &str = "deadline";
 /// lograil's own dead-letter header: every delivery of the record, as JSON.
 pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
 
-/// Bytes asked of the log per read: acquisitions end with a batch, so one read usually covers
-/// a range whole (several reads are joined by a copy).
-const READ_BYTES: usize = 8 << 20;
+/// Bytes asked of the log per read. A read walks the batch headers up to this many bytes, so
+/// it is sized to what one fetch takes rather than to the most it could (reads of 8 MiB made
+/// each fair-turns fetch walk tens of thousands of headers); several reads are joined by a copy.
+const READ_BYTES: usize = 1 << 20;
 
-/// The whole batches that hold the offsets of `ranges` (ascending), each batch once: zero-copy
-/// slices of the segments, joined only when the ranges span more than one read.
+/// The whole batches that hold the offsets of `ranges` (ascending), each batch once, in offset
+/// order: zero-copy slices of the segments when they are contiguous (acquisition in offset
+/// order), joined by a copy otherwise. One read serves every range it reaches, so ranges
+/// scattered by fair turns cost the reads of their span, not one read each.
 pub fn read_acquired(
     partition: &Partition,
     ranges: &[(i64, i64, u16)],
 ) -> Result<Bytes, ReadError> {
     let mut chunks: Vec<Bytes> = Vec::new();
-    // Offset after the last batch taken.
-    let mut taken_to = i64::MIN;
-    for &(first, last, _) in ranges {
-        let mut next = first.max(taken_to);
-        while next <= last {
-            let read = partition.read(next, READ_BYTES)?;
-            if read.records.is_empty() {
+    let mut ranges = ranges
+        .iter()
+        .map(|&(first, last, _)| (first, last))
+        .peekable();
+    // The offset after the last batch walked.
+    let mut walked_to = i64::MIN;
+    while let Some(&(first, _)) = ranges.peek() {
+        let read = partition.read(first.max(walked_to), READ_BYTES)?;
+        if read.records.is_empty() {
+            break;
+        }
+        // The start of the run of wanted batches being gathered.
+        let mut run: Option<usize> = None;
+        let mut at = 0;
+        while at < read.records.len() {
+            let header = record_batch::BatchHeader::parse(&read.records[at..]).map_err(|e| {
+                ReadError::Corrupt {
+                    path: partition.dir().to_path_buf(),
+                    position: at as u64,
+                    reason: e.to_string(),
+                }
+            })?;
+            let end = (at + header.size as usize).min(read.records.len());
+            // Ranges wholly before this batch hold offsets no batch has.
+            while ranges
+                .next_if(|&(_, last)| last < header.base_offset)
+                .is_some()
+            {}
+            let wanted = header.next_offset() > walked_to
+                && ranges
+                    .peek()
+                    .is_some_and(|&(first, _)| first <= header.last_offset());
+            match (wanted, run) {
+                (true, None) => run = Some(at),
+                (false, Some(start)) => {
+                    chunks.push(read.records.slice(start..at));
+                    run = None;
+                }
+                _ => {}
+            }
+            walked_to = walked_to.max(header.next_offset());
+            while ranges.next_if(|&(_, last)| last < walked_to).is_some() {}
+            at = end;
+            if ranges.peek().is_none() {
                 break;
             }
-            // The batches taken from this read are contiguous: those before `taken_to` come
-            // first, and the scan stops at the first batch reaching `last`.
-            let (mut from, mut at) = (None, 0);
-            while at < read.records.len() {
-                let header =
-                    record_batch::BatchHeader::parse(&read.records[at..]).map_err(|e| {
-                        ReadError::Corrupt {
-                            path: partition.dir().to_path_buf(),
-                            position: at as u64,
-                            reason: e.to_string(),
-                        }
-                    })?;
-                if header.next_offset() > taken_to {
-                    from.get_or_insert(at);
-                    taken_to = header.next_offset();
-                }
-                at += header.size as usize;
-                if header.last_offset() >= last {
-                    break;
-                }
-            }
-            if let Some(from) = from {
-                chunks.push(read.records.slice(from..at.min(read.records.len())));
-            }
-            next = taken_to;
+        }
+        if let Some(start) = run {
+            chunks.push(read.records.slice(start..at));
         }
     }
     Ok(match chunks.len() {
@@ -373,7 +391,7 @@ mod tests {
     use log_core::batch::HeadedRecord;
     use task_queue::{FairnessKey, Tenant};
 
-    use super::read_meta;
+    use super::{read_acquired, read_meta};
 
     fn record(key: &str, tenant: &str, timestamp: i64, deadline: Option<&str>) -> HeadedRecord {
         let mut headers = vec![("tenant".to_string(), Some(Bytes::from(tenant.to_string())))];
@@ -452,5 +470,44 @@ mod tests {
         assert_eq!(read_meta(&partition, 5, 100, &header).unwrap().len(), 1);
         assert!(read_meta(&partition, 6, 100, &header).unwrap().is_empty());
         assert!(read_meta(&partition, 3, 3, &header).unwrap().is_empty());
+    }
+
+    #[test]
+    fn scattered_ranges_get_the_batches_holding_them_each_once_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_core::Log::open(dir.path()).unwrap();
+        let topic = log
+            .create_topic("t", 1, log_core::TopicConfig::default())
+            .unwrap();
+        let partition = topic.partition(0).unwrap().clone();
+        // Ten batches of three records: offsets 3b..3b+2 in batch b.
+        for b in 0..10 {
+            let records: Vec<HeadedRecord> = (0..3)
+                .map(|i| record(&format!("k{}", 3 * b + i), "t", 100, None))
+                .collect();
+            partition
+                .append(&log_core::batch::build_with_headers(&records))
+                .unwrap();
+        }
+        let bases = |bytes: &Bytes| -> Vec<i64> {
+            let mut out = Vec::new();
+            let mut at = 0;
+            while at < bytes.len() {
+                let h = record_batch::BatchHeader::parse(&bytes[at..]).unwrap();
+                out.push(h.base_offset);
+                at += h.size as usize;
+            }
+            out
+        };
+        // Two ranges in batch 0, one spanning batches 2-3, one in batch 7.
+        let ranges = [(0, 0, 1), (2, 2, 1), (7, 10, 1), (22, 22, 2)];
+        assert_eq!(
+            bases(&read_acquired(&partition, &ranges).unwrap()),
+            vec![0, 6, 9, 21]
+        );
+        // Contiguous ranges: one zero-copy run.
+        let run = read_acquired(&partition, &[(3, 8, 1)]).unwrap();
+        assert_eq!(bases(&run), vec![3, 6]);
+        assert!(read_acquired(&partition, &[]).unwrap().is_empty());
     }
 }
