@@ -321,30 +321,9 @@ fn fair_turns_keep_every_record_and_acknowledgement_across_a_restart_and_a_kill_
 /// The headers of every dead letter in partition 0 of `topic` (written without the records'
 /// keys and values, Kafka's default).
 fn dead_letters(addr: &str, topic: &str) -> Vec<Vec<(String, String)>> {
-    use kafka_protocol::messages::{ApiKey, FetchResponse};
-    let request = kafka::fetch_request(topic, 0, 0, 1 << 20);
-    let response: FetchResponse = test_support::wire::call(
-        &mut test_support::wire::connect(addr),
-        ApiKey::Fetch,
-        12,
-        &request,
-    );
-    let records = response.responses[0].partitions[0]
-        .records
-        .clone()
-        .unwrap_or_default();
-    batch::decode(&records)
-        .unwrap()
+    crate::shares::read_all(addr, topic)
         .into_iter()
-        .map(|r| {
-            r.headers
-                .iter()
-                .map(|(k, v)| {
-                    let v = v.as_ref().map(|v| String::from_utf8_lossy(v).into_owned());
-                    (k.clone(), v.unwrap_or_default())
-                })
-                .collect()
-        })
+        .map(|(_, headers)| headers)
         .collect()
 }
 

@@ -281,6 +281,7 @@ pub(crate) fn create_dlq(addr: &str, topic: &str) {
     assert_eq!(code, 0, "creating {topic}");
 }
 
+/// Every record of partition 0 of `topic`: its value (empty when null) and headers.
 pub(crate) fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, String)>)> {
     let request = kafka::fetch_request(topic, 0, 0, 1 << 20);
     let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
@@ -300,10 +301,8 @@ pub(crate) fn read_all(addr: &str, topic: &str) -> Vec<(String, Vec<(String, Str
                     (k.clone(), value.unwrap_or_default())
                 })
                 .collect();
-            (
-                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
-                headers,
-            )
+            let value = r.value.map(|v| String::from_utf8(v.to_vec()).unwrap());
+            (value.unwrap_or_default(), headers)
         })
         .collect()
 }
