@@ -207,10 +207,11 @@ async fn fatal_errors_expired_deadlines_and_bad_headers_go_to_the_dlt_and_a_pani
     assert_eq!(effects.get().get("panic"), Some(&1));
     assert_eq!(effects.get().get("in-time"), Some(&1));
     let calls = calls.get();
-    assert_eq!(
-        calls.get("panic"),
-        Some(&2),
-        "attempt 1 panicked, attempt 2 ran"
+    // Attempt 1 panicked, attempt 2 ran (its effect above, once). At least once: a rebalance
+    // between a forward and its commit hands the source record out again.
+    assert!(
+        calls.get("panic").is_some_and(|n| *n >= 2),
+        "attempt 1 panicked, attempt 2 ran: {calls:?}"
     );
     assert_eq!(calls.get("fatal"), Some(&1), "fatal: no retry");
     assert_eq!(

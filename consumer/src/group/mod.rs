@@ -26,6 +26,10 @@ use crate::error::{CallError, ErrorCode};
 use crate::util::{backoff, text};
 use crate::TopicPartition;
 
+/// How long the leader waits for a subscribed topic the metadata does not show yet before it
+/// assigns without it (`Member::assign`).
+const MISSING_TOPIC_WAIT: Duration = Duration::from_secs(3);
+
 /// Told about partitions as the group moves them. Called from the group task: keep it short
 /// and do not block (hand work to another task if needed).
 ///
@@ -408,11 +412,27 @@ impl Member {
             .collect();
         let cluster = &self.shared.cluster;
         cluster.add_interest(topics.iter().copied());
-        let seen = cluster.metadata().version;
-        let metadata = match cluster.refresh(seen).await {
-            Ok(m) => m,
-            Err(_) => cluster.metadata(),
+        let refresh = || async {
+            let seen = cluster.metadata().version;
+            match cluster.refresh(seen).await {
+                Ok(m) => m,
+                Err(_) => cluster.metadata(),
+            }
         };
+        let mut metadata = refresh().await;
+        // A topic created just before the join may not have reached the broker that answered
+        // yet (a cluster's brokers learn new topics from its controller): look again for a
+        // while rather than assign without it and rebalance once it shows, which re-reads
+        // what the members processed but had not committed yet.
+        let missing_until = Instant::now() + MISSING_TOPIC_WAIT;
+        while topics
+            .iter()
+            .any(|t| metadata.partition_count(t).unwrap_or(0) == 0)
+            && Instant::now() < missing_until
+        {
+            tokio::time::sleep(self.shared.config.net.retry_backoff).await;
+            metadata = refresh().await;
+        }
         let counts: BTreeMap<String, i32> = topics
             .iter()
             .filter_map(|t| {
