@@ -406,14 +406,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn metas_name_tenants_by_key_or_header_and_fill_offsets_without_records() {
+    /// A log of one topic with one partition: its directory (removed when dropped), the log
+    /// (its partitions close with it) and the partition.
+    fn one_partition() -> (
+        tempfile::TempDir,
+        log_core::Log,
+        std::sync::Arc<log_core::Partition>,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let log = log_core::Log::open(dir.path()).unwrap();
         let topic = log
             .create_topic("t", 1, log_core::TopicConfig::default())
             .unwrap();
         let partition = topic.partition(0).unwrap().clone();
+        (dir, log, partition)
+    }
+
+    #[test]
+    fn metas_name_tenants_by_key_or_header_and_fill_offsets_without_records() {
+        let (_dir, _log, partition) = one_partition();
         // 0..=2 one batch, 3 a transaction marker, 4..=5 another batch.
         let first = [
             record("k0", "acme", 100, None),
@@ -474,12 +485,7 @@ mod tests {
 
     #[test]
     fn scattered_ranges_get_the_batches_holding_them_each_once_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = log_core::Log::open(dir.path()).unwrap();
-        let topic = log
-            .create_topic("t", 1, log_core::TopicConfig::default())
-            .unwrap();
-        let partition = topic.partition(0).unwrap().clone();
+        let (_dir, _log, partition) = one_partition();
         // Ten batches of three records: offsets 3b..3b+2 in batch b.
         for b in 0..10 {
             let records: Vec<HeadedRecord> = (0..3)
