@@ -30,7 +30,12 @@ fn rows(text: &str) -> Vec<Row> {
         .take_while(|(_, l)| l.starts_with('|'))
         .map(|(i, l)| {
             let line = header + 3 + i;
-            let cells: Vec<&str> = l.trim().trim_matches('|').split('|').map(str::trim).collect();
+            let cells: Vec<&str> = l
+                .trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect();
             assert_eq!(cells.len(), 4, "{PAGE}:{line}: not 4 cells: {l}");
             Row {
                 line,
@@ -105,10 +110,7 @@ fn pom(text: &str, artifact: &str) -> Result<String, String> {
     let dependency_end = text[at..].find("</dependency>").ok_or("not a dependency")?;
     let version =
         tag(&text[at..at + dependency_end], "version").ok_or("no <version> in its dependency")?;
-    match version
-        .strip_prefix("${")
-        .and_then(|v| v.strip_suffix('}'))
-    {
+    match version.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
         Some(property) => {
             tag(text, property).ok_or_else(|| format!("no property <{property}> in the pom"))
         }
@@ -182,7 +184,10 @@ fn the_compatibility_table_matches_the_versions_tested() {
     for row in &rows {
         match truth(&repo, &row.source) {
             Ok(version) if version == row.version => {
-                println!("{PAGE}:{}: {} {version} ({})", row.line, row.name, row.source)
+                println!(
+                    "{PAGE}:{}: {} {version} ({})",
+                    row.line, row.name, row.source
+                )
             }
             Ok(version) => wrong.push(format!(
                 "{PAGE}:{}: {} is {} on the page, {version} by `{}`",

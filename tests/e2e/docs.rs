@@ -30,7 +30,10 @@ const KAFKA_SCRIPTS: &[(&str, &str)] = &[
         "kafka-consumer-groups.sh",
         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     ),
-    ("kafka-get-offsets.sh", "org.apache.kafka.tools.GetOffsetShell"),
+    (
+        "kafka-get-offsets.sh",
+        "org.apache.kafka.tools.GetOffsetShell",
+    ),
     (
         "kafka-delete-records.sh",
         "org.apache.kafka.tools.DeleteRecordsCommand",
@@ -343,9 +346,15 @@ fn every_shell_block_of_the_docs_runs() {
     }
     let ran: usize = results.iter().map(|(_, o)| o.ran).sum();
     let not_run: usize = results.iter().map(|(_, o)| o.not_run.len()).sum();
-    println!("{ran} shell blocks run, {not_run} not run, on {} pages", results.len());
+    println!(
+        "{ran} shell blocks run, {not_run} not run, on {} pages",
+        results.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    let readme = results.iter().find(|(name, _)| name == "README.md").unwrap();
+    let readme = results
+        .iter()
+        .find(|(name, _)| name == "README.md")
+        .unwrap();
     assert!(
         readme.1.ran > 0,
         "no shell block of README.md ran: the tour's blocks should"
