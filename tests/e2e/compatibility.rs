@@ -1,8 +1,8 @@
 //! docs/compatibility.md's table of the clients and tools tested, checked against where each
 //! version is set: its "Version" column must be what its "Version from" column finds, a pin in
 //! the repository (Cargo.lock, a pom.xml, .ci/run's pip requirements, tests/kafka/kafka.sh) or
-//! the version an installed tool reports (`$ kcat -V`). A row that is wrong fails the test with
-//! its line.
+//! the version an installed tool reports (`$ kcat -V`); each suite, test file and script its
+//! "Suites" column names must exist. A row that is wrong fails the test with its line.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,6 +16,7 @@ struct Row {
     name: String,
     version: String,
     source: String,
+    suites: String,
 }
 
 fn rows(text: &str) -> Vec<Row> {
@@ -42,6 +43,7 @@ fn rows(text: &str) -> Vec<Row> {
                 name: cells[0].to_string(),
                 version: cells[1].replace([' ', '`'], ""),
                 source: cells[2].trim_matches('`').to_string(),
+                suites: cells[3].to_string(),
             }
         })
         .collect()
@@ -170,6 +172,47 @@ fn reported(command: &str) -> Result<String, String> {
         .ok_or_else(|| format!("no version in the output of `{command}`: {text}"))
 }
 
+/// The code spans of `cell` that name a test suite (`e2e`), a test file (`fairness.rs`) or a
+/// script (`tests/kafka/admin_tools.sh`) and do not exist; other spans are not names.
+fn missing_suites(repo: &Path, cell: &str) -> Vec<String> {
+    let suites: String = ["cli/Cargo.toml", "benches/Cargo.toml"]
+        .iter()
+        .map(|f| std::fs::read_to_string(repo.join(f)).unwrap())
+        .collect();
+    let test_files = files_under(&repo.join("tests"));
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| {
+            let is_name = |c: char| c.is_ascii_lowercase() || c == '_' || c == '-';
+            if span.ends_with(".rs") || span.ends_with(".sh") {
+                !(repo.join(span).is_file()
+                    || test_files
+                        .iter()
+                        .any(|f| f.file_name().is_some_and(|n| n == *span)))
+            } else if span.chars().all(is_name) {
+                !suites.contains(&format!("name = \"{span}\""))
+            } else {
+                false
+            }
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 #[test]
 fn the_compatibility_table_matches_the_versions_tested() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -194,6 +237,13 @@ fn the_compatibility_table_matches_the_versions_tested() {
                 row.line, row.name, row.version, row.source
             )),
             Err(e) => wrong.push(format!("{PAGE}:{}: {}: {e}", row.line, row.name)),
+        }
+        let missing = missing_suites(&repo, &row.suites);
+        if !missing.is_empty() {
+            wrong.push(format!(
+                "{PAGE}:{}: {}: no suite, test file or script {missing:?}",
+                row.line, row.name
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
