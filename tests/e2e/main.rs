@@ -23,6 +23,7 @@ mod metrics;
 mod protocol;
 mod quotas;
 mod rdkafka_clients;
+mod readme_layout;
 mod security;
 mod shares;
 mod topic_configs;
