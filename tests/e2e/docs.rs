@@ -314,8 +314,25 @@ fn run_page(repo: &Path, name: &str) -> Outcome {
     }
 }
 
+/// Fails the test, saying how to get it, unless `program args` runs.
+fn require(program: &str, args: &[&str]) {
+    let ok = Command::new(program)
+        .args(args)
+        .env_remove("LD_LIBRARY_PATH")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "the docs' blocks need {program} (.ci/run installs it, and fetches Kafka's jars)"
+    );
+}
+
 #[test]
 fn every_shell_block_of_the_docs_runs() {
+    require("kcat", &["-V"]);
+    require("java", &["-version"]);
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let names = pages(&repo);
     let next = AtomicUsize::new(0);
