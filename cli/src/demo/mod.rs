@@ -1,0 +1,563 @@
+//! `lograil demo`: the webhook story in one command. Three tenants' keyed events (one floods),
+//! a retry chain of webhook workers with one poison record and a downstream outage, task
+//! workers on a share group with fair turns beside one in offset order; a line a second while
+//! it runs, then a summary (`--json`: one object), an HTML report with SVG timelines, and the
+//! commands to inspect and redrive what happened. On an embedded broker in a temporary data
+//! dir, or on any Kafka-compatible broker with `--bootstrap-server`.
+
+mod chain;
+mod plan;
+mod queue;
+mod report;
+mod stats;
+mod table;
+mod tenants;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use consumer::{Admin, ClientConfig, Producer};
+use serde_json::{json, Value};
+use tokio::sync::{oneshot, watch};
+
+use self::plan::{Plan, TENANTS};
+use self::queue::GROUPS;
+use self::stats::{Row, Shared, Waits};
+use self::table::Table;
+
+/// How long after the traffic ends the story may take to finish what is left (the flood's
+/// backlog, the retries) before it is called stuck.
+const DRAIN_LIMIT: Duration = Duration::from_secs(60);
+/// Time before the first event, for the workers to join their groups.
+const LEAD_IN: Duration = Duration::from_secs(2);
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Seconds of traffic; each phase (flood, outage) scales with it. At least 5.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..=3600))]
+    duration: u64,
+    /// Draws the events, keys, latencies and the poison record: the same seed and duration
+    /// play the same story.
+    #[arg(long, default_value_t = 28)]
+    seed: u64,
+    /// Print the summary as one JSON object on stdout (the live table goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Where to write the HTML report.
+    #[arg(long, value_name = "FILE", default_value = "lograil-demo-report.html")]
+    report: PathBuf,
+    /// Play it on this broker (any Kafka-compatible one), `host:port[,…]`, instead of an
+    /// embedded one; topics and groups get a suffix of their own per run.
+    #[arg(long)]
+    bootstrap_server: Option<String>,
+    /// A Java properties file of client properties (security.protocol, sasl.*, ssl.*) for
+    /// `--bootstrap-server`.
+    #[arg(long, value_name = "FILE", requires = "bootstrap_server")]
+    command_config: Option<PathBuf>,
+    /// Keep the embedded broker running after the story, until Ctrl-C, so the printed
+    /// commands can look at what happened.
+    #[arg(long, conflicts_with = "bootstrap_server")]
+    keep: bool,
+}
+
+/// The topics and groups of one run.
+#[derive(Debug, Clone)]
+struct Names {
+    webhooks: String,
+    tasks: String,
+    chain_group: String,
+    queue_groups: Vec<String>,
+}
+
+impl Names {
+    /// Plain names on the embedded broker; on another, with `-<suffix>`.
+    fn new(suffix: Option<&str>) -> Names {
+        let name = |base: &str| match suffix {
+            Some(s) => format!("{base}-{s}"),
+            None => base.to_string(),
+        };
+        Names {
+            webhooks: name("webhooks"),
+            tasks: name("tasks"),
+            chain_group: name("webhook-workers"),
+            queue_groups: GROUPS
+                .iter()
+                .map(|g| name(&format!("task-workers-{}", g.label)))
+                .collect(),
+        }
+    }
+}
+
+/// The broker the story runs on.
+enum Broker {
+    External(String),
+    Embedded {
+        addr: String,
+        dir: PathBuf,
+        stop: oneshot::Sender<()>,
+        serving: tokio::task::JoinHandle<Result<(), lograil::ServeError>>,
+    },
+}
+
+impl Broker {
+    /// A broker of its own on 127.0.0.1:0 over a new temporary data dir.
+    async fn embedded() -> anyhow::Result<Broker> {
+        let dir = std::env::temp_dir().join(format!(
+            "lograil-demo-{}-{}",
+            std::process::id(),
+            log_core::now_ms()
+        ));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let config = lograil::BrokerConfig {
+            data_dir: dir.clone(),
+            ..lograil::BrokerConfig::default()
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let server = lograil::Server::open(listener, config).await?;
+        let addr = server.local_addr()?.to_string();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(server.serve(async move {
+            let _ = stopped.await;
+        }));
+        Ok(Broker::Embedded {
+            addr,
+            dir,
+            stop,
+            serving,
+        })
+    }
+
+    fn addr(&self) -> &str {
+        match self {
+            Broker::External(addr) | Broker::Embedded { addr, .. } => addr,
+        }
+    }
+
+    /// Stops an embedded broker and removes its data dir.
+    async fn shut_down(self) -> anyhow::Result<()> {
+        if let Broker::Embedded {
+            dir, stop, serving, ..
+        } = self
+        {
+            let _ = stop.send(());
+            serving.await.context("the embedded broker")??;
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        Ok(())
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let broker = match &args.bootstrap_server {
+            Some(b) => Broker::External(b.clone()),
+            None => Broker::embedded().await?,
+        };
+        let result = story(args, &broker).await;
+        if result.is_ok() && args.keep {
+            if let Broker::Embedded { addr, dir, .. } = &broker {
+                eprintln!(
+                    "the broker stays up at {addr} (data dir {}) for the commands above; Ctrl-C stops it",
+                    dir.display()
+                );
+                tokio::signal::ctrl_c().await?;
+            }
+        }
+        broker.shut_down().await?;
+        result
+    })
+}
+
+/// Everything the workers left behind, for the summary.
+struct Outcome {
+    rows: Vec<Row>,
+    drained: bool,
+    notes: Vec<String>,
+    stats: Shared,
+    retry_topics: Vec<String>,
+    dlt: String,
+}
+
+async fn story(args: &Args, broker: &Broker) -> anyhow::Result<()> {
+    let addr = broker.addr().to_string();
+    let external = matches!(broker, Broker::External(_));
+    let suffix = external.then(|| format!("{:06x}", log_core::now_ms() & 0xff_ffff));
+    let names = Names::new(suffix.as_deref());
+    let client = crate::client_props::client_config(Some(&addr), args.command_config.as_deref())?;
+    let plan = Arc::new(Plan::new(args.seed, Duration::from_secs(args.duration)));
+    let mut table = Table::new(args.json);
+    table.say(&format!(
+        "lograil demo: seed {}, {} s of webhooks from {} on {addr}{}; the flood from {} s to {} s, \
+         the downstream down from {} s to {} s",
+        plan.seed,
+        plan.duration.as_secs(),
+        TENANTS.join(", "),
+        if external { "" } else { " (embedded broker)" },
+        plan.flood_ms.0 / 1000,
+        plan.flood_ms.1 / 1000,
+        plan.outage_ms.0 / 1000,
+        plan.outage_ms.1 / 1000,
+    ))?;
+    let outcome = play(&client, &names, &plan, &mut table).await?;
+    let summary = summarize(args, &addr, external, &names, &plan, &outcome);
+    let html = report::render(&summary, &outcome.rows, &plan);
+    std::fs::write(&args.report, html)
+        .with_context(|| format!("writing the report to {}", args.report.display()))?;
+    if args.json {
+        println!("{summary}");
+    } else {
+        print_summary(&summary, (!external).then_some(args.keep));
+    }
+    if !outcome.drained {
+        bail!(
+            "the story did not finish within {} s after the traffic: the counts above are \
+             what was done",
+            DRAIN_LIMIT.as_secs()
+        );
+    }
+    Ok(())
+}
+
+/// Creates the topics and groups, runs the workers and the traffic, prints a row a second
+/// until everything sent is done (or [`DRAIN_LIMIT`]), then stops the workers.
+async fn play(
+    client: &ClientConfig,
+    names: &Names,
+    plan: &Arc<Plan>,
+    table: &mut Table,
+) -> anyhow::Result<Outcome> {
+    let mut admin = Admin::from_config(client).await.context("connecting")?;
+    admin
+        .create_topic(&names.webhooks, 3, &[])
+        .await
+        .with_context(|| format!("creating {}", names.webhooks))?;
+    admin
+        .create_topic(&names.tasks, 1, &[])
+        .await
+        .with_context(|| format!("creating {}", names.tasks))?;
+    let mut notes = Vec::new();
+    for (group, kind) in names.queue_groups.iter().zip(GROUPS) {
+        notes.extend(queue::configure(&mut admin, group, kind).await?);
+    }
+    let stats = Shared::new(GROUPS.len());
+    let start = Instant::now() + LEAD_IN;
+    let chain = chain::workers(
+        client,
+        chain::config(&names.webhooks, &names.chain_group),
+        plan.clone(),
+        start,
+        stats.clone(),
+    )
+    .await
+    .context("starting the webhook workers")?;
+    let retry_topics: Vec<String> = chain
+        .topology()
+        .stages
+        .iter()
+        .map(|s| s.topic.clone())
+        .collect();
+    let dlt = chain.topology().dlt.clone();
+    let (stop, stopped) = watch::channel(false);
+    let mut chain_stop = stopped.clone();
+    let chain_task = tokio::spawn(chain.run(async move {
+        let _ = chain_stop.wait_for(|stop| *stop).await;
+    }));
+    let crew = queue::Crew {
+        client: client.clone(),
+        topic: names.tasks.clone(),
+        plan: plan.clone(),
+        stats: stats.clone(),
+        stop: stopped,
+    };
+    let mut queue_tasks = Vec::new();
+    for (index, group) in names.queue_groups.iter().enumerate() {
+        queue_tasks.extend(queue::start(&crew, group, index));
+    }
+    let producer = Producer::from_config(
+        &client
+            .clone()
+            .with("acks", "all")
+            .with("enable.idempotence", "true")
+            .with("linger.ms", "5"),
+    )
+    .await
+    .context("starting the producer")?;
+    let mut rows = Vec::new();
+    let drained = {
+        let traffic = tenants::play(
+            &producer,
+            plan,
+            start,
+            (&names.webhooks, &names.tasks),
+            &stats,
+        );
+        let mut traffic = std::pin::pin!(traffic);
+        let mut sent = false;
+        let mut ticks = tokio::time::interval_at(
+            (start + Duration::from_secs(1)).into(),
+            Duration::from_secs(1),
+        );
+        let end = start + plan.duration;
+        loop {
+            tokio::select! {
+                r = &mut traffic, if !sent => {
+                    r?;
+                    sent = true;
+                }
+                _ = ticks.tick() => {
+                    let t = start.elapsed().as_secs();
+                    let lag = chain_lag(&mut admin, &names.chain_group, &names.webhooks).await;
+                    let ms = t * 1000;
+                    let row = stats.lock().row(t, lag, plan.flooding(ms.saturating_sub(500)), plan.down(ms.saturating_sub(500)));
+                    table.row(&row)?;
+                    rows.push(row);
+                    if sent && all_done(&stats) {
+                        break true;
+                    }
+                    if Instant::now() > end + DRAIN_LIMIT {
+                        break false;
+                    }
+                }
+            }
+        }
+    };
+    producer.close().await;
+    let _ = stop.send(true);
+    chain_task
+        .await
+        .context("the webhook workers")?
+        .context("the webhook workers")?;
+    for task in queue_tasks {
+        task.await.context("a task worker")??;
+    }
+    Ok(Outcome {
+        rows,
+        drained,
+        notes,
+        stats: stats.clone(),
+        retry_topics,
+        dlt,
+    })
+}
+
+/// Every sent record done by the chain (or dead-lettered) and by each share group.
+fn all_done(stats: &Shared) -> bool {
+    let s = stats.lock();
+    s.chain_done.len() as u64 + s.dead_lettered.len() as u64 >= s.produced
+        && s.queues.iter().all(|q| q.done.len() as u64 >= s.produced)
+}
+
+/// The chain group's worst lag in seconds on the main topic, if the broker answers in time.
+async fn chain_lag(admin: &mut Admin, group: &str, topic: &str) -> Option<f64> {
+    let also = [topic.to_string()];
+    let lag = tokio::time::timeout(
+        Duration::from_millis(700),
+        admin.lag(group, &also, log_core::now_ms()),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    lag.iter()
+        .filter(|p| p.topic == topic)
+        .filter_map(|p| p.lag_seconds)
+        .reduce(f64::max)
+}
+
+fn waits_json(w: Waits) -> Value {
+    json!({"count": w.count, "p50": w.p50, "p99": w.p99, "max": w.max})
+}
+
+/// The commands that show what happened, and redrive the dead letters.
+fn commands(addr: &str, names: &Names, dlt: &str) -> Vec<String> {
+    vec![
+        format!("lograil dlt list --bootstrap-server {addr} --from {dlt}"),
+        format!("lograil dlt show --bootstrap-server {addr} --from {dlt}"),
+        format!(
+            "lograil group describe --bootstrap-server {addr} {}",
+            names.chain_group
+        ),
+        format!(
+            "lograil queue describe --bootstrap-server {addr} {}",
+            names.queue_groups[0]
+        ),
+        format!("lograil dlt redrive --bootstrap-server {addr} --from {dlt} --rate 10"),
+    ]
+}
+
+/// The summary: every key documented in docs/demo.md.
+fn summarize(
+    args: &Args,
+    addr: &str,
+    external: bool,
+    names: &Names,
+    plan: &Plan,
+    outcome: &Outcome,
+) -> Value {
+    let mut s = outcome.stats.lock();
+    let poison = &plan.events[usize::try_from(plan.poison)
+        .unwrap_or(0)
+        .min(plan.events.len().saturating_sub(1))];
+    let secs = |ms: u64| ms as f64 / 1000.0;
+    let queues: Vec<Value> = GROUPS
+        .iter()
+        .zip(&names.queue_groups)
+        .zip(s.queues.iter_mut())
+        .map(|((kind, group), q)| {
+            let tenants: serde_json::Map<String, Value> = TENANTS
+                .iter()
+                .map(|t| {
+                    let all = Waits::of(q.all.get_mut(t).map_or(&mut [][..], |v| &mut v[..]));
+                    let flood = Waits::of(q.flood.get_mut(t).map_or(&mut [][..], |v| &mut v[..]));
+                    (
+                        (*t).to_string(),
+                        json!({"tasks": all.count, "wait_ms": waits_json(all), "flood_wait_ms": waits_json(flood)}),
+                    )
+                })
+                .collect();
+            json!({
+                "label": kind.label,
+                "group": group,
+                "fairness": kind.fairness,
+                "completed": q.done.len(),
+                "tenants": tenants,
+            })
+        })
+        .collect();
+    let max_lag = outcome
+        .rows
+        .iter()
+        .filter_map(|r| r.lag_seconds)
+        .reduce(f64::max);
+    let timeline: Vec<Value> = outcome
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "t": r.t,
+                "produced": r.produced,
+                "completed": r.completed,
+                "retried": r.retried,
+                "dead_lettered": r.dead_lettered,
+                "lag_seconds": r.lag_seconds,
+                "phase": table::phase(r),
+            })
+        })
+        .collect();
+    let mut classes: BTreeMap<String, u64> = BTreeMap::new();
+    for (class, n) in &s.dead_classes {
+        classes.insert(class.clone(), *n);
+    }
+    json!({
+        "seed": plan.seed,
+        "duration_s": plan.duration.as_secs(),
+        "broker": addr,
+        "embedded": !external,
+        "drained": outcome.drained,
+        "topics": {
+            "webhooks": names.webhooks,
+            "retry": outcome.retry_topics,
+            "dlt": outcome.dlt,
+            "tasks": names.tasks,
+        },
+        "produced": s.produced,
+        "chain": {
+            "group": names.chain_group,
+            "completed": s.chain_done.len(),
+            "retried": s.retried,
+            "dead_lettered": s.dead_lettered.len(),
+            "dead_letter_classes": classes,
+            "max_lag_seconds": max_lag,
+        },
+        "poison": {
+            "seq": plan.poison,
+            "tenant": poison.tenant,
+            "key": poison.key,
+            "partition": s.poison.partition,
+            "offset": s.poison.offset,
+            "attempts": s.poison.attempts,
+            "dead_lettered": s.poison.dead_lettered,
+            "passed_by": s.poison.passed_by,
+        },
+        "outage": {
+            "from_s": secs(plan.outage_ms.0),
+            "to_s": secs(plan.outage_ms.1),
+            "detected_at_s": s.outage_detected_ms.map(secs),
+            "ended_at_s": s.outage_ended_ms.map(secs),
+            "failed_probes": s.failed_probes,
+            "retried_while_down": s.retried_in_outage,
+            "dead_lettered_while_down": s.dead_in_outage,
+        },
+        "flood": {"tenant": plan::NOISY, "from_s": secs(plan.flood_ms.0), "to_s": secs(plan.flood_ms.1)},
+        "queues": queues,
+        "notes": outcome.notes,
+        "report": args.report.display().to_string(),
+        "commands": commands(addr, names, &outcome.dlt),
+        "timeline": timeline,
+    })
+}
+
+/// The summary for people, then where the report went and what to run next.
+fn print_summary(summary: &Value, embedded_kept: Option<bool>) {
+    let chain = &summary["chain"];
+    let poison = &summary["poison"];
+    let outage = &summary["outage"];
+    println!();
+    println!("summary");
+    println!(
+        "  sent {} webhook events; the webhook workers completed {}, dead-lettered {}, retried {} (worst lag {} s)",
+        summary["produced"], chain["completed"], chain["dead_lettered"], chain["retried"],
+        chain["max_lag_seconds"].as_f64().map_or_else(|| "-".to_string(), |l| format!("{l:.1}")),
+    );
+    println!(
+        "  poison record: event {} ({}, partition {} offset {}) failed {} attempts and went to {} {}; \
+         meanwhile {} records behind it in its partition were done",
+        poison["seq"], poison["key"], poison["partition"], poison["offset"], poison["attempts"],
+        summary["topics"]["dlt"],
+        if poison["dead_lettered"] == true { "with its attempt history" } else { "(not yet: it was still in the chain)" },
+        poison["passed_by"],
+    );
+    println!(
+        "  outage from {} s to {} s: the chain paused at {} s, {} failed probes, {} attempts spent while down, {} dead-lettered while down",
+        outage["from_s"], outage["to_s"],
+        outage["detected_at_s"].as_f64().map_or_else(|| "-".to_string(), |s| format!("{s:.1}")),
+        outage["failed_probes"], outage["retried_while_down"], outage["dead_lettered_while_down"],
+    );
+    println!("  task waits during the flood, p99 ms:");
+    for q in summary["queues"].as_array().into_iter().flatten() {
+        let cells: Vec<String> = TENANTS
+            .iter()
+            .map(|t| format!("{t} {}", q["tenants"][t]["flood_wait_ms"]["p99"]))
+            .collect();
+        println!(
+            "    {:<5} ({}): {}",
+            q["label"].as_str().unwrap_or(""),
+            q["fairness"].as_str().unwrap_or(""),
+            cells.join(", ")
+        );
+    }
+    for note in summary["notes"].as_array().into_iter().flatten() {
+        println!("  note: {}", note.as_str().unwrap_or(""));
+    }
+    println!(
+        "report written to {}",
+        summary["report"].as_str().unwrap_or("")
+    );
+    println!();
+    match embedded_kept {
+        Some(false) => println!(
+            "look further (these need a running broker: the embedded one stops with the demo; \
+             run again with --keep, or with --bootstrap-server against your own):"
+        ),
+        Some(true) => println!("look further, while the broker stays up:"),
+        None => println!("look further:"),
+    }
+    for c in summary["commands"].as_array().into_iter().flatten() {
+        println!("  {}", c.as_str().unwrap_or(""));
+    }
+}
