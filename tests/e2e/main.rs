@@ -12,6 +12,7 @@ mod compaction;
 mod compression;
 mod consumer_protocol;
 mod damaged;
+mod demo;
 mod external_clients;
 mod fairness;
 mod groups;

@@ -517,8 +517,8 @@ fn print_summary(summary: &Value, embedded_kept: Option<bool>) {
     println!(
         "  poison record: event {} ({}, partition {} offset {}) failed {} attempts and went to {} {}; \
          meanwhile {} records behind it in its partition were done",
-        poison["seq"], poison["key"], poison["partition"], poison["offset"], poison["attempts"],
-        summary["topics"]["dlt"],
+        poison["seq"], poison["key"].as_str().unwrap_or(""), poison["partition"], poison["offset"], poison["attempts"],
+        summary["topics"]["dlt"].as_str().unwrap_or(""),
         if poison["dead_lettered"] == true { "with its attempt history" } else { "(not yet: it was still in the chain)" },
         poison["passed_by"],
     );
