@@ -164,6 +164,7 @@ mod tests {
         let w = Waits::of(&mut waits);
         assert_eq!((w.count, w.p50, w.p99, w.max), (100, 50, 99, 100));
         assert_eq!(Waits::of(&mut [7]).p99, 7);
+        assert_eq!(Waits::of(&mut [3, 1, 2]).p50, 2, "rank ceil(0.5 * 3)");
         assert_eq!(Waits::of(&mut []), Waits::default());
     }
 }

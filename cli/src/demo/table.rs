@@ -38,7 +38,7 @@ impl Table {
 
     /// Prints the row of one second.
     pub fn row(&mut self, row: &Row) -> std::io::Result<()> {
-        if self.lines % 20 == 0 {
+        if self.lines.is_multiple_of(20) {
             writeln!(self.out, "{}", header())?;
         }
         self.lines += 1;
