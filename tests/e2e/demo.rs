@@ -309,3 +309,58 @@ fn the_embedded_demo_adds_up_against_its_topics_and_stays_up_with_keep() {
     );
     check(&broker.addr, &external, &report);
 }
+
+#[test]
+fn ctrl_c_stops_the_story_with_what_was_done_and_removes_the_embedded_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(lograil_bin())
+        .args(["demo", "--duration", "30", "--report"])
+        .arg(dir.path().join("report.html"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = collect_lines(child.stdout.take().unwrap());
+    let stderr = collect_lines(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Plain text (stdout is a pipe): the opening line, the header, then a row a second.
+    while !stdout
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with("  2s "))
+    {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{:?}",
+            stderr.lock().unwrap()
+        );
+        assert!(Instant::now() < deadline, "{:?}", stdout.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let opening = stdout.lock().unwrap()[0].clone();
+    let data_dir = opening
+        .split("data dir ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap()
+        .to_string();
+    assert!(std::path::Path::new(&data_dir).is_dir(), "{opening}");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "an unfinished story is a failure");
+    let err = stderr.lock().unwrap().join("\n");
+    assert!(err.contains("interrupted"), "{err}");
+    let out = stdout.lock().unwrap().join("\n");
+    assert!(out.contains("summary") && !out.contains('\x1b'), "{out}");
+    assert!(dir.path().join("report.html").is_file());
+    assert!(
+        !std::path::Path::new(&data_dir).exists(),
+        "its data dir is removed"
+    );
+}

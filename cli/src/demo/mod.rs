@@ -174,10 +174,21 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     })
 }
 
+/// How the story ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Every event done.
+    Done,
+    /// Not done [`DRAIN_LIMIT`] after the traffic.
+    TimedOut,
+    /// Ctrl-C.
+    Interrupted,
+}
+
 /// Everything the workers left behind, for the summary.
 struct Outcome {
     rows: Vec<Row>,
-    drained: bool,
+    end: End,
     notes: Vec<String>,
     stats: Shared,
     retry_topics: Vec<String>,
@@ -198,7 +209,10 @@ async fn story(args: &Args, broker: &Broker) -> anyhow::Result<()> {
         plan.seed,
         plan.duration.as_secs(),
         TENANTS.join(", "),
-        if external { "" } else { " (embedded broker)" },
+        match broker {
+            Broker::External(_) => String::new(),
+            Broker::Embedded { dir, .. } => format!(" (embedded broker, data dir {})", dir.display()),
+        },
         plan.flood_ms.0 / 1000,
         plan.flood_ms.1 / 1000,
         plan.outage_ms.0 / 1000,
@@ -214,18 +228,20 @@ async fn story(args: &Args, broker: &Broker) -> anyhow::Result<()> {
     } else {
         print_summary(&summary, (!external).then_some(args.keep));
     }
-    if !outcome.drained {
-        bail!(
+    match outcome.end {
+        End::Done => {}
+        End::TimedOut => bail!(
             "the story did not finish within {} s after the traffic: the counts above are \
              what was done",
             DRAIN_LIMIT.as_secs()
-        );
+        ),
+        End::Interrupted => bail!("interrupted: the counts above are what was done"),
     }
     Ok(())
 }
 
 /// Creates the topics and groups, runs the workers and the traffic, prints a row a second
-/// until everything sent is done (or [`DRAIN_LIMIT`]), then stops the workers.
+/// until everything sent is done (or [`DRAIN_LIMIT`], or Ctrl-C), then stops the workers.
 async fn play(
     client: &ClientConfig,
     names: &Names,
@@ -289,7 +305,7 @@ async fn play(
     .await
     .context("starting the producer")?;
     let mut rows = Vec::new();
-    let drained = {
+    let end = {
         let traffic = tenants::play(
             &producer,
             plan,
@@ -303,25 +319,32 @@ async fn play(
             (start + Duration::from_secs(1)).into(),
             Duration::from_secs(1),
         );
-        let end = start + plan.duration;
+        let traffic_end = start + plan.duration;
+        let interrupt = tokio::signal::ctrl_c();
+        let mut interrupt = std::pin::pin!(interrupt);
         loop {
             tokio::select! {
                 r = &mut traffic, if !sent => {
-                    r?;
+                    if let Err(e) = r {
+                        break Err(e);
+                    }
                     sent = true;
                 }
+                _ = &mut interrupt => break Ok(End::Interrupted),
                 _ = ticks.tick() => {
                     let t = start.elapsed().as_secs();
                     let lag = chain_lag(&mut admin, &names.chain_group, &names.webhooks).await;
                     let ms = t * 1000;
                     let row = stats.lock().row(t, lag, plan.flooding(ms.saturating_sub(500)), plan.down(ms.saturating_sub(500)));
-                    table.row(&row)?;
+                    if let Err(e) = table.row(&row) {
+                        break Err(e.into());
+                    }
                     rows.push(row);
                     if sent && all_done(&stats) {
-                        break true;
+                        break Ok(End::Done);
                     }
-                    if Instant::now() > end + DRAIN_LIMIT {
-                        break false;
+                    if Instant::now() > traffic_end + DRAIN_LIMIT {
+                        break Ok(End::TimedOut);
                     }
                 }
             }
@@ -336,9 +359,10 @@ async fn play(
     for task in queue_tasks {
         task.await.context("a task worker")??;
     }
+    let end = end?;
     Ok(Outcome {
         rows,
-        drained,
+        end,
         notes,
         stats: stats.clone(),
         retry_topics,
@@ -458,7 +482,7 @@ fn summarize(
         "duration_s": plan.duration.as_secs(),
         "broker": addr,
         "embedded": !external,
-        "drained": outcome.drained,
+        "drained": outcome.end == End::Done,
         "topics": {
             "webhooks": names.webhooks,
             "retry": outcome.retry_topics,
