@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -81,6 +82,18 @@ fn read_topic(addr: &str, topic: &str) -> Vec<Read> {
         }
     }
     out
+}
+
+/// The lines collected so far, joined, once `done` holds for them (or after 10 s).
+fn joined_once(lines: &Arc<Mutex<Vec<String>>>, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = lines.lock().unwrap().join("\n");
+        if done(&text) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn count(v: &Value) -> u64 {
@@ -260,6 +273,21 @@ fn the_embedded_demo_adds_up_against_its_topics_and_stays_up_with_keep() {
     ]);
     assert!(ok, "{err}");
     assert!(out.contains("UnsupportedMessageType"), "{out}");
+    for (command, group) in [
+        ("group", summary["chain"]["group"].as_str().unwrap()),
+        ("queue", summary["queues"][0]["group"].as_str().unwrap()),
+    ] {
+        let (ok, out, err) = lograil(&[command, "describe", "--bootstrap-server", &addr, group]);
+        assert!(ok, "{command} describe {group}: {err}");
+        assert!(
+            out.contains(summary["topics"]["webhooks"].as_str().unwrap()) || command == "queue",
+            "{out}"
+        );
+        assert!(
+            out.contains(summary["topics"]["tasks"].as_str().unwrap()) || command == "group",
+            "{out}"
+        );
+    }
 
     let data_dir = kept
         .split("(data dir ")
@@ -354,9 +382,10 @@ fn ctrl_c_stops_the_story_with_what_was_done_and_removes_the_embedded_data_dir()
         .success());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(2), "an unfinished story is a failure");
-    let err = stderr.lock().unwrap().join("\n");
+    // The reading threads may be a line behind the exit.
+    let err = joined_once(&stderr, |t| t.contains("interrupted"));
     assert!(err.contains("interrupted"), "{err}");
-    let out = stdout.lock().unwrap().join("\n");
+    let out = joined_once(&stdout, |t| t.contains("look further"));
     assert!(out.contains("summary") && !out.contains('\x1b'), "{out}");
     assert!(dir.path().join("report.html").is_file());
     assert!(

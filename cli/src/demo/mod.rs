@@ -424,9 +424,9 @@ fn summarize(
     outcome: &Outcome,
 ) -> Value {
     let mut s = outcome.stats.lock();
-    let poison = &plan.events[usize::try_from(plan.poison)
-        .unwrap_or(0)
-        .min(plan.events.len().saturating_sub(1))];
+    let poison = usize::try_from(plan.poison)
+        .ok()
+        .and_then(|i| plan.events.get(i));
     let secs = |ms: u64| ms as f64 / 1000.0;
     let queues: Vec<Value> = GROUPS
         .iter()
@@ -500,8 +500,8 @@ fn summarize(
         },
         "poison": {
             "seq": plan.poison,
-            "tenant": poison.tenant,
-            "key": poison.key,
+            "tenant": poison.map(|e| e.tenant),
+            "key": poison.map(|e| e.key.as_str()),
             "partition": s.poison.partition,
             "offset": s.poison.offset,
             "attempts": s.poison.attempts,
