@@ -520,7 +520,7 @@ fn summarize(
         "flood": {"tenant": plan::NOISY, "from_s": secs(plan.flood_ms.0), "to_s": secs(plan.flood_ms.1)},
         "queues": queues,
         "notes": outcome.notes,
-        "report": args.report.display().to_string(),
+        "report": std::path::absolute(&args.report).unwrap_or_else(|_| args.report.clone()).display().to_string(),
         "commands": commands(addr, names, &outcome.dlt),
         "timeline": timeline,
     })
