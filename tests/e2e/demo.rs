@@ -292,6 +292,39 @@ fn the_embedded_demo_adds_up_against_its_topics_and_stays_up_with_keep() {
         assert!(out.contains(topic.as_str().unwrap()), "{out}");
     }
 
+    // The printed redrive puts the dead letters back on the main topic, once.
+    let dlt = summary["topics"]["dlt"].as_str().unwrap();
+    let webhooks = summary["topics"]["webhooks"].as_str().unwrap();
+    for _ in 0..2 {
+        let (ok, _, err) = lograil(&[
+            "dlt",
+            "redrive",
+            "--bootstrap-server",
+            &addr,
+            "--from",
+            dlt,
+            "--rate",
+            "10",
+        ]);
+        assert!(ok, "{err}");
+    }
+    let after = read_topic(&addr, webhooks);
+    let produced = count(&summary["produced"]);
+    let dead = count(&summary["chain"]["dead_lettered"]);
+    assert_eq!(
+        after.len() as u64,
+        produced + dead,
+        "each dead letter redriven once"
+    );
+    let seq = count(&summary["poison"]["seq"]).to_string();
+    assert_eq!(
+        after
+            .iter()
+            .filter(|r| r.headers["demo-seq"] == seq)
+            .count(),
+        2
+    );
+
     let data_dir = kept
         .split("(data dir ")
         .nth(1)
