@@ -13,6 +13,7 @@ mod compatibility;
 mod compression;
 mod consumer_protocol;
 mod damaged;
+mod demo;
 mod docs;
 mod external_clients;
 mod fairness;
