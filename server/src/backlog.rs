@@ -188,14 +188,19 @@ impl State {
         self.over > 0.0
     }
 
-    /// The read-only DescribeConfigs value: `records=N [age_ms=N] over_bound=BOOL` (spaces:
-    /// Kafka's tools print configs separated by commas).
+    /// The read-only DescribeConfigs value: `records=N [age_ms=N] over_bound=BOOL
+    /// [drain_per_s=N]` (spaces: Kafka's tools print configs separated by commas); the drain
+    /// rate once known, as the throttle is then sized from it.
     pub fn describe(&self) -> String {
         let mut text = format!("records={}", self.records);
         if let Some(age) = self.age_ms {
             text += &format!(" age_ms={age}");
         }
-        text + &format!(" over_bound={}", self.is_over())
+        text += &format!(" over_bound={}", self.is_over());
+        if let Some(drain) = self.drain_per_sec {
+            text += &format!(" drain_per_s={drain:.0}");
+        }
+        text
     }
 }
 

@@ -357,7 +357,8 @@ fn the_backlog_and_the_throttles_it_gives_show_in_the_metrics() {
 /// Once the group's drain rate is known, the throttle is sized from it like a quota's: a
 /// producer pushing four times faster than the group drains, and waiting out every throttle as
 /// a client does (KIP-219), is slowed to about the group's pace (not stopped and released in
-/// bursts), with short throttles, and the backlog stays near its bound.
+/// bursts), with throttles no longer than the group needs to drain its backlog, and the backlog
+/// stays near its bound.
 #[test]
 fn the_throttle_slows_producers_to_the_pace_the_group_drains_at() {
     use std::sync::atomic::AtomicBool;
@@ -425,8 +426,19 @@ fn the_throttle_slows_producers_to_the_pace_the_group_drains_at() {
             u64::try_from(response.throttle_time_ms).unwrap().max(10),
         ));
     }
+    // The drain rate the broker measured and sizes the throttle from, while the group drains.
+    let state = describe(&addr);
     stop.store(true, Ordering::Relaxed);
     let commits = drainer.join().unwrap();
+    let measured: f64 = state
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("drain_per_s="))
+        .and_then(|n| n.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no drain rate in the backlog state: {state}"));
+    assert!(
+        (300.0..=700.0).contains(&measured),
+        "the broker measured the group's ~500/s: {state}"
+    );
 
     // From 3 s on (the drain rate is known after a second of commits): the accepted rate near
     // the drain rate, every second, and the backlog near its bound.
@@ -480,27 +492,22 @@ fn the_throttle_slows_producers_to_the_pace_the_group_drains_at() {
         backlog_max <= BOUND + 500,
         "the backlog stays near its bound of {BOUND}: up to {backlog_max}"
     );
-    // Slowed, not stopped: the throttles over the bound are short (100 ms and more under the
-    // rule used before the drain rate is known).
-    let mut throttles: Vec<i32> = appends
+    // Slowed, not stopped: each throttle at most about the time the group needs to drain the
+    // backlog (under 1.4 s at 500/s); the rule used before the drain rate is known gives 100 ms
+    // and 1 s more per bound's worth over, and the broker's cap is 30 s.
+    let throttles: Vec<i32> = appends
         .iter()
         .filter(|&&(at, _, t)| at >= from && t > 0)
         .map(|&(_, _, t)| t)
         .collect();
-    throttles.sort_unstable();
     assert!(!throttles.is_empty(), "never throttled");
-    let median = throttles[throttles.len() / 2];
+    let max = *throttles.iter().max().unwrap();
     eprintln!(
-        "drained {drained:.0}/s, accepted {accepted:.0}/s, per second {per_second:?}, backlog up \
-         to {backlog_max}, {} throttles, median {median} ms, max {} ms",
+        "drained {drained:.0}/s (the broker: {measured:.0}/s), accepted {accepted:.0}/s, per \
+         second {per_second:?}, backlog up to {backlog_max}, {} throttles, max {max} ms",
         throttles.len(),
-        throttles.last().unwrap()
     );
-    assert!(
-        median < 100,
-        "median throttle {median} ms of {} throttles: {throttles:?}",
-        throttles.len()
-    );
+    assert!(max <= 1500, "throttles up to {max} ms: {throttles:?}");
 }
 
 /// A share group's backlog is bounded too: by its share-partition start offset (SPSO), which
