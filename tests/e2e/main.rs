@@ -10,6 +10,7 @@ mod backlog;
 mod bad_input;
 mod compaction;
 mod compression;
+mod console;
 mod consumer_protocol;
 mod damaged;
 mod external_clients;

@@ -47,17 +47,26 @@ impl Html {
     /// cut.
     pub fn bytes(&mut self, bytes: &[u8], limit: usize) -> &mut Html {
         let shown = &bytes[..bytes.len().min(limit)];
+        // Consecutive invalid bytes (one chunk each) share one span.
+        let mut in_bin = false;
         for chunk in shown.utf8_chunks() {
+            if !chunk.valid().is_empty() && in_bin {
+                self.raw("</span>");
+                in_bin = false;
+            }
             for c in chunk.valid().chars() {
                 self.char(c);
             }
-            if !chunk.invalid().is_empty() {
+            if !chunk.invalid().is_empty() && !in_bin {
                 self.raw("<span class=\"bin\">");
-                for b in chunk.invalid() {
-                    let _ = write!(self.0, "\\x{b:02x}");
-                }
-                self.raw("</span>");
+                in_bin = true;
             }
+            for b in chunk.invalid() {
+                let _ = write!(self.0, "\\x{b:02x}");
+            }
+        }
+        if in_bin {
+            self.raw("</span>");
         }
         if shown.len() < bytes.len() {
             self.raw("<span class=\"cut\">… (")
