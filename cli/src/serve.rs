@@ -543,13 +543,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         let data_dir = config.data_dir.clone();
         let mut server = lograil::Server::open_listeners(listeners, config).await?;
-        let mut metrics = String::new();
+        let mut endpoints = String::new();
         if let Some(listener) = metrics_listener {
-            metrics = format!(", metrics at http://{}/metrics", listener.local_addr()?);
+            endpoints = format!(", metrics at http://{}/metrics", listener.local_addr()?);
             server = server.with_metrics_listener(listener);
         }
         if let Some(listener) = console_listener {
-            metrics.push_str(&format!(", console at http://{}/", listener.local_addr()?));
+            endpoints.push_str(&format!(", console at http://{}/", listener.local_addr()?));
             server = server.with_console_listener(listener);
         }
         // Only now: tests and scripts take this line to mean the broker is ready.
@@ -565,7 +565,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             })
             .collect();
         println!(
-            "lograil listening on {} (data dir {}){metrics}",
+            "lograil listening on {} (data dir {}){endpoints}",
             addrs.join(", "),
             data_dir.display()
         );

@@ -232,10 +232,19 @@ impl Server {
             )));
         }
         if let Some(listener) = console_listener {
+            let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
             match gate {
-                console::Gate::Basic => tracing::info!(
-                    "console: HTTP Basic authentication against the broker's SASL users"
-                ),
+                console::Gate::Basic => {
+                    tracing::info!(
+                        "console: HTTP Basic authentication against the broker's SASL users"
+                    );
+                    if !loopback {
+                        tracing::warn!(
+                            "console: credentials cross the network in the clear (no TLS on \
+                             --console-listen): bind it to loopback or put a TLS proxy in front"
+                        );
+                    }
+                }
                 console::Gate::Open => tracing::warn!(
                     "console: open to anyone who can reach it (no listener authenticates \
                      its clients); bind it to loopback or enable SASL"

@@ -193,19 +193,25 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
         .unwrap();
     reader.commit(&commit, CommitMode::Sync).unwrap();
 
-    // A share group holding 3 records acquired.
+    // A share group with fair turns by key holding 3 records acquired, of two tenants.
     create_topic(&addr, "jobs", 1);
     set_configs(
         &addr,
         GROUP_RESOURCE,
         "workers",
-        &[("share.auto.offset.reset", "earliest")],
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("lograil.share.fairness.key", "key"),
+        ],
     );
     kafka::rdkafka_produce(
         &addr,
         &[],
         "jobs",
-        (0..3).map(|i| kafka::Record::new(format!("job{i}"))),
+        [HOSTILE, HOSTILE, "quiet"]
+            .into_iter()
+            .enumerate()
+            .map(|(i, tenant)| kafka::Record::new(format!("job{i}")).key(tenant)),
     );
     let mut member = Member::join(&addr, "workers", "w1", "jobs");
     let mut acquired = 0;
@@ -364,6 +370,17 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
             "<td class=\"n\">0</td><td class=\"n\">0</td><td class=\"n\">3</td><td class=\"n\">0</td><td class=\"n\">3</td><td class=\"n\">0</td>"
         ),
         "{jobs}"
+    );
+    // Per tenant: available, in flight.
+    let tenant = after(&shares, &format!("<td>{HOSTILE_SHOWN}</td>"), "</tr>");
+    assert!(
+        tenant.starts_with("<td class=\"n\">0</td><td class=\"n\">2</td>"),
+        "{tenant}"
+    );
+    let quiet = after(&shares, "<td>quiet</td>", "</tr>");
+    assert!(
+        quiet.starts_with("<td class=\"n\">0</td><td class=\"n\">1</td>"),
+        "{quiet}"
     );
 
     let letters = dom(
