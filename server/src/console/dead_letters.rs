@@ -146,7 +146,7 @@ fn interpret(record: batch::DecodedRecord) -> DeadLetter {
     let int = |spring: [&str; 2], kip: &str| {
         spring
             .into_iter()
-            .find_map(|n| binary(n))
+            .find_map(&binary)
             .or_else(|| decimal(kip))
     };
     let origin = text(&[
