@@ -178,6 +178,38 @@ mod tests {
     }
 
     #[test]
+    fn passwords_are_checked_against_the_plain_users_and_the_scram_credentials() {
+        use crate::security::credentials::Change;
+        let dir = tempfile::tempdir().unwrap();
+        let users = dir.path().join("plain-users");
+        std::fs::write(&users, "ops=ops-secret\n").unwrap();
+        let mut config = crate::BrokerConfig {
+            data_dir: dir.path().join("data"),
+            ..crate::BrokerConfig::default()
+        };
+        config.security.sasl.plain_users = Some(users);
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(&crate::handlers::APIS));
+        let broker = Broker::open(config, stopped, metrics).unwrap();
+        let salt = b"0123456789abcdef".to_vec();
+        for (user, hash) in [("alice", Hash::Sha512), ("carol", Hash::Sha256)] {
+            let credential = Credential::from_password(hash, "s3cret", salt.clone(), 4096);
+            broker
+                .security
+                .scram
+                .alter(vec![Change::Upsert(user.to_string(), credential)])
+                .unwrap();
+        }
+        assert!(verify(&broker, "ops", "ops-secret"));
+        assert!(verify(&broker, "alice", "s3cret"));
+        assert!(verify(&broker, "carol", "s3cret"));
+        assert!(!verify(&broker, "ops", "ops-secre"));
+        assert!(!verify(&broker, "alice", "s3cret "));
+        assert!(!verify(&broker, "alice", ""));
+        assert!(!verify(&broker, "mallory", "s3cret"));
+    }
+
+    #[test]
     fn keys_compare_whole() {
         assert!(same(b"abc", b"abc"));
         assert!(!same(b"abc", b"abd"));
