@@ -221,6 +221,16 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
     });
 
     produce_dead_letters(&addr);
+    // Spring Kafka's older dead-letter name, more records than a page holds; more partitions
+    // than a topics page holds.
+    create_topic(&addr, "bulk.DLT", 1);
+    kafka::rdkafka_produce(
+        &addr,
+        &[],
+        "bulk.DLT",
+        (0..60).map(|i| kafka::Record::new(format!("dead{i}"))),
+    );
+    create_topic(&addr, "wide", 205);
 
     // Plain HTTP: the numbers, escaped; bounded pages; errors.
     let (status, groups) = get(&console, "/groups");
@@ -292,6 +302,23 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
             assert!(headers["content-security-policy"].contains("default-src 'none'"));
         }
     }
+    // Pages are bounded: 50 dead letters, then a link to the next ones; 200 partitions.
+    let (_, first) = get(&console, "/dead-letters/records?topic=bulk.DLT");
+    assert_eq!(first.matches("<table class=\"record\">").count(), 50);
+    assert!(first.contains("dead49") && !first.contains("dead50"));
+    let next = "/dead-letters/records?topic=bulk.DLT&amp;partition=0&amp;from=50";
+    assert!(first.contains(next), "a link to the next page");
+    let (_, second) = get(&console, &next.replace("&amp;", "&"));
+    assert_eq!(second.matches("<table class=\"record\">").count(), 10);
+    assert!(second.contains("dead50") && second.contains("dead59"));
+    let (_, topics) = get(&console, "/topics");
+    assert_eq!(topics.matches("<tr><td>").count(), 200);
+    assert!(topics.contains("href=\"/topics?page=1\""));
+    let (_, rest) = get(&console, "/topics?page=1");
+    assert!(
+        rest.contains("<td>wide</td><td class=\"n\">204</td>"),
+        "the last partition"
+    );
     let mut huge = b"GET / HTTP/1.1\r\n".to_vec();
     huge.extend(std::iter::repeat_n(b'x', 20_000));
     assert_eq!(
@@ -339,7 +366,7 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
     unharmed("/", &overview);
     assert!(overview.contains("<title>lograil · Overview</title>"));
     assert_eq!(after(&overview, "Share groups<b>", "<"), "1");
-    assert_eq!(after(&overview, "Dead letters<b>", "<"), "3");
+    assert_eq!(after(&overview, "Dead letters<b>", "<"), "63");
 
     let topics = dom(&browser, &url("/topics"));
     unharmed("/topics", &topics);
