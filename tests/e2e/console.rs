@@ -48,7 +48,9 @@ fn browser() -> Option<PathBuf> {
     None
 }
 
-fn chromium(browser: &Path, args: &[&str]) -> std::process::Output {
+/// Runs the browser on `args` with `budget_ms` of virtual time for the pages' scripts (the
+/// deferred script runs within 2 s; the refresh comes every 5 s).
+fn chromium(browser: &Path, budget_ms: u32, args: &[&str]) -> std::process::Output {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(browser)
         .env_remove("LD_LIBRARY_PATH")
@@ -57,9 +59,8 @@ fn chromium(browser: &Path, args: &[&str]) -> std::process::Output {
             "--no-sandbox",
             "--disable-gpu",
             "--disable-dev-shm-usage",
-            // Time for the deferred script to run before the DOM is dumped.
-            "--virtual-time-budget=2000",
         ])
+        .arg(format!("--virtual-time-budget={budget_ms}"))
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(args)
         .output()
@@ -72,10 +73,15 @@ fn chromium(browser: &Path, args: &[&str]) -> std::process::Output {
     out
 }
 
-/// The DOM of `url` after its scripts ran.
-fn dom(browser: &Path, url: &str) -> String {
-    let out = chromium(browser, &["--dump-dom", url]);
+/// The DOM of `url` after its scripts ran for `budget_ms` of virtual time.
+fn dom_after(browser: &Path, url: &str, budget_ms: u32) -> String {
+    let out = chromium(browser, budget_ms, &["--dump-dom", url]);
     String::from_utf8(out.stdout).expect("a UTF-8 DOM")
+}
+
+/// The DOM of `url` once its script ran.
+fn dom(browser: &Path, url: &str) -> String {
+    dom_after(browser, url, 2000)
 }
 
 /// Width and height of a PNG file, from its IHDR chunk; fails the test unless it is a PNG.
@@ -388,6 +394,16 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
     let row = after(&groups, HOSTILE_SHOWN, "</tr>");
     assert!(row.contains("<td class=\"n lag-records\">6</td>"), "{row}");
 
+    // After the script's refresh (5 s in), the new content is there, as safe.
+    let refreshed = dom_after(&browser, &url("/groups"), 7000);
+    assert!(
+        refreshed.contains("data-refreshes=\"1\""),
+        "the page refreshed once"
+    );
+    unharmed("/groups refreshed", &refreshed);
+    let row = after(&refreshed, HOSTILE_SHOWN, "</tr>");
+    assert!(row.contains("<td class=\"n lag-records\">6</td>"), "{row}");
+
     let shares = dom(&browser, &url("/shares"));
     unharmed("/shares", &shares);
     let jobs = after(&shares, "<td>jobs</td>", "</tr>");
@@ -456,6 +472,7 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
     let (width, height) = WINDOW;
     chromium(
         &browser,
+        2000,
         &[
             &format!("--screenshot={}", shot.display()),
             &format!("--window-size={width},{height}"),
