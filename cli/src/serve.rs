@@ -205,7 +205,7 @@ settings! {
     #[arg(long)]
     message_timestamp_type: String => |c, v| topic_default_text(c, "message.timestamp.type", &v)?,
 
-    // Limits: what one client can make the broker hold or do (the README's "Limits").
+    // Limits: what one client can make the broker hold or do (docs/operations.md, "Limits").
     /// Kafka's `max.connections`: connections at once (default 10000); a new connection over
     /// it is closed at once.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -337,7 +337,7 @@ settings! {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
     quota_window_size_seconds: u64 => |c, v| c.quota_window.size = Duration::from_secs(v),
 
-    // Security: listeners, TLS and SASL (the README's "Security").
+    // Security: listeners, TLS and SASL (docs/security.md).
     /// Kafka's `listeners`: `NAME://HOST:PORT,...`, e.g. `PLAINTEXT://127.0.0.1:9092,SASL_SSL://:9093`
     /// (an empty host binds every interface; port 0 a free one). Instead of `--listen`.
     #[arg(long)]
@@ -393,7 +393,7 @@ settings! {
     #[arg(long)]
     connections_max_reauth_ms: u64 => |c, v| c.security.sasl.reauthentication = (v > 0).then(|| ms(v)),
 
-    // Authorization (the README's "Security")
+    // Authorization (docs/security.md)
     /// Kafka's `authorizer.class.name`: `org.apache.kafka.metadata.authorizer.StandardAuthorizer`,
     /// `kafka.security.authorizer.AclAuthorizer` or lograil's `acl` check every request against
     /// the ACLs (Create/Describe/DeleteAcls, kept in the data dir). Unset or empty: no

@@ -8,9 +8,10 @@
 //! as it measures the backlog, the group's committed offsets and the topic's log end (all
 //! partitions together, see [`RateMeter`]), and a producer over the bound gets the delay that
 //! brings the topic's accepted rate down to the rate the group drains it (Kafka's quota rule,
-//! `(observed - allowed) / allowed × window`), a little less while the backlog is over the bound
-//! so that it shrinks back to it: producers are slowed to the consumers' pace rather than stopped
-//! and then flushed in a burst. Until the drain rate is known (under a second of samples, or a
+//! `(observed - allowed) / allowed × window`, with a window shorter than the one the rate is
+//! measured over: short throttles on every produce), a little less while the backlog is over
+//! the bound so that it shrinks back to it: producers are slowed to the consumers' pace rather
+//! than stopped and then flushed in a burst. Until the drain rate is known (under a second of samples, or a
 //! group whose commits did not advance in [`DRAIN_WINDOW`]: stopped, or committing rarely) the
 //! throttle grows with how far over the bound the backlog is, as it always did.
 //!
@@ -67,8 +68,7 @@ const MIN_THROTTLE: Duration = Duration::from_millis(10);
 /// How long the samples of the drain rate go back: long enough for a group committing every
 /// few seconds (the Java consumer's auto-commit default is 5 s) to show an advance.
 pub const DRAIN_WINDOW: Duration = Duration::from_secs(5);
-/// The window the producers' accepted rate is measured over, and the `window` of the quota
-/// rule: the throttle that would bring the rate over it down to the allowed rate.
+/// The window the producers' accepted rate is measured over.
 pub const APPEND_WINDOW: Duration = Duration::from_secs(2);
 /// Rates measured over less than this are not known yet.
 const MIN_SPAN: Duration = Duration::from_secs(1);
@@ -77,6 +77,13 @@ const MIN_SPAN: Duration = Duration::from_secs(1);
 /// [`MIN_ALLOWED_SHARE`] of the drain rate.
 const CATCH_UP: Duration = Duration::from_secs(2);
 const MIN_ALLOWED_SHARE: f64 = 0.5;
+/// The `window` of the quota rule: each throttle makes up for the excess of this long at the
+/// rate measured over [`APPEND_WINDOW`], so a producer over the allowed rate gets a throttle on
+/// every produce, each short, rather than one that makes up for the whole window at once
+/// (measured with the e2e test of a producer four times faster than the group: with the whole
+/// 2 s window, a few throttles of 200-700 ms between unthrottled bursts; with 500 ms, about 150
+/// of 10-200 ms and each second's accepted count closer to the drain).
+const THROTTLE_WINDOW: Duration = Duration::from_millis(500);
 
 /// Whether `name` is one of the backlog configs.
 pub fn is_backlog_config(name: &str) -> bool {
@@ -478,7 +485,7 @@ impl Backlogs {
                 // the group would sit idle while producers wait (measured with
                 // `lograil-bench spike`: a slow second of the group's made for throttles of 8 s).
                 let drain_time = Duration::from_secs_f64((state.records as f64 / drain).min(1e6));
-                rate_throttle(observed, allowed, window.min(APPEND_WINDOW))
+                rate_throttle(observed, allowed, window.min(THROTTLE_WINDOW))
                     .min(drain_time)
                     .max(MIN_THROTTLE)
             }
@@ -605,21 +612,20 @@ mod tests {
         };
         let verdict = |s: &State| Backlogs::verdict("t", &bound, s, Duration::from_secs(30));
         // Drain known: 800 records over the bound, drained at 1,000/s: 600/s are allowed;
-        // producers appending at 1,200/s over 2 s wait 2 s, but at most the 1.8 s the group
-        // needs to drain its 1,800 records.
+        // producers appending at 1,200/s over 2 s wait for the excess of half a second.
         let known = state(1800, Some(1000.0), Some((1200.0, ms(2000))));
-        assert_eq!(verdict(&known), Verdict::Throttle(ms(1800)));
+        assert_eq!(verdict(&known), Verdict::Throttle(ms(500)));
         let faster = state(1800, Some(1000.0), Some((1100.0, ms(2000))));
         let Verdict::Throttle(t) = verdict(&faster) else {
             panic!("not throttled")
         };
-        assert!(t > ms(1600) && t < ms(1700), "2 s × 500 / 600: {t:?}");
+        assert!(t > ms(410) && t < ms(420), "0.5 s × 500 / 600: {t:?}");
         // Just over the bound, appending a little faster than the drain: a short throttle.
         let just = state(1010, Some(1000.0), Some((1100.0, ms(2000))));
         let Verdict::Throttle(t) = verdict(&just) else {
             panic!("not throttled")
         };
-        assert!(t > ms(150) && t < ms(250), "{t:?}");
+        assert!(t > ms(50) && t < ms(55), "0.5 s × 105 / 995: {t:?}");
         // Slower than the drain already: the floor.
         let slower = state(1500, Some(1000.0), Some((300.0, ms(2000))));
         assert_eq!(verdict(&slower), Verdict::Throttle(MIN_THROTTLE));
@@ -627,9 +633,12 @@ mod tests {
         let unknown = state(1500, None, Some((300.0, ms(2000))));
         assert_eq!(verdict(&unknown), Verdict::Throttle(ms(600)));
         assert_eq!(
-            Backlogs::verdict("t", &bound, &known, ms(1000)),
-            Verdict::Throttle(ms(1000))
+            Backlogs::verdict("t", &bound, &known, ms(100)),
+            Verdict::Throttle(ms(100))
         );
+        // At most the time the group needs to drain the backlog: 1,100 records at 10,000/s.
+        let fast_drain = state(1100, Some(10_000.0), Some((100_000.0, ms(2000))));
+        assert_eq!(verdict(&fast_drain), Verdict::Throttle(ms(110)));
         // Within the bound: no throttle whatever the rates.
         assert_eq!(
             verdict(&state(900, Some(1.0), Some((1e6, ms(2000))))),
@@ -650,7 +659,7 @@ mod tests {
         };
         assert_eq!(
             Backlogs::verdict("t", &by_age, &aged, Duration::from_secs(30)),
-            Verdict::Throttle(ms(2000))
+            Verdict::Throttle(ms(500))
         );
     }
 

@@ -43,7 +43,7 @@ pub struct BrokerConfig {
     /// Kafka's `quota.window.num` x `quota.window.size.seconds`: the window client quotas are
     /// measured over.
     pub quota_window: crate::quotas::Window,
-    /// TLS and SASL for the listeners that use them (the README's "Security").
+    /// TLS and SASL for the listeners that use them (docs/security.md).
     pub security: crate::security::SecurityConfig,
     /// The authorizer and its settings (Kafka's `authorizer.class.name`, `super.users`,
     /// `allow.everyone.if.no.acl.found`).
@@ -154,7 +154,7 @@ impl BrokerConfig {
 }
 
 /// Bounds on what clients can make the broker hold or do, under Kafka's setting names where
-/// Kafka has the setting (the README's "Limits" lists each with what a client sees when it
+/// Kafka has the setting (docs/operations.md, "Limits", lists each with what a client sees when it
 /// hits it). `max_request_bytes` above is one of them; `GroupConfig::max_size` another.
 #[derive(Clone, Debug)]
 pub struct Limits {

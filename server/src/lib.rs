@@ -165,7 +165,7 @@ impl Server {
     }
 
     /// Also serves Prometheus metrics at `/metrics` on `listener` (`--metrics-listen`): see
-    /// the README's "Metrics" for what is there.
+    /// docs/operations.md, "Metrics", for what is there.
     pub fn with_metrics_listener(mut self, listener: TcpListener) -> Server {
         self.metrics_listener = Some(listener);
         self

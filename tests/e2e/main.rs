@@ -1,6 +1,6 @@
 //! End-to-end tests: the real `lograil` binary on 127.0.0.1:0, driven by real, unmodified
 //! Kafka clients (librdkafka through `rdkafka`, kcat, confluent-kafka, kafka-python) and by raw
-//! protocol bytes.
+//! protocol bytes; and the docs' shell blocks and table of tested versions, checked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod acls;
@@ -9,10 +9,13 @@ mod availability;
 mod backlog;
 mod bad_input;
 mod compaction;
+mod compatibility;
 mod compression;
 mod console;
 mod consumer_protocol;
 mod damaged;
+mod demo;
+mod docs;
 mod external_clients;
 mod fairness;
 mod groups;
@@ -22,6 +25,7 @@ mod metrics;
 mod protocol;
 mod quotas;
 mod rdkafka_clients;
+mod readme_layout;
 mod security;
 mod shares;
 mod topic_configs;

@@ -14,7 +14,7 @@
 #   ADMIN_TOOLS_KEEP=1      keep the work directory (outputs of every step) and print it
 #   ADMIN_TOOLS_TIMEOUT     seconds per tool run (default 60)
 #
-# What is compared and what is not, on purpose (see README, "Kafka's admin tools"):
+# What is compared and what is not, on purpose (see docs/kafka-compatibility.md, "Kafka's own admin tools"):
 # - internal topics (`__*`) are left out of listings: lograil creates its own at start, Kafka
 #   its `__consumer_offsets` on first use;
 # - topic ids, cluster ids, producer ids, hosts and ports differ by nature and are masked;
@@ -100,7 +100,7 @@ sorted() { as_is | sort; }
 users() { sorted | grep -v "^SCRAM credential configs for user-principal 'alice' are " || true; }
 no_internal() { as_is | grep -v '^__' | sort; }
 # Groups without committed offsets (ConsoleConsumer without --group) stay listed in Kafka once
-# empty; lograil forgets them (README).
+# empty; lograil forgets them (docs/kafka-compatibility.md).
 no_internal_groups() { no_internal | grep -v '^console-consumer-'; }
 topic_describe() {
     # Tab-separated fields; the topic id and the ELR fields (N/A without DescribeTopicPartitions)

@@ -1,5 +1,5 @@
 //! Unmodified share consumers against lograil: the scenarios of `tests/share` (Java's
-//! `KafkaShareConsumer` 4.2 and confluent-kafka's `ShareConsumer`; implicit and explicit acks,
+//! `KafkaShareConsumer` 4.4 and confluent-kafka's `ShareConsumer`; implicit and explicit acks,
 //! eight consumers on two partitions, a consumer killed or hung while holding records, a poison
 //! record, reject and release) run by `run_scenarios.sh` against a `lograil` broker of this
 //! build. A test binary of its own so that nothing else competes for the CPU while its timing
