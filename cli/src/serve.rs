@@ -22,6 +22,11 @@ pub struct Args {
     /// port (the start-up line shows which). Off unless given.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Serve the read-only web console at http://ADDR/; port 0 picks a free port (the
+    /// start-up line shows which). Off unless given. Asks for a SASL user's name and password
+    /// when every listener authenticates its clients, and is open otherwise.
+    #[arg(long, value_name = "ADDR")]
+    console_listen: Option<String>,
     /// A file of `name=value` lines: any setting below by its flag name (`default-partitions=3`),
     /// topic defaults also by their Kafka name (`segment.bytes=1048576`). Flags win over the file.
     #[arg(long)]
@@ -528,12 +533,24 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             ),
             None => None,
         };
+        let console_listener = match &args.console_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding --console-listen {addr}"))?,
+            ),
+            None => None,
+        };
         let data_dir = config.data_dir.clone();
         let mut server = lograil::Server::open_listeners(listeners, config).await?;
-        let mut metrics = String::new();
+        let mut endpoints = String::new();
         if let Some(listener) = metrics_listener {
-            metrics = format!(", metrics at http://{}/metrics", listener.local_addr()?);
+            endpoints = format!(", metrics at http://{}/metrics", listener.local_addr()?);
             server = server.with_metrics_listener(listener);
+        }
+        if let Some(listener) = console_listener {
+            endpoints.push_str(&format!(", console at http://{}/", listener.local_addr()?));
+            server = server.with_console_listener(listener);
         }
         // Only now: tests and scripts take this line to mean the broker is ready.
         let addrs: Vec<String> = server
@@ -548,7 +565,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             })
             .collect();
         println!(
-            "lograil listening on {} (data dir {}){metrics}",
+            "lograil listening on {} (data dir {}){endpoints}",
             addrs.join(", "),
             data_dir.display()
         );

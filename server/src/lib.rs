@@ -17,12 +17,14 @@ mod broker;
 mod broker_defaults;
 pub mod config;
 mod connection;
+mod console;
 mod durable;
 pub mod frame;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod groups;
 mod handlers;
+mod http;
 mod limits;
 pub mod metrics;
 mod producers;
@@ -91,6 +93,7 @@ pub struct Server {
     broker: Arc<Broker>,
     stop: watch::Sender<bool>,
     metrics_listener: Option<TcpListener>,
+    console_listener: Option<TcpListener>,
 }
 
 /// A bound socket and the listener it serves.
@@ -157,6 +160,7 @@ impl Server {
             broker: Arc::new(broker),
             stop,
             metrics_listener: None,
+            console_listener: None,
         })
     }
 
@@ -165,6 +169,25 @@ impl Server {
     pub fn with_metrics_listener(mut self, listener: TcpListener) -> Server {
         self.metrics_listener = Some(listener);
         self
+    }
+
+    /// Also serves the read-only web console on `listener` (`--console-listen`): see
+    /// `docs/console.md`.
+    pub fn with_console_listener(mut self, listener: TcpListener) -> Server {
+        self.console_listener = Some(listener);
+        self
+    }
+
+    /// Whether the console asks for credentials: when no Kafka listener takes
+    /// unauthenticated clients (each is SASL, or TLS with a required client certificate).
+    pub fn console_requires_authentication(&self) -> bool {
+        let required_certificate = matches!(
+            self.broker.config.security.tls.client_auth,
+            crate::security::tls::ClientAuth::Required
+        );
+        self.listeners.iter().all(|b| {
+            b.listener.protocol.sasl() || (b.listener.protocol.tls() && required_certificate)
+        })
     }
 
     /// The address clients connect to: the first listener's.
@@ -186,22 +209,57 @@ impl Server {
     /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests
     /// finish, flushes every partition and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let gate = if self.console_requires_authentication() {
+            console::Gate::Basic
+        } else {
+            console::Gate::Open
+        };
         let Server {
             listeners,
             broker,
             stop,
             metrics_listener,
+            console_listener,
         } = self;
-        let metrics = metrics_listener.map(|listener| {
-            tokio::spawn(scrape::http::serve(
+        // One scraper for both, so the console shows the consume rates `/metrics` samples.
+        let scraper = Arc::new(scrape::Scraper::new(broker.clone()));
+        let mut side = Vec::new();
+        if let Some(listener) = metrics_listener {
+            side.push(tokio::spawn(http::serve(
                 listener,
-                Arc::new(scrape::Scraper::new(broker.clone())),
+                Arc::new(scrape::http::Metrics(scraper.clone())),
                 broker.shutdown.clone(),
-            ))
-        });
+            )));
+        }
+        if let Some(listener) = console_listener {
+            let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+            match gate {
+                console::Gate::Basic => {
+                    tracing::info!(
+                        "console: HTTP Basic authentication against the broker's SASL users"
+                    );
+                    if !loopback {
+                        tracing::warn!(
+                            "console: credentials cross the network in the clear (no TLS on \
+                             --console-listen): bind it to loopback or put a TLS proxy in front"
+                        );
+                    }
+                }
+                console::Gate::Open => tracing::warn!(
+                    "console: open to anyone who can reach it (no listener authenticates \
+                     its clients); bind it to loopback or enable SASL"
+                ),
+            }
+            let console = console::Console::new(broker.clone(), scraper, gate);
+            side.push(tokio::spawn(http::serve(
+                listener,
+                Arc::new(console),
+                broker.shutdown.clone(),
+            )));
+        }
         let served = serve(listeners, broker, stop, shutdown).await;
-        if let Some(metrics) = metrics {
-            metrics.abort();
+        for task in side {
+            task.abort();
         }
         served
     }

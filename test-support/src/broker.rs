@@ -55,6 +55,8 @@ pub struct TestBroker {
     pub addr: String,
     /// `127.0.0.1:PORT` of `/metrics`, when started with `--metrics-listen`.
     pub metrics_addr: Option<String>,
+    /// `127.0.0.1:PORT` of the web console, when started with `--console-listen`.
+    pub console_addr: Option<String>,
     /// With `--listeners`: each listener's name and `127.0.0.1:PORT`, in the order given.
     pub listeners: Vec<(String, String)>,
     pub data_dir: PathBuf,
@@ -82,6 +84,7 @@ impl TestBroker {
             child: None,
             addr: String::new(),
             metrics_addr: None,
+            console_addr: None,
             listeners: Vec::new(),
             data_dir,
             args: args.iter().map(|s| s.to_string()).collect(),
@@ -137,10 +140,15 @@ impl TestBroker {
                 (name.to_string(), w[0].to_string())
             })
             .collect();
-        self.metrics_addr = line.split_whitespace().find_map(|w| {
-            w.strip_prefix("http://")
-                .and_then(|w| w.strip_suffix("/metrics"))
-                .map(str::to_string)
+        // "…, metrics at http://ADDR/metrics, console at http://ADDR/"
+        let urls = || {
+            line.split_whitespace()
+                .filter_map(|w| w.trim_end_matches(',').strip_prefix("http://"))
+        };
+        self.metrics_addr = urls().find_map(|w| w.strip_suffix("/metrics").map(str::to_string));
+        self.console_addr = urls().find_map(|w| {
+            let addr = w.strip_suffix('/')?;
+            (!addr.contains('/')).then(|| addr.to_string())
         });
         self.child = Some(child);
     }

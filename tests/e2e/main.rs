@@ -11,6 +11,7 @@ mod bad_input;
 mod compaction;
 mod compatibility;
 mod compression;
+mod console;
 mod consumer_protocol;
 mod damaged;
 mod demo;

@@ -42,7 +42,7 @@ fn broker() -> TestBroker {
 }
 
 /// Sends `request` raw to `addr` and returns the status line, the headers and the body.
-fn http(addr: &str, request: &[u8]) -> (String, BTreeMap<String, String>, String) {
+pub(crate) fn http(addr: &str, request: &[u8]) -> (String, BTreeMap<String, String>, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))

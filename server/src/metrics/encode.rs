@@ -249,11 +249,7 @@ fn requests(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Er
 }
 
 fn throttles(metrics: &Metrics, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
-    let mut rows: Vec<(String, u64, u64)> = lock(&metrics.throttles)
-        .iter()
-        .map(|(c, t)| (c.clone(), t.responses, t.millis))
-        .collect();
-    rows.sort();
+    let rows = metrics.throttles();
     {
         let mut f = family(
             encoder,

@@ -377,6 +377,16 @@ impl Metrics {
         entry.responses += 1;
         entry.millis = entry.millis.saturating_add(throttle_ms);
     }
+
+    /// Throttles given so far, per client id in order: (client id, responses, milliseconds).
+    pub fn throttles(&self) -> Vec<(String, u64, u64)> {
+        let mut rows: Vec<(String, u64, u64)> = lock(&self.throttles)
+            .iter()
+            .map(|(c, t)| (c.clone(), t.responses, t.millis))
+            .collect();
+        rows.sort();
+        rows
+    }
 }
 
 /// An open client connection, counted until dropped.

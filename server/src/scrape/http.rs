@@ -1,360 +1,45 @@
-//! The `/metrics` endpoint: a minimal HTTP/1.1 responder on a tokio listener.
-//!
-//! Why not hyper or axum: the endpoint answers one request shape, `GET /metrics`, to a scraper
-//! on a trusted network, and tokio is here already. A whole HTTP stack (hyper, http, h2,
-//! tower, …) would be the broker's largest dependency for ~100 lines of request-line
-//! parsing. What it does, and what bounds it:
-//!
-//! - One request per connection (`Connection: close`): read the head (at most
-//!   [`MAX_HEAD_BYTES`], within [`READ_TIMEOUT`]), answer, close. A request body is never read.
-//! - `GET` (or `HEAD`) `/metrics` (a query string is ignored) → 200 with the OpenMetrics text
-//!   (`application/openmetrics-text; version=1.0.0; charset=utf-8`), which Prometheus asks for
-//!   first; another path → 404; another method → 405; a head that is not HTTP/1.x → 400; a
-//!   head over the limit → 431; a request line that is not text (a Kafka frame sent to the
-//!   wrong port) → 400 at once; a head not whole in time → the connection is closed.
-//! - At most [`MAX_CONNECTIONS`] connections at once. When all are taken, a new one closes the
-//!   oldest connection still reading its head (a slowloris or idle connections cannot keep a
-//!   scrape out); only while all are being answered does a new one wait to be accepted.
-//! - The scrape itself reads broker state and the log: it runs on the blocking pool.
-//!
-//! Nothing a metrics client sends reaches the Kafka listener or the log.
+//! The `/metrics` endpoint on the broker's HTTP responder ([`crate::http`], which bounds
+//! connections and request heads): `GET` (or `HEAD`) `/metrics` (a query string is ignored)
+//! → 200 with the OpenMetrics text (`application/openmetrics-text; version=1.0.0;
+//! charset=utf-8`), which Prometheus asks for first; another path → 404; another method → 405.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
+use crate::http::{Request, Responder, Response};
 
 use super::Scraper;
-
-/// Largest request head (request line and headers) read.
-pub const MAX_HEAD_BYTES: usize = 8 * 1024;
-/// A request head must arrive whole within this long (a scraper sends its request as soon as
-/// it connects).
-pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
-/// Writing the response must finish within this long.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Metrics connections served at once.
-pub const MAX_CONNECTIONS: usize = 16;
 
 /// The content type of `/metrics`.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What a request head asks for.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Request {
-    /// `GET /metrics` (`head`: `HEAD /metrics`, the same without the body).
-    Metrics { head: bool },
-    /// A response without metrics: its status line and a one-line reason.
-    Refused {
-        status: &'static str,
-        reason: &'static str,
-    },
-}
-
-const BAD_REQUEST: &str = "400 Bad Request";
-
-/// Parses a request head (everything up to the blank line, or what arrived of it).
-pub fn parse(head: &[u8]) -> Request {
-    let refused = |status, reason| Request::Refused { status, reason };
-    let Ok(head) = std::str::from_utf8(head) else {
-        return refused(BAD_REQUEST, "the request head is not UTF-8");
-    };
-    let line = head.split("\r\n").next().unwrap_or_default();
-    let line = line.strip_suffix('\n').unwrap_or(line);
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return refused(
-            BAD_REQUEST,
-            "expected a request line: METHOD /path HTTP/1.1",
-        );
-    };
-    if !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
-        return refused(BAD_REQUEST, "only HTTP/1.0 and HTTP/1.1 are served");
-    }
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return refused(BAD_REQUEST, "malformed method");
-    }
-    if !target.starts_with('/') {
-        return refused(BAD_REQUEST, "the target must be a path");
-    }
-    let path = target.split('?').next().unwrap_or_default();
-    if path != "/metrics" {
-        return refused("404 Not Found", "metrics are at /metrics");
-    }
-    match method {
-        "GET" => Request::Metrics { head: false },
-        "HEAD" => Request::Metrics { head: true },
-        _ => refused("405 Method Not Allowed", "only GET and HEAD are served"),
-    }
-}
-
-/// The metrics connections open: those still reading their head (by age; any may be closed
-/// for a new connection) and how many are being answered.
-#[derive(Debug, Default)]
-struct Open {
-    next_id: u64,
-    reading: BTreeMap<u64, Arc<Notify>>,
-    answering: usize,
-}
-
-#[derive(Debug, Default)]
-struct Slots {
-    open: Mutex<Open>,
-    /// Notified when an answered connection ends.
-    freed: Notify,
-}
-
-impl Slots {
-    fn open(&self) -> MutexGuard<'_, Open> {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether every slot is taken by a connection being answered: none can be evicted.
-    fn all_answering(&self) -> bool {
-        let open = self.open();
-        open.reading.is_empty() && open.answering >= MAX_CONNECTIONS
-    }
-
-    /// A place for a new connection; when all are taken, the oldest connection still reading
-    /// its head is told to close.
-    fn admit(self: &Arc<Self>) -> Ticket {
-        let mut open = self.open();
-        if open.reading.len() + open.answering >= MAX_CONNECTIONS {
-            if let Some((_, oldest)) = open.reading.pop_first() {
-                oldest.notify_one();
-            }
-        }
-        let id = open.next_id;
-        open.next_id += 1;
-        let evicted = Arc::new(Notify::new());
-        open.reading.insert(id, evicted.clone());
-        Ticket {
-            slots: self.clone(),
-            id,
-            evicted,
-            answering: false,
-        }
-    }
-}
-
-/// One metrics connection's place; given back when dropped.
+/// What `--metrics-listen` serves.
 #[derive(Debug)]
-struct Ticket {
-    slots: Arc<Slots>,
-    id: u64,
-    /// Notified when the connection was closed for a new one.
-    evicted: Arc<Notify>,
-    answering: bool,
-}
+pub struct Metrics(pub Arc<Scraper>);
 
-impl Ticket {
-    /// Moves from reading the head to being answered; `false` if the connection was evicted.
-    fn answer(&mut self) -> bool {
-        let mut open = self.slots.open();
-        if open.reading.remove(&self.id).is_none() {
-            return false;
-        }
-        open.answering += 1;
-        self.answering = true;
-        true
-    }
-}
+impl Responder for Metrics {
+    const NAME: &'static str = "metrics";
 
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        let mut open = self.slots.open();
-        if self.answering {
-            open.answering = open.answering.saturating_sub(1);
-            drop(open);
-            self.slots.freed.notify_one();
-        } else {
-            open.reading.remove(&self.id);
+    fn respond(&self, request: &Request, _peer: SocketAddr) -> Response {
+        if request.path != "/metrics" {
+            return Response::not_found("metrics are at /metrics");
         }
-    }
-}
-
-/// Serves `/metrics` on `listener` until `shutdown` turns `true`.
-pub async fn serve(
-    listener: TcpListener,
-    scraper: Arc<Scraper>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let slots = Arc::new(Slots::default());
-    loop {
-        // Accepting waits only while every slot is being answered.
-        while slots.all_answering() {
-            tokio::select! {
-                () = slots.freed.notified() => {}
-                _ = shutdown.changed() => return,
-            }
+        if !matches!(request.method.as_str(), "GET" | "HEAD") {
+            return Response::get_only();
         }
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => {
-                    let scraper = scraper.clone();
-                    let ticket = slots.admit();
-                    tokio::spawn(async move {
-                        if let Err(e) = answer(socket, &scraper, ticket).await {
-                            tracing::debug!(%peer, error = %e, "metrics connection failed");
-                        }
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+        match self.0.encode() {
+            Ok(text) => Response {
+                status: "200 OK",
+                content_type: CONTENT_TYPE,
+                headers: Vec::new(),
+                body: text.into_bytes(),
             },
-            _ = shutdown.changed() => return,
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-    }
-}
-
-/// What arrived of a request head.
-enum Head {
-    /// Everything up to the blank line (or up to the end of the stream).
-    Whole(Vec<u8>),
-    /// Over [`MAX_HEAD_BYTES`] without a blank line.
-    TooLarge,
-    /// The request line holds bytes no HTTP request line has (a Kafka frame, binary junk):
-    /// refused at once instead of waiting for a blank line that will not come.
-    NotText,
-}
-
-/// Whether the request line begun in `head` (up to its first `\n`) could be HTTP: printable
-/// ASCII and `\r`.
-fn request_line_is_text(head: &[u8]) -> bool {
-    head.iter()
-        .take_while(|&&b| b != b'\n')
-        .all(|&b| b == b'\r' || (0x20..0x7f).contains(&b))
-}
-
-async fn read_head(socket: &mut TcpStream) -> std::io::Result<Head> {
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let n = socket.read(&mut chunk).await?;
-        if n == 0 {
-            // The client closed its side: answer what arrived (a bare request line is one).
-            return Ok(Head::Whole(head));
-        }
-        head.extend_from_slice(&chunk[..n]);
-        if !request_line_is_text(&head) {
-            return Ok(Head::NotText);
-        }
-        let end = head
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .or_else(|| head.windows(2).position(|w| w == b"\n\n"));
-        if let Some(end) = end {
-            head.truncate(end);
-            return Ok(Head::Whole(head));
-        }
-        if head.len() > MAX_HEAD_BYTES {
-            return Ok(Head::TooLarge);
-        }
-    }
-}
-
-/// After the response: reads and drops what the client still sends (a request body, the rest
-/// of an oversized head), up to a bound, so that closing does not reset the connection and
-/// destroy the response before the client has read it.
-async fn drain(socket: &mut TcpStream) {
-    let mut chunk = [0u8; 4096];
-    let mut left = 1usize << 20;
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while left > 0 {
-            match socket.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => left = left.saturating_sub(n),
+            Err(_) => {
+                tracing::error!("encoding the metrics failed");
+                Response::text("500 Internal Server Error", "encoding the metrics failed")
             }
         }
-    })
-    .await;
-}
-
-async fn answer(
-    mut socket: TcpStream,
-    scraper: &Arc<Scraper>,
-    mut ticket: Ticket,
-) -> std::io::Result<()> {
-    let evicted = ticket.evicted.clone();
-    let head = tokio::select! {
-        head = tokio::time::timeout(READ_TIMEOUT, read_head(&mut socket)) => match head {
-            Ok(head) => head?,
-            Err(_) => return Ok(()),
-        },
-        () = evicted.notified() => return Ok(()),
-    };
-    if !ticket.answer() {
-        return Ok(());
     }
-    let request = match head {
-        Head::Whole(head) => parse(&head),
-        Head::TooLarge => Request::Refused {
-            status: "431 Request Header Fields Too Large",
-            reason: "the request head is over 8 KiB",
-        },
-        Head::NotText => Request::Refused {
-            status: BAD_REQUEST,
-            reason: "not an HTTP request",
-        },
-    };
-    let (status, content_type, body, send_body) = match request {
-        Request::Metrics { head } => {
-            let owner = scraper.clone();
-            let encoded = crate::blocking::spawn(move || owner.encode()).await;
-            match encoded {
-                Ok(Ok(text)) => ("200 OK", CONTENT_TYPE, text, !head),
-                _ => {
-                    tracing::error!("encoding the metrics failed");
-                    (
-                        "500 Internal Server Error",
-                        "text/plain; charset=utf-8",
-                        "encoding the metrics failed\n".to_string(),
-                        !head,
-                    )
-                }
-            }
-        }
-        Request::Refused { status, reason } => {
-            tracing::debug!(status, reason, "metrics request refused");
-            (
-                status,
-                "text/plain; charset=utf-8",
-                format!("{reason}\n"),
-                true,
-            )
-        }
-    };
-    let mut response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n",
-        body.len()
-    );
-    if status.starts_with("405") {
-        response.push_str("Allow: GET, HEAD\r\n");
-    }
-    response.push_str("\r\n");
-    let written = async {
-        socket.write_all(response.as_bytes()).await?;
-        if send_body {
-            socket.write_all(body.as_bytes()).await?;
-        }
-        socket.shutdown().await
-    };
-    tokio::time::timeout(WRITE_TIMEOUT, written)
-        .await
-        .unwrap_or(Ok(()))?;
-    drain(&mut socket).await;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -362,78 +47,27 @@ mod tests {
     use super::*;
 
     fn status(head: &str) -> &'static str {
-        match parse(head.as_bytes()) {
-            Request::Metrics { .. } => "200 OK",
-            Request::Refused { status, .. } => status,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_new_connection_closes_the_oldest_head_still_reading_when_all_are_taken() {
-        let slots = Arc::new(Slots::default());
-        let mut tickets: Vec<Ticket> = (0..MAX_CONNECTIONS).map(|_| slots.admit()).collect();
-        assert!(tickets[0].answer(), "the first is being answered");
-        let newest = slots.admit();
-        // The oldest still reading (the second) is told to close; the answered one is not.
-        tokio::time::timeout(Duration::from_secs(5), tickets[1].evicted.notified())
-            .await
-            .unwrap();
-        assert!(
-            !tickets[1].answer(),
-            "an evicted connection is not answered"
-        );
-        assert_eq!(slots.open().reading.len(), MAX_CONNECTIONS - 1);
-        drop(newest);
-        // Once every place is being answered, a new connection has to wait.
-        for t in tickets.iter_mut().skip(2) {
-            assert!(t.answer());
-        }
-        assert!(!slots.all_answering());
-        let mut last = slots.admit();
-        assert!(last.answer());
-        assert!(slots.all_answering());
-        drop(last);
-        assert!(!slots.all_answering());
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::BrokerConfig {
+            data_dir: dir.path().to_path_buf(),
+            ..crate::BrokerConfig::default()
+        };
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let metrics = Arc::new(crate::metrics::Metrics::new(&crate::handlers::APIS));
+        let broker = Arc::new(crate::broker::Broker::open(config, stopped, metrics).unwrap());
+        let request = crate::http::parse(head.as_bytes()).unwrap();
+        let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+        Metrics(Arc::new(Scraper::new(broker)))
+            .respond(&request, peer)
+            .status
     }
 
     #[test]
-    fn binary_request_lines_are_not_text() {
-        assert!(request_line_is_text(b"GET /metrics HTTP/1.1\r\nX: \x01"));
-        assert!(request_line_is_text(b"GET /met"));
-        assert!(!request_line_is_text(b"\x00\x00\x00\x1f\x00\x12"));
-        assert!(!request_line_is_text(b"GET /\xc3\xa9"));
-    }
-
-    #[test]
-    fn requests_are_parsed_strictly() {
-        assert_eq!(status("GET /metrics HTTP/1.1\r\nHost: x"), "200 OK");
+    fn only_get_and_head_of_metrics_are_served() {
         assert_eq!(status("GET /metrics?name[]=x HTTP/1.0"), "200 OK");
-        assert_eq!(
-            parse(b"HEAD /metrics HTTP/1.1"),
-            Request::Metrics { head: true }
-        );
+        assert_eq!(status("HEAD /metrics HTTP/1.1"), "200 OK");
         assert_eq!(status("GET / HTTP/1.1"), "404 Not Found");
         assert_eq!(status("GET /metricsx HTTP/1.1"), "404 Not Found");
         assert_eq!(status("POST /metrics HTTP/1.1"), "405 Method Not Allowed");
-        for bad in [
-            "",
-            "GET",
-            "GET /metrics",
-            "GET /metrics HTTP/2.0",
-            "GET  /metrics HTTP/1.1",
-            "get /metrics HTTP/1.1",
-            "GET metrics HTTP/1.1",
-            "GET /metrics HTTP/1.1 extra",
-            "\u{0}\u{1}\u{2}",
-        ] {
-            assert_eq!(status(bad), BAD_REQUEST, "{bad:?}");
-        }
-        assert_eq!(
-            parse(&[0xff, 0xfe]),
-            Request::Refused {
-                status: BAD_REQUEST,
-                reason: "the request head is not UTF-8"
-            }
-        );
     }
 }

@@ -41,8 +41,8 @@ pub const CONSUME_RATE_WINDOW: Duration = Duration::from_secs(60);
 
 /// A group's partition: (group, topic, partition).
 type GroupPartition = (String, String, i32);
-/// Committed offsets sampled at scrapes, oldest first.
-type OffsetSamples = VecDeque<(Instant, i64)>;
+/// Offsets sampled at scrapes (or console page loads), oldest first.
+pub(crate) type OffsetSamples = VecDeque<(Instant, i64)>;
 
 /// What scrapes keep of a group's partition.
 #[derive(Debug, Default)]
@@ -81,6 +81,64 @@ impl Scraper {
         prometheus_client::encoding::text::encode(&mut out, &registry)?;
         Ok(out)
     }
+
+    /// Every consumer group partition's lag now, groups in order: what the `lag` families
+    /// expose, also for the web console. Notes a consume-rate sample (see [`consume_rate`]).
+    /// Reads the log: call it on the blocking pool.
+    pub fn lag(&self) -> Vec<Lag> {
+        let broker = &self.broker;
+        let now_ms = log_core::now_ms();
+        let now = Instant::now();
+        let mut rows = Vec::new();
+        let mut consumed = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut seen = HashSet::new();
+        let mut groups = broker.offsets.groups();
+        groups.sort();
+        for group in groups {
+            for ((topic, index), committed) in broker.offsets.group_offsets(&group) {
+                let Some(partition) = broker.partition(&topic, index) else {
+                    continue;
+                };
+                if committed.offset < 0 {
+                    continue;
+                }
+                let start = partition.log_start_offset();
+                let end = partition.log_end_offset();
+                let next = committed.offset.max(start);
+                let records = (end - next).max(0);
+                let key = (group.clone(), topic.clone(), index);
+                seen.insert(key.clone());
+                let tracked = consumed.entry(key).or_default();
+                let seconds = if records == 0 {
+                    Some(0.0)
+                } else {
+                    let id = broker.log.topic(&topic).map(|t| t.id());
+                    let timestamp = match tracked.oldest {
+                        Some((was, at, ts)) if Some(was) == id && at == next => Some(ts),
+                        _ => {
+                            let ts = timestamp_at(&partition, next);
+                            tracked.oldest = id.zip(ts).map(|(id, ts)| (id, next, ts));
+                            ts
+                        }
+                    };
+                    timestamp.map(|ts| (now_ms - ts).max(0) as f64 / 1000.0)
+                };
+                let rate = consume_rate(&mut tracked.samples, committed.offset, now);
+                rows.push(Lag {
+                    group: group.clone(),
+                    topic,
+                    partition: index.to_string(),
+                    committed: committed.offset,
+                    end,
+                    records,
+                    seconds,
+                    rate,
+                });
+            }
+        }
+        consumed.retain(|key, _| seen.contains(key));
+        rows
+    }
 }
 
 #[derive(Debug)]
@@ -98,7 +156,7 @@ impl Collector for Scrape {
             .collect();
         metrics.encode_counters(&existing, &mut encoder)?;
         partitions(broker, &mut encoder)?;
-        lag(broker, &self.0.tracked, &mut encoder)?;
+        lag(&self.0, &mut encoder)?;
         backlogs(broker, &mut encoder)?;
         shares(broker, &mut encoder)?;
         Ok(())
@@ -274,7 +332,7 @@ fn timestamp_at(partition: &Partition, offset: i64) -> Option<i64> {
 /// returns its consume rate (records a second) over about the last
 /// [`CONSUME_RATE_WINDOW`]: `None` until two samples at least a second apart exist, or when
 /// the offset went backwards (a reset). Samples are taken at scrapes.
-fn consume_rate(samples: &mut OffsetSamples, offset: i64, now: Instant) -> Option<f64> {
+pub(crate) fn consume_rate(samples: &mut OffsetSamples, offset: i64, now: Instant) -> Option<f64> {
     samples.push_back((now, offset));
     // Keep the newest sample older than the window, so the rate spans the whole window
     // once there is that much history.
@@ -294,70 +352,34 @@ fn consume_rate(samples: &mut OffsetSamples, offset: i64, now: Instant) -> Optio
 }
 
 /// One group partition's lag, computed for a scrape.
-struct Lag {
-    group: String,
-    topic: String,
-    partition: String,
-    records: i64,
-    seconds: Option<f64>,
-    rate: Option<f64>,
+#[derive(Debug, Clone)]
+pub struct Lag {
+    pub group: String,
+    pub topic: String,
+    pub partition: String,
+    pub committed: i64,
+    /// The partition's log end offset.
+    pub end: i64,
+    pub records: i64,
+    /// `None` when the oldest unconsumed record cannot be read (a damaged segment).
+    pub seconds: Option<f64>,
+    /// Records a second; `None` until known (see [`consume_rate`]).
+    pub rate: Option<f64>,
 }
 
-fn lag(
-    broker: &Broker,
-    tracked: &Mutex<HashMap<GroupPartition, Tracked>>,
-    encoder: &mut DescriptorEncoder,
-) -> Result<(), Error> {
-    let now_ms = log_core::now_ms();
-    let now = Instant::now();
-    let mut rows = Vec::new();
-    {
-        let mut consumed = tracked.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut seen = HashSet::new();
-        let mut groups = broker.offsets.groups();
-        groups.sort();
-        for group in groups {
-            for ((topic, index), committed) in broker.offsets.group_offsets(&group) {
-                let Some(partition) = broker.partition(&topic, index) else {
-                    continue;
-                };
-                if committed.offset < 0 {
-                    continue;
-                }
-                let start = partition.log_start_offset();
-                let end = partition.log_end_offset();
-                let next = committed.offset.max(start);
-                let records = (end - next).max(0);
-                let key = (group.clone(), topic.clone(), index);
-                seen.insert(key.clone());
-                let tracked = consumed.entry(key).or_default();
-                let seconds = if records == 0 {
-                    Some(0.0)
-                } else {
-                    let id = broker.log.topic(&topic).map(|t| t.id());
-                    let timestamp = match tracked.oldest {
-                        Some((was, at, ts)) if Some(was) == id && at == next => Some(ts),
-                        _ => {
-                            let ts = timestamp_at(&partition, next);
-                            tracked.oldest = id.zip(ts).map(|(id, ts)| (id, next, ts));
-                            ts
-                        }
-                    };
-                    timestamp.map(|ts| (now_ms - ts).max(0) as f64 / 1000.0)
-                };
-                let rate = consume_rate(&mut tracked.samples, committed.offset, now);
-                rows.push(Lag {
-                    group: group.clone(),
-                    topic,
-                    partition: index.to_string(),
-                    records,
-                    seconds,
-                    rate,
-                });
-            }
+impl Lag {
+    /// Lag records / consume rate; 0 when caught up; `None` while the group does not advance.
+    pub fn time_to_drain(&self) -> Option<f64> {
+        match (self.records, self.rate) {
+            (0, _) => Some(0.0),
+            (records, Some(rate)) if rate > 0.0 => Some(records as f64 / rate),
+            _ => None,
         }
-        consumed.retain(|key, _| seen.contains(key));
     }
+}
+
+fn lag(scraper: &Scraper, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
+    let rows = scraper.lag();
     let labels = |l: &Lag| {
         [
             ("group", l.group.clone()),
@@ -411,12 +433,7 @@ fn lag(
         MetricType::Gauge,
     )?;
     for l in &rows {
-        let drain = match (l.records, l.rate) {
-            (0, _) => Some(0.0),
-            (records, Some(rate)) if rate > 0.0 => Some(records as f64 / rate),
-            _ => None,
-        };
-        if let Some(drain) = drain {
+        if let Some(drain) = l.time_to_drain() {
             gauge(&mut f, &labels(l), drain)?;
         }
     }

@@ -1,0 +1,189 @@
+//! Dead-letter topics and their records, read from the log for the console.
+//!
+//! A topic is a dead-letter topic when its name is a retry chain's (`…-dlt`, `….DLT`: the
+//! `retry-topic` crate's and Spring Kafka's, [`crate::metrics::is_dead_letter_topic`]) or it
+//! takes a share group's dead letters (`errors.deadletterqueue.group.enable`). A record's
+//! origin, error and attempts come from the headers either writer sets: Spring Kafka's
+//! `kafka_dlt-*` and `kafka_*` families and lograil's `lograil.retry.history` (the names and
+//! encodings of `retry-topic/src/headers.rs`; the broker does not link that client crate),
+//! and KIP-1191's `__dlq.errors.*` that the broker's share groups write.
+
+use log_core::{batch, Topic};
+use serde::Deserialize;
+
+/// Records shown per page.
+pub const PAGE_RECORDS: usize = 50;
+/// Bytes of the log read for one page (the records past it are on the next page).
+const READ_BYTES: usize = 4 << 20;
+/// Most bytes one batch may decompress to.
+const DECODE_MAX: usize = 8 << 20;
+/// Attempts of a record's history shown.
+pub const HISTORY_SHOWN: usize = 32;
+
+/// Whether `topic` holds dead letters.
+pub fn is_dead_letter_topic(topic: &Topic) -> bool {
+    crate::metrics::is_dead_letter_topic(topic.name()) || topic.config().dlq_group_enable
+}
+
+/// A dead letter as the console shows it.
+#[derive(Debug)]
+pub struct DeadLetter {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<bytes::Bytes>,
+    pub value: Option<bytes::Bytes>,
+    pub headers: Vec<(String, Option<bytes::Bytes>)>,
+    /// The original record's topic, partition and offset (-1 where a header is absent).
+    pub origin: Option<(String, i32, i64)>,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    /// Spring's `retry_topic-attempts` or the share group's delivery count.
+    pub attempts: Option<i64>,
+    /// lograil's attempt history (empty without one); `Err`: the header is malformed.
+    pub history: Result<Vec<Attempt>, String>,
+}
+
+/// One entry of `lograil.retry.history`.
+#[derive(Debug, Deserialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub at: i64,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    #[serde(default)]
+    pub consumer: String,
+    pub class: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One page of a dead-letter partition from `from`: the records and the offset the next
+/// page starts at (`None` at the log end).
+#[derive(Debug)]
+pub struct Page {
+    pub records: Vec<DeadLetter>,
+    pub next: Option<i64>,
+    /// Why reading stopped early (a damaged segment, a batch that does not decode).
+    pub error: Option<String>,
+}
+
+/// Reads at most [`PAGE_RECORDS`] records of `partition` from `from` (raised to the log
+/// start), within [`READ_BYTES`] of the log. Reads the log: call it on the blocking pool.
+pub fn read(partition: &log_core::Partition, from: i64) -> Page {
+    let from = from.max(partition.log_start_offset());
+    let end = partition.log_end_offset();
+    let mut page = Page {
+        records: Vec::new(),
+        next: None,
+        error: None,
+    };
+    let mut at = from;
+    let mut budget = READ_BYTES;
+    while at < end && page.records.len() < PAGE_RECORDS && budget > 0 {
+        let read = match partition.read(at, budget) {
+            Ok(read) => read,
+            Err(e) => {
+                page.error = Some(e.to_string());
+                break;
+            }
+        };
+        if read.records.is_empty() {
+            break;
+        }
+        budget = budget.saturating_sub(read.records.len());
+        let decoded = match batch::decode_bounded(&read.records, DECODE_MAX) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                page.error = Some(e.to_string());
+                break;
+            }
+        };
+        let Some(last) = decoded.last().map(|r| r.offset) else {
+            break;
+        };
+        let first = at;
+        for record in decoded.into_iter().filter(|r| r.offset >= first) {
+            if page.records.len() == PAGE_RECORDS {
+                break;
+            }
+            at = record.offset + 1;
+            page.records.push(interpret(record));
+        }
+        if page.records.len() < PAGE_RECORDS {
+            at = at.max(last + 1);
+        }
+    }
+    if at < end && page.error.is_none() {
+        page.next = Some(at);
+    }
+    page
+}
+
+fn interpret(record: batch::DecodedRecord) -> DeadLetter {
+    let header = |names: &[&str]| names.iter().find_map(|n| record.header(n)).cloned();
+    let text = |names: &[&str]| header(names).map(|v| String::from_utf8_lossy(&v).into_owned());
+    // Spring's integers are big-endian binary (`retry_topic-attempts` was 1 byte in Spring
+    // 2.7); KIP-1191's are decimal text.
+    let binary = |name: &str| -> Option<i64> {
+        let v = record.header(name)?;
+        match v.len() {
+            8 => <[u8; 8]>::try_from(v.as_ref()).ok().map(i64::from_be_bytes),
+            4 => <[u8; 4]>::try_from(v.as_ref())
+                .ok()
+                .map(|b| i64::from(i32::from_be_bytes(b))),
+            1 => Some(i64::from(v[0])),
+            _ => None,
+        }
+    };
+    let decimal = |name: &str| -> Option<i64> {
+        std::str::from_utf8(record.header(name)?)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let int = |spring: [&str; 2], kip: &str| {
+        spring
+            .into_iter()
+            .find_map(&binary)
+            .or_else(|| decimal(kip))
+    };
+    let origin = text(&[
+        "kafka_dlt-original-topic",
+        "kafka_original-topic",
+        "__dlq.errors.topic",
+    ])
+    .map(|topic| {
+        let partition = int(
+            ["kafka_dlt-original-partition", "kafka_original-partition"],
+            "__dlq.errors.partition",
+        );
+        let offset = int(
+            ["kafka_dlt-original-offset", "kafka_original-offset"],
+            "__dlq.errors.offset",
+        );
+        let partition = partition.and_then(|p| i32::try_from(p).ok()).unwrap_or(-1);
+        (topic, partition, offset.unwrap_or(-1))
+    });
+    let history = match record.header("lograil.retry.history") {
+        None => Ok(Vec::new()),
+        Some(v) => serde_json::from_slice::<Vec<Attempt>>(v).map_err(|e| e.to_string()),
+    };
+    DeadLetter {
+        origin,
+        error_class: text(&["kafka_dlt-exception-fqcn", "kafka_exception-fqcn"]),
+        error_message: text(&[
+            "kafka_dlt-exception-message",
+            "kafka_exception-message",
+            "__dlq.errors.message",
+        ]),
+        attempts: binary("retry_topic-attempts").or_else(|| decimal("__dlq.errors.delivery.count")),
+        history,
+        offset: record.offset,
+        timestamp: record.timestamp,
+        key: record.key,
+        value: record.value,
+        headers: record.headers,
+    }
+}

@@ -1,0 +1,151 @@
+//! The read-only web console (`lograil serve --console-listen ADDR`): server-rendered HTML
+//! pages of the broker's state, on the broker's bounded HTTP responder ([`crate::http`]).
+//!
+//! Pages: `/` (overview), `/topics` (partitions, offsets, sizes, append rates), `/groups`
+//! (consumer-group lag in records and seconds, time to drain: [`crate::scrape::Scraper::lag`],
+//! the numbers `/metrics` exposes), `/shares` (share groups: record states, per-tenant
+//! waits), `/dead-letters` (dead-letter topics) and `/dead-letters/records` (their records'
+//! origin, error and attempts), `/limits` (backlog bounds, quota throttles). Nothing changes
+//! the broker: no page has a form, and every method but GET and HEAD gets 405.
+//!
+//! Safety: [`html`] is the one place text becomes markup; every response carries a strict
+//! Content-Security-Policy (scripts and styles only from the console's own `/console.js` and
+//! `/console.css`, no inline script, no external asset, no framing). What a page reads is
+//! bounded: [`PAGE_PARTITIONS`] partitions per topics page, [`dead_letters::PAGE_RECORDS`]
+//! records per dead-letter page. Who may look is [`access`]'s.
+
+mod access;
+mod dead_letters;
+mod html;
+mod pages;
+mod rates;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::http::{Request, Responder, Response};
+use crate::scrape::Scraper;
+
+pub use access::Gate;
+
+/// Partitions listed per topics page.
+pub const PAGE_PARTITIONS: usize = 200;
+
+/// Every console response's security headers.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const STYLE: &str = include_str!("console.css");
+const SCRIPT: &str = include_str!("console.js");
+
+/// What `--console-listen` serves.
+#[derive(Debug)]
+pub struct Console {
+    broker: Arc<Broker>,
+    /// Shared with `/metrics`, so both see the same consume rates.
+    scraper: Arc<Scraper>,
+    gate: Gate,
+    rates: rates::Rates,
+}
+
+impl Console {
+    pub fn new(broker: Arc<Broker>, scraper: Arc<Scraper>, gate: Gate) -> Console {
+        Console {
+            broker,
+            scraper,
+            gate,
+            rates: rates::Rates::default(),
+        }
+    }
+}
+
+impl Responder for Console {
+    const NAME: &'static str = "console";
+
+    fn respond(&self, request: &Request, peer: SocketAddr) -> Response {
+        let mut response = self.route(request, peer);
+        response.headers.extend([
+            ("Content-Security-Policy", CSP.to_string()),
+            ("X-Content-Type-Options", "nosniff".to_string()),
+            ("X-Frame-Options", "DENY".to_string()),
+            ("Referrer-Policy", "no-referrer".to_string()),
+            ("Cache-Control", "no-store".to_string()),
+        ]);
+        response
+    }
+}
+
+impl Console {
+    fn route(&self, request: &Request, peer: SocketAddr) -> Response {
+        let viewer = match access::admit(self.gate, &self.broker, request, peer.ip()) {
+            Ok(viewer) => viewer,
+            Err(refused) => return refused,
+        };
+        if !matches!(request.method.as_str(), "GET" | "HEAD") {
+            return Response::get_only();
+        }
+        let query = match Query::parse(&request.query) {
+            Some(query) => query,
+            None => return Response::text("400 Bad Request", "malformed query string"),
+        };
+        let context = pages::Context {
+            broker: &self.broker,
+            viewer: &viewer,
+            query: &query,
+        };
+        let page = match request.path.as_str() {
+            "/console.css" => return asset("text/css; charset=utf-8", STYLE),
+            "/console.js" => return asset("text/javascript; charset=utf-8", SCRIPT),
+            "/" => pages::overview(&context, &self.scraper, &self.rates),
+            "/topics" => pages::topics(&context, &self.rates),
+            "/groups" => pages::groups(&context, &self.scraper),
+            "/shares" => pages::shares(&context),
+            "/dead-letters" => pages::dead_letter_topics(&context),
+            "/dead-letters/records" => pages::dead_letter_records(&context),
+            "/limits" => pages::limits(&context),
+            _ => return Response::not_found("no such console page"),
+        };
+        match page {
+            Ok(body) => Response {
+                status: "200 OK",
+                content_type: "text/html; charset=utf-8",
+                headers: Vec::new(),
+                body: body.into_bytes(),
+            },
+            Err(refused) => refused,
+        }
+    }
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    Response {
+        status: "200 OK",
+        content_type,
+        headers: Vec::new(),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// A query string's `name=value` pairs, decoded.
+#[derive(Debug, Default)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    /// `None` when a pair is not percent-encoded UTF-8.
+    fn parse(query: &str) -> Option<Query> {
+        let mut pairs = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            pairs.push((html::percent_decode(name)?, html::percent_decode(value)?));
+        }
+        Some(Query(pairs))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}

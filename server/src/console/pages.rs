@@ -1,0 +1,625 @@
+//! Each console page: what it reads of the broker (filtered by what the viewer may see) and
+//! how it is laid out. All text goes through [`Html`].
+
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::http::Response;
+use crate::scrape::{Lag, Scraper};
+
+use super::access::Viewer;
+use super::dead_letters::{self, HISTORY_SHOWN};
+use super::html::Html;
+use super::rates::Rates;
+use super::{Query, PAGE_PARTITIONS};
+
+/// Bytes of a record key shown.
+const KEY_SHOWN: usize = 256;
+/// Bytes of a record value shown (the size of the whole follows).
+const VALUE_SHOWN: usize = 1024;
+/// Bytes of a header value shown.
+const HEADER_SHOWN: usize = 256;
+/// Headers of a record shown.
+const HEADERS_SHOWN: usize = 32;
+/// Rows of a chart.
+const CHART_ROWS: usize = 10;
+
+/// What every page is written from.
+pub struct Context<'a> {
+    pub broker: &'a Broker,
+    pub viewer: &'a Viewer,
+    pub query: &'a Query,
+}
+
+type Page = Result<String, Response>;
+
+const NAV: [(&str, &str); 6] = [
+    ("/", "Overview"),
+    ("/topics", "Topics"),
+    ("/groups", "Consumer groups"),
+    ("/shares", "Share groups"),
+    ("/dead-letters", "Dead letters"),
+    ("/limits", "Limits"),
+];
+
+/// The page around `body`.
+fn page(context: &Context<'_>, here: &str, title: &str, body: Html) -> String {
+    let mut h = Html::default();
+    h.raw("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")
+        .raw("<title>lograil · ")
+        .text(title)
+        .raw("</title><link rel=\"stylesheet\" href=\"/console.css\">")
+        .raw("<script src=\"/console.js\" defer></script></head><body><header><strong>lograil</strong>");
+    for (path, label) in NAV {
+        h.raw(if path == here {
+            "<a class=\"here\" href=\""
+        } else {
+            "<a href=\""
+        })
+        .raw(path)
+        .raw("\">")
+        .raw(label)
+        .raw("</a>");
+    }
+    h.raw("<span class=\"who\">")
+        .text(context.viewer.principal.as_str())
+        .raw(" · <label><input type=\"checkbox\" id=\"pause\"> pause refresh</label></span></header><main><h1>")
+        .text(title)
+        .raw("</h1>");
+    let mut out = h.into_string();
+    out.push_str(&body.into_string());
+    out.push_str(
+        "</main><footer>Read-only: every number is the broker's own, read when the page \
+         loaded. Redrive dead letters with <code>lograil dlt redrive</code>.</footer></body></html>\n",
+    );
+    out
+}
+
+/// The topics the viewer may see, internal ones last.
+fn visible_topics(context: &Context<'_>) -> Vec<Arc<log_core::Topic>> {
+    let mut topics: Vec<_> = context
+        .broker
+        .log
+        .topics()
+        .into_iter()
+        .filter(|t| context.viewer.sees_topic(context.broker, t.name()))
+        .collect();
+    topics.sort_by(|a, b| {
+        (Broker::is_internal(a.name()), a.name()).cmp(&(Broker::is_internal(b.name()), b.name()))
+    });
+    topics
+}
+
+/// Lag rows of groups and topics the viewer may see.
+fn visible_lag(context: &Context<'_>, scraper: &Scraper) -> Vec<Lag> {
+    scraper
+        .lag()
+        .into_iter()
+        .filter(|l| {
+            context.viewer.sees_group(context.broker, &l.group)
+                && context.viewer.sees_topic(context.broker, &l.topic)
+        })
+        .collect()
+}
+
+fn append_rates(
+    topics: &[Arc<log_core::Topic>],
+    rates: &Rates,
+) -> std::collections::HashMap<String, super::rates::Rate> {
+    let totals: Vec<(String, i64)> = topics
+        .iter()
+        .map(|t| {
+            let total = t.partitions().iter().map(|p| p.log_end_offset()).sum();
+            (t.name().to_string(), total)
+        })
+        .collect();
+    rates.sample(&totals)
+}
+
+fn card(h: &mut Html, label: &'static str, value: impl FnOnce(&mut Html)) {
+    h.raw("<div class=\"card\">").raw(label).raw("<b>");
+    value(h);
+    h.raw("</b></div>");
+}
+
+pub fn overview(context: &Context<'_>, scraper: &Scraper, rates: &Rates) -> Page {
+    let topics = visible_topics(context);
+    let rates = append_rates(&topics, rates);
+    let lag = visible_lag(context, scraper);
+    let partitions: usize = topics.iter().map(|t| t.partitions().len()).sum();
+    let bytes: u64 = topics
+        .iter()
+        .flat_map(|t| t.partitions().iter().map(|p| p.size_bytes()))
+        .sum();
+    let dead: Vec<_> = topics
+        .iter()
+        .filter(|t| dead_letters::is_dead_letter_topic(t))
+        .collect();
+    let dead_records: i64 = dead.iter().map(|t| records_held(t)).sum();
+    let mut groups: Vec<&str> = lag.iter().map(|l| l.group.as_str()).collect();
+    groups.dedup();
+    let shares = context
+        .broker
+        .shares
+        .groups()
+        .into_iter()
+        .filter(|g| context.viewer.sees_group(context.broker, g))
+        .count();
+    let mut h = Html::default();
+    h.raw("<div class=\"cards\">");
+    card(&mut h, "Topics", |h| {
+        h.int(topics.len() as i64);
+    });
+    card(&mut h, "Partitions", |h| {
+        h.int(partitions as i64);
+    });
+    card(&mut h, "On disk", |h| {
+        h.size(bytes);
+    });
+    card(&mut h, "Consumer groups", |h| {
+        h.int(groups.len() as i64);
+    });
+    card(&mut h, "Share groups", |h| {
+        h.int(shares as i64);
+    });
+    card(&mut h, "Dead letters", |h| {
+        h.int(dead_records);
+    });
+    h.raw("</div><h2>Append rate by topic (records/s, last minute)</h2>");
+    let mut by_rate: Vec<(String, f64)> = rates
+        .iter()
+        .filter_map(|(t, r)| Some((t.clone(), r.now?)))
+        .collect();
+    by_rate.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    by_rate.truncate(CHART_ROWS);
+    h.bars(&by_rate, "/s");
+    h.raw("<h2>Consumer lag by group (oldest unconsumed record, seconds)</h2>");
+    let mut by_lag: Vec<(String, f64)> = Vec::new();
+    for l in &lag {
+        let seconds = l.seconds.unwrap_or(0.0);
+        match by_lag.iter_mut().find(|(g, _)| *g == l.group) {
+            Some(row) => row.1 = row.1.max(seconds),
+            None => by_lag.push((l.group.clone(), seconds)),
+        }
+    }
+    by_lag.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    by_lag.truncate(CHART_ROWS);
+    h.bars(&by_lag, " s");
+    Ok(page(context, "/", "Overview", h))
+}
+
+/// Records a topic holds now (log end − log start, over its partitions).
+fn records_held(topic: &log_core::Topic) -> i64 {
+    topic
+        .partitions()
+        .iter()
+        .map(|p| (p.log_end_offset() - p.log_start_offset()).max(0))
+        .sum()
+}
+
+/// A page number from the query (`page`, from 0); 400 when not a number.
+fn page_number(query: &Query) -> Result<usize, Response> {
+    match query.get("page") {
+        None => Ok(0),
+        Some(n) => n
+            .parse()
+            .map_err(|_| Response::text("400 Bad Request", "page must be a number")),
+    }
+}
+
+pub fn topics(context: &Context<'_>, rates: &Rates) -> Page {
+    let page_no = page_number(context.query)?;
+    let topics = visible_topics(context);
+    let rates = append_rates(&topics, rates);
+    let mut h = Html::default();
+    h.raw("<table><tr><th>Topic</th><th>Partition</th><th>Log start</th><th>Log end</th>\
+           <th>Records</th><th>On disk</th><th>Damaged offsets</th><th>Append rate</th><th>Last minute</th></tr>");
+    let skip = page_no.saturating_mul(PAGE_PARTITIONS);
+    let mut listed = 0usize;
+    let mut seen = 0usize;
+    for topic in &topics {
+        let rate = rates.get(topic.name()).cloned().unwrap_or_default();
+        for (index, partition) in topic.partitions().iter().enumerate() {
+            seen += 1;
+            if seen <= skip || listed == PAGE_PARTITIONS {
+                continue;
+            }
+            listed += 1;
+            let damaged: i64 = partition
+                .damage()
+                .iter()
+                .map(|(_, d)| d.end_offset.saturating_sub(d.first_offset))
+                .sum();
+            h.raw("<tr><td>")
+                .name(topic.name())
+                .raw("</td><td class=\"n\">");
+            h.int(index as i64).raw("</td><td class=\"n\">");
+            h.int(partition.log_start_offset())
+                .raw("</td><td class=\"n\">");
+            h.int(partition.log_end_offset())
+                .raw("</td><td class=\"n\">");
+            h.int((partition.log_end_offset() - partition.log_start_offset()).max(0));
+            h.raw("</td><td class=\"n\">").size(partition.size_bytes());
+            h.raw(if damaged > 0 {
+                "</td><td class=\"n warn\">"
+            } else {
+                "</td><td class=\"n\">"
+            });
+            h.int(damaged).raw("</td>");
+            if index == 0 {
+                h.raw("<td class=\"n\">")
+                    .rate(rate.now)
+                    .raw(" (topic)</td><td>");
+                h.sparkline(&rate.history).raw("</td>");
+            } else {
+                h.raw("<td></td><td></td>");
+            }
+            h.raw("</tr>");
+        }
+    }
+    h.raw("</table>");
+    if seen > skip + listed {
+        let next = (page_no + 1).to_string();
+        h.link("/topics", &[("page", &next)], "next partitions →");
+    }
+    if listed == 0 {
+        h.raw("<p class=\"none\">No topics to show.</p>");
+    }
+    Ok(page(context, "/topics", "Topics and partitions", h))
+}
+
+pub fn groups(context: &Context<'_>, scraper: &Scraper) -> Page {
+    let lag = visible_lag(context, scraper);
+    let mut h = Html::default();
+    if lag.is_empty() {
+        h.raw("<p class=\"none\">No consumer group has committed an offset.</p>");
+        return Ok(page(context, "/groups", "Consumer groups", h));
+    }
+    h.raw("<table><tr><th>Group</th><th>Topic</th><th>Partition</th><th>Committed</th><th>Log end</th>\
+           <th>Lag (records)</th><th>Lag (seconds)</th><th>Consume rate</th><th>Time to drain</th></tr>");
+    for l in &lag {
+        h.raw("<tr><td>")
+            .name(&l.group)
+            .raw("</td><td>")
+            .name(&l.topic);
+        h.raw("</td><td class=\"n\">").text(&l.partition);
+        h.raw("</td><td class=\"n\">").int(l.committed);
+        h.raw("</td><td class=\"n\">").int(l.end);
+        h.raw("</td><td class=\"n lag-records\">").int(l.records);
+        h.raw("</td><td class=\"n\">").seconds(l.seconds);
+        h.raw("</td><td class=\"n\">").rate(l.rate);
+        h.raw("</td><td class=\"n\">").seconds(l.time_to_drain());
+        h.raw("</td></tr>");
+    }
+    h.raw("</table><p>Lag in seconds is the age of the oldest record the group has not consumed; \
+           time to drain is lag ÷ the consume rate over the last minute (— while the group does not advance).</p>");
+    Ok(page(context, "/groups", "Consumer groups", h))
+}
+
+pub fn shares(context: &Context<'_>) -> Page {
+    let broker = context.broker;
+    let now = log_core::now_ms();
+    let mut h = Html::default();
+    let mut any = false;
+    for group in broker.shares.groups() {
+        if !context.viewer.sees_group(broker, &group) {
+            continue;
+        }
+        any = true;
+        h.raw("<h2>").name(&group).raw("</h2>");
+        h.raw("<table><tr><th>Topic</th><th>Partition</th><th>Start</th><th>End</th><th>Available</th>\
+               <th>Acquired</th><th>Archived</th><th>Oldest lock</th><th>Overload mode</th></tr>");
+        let summaries: Vec<_> = broker
+            .shares
+            .summaries(&broker.log, &group)
+            .into_iter()
+            .filter(|s| context.viewer.sees_topic(broker, &s.topic))
+            .collect();
+        for s in &summaries {
+            h.raw("<tr><td>")
+                .name(&s.topic)
+                .raw("</td><td class=\"n\">")
+                .int(i64::from(s.partition));
+            h.raw("</td><td class=\"n\">").int(s.start);
+            h.raw("</td><td class=\"n\">").int(s.end);
+            h.raw("</td><td class=\"n\">").int(s.available as i64);
+            h.raw("</td><td class=\"n\">").int(s.acquired as i64);
+            h.raw("</td><td class=\"n\">").int(s.archived as i64);
+            h.raw("</td><td class=\"n\">")
+                .seconds(s.oldest_lock_ms.map(|t| (now - t).max(0) as f64 / 1000.0));
+            h.raw(if s.overloaded {
+                "</td><td class=\"warn\">on"
+            } else {
+                "</td><td>off"
+            });
+            h.raw("</td></tr>");
+        }
+        h.raw("</table>");
+        let tenants: Vec<_> = summaries
+            .iter()
+            .flat_map(|s| s.tenants.iter().map(move |t| (s, t)))
+            .collect();
+        if !tenants.is_empty() {
+            h.raw(
+                "<table><tr><th>Topic</th><th>Partition</th><th>Tenant</th><th>Available</th>\
+                   <th>In flight</th><th>Oldest wait</th></tr>",
+            );
+            for (s, t) in tenants {
+                h.raw("<tr><td>")
+                    .name(&s.topic)
+                    .raw("</td><td class=\"n\">")
+                    .int(i64::from(s.partition));
+                h.raw("</td><td>");
+                match t.tenant.as_deref() {
+                    Some(tenant) => {
+                        h.bytes(tenant, KEY_SHOWN);
+                    }
+                    None => {
+                        h.raw("<i>other tenants</i>");
+                    }
+                }
+                h.raw("</td><td class=\"n\">").int(t.available as i64);
+                h.raw("</td><td class=\"n\">").int(t.in_flight as i64);
+                h.raw("</td><td class=\"n\">").seconds(
+                    t.oldest_available_ms
+                        .map(|ts| (now - ts).max(0) as f64 / 1000.0),
+                );
+                h.raw("</td></tr>");
+            }
+            h.raw("</table>");
+        }
+    }
+    if !any {
+        h.raw("<p class=\"none\">No share groups.</p>");
+    }
+    Ok(page(context, "/shares", "Share groups", h))
+}
+
+pub fn dead_letter_topics(context: &Context<'_>) -> Page {
+    let mut h = Html::default();
+    let topics: Vec<_> = visible_topics(context)
+        .into_iter()
+        .filter(|t| dead_letters::is_dead_letter_topic(t))
+        .collect();
+    if topics.is_empty() {
+        h.raw("<p class=\"none\">No dead-letter topics (named <code>…-dlt</code> or <code>….DLT</code>, \
+               or taking a share group's dead letters).</p>");
+        return Ok(page(context, "/dead-letters", "Dead-letter topics", h));
+    }
+    h.raw("<table><tr><th>Topic</th><th>Partition</th><th>Records</th><th>Log start</th><th>Log end</th></tr>");
+    for topic in &topics {
+        for (index, p) in topic.partitions().iter().enumerate() {
+            let index = index.to_string();
+            h.raw("<tr><td>");
+            h.link(
+                "/dead-letters/records",
+                &[("topic", topic.name()), ("partition", &index)],
+                topic.name(),
+            );
+            h.raw("</td><td class=\"n\">").text(&index);
+            h.raw("</td><td class=\"n\">")
+                .int((p.log_end_offset() - p.log_start_offset()).max(0));
+            h.raw("</td><td class=\"n\">").int(p.log_start_offset());
+            h.raw("</td><td class=\"n\">").int(p.log_end_offset());
+            h.raw("</td></tr>");
+        }
+    }
+    h.raw("</table>");
+    Ok(page(context, "/dead-letters", "Dead-letter topics", h))
+}
+
+pub fn dead_letter_records(context: &Context<'_>) -> Page {
+    let bad = |reason| Response::text("400 Bad Request", reason);
+    let query = context.query;
+    let name = query
+        .get("topic")
+        .ok_or_else(|| bad("name a topic: ?topic=NAME"))?;
+    let index: i32 = query
+        .get("partition")
+        .unwrap_or("0")
+        .parse()
+        .map_err(|_| bad("partition must be a number"))?;
+    let from: i64 = query
+        .get("from")
+        .unwrap_or("0")
+        .parse()
+        .map_err(|_| bad("from must be an offset"))?;
+    let broker = context.broker;
+    let missing = || Response::not_found("no such dead-letter topic partition");
+    // A topic the viewer may not see is answered as one that does not exist.
+    if !context.viewer.sees_topic(broker, name) {
+        return Err(missing());
+    }
+    let topic = broker.log.topic(name).ok_or_else(missing)?;
+    if !dead_letters::is_dead_letter_topic(&topic) {
+        return Err(missing());
+    }
+    let partition = broker.partition(name, index).ok_or_else(missing)?;
+    let title = format!("Dead letters of {name} [{index}]");
+    let mut h = Html::default();
+    if !context.viewer.reads_topic(broker, name) {
+        h.raw("<p class=\"warn\">You may describe this topic but not read it: its records are not shown.</p>");
+        return Ok(page(context, "/dead-letters", &title, h));
+    }
+    let read = dead_letters::read(&partition, from);
+    h.raw("<p>Offsets from ")
+        .int(from.max(partition.log_start_offset()));
+    h.raw(" (log end ").int(partition.log_end_offset());
+    h.raw("). Redrive with <code>lograil dlt redrive --from ")
+        .text(name)
+        .raw("</code>.</p>");
+    if let Some(error) = &read.error {
+        h.raw("<p class=\"warn\">Reading stopped: ")
+            .text(error)
+            .raw("</p>");
+    }
+    for r in &read.records {
+        h.raw("<table class=\"record\"><tr><th>Offset</th><td class=\"n\">")
+            .int(r.offset);
+        h.raw("</td></tr><tr><th>Time</th><td>").time(r.timestamp);
+        h.raw("</td></tr><tr><th>Origin</th><td>");
+        match &r.origin {
+            Some((t, p, o)) => {
+                h.name(t).raw(" [").int(i64::from(*p)).raw("] @ ").int(*o);
+            }
+            None => {
+                h.raw("<span class=\"none\">no origin headers</span>");
+            }
+        }
+        h.raw("</td></tr><tr><th>Error class</th><td>");
+        match &r.error_class {
+            Some(class) => h.name(class),
+            None => h.raw("—"),
+        };
+        h.raw("</td></tr><tr><th>Error message</th><td><pre>");
+        match &r.error_message {
+            Some(m) => h.bytes(m.as_bytes(), VALUE_SHOWN),
+            None => h.raw("—"),
+        };
+        h.raw("</pre></td></tr><tr><th>Attempts</th><td class=\"n\">");
+        match r.attempts {
+            Some(a) => h.int(a),
+            None => h.raw("—"),
+        };
+        h.raw("</td></tr><tr><th>Key</th><td class=\"mono\">");
+        match &r.key {
+            Some(k) => h.bytes(k, KEY_SHOWN),
+            None => h.raw("<span class=\"none\">null</span>"),
+        };
+        h.raw("</td></tr><tr><th>Value</th><td class=\"mono\">");
+        match &r.value {
+            Some(v) => h.bytes(v, VALUE_SHOWN),
+            None => h.raw("<span class=\"none\">null</span>"),
+        };
+        h.raw("</td></tr><tr><th>Attempt history</th><td>");
+        match &r.history {
+            Ok(history) if history.is_empty() => {
+                h.raw("—");
+            }
+            Ok(history) => {
+                h.raw("<table><tr><th>#</th><th>At</th><th>Read from</th><th>Consumer</th><th>Class</th><th>Message</th></tr>");
+                for a in history.iter().take(HISTORY_SHOWN) {
+                    h.raw("<tr><td class=\"n\">").int(i64::from(a.attempt));
+                    h.raw("</td><td>")
+                        .time(a.at)
+                        .raw("</td><td>")
+                        .name(&a.topic);
+                    h.raw(" [")
+                        .int(i64::from(a.partition))
+                        .raw("] @ ")
+                        .int(a.offset);
+                    h.raw("</td><td>")
+                        .name(&a.consumer)
+                        .raw("</td><td>")
+                        .name(&a.class);
+                    h.raw("</td><td>")
+                        .bytes(a.message.as_bytes(), HEADER_SHOWN)
+                        .raw("</td></tr>");
+                }
+                h.raw("</table>");
+            }
+            Err(e) => {
+                h.raw("<span class=\"warn\">malformed history header: ")
+                    .text(e)
+                    .raw("</span>");
+            }
+        }
+        h.raw("</td></tr><tr><th>Headers</th><td>");
+        for (name, value) in r.headers.iter().take(HEADERS_SHOWN) {
+            h.raw("<div class=\"mono\">").name(name).raw(" = ");
+            match value {
+                Some(v) => h.bytes(v, HEADER_SHOWN),
+                None => h.raw("<span class=\"none\">null</span>"),
+            };
+            h.raw("</div>");
+        }
+        if r.headers.len() > HEADERS_SHOWN {
+            h.raw("<div class=\"cut\">… ")
+                .int(r.headers.len() as i64)
+                .raw(" headers in all</div>");
+        }
+        h.raw("</td></tr></table>");
+    }
+    if read.records.is_empty() {
+        h.raw("<p class=\"none\">No records from this offset.</p>");
+    }
+    if let Some(next) = read.next {
+        let (p, n) = (index.to_string(), next.to_string());
+        h.link(
+            "/dead-letters/records",
+            &[("topic", name), ("partition", &p), ("from", &n)],
+            "next records →",
+        );
+    }
+    Ok(page(context, "/dead-letters", &title, h))
+}
+
+pub fn limits(context: &Context<'_>) -> Page {
+    let broker = context.broker;
+    let mut h = Html::default();
+    h.raw("<h2>Backlog bounds</h2>");
+    let bounded: Vec<_> = visible_topics(context)
+        .into_iter()
+        .filter_map(|topic| {
+            let bound = crate::backlog::Bound::of(&topic.config())?;
+            let state = broker.measure_backlog(&topic, &bound);
+            Some((topic, bound, state))
+        })
+        .collect();
+    if bounded.is_empty() {
+        h.raw("<p class=\"none\">No backlog-bounded topic (<code>lograil.backlog.*</code>).</p>");
+    } else {
+        h.raw(
+            "<table><tr><th>Topic</th><th>Group</th><th>Backlog (records)</th><th>Max records</th>\
+               <th>Oldest unread</th><th>Max age</th><th>State</th></tr>",
+        );
+        for (topic, bound, state) in &bounded {
+            h.raw("<tr><td>")
+                .name(topic.name())
+                .raw("</td><td>")
+                .name(&bound.group);
+            h.raw("</td><td class=\"n\">").int(state.records);
+            h.raw("</td><td class=\"n\">");
+            match bound.max_records {
+                Some(max) => h.int(max),
+                None => h.raw("—"),
+            };
+            h.raw("</td><td class=\"n\">")
+                .seconds(state.age_ms.map(|ms| ms as f64 / 1000.0));
+            h.raw("</td><td class=\"n\">")
+                .seconds(bound.max_age_ms.map(|ms| ms as f64 / 1000.0));
+            h.raw(if state.is_over() {
+                "</td><td class=\"warn\">over: "
+            } else {
+                "</td><td>"
+            });
+            h.text(&state.describe()).raw("</td></tr>");
+        }
+        h.raw("</table>");
+    }
+    h.raw("<h2>Quota throttles</h2>");
+    if !context.viewer.sees_cluster(broker) {
+        h.raw("<p class=\"none\">Needs DescribeConfigs on the cluster.</p>");
+    } else {
+        let throttles = broker.metrics.throttles();
+        if throttles.is_empty() {
+            h.raw("<p class=\"none\">No client has been throttled since the broker started.</p>");
+        } else {
+            h.raw("<table><tr><th>Client id</th><th>Throttled responses</th><th>Throttle time</th></tr>");
+            for (client, responses, millis) in &throttles {
+                h.raw("<tr><td>").name(client).raw("</td><td class=\"n\">");
+                h.int(i64::try_from(*responses).unwrap_or(i64::MAX));
+                h.raw("</td><td class=\"n\">")
+                    .seconds(Some(*millis as f64 / 1000.0));
+                h.raw("</td></tr>");
+            }
+            h.raw("</table>");
+        }
+    }
+    Ok(page(
+        context,
+        "/limits",
+        "Limits: backlog bounds and quotas",
+        h,
+    ))
+}
