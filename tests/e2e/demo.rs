@@ -4,7 +4,7 @@
 //! the same events on both.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,24 @@ use test_support::{lograil, TestBroker};
 
 const SEED: &str = "11";
 const DURATION: &str = "6";
+
+type Lines = Arc<Mutex<Vec<String>>>;
+
+/// `lograil demo ARGS --report REPORT`, and the lines of its stdout and stderr as they come.
+fn spawn_demo(args: &[&str], report: &std::path::Path) -> (Child, Lines, Lines) {
+    let mut child = Command::new(lograil_bin())
+        .arg("demo")
+        .args(args)
+        .arg("--report")
+        .arg(report)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = collect_lines(child.stdout.take().unwrap());
+    let stderr = collect_lines(child.stderr.take().unwrap());
+    (child, stdout, stderr)
+}
 
 /// One record read back: headers, value.
 struct Read {
@@ -85,7 +103,7 @@ fn read_topic(addr: &str, topic: &str) -> Vec<Read> {
 }
 
 /// The lines collected so far, joined, once `done` holds for them (or after 10 s).
-fn joined_once(lines: &Arc<Mutex<Vec<String>>>, done: impl Fn(&str) -> bool) -> String {
+fn joined_once(lines: &Lines, done: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let text = lines.lock().unwrap().join("\n");
@@ -210,24 +228,10 @@ fn check(addr: &str, summary: &Value, report: &std::path::Path) {
 fn the_embedded_demo_adds_up_against_its_topics_and_stays_up_with_keep() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.html");
-    let mut child = Command::new(lograil_bin())
-        .args([
-            "demo",
-            "--duration",
-            DURATION,
-            "--seed",
-            SEED,
-            "--json",
-            "--keep",
-        ])
-        .arg("--report")
-        .arg(&report)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = collect_lines(child.stdout.take().unwrap());
-    let stderr = collect_lines(child.stderr.take().unwrap());
+    let (mut child, stdout, stderr) = spawn_demo(
+        &["--duration", DURATION, "--seed", SEED, "--json", "--keep"],
+        &report,
+    );
     let deadline = Instant::now() + Duration::from_secs(90);
     let kept = loop {
         let line = stderr
@@ -377,15 +381,8 @@ fn the_embedded_demo_adds_up_against_its_topics_and_stays_up_with_keep() {
 #[test]
 fn ctrl_c_stops_the_story_with_what_was_done_and_removes_the_embedded_data_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(lograil_bin())
-        .args(["demo", "--duration", "30", "--report"])
-        .arg(dir.path().join("report.html"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = collect_lines(child.stdout.take().unwrap());
-    let stderr = collect_lines(child.stderr.take().unwrap());
+    let (mut child, stdout, stderr) =
+        spawn_demo(&["--duration", "30"], &dir.path().join("report.html"));
     let deadline = Instant::now() + Duration::from_secs(60);
     // Plain text (stdout is a pipe): the opening line, the header, then a row a second.
     while !stdout

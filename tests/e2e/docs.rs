@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::external_clients::require;
 use test_support::broker::lograil_bin;
 use test_support::TestBroker;
 
@@ -314,25 +315,14 @@ fn run_page(repo: &Path, name: &str) -> Outcome {
     }
 }
 
-/// Fails the test, saying how to get it, unless `program args` runs.
-fn require(program: &str, args: &[&str]) {
-    let ok = Command::new(program)
-        .args(args)
-        .env_remove("LD_LIBRARY_PATH")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "the docs' blocks need {program} (.ci/run installs it, and fetches Kafka's jars)"
-    );
-}
-
 #[test]
 fn every_shell_block_of_the_docs_runs() {
-    require("kcat", &["-V"]);
-    require("java", &["-version"]);
+    require("kcat", &["-V"], "apt-get install kcat");
+    require(
+        "java",
+        &["-version"],
+        "apt-get install default-jdk-headless",
+    );
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let names = pages(&repo);
     let next = AtomicUsize::new(0);

@@ -8,9 +8,11 @@ use std::process::{Command, Stdio};
 
 use test_support::TestBroker;
 
-fn require(program: &str, args: &[&str], install: &str) {
+/// Fails the test unless `program args` runs and succeeds, saying how to install it.
+pub(crate) fn require(program: &str, args: &[&str], install: &str) {
     let ok = Command::new(program)
         .args(args)
+        .env_remove("LD_LIBRARY_PATH")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
