@@ -510,6 +510,8 @@ fn with_every_listener_authenticating_the_console_asks_for_a_broker_user_and_fil
         "User:admin",
         "--console-listen",
         "127.0.0.1:0",
+        "--connection-failed-authentication-delay-ms",
+        "400",
     ]);
     let addr = broker.listener("SASL_PLAINTEXT").to_string();
     let console = broker.console_addr.clone().expect("the console's address");
@@ -557,7 +559,17 @@ fn with_every_listener_authenticating_the_console_asks_for_a_broker_user_and_fil
         basic("mallory:admin-secret"),
         Some("!!!".to_string()),
     ] {
+        let checked = wrong.as_deref() != Some("!!!");
+        let started = std::time::Instant::now();
         assert_eq!(as_user("/topics", wrong).0, "HTTP/1.1 401 Unauthorized");
+        // A wrong password or user is answered after the failed-authentication delay.
+        if checked {
+            assert!(
+                started.elapsed() >= std::time::Duration::from_millis(400),
+                "answered in {:?}",
+                started.elapsed()
+            );
+        }
     }
     let (status, _, body) = as_user("/topics", basic("admin:admin-secret"));
     assert_eq!(status, "HTTP/1.1 200 OK");

@@ -105,6 +105,9 @@ pub fn admit(
     };
     if !verify(broker, &user, &password) {
         tracing::info!(user = %user, %host, "console: authentication failed");
+        // As on the Kafka listeners (`--connection-failed-authentication-delay-ms`): a guesser
+        // gets one answer per delay per connection, and at most the responder's connections.
+        std::thread::sleep(broker.security.sasl.failed_authentication_delay);
         return Err(refused("invalid credentials"));
     }
     Ok(Viewer {
