@@ -10,6 +10,7 @@
 mod backpressure;
 mod console;
 mod cross_client;
+mod demo;
 mod failover;
 mod group;
 mod producer;

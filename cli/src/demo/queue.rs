@@ -39,9 +39,9 @@ pub const GROUPS: [GroupKind; 2] = [
     },
 ];
 
-/// Sets the group's configs: read from the start, and its fair turns. A broker that refuses
-/// lograil's fairness setting (Apache Kafka) still runs the group in offset order; the
-/// returned note says so.
+/// Sets the group's configs: read from the start, and its fair turns (none: offset order, every
+/// broker's default, left unset). A broker that refuses lograil's fairness setting (Apache
+/// Kafka) still runs the group in offset order; the returned note says so.
 pub async fn configure(
     admin: &mut Admin,
     group: &str,
@@ -51,6 +51,9 @@ pub async fn configure(
         .alter_group_configs(group, &[("share.auto.offset.reset", "earliest")])
         .await
         .with_context(|| format!("configuring share group {group}"))?;
+    if kind.fairness == "none" {
+        return Ok(None);
+    }
     match admin
         .alter_group_configs(group, &[("lograil.share.fairness.key", kind.fairness)])
         .await
