@@ -69,6 +69,8 @@ fn truth(repo: &Path, source: &str) -> Result<String, String> {
         pip_requirement(&text, key)
     } else if file.ends_with(".sh") {
         shell_default(&text, key)
+    } else if file.ends_with("go.mod") {
+        go_require(&text, key)
     } else {
         Err("no reader for this file".to_string())
     }
@@ -131,6 +133,22 @@ fn pip_requirement(text: &str, package: &str) -> Result<String, String> {
         return Err(format!("`{spec}` is not a version specifier"));
     }
     Ok(spec.strip_prefix("==").unwrap_or(spec).to_string())
+}
+
+/// The version `module` is required at in a go.mod (`github.com/twmb/franz-go v1.22.3` is
+/// `1.22.3`), in a `require (...)` block or a one-line `require`.
+fn go_require(text: &str, module: &str) -> Result<String, String> {
+    text.lines()
+        .map(|l| l.trim().trim_start_matches("require").trim())
+        .find_map(|l| l.strip_prefix(module)?.strip_prefix(' '))
+        .map(|v| {
+            v.split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches('v')
+                .to_string()
+        })
+        .ok_or_else(|| "no such requirement".to_string())
 }
 
 /// The value of `VAR="${OVERRIDE:-default}"` (its default) or `VAR=value` in a shell script.
@@ -264,6 +282,11 @@ fn version_sources_are_read_as_written() {
     let sh = "KAFKA_VERSION=\"${LOGRAIL_KAFKA_VERSION:-4.4.0}\"\nOTHER=1.2\n";
     assert_eq!(shell_default(sh, "KAFKA_VERSION").unwrap(), "4.4.0");
     assert_eq!(shell_default(sh, "OTHER").unwrap(), "1.2");
+    let go_mod = "module m\n\nrequire (\n\tgithub.com/a/b v1.22.3\n\tgithub.com/a/b/c v1.20.0\n)\nrequire github.com/d/e v0.1.0 // indirect\n";
+    assert_eq!(go_require(go_mod, "github.com/a/b").unwrap(), "1.22.3");
+    assert_eq!(go_require(go_mod, "github.com/a/b/c").unwrap(), "1.20.0");
+    assert_eq!(go_require(go_mod, "github.com/d/e").unwrap(), "0.1.0");
+    assert!(go_require(go_mod, "github.com/a").is_err());
     assert_eq!(
         reported("echo 'tool - x 2014-2021'; echo 'Version 1.7.1 (librdkafka 2.0.2)'").unwrap(),
         "1.7.1"

@@ -18,6 +18,7 @@ mod demo;
 mod docs;
 mod external_clients;
 mod fairness;
+mod franz_go;
 mod groups;
 mod kafka_behaviours;
 mod limits;
