@@ -40,6 +40,33 @@ fn spawn_demo(args: &[&str], report: &std::path::Path) -> (Child, Lines, Lines) 
     (child, stdout, stderr)
 }
 
+/// The first of `lines` starting with `prefix`, waited for up to `within` while the demo runs.
+fn wait_for_line(child: &mut Child, lines: &Lines, prefix: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let found = lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.starts_with(prefix))
+            .cloned();
+        if let Some(line) = found {
+            return line;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the demo ended before {prefix:?}: {:?}",
+            lines.lock().unwrap()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no {prefix:?} within {within:?}: {:?}",
+            lines.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// One record read back: headers, value.
 struct Read {
     headers: BTreeMap<String, String>,
@@ -232,25 +259,12 @@ fn the_embedded_demo_adds_up_against_its_topics_and_stays_up_with_keep() {
         &["--duration", DURATION, "--seed", SEED, "--json", "--keep"],
         &report,
     );
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let kept = loop {
-        let line = stderr
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|l| l.starts_with("the broker stays up at "))
-            .cloned();
-        if let Some(line) = line {
-            break line;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the demo ended: {:?}",
-            stderr.lock().unwrap()
-        );
-        assert!(Instant::now() < deadline, "{:?}", stderr.lock().unwrap());
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let kept = wait_for_line(
+        &mut child,
+        &stderr,
+        "the broker stays up at ",
+        Duration::from_secs(90),
+    );
     let lines = stdout.lock().unwrap().clone();
     assert_eq!(
         lines.len(),
@@ -383,22 +397,8 @@ fn ctrl_c_stops_the_story_with_what_was_done_and_removes_the_embedded_data_dir()
     let dir = tempfile::tempdir().unwrap();
     let (mut child, stdout, stderr) =
         spawn_demo(&["--duration", "30"], &dir.path().join("report.html"));
-    let deadline = Instant::now() + Duration::from_secs(60);
     // Plain text (stdout is a pipe): the opening line, the header, then a row a second.
-    while !stdout
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|l| l.starts_with("  2s "))
-    {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "{:?}",
-            stderr.lock().unwrap()
-        );
-        assert!(Instant::now() < deadline, "{:?}", stdout.lock().unwrap());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_line(&mut child, &stdout, "  2s ", Duration::from_secs(60));
     let opening = stdout.lock().unwrap()[0].clone();
     let data_dir = opening
         .split("data dir ")
