@@ -40,6 +40,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 pub use config::{BrokerConfig, Limits};
+pub use console::escape_html;
 pub use handlers::APIS;
 pub use metrics::Api;
 use tokio::net::TcpListener;

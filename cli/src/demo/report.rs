@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use lograil::escape_html;
 use serde_json::Value;
 
 use super::plan::{Plan, TENANTS};
@@ -19,22 +20,6 @@ const TOP: f64 = 28.0;
 const BOTTOM: f64 = 34.0;
 
 const TENANT_COLORS: [&str; 3] = ["#d62728", "#1f77b4", "#2ca02c"];
-
-/// `text` safe inside HTML and SVG text and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// One line of a plot.
 struct Series {
@@ -68,7 +53,7 @@ fn plot(
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"><title>{t}</title>"#,
-        t = escape(title)
+        t = escape_html(title)
     );
     for (from, to, label, color) in bands {
         let _ = write!(
@@ -78,13 +63,13 @@ fn plot(
             (x(*to) - x(*from)).max(1.0),
             x(*from) + 2.0,
             TOP + 10.0,
-            escape(label)
+            escape_html(label)
         );
     }
     let _ = write!(
         svg,
         r##"<text x="{LEFT}" y="16" font-size="13" font-weight="bold">{}</text><line x1="{LEFT}" y1="{b:.1}" x2="{r:.1}" y2="{b:.1}" stroke="#333"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b:.1}" stroke="#333"/>"##,
-        escape(title),
+        escape_html(title),
         b = TOP + h,
         r = LEFT + w
     );
@@ -95,7 +80,7 @@ fn plot(
             r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="end">{}</text><line x1="{LEFT}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#ddd"/>"##,
             LEFT - 4.0,
             y(v) + 3.0,
-            escape(&format!("{v:.0}{unit}")),
+            escape_html(&format!("{v:.0}{unit}")),
             LEFT + w,
             yy = y(v)
         );
@@ -122,7 +107,7 @@ fn plot(
             ly = HEIGHT - 10.0,
             tx = LEFT + 22.0 + 120.0 * i as f64,
             ty = HEIGHT - 6.0,
-            n = escape(&s.name)
+            n = escape_html(&s.name)
         );
     }
     svg.push_str("</svg>");
@@ -250,9 +235,9 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
     let _ = writeln!(
         html,
         "<p>Seed {}, {} s of traffic against {}.</p>",
-        escape(&summary["seed"].to_string()),
-        escape(&summary["duration_s"].to_string()),
-        escape(summary["broker"].as_str().unwrap_or(""))
+        escape_html(&summary["seed"].to_string()),
+        escape_html(&summary["duration_s"].to_string()),
+        escape_html(summary["broker"].as_str().unwrap_or(""))
     );
     html.push_str("<h2>Summary</h2>\n<table>\n");
     let chain = &summary["chain"];
@@ -276,8 +261,8 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
         let _ = writeln!(
             html,
             "<tr><th style=\"text-align:left\">{}</th><td>{}</td></tr>",
-            escape(label),
-            escape(&value.to_string())
+            escape_html(label),
+            escape_html(&value.to_string())
         );
     }
     html.push_str("</table>\n<h2>Task waits per tenant (ms)</h2>\n<table>\n<tr><th>group</th><th>tenant</th><th>tasks</th><th>p50</th><th>p99</th><th>max</th><th>p99 during the flood</th></tr>\n");
@@ -287,13 +272,13 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
             let _ = writeln!(
                 html,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(q["label"].as_str().unwrap_or("")),
-                escape(tenant),
-                escape(&t["tasks"].to_string()),
-                escape(&t["wait_ms"]["p50"].to_string()),
-                escape(&t["wait_ms"]["p99"].to_string()),
-                escape(&t["wait_ms"]["max"].to_string()),
-                escape(&t["flood_wait_ms"]["p99"].to_string()),
+                escape_html(q["label"].as_str().unwrap_or("")),
+                escape_html(tenant),
+                escape_html(&t["tasks"].to_string()),
+                escape_html(&t["wait_ms"]["p50"].to_string()),
+                escape_html(&t["wait_ms"]["p99"].to_string()),
+                escape_html(&t["wait_ms"]["max"].to_string()),
+                escape_html(&t["flood_wait_ms"]["p99"].to_string()),
             );
         }
     }
@@ -305,7 +290,7 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
     }
     html.push_str("<h2>Look further</h2>\n<pre>");
     for c in summary["commands"].as_array().into_iter().flatten() {
-        html.push_str(&escape(c.as_str().unwrap_or("")));
+        html.push_str(&escape_html(c.as_str().unwrap_or("")));
         html.push('\n');
     }
     html.push_str("</pre>\n</body></html>\n");
@@ -319,7 +304,7 @@ mod tests {
     #[test]
     fn text_is_escaped_everywhere() {
         assert_eq!(
-            escape(r#"<script>alert("x") & 'y'</script>"#),
+            escape_html(r#"<script>alert("x") & 'y'</script>"#),
             "&lt;script&gt;alert(&quot;x&quot;) &amp; &#39;y&#39;&lt;/script&gt;"
         );
         let svg = plot(

@@ -9,6 +9,14 @@ use std::fmt::Write as _;
 #[derive(Debug, Default)]
 pub struct Html(String);
 
+/// `text` HTML-escaped as [`Html::text`] writes it: safe inside element text and attribute
+/// values of HTML and SVG (the demo's report writes its text with it too).
+pub fn escape(text: &str) -> String {
+    let mut html = Html::default();
+    html.text(text);
+    html.0
+}
+
 /// Characters of a name shown in a link or a cell before it is cut.
 pub const NAME_LIMIT: usize = 256;
 

@@ -17,6 +17,8 @@
 mod access;
 mod dead_letters;
 mod html;
+
+pub use html::escape as escape_html;
 mod pages;
 mod rates;
 
