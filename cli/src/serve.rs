@@ -263,7 +263,7 @@ settings! {
     /// Kafka's `producer.id.expiration.ms`: an idempotent producer's state on a partition is
     /// dropped after this long without a produce (default 86400000, 1 day).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    producer_id_expiration_ms: u64 => |c, v| c.limits.producer_id_expiration = ms(v),
+    producer_id_expiration_ms: u64 => |c, v| { c.limits.producer_id_expiration = ms(v); c.log.cleaner.producer_id_expiration = ms(v) },
     /// Kafka's `producer.id.expiration.check.interval.ms` (default 600000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     producer_id_expiration_check_interval_ms: u64 => |c, v| c.limits.producer_id_expiration_check_interval = ms(v),

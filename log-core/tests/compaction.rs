@@ -47,6 +47,14 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The cleaner's options with a 1 MiB offset map.
+fn small_map() -> log_core::CleanerOptions {
+    log_core::CleanerOptions {
+        dedupe_buffer_bytes: 1 << 20,
+        ..log_core::CleanerOptions::default()
+    }
+}
+
 fn config() -> TopicConfig {
     let mut config = TopicConfig {
         segment_bytes: 1024,
@@ -137,7 +145,7 @@ impl Harness {
                 }
             }
             Op::Clean => {
-                let report = self.partition().clean(1 << 20, 2_000, |_| {}).unwrap();
+                let report = self.partition().clean(&small_map(), 2_000, |_| {}).unwrap();
                 if let Some(report) = report {
                     self.cleaned_to = report.cleaned_to;
                     self.check_compacted_below(report.cleaned_to);
@@ -146,7 +154,7 @@ impl Harness {
             Op::Reopen => self.reopen(),
             Op::CrashInClean { changes } => {
                 self.faults.cut_power_after(u64::from(*changes));
-                let cleaned = self.partition().clean(1 << 20, 2_000, |_| {});
+                let cleaned = self.partition().clean(&small_map(), 2_000, |_| {});
                 let finished = !self.faults.power_is_off();
                 self.log = None;
                 self.faults.restore_power().unwrap();
@@ -304,13 +312,22 @@ fn a_tombstone_stays_for_delete_retention_ms_after_its_first_clean() {
     append(b"gone", None);
     append(b"other", Some(b"x"));
     // First pass at t=2000: the tombstone's batch gets the horizon 12000.
-    assert!(partition.clean(1 << 20, 2_000, |_| {}).unwrap().is_some());
+    assert!(partition
+        .clean(&small_map(), 2_000, |_| {})
+        .unwrap()
+        .is_some());
     assert!(tombstoned(&h.read_all()), "kept after its first clean");
     append(b"other", Some(b"y"));
-    assert!(partition.clean(1 << 20, 11_999, |_| {}).unwrap().is_some());
+    assert!(partition
+        .clean(&small_map(), 11_999, |_| {})
+        .unwrap()
+        .is_some());
     assert!(tombstoned(&h.read_all()), "kept until the horizon");
     append(b"other", Some(b"z"));
-    assert!(partition.clean(1 << 20, 12_000, |_| {}).unwrap().is_some());
+    assert!(partition
+        .clean(&small_map(), 12_000, |_| {})
+        .unwrap()
+        .is_some());
     let read = h.read_all();
     assert!(
         !tombstoned(&read),

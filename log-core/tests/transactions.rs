@@ -229,6 +229,14 @@ struct Harness {
     serial: u64,
 }
 
+/// The cleaner's options with a 1 MiB offset map.
+fn small_map() -> log_core::CleanerOptions {
+    log_core::CleanerOptions {
+        dedupe_buffer_bytes: 1 << 20,
+        ..log_core::CleanerOptions::default()
+    }
+}
+
 fn config() -> TopicConfig {
     TopicConfig {
         segment_bytes: 1024,
@@ -611,7 +619,7 @@ fn the_cleaner_removes_aborted_records_and_stops_at_the_lso() {
     );
     assert_eq!(p.last_stable_offset(), 6);
 
-    p.clean(1 << 20, log_core::now_ms(), |_| {})
+    p.clean(&small_map(), log_core::now_ms(), |_| {})
         .unwrap()
         .unwrap();
     let (records, markers) = everything(&p);
@@ -638,7 +646,7 @@ fn the_cleaner_removes_aborted_records_and_stops_at_the_lso() {
     // the older one.
     end(12, ControlType::Commit);
     filler(30);
-    p.clean(1 << 20, log_core::now_ms(), |_| {})
+    p.clean(&small_map(), log_core::now_ms(), |_| {})
         .unwrap()
         .unwrap();
     let (records, markers) = everything(&p);

@@ -196,7 +196,7 @@ pub fn records_fit(data: &[u8], count: i32) -> bool {
 /// walking the records' framing: keys, values and other headers are skipped, not read. `None`
 /// when the batch is compressed or its records do not parse (decode it to know).
 pub fn has_header(batch: &[u8], name: &[u8]) -> Option<bool> {
-    let header = BatchHeader::parse(batch).ok()?;
+    let header = BatchHeader::read(batch).ok()?;
     if header.is_compressed() {
         return None;
     }

@@ -389,7 +389,7 @@ impl Backlogs {
                 let first = partition
                     .read(committed, 1)
                     .ok()
-                    .and_then(|read| record_batch::BatchHeader::parse(&read.records).ok())
+                    .and_then(|read| record_batch::BatchHeader::read(&read.records).ok())
                     .map(|header| header.base_timestamp);
                 if let Some(ts) = first {
                     oldest = Some(oldest.map_or(ts, |o: i64| o.min(ts)));

@@ -62,8 +62,10 @@ pub struct PartitionProducers {
     entries: HashMap<i64, ProducerEntry>,
 }
 
+/// The batch's last sequence: from its last offset delta, not its record count, which the
+/// cleaner lowers when it removes records (a producer's batch has both agree).
 fn last_sequence(header: &BatchHeader) -> i32 {
-    let last = i64::from(header.base_sequence) + i64::from(header.record_count) - 1;
+    let last = i64::from(header.base_sequence) + i64::from(header.last_offset_delta);
     // Sequences wrap from i32::MAX to 0.
     (last % (i64::from(i32::MAX) + 1)) as i32
 }

@@ -159,3 +159,106 @@ fn a_compacted_topic_read_back_keeps_the_latest_value_of_each_key_and_drops_tomb
     let keyed = batch::build(&[(Some(b"k1"), Some(b"back"), 1)]);
     assert_eq!(produce(addr, topic, 0, keyed).0, 0);
 }
+
+/// The batch of `count` records an idempotent producer sends as its `batch`th: one key of its
+/// own (which the cleaner keeps) and `count - 1` keys every batch repeats (which it removes
+/// from all but the newest batch).
+fn thinning_batch(pid: i64, epoch: i16, batch: i32, count: i32) -> bytes::Bytes {
+    let keys: Vec<String> = std::iter::once(format!("own-{batch}"))
+        .chain((1..count).map(|k| format!("shared-{k}")))
+        .collect();
+    let values: Vec<String> = (0..count).map(|r| format!("v{batch}-{r}")).collect();
+    let records: Vec<batch::NewRecord> = keys
+        .iter()
+        .zip(&values)
+        .map(|(k, v)| (Some(k.as_bytes()), Some(v.as_bytes()), 1))
+        .collect();
+    batch::build_for_producer(&records, pid, epoch, batch * count)
+}
+
+/// Idempotence across a restart of a compacted partition the cleaner thinned: the producer
+/// state is rebuilt from batches holding fewer records than their offset range (Kafka's
+/// compaction keeps a batch's base offset, last offset delta and base sequence), so a retry
+/// of the last acknowledged batch is answered at its first offsets, not stored again.
+#[test]
+fn idempotent_retries_are_stored_once_after_the_cleaner_thinned_batches_and_a_restart() {
+    let mut broker = TestBroker::start_temp(&["--log-cleaner-backoff-ms", "50"]);
+    let topic = "compacted-idem";
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "100"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    assert_eq!(try_create_topic(&broker.addr, topic, 1, &configs), 0);
+    let (pid, epoch) = test_support::kafka::init_producer_id(&broker.addr);
+    const COUNT: i32 = 10;
+    // A burst of batches, then three batches in segments of their own, the last in the active
+    // segment (which the cleaner never touches); the rebuild walks the last two segments.
+    let bursts = [0..200, 200..201, 201..202, 202..203];
+    for (i, burst) in bursts.into_iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        for n in burst {
+            let answer = produce(&broker.addr, topic, 0, thinning_batch(pid, epoch, n, COUNT));
+            assert_eq!(answer, (0, i64::from(n * COUNT)), "batch {n}");
+        }
+    }
+    // The cleaner thins batches 0 to 200 to one record over their ten offsets (batch 201's
+    // shared keys are the newest the cleaner's map holds: the active segment is not read).
+    let thinned = || {
+        let (mut offset, mut thinned) = (0, 0);
+        while offset < 2020 {
+            let fetch = test_support::kafka::fetch_request(topic, offset, 0, 50 << 20);
+            let fetched: kafka_protocol::messages::FetchResponse = test_support::wire::call(
+                &mut test_support::wire::connect(&broker.addr),
+                kafka_protocol::messages::ApiKey::Fetch,
+                12,
+                &fetch,
+            );
+            let records = fetched.responses[0].partitions[0].records.clone().unwrap();
+            let mut at = 0;
+            while at < records.len() {
+                let header = record_batch::validate_stored(&records[at..]).unwrap();
+                thinned += usize::from(header.record_count < header.last_offset_delta + 1);
+                at += header.size as usize;
+                offset = header.next_offset();
+            }
+        }
+        thinned
+    };
+    wait_until(
+        "the cleaner thinned batches 0 to 200",
+        Duration::from_secs(20),
+        || thinned() == 201,
+    );
+
+    let end = i64::from(203 * COUNT);
+    for restart in ["a clean stop", "kill -9"] {
+        if restart == "kill -9" {
+            broker.kill9();
+        } else {
+            broker.stop();
+        }
+        broker.restart();
+        // The last batch, and one the cleaner thinned (its sequences are still ten).
+        for n in [202, 201, 200] {
+            let retry = thinning_batch(pid, epoch, n, COUNT);
+            assert_eq!(
+                produce(&broker.addr, topic, 0, retry),
+                (0, i64::from(n * COUNT)),
+                "batch {n} retried after {restart}"
+            );
+        }
+        assert_eq!(
+            test_support::kafka::list_offset(&broker.addr, topic, -1).1,
+            end,
+            "after {restart}: nothing stored twice"
+        );
+    }
+    // The producer's next batch follows on.
+    let next = thinning_batch(pid, epoch, 203, COUNT);
+    assert_eq!(produce(&broker.addr, topic, 0, next), (0, end));
+    let log = std::fs::read_to_string(broker.log_path()).unwrap();
+    assert!(!log.contains("could not rebuild producer state"), "{log}");
+}

@@ -33,15 +33,20 @@
 //! segment files (also taken by retention, which deletes them) and, for a moment, the segment
 //! list's write lock. Readers holding a replaced segment keep reading it ([`Segment::retire`]).
 //!
-//! Deviations from Kafka: a batch whose records are all removed is removed whole, also when it
-//! was its producer's last (Kafka keeps an empty batch so the producer's sequence survives a
-//! restart); transaction markers are kept for good (Kafka removes one after
+//! A batch whose records are all removed goes whole, unless it is its producer's last data
+//! batch in the partition and the producer has not expired (`producer.id.expiration.ms`): then
+//! an empty batch (no records; the same base offset, last offset delta, producer, epoch and
+//! base sequence) stays, as Kafka keeps one, so the producer's sequence is rebuilt after a
+//! restart and its next batch is not refused as out of order.
+//!
+//! Deviation from Kafka: transaction markers are kept for good (Kafka removes one after
 //! `delete.retention.ms` once its transaction's records are gone).
 
 mod offset_map;
 mod swap;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -69,16 +74,21 @@ pub struct CleanerOptions {
     /// `log.cleaner.io.max.bytes.per.second`: the most bytes a second the cleaner reads and
     /// writes together; `None`: unbounded (Kafka's default).
     pub io_bytes_per_second: Option<u64>,
+    /// `producer.id.expiration.ms`: a producer whose last batch is older is not kept an empty
+    /// batch for.
+    pub producer_id_expiration: Duration,
 }
 
 impl Default for CleanerOptions {
-    /// Kafka's defaults: enabled, every 15 s, a 128 MiB map, unbounded I/O.
+    /// Kafka's defaults: enabled, every 15 s, a 128 MiB map, unbounded I/O, producers expiring
+    /// after a day.
     fn default() -> Self {
         CleanerOptions {
             enabled: true,
             backoff: Duration::from_secs(15),
             dedupe_buffer_bytes: 128 << 20,
             io_bytes_per_second: None,
+            producer_id_expiration: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -220,17 +230,18 @@ impl Partition {
         lock(&self.cleaner_stats).clone()
     }
 
-    /// Cleans the dirty part now (whatever its ratio), as the module says; `None` when the
-    /// topic does not compact or nothing is dirty. `pace(bytes)` is called with the bytes
-    /// read or written as the pass goes (the I/O bound sleeps there). Blocking file work.
+    /// Cleans the dirty part now (whatever its ratio), as the module says, with the map size
+    /// and producer expiration of `options`; `None` when the topic does not compact or nothing
+    /// is dirty. `pace(bytes)` is called with the bytes read or written as the pass goes (the
+    /// I/O bound sleeps there). Blocking file work.
     pub fn clean(
         &self,
-        dedupe_buffer_bytes: usize,
+        options: &CleanerOptions,
         now_ms: i64,
         mut pace: impl FnMut(u64),
     ) -> Result<Option<CleanReport>, CleanError> {
         let _one = lock(&self.cleaning);
-        let result = self.clean_once(dedupe_buffer_bytes, now_ms, &mut pace);
+        let result = self.clean_once(options, now_ms, &mut pace);
         let mut stats = lock(&self.cleaner_stats);
         match &result {
             Ok(Some(report)) => {
@@ -249,7 +260,7 @@ impl Partition {
 
     fn clean_once(
         &self,
-        budget: usize,
+        options: &CleanerOptions,
         now_ms: i64,
         pace: &mut dyn FnMut(u64),
     ) -> Result<Option<CleanReport>, CleanError> {
@@ -273,6 +284,7 @@ impl Partition {
 
         // 1. The offset map of the dirty part.
         let (first_dirty, first_uncleanable) = (dirtiness.first_dirty, dirtiness.first_uncleanable);
+        let budget = options.dedupe_buffer_bytes;
         let expected = usize::try_from(first_uncleanable - first_dirty).unwrap_or(usize::MAX);
         let mut map = OffsetMap::new(budget, expected);
         let aborted = Aborted::new(self.all_aborted());
@@ -318,9 +330,12 @@ impl Partition {
             index_interval: config.index_interval_bytes,
             ..self.place.clone()
         };
+        let expiration = i64::try_from(options.producer_id_expiration.as_millis());
         let rules = Rules {
             map: &map,
             aborted: &aborted,
+            last_batches: self.producers_last_batches()?,
+            producers_alive_since_ms: now_ms.saturating_sub(expiration.unwrap_or(i64::MAX)),
             map_end,
             now_ms,
             delete_retention_ms: i64::try_from(config.delete_retention_ms).unwrap_or(i64::MAX),
@@ -350,26 +365,23 @@ impl Partition {
         Ok(Some(report))
     }
 
-    /// Writes the cleaned form of `group` and swaps it in; a single segment the pass does not
-    /// change is left as it is.
-    fn clean_group(
+    /// Writes the cleaned form of `group` to `path`, fsynced: whether any batch changed, the
+    /// records removed and the bytes written.
+    fn write_cleaned(
         &self,
-        place: &Place,
+        path: &std::path::Path,
         group: &[Arc<Segment>],
         rules: &Rules<'_, impl Fn(Codec) -> i32>,
         report: &mut CleanReport,
         pace: &mut dyn FnMut(u64),
-    ) -> Result<(), CleanError> {
-        let base = group[0].base_offset;
-        let end = group.last().map_or(base, |s| s.next_offset());
-        let path = swap::cleaned_path(self.dir(), base, end);
+    ) -> Result<(bool, u64, u64), CleanError> {
         let file = self
             .place
             .storage
-            .open(&path)
-            .map_err(|e| FileError::new("create", &path, e))?;
+            .open(path)
+            .map_err(|e| FileError::new("create", path, e))?;
         file.set_len(0)
-            .map_err(|e| FileError::new("truncate", &path, e))?;
+            .map_err(|e| FileError::new("truncate", path, e))?;
         let mut removed = 0u64;
         let mut changed = false;
         let mut written = 0u64;
@@ -383,22 +395,63 @@ impl Partition {
                 changed |= rewritten;
             }
             file.append(&[IoSlice::new(&out)])
-                .map_err(|e| FileError::new("write", &path, e))?;
+                .map_err(|e| FileError::new("write", path, e))?;
             written += out.len() as u64;
             report.bytes_read += data.len() as u64;
             pace((data.len() + out.len()) as u64);
         }
+        if changed || group.len() > 1 {
+            file.sync_data()
+                .map_err(|e| FileError::new("fsync", path, e))?;
+        }
+        Ok((changed, removed, written))
+    }
+
+    /// The base offset of each producer's last data batch (not a marker) in the partition, by
+    /// producer id, from its batch headers.
+    fn producers_last_batches(&self) -> Result<HashMap<i64, i64>, CleanError> {
+        let mut last = HashMap::new();
+        for header in self.batch_headers(self.log_start_offset()) {
+            match header {
+                Ok(h) if h.producer_id >= 0 && !h.is_control() => {
+                    last.insert(h.producer_id, h.base_offset);
+                }
+                Ok(_) | Err(ReadError::Damaged { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(last)
+    }
+
+    /// Writes the cleaned form of `group` and swaps it in; a single segment the pass does not
+    /// change is left as it is.
+    fn clean_group(
+        &self,
+        place: &Place,
+        group: &[Arc<Segment>],
+        rules: &Rules<'_, impl Fn(Codec) -> i32>,
+        report: &mut CleanReport,
+        pace: &mut dyn FnMut(u64),
+    ) -> Result<(), CleanError> {
+        let base = group[0].base_offset;
+        let end = group.last().map_or(base, |s| s.next_offset());
+        let path = swap::cleaned_path(self.dir(), base, end);
+        let written = self.write_cleaned(&path, group, rules, report, pace);
+        let (changed, removed, written) = match written {
+            Ok(written) => written,
+            Err(e) => {
+                // A full disk or a failed fsync: nothing of the pass is left behind.
+                let _ = self.place.storage.remove(&path);
+                return Err(e);
+            }
+        };
         if !changed && group.len() == 1 {
-            drop(file);
             self.place
                 .storage
                 .remove(&path)
                 .map_err(|e| FileError::new("remove", &path, e))?;
             return Ok(());
         }
-        file.sync_data()
-            .map_err(|e| FileError::new("fsync", &path, e))?;
-        drop(file);
 
         let _files = lock(&self.segment_files);
         let current = self.segments().clone();
@@ -460,8 +513,19 @@ pub(crate) fn run(
                     }
                 }
             };
-            if let Err(e) = partition.clean(options.dedupe_buffer_bytes, crate::now_ms(), pace) {
-                tracing::error!(partition = %partition.name(), error = %e, "the log cleaner failed; it tries again at its next pass");
+            let failed_before = partition.cleaner_stats().last_error;
+            match partition.clean(&options, crate::now_ms(), pace) {
+                // The same failure again (a full disk stays full): said once, not every pass.
+                Err(e) if failed_before.as_deref() == Some(e.to_string().as_str()) => {
+                    tracing::debug!(partition = %partition.name(), error = %e, "the log cleaner failed again");
+                }
+                Err(e) => {
+                    tracing::error!(partition = %partition.name(), error = %e, "the log cleaner failed; it tries again at each pass, and says so again if the error changes");
+                }
+                Ok(Some(_)) if failed_before.is_some() => {
+                    tracing::info!(partition = %partition.name(), "the log cleaner works again");
+                }
+                Ok(_) => {}
             }
         }
     }
@@ -523,6 +587,10 @@ struct Rules<'a, L> {
     map: &'a OffsetMap,
     /// Their records go, wherever their keys' latest records are.
     aborted: &'a Aborted,
+    /// Each producer's last data batch: its base offset, by producer id.
+    last_batches: HashMap<i64, i64>,
+    /// A last batch of a producer newer than this (ms) keeps an empty batch when it empties.
+    producers_alive_since_ms: i64,
     /// Records at or past this offset are not in the map: kept.
     map_end: i64,
     /// The pass's clock: tombstones whose batch's delete horizon is past go.
@@ -548,7 +616,13 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
             return Ok((0, false));
         }
         if self.aborted.holds(header) {
+            self.keep_empty(batch, header, out)?;
             return Ok((u64::try_from(header.record_count).unwrap_or(0), true));
+        }
+        if header.record_count == 0 {
+            // An empty batch an earlier pass kept: it stays while it is its producer's last.
+            let kept = self.keep_empty(batch, header, out)?;
+            return Ok((0, !kept));
         }
         let plain = records_section(batch, header, self.per_batch)?;
         let mut kept: Vec<RawRecord<'_>> = Vec::with_capacity(header.record_count.max(0) as usize);
@@ -570,10 +644,44 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
             out.extend_from_slice(batch);
             return Ok((0, false));
         }
-        if !kept.is_empty() {
+        if kept.is_empty() {
+            self.keep_empty(batch, header, out)?;
+        } else {
             self.rebuild(batch, header, &kept, horizon, out)?;
         }
         Ok((removed, true))
+    }
+
+    /// Appends the empty form of `batch`, whose records all go, if it is its live producer's
+    /// last data batch: its header, no records, uncompressed. Whether it did.
+    fn keep_empty(
+        &self,
+        batch: &[u8],
+        header: &BatchHeader,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, CleanError> {
+        let last = header.producer_id >= 0
+            && self.last_batches.get(&header.producer_id) == Some(&header.base_offset)
+            && header.max_timestamp >= self.producers_alive_since_ms;
+        if !last {
+            return Ok(false);
+        }
+        let start = out.len();
+        out.extend_from_slice(&batch[..HEADER_LEN]);
+        build::set_record_count(&mut out[start..], 0)
+            .and_then(|()| {
+                build::rewrap(
+                    &mut out[start..],
+                    Codec::None,
+                    header.timestamp_type(),
+                    header.max_timestamp,
+                )
+            })
+            .map_err(|e| CleanError::Rebuild {
+                offset: header.base_offset,
+                reason: e.to_string(),
+            })?;
+        Ok(true)
     }
 
     fn keeps(&self, header: &BatchHeader, record: &RawRecord<'_>) -> bool {

@@ -162,6 +162,28 @@ pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), crate::F
     replace_file_with(&FileStorage, dir, name, bytes)
 }
 
+/// [`replace_file`] for a file holding secrets: the temporary file is created anew with mode
+/// 0600 (on Unix), so no byte of it is ever readable by another user, and `dir/name` takes that
+/// mode with the rename.
+pub fn replace_private_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), crate::FileError> {
+    replace_file_with(&PrivateStorage, dir, name, bytes)
+}
+
+/// Opens new files with mode 0600, replacing any left by a crash (whose mode it cannot trust).
+#[derive(Debug)]
+struct PrivateStorage;
+
+impl Storage for PrivateStorage {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn StoredFile>> {
+        self.remove(path)?;
+        let mut options = OpenOptions::new();
+        options.read(true).append(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        Ok(Arc::new(PlainFile(options.open(path)?)))
+    }
+}
+
 /// [`replace_file`] through `storage`.
 pub(crate) fn replace_file_with(
     storage: &dyn Storage,
@@ -185,4 +207,32 @@ pub(crate) fn replace_file_with(
         .rename(&tmp, &path)
         .map_err(|e| FileError::new("rename", &path, e))?;
     sync_dir(dir).map_err(|e| FileError::new("fsync", dir, e))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn a_private_file_is_created_0600_even_over_a_readable_one_a_crash_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(".replace-7.tmp");
+        std::fs::write(&stale, b"old").unwrap();
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let file = PrivateStorage.open(&stale).unwrap();
+        file.append(&[IoSlice::new(b"secret")]).unwrap();
+        let mode = std::fs::metadata(&stale).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read(&stale).unwrap(), b"secret");
+
+        replace_private_file(dir.path(), "secrets", b"s").unwrap();
+        let mode = std::fs::metadata(dir.path().join("secrets"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 }

@@ -63,8 +63,9 @@ impl Iterator for BatchHeaders<'_> {
                 }
             }
         }
-        // `read` returns whole batches whose headers it has checked.
-        match BatchHeader::parse(&self.chunk[self.at..]) {
+        // `read` returns whole batches whose headers it has checked. A batch the cleaner thinned
+        // holds fewer records than its offset range: read, not parsed as a producer's.
+        match BatchHeader::read(&self.chunk[self.at..]) {
             Ok(header) => {
                 self.at += header.size as usize;
                 self.next = header.next_offset();

@@ -319,7 +319,7 @@ fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Er
 /// The timestamp of the record at `offset` of `partition` (decoding the one batch holding it).
 fn timestamp_at(partition: &Partition, offset: i64) -> Option<i64> {
     let read = partition.read(offset, 1).ok()?;
-    let header = record_batch::BatchHeader::parse(&read.records).ok()?;
+    let header = record_batch::BatchHeader::read(&read.records).ok()?;
     let whole = read.records.get(..header.size as usize)?;
     batch::decode_bounded(whole, TIMESTAMP_DECODE_MAX)
         .ok()?

@@ -54,6 +54,7 @@ impl ScramCredentials {
         let path = data_dir.join(FILE);
         let users = match std::fs::read(&path) {
             Ok(bytes) => {
+                restrict(&path)?;
                 let stored: Stored =
                     serde_json::from_slice(&bytes).map_err(|e| CredentialsError::Corrupt {
                         path: path.clone(),
@@ -129,20 +130,27 @@ impl ScramCredentials {
             path: path.clone(),
             reason: e.to_string(),
         })?;
-        log_core::io::replace_file(&self.dir, FILE, &bytes)?;
-        restrict(&path)?;
+        log_core::io::replace_private_file(&self.dir, FILE, &bytes)?;
         *users = stored.users;
         Ok(applied)
     }
 }
 
-/// Only the broker's user may read the file.
+/// Makes a credentials file that other users may read or write the broker's user's alone
+/// (0600), saying so: a file of an older lograil, or one copied in with the default mode.
 fn restrict(path: &Path) -> Result<(), FileError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| FileError::new("chmod", path, e))?;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| FileError::new("stat", path, e))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| FileError::new("chmod", path, e))?;
+            tracing::warn!(path = %path.display(), mode = format_args!("{:o}", mode & 0o777), "the SCRAM credentials file was readable by other users; its mode is now 600");
+        }
     }
     Ok(())
 }
@@ -185,5 +193,34 @@ impl PlainUsers {
         };
         let (a, b) = (known.as_bytes(), password.as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_credentials_file_is_private_from_its_first_byte_and_made_so_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE);
+        let credentials = ScramCredentials::open(dir.path()).unwrap();
+        let alice = Credential::generate(Hash::Sha256, "secret", 4096);
+        credentials
+            .alter(vec![Change::Upsert("alice".into(), alice)])
+            .unwrap();
+        assert_eq!(mode(&path), 0o600);
+
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let reopened = ScramCredentials::open(dir.path()).unwrap();
+        assert!(reopened.get("alice", Hash::Sha256).is_some());
+        assert_eq!(mode(&path), 0o600, "made private at open");
     }
 }

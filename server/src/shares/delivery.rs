@@ -41,7 +41,7 @@ pub fn read_acquired(
         let mut run: Option<usize> = None;
         let mut at = 0;
         while at < read.records.len() {
-            let header = record_batch::BatchHeader::parse(&read.records[at..]).map_err(|e| {
+            let header = record_batch::BatchHeader::read(&read.records[at..]).map_err(|e| {
                 ReadError::Corrupt {
                     path: partition.dir().to_path_buf(),
                     position: at as u64,
@@ -98,7 +98,7 @@ pub fn to_batch_end(partition: &Partition, speo: i64, max_records: usize, log_en
     partition
         .read(last, 1)
         .ok()
-        .and_then(|read| record_batch::BatchHeader::parse(&read.records).ok())
+        .and_then(|read| record_batch::BatchHeader::read(&read.records).ok())
         .and_then(|header| usize::try_from(header.last_offset().min(log_end - 1) + 1 - speo).ok())
         .map_or(max_records, |n| n.max(max_records))
 }
@@ -242,7 +242,7 @@ pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
     let mut expired = Vec::new();
     let mut at = 0;
     while at < batches.len() {
-        let Ok(header) = record_batch::BatchHeader::parse(&batches[at..]) else {
+        let Ok(header) = record_batch::BatchHeader::read(&batches[at..]) else {
             break;
         };
         let bytes = &batches[at..at + header.size as usize];
@@ -499,7 +499,7 @@ mod tests {
             let mut out = Vec::new();
             let mut at = 0;
             while at < bytes.len() {
-                let h = record_batch::BatchHeader::parse(&bytes[at..]).unwrap();
+                let h = record_batch::BatchHeader::read(&bytes[at..]).unwrap();
                 out.push(h.base_offset);
                 at += h.size as usize;
             }
