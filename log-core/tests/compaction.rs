@@ -338,3 +338,71 @@ fn a_tombstone_stays_for_delete_retention_ms_after_its_first_clean() {
         "timestamps stay: {read:?}"
     );
 }
+
+/// The headers of every batch of `partition`, from its start.
+fn headers(partition: &log_core::Partition) -> Vec<record_batch::BatchHeader> {
+    partition
+        .batch_headers(0)
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// A producer's last batch whose records all go stays as an empty batch (as in Kafka), so its
+/// sequence is still in the log; once the producer writes again further on, it goes.
+#[test]
+fn a_producers_last_batch_stays_empty_until_the_producer_writes_again() {
+    let h = Harness::new();
+    let partition = h.partition();
+    let padding = vec![b'p'; 900];
+    // Batches of ~1 KiB, so each append rolls the 1 KiB segments.
+    let plain = |key: &[u8]| {
+        let records: Vec<batch::NewRecord> =
+            vec![(Some(key), Some(b"v"), 1_000), (Some(b"pad"), Some(&padding), 1_000)];
+        batch::build(&records)
+    };
+    let produced = |key: &[u8], sequence: i32| {
+        let records: Vec<batch::NewRecord> =
+            vec![(Some(key), Some(b"v"), 1_000), (Some(b"pad"), Some(&padding), 1_000)];
+        batch::build_for_producer(&records, 7, 0, sequence)
+    };
+    partition.append(&produced(b"k", 0)).unwrap();
+    partition.append(&plain(b"k")).unwrap();
+    partition.append(&plain(b"tail")).unwrap();
+    let now = 2_000;
+    assert!(partition.clean(&small_map(), now, |_| {}).unwrap().is_some());
+    let first = headers(&partition)[0];
+    assert_eq!(
+        (first.base_offset, first.record_count, first.last_offset_delta),
+        (0, 0, 1),
+        "an empty batch over the producer's offsets"
+    );
+    assert_eq!((first.producer_id, first.base_sequence), (7, 0));
+    assert!(
+        h.read_all().iter().all(|r| r.offset != 0),
+        "none of its records are served"
+    );
+
+    // The producer writes again: its empty batch is no longer its last, and goes.
+    partition.append(&produced(b"k", 2)).unwrap();
+    partition.append(&plain(b"tail")).unwrap();
+    assert!(partition.clean(&small_map(), now, |_| {}).unwrap().is_some());
+    let after = headers(&partition);
+    assert!(
+        after.iter().all(|h| h.base_offset != 0),
+        "the empty batch went: {after:?}"
+    );
+
+    // A producer expired (`producer.id.expiration.ms` past its last batch) keeps none.
+    partition.append(&plain(b"k")).unwrap();
+    partition.append(&plain(b"tail")).unwrap();
+    let expired = log_core::CleanerOptions {
+        producer_id_expiration: std::time::Duration::from_millis(1),
+        ..small_map()
+    };
+    assert!(partition.clean(&expired, 10_000, |_| {}).unwrap().is_some());
+    assert!(
+        headers(&partition).iter().all(|h| h.producer_id != 7),
+        "{:?}",
+        headers(&partition)
+    );
+}

@@ -8,6 +8,8 @@
 //! - [`wire`]: raw Kafka protocol, one frame at a time;
 //! - [`kafka`]: Kafka operations over the raw protocol and librdkafka (create a topic, produce,
 //!   fetch, ...) and [`kafka::wait_until`];
+//! - [`power`]: a FUSE file system that can lose power ([`PowerCutFs`]): after a cut, only what
+//!   was fsynced is left;
 //! - [`process`]: child processes' stdout collected line by line, and a free port;
 //! - [`cluster`]: where the client and retry-topic suites run ([`TestCluster`]): a lograil
 //!   broker of their own, or the Apache Kafka cluster named by `LOGRAIL_TEST_KAFKA`.
@@ -21,6 +23,7 @@ pub mod cluster;
 pub mod in_process;
 pub mod java;
 pub mod kafka;
+pub mod power;
 pub mod process;
 pub mod wire;
 
@@ -28,3 +31,4 @@ pub use broker::{lograil, lograil_stdout, TestBroker};
 pub use certs::Certs;
 pub use cluster::TestCluster;
 pub use in_process::InProcess;
+pub use power::PowerCutFs;
