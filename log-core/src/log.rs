@@ -113,7 +113,7 @@ impl Log {
     /// offline ([`Log::offline_topics`]); every other topic opens.
     pub fn open_with_options(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log, OpenError> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|e| FileError::new("create", &dir, e))?;
+        crate::io::create_dir_durably(&dir).map_err(|e| FileError::new("create", &dir, e))?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = File::create(&lock_path).map_err(|e| FileError::new("create", &lock_path, e))?;
         match lock.try_lock() {

@@ -356,23 +356,34 @@ fn a_producers_last_batch_stays_empty_until_the_producer_writes_again() {
     let padding = vec![b'p'; 900];
     // Batches of ~1 KiB, so each append rolls the 1 KiB segments.
     let plain = |key: &[u8]| {
-        let records: Vec<batch::NewRecord> =
-            vec![(Some(key), Some(b"v"), 1_000), (Some(b"pad"), Some(&padding), 1_000)];
+        let records: Vec<batch::NewRecord> = vec![
+            (Some(key), Some(b"v"), 1_000),
+            (Some(b"pad"), Some(&padding), 1_000),
+        ];
         batch::build(&records)
     };
     let produced = |key: &[u8], sequence: i32| {
-        let records: Vec<batch::NewRecord> =
-            vec![(Some(key), Some(b"v"), 1_000), (Some(b"pad"), Some(&padding), 1_000)];
+        let records: Vec<batch::NewRecord> = vec![
+            (Some(key), Some(b"v"), 1_000),
+            (Some(b"pad"), Some(&padding), 1_000),
+        ];
         batch::build_for_producer(&records, 7, 0, sequence)
     };
     partition.append(&produced(b"k", 0)).unwrap();
     partition.append(&plain(b"k")).unwrap();
     partition.append(&plain(b"tail")).unwrap();
     let now = 2_000;
-    assert!(partition.clean(&small_map(), now, |_| {}).unwrap().is_some());
+    assert!(partition
+        .clean(&small_map(), now, |_| {})
+        .unwrap()
+        .is_some());
     let first = headers(&partition)[0];
     assert_eq!(
-        (first.base_offset, first.record_count, first.last_offset_delta),
+        (
+            first.base_offset,
+            first.record_count,
+            first.last_offset_delta
+        ),
         (0, 0, 1),
         "an empty batch over the producer's offsets"
     );
@@ -385,7 +396,10 @@ fn a_producers_last_batch_stays_empty_until_the_producer_writes_again() {
     // The producer writes again: its empty batch is no longer its last, and goes.
     partition.append(&produced(b"k", 2)).unwrap();
     partition.append(&plain(b"tail")).unwrap();
-    assert!(partition.clean(&small_map(), now, |_| {}).unwrap().is_some());
+    assert!(partition
+        .clean(&small_map(), now, |_| {})
+        .unwrap()
+        .is_some());
     let after = headers(&partition);
     assert!(
         after.iter().all(|h| h.base_offset != 0),

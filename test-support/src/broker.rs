@@ -60,6 +60,8 @@ pub struct TestBroker {
     /// With `--listeners`: each listener's name and `127.0.0.1:PORT`, in the order given.
     pub listeners: Vec<(String, String)>,
     pub data_dir: PathBuf,
+    /// Where the log lines go, when not beside the data dir.
+    log: Option<PathBuf>,
     args: Vec<String>,
     /// The temporary folder of the data dir, for a broker from [`TestBroker::start_temp`];
     /// removed after the process is gone (fields drop after `drop`).
@@ -69,17 +71,28 @@ pub struct TestBroker {
 impl TestBroker {
     /// Starts a broker on a fresh port with its data in `data_dir` and extra `serve` flags.
     pub fn start(data_dir: &Path, args: &[&str]) -> TestBroker {
-        TestBroker::launched(data_dir.to_path_buf(), args, None)
+        TestBroker::launched(data_dir.to_path_buf(), args, None, None)
     }
 
     /// Starts a broker as [`TestBroker::start`] does, on a data dir of its own in a temporary
     /// folder that goes with it (`data_dir` is `<tmp>/data`, the log `<tmp>/data.broker.log`).
     pub fn start_temp(args: &[&str]) -> TestBroker {
         let tmp = tempfile::tempdir().unwrap();
-        TestBroker::launched(tmp.path().join("data"), args, Some(tmp))
+        TestBroker::launched(tmp.path().join("data"), args, Some(tmp), None)
     }
 
-    fn launched(data_dir: PathBuf, args: &[&str], tmp: Option<tempfile::TempDir>) -> TestBroker {
+    /// As [`TestBroker::start`], its log lines in `log`: for a data dir on a file system
+    /// that loses what was not synced ([`crate::PowerCutFs`]).
+    pub fn start_logging_to(data_dir: &Path, log: &Path, args: &[&str]) -> TestBroker {
+        TestBroker::launched(data_dir.to_path_buf(), args, None, Some(log.to_path_buf()))
+    }
+
+    fn launched(
+        data_dir: PathBuf,
+        args: &[&str],
+        tmp: Option<tempfile::TempDir>,
+        log: Option<PathBuf>,
+    ) -> TestBroker {
         let mut broker = TestBroker {
             child: None,
             addr: String::new(),
@@ -87,6 +100,7 @@ impl TestBroker {
             console_addr: None,
             listeners: Vec::new(),
             data_dir,
+            log,
             args: args.iter().map(|s| s.to_string()).collect(),
             _tmp: tmp,
         };
@@ -169,7 +183,9 @@ impl TestBroker {
 
     /// Where the broker's log lines (stderr) go.
     pub fn log_path(&self) -> PathBuf {
-        self.data_dir.with_extension("broker.log")
+        self.log
+            .clone()
+            .unwrap_or_else(|| self.data_dir.with_extension("broker.log"))
     }
 
     /// SIGTERM, then wait for a clean exit.

@@ -605,7 +605,10 @@ mod tests {
         synced.sync_data().unwrap();
         synced.write_all(b" lost").unwrap();
         std::fs::write(root.join("d/unsynced"), b"lost").unwrap();
-        std::fs::File::open(root.join("d")).unwrap().sync_all().unwrap();
+        std::fs::File::open(root.join("d"))
+            .unwrap()
+            .sync_all()
+            .unwrap();
         std::fs::File::open(root).unwrap().sync_all().unwrap();
         std::fs::write(root.join("d/late"), b"lost").unwrap();
         std::fs::create_dir(root.join("never-synced-parent")).unwrap();
@@ -624,13 +627,19 @@ mod tests {
             .unwrap()
             .sync_all()
             .unwrap();
-        std::fs::File::open(root.join("d")).unwrap().sync_all().unwrap();
+        std::fs::File::open(root.join("d"))
+            .unwrap()
+            .sync_all()
+            .unwrap();
         std::fs::rename(root.join("d/tmp"), root.join("d/synced")).unwrap();
         fs.cut().unwrap();
         assert_eq!(std::fs::read(root.join("d/synced")).unwrap(), b"kept");
         assert_eq!(std::fs::read(root.join("d/tmp")).unwrap(), b"new");
         std::fs::rename(root.join("d/tmp"), root.join("d/synced")).unwrap();
-        std::fs::File::open(root.join("d")).unwrap().sync_all().unwrap();
+        std::fs::File::open(root.join("d"))
+            .unwrap()
+            .sync_all()
+            .unwrap();
         fs.cut().unwrap();
         assert_eq!(std::fs::read(root.join("d/synced")).unwrap(), b"new");
         assert!(!root.join("d/tmp").exists());

@@ -23,6 +23,7 @@ mod groups;
 mod kafka_behaviours;
 mod limits;
 mod metrics;
+mod power_cut;
 mod protocol;
 mod quotas;
 mod rdkafka_clients;

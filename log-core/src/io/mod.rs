@@ -102,6 +102,31 @@ pub(crate) fn write_all_vectored(mut file: &File, bufs: &[IoSlice<'_>]) -> io::R
     Ok(())
 }
 
+/// Creates the directory `path` and its missing parents so that they survive a power cut: each
+/// directory created, and the parent it was created in, fsynced.
+pub fn create_dir_durably(path: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = path;
+    while !at.is_dir() {
+        missing.push(at);
+        match at.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => at = parent,
+            _ => break,
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(path)?;
+    for dir in missing.iter().rev() {
+        sync_dir(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
 /// `fsync` on a directory, so that files created or removed in it survive a crash.
 pub fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()

@@ -146,7 +146,7 @@ impl Partition {
         config: TopicConfig,
         context: &OpenContext,
     ) -> Result<Partition, OpenError> {
-        fs::create_dir_all(dir).map_err(|e| FileError::new("create", dir, e))?;
+        crate::io::create_dir_durably(dir).map_err(|e| FileError::new("create", dir, e))?;
         crate::cleaner::recover(dir, context.storage.as_ref())?;
         let cleaned_to = crate::cleaner::read_checkpoint(dir)?;
         let compacted_below = crate::cleaner::read_reach(dir)?;
