@@ -319,6 +319,8 @@ impl Partition {
         let bytes = txns.encode(at);
         match io::replace_file_with(self.place.storage.as_ref(), &self.dir, FILE, &bytes) {
             Ok(()) => txns.file_at = at,
+            // A deleted topic's partition: its directory went first, and nothing is lost.
+            Err(_) if !self.dir.exists() => {}
             Err(e) => {
                 tracing::warn!(partition = %self.name, error = %e, "could not save the transaction state; it is rebuilt from the log at open")
             }

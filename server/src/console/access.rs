@@ -104,7 +104,13 @@ pub fn admit(
         return Err(refused("malformed Basic credentials"));
     };
     if !verify(broker, &user, &password) {
-        tracing::info!(user = %user, %host, "console: authentication failed");
+        if let Some(held_back) = broker
+            .security
+            .failed_logins
+            .note(host, std::time::Instant::now())
+        {
+            tracing::info!(user = %user, %host, held_back, "console: authentication failed");
+        }
         // As on the Kafka listeners (`--connection-failed-authentication-delay-ms`): a guesser
         // gets one answer per delay per connection, and at most the responder's connections.
         std::thread::sleep(broker.security.sasl.failed_authentication_delay);

@@ -47,7 +47,13 @@ impl Handler for SaslAuthenticateRequest {
                     .with_session_lifetime_ms(lifetime)
             }
             Step::Failed(error, message) => {
-                tracing::info!(peer = %ctx.peer, "{message}");
+                let failed = broker
+                    .security
+                    .failed_logins
+                    .note(ctx.peer.ip(), std::time::Instant::now());
+                if let Some(held_back) = failed {
+                    tracing::info!(peer = %ctx.peer, held_back, "{message}");
+                }
                 broker
                     .metrics
                     .authentication_failed(crate::metrics::AuthFailure::Sasl);

@@ -3,6 +3,7 @@
 //! the broker keeps ([`credentials`]), and the principal that results ([`Principal`]).
 
 pub mod credentials;
+pub mod failed_logins;
 pub mod listener;
 mod principal;
 pub mod sasl;
@@ -27,6 +28,8 @@ pub struct Security {
     pub sasl: sasl::SaslSettings,
     pub scram: ScramCredentials,
     pub plain: PlainUsers,
+    /// Failed logins of the Kafka listeners and the console, logged without a flood.
+    pub failed_logins: failed_logins::FailedLogins,
 }
 
 impl Security {
@@ -43,6 +46,7 @@ impl Security {
             sasl: config.sasl.clone(),
             scram: ScramCredentials::open(data_dir)?,
             plain,
+            failed_logins: failed_logins::FailedLogins::default(),
         })
     }
 
