@@ -8,6 +8,7 @@ mod admin;
 mod availability;
 mod backlog;
 mod bad_input;
+mod compacted_transactions;
 mod compaction;
 mod compatibility;
 mod compression;

@@ -1,0 +1,196 @@
+//! Exactly-once on a compacted topic across kill -9 (what a Kafka Streams `exactly_once_v2`
+//! changelog is): a librdkafka transactional producer commits and aborts transactions on a
+//! `cleanup.policy=compact` topic whose segments (rolled every 200 ms) the cleaner keeps thinning, while the
+//! broker is killed and started again on the same port (librdkafka reconnects and retries what
+//! was in flight). The broker must answer every retry of a stored batch as a duplicate: no
+//! batch (producer id, epoch, base sequence) is ever stored twice, and the producer never
+//! meets a fatal error.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::{ApiKey, FetchResponse};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseRecord, Producer};
+use test_support::kafka::{fetch_request, rdkafka_producer, try_create_topic};
+use test_support::wire::{call, connect};
+use test_support::TestBroker;
+
+const TOPIC: &str = "changelog";
+const PARTITIONS: i32 = 3;
+
+/// Transactions of 30 records (a third with keys of their own, which the cleaner keeps, the
+/// rest over 10 keys it thins), every 5th aborted, until `stop`; a new producer with the same
+/// transactional id after any error (it fences the old one). Counts commits and fatal errors.
+fn transact(addr: String, stop: Arc<AtomicBool>, commits: Arc<AtomicU64>, fatal: Arc<AtomicU64>) {
+    let props = [
+        ("transactional.id", "changelog-writer"),
+        ("linger.ms", "5"),
+        ("message.timeout.ms", "20000"),
+        ("transaction.timeout.ms", "20000"),
+    ];
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let producer = rdkafka_producer(&addr, &props);
+        if producer.init_transactions(Duration::from_secs(15)).is_err() {
+            continue;
+        }
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            n += 1;
+            let result = (|| -> Result<(), KafkaError> {
+                producer.begin_transaction()?;
+                for i in 0..30u64 {
+                    let key = if i % 3 == 0 {
+                        format!("own-{n}-{i}")
+                    } else {
+                        format!("shared-{}", i % 10)
+                    };
+                    let value = format!("t{n}-{i}");
+                    let record = BaseRecord::to(TOPIC)
+                        .key(&key)
+                        .payload(&value)
+                        .partition(((i / 3) % PARTITIONS as u64) as i32);
+                    producer.send(record).map_err(|(e, _)| e)?;
+                }
+                if n % 5 == 0 {
+                    producer.abort_transaction(Duration::from_secs(15))
+                } else {
+                    producer.commit_transaction(Duration::from_secs(15))?;
+                    commits.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
+            })();
+            match result {
+                Ok(()) => {}
+                Err(KafkaError::Transaction(e)) if e.is_fatal() => {
+                    eprintln!("fatal transaction error: {e}");
+                    fatal.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Err(KafkaError::Transaction(e)) if e.txn_requires_abort() => {
+                    let _ = producer.abort_transaction(Duration::from_secs(15));
+                }
+                // The broker is down: abort what is left once it is back, or start anew.
+                Err(_) => {
+                    if producer.abort_transaction(Duration::from_secs(15)).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// (producer id, epoch, base sequence) → the offsets of the data batches carrying it, in every
+/// partition of the topic.
+fn stored_batches(addr: &str) -> HashMap<(i32, i64, i16, i32), Vec<i64>> {
+    let mut seen: HashMap<(i32, i64, i16, i32), Vec<i64>> = HashMap::new();
+    for partition in 0..PARTITIONS {
+        let mut offset = 0;
+        loop {
+            let mut request = fetch_request(TOPIC, offset, 0, 1 << 20);
+            request.isolation_level = 0;
+            request.topics[0].partitions[0].partition = partition;
+            let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
+            let p = &response.responses[0].partitions[0];
+            assert_eq!(p.error_code, 0);
+            let records = p.records.clone().unwrap_or_default();
+            if records.is_empty() {
+                assert!(offset >= p.high_watermark, "nothing served at {offset}");
+                break;
+            }
+            let mut at = 0;
+            while at < records.len() {
+                let h = record_batch::validate_stored(&records[at..]).unwrap();
+                if !h.is_control() && h.producer_id >= 0 {
+                    let key = (partition, h.producer_id, h.producer_epoch, h.base_sequence);
+                    seen.entry(key).or_default().push(h.base_offset);
+                }
+                at += h.size as usize;
+                offset = h.next_offset();
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_compacted_exactly_once_topic_stores_no_batch_twice_across_kills() {
+    let port = test_support::process::free_port();
+    let listeners = format!("PLAINTEXT://127.0.0.1:{port}");
+    let mut broker = TestBroker::start_temp(&[
+        "--listeners",
+        &listeners,
+        "--log-cleaner-backoff-ms",
+        "50",
+        "--flush-messages",
+        "1",
+    ]);
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "200"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    assert_eq!(
+        try_create_topic(&broker.addr, TOPIC, PARTITIONS, &configs),
+        0
+    );
+    let (stop, commits, fatal) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let writer = {
+        let (addr, stop, commits, fatal) = (
+            broker.addr.clone(),
+            stop.clone(),
+            commits.clone(),
+            fatal.clone(),
+        );
+        std::thread::spawn(move || transact(addr, stop, commits, fatal))
+    };
+    let mut seed = 0x5eed_u64;
+    const KILLS: usize = 8;
+    for _ in 0..KILLS {
+        let before = commits.load(Ordering::Relaxed);
+        test_support::kafka::wait_until("commits go on", Duration::from_secs(60), || {
+            commits.load(Ordering::Relaxed) >= before + 3
+        });
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis((seed >> 33) % 400));
+        broker.kill9();
+        broker.restart();
+    }
+    let before = commits.load(Ordering::Relaxed);
+    test_support::kafka::wait_until(
+        "commits after the last restart",
+        Duration::from_secs(60),
+        || commits.load(Ordering::Relaxed) >= before + 3,
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+
+    let seen = stored_batches(&broker.addr);
+    let twice: Vec<_> = seen
+        .iter()
+        .filter(|(_, offsets)| offsets.len() > 1)
+        .collect();
+    eprintln!(
+        "{KILLS} kills, {} commits, {} batches stored, {} fatal errors",
+        commits.load(Ordering::Relaxed),
+        seen.len(),
+        fatal.load(Ordering::Relaxed)
+    );
+    assert!(twice.is_empty(), "batches stored twice: {twice:?}");
+    assert_eq!(fatal.load(Ordering::Relaxed), 0, "fatal producer errors");
+    let log = std::fs::read_to_string(broker.log_path()).unwrap();
+    assert!(!log.contains("could not rebuild producer state"), "{log}");
+    assert!(log.contains("cleaned"), "the cleaner ran");
+}
