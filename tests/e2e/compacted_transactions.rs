@@ -57,7 +57,7 @@ fn transact(addr: String, stop: Arc<AtomicBool>, commits: Arc<AtomicU64>, fatal:
                         .partition(((i / 3) % PARTITIONS as u64) as i32);
                     producer.send(record).map_err(|(e, _)| e)?;
                 }
-                if n % 5 == 0 {
+                if n.is_multiple_of(5) {
                     producer.abort_transaction(Duration::from_secs(15))
                 } else {
                     producer.commit_transaction(Duration::from_secs(15))?;
