@@ -27,6 +27,8 @@ mod handlers;
 mod http;
 mod limits;
 pub mod metrics;
+#[cfg(test)]
+mod producer_model;
 mod producers;
 pub mod quotas;
 mod response;

@@ -155,8 +155,12 @@ fn a_compacted_exactly_once_topic_stores_no_batch_twice_across_kills() {
         std::thread::spawn(move || transact(addr, stop, commits, fatal))
     };
     let mut seed = 0x5eed_u64;
-    const KILLS: usize = 8;
-    for _ in 0..KILLS {
+    // LOGRAIL_TEST_KILLS: more kills for a longer run by hand (8 in CI).
+    let kills: usize = std::env::var("LOGRAIL_TEST_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(8);
+    for _ in 0..kills {
         let before = commits.load(Ordering::Relaxed);
         test_support::kafka::wait_until("commits go on", Duration::from_secs(60), || {
             commits.load(Ordering::Relaxed) >= before + 3
@@ -183,7 +187,7 @@ fn a_compacted_exactly_once_topic_stores_no_batch_twice_across_kills() {
         .filter(|(_, offsets)| offsets.len() > 1)
         .collect();
     eprintln!(
-        "{KILLS} kills, {} commits, {} batches stored, {} fatal errors",
+        "{kills} kills, {} commits, {} batches stored, {} fatal errors",
         commits.load(Ordering::Relaxed),
         seen.len(),
         fatal.load(Ordering::Relaxed)

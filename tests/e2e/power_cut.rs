@@ -200,10 +200,19 @@ fn power_cuts(flags: &[&str], cuts: usize, mut seed: u64) -> Figures {
     figures
 }
 
+/// LOGRAIL_TEST_CUTS: more cuts for a longer run by hand (`default` in CI).
+fn cuts(default: usize) -> usize {
+    std::env::var("LOGRAIL_TEST_CUTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 #[test]
 fn with_flush_messages_1_a_power_cut_loses_nothing_acknowledged() {
-    let figures = power_cuts(&["--flush-messages", "1"], 12, 0x1096a11);
-    eprintln!("--flush-messages 1, 12 cuts: {figures:?}");
+    let n = cuts(12);
+    let figures = power_cuts(&["--flush-messages", "1"], n, 0x1096a11);
+    eprintln!("--flush-messages 1, {n} cuts: {figures:?}");
     assert!(figures.acknowledged > 100, "{figures:?}");
     assert_eq!(
         (figures.lost, figures.reused, figures.lost_topics),
@@ -214,8 +223,9 @@ fn with_flush_messages_1_a_power_cut_loses_nothing_acknowledged() {
 
 #[test]
 fn with_the_default_a_power_cut_keeps_topics_and_every_start_succeeds() {
-    let figures = power_cuts(&[], 4, 0xdefa017);
-    eprintln!("default durability, 4 cuts: {figures:?}");
+    let n = cuts(4);
+    let figures = power_cuts(&[], n, 0xdefa017);
+    eprintln!("default durability, {n} cuts: {figures:?}");
     assert!(figures.acknowledged > 100, "{figures:?}");
     assert_eq!(figures.lost_topics, 0, "{figures:?}");
 }
