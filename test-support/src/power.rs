@@ -561,7 +561,12 @@ impl PowerCutFs {
     /// every process with a file open here first (an unmount waits for none).
     pub fn cut(&mut self) -> io::Result<Syncs> {
         if let Some(session) = self.session.take() {
-            session.umount_and_join()?;
+            match session.umount_and_join() {
+                // A reply the kernel no longer takes (a dead process's last release, answered
+                // as the unmount aborts the connection) ends the session as the unmount does.
+                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {}
+                result => result?,
+            }
         }
         let syncs = {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -2,11 +2,11 @@
 //! what was fsynced when the power goes (kill -9 keeps the page cache, so it cannot tell a
 //! broker that fsyncs from one that does not).
 //!
-//! Each round an idempotent acks=all producer (raw protocol, one batch in flight) appends to 3
-//! partitions and a topic is created; at a seeded random moment the broker is killed and the
+//! Each round a topic is created, a group commits an offset, and an idempotent acks=all
+//! producer (raw protocol, one batch in flight) appends to 3 partitions; at a seeded random moment the broker is killed and the
 //! power cut; the broker starts again on what is left. Checked after every start:
 //! - it starts (nothing half-written stops it), every topic whose creation was acknowledged is
-//!   there, and what is served is whole batches;
+//!   there, so is the group's last commit, and what is served is whole batches;
 //! - with `--flush-messages 1`: every acknowledged record is stored at the offset it was
 //!   acknowledged at, and no offset holds two records;
 //! - with the default (page cache): what was lost is counted and printed, as the docs say it
@@ -133,6 +133,38 @@ fn end_of(addr: &str, partition: i32) -> i64 {
     response.responses[0].partitions[0].high_watermark
 }
 
+/// A consumer of group `cut-group` (no subscription: commits and reads commits only).
+fn group_consumer(addr: &str) -> rdkafka::consumer::BaseConsumer {
+    rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", "cut-group")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap()
+}
+
+/// Commits `offset` for partition 0 of the topic (acknowledged when this returns).
+fn commit(addr: &str, offset: i64) {
+    use rdkafka::consumer::{CommitMode, Consumer};
+    let mut list = rdkafka::TopicPartitionList::new();
+    list.add_partition_offset(TOPIC, 0, rdkafka::Offset::Offset(offset))
+        .unwrap();
+    group_consumer(addr)
+        .commit(&list, CommitMode::Sync)
+        .unwrap();
+}
+
+/// The group's committed offset of partition 0.
+fn committed(addr: &str) -> Option<i64> {
+    use rdkafka::consumer::Consumer;
+    let mut list = rdkafka::TopicPartitionList::new();
+    list.add_partition(TOPIC, 0);
+    let found = group_consumer(addr)
+        .committed_offsets(list, Duration::from_secs(10))
+        .unwrap();
+    found.elements()[0].offset().to_raw()
+}
+
 /// What `cuts` power cuts did to a broker started with `flags`.
 #[derive(Debug, Default)]
 struct Figures {
@@ -141,6 +173,8 @@ struct Figures {
     /// Acknowledged offsets that hold another record after a cut.
     reused: usize,
     lost_topics: usize,
+    /// Rounds whose acknowledged group commit was not there after the cut.
+    lost_commits: usize,
 }
 
 fn power_cuts(flags: &[&str], cuts: usize, mut seed: u64) -> Figures {
@@ -160,6 +194,7 @@ fn power_cuts(flags: &[&str], cuts: usize, mut seed: u64) -> Figures {
         let topic = format!("created-{round}");
         assert_eq!(try_create_topic(&broker.addr, &topic, 1, &[]), 0);
         topics.push(topic);
+        commit(&broker.addr, round as i64 + 1);
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (addr, acked, stop) = (broker.addr.clone(), acked.clone(), stop.clone());
@@ -178,6 +213,7 @@ fn power_cuts(flags: &[&str], cuts: usize, mut seed: u64) -> Figures {
             .iter()
             .filter(|t| !existing.split_whitespace().any(|w| w == t.as_str()))
             .count();
+        figures.lost_commits += usize::from(committed(&broker.addr) != Some(round as i64 + 1));
         let mut acked = acked.lock().unwrap();
         let mut survivors = Acked::new();
         for partition in 0..PARTITIONS {
@@ -215,8 +251,13 @@ fn with_flush_messages_1_a_power_cut_loses_nothing_acknowledged() {
     eprintln!("--flush-messages 1, {n} cuts: {figures:?}");
     assert!(figures.acknowledged > 100, "{figures:?}");
     assert_eq!(
-        (figures.lost, figures.reused, figures.lost_topics),
-        (0, 0, 0),
+        (
+            figures.lost,
+            figures.reused,
+            figures.lost_topics,
+            figures.lost_commits
+        ),
+        (0, 0, 0, 0),
         "{figures:?}"
     );
 }
@@ -227,5 +268,9 @@ fn with_the_default_a_power_cut_keeps_topics_and_every_start_succeeds() {
     let figures = power_cuts(&[], n, 0xdefa017);
     eprintln!("default durability, {n} cuts: {figures:?}");
     assert!(figures.acknowledged > 100, "{figures:?}");
-    assert_eq!(figures.lost_topics, 0, "{figures:?}");
+    assert_eq!(
+        (figures.lost_topics, figures.lost_commits),
+        (0, 0),
+        "{figures:?}"
+    );
 }
