@@ -262,3 +262,54 @@ fn idempotent_retries_are_stored_once_after_the_cleaner_thinned_batches_and_a_re
     let log = std::fs::read_to_string(broker.log_path()).unwrap();
     assert!(!log.contains("could not rebuild producer state"), "{log}");
 }
+
+/// The empty batch the cleaner keeps for a producer's last batch (all its records shadowed) is
+/// read past by librdkafka: the records after it are delivered, and the batch is served with
+/// no records over its offset.
+#[test]
+fn librdkafka_reads_past_the_empty_batch_kept_for_a_producers_last_batch() {
+    let broker = TestBroker::start_temp(&["--log-cleaner-backoff-ms", "50"]);
+    let topic = "compacted-empty";
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "100"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    assert_eq!(try_create_topic(&broker.addr, topic, 1, &configs), 0);
+    let (pid, epoch) = test_support::kafka::init_producer_id(&broker.addr);
+    // Written now: a producer whose last batch is older than producer.id.expiration.ms (a day)
+    // is expired, and keeps no empty batch.
+    let now = log_core::now_ms();
+    let idempotent = batch::build_for_producer(&[(Some(b"k"), Some(b"first"), now)], pid, epoch, 0);
+    assert_eq!(produce(&broker.addr, topic, 0, idempotent), (0, 0));
+    // Later values of the same key, each in a segment of its own.
+    for (i, value) in ["second", "third", "fourth"].iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(150));
+        let plain = batch::build(&[(Some(b"k"), Some(value.as_bytes()), now)]);
+        assert_eq!(produce(&broker.addr, topic, 0, plain), (0, i as i64 + 1));
+    }
+    let first_batch = || {
+        let fetch = test_support::kafka::fetch_request(topic, 0, 0, 1 << 20);
+        let fetched: kafka_protocol::messages::FetchResponse = test_support::wire::call(
+            &mut test_support::wire::connect(&broker.addr),
+            kafka_protocol::messages::ApiKey::Fetch,
+            12,
+            &fetch,
+        );
+        let records = fetched.responses[0].partitions[0].records.clone().unwrap();
+        record_batch::validate_stored(&records).unwrap()
+    };
+    wait_until(
+        "the cleaner emptied offset 0",
+        Duration::from_secs(20),
+        || first_batch().record_count == 0,
+    );
+    assert_eq!(first_batch().producer_id, pid);
+    let records = read_all(&broker.addr, topic);
+    assert!(!records.contains_key(&0), "{records:?}");
+    assert_eq!(
+        records.values().last().map(|(_, v)| v.as_deref()),
+        Some(Some("fourth")),
+        "{records:?}"
+    );
+}
