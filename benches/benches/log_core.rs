@@ -87,7 +87,7 @@ fn append_never(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let dir = bench_dir();
                 let log = Log::open(dir.path()).unwrap();
-                let p = partition(&log, Durability::Never);
+                let p = partition(&log, Durability::PAGE_CACHE);
                 let start = Instant::now();
                 for _ in 0..iters {
                     p.append(batch).unwrap();
@@ -133,7 +133,7 @@ fn append_always(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let dir = bench_dir();
                 let log = Log::open(dir.path()).unwrap();
-                let p = partition(&log, Durability::Always);
+                let p = partition(&log, Durability::ALWAYS);
                 let start = Instant::now();
                 std::thread::scope(|s| {
                     for t in 0..APPENDERS {
@@ -162,7 +162,7 @@ fn sequential_read(c: &mut Criterion) {
     let batch = make_batch(160, 100);
     let dir = bench_dir();
     let log = Log::open(dir.path()).unwrap();
-    let p = partition(&log, Durability::Never);
+    let p = partition(&log, Durability::PAGE_CACHE);
     let mut raw = raw_file(dir.path());
     let mut written = 0;
     while written < TOTAL {

@@ -179,13 +179,22 @@ settings! {
     /// Default `index.interval.bytes`: bytes of log between two sparse index entries.
     #[arg(long)]
     index_interval_bytes: i64 => |c, v| topic_default(c, "index.interval.bytes", v)?,
-    /// Default `flush.messages`: 1 acknowledges an append only once it is fsynced (durability
-    /// `always`, with group commit).
+    /// Default `flush.messages` (Kafka's meaning): an append that leaves this many records
+    /// not yet fsynced waits for an fsync, whatever its acks; 1 fsyncs every append (group
+    /// commit). Default: no count (9223372036854775807).
     #[arg(long, allow_negative_numbers = true)]
     flush_messages: i64 => |c, v| topic_default(c, "flush.messages", v)?,
-    /// Default `flush.ms`: fsync in the background at most this many ms apart.
+    /// Default `flush.ms`: what acks=0 and acks=1 wrote is fsynced in the background about
+    /// this many ms after it was written, so a power cut loses at most about that much of it
+    /// (default 1000; 9223372036854775807: never, Kafka's default).
     #[arg(long, allow_negative_numbers = true)]
     flush_ms: i64 => |c, v| topic_default(c, "flush.ms", v)?,
+    /// Default `write.caching` of topics (Redpanda's name): true acknowledges acks=all from
+    /// the page cache too, as Kafka does on one broker (faster; a power cut may then lose what
+    /// was acknowledged since the last fsync). Default false: acks=all is acknowledged once
+    /// fsynced.
+    #[arg(long)]
+    write_caching: bool => |c, v| topic_default_text(c, "write.caching", &v.to_string())?,
     /// Default `compression.type` of topics: producer (keep the producer's codec, the
     /// default), uncompressed, gzip, snappy, lz4 or zstd (the broker recompresses batches of
     /// another codec).
@@ -641,9 +650,28 @@ mod tests {
             4 << 20,
             "the flag wins"
         );
-        assert_eq!(config.topic_defaults.durability, Durability::Always);
+        assert_eq!(config.topic_defaults.durability.flush_messages, Some(1));
         assert_eq!(config.topic_defaults.retention_ms, None);
         assert_eq!(config.groups.initial_rebalance_delay, Duration::ZERO);
+    }
+
+    #[test]
+    fn durability_defaults_are_acks_all_fsynced_unless_write_caching() {
+        let config = config_from("", &[]).unwrap();
+        assert_eq!(config.topic_defaults.durability, Durability::default());
+        let config = config_from(
+            "flush.ms=9223372036854775807\n",
+            &["--write-caching", "true", "--flush-messages", "10000"],
+        )
+        .unwrap();
+        assert_eq!(
+            config.topic_defaults.durability,
+            Durability {
+                flush_messages: Some(10_000),
+                flush_ms: None,
+                write_caching: true
+            }
+        );
     }
 
     #[test]
@@ -732,7 +760,8 @@ mod tests {
             "no-such-setting=1\n",
             "listen=127.0.0.1:1\n",
             "just some words\n",
-            "flush.messages=5\n",
+            "flush.messages=0\n",
+            "write.caching=maybe\n",
             "node-id=abc\n",
             "max.connections=0\n",
             // Smaller than --max-request-bytes (100 MiB): a large request could never be read.

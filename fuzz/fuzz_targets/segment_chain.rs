@@ -32,7 +32,7 @@ fn config() -> TopicConfig {
         // An index entry every batch or so: reads start from the index, not only from byte 0.
         index_interval_bytes: 64,
         retention_ms: None,
-        durability: Durability::Never,
+        durability: Durability::PAGE_CACHE,
         ..TopicConfig::default()
     }
 }

@@ -1,23 +1,89 @@
 //! Per-topic configuration, under Kafka's own config names.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use record_batch::{Codec, TimestampType};
 
 use crate::error::ConfigError;
 
-/// When an append reaches the disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// An append returns only once it is fsynced; concurrent appends share one fsync
-    /// (group commit). Kafka: `flush.messages=1`.
-    Always,
-    /// Appends are fsynced in the background at most this far apart. Kafka: `flush.ms=N`.
-    Interval(Duration),
-    /// The OS decides when to write back (Kafka's default).
-    #[default]
-    Never,
+/// When appends reach the disk: Kafka's `flush.messages` and `flush.ms`, and Redpanda's
+/// `write.caching`. On one node there are no replicas, so an `acks=all` append is
+/// acknowledged once fsynced (what "on every in-sync replica" can mean here), unless write
+/// caching is on; `acks=0` and `acks=1` ride the page cache, fsynced in the background within
+/// `flush.ms` (see [`Ack`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Durability {
+    /// `flush.messages`: an append that leaves this many offsets or more not yet fsynced
+    /// waits for an fsync, whatever its acks (`Some(1)`: every append). `None`: Kafka's
+    /// default, no count.
+    pub flush_messages: Option<u64>,
+    /// `flush.ms`: data written is fsynced in the background at most about this long after
+    /// it was written. `None`: never by time (Kafka's default).
+    pub flush_ms: Option<u64>,
+    /// `write.caching`: `acks=all` is acknowledged from the page cache too (the behaviour
+    /// of lograil before durable acks, and of Kafka on one broker).
+    pub write_caching: bool,
+}
+
+impl Durability {
+    /// lograil's default `flush.ms`: a power cut loses at most about a second of what was
+    /// acknowledged with `acks=0` or `acks=1` (an fsync a second per written partition costs
+    /// little; Kafka's default never fsyncs by time).
+    pub const DEFAULT_FLUSH_MS: u64 = 1000;
+
+    /// Every append acknowledged only once fsynced (`flush.messages=1`), as the broker's own
+    /// state topics are written.
+    pub const ALWAYS: Durability = Durability {
+        flush_messages: Some(1),
+        flush_ms: None,
+        write_caching: false,
+    };
+
+    /// The page cache for every append and nothing fsynced until a roll or a close: Kafka's
+    /// default on one broker (`write.caching=true`, no `flush.*`).
+    pub const PAGE_CACHE: Durability = Durability {
+        flush_messages: None,
+        flush_ms: None,
+        write_caching: true,
+    };
+
+    /// Whether an append acknowledged with `ack`, leaving `unsynced` offsets not yet
+    /// fsynced, must wait for an fsync before it is acknowledged.
+    pub fn waits(&self, ack: Ack, unsynced: i64) -> bool {
+        let by_count = self
+            .flush_messages
+            .is_some_and(|n| u64::try_from(unsynced).unwrap_or(0) >= n);
+        by_count
+            || match ack {
+                Ack::Written => false,
+                Ack::All => !self.write_caching,
+                Ack::Fsynced => true,
+            }
+    }
+}
+
+impl Default for Durability {
+    /// `acks=all` fsynced, the rest within [`Durability::DEFAULT_FLUSH_MS`].
+    fn default() -> Self {
+        Durability {
+            flush_messages: None,
+            flush_ms: Some(Self::DEFAULT_FLUSH_MS),
+            write_caching: false,
+        }
+    }
+}
+
+/// What the acknowledgement of an append waits for: a Produce's `acks`, or the broker's own
+/// writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ack {
+    /// `acks=0` and `acks=1`: written to the page cache (and fsynced as `flush.*` say).
+    Written,
+    /// `acks=all`: fsynced, unless the topic's `write.caching` is on.
+    All,
+    /// Fsynced whatever the topic's settings: what the broker itself writes and relies on
+    /// after a power cut (transaction markers).
+    Fsynced,
 }
 
 /// A topic's storage settings.
@@ -35,7 +101,7 @@ pub struct TopicConfig {
     pub max_message_bytes: u32,
     /// `index.interval.bytes`: bytes of log between two sparse index entries.
     pub index_interval_bytes: u32,
-    /// `flush.messages` / `flush.ms`.
+    /// `flush.messages`, `flush.ms`, `write.caching`.
     pub durability: Durability,
     /// `errors.deadletterqueue.group.enable` (KIP-1191): share groups may write dead letters
     /// to this topic (Kafka refuses a dead-letter topic without it).
@@ -135,6 +201,9 @@ impl Default for DirtyRatio {
 
 /// The topic config that lets share groups use a topic as their dead-letter queue.
 pub const DLQ_GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
+/// The topic config that acknowledges `acks=all` from the page cache (Redpanda's name; not
+/// Kafka's: see [`Durability`]).
+pub const WRITE_CACHING: &str = "write.caching";
 /// A topic's `compression.type`, Kafka's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TopicCompression {
@@ -234,7 +303,8 @@ pub fn timestamp_type_name(t: TimestampType) -> &'static str {
 pub const EXTRA_PREFIX: &str = "lograil.";
 
 impl Default for TopicConfig {
-    /// Kafka's defaults: 1 GiB segments rolled weekly, 7-day retention, 1 MiB batches.
+    /// Kafka's defaults (1 GiB segments rolled weekly, 7-day retention, 1 MiB batches), but
+    /// for durability: `acks=all` fsynced, the rest within a second ([`Durability::default`]).
     fn default() -> Self {
         TopicConfig {
             segment_bytes: 1 << 30,
@@ -243,7 +313,7 @@ impl Default for TopicConfig {
             retention_ms: Some(7 * 24 * 3600 * 1000),
             max_message_bytes: 1_048_588,
             index_interval_bytes: 4096,
-            durability: Durability::Never,
+            durability: Durability::default(),
             dlq_group_enable: false,
             compression: TopicCompression::Producer,
             compression_levels: CompressionLevels::default(),
@@ -328,13 +398,18 @@ impl TopicConfig {
                 self.min_cleanable_dirty_ratio = DirtyRatio(ratio);
                 return Ok(());
             }
-            DLQ_GROUP_ENABLE => {
+            DLQ_GROUP_ENABLE | WRITE_CACHING => {
                 // Kafka's BOOLEAN: true or false, any case.
-                self.dlq_group_enable = match value.to_ascii_lowercase().as_str() {
+                let on = match value.to_ascii_lowercase().as_str() {
                     "true" => true,
                     "false" => false,
                     _ => return Err(invalid("Expected value to be either true or false".into())),
                 };
+                if name == WRITE_CACHING {
+                    self.durability.write_caching = on;
+                } else {
+                    self.dlq_group_enable = on;
+                }
                 return Ok(());
             }
             _ => {}
@@ -424,27 +499,20 @@ impl TopicConfig {
             "retention.ms" => self.retention_ms = optional()?,
             "max.message.bytes" => self.max_message_bytes = bounded(0)?,
             "index.interval.bytes" => self.index_interval_bytes = bounded(0)?,
-            // `flush.messages` and `flush.ms` each switch their own policy on or off, so the
-            // order in which they are set does not matter.
-            "flush.messages" => match value {
-                1 => self.durability = Durability::Always,
-                n if n > 1 => {
-                    return Err(ConfigError::Unsupported {
-                        name: name.into(),
-                        value: value.to_string(),
-                        supported: "1, fsync every append",
-                    })
+            // Kafka's LONG, at least 1 (flush.messages) or 0 (flush.ms); Long.MAX_VALUE, and
+            // -1 (how lograil stored "never" before), mean never.
+            "flush.messages" => {
+                self.durability.flush_messages = match value {
+                    -1 | i64::MAX => None,
+                    _ => Some(at_least(1)?),
                 }
-                _ if self.durability == Durability::Always => self.durability = Durability::Never,
-                _ => {}
-            },
-            "flush.ms" => match optional()? {
-                Some(ms) => self.durability = Durability::Interval(Duration::from_millis(ms)),
-                None if matches!(self.durability, Durability::Interval(_)) => {
-                    self.durability = Durability::Never
+            }
+            "flush.ms" => {
+                self.durability.flush_ms = match value {
+                    -1 | i64::MAX => None,
+                    _ => Some(at_least(0)?),
                 }
-                None => {}
-            },
+            }
             _ => return Err(ConfigError::Unknown { name: name.into() }),
         }
         Ok(())
@@ -461,11 +529,9 @@ impl TopicConfig {
     /// Every config as `(Kafka name, value)`, `-1` for "no limit".
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         let opt = |v: Option<u64>| v.map_or("-1".to_string(), |v| v.to_string());
-        let (flush_messages, flush_ms) = match self.durability {
-            Durability::Always => ("1".to_string(), "-1".to_string()),
-            Durability::Interval(d) => ("-1".to_string(), d.as_millis().to_string()),
-            Durability::Never => ("-1".to_string(), "-1".to_string()),
-        };
+        // Kafka's "never" for the flush settings is Long.MAX_VALUE.
+        let never = |v: Option<u64>| v.map_or(i64::MAX.to_string(), |v| v.to_string());
+        let durability = self.durability;
         vec![
             ("segment.bytes", self.segment_bytes.to_string()),
             ("segment.ms", opt(self.segment_ms)),
@@ -476,8 +542,9 @@ impl TopicConfig {
                 "index.interval.bytes",
                 self.index_interval_bytes.to_string(),
             ),
-            ("flush.messages", flush_messages),
-            ("flush.ms", flush_ms),
+            ("flush.messages", never(durability.flush_messages)),
+            ("flush.ms", never(durability.flush_ms)),
+            (WRITE_CACHING, durability.write_caching.to_string()),
             (DLQ_GROUP_ENABLE, self.dlq_group_enable.to_string()),
             ("compression.type", self.compression.name().to_string()),
             (
@@ -566,10 +633,7 @@ mod tests {
         let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
         assert_eq!(back, config);
         assert_eq!(back.extra["preallocate"], "true");
-        assert_eq!(
-            back.durability,
-            Durability::Interval(Duration::from_millis(250))
-        );
+        assert_eq!(back.durability.flush_ms, Some(250));
     }
 
     #[test]
@@ -616,11 +680,69 @@ mod tests {
     }
 
     #[test]
-    fn flush_messages_one_is_always() {
+    fn flush_settings_take_every_value_kafka_takes() {
         let config = TopicConfig::from_properties("flush.messages=1\n").unwrap();
-        assert_eq!(config.durability, Durability::Always);
+        assert_eq!(config.durability.flush_messages, Some(1));
         let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
-        assert_eq!(back.durability, Durability::Always);
+        assert_eq!(back.durability, config.durability);
+
+        let mut config = TopicConfig::default();
+        assert_eq!(config.durability, Durability::default());
+        assert_eq!(
+            config.durability.flush_ms,
+            Some(Durability::DEFAULT_FLUSH_MS)
+        );
+        config.set("flush.messages", "5000").unwrap();
+        config.set("flush.ms", "0").unwrap();
+        config.set("write.caching", "TRUE").unwrap();
+        assert_eq!(
+            config.durability,
+            Durability {
+                flush_messages: Some(5000),
+                flush_ms: Some(0),
+                write_caching: true
+            }
+        );
+        let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
+        assert_eq!(back.durability, config.durability);
+        // Kafka's default, Long.MAX_VALUE, is "never"; so is lograil's old -1.
+        config.set("flush.messages", "9223372036854775807").unwrap();
+        config.set("flush.ms", "-1").unwrap();
+        assert_eq!(
+            (config.durability.flush_messages, config.durability.flush_ms),
+            (None, None)
+        );
+        let entries = config.entries();
+        let value = |name| entries.iter().find(|(n, _)| *n == name).unwrap().1.clone();
+        assert_eq!(value("flush.messages"), "9223372036854775807");
+        assert_eq!(value("flush.ms"), "9223372036854775807");
+        assert_eq!(value("write.caching"), "true");
+        for (name, value, message) in [
+            ("flush.messages", "0", "Invalid value 0 for configuration flush.messages: Value must be at least 1"),
+            ("flush.ms", "-2", "Invalid value -2 for configuration flush.ms: Value must be at least 0"),
+            ("write.caching", "yes", "Invalid value yes for configuration write.caching: Expected value to be either true or false"),
+        ] {
+            let before = config.clone();
+            assert_eq!(config.set(name, value).unwrap_err().to_string(), message);
+            assert_eq!(config, before, "refused values change nothing");
+        }
+    }
+
+    #[test]
+    fn acks_all_waits_for_an_fsync_unless_write_caching() {
+        let default = Durability::default();
+        assert!(default.waits(Ack::All, 1));
+        assert!(!default.waits(Ack::Written, 1_000_000));
+        assert!(default.waits(Ack::Fsynced, 1));
+        assert!(!Durability::PAGE_CACHE.waits(Ack::All, 1_000_000));
+        assert!(Durability::PAGE_CACHE.waits(Ack::Fsynced, 1));
+        assert!(Durability::ALWAYS.waits(Ack::Written, 1));
+        let every_100 = Durability {
+            flush_messages: Some(100),
+            ..Durability::PAGE_CACHE
+        };
+        assert!(!every_100.waits(Ack::Written, 99));
+        assert!(every_100.waits(Ack::Written, 100));
     }
 
     #[test]
@@ -641,10 +763,6 @@ mod tests {
         assert!(matches!(
             config.set("no.such.config", "x"),
             Err(ConfigError::Unknown { .. })
-        ));
-        assert!(matches!(
-            config.set("flush.messages", "100"),
-            Err(ConfigError::Unsupported { .. })
         ));
         assert!(matches!(
             TopicConfig::from_properties("garbage"),

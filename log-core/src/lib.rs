@@ -55,8 +55,9 @@ mod topic;
 
 pub use cleaner::{CleanError, CleanReport, CleanerOptions, CleanerStats, Dirtiness};
 pub use config::{
-    timestamp_type_name, CleanupPolicy, CompressionLevels, DirtyRatio, Durability,
+    timestamp_type_name, Ack, CleanupPolicy, CompressionLevels, DirtyRatio, Durability,
     TopicCompression, TopicConfig, DLQ_GROUP_ENABLE, EXTRA_PREFIX, MIN_SEGMENT_BYTES,
+    WRITE_CACHING,
 };
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,

@@ -208,7 +208,7 @@ impl StateLog {
             .map(|(k, v)| (Some(k.as_slice()), v.as_deref(), now))
             .collect();
         self.partition
-            .append_pending(&batch::build(&records))
+            .append_pending(&batch::build(&records), crate::Ack::Fsynced)
             .map(Some)
             .map_err(|source| StateLogError::Append { topic, source })
     }

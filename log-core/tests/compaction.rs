@@ -60,7 +60,7 @@ fn config() -> TopicConfig {
         segment_bytes: 1024,
         index_interval_bytes: 100,
         retention_ms: None,
-        durability: Durability::Always,
+        durability: Durability::ALWAYS,
         cleanup: CleanupPolicy::parse("compact").unwrap(),
         ..TopicConfig::default()
     };

@@ -1,4 +1,4 @@
-//! Several appenders under `Durability::Always` while readers tail the partition: every
+//! Several appenders under `Durability::ALWAYS` while readers tail the partition: every
 //! acknowledged batch is readable, offsets are contiguous, no reader ever sees a torn batch.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,7 +18,7 @@ fn concurrent_appends_with_group_commit_and_tailing_readers() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();
     let config = TopicConfig {
-        durability: Durability::Always,
+        durability: Durability::ALWAYS,
         segment_bytes: 16 * 1024,
         index_interval_bytes: 512,
         ..TopicConfig::default()

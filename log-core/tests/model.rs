@@ -4,7 +4,7 @@
 //! torn or corrupt tail; a corrupt batch with valid batches after it is kept as damage, its
 //! offsets refused (never served, never skipped silently) and everything around it readable.
 //!
-//! The topic is `Durability::Always` over a storage fake ([`FaultyStorage`]) whose power cut
+//! The topic is `Durability::ALWAYS` over a storage fake ([`FaultyStorage`]) whose power cut
 //! keeps of every file only what its last fsync covered: every append the model holds was
 //! acknowledged, so a power cut must lose none of them (were an acknowledged append not
 //! fsynced, the cut would take it and the model check would fail).
@@ -107,7 +107,7 @@ fn config() -> TopicConfig {
         segment_bytes: 1024,
         index_interval_bytes: 200,
         retention_ms: None,
-        durability: Durability::Always,
+        durability: Durability::ALWAYS,
         ..TopicConfig::default()
     }
 }

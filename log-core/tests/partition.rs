@@ -10,7 +10,7 @@ use bytes::Bytes;
 use log_core::batch::NewRecord;
 use log_core::io::{Faults, FaultyStorage};
 use log_core::{
-    batch, AppendError, Durability, Log, OpenError, ReadError, TopicConfig, TopicError,
+    batch, Ack, AppendError, Durability, Log, OpenError, ReadError, TopicConfig, TopicError,
 };
 
 /// A batch of `n` records `"{tag}-{i}"` with timestamps `ts, ts+1, …`.
@@ -154,10 +154,12 @@ fn batches_parsed_by_the_caller_are_appended_with_the_remaining_checks() {
         batch::Compression::Lz4,
     ));
     let headers = record_batch::parse_all(&two).unwrap();
-    let info = p.append_pending_parsed(&two, &headers).unwrap();
+    let info = p.append_pending_parsed(&two, &headers, Ack::All).unwrap();
     p.await_durable(&info).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (0, 2));
-    let info = p.try_append_pending_parsed(&two, &headers).unwrap();
+    let info = p
+        .try_append_pending_parsed(&two, &headers, Ack::Written)
+        .unwrap();
     assert_eq!((info.base_offset, info.last_offset), (3, 5));
     let values: Vec<String> = read_all(&p, 0).into_iter().map(|(_, v)| v).collect();
     assert_eq!(values, ["x-0", "x-1", "z", "x-0", "x-1", "z"]);
@@ -167,7 +169,7 @@ fn batches_parsed_by_the_caller_are_appended_with_the_remaining_checks() {
     flipped[70] ^= 1;
     let headers = record_batch::parse_all(&flipped).unwrap();
     assert!(matches!(
-        p.append_pending_parsed(&flipped, &headers),
+        p.append_pending_parsed(&flipped, &headers, Ack::All),
         Err(AppendError::InvalidBatch(log_core::BatchError::Invalid(
             record_batch::BatchError::CrcMismatch { .. }
         )))
@@ -178,7 +180,7 @@ fn batches_parsed_by_the_caller_are_appended_with_the_remaining_checks() {
     );
     let headers = record_batch::parse_all(&liar).unwrap();
     assert!(matches!(
-        p.append_pending_parsed(&liar, &headers),
+        p.append_pending_parsed(&liar, &headers, Ack::All),
         Err(AppendError::InvalidBatch(log_core::BatchError::Invalid(
             record_batch::BatchError::BadRecordOffsets { count: 2 }
         )))
@@ -186,7 +188,9 @@ fn batches_parsed_by_the_caller_are_appended_with_the_remaining_checks() {
     // Headers of more batches than the records hold.
     let headers = record_batch::parse_all(&two).unwrap();
     let first = headers[0].size as usize;
-    assert!(p.append_pending_parsed(&two[..first], &headers).is_err());
+    assert!(p
+        .append_pending_parsed(&two[..first], &headers, Ack::All)
+        .is_err());
     assert_eq!(p.log_end_offset(), 6, "nothing refused was written");
 }
 
@@ -513,7 +517,7 @@ fn topics_are_created_listed_reopened_and_deleted() {
     assert_eq!(names, vec!["audit.v1", "orders"]);
     let orders = log.topic("orders").unwrap();
     assert_eq!(orders.partitions().len(), 3);
-    assert_eq!(orders.config().durability, Durability::Always);
+    assert_eq!(orders.config().durability.flush_messages, Some(1));
     assert_eq!(orders.partitions()[2].log_end_offset(), 2);
 
     log.delete_topic("orders").unwrap();
@@ -994,7 +998,7 @@ fn a_failed_fsync_poisons_the_partition() {
     let faults = Faults::new();
     let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
     let config = TopicConfig {
-        durability: Durability::Always,
+        durability: Durability::ALWAYS,
         ..TopicConfig::default()
     };
     let topic = log.create_topic("t", 2, config).unwrap();
@@ -1026,6 +1030,8 @@ fn interval_durability_is_flushed_in_the_background() {
     let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
     let mut config = TopicConfig::default();
     config.set("flush.ms", "20").unwrap();
+    // acks=all from the page cache too: only the flusher fsyncs.
+    config.set("write.caching", "true").unwrap();
     let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
     p.append(&records("x", 1, 0)).unwrap();
     // Failing fsyncs show that the flusher ran: it poisons the partition.
@@ -1046,19 +1052,87 @@ fn under_always_readers_see_only_what_is_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path()).unwrap();
     let config = TopicConfig {
-        durability: Durability::Always,
+        durability: Durability::ALWAYS,
         ..TopicConfig::default()
     };
     let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
     p.append(&records("synced", 1, 0)).unwrap();
     // Written but not yet fsynced: invisible to readers and to the log end.
-    let pending = p.append_pending(&records("pending", 2, 5)).unwrap();
+    let pending = p
+        .append_pending(&records("pending", 2, 5), Ack::All)
+        .unwrap();
     assert_eq!(p.log_end_offset(), 1);
     assert_eq!(read_all(&p, 0), vec![(0, "synced-0".to_string())]);
     assert_eq!(p.offset_for_timestamp(5).unwrap(), None);
     p.await_durable(&pending).unwrap();
     assert_eq!(p.log_end_offset(), 3);
     assert_eq!(read_all(&p, 0).len(), 3);
+}
+
+#[test]
+fn by_default_acks_all_waits_for_an_fsync_and_acks_1_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::new();
+    let log = Log::open_with(dir.path(), Arc::new(FaultyStorage::new(faults.clone()))).unwrap();
+    let topic = log.create_topic("t", 2, TopicConfig::default()).unwrap();
+    let p = topic.partitions()[0].clone();
+    let all = p.append_pending(&records("all", 2, 0), Ack::All).unwrap();
+    assert!(all.must_sync);
+    // Not seen before its fsync.
+    assert_eq!(p.log_end_offset(), 0);
+    p.await_durable(&all).unwrap();
+    assert!(p.is_durable(2).unwrap());
+    assert_eq!(p.log_end_offset(), 2);
+
+    let one = p
+        .append_pending(&records("one", 1, 0), Ack::Written)
+        .unwrap();
+    assert!(!one.must_sync);
+    assert_eq!(p.log_end_offset(), 3, "acks=1 is seen at once");
+    assert!(!p.is_durable(3).unwrap(), "and rides the page cache");
+    // An acks=all append behind it waits; an acks=1 one after that shows both (Redpanda's
+    // rule: what is seen is the fsynced part and the last append that did not wait).
+    let waiting = p.append_pending(&records("all", 1, 0), Ack::All).unwrap();
+    assert_eq!(p.log_end_offset(), 3);
+    p.append_pending(&records("one", 1, 0), Ack::Written)
+        .unwrap();
+    assert_eq!(p.log_end_offset(), 5);
+    p.await_durable(&waiting).unwrap();
+
+    // A failed fsync fails the acks=all append (and poisons the partition); acks=1 had
+    // nothing to wait for.
+    let other = topic.partitions()[1].clone();
+    faults.fail_syncs(true);
+    let one = other
+        .append_pending(&records("one", 1, 0), Ack::Written)
+        .unwrap();
+    other.await_durable(&one).unwrap();
+    let err = other.append(&records("all", 1, 0)).unwrap_err();
+    assert!(matches!(err, AppendError::Poisoned { .. }), "{err}");
+}
+
+#[test]
+fn flush_messages_makes_every_nth_offset_wait_and_write_caching_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let mut config = TopicConfig::default();
+    config.set("flush.messages", "4").unwrap();
+    config.set("write.caching", "true").unwrap();
+    let p = log.create_topic("t", 1, config).unwrap().partitions()[0].clone();
+    let waits: Vec<bool> = (0..6)
+        .map(|_| {
+            let info = p.append_pending(&records("r", 1, 0), Ack::All).unwrap();
+            p.await_durable(&info).unwrap();
+            info.must_sync
+        })
+        .collect();
+    // Offsets 0-3 are 4 unsynced at the 4th append, which waits; then 4 more.
+    assert_eq!(waits, [false, false, false, true, false, false]);
+    assert!(p.is_durable(4).unwrap());
+    assert!(!p.is_durable(6).unwrap());
+    // The broker's own writes wait whatever the topic says.
+    let marker = p.append_pending(&records("m", 1, 0), Ack::Fsynced).unwrap();
+    assert!(marker.must_sync);
 }
 
 /// Waits (at most 10 s) until `p` reports damage without any read; returns it.
@@ -1193,18 +1267,22 @@ fn a_recompression_is_never_done_where_blocking_is_not_allowed() {
     let headers = record_batch::parse_all(&plain).unwrap();
     // An async worker's append: refused before any work, nothing written.
     assert!(matches!(
-        p.try_append_pending_parsed(&plain, &headers),
+        p.try_append_pending_parsed(&plain, &headers, Ack::All),
         Err(AppendError::WouldBlock)
     ));
     assert_eq!(p.log_end_offset(), 0);
     // A batch already of the topic's codec is stored as it came, even there.
     let zstd = batch::build_with(&[(None, Some(b"z"), 0)], batch::Compression::Zstd);
     let headers = record_batch::parse_all(&zstd).unwrap();
-    let info = p.try_append_pending_parsed(&zstd, &headers).unwrap();
+    let info = p
+        .try_append_pending_parsed(&zstd, &headers, Ack::Written)
+        .unwrap();
     assert_eq!(info.base_offset, 0);
     // Where blocking is allowed the batch is recompressed.
     let headers = record_batch::parse_all(&plain).unwrap();
-    let info = p.append_pending_parsed(&plain, &headers).unwrap();
+    let info = p
+        .append_pending_parsed(&plain, &headers, Ack::Written)
+        .unwrap();
     assert_eq!((info.base_offset, info.last_offset), (1, 3));
     let read = p.read(0, 1 << 20).unwrap();
     let stored = record_batch::validate_all(&read.records).unwrap();

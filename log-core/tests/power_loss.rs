@@ -31,7 +31,7 @@ fn config() -> TopicConfig {
     TopicConfig {
         segment_bytes: 1024,
         index_interval_bytes: 128,
-        durability: Durability::Always,
+        durability: Durability::ALWAYS,
         ..TopicConfig::default()
     }
 }

@@ -7,7 +7,7 @@
 //! dropping aborted producers' records as Kafka's clients do, from the aborted list a Fetch of
 //! each range returns) must see exactly the committed records, in order.
 //!
-//! The topic is `Durability::Always` over [`FaultyStorage`]: an acknowledged append survives a
+//! The topic is `Durability::ALWAYS` over [`FaultyStorage`]: an acknowledged append survives a
 //! power cut, so the model keeps every append that returned before one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -242,7 +242,7 @@ fn config() -> TopicConfig {
         segment_bytes: 1024,
         index_interval_bytes: 200,
         retention_ms: None,
-        durability: Durability::Always,
+        durability: Durability::ALWAYS,
         ..TopicConfig::default()
     }
 }

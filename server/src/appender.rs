@@ -16,7 +16,7 @@ use std::sync::{Arc, PoisonError, TryLockError};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use log_core::{AppendError, AppendInfo, Log, Partition};
+use log_core::{Ack, AppendError, AppendInfo, Log, Partition};
 use record_batch::{BatchError, BatchHeader, ControlType};
 use tokio::sync::Notify;
 
@@ -136,14 +136,16 @@ pub struct Appender<'a> {
 }
 
 impl Appender<'_> {
-    /// Appends a producer's record batches to `topic`-`index`. A retry of batches already
-    /// stored answers with where they were stored, without storing them again. The caller
-    /// waits for durability before acknowledging ([`Appended::durable`]).
+    /// Appends a producer's record batches to `topic`-`index`, to be acknowledged as `ack`
+    /// says. A retry of batches already stored answers with where they were stored, without
+    /// storing them again. The caller waits for durability before acknowledging
+    /// ([`Appended::durable`]).
     pub fn append_records(
         &self,
         topic: &str,
         index: i32,
         batches: Option<&Batches>,
+        ack: Ack,
         mode: AppendMode,
     ) -> Result<Appended, ProduceError> {
         if is_internal(topic) {
@@ -199,11 +201,19 @@ impl Appender<'_> {
                     error,
                 })
             }
-            Verdict::Duplicate(info) => info,
+            // The retry waits for what its own ack asks, and for what the original waits for.
+            Verdict::Duplicate(info) => AppendInfo {
+                must_sync: info.must_sync || partition.config().durability.waits(ack, 0),
+                ..info
+            },
             Verdict::Append => {
                 let info = match mode {
-                    AppendMode::Blocking => partition.append_pending_parsed(records, headers)?,
-                    AppendMode::Inline => partition.try_append_pending_parsed(records, headers)?,
+                    AppendMode::Blocking => {
+                        partition.append_pending_parsed(records, headers, ack)?
+                    }
+                    AppendMode::Inline => {
+                        partition.try_append_pending_parsed(records, headers, ack)?
+                    }
                 };
                 producers.record(headers, info, log_core::now_ms());
                 let count = info.last_offset - info.base_offset + 1;
@@ -267,9 +277,10 @@ impl Appender<'_> {
         let now = log_core::now_ms();
         let marker =
             record_batch::control_batch(producer_id, producer_epoch, coordinator_epoch, kind, now);
+        // A marker is fsynced whatever the topic's durability: exactly-once rests on it.
         let info = match mode {
-            AppendMode::Blocking => partition.append_pending(&marker)?,
-            AppendMode::Inline => partition.try_append_pending(&marker)?,
+            AppendMode::Blocking => partition.append_pending(&marker, Ack::Fsynced)?,
+            AppendMode::Inline => partition.try_append_pending(&marker, Ack::Fsynced)?,
         };
         producers.record_marker(producer_id, producer_epoch, coordinator_epoch, now);
         drop(producers);
@@ -279,8 +290,19 @@ impl Appender<'_> {
 }
 
 impl Appended {
-    /// Waits until the records are as durable as their topic asks.
+    /// Starts the fsync the records wait for, if they wait for one (a caller with several
+    /// partitions starts them all before it waits: their fsyncs overlap).
+    pub fn start_sync(&self, syncer: &Syncer) {
+        if self.info.must_sync {
+            syncer.start(&self.partition, self.info.last_offset + 1);
+        }
+    }
+
+    /// Waits until the records are as durable as their acknowledgement asks.
     pub async fn durable(&self, syncer: &Syncer) -> Result<(), ProduceError> {
+        if !self.info.must_sync {
+            return Ok(());
+        }
         let end = self.info.last_offset + 1;
         Ok(syncer.wait(&self.partition, end).await?)
     }
@@ -353,25 +375,49 @@ mod tests {
             broker.producer_ids.allocate().unwrap(),
         );
         let blocking = AppendMode::Blocking;
-        let plain = appender.append_records("t", 0, Some(&batch(-1, -1, -1, 2, false)), blocking);
+        let plain = appender.append_records(
+            "t",
+            0,
+            Some(&batch(-1, -1, -1, 2, false)),
+            Ack::Written,
+            blocking,
+        );
         assert_eq!(plain.unwrap().info.base_offset, 0);
         let first = appender
-            .append_records("t", 0, Some(&batch(a, 0, 0, 2, true)), blocking)
+            .append_records(
+                "t",
+                0,
+                Some(&batch(a, 0, 0, 2, true)),
+                Ack::Written,
+                blocking,
+            )
             .unwrap();
         let partition = first.partition.clone();
         assert_eq!(first.info.base_offset, 2);
         assert_eq!(partition.last_stable_offset(), 2);
         appender
-            .append_records("t", 0, Some(&batch(b, 0, 0, 1, true)), blocking)
+            .append_records(
+                "t",
+                0,
+                Some(&batch(b, 0, 0, 1, true)),
+                Ack::Written,
+                blocking,
+            )
             .unwrap();
         // A non-transactional batch of a producer in a transaction is INVALID_TXN_STATE.
-        let stray = appender.append_records("t", 0, Some(&batch(a, 0, 2, 1, false)), blocking);
+        let stray = appender.append_records(
+            "t",
+            0,
+            Some(&batch(a, 0, 2, 1, false)),
+            Ack::Written,
+            blocking,
+        );
         assert_eq!(refused(stray), ResponseError::InvalidTxnState);
         // Clients may not write control batches.
         let forged =
             Batches::parse(record_batch::control_batch(a, 0, 0, ControlType::Commit, 0).into());
         assert!(matches!(
-            appender.append_records("t", 0, Some(&forged), blocking),
+            appender.append_records("t", 0, Some(&forged), Ack::Written, blocking),
             Err(ProduceError::ControlBatch)
         ));
 
@@ -379,10 +425,15 @@ mod tests {
             .write_marker("t", 0, a, 0, 0, ControlType::Commit, blocking)
             .unwrap();
         assert_eq!(commit.info.base_offset, 5);
+        // A marker is fsynced whatever the topic's durability; until then it holds the LSO.
+        assert!(commit.info.must_sync);
+        assert_eq!(partition.last_stable_offset(), 2);
+        commit.durable(&broker.syncer).await.unwrap();
         assert_eq!(partition.last_stable_offset(), 4, "b's transaction is open");
         let abort = appender
             .write_marker("t", 0, b, 0, 0, ControlType::Abort, blocking)
             .unwrap();
+        abort.durable(&broker.syncer).await.unwrap();
         assert_eq!(partition.last_stable_offset(), 7);
         assert_eq!(
             partition.aborted_transactions(0, 7),
@@ -398,13 +449,25 @@ mod tests {
         appender
             .write_marker("t", 0, a, 1, 0, ControlType::Abort, blocking)
             .unwrap();
-        let old = appender.append_records("t", 0, Some(&batch(a, 0, 2, 1, true)), blocking);
+        let old = appender.append_records(
+            "t",
+            0,
+            Some(&batch(a, 0, 2, 1, true)),
+            Ack::Written,
+            blocking,
+        );
         assert_eq!(refused(old), ResponseError::InvalidProducerEpoch);
         let old = appender.write_marker("t", 0, a, 0, 0, ControlType::Commit, blocking);
         assert_eq!(refused(old), ResponseError::InvalidProducerEpoch);
         let zombie = appender.write_marker("t", 0, a, 1, -1, ControlType::Commit, blocking);
         assert_eq!(refused(zombie), ResponseError::TransactionCoordinatorFenced);
-        let next = appender.append_records("t", 0, Some(&batch(a, 1, 0, 1, true)), blocking);
+        let next = appender.append_records(
+            "t",
+            0,
+            Some(&batch(a, 1, 0, 1, true)),
+            Ack::Written,
+            blocking,
+        );
         assert_eq!(
             partition.last_stable_offset(),
             next.unwrap().info.base_offset

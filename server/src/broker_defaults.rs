@@ -6,8 +6,8 @@
 //! follows the new one (lograil keeps a topic's full config and treats a value equal to the
 //! default as a default, see DescribeConfigs); a topic with its own value keeps it.
 //!
-//! Deviation: only the broker configs below are dynamic here; the flush settings and every
-//! other broker config are static flags.
+//! Deviation: only the broker configs below are dynamic here; every other broker config is a
+//! static flag (`write.caching`'s default among them).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -24,6 +24,8 @@ pub const DYNAMIC: &[(&str, &str)] = &[
     ("log.retention.ms", "retention.ms"),
     ("message.max.bytes", "max.message.bytes"),
     ("log.index.interval.bytes", "index.interval.bytes"),
+    ("log.flush.interval.messages", "flush.messages"),
+    ("log.flush.interval.ms", "flush.ms"),
 ];
 
 const FILE: &str = "broker-defaults";

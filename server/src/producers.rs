@@ -317,6 +317,8 @@ impl Producers {
                             record_batch::TimestampType::CreateTime => -1,
                         },
                         log_start_offset: log_start,
+                        // Read back from the log: on disk already.
+                        must_sync: false,
                     };
                     state.record(std::slice::from_ref(&h), info, h.max_timestamp.min(now_ms));
                 }
@@ -429,6 +431,7 @@ mod tests {
             max_timestamp: 0,
             log_append_time: -1,
             log_start_offset: 0,
+            must_sync: false,
         }
     }
 

@@ -386,9 +386,18 @@ pub fn value(config: &TopicConfig, name: &str) -> Option<String> {
     )
 }
 
-/// The type of a topic config, when the table knows it.
+/// Topic configs log-core acts on that are not Kafka's, with their types: `write.caching`
+/// (Redpanda's name: acks=all acknowledged from the page cache).
+pub const LOGRAIL_STORAGE: &[(&str, Type)] = &[(log_core::WRITE_CACHING, Type::Boolean)];
+
+/// The type of a topic config, when the table (or [`LOGRAIL_STORAGE`]) knows it.
 pub fn kind(name: &str) -> Option<Type> {
-    def(name).map(|d| d.kind)
+    def(name).map(|d| d.kind).or_else(|| {
+        LOGRAIL_STORAGE
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+    })
 }
 
 /// One config as DescribeConfigs (and CreateTopics' answer) lists it.
@@ -579,14 +588,18 @@ mod tests {
     fn log_core_and_the_table_agree_on_what_is_log_cores() {
         let lograil = TopicConfig::default();
         for (name, value) in lograil.entries() {
+            if LOGRAIL_STORAGE.iter().any(|(n, _)| *n == name) {
+                assert!(def(name).is_none(), "{name} is Kafka's");
+                continue;
+            }
             let def = def(name).unwrap_or_else(|| panic!("{name} has no row"));
             assert!(
                 matches!(def.handling, Handling::Storage),
                 "{name} is log-core's: its row must say Storage"
             );
-            // lograil's defaults are Kafka's, but for "never" (Long.MAX_VALUE in Kafka).
+            // lograil's defaults are Kafka's, but for flush.ms: a second, not never.
             let expected = match name {
-                "flush.messages" | "flush.ms" => "-1",
+                "flush.ms" => "1000",
                 _ => def.default,
             };
             assert_eq!(value, expected, "{name}");
@@ -609,7 +622,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name} is not described"));
             assert_eq!(d.kind, Some(*kind), "{name}");
             assert!(!d.overridden, "{name}");
-            if !name.starts_with("flush.") {
+            if *name != "flush.ms" {
                 assert_eq!(d.value, *default, "{name}");
             }
         }

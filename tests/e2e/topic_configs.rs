@@ -30,8 +30,8 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 
 /// Kafka 4.4.0's topic configs and defaults, as `kafka-configs --describe --all` lists them
-/// for a new topic of a one-broker Kafka (the flush defaults aside: Kafka's "never" is
-/// Long.MAX_VALUE, lograil's -1).
+/// for a new topic of a one-broker Kafka (but `flush.ms`: Kafka never fsyncs by time, lograil
+/// within a second by default), and lograil's own `write.caching`.
 const KAFKA_DEFAULTS: &[(&str, &str)] = &[
     ("cleanup.policy", "delete"),
     ("compression.gzip.level", "-1"),
@@ -41,8 +41,8 @@ const KAFKA_DEFAULTS: &[(&str, &str)] = &[
     ("delete.retention.ms", "86400000"),
     ("errors.deadletterqueue.group.enable", "false"),
     ("file.delete.delay.ms", "60000"),
-    ("flush.messages", "-1"),
-    ("flush.ms", "-1"),
+    ("flush.messages", "9223372036854775807"),
+    ("flush.ms", "1000"),
     ("follower.replication.throttled.replicas", ""),
     ("index.interval.bytes", "4096"),
     ("leader.replication.throttled.replicas", ""),
@@ -70,6 +70,7 @@ const KAFKA_DEFAULTS: &[(&str, &str)] = &[
     ("segment.jitter.ms", "0"),
     ("segment.ms", "604800000"),
     ("unclean.leader.election.enable", "false"),
+    ("write.caching", "false"),
 ];
 
 /// The configs lograil keeps without acting on, each with a value other than Kafka's default

@@ -1,41 +1,40 @@
-//! Durability: under [`Durability::Always`] an appender waits for an fsync that covers its
-//! batch; whoever finds no fsync running starts one for everyone who wrote before it (group
-//! commit). [`Durability::Interval`] partitions are flushed by the log's background flusher. A
+//! Durability: an append whose acknowledgement must wait for an fsync
+//! ([`AppendInfo::must_sync`]: `acks=all` without write caching, `flush.messages` reached, the
+//! broker's own writes) waits for one that covers its batch; whoever finds no fsync running
+//! starts one for everyone who wrote before it (group commit). The rest is fsynced by the
+//! log's background flusher within `flush.ms` of being written, at a roll and at a close. A
 //! write or fsync that fails in a way that leaves the durable state unknown poisons the
 //! partition: every later append is refused.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{lock, AppendInfo, Partition};
-use crate::config::Durability;
+use super::{lock, now_ms, AppendInfo, Partition};
 use crate::error::{AppendError, FileError};
 use crate::io::StoredFile;
 use crate::segment::Segment;
 
-/// Whether an fsync is running, and when the last one finished.
+/// Whether an fsync is running.
 #[derive(Debug)]
 pub(super) struct SyncState {
     pub syncing: bool,
-    pub last_sync: Instant,
 }
 
 impl Partition {
-    /// Waits until `appended` is as durable as the topic's policy asks (a no-op unless the
-    /// policy is [`Durability::Always`]). Fails if the partition was poisoned before it got there.
+    /// Waits until `appended` is as durable as its acknowledgement asks (a no-op unless
+    /// [`AppendInfo::must_sync`]). Fails if the partition was poisoned before it got there.
     pub fn await_durable(&self, appended: &AppendInfo) -> Result<(), AppendError> {
-        if self.config().durability == Durability::Always {
+        if appended.must_sync {
             self.wait_durable(appended.last_offset + 1)?;
         }
         Ok(())
     }
 
-    /// Whether everything below `end` is as durable as the topic's policy asks (always true
-    /// unless the policy is [`Durability::Always`]); an error if the partition was poisoned
+    /// Whether every offset below `end` is fsynced; an error if the partition was poisoned
     /// before it got there. Never blocks: for callers that wait for fsyncs their own way.
     pub fn is_durable(&self, end: i64) -> Result<bool, AppendError> {
-        if !self.waits_for_fsync() || self.durable_end.load(Ordering::Acquire) >= end {
+        if self.durable_end.load(Ordering::Acquire) >= end {
             return Ok(true);
         }
         self.check_poison()?;
@@ -55,6 +54,21 @@ impl Partition {
     pub(super) fn poison_with(&self, reason: String) {
         tracing::error!(partition = %self.name, %reason, "partition refuses further writes");
         let _ = self.poison.set(reason);
+    }
+
+    /// Every offset below `end` is on disk: readers may see it, and `flush.ms` counts from
+    /// what is left.
+    pub(super) fn synced_to(&self, end: i64) {
+        self.durable_end.fetch_max(end, Ordering::AcqRel);
+        self.visible_end.fetch_max(end, Ordering::AcqRel);
+        // An append racing this may leave its data without a time: `flush_if_due` gives it
+        // one at its next look.
+        let left = if end >= self.written_end() {
+            0
+        } else {
+            now_ms()
+        };
+        self.unsynced_since.store(left, Ordering::Release);
     }
 
     /// Blocks until every offset below `end` is on disk, joining or starting a group fsync.
@@ -78,10 +92,7 @@ impl Partition {
             state = lock(&self.sync_state);
             state.syncing = false;
             match result {
-                Ok(covered) => {
-                    self.durable_end.fetch_max(covered, Ordering::AcqRel);
-                    state.last_sync = Instant::now();
-                }
+                Ok(covered) => self.synced_to(covered),
                 Err(e) => self.poison_with(e.to_string()),
             }
             self.synced.notify_all();
@@ -108,28 +119,34 @@ impl Partition {
         self.wait_durable(self.written_end())
     }
 
-    /// For [`Durability::Interval`]: flushes if there is unsynced data and the interval passed.
+    /// For `flush.ms`: flushes if data not yet fsynced was written at least that long ago.
     pub fn flush_if_due(&self) -> Result<(), AppendError> {
-        let Durability::Interval(every) = self.config().durability else {
+        let Some(every) = self.config().durability.flush_ms else {
             return Ok(());
         };
-        let due = {
-            let state = lock(&self.sync_state);
-            self.durable_end.load(Ordering::Acquire) < self.written_end()
-                && state.last_sync.elapsed() >= every
-        };
-        if due {
+        if self.durable_end.load(Ordering::Acquire) >= self.written_end() {
+            return Ok(());
+        }
+        let since = self.unsynced_since.load(Ordering::Acquire);
+        if since == 0 {
+            // Written while an fsync finished (see `synced_to`): its time starts now.
+            let _ = self.unsynced_since.compare_exchange(
+                0,
+                now_ms(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            return Ok(());
+        }
+        if now_ms().saturating_sub(since) >= i64::try_from(every).unwrap_or(i64::MAX) {
             self.flush()
         } else {
             Ok(())
         }
     }
 
-    /// Time until the next [`Partition::flush_if_due`] could have work (for a flusher's sleep).
+    /// The partition's `flush.ms`, if it has one (for a flusher's sleep).
     pub fn flush_interval(&self) -> Option<Duration> {
-        match self.config().durability {
-            Durability::Interval(every) => Some(every),
-            _ => None,
-        }
+        self.config().durability.flush_ms.map(Duration::from_millis)
     }
 }

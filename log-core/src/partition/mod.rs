@@ -27,12 +27,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, TryLockError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use record_batch::BatchHeader;
 
 use crate::batch;
-use crate::config::{Durability, TopicConfig};
+use crate::config::{Ack, TopicConfig};
 use crate::error::{AppendError, FileError, OpenError};
 use crate::index::IndexCursor;
 use crate::io::Storage;
@@ -53,6 +53,9 @@ pub struct AppendInfo {
     pub log_append_time: i64,
     /// The partition's log start offset after the append.
     pub log_start_offset: i64,
+    /// The append may be acknowledged only once an fsync covers it (its ack and the topic's
+    /// durability ask for it); until then readers do not see it either.
+    pub must_sync: bool,
 }
 
 pub struct Partition {
@@ -66,8 +69,13 @@ pub struct Partition {
     end_offset: AtomicI64,
     /// Every offset below this is on disk.
     durable_end: AtomicI64,
-    /// The topic's durability is `Always`: readers see only what is on disk.
-    always: AtomicBool,
+    /// What readers see (the high watermark): everything fsynced, and everything up to the
+    /// last append whose acknowledgement did not wait for an fsync (so an `acks=all` record
+    /// is seen only once it is on disk or a later `acks=1` record is seen).
+    visible_end: AtomicI64,
+    /// When data was first written that is not fsynced yet (ms since the epoch; 0: none
+    /// known), for `flush.ms`.
+    unsynced_since: AtomicI64,
     writer: Mutex<Writer>,
     sync_state: Mutex<SyncState>,
     synced: Condvar,
@@ -190,7 +198,6 @@ impl Partition {
                 now_ms()
             }
         });
-        let always = config.durability == Durability::Always;
         let partition = Partition {
             name: name.to_string(),
             dir: dir.to_path_buf(),
@@ -205,11 +212,9 @@ impl Partition {
                 closed: false,
             }),
             durable_end: AtomicI64::new(end),
-            always: AtomicBool::new(always),
-            sync_state: Mutex::new(SyncState {
-                syncing: false,
-                last_sync: Instant::now(),
-            }),
+            visible_end: AtomicI64::new(end),
+            unsynced_since: AtomicI64::new(0),
+            sync_state: Mutex::new(SyncState { syncing: false }),
             synced: Condvar::new(),
             poison: OnceLock::new(),
             recovery,
@@ -254,17 +259,9 @@ impl Partition {
             .compression
     }
 
-    /// Replaces the config; takes effect from the next append or retention pass.
+    /// Replaces the config; takes effect from the next append or retention pass (appends
+    /// already waiting for an fsync still wait for it).
     pub fn set_config(&self, config: TopicConfig) {
-        if config.durability != Durability::Always {
-            // Whatever was waiting for an fsync to become visible is visible now.
-            self.always.store(false, Ordering::Release);
-        } else if !self.always.load(Ordering::Acquire) {
-            // Everything written so far is already visible; keep it so.
-            self.durable_end
-                .fetch_max(self.written_end(), Ordering::AcqRel);
-            self.always.store(true, Ordering::Release);
-        }
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
     }
 
@@ -275,25 +272,15 @@ impl Partition {
         first.max(self.start_floor.load(Ordering::Acquire))
     }
 
-    /// The end of what readers see: the offset after the last batch written, or under
-    /// [`Durability::Always`] after the last batch on disk, so no reader ever sees a record a
-    /// crash could take back (Kafka's high watermark, on a single node).
+    /// The end of what readers see (Kafka's high watermark, on a single node): no reader sees
+    /// a record whose append waits for its fsync (`acks=all`) before that fsync, unless a
+    /// later append that did not wait (`acks=1`) is seen.
     pub fn log_end_offset(&self) -> i64 {
-        if self.always.load(Ordering::Acquire) {
-            self.durable_end.load(Ordering::Acquire)
-        } else {
-            self.written_end()
-        }
+        self.visible_end.load(Ordering::Acquire)
     }
 
-    /// True when appends wait for an fsync (durability `Always`): callers on an async runtime
-    /// should append off its worker threads.
-    pub fn waits_for_fsync(&self) -> bool {
-        self.always.load(Ordering::Acquire)
-    }
-
-    /// The offset the next append gets. Under [`Durability::Always`] it runs ahead of
-    /// [`Partition::log_end_offset`] by what awaits its fsync.
+    /// The offset the next append gets. It runs ahead of [`Partition::log_end_offset`] by
+    /// what awaits its fsync.
     pub fn next_offset(&self) -> i64 {
         self.written_end()
     }
@@ -332,19 +319,20 @@ impl Partition {
     /// Appends one or more whole RecordBatch v2 batches (as a producer sends them), assigning
     /// them the next offsets. The batches are validated first; an invalid one refuses the whole
     /// append and nothing is written. Returns once the data is as durable as the topic's policy
-    /// asks.
+    /// asks of an `acks=all` append.
     pub fn append(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        let info = self.append_pending(records)?;
+        let info = self.append_pending(records, Ack::All)?;
         self.await_durable(&info)?;
         Ok(info)
     }
 
-    /// [`Partition::append`] without the wait for durability: the batches are written and
-    /// readable, and [`Partition::await_durable`] must be called before acknowledging them.
-    /// Lets a caller keep its own per-partition state in step with the log without holding a
-    /// lock across an fsync.
-    pub fn append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, None, true)
+    /// [`Partition::append`] without the wait for durability, acknowledged as `ack` says: the
+    /// batches are written, and [`Partition::await_durable`] must be called before
+    /// acknowledging them (they are readable once they need no fsync or have had it). Lets a
+    /// caller keep its own per-partition state in step with the log without holding a lock
+    /// across an fsync.
+    pub fn append_pending(&self, records: &[u8], ack: Ack) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, None, ack, true)
     }
 
     /// [`Partition::append_pending`] of batches whose headers the caller already parsed, with
@@ -355,16 +343,17 @@ impl Partition {
         &self,
         records: &[u8],
         headers: &[BatchHeader],
+        ack: Ack,
     ) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, Some(headers), true)
+        self.append_unsynced(records, Some(headers), ack, true)
     }
 
     /// [`Partition::append_pending`] for a caller that must not block (an async worker): fails
     /// with [`AppendError::WouldBlock`], writing nothing, when another append holds the writer
     /// or the append would roll the segment (fsync, index files, a new file). Retry those on a
     /// thread that may block.
-    pub fn try_append_pending(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, None, false)
+    pub fn try_append_pending(&self, records: &[u8], ack: Ack) -> Result<AppendInfo, AppendError> {
+        self.append_unsynced(records, None, ack, false)
     }
 
     /// [`Partition::try_append_pending`] of batches whose headers the caller already parsed
@@ -373,8 +362,9 @@ impl Partition {
         &self,
         records: &[u8],
         headers: &[BatchHeader],
+        ack: Ack,
     ) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, Some(headers), false)
+        self.append_unsynced(records, Some(headers), ack, false)
     }
 
     /// `parsed`: the headers of `records` from [`record_batch::parse_all`], if the caller has
@@ -383,6 +373,7 @@ impl Partition {
         &self,
         records: &[u8],
         parsed: Option<&[BatchHeader]>,
+        ack: Ack,
         may_block: bool,
     ) -> Result<AppendInfo, AppendError> {
         self.check_poison()?;
@@ -521,7 +512,16 @@ impl Partition {
                 txns.apply(header, markers.get(i).copied().flatten());
             }
         }
+        let must_sync = config
+            .durability
+            .waits(ack, next - self.durable_end.load(Ordering::Acquire));
         self.end_offset.store(next, Ordering::Release);
+        let _ = self
+            .unsynced_since
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
+        if !must_sync {
+            self.visible_end.fetch_max(next, Ordering::AcqRel);
+        }
         drop(writer);
         Ok(AppendInfo {
             base_offset: base,
@@ -532,6 +532,7 @@ impl Partition {
                 record_batch::TimestampType::CreateTime => -1,
             },
             log_start_offset: self.log_start_offset(),
+            must_sync,
         })
     }
 
@@ -598,7 +599,7 @@ impl Partition {
         writer.active = new;
         writer.cursor = IndexCursor::new(base, config.index_interval_bytes);
         writer.first_append_ms = None;
-        self.durable_end.fetch_max(base, Ordering::AcqRel);
+        self.synced_to(base);
         Ok(())
     }
 

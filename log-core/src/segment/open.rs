@@ -211,6 +211,12 @@ impl Segment {
             file.set_len(valid_len)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| FileError::new("truncate", &log_path, e))?;
+        } else if !clean {
+            // After a kill -9 what recovery keeps may be only in the page cache: it is served
+            // and taken as durable from now on (a producer's retry is answered from it), so
+            // it goes to disk first.
+            file.sync_data()
+                .map_err(|e| FileError::new("fsync", &log_path, e))?;
         }
         segment.len.store(valid_len, Ordering::Release);
         if !clean {

@@ -1,6 +1,7 @@
 //! Produce, versions 0–9: 3–9 served, 0–2 advertised and refused (`produce_legacy`). acks 0, 1
-//! and -1; with -1 (and with 1: lograil has no replicas to wait for) the answer comes once the
-//! batch is as durable as the topic's `flush.messages`/`flush.ms` policy asks. acks=0 gets no
+//! and -1. On one node there are no replicas, so acks=-1 is answered once the batch is fsynced
+//! (group commit; unless the topic's `write.caching` is on), acks=1 once it is written (the page
+//! cache, fsynced within `flush.ms`); `flush.messages` can make either wait. acks=0 gets no
 //! response, as in Kafka. Idempotent producers are checked per (producer id, epoch, partition)
 //! (`appender`); a producer id the broker never handed out is UNKNOWN_PRODUCER_ID (v5+;
 //! OUT_OF_ORDER_SEQUENCE_NUMBER before, when that code did not exist). A produce with a
@@ -33,7 +34,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use log_core::{AppendError, AppendInfo};
+use log_core::{Ack, AppendError, AppendInfo};
 
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
@@ -161,7 +162,7 @@ impl Handler for ProduceRequest {
                 let mut responses = if accepted.is_empty() {
                     Vec::new()
                 } else {
-                    append_and_wait(broker, accepted, ctx.version).await
+                    append_and_wait(broker, accepted, ack(acks), ctx.version).await
                 };
                 responses.extend(refused);
                 responses.extend(not_in_transaction);
@@ -255,6 +256,7 @@ type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 async fn append_and_wait(
     broker: &Arc<Broker>,
     work: Vec<TopicWork>,
+    ack: Ack,
     version: i16,
 ) -> Vec<TopicResults> {
     let records = || {
@@ -283,9 +285,9 @@ async fn append_and_wait(
     let inline = bytes <= INLINE_APPEND_BYTES && !compressed && !recompressed();
     let work = Arc::new(work);
     let mut outcomes = if inline {
-        append_all(broker, &work, AppendMode::Inline, |_, _| true)
+        append_all(broker, &work, ack, AppendMode::Inline, |_, _| true)
     } else {
-        blocking(broker, &work, |_, _| true).await
+        blocking(broker, &work, ack, |_, _| true).await
     };
     if outcomes
         .iter()
@@ -301,7 +303,7 @@ async fn append_and_wait(
                         .collect()
                 })
                 .collect();
-            blocking(broker, &work, move |t, p| blocked[t][p]).await
+            blocking(broker, &work, ack, move |t, p| blocked[t][p]).await
         };
         for (topic, retried) in outcomes.iter_mut().zip(retried) {
             for (slot, again) in topic.iter_mut().zip(retried) {
@@ -315,9 +317,7 @@ async fn append_and_wait(
     // Start every fsync first, then wait for each: the partitions' fsyncs overlap.
     for (_, outcome) in outcomes.iter().flatten() {
         if let Ok(appended) = outcome {
-            broker
-                .syncer
-                .start(&appended.partition, appended.info.last_offset + 1);
+            appended.start_sync(&broker.syncer);
         }
     }
     let mut results = Vec::with_capacity(work.len());
@@ -343,6 +343,7 @@ async fn append_and_wait(
 fn append_all(
     broker: &Broker,
     work: &[TopicWork],
+    ack: Ack,
     mode: AppendMode,
     chosen: impl Fn(usize, usize) -> bool,
 ) -> Outcomes {
@@ -356,7 +357,7 @@ fn append_all(
                     let outcome = if chosen(t, p) {
                         broker
                             .appender()
-                            .append_records(topic, *index, records.as_ref(), mode)
+                            .append_records(topic, *index, records.as_ref(), ack, mode)
                     } else {
                         Err(AppendError::WouldBlock.into())
                     };
@@ -373,11 +374,14 @@ fn append_all(
 async fn blocking(
     broker: &Arc<Broker>,
     work: &Arc<Vec<TopicWork>>,
+    ack: Ack,
     chosen: impl Fn(usize, usize) -> bool + Send + 'static,
 ) -> Outcomes {
     let (owner, shared) = (broker.clone(), work.clone());
-    match crate::blocking::spawn(move || append_all(&owner, &shared, AppendMode::Blocking, chosen))
-        .await
+    match crate::blocking::spawn(move || {
+        append_all(&owner, &shared, ack, AppendMode::Blocking, chosen)
+    })
+    .await
     {
         Ok(outcomes) => outcomes,
         Err(e) => {
@@ -391,6 +395,16 @@ async fn blocking(
                 })
                 .collect()
         }
+    }
+}
+
+/// What a Produce's `acks` asks of its appends: on one node `acks=all` means fsynced (unless
+/// the topic's `write.caching` says otherwise), `acks=1` and `acks=0` the page cache.
+fn ack(acks: i16) -> Ack {
+    if acks == -1 {
+        Ack::All
+    } else {
+        Ack::Written
     }
 }
 

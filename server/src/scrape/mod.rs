@@ -737,7 +737,13 @@ mod tests {
         let batch = crate::appender::Batches::parse(log_core::batch::build(&records));
         broker
             .appender()
-            .append_records("t", 0, Some(&batch), AppendMode::Blocking)
+            .append_records(
+                "t",
+                0,
+                Some(&batch),
+                log_core::Ack::Written,
+                AppendMode::Blocking,
+            )
             .unwrap();
         let commit = |group: &str, offset| {
             let committed = Committed {

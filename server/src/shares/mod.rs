@@ -339,7 +339,7 @@ impl Shares {
             return failed(DeadLetterFailure::Error);
         };
         let batch = log_core::batch::build_with_headers(&copies);
-        match target.append_pending(&batch) {
+        match target.append_pending(&batch, log_core::Ack::All) {
             Ok(info) => {
                 self.metrics
                     .dead_lettered(dlq, copies.len() as u64, batch.len() as u64);
