@@ -29,6 +29,8 @@
 # `produce`, default 1100000: ~1 GiB), E2E_RATE (records/s; default half of Kafka's peak),
 # BASELINE (another lograil binary, e.g. of the commit before a change: run as a third broker,
 # `baseline`, in the same rotation, so peer_table.py can put before and after side by side),
+# BASELINE_ARGS (flags for the baseline broker, e.g. "--write-caching true"; without BASELINE,
+# the baseline is this build with these flags), LOGRAIL_ARGS (flags for lograil),
 # NAMES (the brokers to run, default "kafka lograil", plus baseline with BASELINE; without kafka,
 # set E2E_RATE).
 set -euo pipefail
@@ -57,8 +59,9 @@ KAFKA_DIR=$DATA/peer-kafka
 start_lograil() {
     mkdir -p "$LOGRAIL_DIR"
     LOGRAIL_PORT=${LOGRAIL_PORT:-$(free_port)}
+    # shellcheck disable=SC2086 # LOGRAIL_ARGS is a list of flags
     "$BROKER" serve --listen "127.0.0.1:$LOGRAIL_PORT" --data-dir "$LOGRAIL_DIR/data" \
-        >>"$LOGRAIL_DIR/stdout" 2>>"$LOGRAIL_DIR/stderr" &
+        ${LOGRAIL_ARGS:-} >>"$LOGRAIL_DIR/stdout" 2>>"$LOGRAIL_DIR/stderr" &
     PID=$!
     ADDR=127.0.0.1:$LOGRAIL_PORT
 }
@@ -86,9 +89,13 @@ restart_kafka() {
     "$KAFKA_SH" restart "$KAFKA_DIR" 1 >/dev/null
     PID=$(cat "$KAFKA_DIR/node-1.pid")
 }
-BASELINE=${BASELINE:-}
+BASELINE_ARGS=${BASELINE_ARGS:-}
+BASELINE=${BASELINE:-${BASELINE_ARGS:+$BROKER}}
 BASELINE_DIR=$DATA/peer-baseline
-start_baseline() { BROKER=$BASELINE LOGRAIL_DIR=$BASELINE_DIR start_lograil; }
+start_baseline() {
+    # shellcheck disable=SC2086 # BASELINE_ARGS is a list of flags
+    BROKER=$BASELINE LOGRAIL_DIR=$BASELINE_DIR LOGRAIL_ARGS="$BASELINE_ARGS" start_lograil
+}
 restart_baseline() { start_baseline; }
 wait_baseline() { LOGRAIL_DIR=$BASELINE_DIR wait_lograil; }
 stop_baseline() { LOGRAIL_DIR=$BASELINE_DIR stop_lograil; }

@@ -3,7 +3,8 @@
 table: per figure the median over the repetitions of each broker (min-max in brackets), the
 ratio lograil / Kafka of the medians, the issue-13 target and whether it is met; then the
 physical limits of the same session. When the run had a `baseline` broker (BASELINE=, another
-lograil binary), a second table puts it beside this build and Kafka.
+lograil binary, or BASELINE_ARGS=, this one with other flags), a second table puts it beside
+this build and Kafka.
 
 Usage: python3 benches/scripts/peer_table.py RESULTS_DIR
 """
@@ -115,6 +116,10 @@ row("produce 1000 B, acks=1, 6 partitions, 1 producer (MB/s)",
     lambda b: values(b, "produce", lambda r: r["produce"]["mb_per_s"]), "", 1, ">=", 1.5)
 row("produce 100 B, acks=all, idempotent (MB/s)",
     lambda b: values(b, "idem", lambda r: r["produce"]["mb_per_s"]), "", 1, ">=", 1.5)
+row("produce 1000 B, acks=1: delivery p99 (ms)",
+    lambda b: values(b, "produce", lambda r: r["produce"]["delivery_latency"]["p99_us"] / 1000), "", 1, "", None)
+row("produce 100 B, acks=all, idempotent: delivery p99 (ms)",
+    lambda b: values(b, "idem", lambda r: r["produce"]["delivery_latency"]["p99_us"] / 1000), "", 1, "", None)
 row("consume ~1 GiB from the start, 6 partitions (MB/s)",
     lambda b: values(b, "consume", lambda r: r["consume"]["mb_per_s"]), "", 1, ">=", 1.5)
 row("end-to-end p99 at half Kafka's peak rate (ms)",
@@ -149,7 +154,7 @@ for figure, ours, theirs, unit, digits, op, target, _ in rows:
 
 if reps("baseline-rss-*.txt"):
     print()
-    print("| figure | lograil (this build) | baseline (lograil before) | Kafka | this build / baseline | this build / Kafka | baseline / Kafka |")
+    print("| figure | lograil (this build) | baseline | Kafka | this build / baseline | this build / Kafka | baseline / Kafka |")
     print("|---|---|---|---|---|---|---|")
     for figure, ours, theirs, unit, digits, _, _, get in rows:
         before = get("baseline")

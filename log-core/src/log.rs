@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,9 +40,10 @@ pub const MAX_PARTITIONS: u32 = 100_000;
 #[derive(Debug)]
 pub struct Log {
     shared: Arc<Shared>,
-    flusher: Option<JoinHandle<()>>,
-    scrubber: Option<JoinHandle<()>>,
-    cleaner: Option<JoinHandle<()>>,
+    /// The background threads (flusher, scrubber, cleaner), joined at shutdown.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The shutdown ran (it runs once).
+    shut: AtomicBool,
 }
 
 /// How a data directory is opened.
@@ -235,9 +237,13 @@ impl Log {
         };
         Ok(Log {
             shared,
-            flusher: Some(flusher),
-            scrubber: Some(scrubber),
-            cleaner,
+            threads: Mutex::new(
+                [Some(flusher), Some(scrubber), cleaner]
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+            ),
+            shut: AtomicBool::new(false),
         })
     }
 
@@ -521,25 +527,27 @@ impl Log {
 
     /// Flushes every partition and stops the background flusher. Dropping the log does the
     /// same, but can only log errors.
-    pub fn close(mut self) -> Result<(), AppendError> {
-        self.shutdown()
+    pub fn close(self) -> Result<(), AppendError> {
+        self.shut_down()
     }
 
-    fn shutdown(&mut self) -> Result<(), AppendError> {
+    /// Stops the background threads, flushes and closes every partition (later appends are
+    /// refused) and marks the data dir as shut down cleanly, so that nothing is written to it
+    /// after this returns. Runs once: a second call (and the drop) does nothing. For an owner
+    /// that shares the log and must know when its files are final.
+    pub fn shut_down(&self) -> Result<(), AppendError> {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         *self
             .shared
             .stop
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = true;
         self.shared.wake.notify_all();
-        for thread in [
-            self.flusher.take(),
-            self.scrubber.take(),
-            self.cleaner.take(),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        let threads =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
+        for thread in threads {
             let _ = thread.join();
         }
         let mut first_error = None;
@@ -559,7 +567,7 @@ impl Log {
 
 impl Drop for Log {
     fn drop(&mut self) {
-        if let Err(e) = self.shutdown() {
+        if let Err(e) = self.shut_down() {
             tracing::error!(error = %e, "flush on close failed");
         }
     }
