@@ -124,6 +124,10 @@ row("consume ~1 GiB from the start, 6 partitions (MB/s)",
     lambda b: values(b, "consume", lambda r: r["consume"]["mb_per_s"]), "", 1, ">=", 1.5)
 row("end-to-end p99 at half Kafka's peak rate (ms)",
     lambda b: values(b, "e2e", lambda r: r["consume"]["end_to_end_latency"]["p99_us"] / 1000), "", 2, "<=", 0.5)
+row("end-to-end p99, acks=all, same rate (ms)",
+    lambda b: values(b, "e2eall", lambda r: r["consume"]["end_to_end_latency"]["p99_us"] / 1000), "", 2, "", None)
+row("produce delivery p99, acks=all, same rate (ms)",
+    lambda b: values(b, "e2eall", lambda r: r["produce"]["delivery_latency"]["p99_us"] / 1000), "", 2, "", None)
 row("broker peak RSS, VmHWM (MiB)", rss("vm_hwm_kb"), "", 0, "<=", 0.25)
 row("broker VmRSS sampled, mean over the session (MiB)", rss("vm_rss_mean_kb"), "", 0, "", None)
 row("broker VmRSS sampled, peak (MiB)", rss("vm_rss_peak_kb"), "", 0, "", None)

@@ -114,6 +114,11 @@ pub struct RunArgs {
     /// coordinated omission). Without it, producers send as fast as librdkafka accepts.
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Records sent (with --rate: due) in the first this many ms are sent, counted and read,
+    /// but left out of the latency figures: client start-up is not the broker's latency
+    /// (librdkafka's first sends wait for metadata, an idempotent producer's for its id).
+    #[arg(long, default_value_t = 0)]
+    pub warmup_ms: u64,
     /// Distinct keys, cycled through record by record (partitioned by murmur2, as the Java
     /// client does); 0 sends records without a key.
     #[arg(long, default_value_t = 0)]

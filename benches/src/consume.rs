@@ -68,6 +68,8 @@ pub struct ConsumerJob {
     pub partitions: Vec<PartitionRange>,
     /// Record end-to-end latency from the stamp in each value.
     pub measure_latency: bool,
+    /// Only for records stamped at or after this time (µs since the Unix epoch; `--warmup-ms`).
+    pub measure_from_us: u64,
     pub stop: StopRule,
     /// Start of the run's measured phase: records read are counted per second since it.
     pub epoch: Instant,
@@ -130,7 +132,11 @@ pub fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<Consume
         };
         let now = Instant::now();
         if job.measure_latency {
-            if let Some(sent_us) = message.payload().and_then(read_stamp) {
+            if let Some(sent_us) = message
+                .payload()
+                .and_then(read_stamp)
+                .filter(|us| *us >= job.measure_from_us)
+            {
                 outcome
                     .latency
                     .record_micros(wall_us_now().saturating_sub(sent_us));

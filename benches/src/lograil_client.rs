@@ -108,7 +108,8 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
         let d = deliveries.clone();
         let acked_total = job.acked_total.clone();
         let epoch = job.epoch;
-        let (clock, keep_samples) = (job.clock, job.keep_samples);
+        let (clock, keep_samples, measure_from_us) =
+            (job.clock, job.keep_samples, job.measure_from_us);
         producer
             .send_with_callback(record, move |result| {
                 let now = Instant::now();
@@ -116,7 +117,9 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
                 match result {
                     Ok(_) => {
                         let latency = now.saturating_duration_since(intended);
-                        d.latency.record(latency);
+                        if clock.wall_us(intended) >= measure_from_us {
+                            d.latency.record(latency);
+                        }
                         if keep_samples {
                             let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
                             d.samples.push((clock.wall_us(intended), us));
@@ -218,7 +221,12 @@ pub fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<Consume
                 };
             let now = Instant::now();
             if job.measure_latency {
-                if let Some(sent_us) = record.value.as_deref().and_then(read_stamp) {
+                if let Some(sent_us) = record
+                    .value
+                    .as_deref()
+                    .and_then(read_stamp)
+                    .filter(|us| *us >= job.measure_from_us)
+                {
                     outcome
                         .latency
                         .record_micros(wall_us_now().saturating_sub(sent_us));

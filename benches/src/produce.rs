@@ -42,6 +42,9 @@ pub struct ProducerJob {
     /// Open loop: this producer's first send is this far into the run (staggers producers).
     pub phase: Duration,
     pub clock: Clock,
+    /// Latency is measured for records sent from this time on (µs since the Unix epoch;
+    /// `--warmup-ms`).
+    pub measure_from_us: u64,
     /// Give up (and report the run as timed out) at this instant.
     pub deadline: Instant,
     /// Records acknowledged by the broker, all producers together.
@@ -110,6 +113,7 @@ struct DeliveryContext {
     acked_total: Arc<AtomicU64>,
     epoch: Instant,
     keep_samples: bool,
+    measure_from_us: u64,
 }
 
 impl DeliveryContext {
@@ -147,7 +151,9 @@ impl ProducerContext for DeliveryContext {
         match result {
             Ok(message) => {
                 let latency = now.saturating_duration_since(sent);
-                d.latency.record(latency);
+                if self.clock.wall_us(sent) >= self.measure_from_us {
+                    d.latency.record(latency);
+                }
                 if self.keep_samples {
                     let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
                     d.samples.push((self.clock.wall_us(sent), us));
@@ -289,6 +295,7 @@ fn connect(job: &ProducerJob) -> anyhow::Result<ThreadedProducer<DeliveryContext
         acked_total: job.acked_total.clone(),
         epoch: job.epoch,
         keep_samples: job.keep_samples,
+        measure_from_us: job.measure_from_us,
     };
     let mut config = job.config.clone();
     if let Some(t) = &job.transaction {

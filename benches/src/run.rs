@@ -217,6 +217,7 @@ fn producer_jobs(
     epoch: Instant,
 ) -> Vec<ProducerJob> {
     let clock = Clock::new();
+    let measure_from_us = measure_from_us(args);
     let n = args.producers.max(1) as u64;
     (0..n)
         .map(|i| ProducerJob {
@@ -238,6 +239,7 @@ fn producer_jobs(
                 Duration::from_secs_f64(i as f64 / rate)
             }),
             clock,
+            measure_from_us,
             deadline,
             acked_total: acked.clone(),
             epoch,
@@ -250,6 +252,12 @@ fn producer_jobs(
         .collect()
 }
 
+/// Latencies are measured for records sent from this wall-clock time on (µs since the Unix
+/// epoch): `--warmup-ms` from now.
+fn measure_from_us(args: &RunArgs) -> u64 {
+    crate::payload::wall_us_now() + args.warmup_ms.saturating_mul(1000)
+}
+
 fn consumer_jobs(
     args: &RunArgs,
     config: &rdkafka::ClientConfig,
@@ -258,6 +266,7 @@ fn consumer_jobs(
     stop: &StopRule,
     epoch: Instant,
 ) -> Vec<ConsumerJob> {
+    let measure_from_us = measure_from_us(args);
     deal(ranges, args.consumers)
         .into_iter()
         .map(|partitions| ConsumerJob {
@@ -267,6 +276,7 @@ fn consumer_jobs(
             topic: args.topic.clone(),
             partitions,
             measure_latency,
+            measure_from_us,
             stop: stop.clone(),
             epoch,
         })

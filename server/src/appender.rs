@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 
 use crate::durable::Syncer;
 use crate::metrics::Metrics;
-use crate::producers::{ProducerIds, Producers, Verdict};
+use crate::producers::{PartitionProducers, ProducerIds, Producers, Verdict};
 
 /// Why records were not appended. Nothing of them was stored.
 #[derive(Debug, thiserror::Error)]
@@ -216,6 +216,9 @@ impl Appender<'_> {
                     }
                 };
                 producers.record(headers, info, log_core::now_ms());
+                if info.rolled {
+                    snapshot(&producers, &partition, info.last_offset + 1);
+                }
                 let count = info.last_offset - info.base_offset + 1;
                 self.metrics.appended(
                     topic,
@@ -283,9 +286,21 @@ impl Appender<'_> {
             AppendMode::Inline => partition.try_append_pending(&marker, Ack::Fsynced)?,
         };
         producers.record_marker(producer_id, producer_epoch, coordinator_epoch, now);
+        if info.rolled {
+            snapshot(&producers, &partition, info.last_offset + 1);
+        }
         drop(producers);
         self.appended.notify_waiters();
         Ok(Appended { info, partition })
+    }
+}
+
+/// Writes the partition's producer-state snapshot as of `at` after a roll (a roll is blocking
+/// work already: the appender is on a thread that may block). A failure leaves the previous
+/// snapshot, from which a restart replays more of the log.
+fn snapshot(producers: &PartitionProducers, partition: &Partition, at: i64) {
+    if let Err(e) = producers.save_snapshot(partition.dir(), at) {
+        tracing::warn!(partition = partition.name(), error = %e, "could not write the producer snapshot");
     }
 }
 

@@ -384,7 +384,11 @@ async fn serve(
     // The log's files are final once this returns (its threads stopped, every partition
     // flushed and closed, the clean-shutdown mark written), even while tasks still hold the
     // broker: an embedding owner may remove the data dir.
-    let closed = crate::blocking::spawn(move || owner.log.shut_down()).await;
+    let closed = crate::blocking::spawn(move || {
+        owner.producers.save_snapshots(&owner.log);
+        owner.log.shut_down()
+    })
+    .await;
     match closed {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {

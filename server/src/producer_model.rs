@@ -7,8 +7,9 @@
 //! of each key is what a read serves, and after a restart the rebuilt state answers each
 //! producer's retry at its offsets and takes its next batch.
 //!
-//! The rebuild reads the last two segments (`producers.rs`): a retry is only sent for a
-//! producer whose last batch lies there, as a real client's retry of a batch it just sent does.
+//! The state is rebuilt from the producer snapshot written at each roll and at a clean close,
+//! then the batches after it (`producers/`): every producer is known after any restart, but
+//! one whose last batch DeleteRecords removed (as in Kafka).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -70,8 +71,8 @@ struct Client {
     id: i64,
     next_sequence: i32,
     last: Option<(bytes::Bytes, i64)>,
-    /// A restart's rebuild did not read its last batch: the broker treats it as new, and
-    /// it sends no retry of that batch (as no client retries a batch that old).
+    /// Its last batch is below the log start: the broker forgot it at a restart and treats
+    /// it as new, and it sends no retry of that batch.
     forgotten: bool,
 }
 
@@ -134,6 +135,11 @@ impl World {
             Verdict::Append => {
                 let info = partition.append(bytes).unwrap();
                 state.record(&headers, info, 1_000);
+                if info.rolled {
+                    state
+                        .save_snapshot(partition.dir(), info.last_offset + 1)
+                        .unwrap();
+                }
                 Verdict::Duplicate(info)
             }
             other => other,
@@ -144,6 +150,7 @@ impl World {
     fn restart(&mut self, clean: bool) {
         let log = self.log.take().unwrap();
         if clean {
+            self.producers.save_snapshots(&log);
             log.close().unwrap();
         } else {
             // As log-core's model test crashes: the files as they are, without the clean
@@ -158,7 +165,7 @@ impl World {
         // a duplicate at its offsets, its next batch in sequence.
         let after = self.verdicts();
         for (i, answers) in after.iter().enumerate() {
-            if !self.in_scan(i) {
+            if !self.remembered(i) {
                 self.clients[i].forgotten = true;
             }
             if self.clients[i].forgotten {
@@ -198,16 +205,9 @@ impl World {
             .collect()
     }
 
-    /// Whether producer `i`'s last batch is in what the rebuild reads (the last two segments,
-    /// from the log start).
-    fn in_scan(&self, i: usize) -> bool {
-        let partition = self.partition();
-        let bases = partition.segment_base_offsets();
-        let from = bases[bases.len().saturating_sub(2)..]
-            .first()
-            .copied()
-            .unwrap_or(0)
-            .max(partition.log_start_offset());
+    /// Whether producer `i`'s last batch is at or past the log start (what a restart keeps).
+    fn remembered(&self, i: usize) -> bool {
+        let from = self.partition().log_start_offset();
         self.clients[i]
             .last
             .as_ref()

@@ -21,6 +21,7 @@ mod external_clients;
 mod fairness;
 mod franz_go;
 mod groups;
+mod idempotence;
 mod kafka_behaviours;
 mod limits;
 mod metrics;

@@ -56,6 +56,9 @@ pub struct AppendInfo {
     /// The append may be acknowledged only once an fsync covers it (its ack and the topic's
     /// durability ask for it); until then readers do not see it either.
     pub must_sync: bool,
+    /// The append closed the active segment and started a new one (where the broker writes
+    /// its producer-state snapshot).
+    pub rolled: bool,
 }
 
 pub struct Partition {
@@ -467,7 +470,8 @@ impl Partition {
         if base.checked_add(count).is_none() {
             return Err(AppendError::OffsetOverflow);
         }
-        if self.should_roll(&writer, &config, total, count) {
+        let rolled = self.should_roll(&writer, &config, total, count);
+        if rolled {
             if !may_block {
                 return Err(AppendError::WouldBlock);
             }
@@ -533,6 +537,7 @@ impl Partition {
             },
             log_start_offset: self.log_start_offset(),
             must_sync,
+            rolled,
         })
     }
 

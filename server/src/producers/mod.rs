@@ -2,29 +2,33 @@
 //!
 //! For each (partition, producer id) the broker keeps the producer's epoch, the last sequence
 //! it stored, and its last five batches, so a retried batch is acknowledged again with its
-//! original offsets instead of being stored twice. The state is rebuilt on start-up from the
-//! batch headers of each partition's last two segments (the batches carry producer id, epoch
-//! and sequence), so it survives a restart without a file of its own.
+//! original offsets instead of being stored twice. The state survives a restart through a
+//! snapshot written at each segment roll and at a clean shutdown ([`snapshot`]), then the batch
+//! headers after it (the batches carry producer id, epoch and sequence); producer ids come from
+//! [`ids`].
 //!
 //! Bounded, as in Kafka: a producer's state on a partition is dropped after
 //! `producer.id.expiration.ms` without a produce there ([`Producers::expire`]); and only ids this
 //! broker handed out are tracked ([`ProducerIds::issued`]): a produce with any other id is
 //! refused, so a client cannot make the broker keep state for ids it made up.
 
+mod ids;
+mod snapshot;
+
+pub use ids::ProducerIds;
+
 use std::collections::{HashMap, VecDeque};
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kafka_protocol::error::ResponseError;
-use log_core::{AppendInfo, ConfigError, FileError, OpenError, Partition};
+use log_core::{AppendInfo, Log, Partition};
 use record_batch::BatchHeader;
 
 /// How many recent batches per producer are remembered for de-duplication (the Java client's
 /// `max.in.flight.requests.per.connection` limit for idempotence).
 const RECENT_BATCHES: usize = 5;
-/// Segments scanned per partition on start-up to rebuild producer state.
+/// Segments scanned per partition on start-up to rebuild producer state when there is no
+/// snapshot to start from.
 const SEGMENTS_TO_SCAN: usize = 2;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -282,19 +286,63 @@ impl Producers {
             .sum()
     }
 
-    /// Rebuilds a partition's state from the batch headers in its last segments, from the log
-    /// start on (a producer whose batches are all below it is gone, as in Kafka). A producer is
-    /// taken as last seen at its last batch's timestamp (as Kafka does), or now if that is later.
+    /// Writes a snapshot of every partition with producer state (at a clean shutdown, once
+    /// appends have stopped): a restart then reads no batch header. A partition that fails is
+    /// logged and rebuilt the longer way.
+    pub fn save_snapshots(&self, log: &Log) {
+        let partitions: Vec<(String, i32, SharedPartition)> = lock(&self.topics)
+            .iter()
+            .flat_map(|(topic, ps)| ps.iter().map(|(i, p)| (topic.clone(), *i, p.clone())))
+            .collect();
+        for (topic, index, state) in partitions {
+            let Some(partition) = u32::try_from(index)
+                .ok()
+                .and_then(|i| log.topic(&topic)?.partition(i).cloned())
+            else {
+                continue;
+            };
+            let state = lock(&state);
+            if let Err(e) = state.save_snapshot(partition.dir(), partition.next_offset()) {
+                tracing::warn!(partition = partition.name(), error = %e, "could not write the producer snapshot");
+            }
+        }
+    }
+
+    /// Rebuilds a partition's state: its snapshot, then the batch headers after it (without a
+    /// usable snapshot, those of its last segments), from the log start on (a producer whose
+    /// batches are all below it is gone, as in Kafka). A producer read from the log is taken as
+    /// last seen at its last batch's timestamp (as Kafka does), or now if that is later.
     pub fn rebuild(&self, topic: &str, index: i32, partition: &Partition) {
         let now_ms = log_core::now_ms();
         let state = self.partition(topic, index);
         let mut state = lock(&state);
         let log_start = partition.log_start_offset();
-        let bases = partition.segment_base_offsets();
-        // DeleteRecords may have moved the log start inside the first segment scanned.
-        let from = bases[bases.len().saturating_sub(SEGMENTS_TO_SCAN)..]
-            .first()
-            .map_or(log_start, |&base| base.max(log_start));
+        let from = match PartitionProducers::load_snapshot(partition.dir(), log_start) {
+            Ok(Some((at, loaded))) if at <= partition.next_offset() => {
+                *state = loaded;
+                Some(at.max(log_start))
+            }
+            Ok(Some((at, _))) => {
+                // A power cut took the log's tail after the snapshot was written.
+                tracing::info!(partition = partition.name(), at, end = partition.next_offset(), "the producer snapshot is past the log's end; producer state is read from the last segments");
+                if let Err(e) = PartitionProducers::remove_snapshot(partition.dir()) {
+                    tracing::warn!(partition = partition.name(), error = %e, "could not remove a stale producer snapshot");
+                }
+                None
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(partition = partition.name(), error = %e, "the producer snapshot is not used; producer state is read from the last segments");
+                None
+            }
+        };
+        let from = from.unwrap_or_else(|| {
+            let bases = partition.segment_base_offsets();
+            // DeleteRecords may have moved the log start inside the first segment scanned.
+            bases[bases.len().saturating_sub(SEGMENTS_TO_SCAN)..]
+                .first()
+                .map_or(log_start, |&base| base.max(log_start))
+        });
         for header in partition.batch_headers(from) {
             match header {
                 // A marker: its epoch, no sequence (its coordinator epoch is in its record,
@@ -319,6 +367,7 @@ impl Producers {
                         log_start_offset: log_start,
                         // Read back from the log: on disk already.
                         must_sync: false,
+                        rolled: false,
                     };
                     state.record(std::slice::from_ref(&h), info, h.max_timestamp.min(now_ms));
                 }
@@ -332,74 +381,6 @@ impl Producers {
                 }
             }
         }
-    }
-}
-
-/// Hands out producer ids that are never reused, even across restarts: blocks of ids are
-/// reserved in `<data-dir>/producer-ids` before any id of the block is handed out.
-#[derive(Debug)]
-pub struct ProducerIds {
-    path: PathBuf,
-    /// (next id to hand out, end of the reserved block)
-    next: Mutex<(i64, i64)>,
-    /// Every id below this may have been handed out (after a restart: every id reserved
-    /// before). Read on each idempotent produce, without a lock.
-    issued_below: AtomicI64,
-}
-
-const ID_BLOCK: i64 = 1000;
-const IDS_FORMAT: &str = "# lograil producer ids, format 1";
-
-impl ProducerIds {
-    pub fn open(data_dir: &Path) -> Result<Self, OpenError> {
-        let path = data_dir.join("producer-ids");
-        let reserved = match fs::read_to_string(&path) {
-            Ok(text) => text
-                .lines()
-                .find_map(|l| l.strip_prefix("reserved-up-to="))
-                .and_then(|n| n.trim().parse::<i64>().ok())
-                .filter(|n| *n >= 0)
-                .ok_or_else(|| OpenError::BadConfig {
-                    path: path.clone(),
-                    source: ConfigError::Missing {
-                        name: "reserved-up-to",
-                    },
-                })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(FileError::new("read", &path, e).into()),
-        };
-        Ok(ProducerIds {
-            path,
-            next: Mutex::new((reserved, reserved)),
-            issued_below: AtomicI64::new(reserved),
-        })
-    }
-
-    /// Whether this broker may have handed out `id`.
-    pub fn issued(&self, id: i64) -> bool {
-        (0..self.issued_below.load(Ordering::Acquire)).contains(&id)
-    }
-
-    /// A fresh producer id.
-    pub fn allocate(&self) -> Result<i64, FileError> {
-        let mut next = lock(&self.next);
-        if next.0 >= next.1 {
-            let reserved = next.1 + ID_BLOCK;
-            let tmp = self.path.with_extension("tmp");
-            let text = format!("{IDS_FORMAT}\nreserved-up-to={reserved}\n");
-            let write = || -> std::io::Result<()> {
-                fs::write(&tmp, &text)?;
-                fs::File::open(&tmp)?.sync_all()?;
-                fs::rename(&tmp, &self.path)?;
-                log_core::io::sync_dir(self.path.parent().unwrap_or(Path::new(".")))
-            };
-            write().map_err(|e| FileError::new("write", &self.path, e))?;
-            next.1 = reserved;
-        }
-        let id = next.0;
-        next.0 += 1;
-        self.issued_below.fetch_max(next.0, Ordering::AcqRel);
-        Ok(id)
     }
 }
 
@@ -432,6 +413,7 @@ mod tests {
             log_append_time: -1,
             log_start_offset: 0,
             must_sync: false,
+            rolled: false,
         }
     }
 
@@ -538,34 +520,5 @@ mod tests {
         );
         assert_eq!(p.expire(t0 + day / 2 + day, day), 1);
         assert_eq!(p.len(), 0);
-    }
-
-    #[test]
-    fn only_ids_handed_out_count_as_issued() {
-        let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIds::open(dir.path()).unwrap();
-        assert!(!ids.issued(0));
-        let a = ids.allocate().unwrap();
-        assert!(ids.issued(a));
-        assert!(!ids.issued(a + 1));
-        assert!(!ids.issued(-1));
-        drop(ids);
-        // After a restart every id of the reserved block counts: any may have been handed out.
-        let ids = ProducerIds::open(dir.path()).unwrap();
-        assert!(ids.issued(a) && ids.issued(a + 1) && ids.issued(ID_BLOCK - 1));
-        assert!(!ids.issued(ID_BLOCK));
-    }
-
-    #[test]
-    fn producer_ids_are_not_reused_after_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIds::open(dir.path()).unwrap();
-        let a = ids.allocate().unwrap();
-        let b = ids.allocate().unwrap();
-        assert_ne!(a, b);
-        drop(ids);
-        let ids = ProducerIds::open(dir.path()).unwrap();
-        let c = ids.allocate().unwrap();
-        assert!(c > b);
     }
 }
