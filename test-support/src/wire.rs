@@ -107,6 +107,22 @@ pub fn call<Req: Encodable, Resp: Decodable>(
     receive(stream, key, version)
 }
 
+/// [`call`] for a broker that may be killed meanwhile: `None` once the connection is gone (a
+/// hang still fails the test through the read timeout).
+pub fn try_call<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> Option<Resp> {
+    stream
+        .write_all(&frame(key, version, CORRELATION_ID, request))
+        .ok()?;
+    let mut body = read_response(stream)?;
+    ResponseHeader::decode(&mut body, key.response_header_version(version)).ok()?;
+    Resp::decode(&mut body, version).ok()
+}
+
 /// `batch` with its header saying `count` records (lastOffsetDelta and CRC made to agree), as
 /// a producer that lies about its records sends it.
 pub fn claiming(batch: &[u8], count: i32) -> Bytes {

@@ -20,7 +20,8 @@
 //!   `__share_group_state`.
 //! - the cluster-wide broker defaults (resource type 4, name "", Kafka's `--entity-default`):
 //!   `log.retention.ms`, `log.retention.bytes`, `log.segment.bytes`, `log.roll.ms`,
-//!   `message.max.bytes`, `log.index.interval.bytes` (see `broker_defaults.rs`); topics with the
+//!   `message.max.bytes`, `log.index.interval.bytes`, `log.flush.interval.messages`,
+//!   `log.flush.interval.ms` (see `broker_defaults.rs`); topics with the
 //!   old default follow the new one. A bad value, or any other broker config, is
 //!   INVALID_REQUEST (Kafka's code for a bad broker config).
 //!

@@ -14,18 +14,18 @@
 //! - with `--write-caching true` (the page cache for acks=all too): what was lost is counted
 //!   and printed, as the docs say it may be (acknowledged records since the last fsync).
 
+mod mix;
+
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceResponse, ResponseHeader};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceResponse};
 use log_core::batch;
 use test_support::kafka::{fetch_request, init_producer_id, produce_request, try_create_topic};
-use test_support::wire::{call, connect, frame, read_response};
+use test_support::wire::{call, connect, try_call};
 use test_support::{PowerCutFs, TestBroker};
 
 const PARTITIONS: i32 = 3;
@@ -47,49 +47,64 @@ type Acked = BTreeMap<(i32, i64), (String, Option<Instant>)>;
 /// test: (error code, base offset), or `None` once the broker is gone.
 fn try_produce(
     stream: &mut TcpStream,
+    topic: &str,
     partition: i32,
     records: bytes::Bytes,
     acks: i16,
 ) -> Option<(i16, i64)> {
-    let request = produce_request(TOPIC, partition, Some(records)).with_acks(acks);
-    stream
-        .write_all(&frame(ApiKey::Produce, 9, 1, &request))
-        .ok()?;
-    let mut body = read_response(stream)?;
-    ResponseHeader::decode(&mut body, ApiKey::Produce.response_header_version(9)).ok()?;
-    let response = ProduceResponse::decode(&mut body, 9).ok()?;
+    let request = produce_request(topic, partition, Some(records)).with_acks(acks);
+    let response: ProduceResponse = try_call(stream, ApiKey::Produce, 9, &request)?;
     let p = &response.responses[0].partition_responses[0];
     Some((p.error_code, p.base_offset))
 }
 
-/// Produces 4-record batches round robin until the broker goes (or `stop`), recording what
-/// was acknowledged.
-fn producer(
+/// Produces 4-record batches to `topic`'s partitions round robin until the broker goes (or
+/// `stop`), recording what was acknowledged; `idempotent` or as a plain producer.
+struct Producing {
     addr: String,
-    round: usize,
+    topic: &'static str,
+    partitions: i32,
+    idempotent: bool,
     acks: i16,
-    acked: Arc<Mutex<Acked>>,
-    stop: Arc<AtomicBool>,
-) {
-    let (pid, epoch) = init_producer_id(&addr);
+    round: usize,
+}
+
+fn producer(how: Producing, acked: Arc<Mutex<Acked>>, stop: Arc<AtomicBool>) {
+    let Producing {
+        addr,
+        topic,
+        partitions,
+        idempotent,
+        acks,
+        round,
+    } = how;
+    let (pid, epoch) = if idempotent {
+        init_producer_id(&addr)
+    } else {
+        (-1, -1)
+    };
     let Ok(mut stream) = TcpStream::connect(&addr) else {
         return;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut sequences = [0i32; PARTITIONS as usize];
+    let mut sequences = vec![0i32; partitions as usize];
     for n in 0.. {
         if stop.load(Ordering::Relaxed) {
             return;
         }
-        let partition = n % PARTITIONS;
+        let partition = n % partitions;
         let values: Vec<String> = (0..4).map(|k| format!("r{round}-b{n}-{k}")).collect();
         let records: Vec<batch::NewRecord> = values
             .iter()
             .map(|v| (None, Some(v.as_bytes()), 1))
             .collect();
         let sequence = &mut sequences[partition as usize];
-        let bytes = batch::build_for_producer(&records, pid, epoch, *sequence);
-        match try_produce(&mut stream, partition, bytes, acks) {
+        let bytes = if idempotent {
+            batch::build_for_producer(&records, pid, epoch, *sequence)
+        } else {
+            batch::build(&records)
+        };
+        match try_produce(&mut stream, topic, partition, bytes, acks) {
             Some((0, base)) => {
                 *sequence += 4;
                 let now = Some(Instant::now());
@@ -103,13 +118,13 @@ fn producer(
     }
 }
 
-/// Every record stored in `partition`: offset → value, from whole batches.
-fn stored(addr: &str, partition: i32) -> BTreeMap<i64, String> {
-    let end = end_of(addr, partition);
+/// Every record stored in `partition` of `topic`: offset → value, from whole batches.
+fn stored(addr: &str, topic: &str, partition: i32) -> BTreeMap<i64, String> {
+    let end = end_of(addr, topic, partition);
     let mut out = BTreeMap::new();
     let mut offset = 0;
     while offset < end {
-        let mut request = fetch_request(TOPIC, offset, 0, 1 << 20);
+        let mut request = fetch_request(topic, offset, 0, 1 << 20);
         request.topics[0].partitions[0].partition = partition;
         let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
         let p = &response.responses[0].partitions[0];
@@ -135,9 +150,9 @@ fn stored(addr: &str, partition: i32) -> BTreeMap<i64, String> {
     out
 }
 
-/// The high watermark of `partition`, from a Fetch.
-fn end_of(addr: &str, partition: i32) -> i64 {
-    let mut request = fetch_request(TOPIC, 0, 0, 1);
+/// The high watermark of `partition` of `topic`, from a Fetch.
+fn end_of(addr: &str, topic: &str, partition: i32) -> i64 {
+    let mut request = fetch_request(topic, 0, 0, 1);
     request.topics[0].partitions[0].partition = partition;
     let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
     response.responses[0].partitions[0].high_watermark
@@ -153,22 +168,20 @@ fn group_consumer(addr: &str) -> rdkafka::consumer::BaseConsumer {
         .unwrap()
 }
 
-/// Commits `offset` for partition 0 of the topic (acknowledged when this returns).
-fn commit(addr: &str, offset: i64) {
+/// Commits `offset` for partition 0 of `topic`; whether the commit was acknowledged.
+fn commit(addr: &str, topic: &str, offset: i64) -> bool {
     use rdkafka::consumer::{CommitMode, Consumer};
     let mut list = rdkafka::TopicPartitionList::new();
-    list.add_partition_offset(TOPIC, 0, rdkafka::Offset::Offset(offset))
+    list.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
         .unwrap();
-    group_consumer(addr)
-        .commit(&list, CommitMode::Sync)
-        .unwrap();
+    group_consumer(addr).commit(&list, CommitMode::Sync).is_ok()
 }
 
-/// The group's committed offset of partition 0.
-fn committed(addr: &str) -> Option<i64> {
+/// The group's committed offset of partition 0 of `topic`.
+fn committed(addr: &str, topic: &str) -> Option<i64> {
     use rdkafka::consumer::Consumer;
     let mut list = rdkafka::TopicPartitionList::new();
-    list.add_partition(TOPIC, 0);
+    list.add_partition(topic, 0);
     let found = group_consumer(addr)
         .committed_offsets(list, Duration::from_secs(10))
         .unwrap();
@@ -214,16 +227,23 @@ fn power_cuts(flags: &[&str], load: Load, cuts: usize, mut seed: u64) -> Figures
     let acked = Arc::new(Mutex::new(Acked::new()));
     let mut topics = vec![TOPIC.to_string()];
     let mut figures = Figures::default();
-    let mut kept_before = 0;
     for round in 0..cuts {
         let topic = format!("created-{round}");
         assert_eq!(try_create_topic(&broker.addr, &topic, 1, &[]), 0);
         topics.push(topic);
-        commit(&broker.addr, round as i64 + 1);
+        assert!(commit(&broker.addr, TOPIC, round as i64 + 1));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (addr, acked, stop) = (broker.addr.clone(), acked.clone(), stop.clone());
-            std::thread::spawn(move || producer(addr, round, load.acks, acked, stop))
+            let how = Producing {
+                addr,
+                topic: TOPIC,
+                partitions: PARTITIONS,
+                idempotent: true,
+                acks: load.acks,
+                round,
+            };
+            std::thread::spawn(move || producer(how, acked, stop))
         };
         std::thread::sleep(load.round + Duration::from_millis(next(&mut seed) % 300));
         broker.kill9();
@@ -239,29 +259,43 @@ fn power_cuts(flags: &[&str], load: Load, cuts: usize, mut seed: u64) -> Figures
             .iter()
             .filter(|t| !existing.split_whitespace().any(|w| w == t.as_str()))
             .count();
-        figures.lost_commits += usize::from(committed(&broker.addr) != Some(round as i64 + 1));
-        let mut acked = acked.lock().unwrap();
-        let mut survivors = Acked::new();
-        for partition in 0..PARTITIONS {
-            for (offset, value) in stored(&broker.addr, partition) {
-                survivors.insert((partition, offset), (value, None));
-            }
-        }
-        for (at, (value, when)) in acked.iter() {
-            match survivors.get(at) {
-                Some((v, _)) if v == value => continue,
-                Some(_) => figures.reused += 1,
-                None => figures.lost += 1,
-            }
-            let age = when.map_or(Duration::MAX, |when| cut_at.duration_since(when));
-            figures.oldest_lost = figures.oldest_lost.max(age);
-        }
-        figures.acknowledged += acked.len() - kept_before;
-        // What is stored now is what the next round must keep.
-        kept_before = survivors.len();
-        *acked = survivors;
+        figures.lost_commits +=
+            usize::from(committed(&broker.addr, TOPIC) != Some(round as i64 + 1));
+        settle(
+            &mut acked.lock().unwrap(),
+            survivors(&broker.addr, TOPIC, PARTITIONS),
+            cut_at,
+            &mut figures,
+        );
     }
     figures
+}
+
+/// Every record stored in `topic`'s partitions, as survivors of a cut.
+fn survivors(addr: &str, topic: &str, partitions: i32) -> Acked {
+    let mut survivors = Acked::new();
+    for partition in 0..partitions {
+        for (offset, value) in stored(addr, topic, partition) {
+            survivors.insert((partition, offset), (value, None));
+        }
+    }
+    survivors
+}
+
+/// Counts into `figures` what of `acked` the cut at `cut_at` lost or gave to another record,
+/// then makes `survivors` (what is stored now) what the next round must keep.
+fn settle(acked: &mut Acked, survivors: Acked, cut_at: Instant, figures: &mut Figures) {
+    for (at, (value, when)) in acked.iter() {
+        figures.acknowledged += usize::from(when.is_some());
+        match survivors.get(at) {
+            Some((v, _)) if v == value => continue,
+            Some(_) => figures.reused += 1,
+            None => figures.lost += 1,
+        }
+        let age = when.map_or(Duration::MAX, |when| cut_at.duration_since(when));
+        figures.oldest_lost = figures.oldest_lost.max(age);
+    }
+    *acked = survivors;
 }
 
 /// LOGRAIL_TEST_CUTS: more cuts for a longer run by hand (`default` in CI).
