@@ -11,6 +11,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use super::{lock, now_ms, AppendInfo, Partition};
+use crate::config::{Ack, Durability};
 use crate::error::{AppendError, FileError};
 use crate::io::StoredFile;
 use crate::segment::Segment;
@@ -54,6 +55,27 @@ impl Partition {
     pub(super) fn poison_with(&self, reason: String) {
         tracing::error!(partition = %self.name, %reason, "partition refuses further writes");
         let _ = self.poison.set(reason);
+    }
+
+    /// Moves the log end to `next` after an append acknowledged as `ack` (under the writer
+    /// lock, at `now`): whether its acknowledgement waits for an fsync. One that does not is
+    /// seen by readers at once.
+    pub(super) fn written_to(
+        &self,
+        next: i64,
+        ack: Ack,
+        durability: &Durability,
+        now: i64,
+    ) -> bool {
+        let must_sync = durability.waits(ack, next - self.durable_end.load(Ordering::Acquire));
+        self.end_offset.store(next, Ordering::Release);
+        let _ = self
+            .unsynced_since
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
+        if !must_sync {
+            self.visible_end.fetch_max(next, Ordering::AcqRel);
+        }
+        must_sync
     }
 
     /// Every offset below `end` is on disk: readers may see it, and `flush.ms` counts from

@@ -516,16 +516,7 @@ impl Partition {
                 txns.apply(header, markers.get(i).copied().flatten());
             }
         }
-        let must_sync = config
-            .durability
-            .waits(ack, next - self.durable_end.load(Ordering::Acquire));
-        self.end_offset.store(next, Ordering::Release);
-        let _ = self
-            .unsynced_since
-            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
-        if !must_sync {
-            self.visible_end.fetch_max(next, Ordering::AcqRel);
-        }
+        let must_sync = self.written_to(next, ack, &config.durability, now);
         drop(writer);
         Ok(AppendInfo {
             base_offset: base,

@@ -1,90 +1,19 @@
-//! Per-topic configuration, under Kafka's own config names.
+//! Per-topic configuration, under Kafka's own config names: [`TopicConfig`] and its text form;
+//! the durability settings are in [`durability`], the other value types in [`values`].
+
+mod durability;
+mod values;
+
+pub use durability::{Ack, Durability};
+pub use values::{
+    timestamp_type_name, CleanupPolicy, CompressionLevels, DirtyRatio, TopicCompression,
+};
 
 use std::collections::BTreeMap;
 
 use record_batch::{Codec, TimestampType};
 
 use crate::error::ConfigError;
-
-/// When appends reach the disk: Kafka's `flush.messages` and `flush.ms`, and Redpanda's
-/// `write.caching`. On one node there are no replicas, so an `acks=all` append is
-/// acknowledged once fsynced (what "on every in-sync replica" can mean here), unless write
-/// caching is on; `acks=0` and `acks=1` ride the page cache, fsynced in the background within
-/// `flush.ms` (see [`Ack`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Durability {
-    /// `flush.messages`: an append that leaves this many offsets or more not yet fsynced
-    /// waits for an fsync, whatever its acks (`Some(1)`: every append). `None`: Kafka's
-    /// default, no count.
-    pub flush_messages: Option<u64>,
-    /// `flush.ms`: data written is fsynced in the background at most about this long after
-    /// it was written. `None`: never by time (Kafka's default).
-    pub flush_ms: Option<u64>,
-    /// `write.caching`: `acks=all` is acknowledged from the page cache too (the behaviour
-    /// of lograil before durable acks, and of Kafka on one broker).
-    pub write_caching: bool,
-}
-
-impl Durability {
-    /// lograil's default `flush.ms`: a power cut loses at most about a second of what was
-    /// acknowledged with `acks=0` or `acks=1` (an fsync a second per written partition costs
-    /// little; Kafka's default never fsyncs by time).
-    pub const DEFAULT_FLUSH_MS: u64 = 1000;
-
-    /// Every append acknowledged only once fsynced (`flush.messages=1`), as the broker's own
-    /// state topics are written.
-    pub const ALWAYS: Durability = Durability {
-        flush_messages: Some(1),
-        flush_ms: None,
-        write_caching: false,
-    };
-
-    /// The page cache for every append and nothing fsynced until a roll or a close: Kafka's
-    /// default on one broker (`write.caching=true`, no `flush.*`).
-    pub const PAGE_CACHE: Durability = Durability {
-        flush_messages: None,
-        flush_ms: None,
-        write_caching: true,
-    };
-
-    /// Whether an append acknowledged with `ack`, leaving `unsynced` offsets not yet
-    /// fsynced, must wait for an fsync before it is acknowledged.
-    pub fn waits(&self, ack: Ack, unsynced: i64) -> bool {
-        let by_count = self
-            .flush_messages
-            .is_some_and(|n| u64::try_from(unsynced).unwrap_or(0) >= n);
-        by_count
-            || match ack {
-                Ack::Written => false,
-                Ack::All => !self.write_caching,
-                Ack::Fsynced => true,
-            }
-    }
-}
-
-impl Default for Durability {
-    /// `acks=all` fsynced, the rest within [`Durability::DEFAULT_FLUSH_MS`].
-    fn default() -> Self {
-        Durability {
-            flush_messages: None,
-            flush_ms: Some(Self::DEFAULT_FLUSH_MS),
-            write_caching: false,
-        }
-    }
-}
-
-/// What the acknowledgement of an append waits for: a Produce's `acks`, or the broker's own
-/// writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ack {
-    /// `acks=0` and `acks=1`: written to the page cache (and fsynced as `flush.*` say).
-    Written,
-    /// `acks=all`: fsynced, unless the topic's `write.caching` is on.
-    All,
-    /// Fsynced whatever the topic's settings: what the broker itself writes and relies on
-    /// after a power cut (transaction markers).
-    Fsynced,
-}
 
 /// A topic's storage settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,171 +63,11 @@ pub struct TopicConfig {
     pub extra: BTreeMap<String, String>,
 }
 
-/// `cleanup.policy`, Kafka's list of `delete` and `compact` (empty: neither, segments are
-/// kept forever).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CleanupPolicy {
-    pub delete: bool,
-    pub compact: bool,
-}
-
-impl Default for CleanupPolicy {
-    fn default() -> Self {
-        CleanupPolicy {
-            delete: true,
-            compact: false,
-        }
-    }
-}
-
-impl CleanupPolicy {
-    /// Parses Kafka's list (`compact,delete`, any order, items trimmed; empty items dropped),
-    /// or names the item that is neither.
-    pub fn parse(value: &str) -> Result<CleanupPolicy, String> {
-        let mut policy = CleanupPolicy {
-            delete: false,
-            compact: false,
-        };
-        for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            match item {
-                "delete" => policy.delete = true,
-                "compact" => policy.compact = true,
-                other => return Err(other.to_string()),
-            }
-        }
-        Ok(policy)
-    }
-
-    /// Its config value: `delete`, `compact`, `compact,delete` or empty.
-    pub fn name(self) -> &'static str {
-        match (self.compact, self.delete) {
-            (false, true) => "delete",
-            (true, false) => "compact",
-            (true, true) => "compact,delete",
-            (false, false) => "",
-        }
-    }
-}
-
-/// `min.cleanable.dirty.ratio`, a fraction in 0..=1 (compared by value, so it can sit in an
-/// `Eq` config).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DirtyRatio(f64);
-
-impl Eq for DirtyRatio {}
-
-impl DirtyRatio {
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
-
-impl Default for DirtyRatio {
-    fn default() -> Self {
-        DirtyRatio(0.5)
-    }
-}
-
 /// The topic config that lets share groups use a topic as their dead-letter queue.
 pub const DLQ_GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
 /// The topic config that acknowledges `acks=all` from the page cache (Redpanda's name; not
 /// Kafka's: see [`Durability`]).
 pub const WRITE_CACHING: &str = "write.caching";
-/// A topic's `compression.type`, Kafka's names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum TopicCompression {
-    /// Batches are stored with the codec the producer chose (Kafka's default).
-    #[default]
-    Producer,
-    Uncompressed,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
-
-impl TopicCompression {
-    /// Every value with its name, in the order Kafka's error message lists them.
-    const NAMES: [(TopicCompression, &'static str); 6] = [
-        (TopicCompression::Uncompressed, "uncompressed"),
-        (TopicCompression::Zstd, "zstd"),
-        (TopicCompression::Lz4, "lz4"),
-        (TopicCompression::Snappy, "snappy"),
-        (TopicCompression::Gzip, "gzip"),
-        (TopicCompression::Producer, "producer"),
-    ];
-
-    /// Its config value (`producer`, `uncompressed`, `gzip`, ...).
-    pub fn name(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(c, _)| *c == self)
-            .map_or("producer", |(_, n)| n)
-    }
-
-    /// The value named `name`, exactly as Kafka spells it (Kafka's validator is case-sensitive).
-    pub fn parse(name: &str) -> Option<TopicCompression> {
-        Self::NAMES
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(c, _)| *c)
-    }
-
-    /// The codec stored batches have; `None` for `producer` (whatever the producer sent).
-    pub fn codec(self) -> Option<Codec> {
-        match self {
-            TopicCompression::Producer => None,
-            TopicCompression::Uncompressed => Some(Codec::None),
-            TopicCompression::Gzip => Some(Codec::Gzip),
-            TopicCompression::Snappy => Some(Codec::Snappy),
-            TopicCompression::Lz4 => Some(Codec::Lz4),
-            TopicCompression::Zstd => Some(Codec::Zstd),
-        }
-    }
-}
-
-/// KIP-390's compression levels, with Kafka's ranges and defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CompressionLevels {
-    /// `compression.gzip.level`: 1..=9, or -1 (Deflater's default, level 6). Default -1.
-    pub gzip: i32,
-    /// `compression.lz4.level`: 1..=17, default 9 (Kafka's fast compressor at 9, LZ4 HC at any
-    /// other level; liblz4 takes levels above 12 as 12).
-    pub lz4: i32,
-    /// `compression.zstd.level`: -131072..=22, default 3.
-    pub zstd: i32,
-}
-
-impl Default for CompressionLevels {
-    fn default() -> Self {
-        CompressionLevels {
-            gzip: -1,
-            lz4: 9,
-            zstd: 3,
-        }
-    }
-}
-
-impl CompressionLevels {
-    /// The level to compress with `codec` at (0 for codecs without levels).
-    pub fn of(&self, codec: Codec) -> i32 {
-        match codec {
-            Codec::Gzip => self.gzip,
-            Codec::Lz4 => self.lz4,
-            Codec::Zstd => self.zstd,
-            Codec::None | Codec::Snappy => 0,
-        }
-    }
-}
-
-/// The name of a timestamp type as Kafka's `message.timestamp.type` spells it.
-pub fn timestamp_type_name(t: TimestampType) -> &'static str {
-    match t {
-        TimestampType::CreateTime => "CreateTime",
-        TimestampType::LogAppendTime => "LogAppendTime",
-    }
-}
-
 /// Names of the configs kept in [`TopicConfig::extra`] start with this.
 pub const EXTRA_PREFIX: &str = "lograil.";
 
@@ -677,72 +446,6 @@ mod tests {
             assert_eq!(config.set(name, value).unwrap_err().to_string(), message);
             assert_eq!(config, TopicConfig::default(), "refused values change nothing");
         }
-    }
-
-    #[test]
-    fn flush_settings_take_every_value_kafka_takes() {
-        let config = TopicConfig::from_properties("flush.messages=1\n").unwrap();
-        assert_eq!(config.durability.flush_messages, Some(1));
-        let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
-        assert_eq!(back.durability, config.durability);
-
-        let mut config = TopicConfig::default();
-        assert_eq!(config.durability, Durability::default());
-        assert_eq!(
-            config.durability.flush_ms,
-            Some(Durability::DEFAULT_FLUSH_MS)
-        );
-        config.set("flush.messages", "5000").unwrap();
-        config.set("flush.ms", "0").unwrap();
-        config.set("write.caching", "TRUE").unwrap();
-        assert_eq!(
-            config.durability,
-            Durability {
-                flush_messages: Some(5000),
-                flush_ms: Some(0),
-                write_caching: true
-            }
-        );
-        let back = TopicConfig::from_properties(&config.to_properties()).unwrap();
-        assert_eq!(back.durability, config.durability);
-        // Kafka's default, Long.MAX_VALUE, is "never"; so is lograil's old -1.
-        config.set("flush.messages", "9223372036854775807").unwrap();
-        config.set("flush.ms", "-1").unwrap();
-        assert_eq!(
-            (config.durability.flush_messages, config.durability.flush_ms),
-            (None, None)
-        );
-        let entries = config.entries();
-        let value = |name| entries.iter().find(|(n, _)| *n == name).unwrap().1.clone();
-        assert_eq!(value("flush.messages"), "9223372036854775807");
-        assert_eq!(value("flush.ms"), "9223372036854775807");
-        assert_eq!(value("write.caching"), "true");
-        for (name, value, message) in [
-            ("flush.messages", "0", "Invalid value 0 for configuration flush.messages: Value must be at least 1"),
-            ("flush.ms", "-2", "Invalid value -2 for configuration flush.ms: Value must be at least 0"),
-            ("write.caching", "yes", "Invalid value yes for configuration write.caching: Expected value to be either true or false"),
-        ] {
-            let before = config.clone();
-            assert_eq!(config.set(name, value).unwrap_err().to_string(), message);
-            assert_eq!(config, before, "refused values change nothing");
-        }
-    }
-
-    #[test]
-    fn acks_all_waits_for_an_fsync_unless_write_caching() {
-        let default = Durability::default();
-        assert!(default.waits(Ack::All, 1));
-        assert!(!default.waits(Ack::Written, 1_000_000));
-        assert!(default.waits(Ack::Fsynced, 1));
-        assert!(!Durability::PAGE_CACHE.waits(Ack::All, 1_000_000));
-        assert!(Durability::PAGE_CACHE.waits(Ack::Fsynced, 1));
-        assert!(Durability::ALWAYS.waits(Ack::Written, 1));
-        let every_100 = Durability {
-            flush_messages: Some(100),
-            ..Durability::PAGE_CACHE
-        };
-        assert!(!every_100.waits(Ack::Written, 99));
-        assert!(every_100.waits(Ack::Written, 100));
     }
 
     #[test]

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::cleaner::{self, CleanerOptions};
+use crate::cleaner::CleanerOptions;
+mod background;
+
 use crate::config::{Durability, TopicConfig};
 use crate::data_dir::{
     count_partitions, partition_dirs, read_topic_file, remove_dir, remove_orphans,
@@ -24,7 +26,7 @@ use crate::error::{AppendError, FileError, OpenError, TopicError};
 use crate::io::{self, FileStorage, Storage};
 use crate::partition::OpenContext;
 use crate::partition::{Partition, RetentionReport};
-use crate::scrub::{self, ScrubOptions, ScrubStats};
+use crate::scrub::{ScrubOptions, ScrubStats};
 use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
 use crate::topic::{open_topic, validate_name, Topic};
 
@@ -201,48 +203,16 @@ impl Log {
             wake: Condvar::new(),
             scrub_stats: ScrubStats::default(),
         });
-        let flusher = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("lograil-flusher".into())
-                .spawn(move || shared.run_flusher())
-                .map_err(|e| FileError::new("start the flusher for", &dir_for_errors, e))?
-        };
-        let scrubber = {
-            let shared = shared.clone();
-            let scrub = options.scrub;
-            std::thread::Builder::new()
-                .name("lograil-scrubber".into())
-                .spawn(move || {
-                    let partitions = || shared.partitions();
-                    scrub::run(scrub, &shared.scrub_stats, unclean, partitions, |d| {
-                        shared.wait(d)
-                    })
-                })
-                .map_err(|e| FileError::new("start the scrubber for", &dir_for_errors, e))?
-        };
-        let cleaner = match options.cleaner.enabled {
-            false => None,
-            true => {
-                let shared = shared.clone();
-                let options = options.cleaner;
-                let thread = std::thread::Builder::new()
-                    .name("lograil-cleaner".into())
-                    .spawn(move || {
-                        cleaner::run(options, || shared.partitions(), |d| shared.wait(d))
-                    })
-                    .map_err(|e| FileError::new("start the log cleaner for", &dir_for_errors, e))?;
-                Some(thread)
-            }
-        };
+        let threads = background::spawn(
+            &shared,
+            options.scrub,
+            options.cleaner,
+            unclean,
+            &dir_for_errors,
+        )?;
         Ok(Log {
             shared,
-            threads: Mutex::new(
-                [Some(flusher), Some(scrubber), cleaner]
-                    .into_iter()
-                    .flatten()
-                    .collect(),
-            ),
+            threads: Mutex::new(threads),
             shut: AtomicBool::new(false),
         })
     }
@@ -634,41 +604,6 @@ impl Shared {
             .wait_timeout(stop, timeout)
             .unwrap_or_else(PoisonError::into_inner);
         !*stop
-    }
-
-    /// Background fsync of what was written under `flush.ms` (see `Partition::flush_if_due`).
-    fn run_flusher(&self) {
-        let mut stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
-        while !*stop {
-            let partitions: Vec<Arc<Partition>> = self
-                .topics_read()
-                .values()
-                .flat_map(|t| t.partitions.iter().cloned())
-                .collect();
-            // A quarter of the shortest `flush.ms`: data is fsynced at most about 1.25 times
-            // its `flush.ms` after it was written (plus the pass's own fsyncs).
-            let tick = partitions
-                .iter()
-                .filter_map(|p| p.flush_interval())
-                .min()
-                .map_or(Duration::from_secs(1), |d| {
-                    (d / 4).clamp(Duration::from_millis(1), Duration::from_secs(1))
-                });
-            drop(stop);
-            for partition in &partitions {
-                if let Err(e) = partition.flush_if_due() {
-                    tracing::error!(partition = partition.name(), error = %e, "background flush failed");
-                }
-            }
-            stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
-            if !*stop {
-                stop = self
-                    .wake
-                    .wait_timeout(stop, tick)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-            }
-        }
     }
 }
 
