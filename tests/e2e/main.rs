@@ -30,6 +30,7 @@ mod protocol;
 mod quotas;
 mod rdkafka_clients;
 mod readme_layout;
+mod structure;
 mod security;
 mod shares;
 mod topic_configs;
