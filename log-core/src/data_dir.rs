@@ -9,7 +9,9 @@ use uuid::Uuid;
 use crate::config::TopicConfig;
 use crate::error::{ConfigError, FileError, OpenError};
 use crate::io;
-use crate::log::MAX_PARTITIONS;
+
+/// Most partitions a topic may have.
+pub const MAX_PARTITIONS: u32 = 100_000;
 
 pub(crate) const TOPIC_EXT: &str = "topic";
 /// The first line of a `.topic` file. Format 2 added the topic id; a format-1 file is given an

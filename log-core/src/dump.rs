@@ -81,7 +81,7 @@ pub fn dump_segment(path: &Path) -> Result<SegmentReport, FileError> {
     // A segment the log cleaner reached may have offset gaps.
     let compacted = path
         .parent()
-        .and_then(|dir| crate::cleaner::read_reach(dir).ok())
+        .and_then(|dir| crate::cleaner::swap::read_reach(dir).ok())
         .zip(base)
         .is_some_and(|(reach, base)| base < reach);
     for link in Chain::new(&data, 0, base.unwrap_or(0), limit, false).compacted(compacted) {

@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::decompress::DecompressError;
-use crate::segment::Damage;
+use crate::segment::chain::Damage;
 
 /// Why a record set was refused, or could not be decoded: not valid as RecordBatch v2, or
 /// its records do not decompress or decode.

@@ -44,7 +44,10 @@
 
 mod offset_map;
 mod rules;
-mod swap;
+pub(crate) mod stats;
+pub(crate) mod swap;
+
+pub use stats::CleanerStats;
 
 use std::collections::HashMap;
 use std::io::IoSlice;
@@ -57,7 +60,6 @@ use record_batch::{BatchHeader, Codec};
 
 pub(crate) use offset_map::OffsetMap;
 use rules::{records_section, Aborted, Rules};
-pub(crate) use swap::{read_checkpoint, read_reach, recover};
 
 use crate::error::{BatchError, FileError, OpenError, ReadError};
 use crate::partition::{lock, Partition, DECOMPRESSED_PER_MESSAGE_BYTE};
@@ -125,20 +127,6 @@ impl Dirtiness {
         self.oldest_dirty_timestamp
             .map_or(0, |ts| now_ms.saturating_sub(ts).max(0))
     }
-}
-
-/// What a partition's cleaner has done since it opened.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CleanerStats {
-    /// Passes that cleaned something.
-    pub runs: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub records_removed: u64,
-    /// When the last pass ended (ms since the epoch).
-    pub last_run_ms: Option<i64>,
-    /// Why the last pass failed, if it did (cleared by a pass that succeeds).
-    pub last_error: Option<String>,
 }
 
 /// What one pass did.

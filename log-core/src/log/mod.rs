@@ -18,6 +18,7 @@ use crate::cleaner::CleanerOptions;
 mod background;
 
 use crate::config::{Durability, TopicConfig};
+pub use crate::data_dir::MAX_PARTITIONS;
 use crate::data_dir::{
     count_partitions, partition_dirs, read_topic_file, remove_dir, remove_orphans,
     remove_partition_dirs, take_clean_marker, write_clean_marker, write_topic_file, TOPIC_EXT,
@@ -35,8 +36,6 @@ const LOCK_FILE: &str = ".lock";
 const DELETED_SUFFIX: &str = "-deleted";
 /// Longest file name (in bytes) the common Linux file systems allow.
 const MAX_FILE_NAME: usize = 255;
-/// Most partitions a topic may have.
-pub const MAX_PARTITIONS: u32 = 100_000;
 
 /// The storage engine over one data directory.
 #[derive(Debug)]

@@ -4,12 +4,14 @@
 //! Readers take the segment list's read lock only long enough to clone one `Arc<Segment>`, then
 //! read published bytes from its memory map.
 //!
-//! This file holds opening and the write path with its segment roll; [`read`] the reads,
+//! This file holds the partition and its opening; `append` the write path with its segment
+//! roll (prepared without a lock, written under the writer's); [`read`] the reads,
 //! [`durability`] the group commit, flushing and poisoning, [`retention`] the deletion of old
 //! segments, `start` the log start offset set by DeleteRecords, [`batches`] iteration over
 //! batch headers, [`transactions`] the open and aborted transactions and the last stable
 //! offset; compaction is `crate::cleaner`'s.
 
+mod append;
 mod batches;
 mod durability;
 mod read;
@@ -26,17 +28,13 @@ pub use transactions::{AbortedTxn, OpenTxn};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use record_batch::BatchHeader;
-
-use crate::batch;
-use crate::config::{Ack, TopicConfig};
-use crate::error::{AppendError, FileError, OpenError};
+use crate::config::TopicConfig;
+use crate::error::{FileError, OpenError};
 use crate::index::IndexCursor;
 use crate::io::Storage;
-use crate::recompress;
 use crate::segment::{self, Place, Recovery, Segment, SegmentCache};
 
 /// Where an append landed.
@@ -95,7 +93,7 @@ pub struct Partition {
     pub(crate) cleaning: Mutex<()>,
     /// Held while segment files are deleted (retention) or swapped (the cleaner).
     pub(crate) segment_files: Mutex<()>,
-    pub(crate) cleaner_stats: Mutex<crate::cleaner::CleanerStats>,
+    pub(crate) cleaner_stats: Mutex<crate::cleaner::stats::CleanerStats>,
     /// Open and aborted transactions (see `transactions.rs`); taken after `writer`.
     txns: Mutex<transactions::Transactions>,
     /// The partition holds (or held) a transactional batch: `txns` matters.
@@ -158,9 +156,9 @@ impl Partition {
         context: &OpenContext,
     ) -> Result<Partition, OpenError> {
         crate::io::create_dir_durably(dir).map_err(|e| FileError::new("create", dir, e))?;
-        crate::cleaner::recover(dir, context.storage.as_ref())?;
-        let cleaned_to = crate::cleaner::read_checkpoint(dir)?;
-        let compacted_below = crate::cleaner::read_reach(dir)?;
+        crate::cleaner::swap::recover(dir, context.storage.as_ref())?;
+        let cleaned_to = crate::cleaner::swap::read_checkpoint(dir)?;
+        let compacted_below = crate::cleaner::swap::read_reach(dir)?;
         let place = Place {
             dir: dir.to_path_buf(),
             storage: context.storage.clone(),
@@ -317,301 +315,6 @@ impl Partition {
 
     pub(crate) fn segments(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Segment>>> {
         self.segments.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Appends one or more whole RecordBatch v2 batches (as a producer sends them), assigning
-    /// them the next offsets. The batches are validated first; an invalid one refuses the whole
-    /// append and nothing is written. Returns once the data is as durable as the topic's policy
-    /// asks of an `acks=all` append.
-    pub fn append(&self, records: &[u8]) -> Result<AppendInfo, AppendError> {
-        let info = self.append_pending(records, Ack::All)?;
-        self.await_durable(&info)?;
-        Ok(info)
-    }
-
-    /// [`Partition::append`] without the wait for durability, acknowledged as `ack` says: the
-    /// batches are written, and [`Partition::await_durable`] must be called before
-    /// acknowledging them (they are readable once they need no fsync or have had it). Lets a
-    /// caller keep its own per-partition state in step with the log without holding a lock
-    /// across an fsync.
-    pub fn append_pending(&self, records: &[u8], ack: Ack) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, None, ack, true)
-    }
-
-    /// [`Partition::append_pending`] of batches whose headers the caller already parsed, with
-    /// [`record_batch::parse_all`] of these same `records` (a broker looks at producer ids and
-    /// sequences before appending): only the checks `parse_all` leaves are made (CRCs, the
-    /// records' framing, compressed records), the headers not parsed again.
-    pub fn append_pending_parsed(
-        &self,
-        records: &[u8],
-        headers: &[BatchHeader],
-        ack: Ack,
-    ) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, Some(headers), ack, true)
-    }
-
-    /// [`Partition::append_pending`] for a caller that must not block (an async worker): fails
-    /// with [`AppendError::WouldBlock`], writing nothing, when another append holds the writer
-    /// or the append would roll the segment (fsync, index files, a new file). Retry those on a
-    /// thread that may block.
-    pub fn try_append_pending(&self, records: &[u8], ack: Ack) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, None, ack, false)
-    }
-
-    /// [`Partition::try_append_pending`] of batches whose headers the caller already parsed
-    /// (see [`Partition::append_pending_parsed`]).
-    pub fn try_append_pending_parsed(
-        &self,
-        records: &[u8],
-        headers: &[BatchHeader],
-        ack: Ack,
-    ) -> Result<AppendInfo, AppendError> {
-        self.append_unsynced(records, Some(headers), ack, false)
-    }
-
-    /// `parsed`: the headers of `records` from [`record_batch::parse_all`], if the caller has
-    /// them.
-    fn append_unsynced(
-        &self,
-        records: &[u8],
-        parsed: Option<&[BatchHeader]>,
-        ack: Ack,
-        may_block: bool,
-    ) -> Result<AppendInfo, AppendError> {
-        self.check_poison()?;
-        let config = self.config();
-        let validated;
-        let headers = match parsed {
-            Some(headers) => {
-                record_batch::validate_parsed(records, headers)?;
-                headers
-            }
-            None => {
-                validated = record_batch::validate_all(records)?;
-                &validated[..]
-            }
-        };
-        let max_size = config.max_message_bytes as usize;
-        if let Some(h) = headers.iter().find(|h| h.size as usize > max_size) {
-            return Err(AppendError::TooLarge {
-                size: h.size as usize,
-                max: max_size,
-            });
-        }
-        let per_batch = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
-        if config.cleanup.compact {
-            let mut at = 0usize;
-            for header in headers {
-                let batch = &records[at..at + header.size as usize];
-                if !batch::all_keyed(batch, header, at, per_batch)? {
-                    return Err(AppendError::KeylessRecord {
-                        partition: self.name.clone(),
-                    });
-                }
-                at += header.size as usize;
-            }
-        }
-        let now = now_ms();
-        let rewritten;
-        let (records, headers) = if recompress::keeps_all(&config, headers) {
-            if headers.iter().any(BatchHeader::is_compressed) {
-                batch::validate_compressed(records, headers, per_batch)?;
-            }
-            (records, headers)
-        } else {
-            // The topic's compression.type or LogAppendTime (`recompress`): a recompression
-            // is never done on an async worker.
-            if !may_block && recompress::recompresses(&config, headers) {
-                return Err(AppendError::WouldBlock);
-            }
-            let budget = max_size
-                .max(records.len())
-                .saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
-            rewritten = recompress::rewrite(records, headers, &config, now, per_batch, budget)?;
-            if let Some(h) = rewritten
-                .headers
-                .iter()
-                .find(|h| h.size as usize > max_size)
-            {
-                return Err(AppendError::TooLarge {
-                    size: h.size as usize,
-                    max: max_size,
-                });
-            }
-            (&rewritten.records[..], &rewritten.headers[..])
-        };
-        let transactional = headers.iter().any(BatchHeader::is_transactional);
-        let markers = if headers.iter().any(BatchHeader::is_control) {
-            transactions::markers(records, headers)
-        } else {
-            Vec::new()
-        };
-        let total = records.len() as u64;
-        let count: i64 = headers
-            .iter()
-            .map(|h| h.next_offset() - h.base_offset)
-            .sum();
-
-        let mut writer = if may_block {
-            lock(&self.writer)
-        } else {
-            match self.writer.try_lock() {
-                Ok(writer) => writer,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(TryLockError::WouldBlock) => return Err(AppendError::WouldBlock),
-            }
-        };
-        if writer.closed {
-            return Err(AppendError::Closed(self.name.clone()));
-        }
-        self.check_poison()?;
-        let base = writer.active.next_offset();
-        if base.checked_add(count).is_none() {
-            return Err(AppendError::OffsetOverflow);
-        }
-        let rolled = self.should_roll(&writer, &config, total, count);
-        if rolled {
-            if !may_block {
-                return Err(AppendError::WouldBlock);
-            }
-            self.roll(&mut writer, &config)?;
-        }
-        if transactional {
-            self.track_transactions(base, may_block)
-                .map_err(|e| e.map_or(AppendError::WouldBlock, AppendError::Io))?;
-        }
-        let segment = writer.active.clone();
-        let position = segment.len();
-        if position + total > u64::from(u32::MAX) {
-            return Err(AppendError::OffsetOverflow);
-        }
-        segment.ensure_capacity(position + total)?;
-
-        // Assign offsets: the stored batch is the producer's, with our base offset in front.
-        let mut assigned = Vec::with_capacity(headers.len());
-        let mut offsets = Vec::with_capacity(headers.len());
-        let mut next = base;
-        for header in headers {
-            offsets.push(next.to_be_bytes());
-            let delta = header.next_offset() - header.base_offset;
-            assigned.push(BatchHeader {
-                base_offset: next,
-                ..*header
-            });
-            next += delta;
-        }
-        if let Err(e) = segment.write(records, headers, &offsets) {
-            if let Err(cut) = segment.truncate_to_published() {
-                self.poison_with(format!("{e}; then {cut}"));
-            }
-            return Err(e.into());
-        }
-        segment.publish(&mut writer.cursor, &assigned, position);
-        writer.first_append_ms.get_or_insert_with(now_ms);
-        if transactional {
-            // Before the log end moves: a reader that sees these batches sees their state.
-            let mut txns = lock(&self.txns);
-            for (i, header) in assigned.iter().enumerate() {
-                txns.apply(header, markers.get(i).copied().flatten());
-            }
-        }
-        let must_sync = self.written_to(next, ack, &config.durability, now);
-        drop(writer);
-        Ok(AppendInfo {
-            base_offset: base,
-            last_offset: next - 1,
-            max_timestamp: headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1),
-            log_append_time: match config.timestamp_type {
-                record_batch::TimestampType::LogAppendTime => now,
-                record_batch::TimestampType::CreateTime => -1,
-            },
-            log_start_offset: self.log_start_offset(),
-            must_sync,
-            rolled,
-        })
-    }
-
-    fn should_roll(&self, writer: &Writer, config: &TopicConfig, bytes: u64, count: i64) -> bool {
-        let active = &writer.active;
-        let size = active.len();
-        if size == 0 {
-            return false;
-        }
-        let too_big = size + bytes > u64::from(config.segment_bytes);
-        // A compacted topic also rolls once the segment is older than max.compaction.lag.ms
-        // (KIP-354): the cleaner never cleans the active segment.
-        let max_age = [
-            config.segment_ms,
-            config
-                .cleanup
-                .compact
-                .then_some(config.max_compaction_lag_ms),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let too_old = match (max_age, writer.first_append_ms) {
-            (Some(ms), Some(first)) => {
-                now_ms().saturating_sub(first) >= i64::try_from(ms).unwrap_or(i64::MAX)
-            }
-            _ => false,
-        };
-        // Relative offsets in the index are u32; Kafka rolls at i32::MAX, so do we.
-        let offsets_full = active.next_offset() + count - active.base_offset > i64::from(i32::MAX);
-        too_big || too_old || offsets_full
-    }
-
-    /// Closes the active segment (indexes written, data fsynced, file closed) and starts a new
-    /// one.
-    fn roll(&self, writer: &mut Writer, config: &TopicConfig) -> Result<(), AppendError> {
-        let old = writer.active.clone();
-        if let Err(e) = old.seal(&mut writer.cursor) {
-            // The log is intact; the indexes are rebuilt when the segment next loads.
-            tracing::warn!(partition = %self.name, error = %e, "could not write segment indexes");
-        }
-        // Closed segments are always durable, so recovery only ever has to check the last one.
-        if let Err(e) = old.sync() {
-            self.poison_with(e.to_string());
-            return Err(e.into());
-        }
-        let base = old.next_offset();
-        let place = Place {
-            index_interval: config.index_interval_bytes,
-            ..self.place.clone()
-        };
-        let new = Arc::new(Segment::create(
-            &place,
-            base,
-            u64::from(config.segment_bytes),
-        )?);
-        self.segments
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(new.clone());
-        old.close_file();
-        // Every batch below `base` is applied and fsynced: the transaction state as of it.
-        self.save_transactions(base);
-        writer.active = new;
-        writer.cursor = IndexCursor::new(base, config.index_interval_bytes);
-        writer.first_append_ms = None;
-        self.synced_to(base);
-        Ok(())
-    }
-
-    /// Flushes and refuses further appends. Called when the owner shuts down.
-    pub fn close(&self) -> Result<(), AppendError> {
-        let result = if self.poison.get().is_some() {
-            Ok(())
-        } else {
-            self.flush()
-        };
-        let mut writer = lock(&self.writer);
-        if result.is_ok() && !writer.closed && self.poison.get().is_none() {
-            self.save_transactions(self.written_end());
-        }
-        writer.closed = true;
-        result
     }
 }
 

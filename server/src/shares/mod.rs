@@ -1,15 +1,18 @@
 //! Share groups (KIP-932, Kafka queues) on the broker: membership and sessions
 //! ([`members`]), the share partitions' state (the `task-queue` crate) kept here per (group,
-//! topic partition) and persisted in `__share_group_state`, group configs, and the dead letters
-//! of archived records ([`delivery`]; KIP-1191 as Kafka 4.4 ships it, see
-//! [`dead_letter_topic`]); what the admin APIs read and reset is in `admin`.
+//! topic partition) and persisted in `__share_group_state`, and group configs. Acquisition on
+//! ShareFetch is in `acquire`, the dead letters of archived records in `dead_letter` (KIP-1191
+//! as Kafka 4.4 ships it) with what they read from the log in [`delivery`]; what the admin
+//! APIs read and reset is in `admin`.
 //!
 //! Every operation here is synchronous and may block on the log (reads, appends): handlers run
 //! them on the blocking pool. An operation's state changes are appended before it returns; the
 //! caller waits for their fsync ([`Pending`]) before answering, so what a client was told
 //! survives a crash.
 
+mod acquire;
 pub mod admin;
+mod dead_letter;
 pub mod delivery;
 pub mod members;
 
@@ -21,14 +24,14 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use log_core::{Log, Partition, Topic, TopicConfig};
 use task_queue::{
-    AckBatch, AckError, Archived, AutoOffsetReset, Change, Changes, ShareConfig, ShareKey,
-    SharePartition, ShareStore, StoreError,
+    AckBatch, AckError, AutoOffsetReset, Change, Changes, ShareConfig, ShareKey, SharePartition,
+    ShareStore, StoreError,
 };
 use tokio::sync::Notify;
 
 use self::delivery::Source;
 pub use self::members::{Membership, TopicPartition};
-use crate::metrics::{DeadLetterFailure, Metrics};
+use crate::metrics::Metrics;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -270,95 +273,6 @@ impl Shares {
         }
     }
 
-    /// Writes the dead letters of what an operation archived, if `config`'s dead-letter topic
-    /// passes Kafka 4.4's checks (`dead_letter_topic`); otherwise the records stay archived
-    /// without a copy, and the broker log says why, as in Kafka
-    /// (`lograil_dead_letters_failed_total` counts them).
-    fn dead_letter(
-        &self,
-        log: &Log,
-        (config, dlq): (&ShareConfig, &str),
-        source: Source<'_>,
-        partition: &Partition,
-        archived: &[Archived],
-        pending: &mut Pending,
-    ) {
-        let due = archived.iter().filter(|a| a.reason.dead_letters()).count() as u64;
-        if due == 0 {
-            return;
-        }
-        let failed = |why| self.metrics.dead_letters_failed(why, due);
-        let topic = match dead_letter_topic(log, config, source.group, dlq) {
-            Ok(Some(topic)) => topic,
-            Ok(None) => {
-                // Kafka's configs of a DLQ topic it creates.
-                let mut topic_config = self.topic_defaults.clone();
-                topic_config.dlq_group_enable = true;
-                topic_config.timestamp_type = record_batch::TimestampType::CreateTime;
-                match log.create_topic(dlq, self.dead_letter_partitions, topic_config) {
-                    Ok(topic) => topic,
-                    Err(log_core::TopicError::AlreadyExists(_)) => match log.topic(dlq) {
-                        Some(topic) => topic,
-                        None => return failed(DeadLetterFailure::Error),
-                    },
-                    Err(e) => {
-                        tracing::error!(topic = dlq, error = %e, "creating the dead-letter topic failed");
-                        return failed(DeadLetterFailure::Error);
-                    }
-                }
-            }
-            Err(refused) => {
-                tracing::warn!(
-                    group = source.group,
-                    topic = dlq,
-                    "{refused}; archived without a dead letter"
-                );
-                return failed(DeadLetterFailure::Refused);
-            }
-        };
-        let copies = match delivery::dead_letters(
-            partition,
-            source,
-            archived,
-            config.dead_letter_copy_record,
-            now_ms(),
-        ) {
-            Ok(copies) if copies.is_empty() => return,
-            Ok(copies) => copies,
-            Err(e) => {
-                tracing::error!(topic = dlq, error = %e, "reading records to dead-letter failed");
-                return failed(DeadLetterFailure::Error);
-            }
-        };
-        let count = topic.partitions().len().max(1);
-        let Some(target) = topic
-            .partitions()
-            .get(usize::try_from(source.partition).unwrap_or(0) % count)
-            .cloned()
-        else {
-            return failed(DeadLetterFailure::Error);
-        };
-        let batch = log_core::batch::build_with_headers(&copies);
-        match target.append_pending(&batch, log_core::Ack::All) {
-            Ok(info) => {
-                self.metrics
-                    .dead_lettered(dlq, copies.len() as u64, batch.len() as u64);
-                tracing::info!(
-                    group = source.group,
-                    topic = source.topic,
-                    dlq,
-                    records = copies.len(),
-                    "dead-lettered"
-                );
-                pending.push(&target, info);
-            }
-            Err(e) => {
-                tracing::error!(topic = dlq, error = %e, "writing dead letters failed");
-                failed(DeadLetterFailure::Error);
-            }
-        }
-    }
-
     /// Applies a member's acknowledgements on one partition.
     #[allow(clippy::too_many_arguments)]
     pub fn acknowledge(
@@ -394,168 +308,6 @@ impl Shares {
         drop(state);
         self.released.notify_waiters();
         Ok(())
-    }
-
-    /// Acquires up to `max_records` records for `member` across `partitions` (starting at
-    /// `rotate`, so partitions take turns being first), with the batches that hold them. A
-    /// record past its deadline is archived instead (and dead-lettered), never delivered.
-    #[allow(clippy::too_many_arguments)]
-    pub fn acquire(
-        &self,
-        log: &Log,
-        group: &str,
-        member: &str,
-        partitions: &[TopicPartition],
-        rotate: usize,
-        limits: FetchLimits,
-        now: i64,
-        pending: &mut Pending,
-    ) -> Vec<PartitionFetch> {
-        let config = self.config(group);
-        let max_bytes = limits.bytes;
-        let mut left = limits.records;
-        let mut bytes = 0usize;
-        let mut out = Vec::new();
-        let count = partitions.len();
-        for i in 0..count {
-            let tp = partitions[(rotate + i) % count.max(1)];
-            let fetched = if left == 0 || bytes >= max_bytes {
-                continue;
-            } else {
-                let limits = FetchLimits {
-                    records: left,
-                    ..limits
-                };
-                self.acquire_one(log, group, member, tp, limits, &config, now, pending)
-            };
-            left = left.saturating_sub(
-                fetched
-                    .acquired
-                    .iter()
-                    .map(|(f, l, _)| (l - f + 1) as usize)
-                    .sum(),
-            );
-            bytes += fetched.records.len();
-            out.push(fetched);
-        }
-        out
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn acquire_one(
-        &self,
-        log: &Log,
-        group: &str,
-        member: &str,
-        (topic_id, index): TopicPartition,
-        limits: FetchLimits,
-        config: &ShareConfig,
-        now: i64,
-        pending: &mut Pending,
-    ) -> PartitionFetch {
-        let fail = |error| PartitionFetch {
-            topic_partition: (topic_id, index),
-            error: Some(error),
-            records: Bytes::new(),
-            acquired: Vec::new(),
-        };
-        let Some(topic) = log.topic_by_id(topic_id) else {
-            return fail(FetchError::Protocol(ResponseError::UnknownTopicId));
-        };
-        let Some(partition) = u32::try_from(index)
-            .ok()
-            .and_then(|i| topic.partition(i).cloned())
-        else {
-            return fail(FetchError::Protocol(ResponseError::UnknownTopicOrPartition));
-        };
-        let key = ShareKey::new(group, topic_id, index);
-        let state = self.state(&key, &partition, config, now, pending);
-        // Committed records only: nothing at or past the last stable offset is acquired.
-        let log_end = partition.last_stable_offset();
-        if config.needs_meta() {
-            // Fair turns and the overload mode choose among the records whose tenant,
-            // timestamp and deadline are known: learn those of the window not read yet (one
-            // bounded read per call, without the partition's lock: what another fetch learned
-            // meanwhile is skipped).
-            let unknown = lock(&state).unknown_meta(log_end, config);
-            if let Some((from, to)) = unknown {
-                match delivery::read_meta(&partition, from, to, &config.fairness_key) {
-                    Ok(metas) if !metas.is_empty() => lock(&state).learn(from, metas),
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(partition = partition.name(), error = %e, "reading records for fair turns failed");
-                    }
-                }
-            }
-        }
-        let mut state = lock(&state);
-        let mut changes = Changes::default();
-        // Records deleted by retention are gone for the share group too.
-        if state.start() < partition.log_start_offset() {
-            changes = state.reset_start(partition.log_start_offset());
-        }
-        let (acquired, took) = if limits.whole_batches && !config.needs_meta() {
-            // The lock limit is checked first, then the acquisition runs to a batch end.
-            let room = state.lock_room(config);
-            let max_records = match room {
-                0 => 0,
-                room => delivery::to_batch_end(
-                    &partition,
-                    state.end(),
-                    limits.records.min(room),
-                    log_end,
-                ),
-            };
-            state.acquire_up_to(member, now, max_records, log_end, config)
-        } else {
-            state.acquire(member, now, limits.records, log_end, config)
-        };
-        merge(&mut changes, took);
-        let mut ranges = acquired.ranges;
-        // Fair turns pick records across the window: the batches go out in offset order.
-        ranges.sort_unstable();
-        let records = match delivery::read_acquired(&partition, &ranges) {
-            Ok(records) => records,
-            Err(e) => {
-                tracing::error!(partition = partition.name(), error = %e, "reading acquired records failed");
-                // Give them back, unseen.
-                merge(&mut changes, state.release_member(member, now, config));
-                let _ = self.record(
-                    log, &key, &state, &changes, &topic, &partition, config, pending,
-                );
-                return fail(FetchError::Read(Arc::new(e)));
-            }
-        };
-        let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
-        let undeliverable = delivery::uncommitted(&partition, &records, &offsets);
-        if !undeliverable.is_empty() {
-            merge(
-                &mut changes,
-                state.archive_undeliverable(&undeliverable, now),
-            );
-            ranges = without(&ranges, &undeliverable);
-        }
-        let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
-        let expired = delivery::past_deadline(&records, &offsets, now);
-        if !expired.is_empty() {
-            merge(&mut changes, state.archive_expired(&expired, now));
-            ranges = without(&ranges, &expired);
-        }
-        if let Err(error) = self.record(
-            log, &key, &state, &changes, &topic, &partition, config, pending,
-        ) {
-            return fail(FetchError::Protocol(error));
-        }
-        PartitionFetch {
-            topic_partition: (topic_id, index),
-            error: None,
-            records: if ranges.is_empty() {
-                Bytes::new()
-            } else {
-                records
-            },
-            acquired: ranges,
-        }
     }
 
     /// Releases every record `member` holds in `group` (its session closed or it left).
@@ -643,111 +395,8 @@ fn resolve(log: &Log, key: &ShareKey) -> Option<(Arc<Topic>, Arc<Partition>)> {
     Some((topic, partition))
 }
 
-fn merge(into: &mut Changes, more: Changes) {
-    into.offsets.extend(more.offsets);
-    into.archived.extend(more.archived);
-    into.overload = more.overload.or(into.overload);
-}
-
-/// `ranges` without the offsets in `removed` (sorted).
-fn without(ranges: &[(i64, i64, u16)], removed: &[i64]) -> Vec<(i64, i64, u16)> {
-    let mut out = Vec::new();
-    for &(first, last, count) in ranges {
-        let mut start = first;
-        for offset in first..=last {
-            if removed.binary_search(&offset).is_ok() {
-                if start < offset {
-                    out.push((start, offset - 1, count));
-                }
-                start = offset + 1;
-            }
-        }
-        if start <= last {
-            out.push((start, last, count));
-        }
-    }
-    out
-}
-
-/// Why a share group's dead-letter topic was refused: Kafka 4.4's checks, in its order, with
-/// its messages (`ShareGroupDLQStateManager`), made when a record is dead-lettered (Kafka
-/// accepts any `errors.deadletterqueue.topic.name` as a group config).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DeadLetterRefused {
-    #[error(
-        "Configured DLQ topic name in share group: {group} cannot start with __, topic: {topic}."
-    )]
-    Internal { group: String, topic: String },
-    #[error(
-        "DLQ is not enabled on configured DLQ topic for share group: {group}, topic: {topic}."
-    )]
-    NotEnabled { group: String, topic: String },
-    #[error("DLQ topic does not exist and auto create is disabled on cluster for share group: {group}, topic: {topic}.")]
-    Missing { group: String, topic: String },
-    #[error("Configured DLQ topic name does not comply with the DLQ topic prefix in share group: {group}, topic: {topic}, prefix: {prefix}.")]
-    Prefix {
-        group: String,
-        topic: String,
-        prefix: String,
-    },
-}
-
-/// The dead-letter topic `dlq` of `group`, if Kafka would write to it: the topic (`None`: it
-/// is to be created, with `errors.deadletterqueue.group.enable=true`), or why not. Refused: a
-/// name starting with `__`; an existing topic without `errors.deadletterqueue.group.enable`;
-/// a missing one unless the broker's `errors.deadletterqueue.auto.create.topics.enable`; a
-/// name without the broker's `errors.deadletterqueue.topic.name.prefix` (unless it is `""`).
-pub fn dead_letter_topic(
-    log: &Log,
-    config: &ShareConfig,
-    group: &str,
-    dlq: &str,
-) -> Result<Option<Arc<Topic>>, DeadLetterRefused> {
-    let names = || (group.to_string(), dlq.to_string());
-    if dlq.starts_with("__") {
-        let (group, topic) = names();
-        return Err(DeadLetterRefused::Internal { group, topic });
-    }
-    let topic = log.topic(dlq);
-    match &topic {
-        Some(topic) if !topic.config().dlq_group_enable => {
-            let (group, topic) = names();
-            return Err(DeadLetterRefused::NotEnabled { group, topic });
-        }
-        None if !config.dead_letter_auto_create => {
-            let (group, topic) = names();
-            return Err(DeadLetterRefused::Missing { group, topic });
-        }
-        _ => {}
-    }
-    let prefix = &config.dead_letter_topic_prefix;
-    if !prefix.is_empty() && !dlq.starts_with(prefix.as_str()) {
-        let (group, topic) = names();
-        return Err(DeadLetterRefused::Prefix {
-            group,
-            topic,
-            prefix: prefix.clone(),
-        });
-    }
-    Ok(topic)
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without;
-
-    #[test]
-    fn ranges_lose_the_removed_offsets() {
-        assert_eq!(
-            without(&[(0, 9, 1), (20, 21, 2)], &[0, 4, 5, 9, 21]),
-            vec![(1, 3, 1), (6, 8, 1), (20, 20, 2)]
-        );
-        assert_eq!(without(&[(3, 3, 1)], &[3]), vec![]);
-    }
 }
