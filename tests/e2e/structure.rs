@@ -161,7 +161,10 @@ fn named_paths(text: &str, me: &[String], children: &BTreeSet<String>) -> Vec<Ve
         while i < bytes.len() && (word(bytes[i]) || code[i..].starts_with("::")) {
             i += if bytes[i] == b':' { 2 } else { 1 };
         }
-        let mut segments: Vec<&str> = code[start..i].split("::").filter(|s| !s.is_empty()).collect();
+        let mut segments: Vec<&str> = code[start..i]
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .collect();
         let base: Vec<String> = match segments.first().copied() {
             Some("crate") => Vec::new(),
             Some("self") => me.to_vec(),
@@ -179,7 +182,10 @@ fn named_paths(text: &str, me: &[String], children: &BTreeSet<String>) -> Vec<Ve
         };
         let rest: Vec<String> = segments
             .iter()
-            .skip(usize::from(matches!(segments.first().copied(), Some("crate" | "self" | "super"))))
+            .skip(usize::from(matches!(
+                segments.first().copied(),
+                Some("crate" | "self" | "super")
+            )))
             .map(|s| s.to_string())
             .collect();
         let mut path = base;
@@ -232,7 +238,13 @@ fn circles(src: &Path) -> Vec<Vec<String>> {
         .filter(|c| c.len() > 1)
         .map(|c| {
             c.iter()
-                .map(|m| modules.files[*m].strip_prefix(src).unwrap().display().to_string())
+                .map(|m| {
+                    modules.files[*m]
+                        .strip_prefix(src)
+                        .unwrap()
+                        .display()
+                        .to_string()
+                })
                 .collect()
         })
         .collect()
@@ -320,7 +332,11 @@ fn the_circle_finder_finds_a_circle_and_ignores_a_child_naming_its_parent() {
     std::fs::write(src.join("a/mod.rs"), "mod c;\nuse c::Thing;\n").unwrap();
     // A child naming its parent: no circle.
     std::fs::write(src.join("a/c.rs"), "use super::Other;\n").unwrap();
-    std::fs::write(src.join("b.rs"), "// use crate::a::X; in a comment is no import\n").unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "// use crate::a::X; in a comment is no import\n",
+    )
+    .unwrap();
     assert!(circles(src).is_empty(), "{:?}", circles(src));
     // a/c.rs → b.rs → a/mod.rs → a/c.rs
     std::fs::write(src.join("a/c.rs"), "use crate::b::{Y, Z};\n").unwrap();
