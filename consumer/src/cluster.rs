@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
 use uuid::Uuid;
 
 use crate::config::NetConfig;
-use crate::connection::{BrokerConnection, NetError};
-use crate::error::{CallError, ErrorCode};
+use crate::connection::BrokerConnection;
+use crate::error::{CallError, ErrorCode, NetError};
 use crate::util::{lock, text};
 
 /// One partition as the last metadata showed it.

@@ -234,7 +234,6 @@
 #![warn(missing_docs, unreachable_pub, rustdoc::broken_intra_doc_links)]
 
 mod admin;
-mod auth;
 mod cluster;
 pub mod config;
 mod connection;

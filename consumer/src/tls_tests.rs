@@ -13,7 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::config::{AdminConfig, ClientConfig, ConfigError, NetConfig};
-use crate::connection::{open, BrokerConnection, Transport};
+use crate::connection::transport::{open, tls_error, Transport};
+use crate::connection::BrokerConnection;
 use crate::NetError;
 
 struct Ca {
@@ -118,13 +119,11 @@ async fn talk(addr: &str, net: &NetConfig) -> Result<Vec<u8>, NetError> {
     let mut buf = vec![0; 5];
     match stream.read_exact(&mut buf).await {
         Ok(_) => Ok(buf),
-        Err(e) => {
-            Err(
-                crate::connection::tls_error(addr, &e).unwrap_or_else(|| NetError::Disconnected {
-                    addr: format!("{addr}: {e}"),
-                }),
-            )
-        }
+        Err(e) => Err(
+            tls_error(addr, &e).unwrap_or_else(|| NetError::Disconnected {
+                addr: format!("{addr}: {e}"),
+            }),
+        ),
     }
 }
 

@@ -7,7 +7,7 @@ use kafka_protocol::compression::{self as cmpr, Compressor};
 use record_batch::build::{self, Record, Stamp};
 use record_batch::{Codec, HEADER_LEN};
 
-use super::accumulator::{Batch, Encoded, PendingRecord};
+use super::batch::{Batch, Encoded, PendingRecord};
 use super::idempotence::Identity;
 use crate::config::Compression;
 
@@ -188,7 +188,7 @@ mod tests {
     use record_batch::layout::CRC_AT;
     use tokio::sync::oneshot;
 
-    use super::super::accumulator::PendingRecord;
+    use super::super::batch::PendingRecord;
     use super::super::idempotence::restamp;
     use super::*;
 
@@ -203,7 +203,7 @@ mod tests {
                     headers: vec![("h".into(), Some(Bytes::from_static(b"x")))],
                     timestamp: 1_000 + i as i64,
                     size: 30,
-                    reply: super::super::accumulator::Reply::Future(oneshot::channel().0),
+                    reply: super::super::batch::Reply::Future(oneshot::channel().0),
                 })
                 .collect(),
             bytes: 30 * n,
@@ -301,7 +301,7 @@ mod tests {
             headers,
             timestamp,
             size: 0,
-            reply: super::super::accumulator::Reply::Future(oneshot::channel().0),
+            reply: super::super::batch::Reply::Future(oneshot::channel().0),
         }
     }
 

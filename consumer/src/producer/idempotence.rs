@@ -10,7 +10,7 @@
 use bytes::{Bytes, BytesMut};
 use record_batch::build;
 
-use super::accumulator::Encoded;
+use super::batch::Encoded;
 
 /// Producer id and epoch (absent without idempotence).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,10 @@
 //! one batch per partition by size and `linger.ms`, and sent to each partition's leader by a
 //! background task, idempotently by default.
 //!
+//! - `record`: the records the application sends, and what it gets back.
+//! - `send`: `send` and `try_send`: checks, the partition, the append.
 //! - `memory`: the `buffer.memory` bound and the drain-rate meter behind `try_send`'s hint.
+//! - `batch`: a partition's batch of records, and its encoded form.
 //! - `accumulator`: per-partition queues of batches, the sticky partitioner.
 //! - `sender`: the background task (drain, Produce requests, responses, retries, epoch bumps).
 //! - `encode`: a batch's records into one RecordBatch v2 (with `record_batch`'s builder).
@@ -10,161 +13,31 @@
 //! - `transaction`: `transactional.id`: the transaction calls and their state machine.
 
 mod accumulator;
+mod batch;
 mod encode;
 mod idempotence;
 mod memory;
+mod record;
+mod send;
 mod sender;
 mod transaction;
 
+pub use record::{DeliveryFuture, IntoTopic, ProducerRecord, RecordMetadata};
 pub use transaction::{AbortReason, ConsumerGroupMetadata, TransactionError, TransactionState};
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
 use crate::cluster::Cluster;
-use crate::config::{ClientConfig, ConfigError, Partitioner, ProducerConfig};
+use crate::config::{ClientConfig, ConfigError, ProducerConfig};
 use crate::error::{CallError, ErrorCode, NetError};
-use crate::partitioner::partition_for_key;
 use crate::util::lock;
 
-use accumulator::{Accumulator, Appended, PendingRecord, Reply};
+use accumulator::Accumulator;
 use memory::BufferPool;
-
-/// A topic name for [`ProducerRecord::new`].
-pub trait IntoTopic {
-    /// The name as the shared string a record holds (no allocation for an `Arc<str>`).
-    fn into_topic(self) -> Arc<str>;
-}
-
-impl IntoTopic for &str {
-    fn into_topic(self) -> Arc<str> {
-        Arc::from(self)
-    }
-}
-
-impl IntoTopic for &String {
-    fn into_topic(self) -> Arc<str> {
-        Arc::from(self.as_str())
-    }
-}
-
-impl IntoTopic for String {
-    fn into_topic(self) -> Arc<str> {
-        Arc::from(self)
-    }
-}
-
-impl IntoTopic for Arc<str> {
-    fn into_topic(self) -> Arc<str> {
-        self
-    }
-}
-
-impl IntoTopic for &Arc<str> {
-    fn into_topic(self) -> Arc<str> {
-        self.clone()
-    }
-}
-
-/// A record to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProducerRecord {
-    /// The topic to send to.
-    pub topic: Arc<str>,
-    /// `None`: the partitioner chooses (murmur2 of the key, or sticky for no key).
-    pub partition: Option<i32>,
-    /// `None`: a null key (unkeyed: the partitioner does not hash it).
-    pub key: Option<Bytes>,
-    /// `None`: a null value (a tombstone in a compacted topic).
-    pub value: Option<Bytes>,
-    /// Header names and values, in order. A name given twice keeps its last value: the record
-    /// codec (`kafka-protocol`) stores headers in a map.
-    pub headers: Vec<(String, Option<Bytes>)>,
-    /// Milliseconds since the epoch (`CreateTime`); `None`: the time of `send`.
-    pub timestamp: Option<i64>,
-}
-
-impl ProducerRecord {
-    /// A record for `topic` (a `&str`, `String` or `Arc<str>`; sending many records to one
-    /// topic, a cloned `Arc<str>` saves an allocation per record) with no key, value or headers
-    /// yet.
-    pub fn new(topic: impl IntoTopic) -> ProducerRecord {
-        ProducerRecord {
-            topic: topic.into_topic(),
-            partition: None,
-            key: None,
-            value: None,
-            headers: Vec::new(),
-            timestamp: None,
-        }
-    }
-
-    /// Sets the key (the default partitioner sends equal keys to one partition).
-    pub fn key(mut self, key: impl Into<Bytes>) -> ProducerRecord {
-        self.key = Some(key.into());
-        self
-    }
-
-    /// Sets the value; without one the record's value is null.
-    pub fn value(mut self, value: impl Into<Bytes>) -> ProducerRecord {
-        self.value = Some(value.into());
-        self
-    }
-
-    /// Adds a header after those already set (for a null header value, push onto `headers`).
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<Bytes>) -> ProducerRecord {
-        self.headers.push((name.into(), Some(value.into())));
-        self
-    }
-
-    /// Sends to this partition, bypassing the partitioner; `send` refuses one the topic does
-    /// not have ([`SendError::UnknownPartition`]).
-    pub fn partition(mut self, partition: i32) -> ProducerRecord {
-        self.partition = Some(partition);
-        self
-    }
-
-    /// Sets the record's `CreateTime`, in milliseconds since the epoch (default: the time of
-    /// `send`).
-    pub fn timestamp(mut self, ms: i64) -> ProducerRecord {
-        self.timestamp = Some(ms);
-        self
-    }
-
-    /// Bytes the record takes in a batch at most (before compression): what counts against
-    /// `batch.size`, `buffer.memory` and `max.request.size`.
-    pub fn size_estimate(&self) -> usize {
-        // Length, attributes, timestamp and offset deltas, key and value lengths, header count:
-        // at most 21 bytes of varints, as the Java client estimates.
-        21 + self.key.as_ref().map_or(0, Bytes::len)
-            + self.value.as_ref().map_or(0, Bytes::len)
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Bytes::len))
-                .sum::<usize>()
-    }
-}
-
-/// Where an acknowledged record landed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordMetadata {
-    /// The record's topic.
-    pub topic: Arc<str>,
-    /// The partition it went to (the partitioner's choice, or the one the record named).
-    pub partition: i32,
-    /// -1 with `acks=0` (the broker does not say).
-    pub offset: i64,
-    /// The record's timestamp, or the broker's append time for `LogAppendTime` topics.
-    pub timestamp: i64,
-}
 
 /// Why the producer stopped for good: the broker fenced it or its sequence numbers no longer
 /// match the broker's (records may be lost). Every later send fails with it.
@@ -291,21 +164,6 @@ pub enum ProducerError {
     /// No bootstrap server answered with the cluster's metadata.
     #[error(transparent)]
     Net(#[from] NetError),
-}
-
-/// Completes when the record is acknowledged (or has failed for good).
-#[derive(Debug)]
-pub struct DeliveryFuture {
-    rx: oneshot::Receiver<Result<RecordMetadata, DeliveryError>>,
-}
-
-impl Future for DeliveryFuture {
-    type Output = Result<RecordMetadata, DeliveryError>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.rx)
-            .poll(cx)
-            .map(|r| r.unwrap_or(Err(DeliveryError::Closed)))
-    }
 }
 
 /// Counters of what the producer did, for tests and monitoring.
@@ -446,286 +304,6 @@ impl Producer {
 
     fn inner(&self) -> &Arc<Inner> {
         &self.handle.inner
-    }
-
-    /// Queues `record`, waiting (up to `max.block.ms`) for room in `buffer.memory` and for
-    /// the topic's metadata. The returned future completes when the record is acknowledged.
-    ///
-    /// A transactional producer sends only inside a transaction; the first record of a
-    /// partition waits until the partition is added to it (AddPartitionsToTxn).
-    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, SendError> {
-        let (partition, size) = self.reserve(&record).await?;
-        self.join_or_release(&record, partition, size).await?;
-        let (tx, rx) = oneshot::channel();
-        self.append(record, partition, size, Reply::Future(tx));
-        Ok(DeliveryFuture { rx })
-    }
-
-    /// As [`Producer::send`], with `callback` called once the record is acknowledged or has
-    /// failed for good, instead of a future (the Java client's `send(record, callback)`).
-    /// Callbacks run on the producer's background task: keep them short.
-    pub async fn send_with_callback<F>(
-        &self,
-        record: ProducerRecord,
-        callback: F,
-    ) -> Result<(), SendError>
-    where
-        F: FnOnce(Result<RecordMetadata, DeliveryError>) + Send + 'static,
-    {
-        let (partition, size) = self.reserve(&record).await?;
-        self.join_or_release(&record, partition, size).await?;
-        self.append(record, partition, size, Reply::Callback(Box::new(callback)));
-        Ok(())
-    }
-
-    /// A transactional producer's record joins the open transaction; if it cannot, its bytes
-    /// of `buffer.memory` are given back.
-    async fn join_or_release(
-        &self,
-        record: &ProducerRecord,
-        partition: i32,
-        size: usize,
-    ) -> Result<(), SendError> {
-        if self.inner().txn.is_none() {
-            return Ok(());
-        }
-        if let Err(e) = self.join_transaction(&record.topic, partition).await {
-            self.inner().memory.release(size);
-            return Err(SendError::Transaction(e));
-        }
-        Ok(())
-    }
-
-    /// The record's partition and size, once its bytes of `buffer.memory` are taken.
-    async fn reserve(&self, record: &ProducerRecord) -> Result<(i32, usize), SendError> {
-        let inner = self.inner();
-        let started = Instant::now();
-        let deadline = started + inner.config.max_block;
-        let size = self.admit(record)?;
-        let partition = match self.choose_partition(record, size)? {
-            Some(p) => p,
-            None => {
-                self.wait_for_metadata(&record.topic, deadline).await?;
-                self.choose_partition(record, size)?
-                    .ok_or_else(|| SendError::MetadataPending {
-                        topic: record.topic.to_string(),
-                    })?
-            }
-        };
-        // Room now (the common case) needs no timer.
-        if inner.memory.try_acquire_quiet(size) {
-            return Ok((partition, size));
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(remaining, inner.memory.acquire(size)).await {
-            Err(_) => Err(SendError::Timeout(inner.config.max_block)),
-            Ok(Err(())) => Err(SendError::Closed),
-            Ok(Ok(())) => Ok((partition, size)),
-        }
-    }
-
-    /// Queues `record` only if that needs no waiting: [`SendError::Full`] (with the record and
-    /// a retry-after hint) when `buffer.memory` is full, [`SendError::MetadataPending`] when the
-    /// topic's partitions are not known yet. A transactional producer's `try_send` needs the
-    /// partition in the open transaction already (an earlier `send` to it):
-    /// [`TransactionError::PartitionNotAdded`] otherwise.
-    pub fn try_send(&self, record: ProducerRecord) -> Result<DeliveryFuture, SendError> {
-        let inner = self.inner();
-        let size = self.admit(&record)?;
-        let Some(partition) = self.choose_partition(&record, size)? else {
-            inner.cluster.add_interest([&*record.topic]);
-            inner.refresh_metadata();
-            return Err(SendError::MetadataPending {
-                topic: record.topic.to_string(),
-            });
-        };
-        if let Some(txn) = &inner.txn {
-            txn.joined(&record.topic, partition)?;
-        }
-        if let Err(retry_after) = inner.memory.try_acquire(size) {
-            return Err(SendError::Full {
-                retry_after,
-                record: Box::new(record),
-            });
-        }
-        let (tx, rx) = oneshot::channel();
-        self.append(record, partition, size, Reply::Future(tx));
-        Ok(DeliveryFuture { rx })
-    }
-
-    /// Checks that the producer can take `record`; its size.
-    fn admit(&self, record: &ProducerRecord) -> Result<usize, SendError> {
-        let inner = self.inner();
-        if let Some(fatal) = inner.fatal() {
-            return Err(SendError::Fatal(fatal));
-        }
-        if inner.closing.load(Ordering::Acquire) {
-            return Err(SendError::Closed);
-        }
-        let size = record.size_estimate();
-        if size > inner.config.max_request_size {
-            return Err(SendError::RecordTooLarge {
-                size,
-                limit: inner.config.max_request_size,
-                setting: "max.request.size",
-            });
-        }
-        if size > inner.config.buffer_memory {
-            return Err(SendError::RecordTooLarge {
-                size,
-                limit: inner.config.buffer_memory,
-                setting: "buffer.memory",
-            });
-        }
-        Ok(size)
-    }
-
-    /// The record's partition, or `None` while the topic's partition count is unknown.
-    fn choose_partition(
-        &self,
-        record: &ProducerRecord,
-        size: usize,
-    ) -> Result<Option<i32>, SendError> {
-        let inner = self.inner();
-        let metadata = inner.cluster.metadata();
-        let Some(count) = metadata.partition_count(&record.topic) else {
-            return Ok(None);
-        };
-        let count32 = u32::try_from(count).unwrap_or(u32::MAX);
-        if let Some(p) = record.partition {
-            if p < 0 || usize::try_from(p).map_or(true, |p| p >= count) {
-                return Err(SendError::UnknownPartition {
-                    topic: record.topic.to_string(),
-                    partition: p,
-                });
-            }
-            return Ok(Some(p));
-        }
-        let hashed = |key: &[u8]| i32::try_from(partition_for_key(key, count32)).unwrap_or(0);
-        let partition = match (inner.config.partitioner, record.key.as_deref()) {
-            (Partitioner::Default | Partitioner::Murmur2, Some(key)) => hashed(key),
-            (Partitioner::Murmur2, None) => hashed(&[]),
-            (Partitioner::Random, _) => i32::try_from(fastrand::usize(..count)).unwrap_or(0),
-            (Partitioner::RoundRobin, _) => {
-                lock(&inner.accumulator).round_robin(&record.topic, count)
-            }
-            (Partitioner::Default, None) => {
-                // Partitions with a leader, asked for only when a new sticky partition is due.
-                let available = || -> Vec<i32> {
-                    let Some(topic) = metadata.topics.get(&*record.topic) else {
-                        return Vec::new();
-                    };
-                    (0i32..)
-                        .zip(&topic.partitions)
-                        .filter(|(_, p)| p.leader >= 0)
-                        .map(|(i, _)| i)
-                        .collect()
-                };
-                lock(&inner.accumulator).sticky(
-                    &record.topic,
-                    count,
-                    available,
-                    size,
-                    inner.config.batch_size,
-                )
-            }
-        };
-        Ok(Some(partition))
-    }
-
-    /// Waits until the topic's partitions are known, refreshing metadata with backoff.
-    async fn wait_for_metadata(&self, topic: &str, deadline: Instant) -> Result<(), SendError> {
-        let inner = self.inner();
-        inner.cluster.add_interest([topic]);
-        let net = &inner.config.net;
-        let mut attempt = 0;
-        loop {
-            let seen = inner.cluster.metadata().version;
-            let outcome =
-                tokio::time::timeout_at(deadline.into(), inner.cluster.refresh(seen)).await;
-            match outcome {
-                Err(_) => return Err(SendError::Timeout(inner.config.max_block)),
-                Ok(Ok(m)) if m.partition_count(topic).is_some() => return Ok(()),
-                Ok(Ok(m)) => {
-                    if let Some(code) = m
-                        .topics
-                        .get(topic)
-                        .and_then(|t| t.error)
-                        .filter(|c| !c.is_retriable())
-                    {
-                        return Err(SendError::Metadata {
-                            topic: topic.to_string(),
-                            source: CallError::broker(
-                                kafka_protocol::messages::ApiKey::Metadata,
-                                topic,
-                                code,
-                            ),
-                        });
-                    }
-                }
-                Ok(Err(e)) if !e.is_retriable() => {
-                    return Err(SendError::Metadata {
-                        topic: topic.to_string(),
-                        source: e,
-                    })
-                }
-                Ok(Err(_)) => {}
-            }
-            let pause = crate::util::backoff(net.retry_backoff, net.retry_backoff_max, attempt);
-            attempt += 1;
-            if Instant::now() + pause >= deadline {
-                return Err(SendError::Timeout(inner.config.max_block));
-            }
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    fn append(&self, record: ProducerRecord, partition: i32, size: usize, reply: Reply) {
-        let inner = self.inner();
-        let pending = PendingRecord {
-            key: record.key,
-            value: record.value,
-            headers: record.headers,
-            timestamp: record.timestamp.unwrap_or_else(crate::util::now_ms),
-            size,
-            reply,
-        };
-        let appended = lock(&inner.accumulator).append(
-            &record.topic,
-            partition,
-            pending,
-            inner.config.batch_size,
-            &inner.flush,
-        );
-        let wake = match appended {
-            Appended::Joined => false,
-            Appended::Full => !inner.sender_saturated.load(Ordering::Acquire),
-            Appended::New(created) => {
-                let due = inner.nanos(created + inner.config.linger);
-                let wake_at = inner.sender_wake_at.load(Ordering::Acquire);
-                wake_at == AWAKE || due < wake_at
-            }
-        };
-        if wake {
-            inner.wake.notify_one();
-        }
-    }
-
-    /// The partition count of `topic`, waiting (up to `max.block.ms`) for its metadata.
-    pub async fn partitions_for(&self, topic: &str) -> Result<usize, SendError> {
-        let inner = self.inner();
-        if let Some(n) = inner.cluster.metadata().partition_count(topic) {
-            return Ok(n);
-        }
-        self.wait_for_metadata(topic, Instant::now() + inner.config.max_block)
-            .await?;
-        inner
-            .cluster
-            .metadata()
-            .partition_count(topic)
-            .ok_or_else(|| SendError::MetadataPending {
-                topic: topic.to_string(),
-            })
     }
 
     /// Sends every record queued so far at once (ignoring `linger.ms`) and waits until each has

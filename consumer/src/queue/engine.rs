@@ -23,7 +23,7 @@ use super::membership::{Assignment, IdPartition};
 use super::{AckFailure, Delivery, QueueError};
 use crate::cluster::Cluster;
 use crate::config::{AckMode, QueueConfig};
-use crate::consumer::decode_all;
+use crate::consumer::decode::decode_all;
 use crate::error::{CallError, ErrorCode, NetError};
 use crate::util::{lock, text};
 use crate::{ConsumerRecord, TopicPartition};

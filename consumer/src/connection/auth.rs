@@ -12,9 +12,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::BrokerConnection;
 use crate::config::security::SaslSettings;
-use crate::connection::{BrokerConnection, NetError};
-use crate::error::ErrorCode;
+use crate::error::{ErrorCode, NetError};
 
 /// Authenticates `connection` with `sasl`'s mechanism and credentials.
 pub(crate) async fn authenticate(

@@ -1,0 +1,189 @@
+//! Offsets and lag: a group's committed offsets (read, or committed from outside the group),
+//! each partition's offsets at a time (ListOffsets to its leader), the timestamp at an offset,
+//! and per partition how far behind a group is, in records and seconds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Buf;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::*;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use super::{Admin, AdminError, PartitionLag};
+use crate::error::{check, CallError, ErrorCode};
+use crate::offsets::{self, Committer, EARLIEST, LATEST};
+use crate::util::text;
+use crate::TopicPartition;
+
+impl Admin {
+    /// The group's committed offsets, by (topic, partition).
+    pub async fn committed_offsets(
+        &mut self,
+        group: &str,
+    ) -> Result<BTreeMap<(String, i32), i64>, AdminError> {
+        let committed =
+            offsets::fetch_committed(&self.cluster, group, None, Self::deadline()).await?;
+        Ok(committed
+            .into_iter()
+            .map(|(tp, o)| ((tp.topic, tp.partition), o))
+            .collect())
+    }
+
+    /// ListOffsets for every partition of `topic` at `timestamp` (-2 earliest, -1 latest, else
+    /// the first record at or after it; -1 when there is none), each asked of its leader.
+    pub async fn list_offsets(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+        timestamp: i64,
+    ) -> Result<Vec<i64>, AdminError> {
+        self.cluster.add_interest([topic]);
+        if self.cluster.metadata().partition_count(topic).is_none() {
+            self.topic_metadata(topic).await?;
+        }
+        let wanted: Vec<(TopicPartition, i64)> = (0..partitions)
+            .map(|p| (TopicPartition::new(topic, p), timestamp))
+            .collect();
+        let found = offsets::list_offsets(&self.cluster, &wanted, Self::deadline()).await?;
+        Ok(wanted
+            .iter()
+            .map(|(tp, _)| found.get(tp).map_or(-1, |(offset, _)| *offset))
+            .collect())
+    }
+
+    /// Timestamp of the record at `offset` (the first record at or after it), if there is one.
+    pub async fn timestamp_at(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<Option<i64>, AdminError> {
+        let tp = TopicPartition::new(topic, partition);
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(text(topic)))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(1)])]);
+        let leader = match self.cluster.metadata().leader(topic, partition) {
+            Some(l) => l,
+            None => {
+                let seen = self.cluster.metadata().version;
+                self.cluster.add_interest([topic]);
+                self.cluster
+                    .refresh(seen)
+                    .await?
+                    .leader(topic, partition)
+                    .ok_or_else(|| {
+                        CallError::broker(
+                            ApiKey::Fetch,
+                            tp.to_string(),
+                            ErrorCode::LeaderNotAvailable,
+                        )
+                    })?
+            }
+        };
+        let connection = self.cluster.connection(leader).await?;
+        let response = connection.call(&request, 12).await?;
+        let Some(data) = response
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .next()
+        else {
+            return Ok(None);
+        };
+        check(data.error_code, ApiKey::Fetch, || tp.to_string())?;
+        let Some(mut records) = data.records.filter(|r| !r.is_empty()) else {
+            return Ok(None);
+        };
+        while records.remaining() >= 12 {
+            let set =
+                RecordBatchDecoder::decode(&mut records).map_err(|e| AdminError::Undecodable {
+                    partition: tp.clone(),
+                    reason: e.to_string(),
+                })?;
+            if let Some(r) = set.records.iter().find(|r| r.offset >= offset) {
+                return Ok(Some(r.timestamp));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Records behind and seconds behind, per partition, for every topic the group committed to.
+    ///
+    /// `also` adds topics the group has not committed to yet (those its members are assigned),
+    /// so their partitions show up with no committed offset.
+    pub async fn lag(
+        &mut self,
+        group: &str,
+        also: &[String],
+        now_ms: i64,
+    ) -> Result<Vec<PartitionLag>, AdminError> {
+        let committed = self.committed_offsets(group).await?;
+        let topics: BTreeSet<String> = committed
+            .keys()
+            .map(|(topic, _)| topic.clone())
+            .chain(also.iter().cloned())
+            .collect();
+        let mut out = Vec::new();
+        for topic in topics {
+            let partitions = self.partition_count(&topic).await?;
+            let starts = self.list_offsets(&topic, partitions, EARLIEST).await?;
+            let ends = self.list_offsets(&topic, partitions, LATEST).await?;
+            for ((p, log_start), log_end) in (0..partitions).zip(starts).zip(ends) {
+                let committed = committed.get(&(topic.clone(), p)).copied();
+                let lag_records = committed.map(|c| (log_end - c.max(log_start)).max(0));
+                let lag_seconds = match (committed, lag_records) {
+                    (Some(c), Some(lag)) if lag > 0 => self
+                        .timestamp_at(&topic, p, c.max(log_start))
+                        .await?
+                        .map(|ts| ((now_ms - ts).max(0)) as f64 / 1000.0),
+                    (Some(_), _) => Some(0.0),
+                    _ => None,
+                };
+                out.push(PartitionLag {
+                    topic: topic.clone(),
+                    partition: p,
+                    committed,
+                    log_start,
+                    log_end,
+                    lag_records,
+                    lag_seconds,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits offsets for a group without joining it (generation -1), as Kafka's
+    /// `kafka-consumer-groups --reset-offsets` does. The broker refuses it while the group has
+    /// members.
+    pub async fn commit_offsets(
+        &mut self,
+        group: &str,
+        offsets: &BTreeMap<(String, i32), i64>,
+    ) -> Result<(), AdminError> {
+        let offsets: BTreeMap<TopicPartition, i64> = offsets
+            .iter()
+            .map(|((t, p), o)| (TopicPartition::new(t, *p), *o))
+            .collect();
+        Ok(offsets::commit(
+            &self.cluster,
+            group,
+            &Committer::outsider(),
+            &offsets,
+            Self::deadline(),
+        )
+        .await?)
+    }
+}
