@@ -14,8 +14,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::args::ClientKind;
-use crate::clients::StderrLog;
 use crate::latency::{Latency, LatencySummary};
+use crate::librdkafka::StderrLog;
 use crate::payload::{read_stamp, wall_us_now};
 use crate::timeline::PerSecond;
 use crate::units::{mb_per_s, per_s};
@@ -92,12 +92,9 @@ pub struct ConsumerOutcome {
     pub timed_out: bool,
 }
 
-/// Creates the consumer, assigns its partitions, waits at `ready` (so producers start only
-/// after every consumer is fetching), then reads until the stop rule holds.
+/// Creates the librdkafka consumer, assigns its partitions, waits at `ready` (so producers
+/// start only after every consumer is fetching), then reads until the stop rule holds.
 pub fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<ConsumerOutcome> {
-    if job.client == ClientKind::Lograil {
-        return crate::lograil_client::run_consumer(job, ready);
-    }
     // Whatever happens in the set-up, pass the barrier once, or the other threads would wait
     // for this one forever.
     let setup = assign(&job);

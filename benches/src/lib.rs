@@ -17,6 +17,7 @@
 //! | [`lograil_client`] | the same jobs with lograil's own client (`--client lograil`) |
 //! | [`topic`] | creating the topic, its partitions and offsets |
 //! | [`clients`] | librdkafka settings from the flags |
+//! | [`librdkafka`] | `-X` properties, librdkafka's warnings and errors on stderr |
 //! | [`client_stats`] | librdkafka's statistics: broker round trips, producer queueing |
 //! | [`payload`] | record values and the send time stamped in them |
 //! | [`latency`] | HdrHistogram in µs and percentiles |
@@ -47,6 +48,7 @@ pub mod client_stats;
 pub mod clients;
 pub mod consume;
 pub mod latency;
+pub mod librdkafka;
 pub mod limits;
 pub mod lograil_client;
 pub mod machine;

@@ -18,8 +18,8 @@ use serde::Serialize;
 
 use crate::args::ClientKind;
 use crate::client_stats::{ClientStats, ClientStatsSummary};
-use crate::clients::log_to_stderr;
 use crate::latency::{Latency, LatencySummary};
+use crate::librdkafka::log_to_stderr;
 use crate::payload::{Clock, Keys, Payload};
 use crate::timeline::PerSecond;
 use crate::units::{mb_per_s, per_s};
@@ -174,11 +174,9 @@ impl ProducerContext for DeliveryContext {
     }
 }
 
-/// Creates the producer, connects it (a Metadata request), waits at `start`, then sends.
+/// Creates the librdkafka producer, connects it (a Metadata request), waits at `start`, then
+/// sends.
 pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<ProducerOutcome> {
-    if job.client == ClientKind::Lograil {
-        return crate::lograil_client::run_producer(job, start);
-    }
     // Whatever happens in the set-up, pass the barrier once, or the other threads would wait
     // for this one forever.
     let setup = connect(&job);

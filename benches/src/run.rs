@@ -9,12 +9,16 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 
 use crate::args::{ClientKind, RunArgs};
-use crate::clients::{self, parse_properties};
-use crate::consume::{deal, run_consumer, ConsumeSummary, ConsumerJob, PartitionRange, StopRule};
+use crate::clients;
+use crate::consume::{
+    deal, ConsumeSummary, ConsumerJob, ConsumerOutcome, PartitionRange, StopRule,
+};
+use crate::librdkafka::parse_properties;
+use crate::lograil_client;
 use crate::machine::Machine;
 use crate::payload::{wall_us_now, Clock, Keys, STAMP_LEN};
 use crate::proc_stats::CostProbe;
-use crate::produce::{run_producer, ProduceSummary, ProducerJob, Transaction};
+use crate::produce::{ProduceSummary, ProducerJob, ProducerOutcome, Transaction};
 use crate::progress::{Counter, Progress};
 use crate::report::RunReport;
 use crate::topic;
@@ -281,6 +285,22 @@ fn consumer_jobs(
             epoch,
         })
         .collect()
+}
+
+/// Runs a producer job with its client library.
+fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<ProducerOutcome> {
+    match job.client {
+        ClientKind::Rdkafka => crate::produce::run_producer(job, start),
+        ClientKind::Lograil => lograil_client::run_producer(job, start),
+    }
+}
+
+/// Runs a consumer job with its client library.
+fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<ConsumerOutcome> {
+    match job.client {
+        ClientKind::Rdkafka => crate::consume::run_consumer(job, ready),
+        ClientKind::Lograil => lograil_client::run_consumer(job, ready),
+    }
 }
 
 fn run_producers(jobs: Vec<ProducerJob>, rate: Option<f64>) -> anyhow::Result<ProduceSummary> {

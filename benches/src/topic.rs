@@ -9,7 +9,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 
 use crate::args::RunArgs;
-use crate::clients::{self, StderrLog};
+use crate::clients;
+use crate::librdkafka::StderrLog;
 
 /// How long topic creation and metadata may take.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
