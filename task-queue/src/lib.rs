@@ -73,14 +73,15 @@
 
 mod config;
 mod fairness;
+mod record;
 mod share_partition;
 mod store;
 mod window;
 
 pub use config::{AutoOffsetReset, ShareConfig, ShareConfigError};
 pub use fairness::{FairnessKey, RecordMeta, Tenant, TenantStats};
+pub use record::{ArchiveReason, Attempt, Entry, Outcome, RecordState};
 pub use share_partition::{
-    AckBatch, AckError, AckType, Acquired, ArchiveReason, Archived, Attempt, Changes, Entry,
-    Outcome, RecordState, SharePartition,
+    AckBatch, AckError, AckType, Acquired, Archived, Changes, SharePartition,
 };
 pub use store::{Change, Restored, ShareKey, ShareStore, StoreError, TOPIC};

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use log_core::{AppendInfo, Log, Partition, StateLog, StateLogError, Uuid};
 use serde::{Deserialize, Serialize};
 
-use crate::share_partition::{Entry, SharePartition};
+use crate::record::Entry;
+use crate::share_partition::SharePartition;
 
 pub const TOPIC: &str = "__share_group_state";
 /// `max.message.bytes` of the state topic: one operation's changes are one batch.
@@ -294,7 +295,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::share_partition::RecordState;
+    use crate::record::RecordState;
     use crate::ShareConfig;
 
     fn key() -> ShareKey {

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use crate::share_partition::Entry;
+use crate::record::Entry;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Window {
@@ -105,7 +105,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::share_partition::RecordState;
+    use crate::record::RecordState;
 
     fn entry(deliveries: u16) -> Entry {
         Entry {
