@@ -1,6 +1,7 @@
 //! Writing a batch: a header placeholder, the records one by one as they come, then the header
 //! stamped over the placeholder with its CRC. Compression is the caller's: it compresses the
 //! bytes after [`HEADER_LEN`] between the last record and [`finish`] (this crate has no codec).
+//! A transaction marker is such a batch too: [`control_batch`].
 //!
 //! ```
 //! use bytes::BytesMut;
@@ -28,9 +29,9 @@
 
 use bytes::{BufMut, BytesMut};
 
-pub use crate::control::control_batch;
 use crate::error::BuildError;
 use crate::layout::*;
+use crate::marker::{ControlType, CONTROL_VERSION};
 use crate::validate::compute_crc;
 use crate::varint;
 
@@ -289,4 +290,49 @@ pub fn rewrap(
     let attributes = (attributes & !COMPRESSION_MASK) | codec as i16;
     batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
     set_max_timestamp(batch, timestamp_type, max_timestamp)
+}
+
+/// A RecordBatch v2 holding one transaction marker for `producer_id` at `producer_epoch`,
+/// written by the coordinator of `coordinator_epoch`, stamped `timestamp_ms`; base offset 0
+/// (the log assigns it), base sequence -1 (markers carry no sequence).
+pub fn control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    kind: ControlType,
+    timestamp_ms: i64,
+) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4);
+    key.put_i16(CONTROL_VERSION);
+    key.put_i16(kind as i16);
+    let mut value = Vec::with_capacity(6);
+    value.put_i16(CONTROL_VERSION);
+    value.put_i32(coordinator_epoch);
+    let mut buf = BytesMut::new();
+    begin(&mut buf, 32);
+    let record = Record {
+        offset_delta: 0,
+        timestamp_delta: 0,
+        key: Some(&key[..]),
+        value: Some(&value[..]),
+        headers: std::iter::empty(),
+    };
+    // A record of ten bytes of key and value always fits: neither call can fail.
+    let built = put_record(&mut buf, record).and_then(|()| {
+        finish(
+            &mut buf,
+            &Stamp {
+                producer_id,
+                producer_epoch,
+                base_sequence: -1,
+                ..Stamp::new(Codec::None, 1, timestamp_ms)
+            },
+        )
+    });
+    debug_assert!(built.is_ok(), "{built:?}");
+    let attributes = TRANSACTIONAL_FLAG | CONTROL_FLAG;
+    buf[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    let crc = compute_crc(&buf);
+    buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    buf.to_vec()
 }

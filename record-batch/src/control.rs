@@ -16,79 +16,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use bytes::BufMut;
-
-use crate::build::{self, Record, Stamp};
 use crate::header::BatchHeader;
 use crate::layout::*;
 use crate::records::records;
 
-/// What a transaction marker ends a transaction with: the control record key's type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ControlType {
-    Abort = 0,
-    Commit = 1,
-}
-
-impl ControlType {
-    /// The type a control record key names, if it is a transaction marker's (Kafka has other
-    /// control records, e.g. KRaft's leader change, which are not).
-    pub fn from_code(code: i16) -> Option<ControlType> {
-        match code {
-            0 => Some(ControlType::Abort),
-            1 => Some(ControlType::Commit),
-            _ => None,
-        }
-    }
-}
-
-/// The control record key's and value's version.
-const CONTROL_VERSION: i16 = 0;
-
-/// A RecordBatch v2 holding one transaction marker for `producer_id` at `producer_epoch`,
-/// written by the coordinator of `coordinator_epoch`, stamped `timestamp_ms`; base offset 0
-/// (the log assigns it), base sequence -1 (markers carry no sequence).
-pub fn control_batch(
-    producer_id: i64,
-    producer_epoch: i16,
-    coordinator_epoch: i32,
-    kind: ControlType,
-    timestamp_ms: i64,
-) -> Vec<u8> {
-    let mut key = Vec::with_capacity(4);
-    key.put_i16(CONTROL_VERSION);
-    key.put_i16(kind as i16);
-    let mut value = Vec::with_capacity(6);
-    value.put_i16(CONTROL_VERSION);
-    value.put_i32(coordinator_epoch);
-    let mut buf = bytes::BytesMut::new();
-    build::begin(&mut buf, 32);
-    let record = Record {
-        offset_delta: 0,
-        timestamp_delta: 0,
-        key: Some(&key[..]),
-        value: Some(&value[..]),
-        headers: std::iter::empty(),
-    };
-    // A record of ten bytes of key and value always fits: neither call can fail.
-    let built = build::put_record(&mut buf, record).and_then(|()| {
-        build::finish(
-            &mut buf,
-            &Stamp {
-                producer_id,
-                producer_epoch,
-                base_sequence: -1,
-                ..Stamp::new(Codec::None, 1, timestamp_ms)
-            },
-        )
-    });
-    debug_assert!(built.is_ok(), "{built:?}");
-    let attributes = TRANSACTIONAL_FLAG | CONTROL_FLAG;
-    buf[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-    let crc = crate::compute_crc(&buf);
-    buf[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-    buf.to_vec()
-}
+pub use crate::build::control_batch;
+pub use crate::marker::ControlType;
 
 /// The marker type of the whole batch `batch` if it is a control batch holding a transaction
 /// marker; `None` for a data batch, another kind of control record, or a control batch whose
@@ -125,6 +58,7 @@ pub fn coordinator_epoch(batch: &[u8]) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::build::{self, Record, Stamp};
 
     #[test]
     fn a_marker_is_a_valid_control_batch_kafka_protocol_decodes() {

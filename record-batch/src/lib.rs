@@ -39,6 +39,7 @@ pub mod control;
 mod error;
 mod header;
 pub mod layout;
+mod marker;
 pub mod records;
 mod validate;
 pub mod varint;

@@ -1,5 +1,6 @@
 use std::sync::OnceLock;
 
+use super::grammar::{check_nonce, decode_saslname, encode_saslname};
 use super::*;
 
 // RFC 7677 section 3.
