@@ -6,7 +6,8 @@
 //! same model of states, with acquisition checked for FIFO within each tenant and a bound on how
 //! long a tenant with available records waits for its turn, and every record delivered in the
 //! end.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test is one scenario, read top to bottom: the 80-line bound (clippy.toml) holds product code.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::collections::{BTreeMap, HashSet};
 

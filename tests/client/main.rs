@@ -5,7 +5,8 @@
 //! tests run against that Apache Kafka cluster instead. Tests named `kafka_only_*` (a broker
 //! killed under acks=all with replication factor 3) do nothing on lograil; `lograil_only_*`
 //! (the whole broker frozen or killed) do nothing on the shared Kafka cluster.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test is one scenario, read top to bottom: the 80-line bound (clippy.toml) holds product code.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod backpressure;
 mod console;

@@ -520,4 +520,5 @@ fn backlogs(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Erro
 }
 
 #[cfg(test)]
+#[allow(clippy::too_many_lines)]
 mod tests;

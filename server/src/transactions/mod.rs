@@ -510,4 +510,5 @@ impl Transactions {
 }
 
 #[cfg(test)]
+#[allow(clippy::too_many_lines)]
 mod tests;
