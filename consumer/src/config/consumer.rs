@@ -125,60 +125,9 @@ impl ConsumerConfig {
     pub fn from_config(config: &ClientConfig) -> Result<ConsumerConfig, ConfigError> {
         let mut r = Reader::new(config);
         let net = NetConfig::read(&mut r, "lograil-consumer")?;
-        let auto_offset_reset = match r.raw("auto.offset.reset") {
-            None | Some("latest") => OffsetReset::Latest,
-            Some("earliest") => OffsetReset::Earliest,
-            Some("none") => OffsetReset::None,
-            Some(v) => {
-                return Err(ConfigError::Invalid {
-                    name: "auto.offset.reset",
-                    value: v.to_string(),
-                    expected: "earliest, latest or none",
-                })
-            }
-        };
-        let assignors = match r.raw("partition.assignment.strategy") {
-            None => vec![AssignorKind::Range, AssignorKind::CooperativeSticky],
-            Some(list) => {
-                let mut out = Vec::new();
-                for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    out.push(match name {
-                        "range" | "org.apache.kafka.clients.consumer.RangeAssignor" => {
-                            AssignorKind::Range
-                        }
-                        "cooperative-sticky"
-                        | "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
-                            AssignorKind::CooperativeSticky
-                        }
-                        other => {
-                            return Err(ConfigError::Invalid {
-                                name: "partition.assignment.strategy",
-                                value: other.to_string(),
-                                expected: "range or cooperative-sticky (or their Java class names)",
-                            })
-                        }
-                    });
-                }
-                if out.is_empty() {
-                    return Err(ConfigError::Missing("partition.assignment.strategy"));
-                }
-                out
-            }
-        };
-        let isolation_level = match r.raw("isolation.level") {
-            None => IsolationLevel::ReadUncommitted,
-            Some(level) => match level.to_ascii_lowercase().as_str() {
-                "read_uncommitted" => IsolationLevel::ReadUncommitted,
-                "read_committed" => IsolationLevel::ReadCommitted,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        name: "isolation.level",
-                        value: level.to_string(),
-                        expected: "read_uncommitted or read_committed",
-                    })
-                }
-            },
-        };
+        let auto_offset_reset = offset_reset(r.raw("auto.offset.reset"))?;
+        let assignors = assignors(r.raw("partition.assignment.strategy"))?;
+        let isolation_level = isolation_level(r.raw("isolation.level"))?;
         let d = ConsumerConfig::defaults(net);
         let c = ConsumerConfig {
             group_id: r.string("group.id"),
@@ -209,4 +158,71 @@ impl ConsumerConfig {
         }
         Ok(c)
     }
+}
+
+/// `auto.offset.reset`'s value (latest when unset).
+fn offset_reset(value: Option<&str>) -> Result<OffsetReset, ConfigError> {
+    Ok(match value {
+        None | Some("latest") => OffsetReset::Latest,
+        Some("earliest") => OffsetReset::Earliest,
+        Some("none") => OffsetReset::None,
+        Some(v) => {
+            return Err(ConfigError::Invalid {
+                name: "auto.offset.reset",
+                value: v.to_string(),
+                expected: "earliest, latest or none",
+            })
+        }
+    })
+}
+
+/// `partition.assignment.strategy`'s list (range, cooperative-sticky when unset); an empty
+/// list is missing.
+fn assignors(value: Option<&str>) -> Result<Vec<AssignorKind>, ConfigError> {
+    Ok(match value {
+        None => vec![AssignorKind::Range, AssignorKind::CooperativeSticky],
+        Some(list) => {
+            let mut out = Vec::new();
+            for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                out.push(match name {
+                    "range" | "org.apache.kafka.clients.consumer.RangeAssignor" => {
+                        AssignorKind::Range
+                    }
+                    "cooperative-sticky"
+                    | "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
+                        AssignorKind::CooperativeSticky
+                    }
+                    other => {
+                        return Err(ConfigError::Invalid {
+                            name: "partition.assignment.strategy",
+                            value: other.to_string(),
+                            expected: "range or cooperative-sticky (or their Java class names)",
+                        })
+                    }
+                });
+            }
+            if out.is_empty() {
+                return Err(ConfigError::Missing("partition.assignment.strategy"));
+            }
+            out
+        }
+    })
+}
+
+/// `isolation.level`'s value, in any case (read_uncommitted when unset).
+fn isolation_level(value: Option<&str>) -> Result<IsolationLevel, ConfigError> {
+    Ok(match value {
+        None => IsolationLevel::ReadUncommitted,
+        Some(level) => match level.to_ascii_lowercase().as_str() {
+            "read_uncommitted" => IsolationLevel::ReadUncommitted,
+            "read_committed" => IsolationLevel::ReadCommitted,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    name: "isolation.level",
+                    value: level.to_string(),
+                    expected: "read_uncommitted or read_committed",
+                })
+            }
+        },
+    })
 }

@@ -142,40 +142,16 @@ impl ProducerConfig {
     pub fn from_config(config: &ClientConfig) -> Result<ProducerConfig, ConfigError> {
         let mut r = Reader::new(config);
         let net = NetConfig::read(&mut r, "lograil-producer")?;
-        let acks = match r.raw("acks") {
-            None => Acks::All,
-            Some("0") => Acks::None,
-            Some("1") => Acks::Leader,
-            Some("all") | Some("-1") => Acks::All,
-            Some(v) => {
-                return Err(ConfigError::Invalid {
-                    name: "acks",
-                    value: v.to_string(),
-                    expected: "0, 1, all or -1",
-                })
-            }
-        };
+        let acks = acks(r.raw("acks"))?;
         let compression = r.parse(
             "compression.type",
             Compression::None,
             "none, gzip, snappy, lz4 or zstd",
         )?;
-        let partitioner = match r.raw("partitioner") {
-            None | Some("default") | Some("murmur2_random") => Partitioner::Default,
-            Some("murmur2") => Partitioner::Murmur2,
-            Some("random") => Partitioner::Random,
-            Some("round_robin") => Partitioner::RoundRobin,
-            Some(v) => {
-                return Err(ConfigError::Invalid {
-                    name: "partitioner",
-                    value: v.to_string(),
-                    expected: "murmur2_random (default), murmur2, random or round_robin",
-                })
-            }
-        };
+        let partitioner = partitioner(r.raw("partitioner"))?;
         let explicit_idempotence = r.raw("enable.idempotence").is_some();
         let d = ProducerConfig::defaults(net);
-        let mut c = ProducerConfig {
+        let c = ProducerConfig {
             acks,
             linger: r.ms("linger.ms", d.linger)?,
             batch_size: r.bytes("batch.size", d.batch_size)?.max(1),
@@ -197,7 +173,14 @@ impl ProducerConfig {
             net: d.net,
         };
         r.finish()?;
-        if c.max_in_flight == 0 {
+        c.reconcile(explicit_idempotence)
+    }
+
+    /// Checks the settings against each other by the Java client's rules: a transactional
+    /// producer is idempotent, and idempotence not asked for explicitly is turned off when
+    /// `acks`, `retries` or `max.in.flight.requests.per.connection` do not allow it.
+    fn reconcile(mut self, explicit_idempotence: bool) -> Result<ProducerConfig, ConfigError> {
+        if self.max_in_flight == 0 {
             return Err(ConfigError::Invalid {
                 name: "max.in.flight.requests.per.connection",
                 value: "0".into(),
@@ -206,10 +189,10 @@ impl ProducerConfig {
         }
         // The Java client's rules: idempotence needs acks=all, retries and at most 5 requests
         // in flight; asked for explicitly, a conflict is an error, by default it is turned off.
-        let compatible = c.acks == Acks::All && c.retries > 0 && c.max_in_flight <= 5;
-        if c.transactional_id.is_some() {
+        let compatible = self.acks == Acks::All && self.retries > 0 && self.max_in_flight <= 5;
+        if self.transactional_id.is_some() {
             // As the Java client: a transactional producer is idempotent.
-            if explicit_idempotence && !c.enable_idempotence {
+            if explicit_idempotence && !self.enable_idempotence {
                 return Err(ConfigError::Conflict(
                     "transactional.id needs enable.idempotence=true",
                 ));
@@ -220,29 +203,65 @@ impl ProducerConfig {
                      max.in.flight.requests.per.connection <= 5",
                 ));
             }
-            c.enable_idempotence = true;
+            self.enable_idempotence = true;
         }
-        if c.transaction_timeout.is_zero() || c.transaction_timeout.as_millis() > i32::MAX as u128 {
+        if self.transaction_timeout.is_zero()
+            || self.transaction_timeout.as_millis() > i32::MAX as u128
+        {
             return Err(ConfigError::Invalid {
                 name: "transaction.timeout.ms",
-                value: c.transaction_timeout.as_millis().to_string(),
+                value: self.transaction_timeout.as_millis().to_string(),
                 expected: "a positive number of milliseconds up to 2147483647",
             });
         }
-        if c.enable_idempotence && !compatible {
+        if self.enable_idempotence && !compatible {
             if explicit_idempotence {
                 return Err(ConfigError::Conflict(
                     "enable.idempotence=true needs acks=all, retries > 0 and \
                      max.in.flight.requests.per.connection <= 5",
                 ));
             }
-            c.enable_idempotence = false;
+            self.enable_idempotence = false;
         }
-        if c.delivery_timeout < c.linger + c.net.request_timeout {
+        if self.delivery_timeout < self.linger + self.net.request_timeout {
             return Err(ConfigError::Conflict(
                 "delivery.timeout.ms must be at least linger.ms + request.timeout.ms",
             ));
         }
-        Ok(c)
+        Ok(self)
     }
+}
+
+/// `acks`' value (all when unset).
+fn acks(value: Option<&str>) -> Result<Acks, ConfigError> {
+    Ok(match value {
+        None => Acks::All,
+        Some("0") => Acks::None,
+        Some("1") => Acks::Leader,
+        Some("all") | Some("-1") => Acks::All,
+        Some(v) => {
+            return Err(ConfigError::Invalid {
+                name: "acks",
+                value: v.to_string(),
+                expected: "0, 1, all or -1",
+            })
+        }
+    })
+}
+
+/// `partitioner`'s value (the default when unset).
+fn partitioner(value: Option<&str>) -> Result<Partitioner, ConfigError> {
+    Ok(match value {
+        None | Some("default") | Some("murmur2_random") => Partitioner::Default,
+        Some("murmur2") => Partitioner::Murmur2,
+        Some("random") => Partitioner::Random,
+        Some("round_robin") => Partitioner::RoundRobin,
+        Some(v) => {
+            return Err(ConfigError::Invalid {
+                name: "partitioner",
+                value: v.to_string(),
+                expected: "murmur2_random (default), murmur2, random or round_robin",
+            })
+        }
+    })
 }

@@ -140,6 +140,31 @@ impl<'a> TlsProperties<'a> {
     }
 
     pub(super) fn build(self) -> Result<TlsSettings, ConfigError> {
+        self.check_pem_only()?;
+        let verify_hostname = verify_hostname(self.identification)?;
+        let trust_name = self.trust_name();
+        let roots = self.trusted_roots(trust_name)?;
+        let builder = client_builder(roots, trust_name, verify_hostname)?;
+        let identity = self.client_identity()?;
+        let client_certificate = identity.is_some();
+        let config = match identity {
+            Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
+                security(
+                    "ssl.keystore.location",
+                    format!("the client certificate and key do not go together: {e}"),
+                )
+            })?,
+            None => builder.with_no_client_auth(),
+        };
+        Ok(TlsSettings {
+            config: Arc::new(config),
+            verify_hostname,
+            client_certificate,
+        })
+    }
+
+    /// Refuses stores that are not PEM, and keys with a password.
+    fn check_pem_only(&self) -> Result<(), ConfigError> {
         for (name, value) in [
             ("ssl.truststore.type", self.truststore_type),
             ("ssl.keystore.type", self.keystore_type),
@@ -155,19 +180,19 @@ impl<'a> TlsProperties<'a> {
         if self.key_password {
             return Err(encrypted_key("ssl.key.password"));
         }
-        let verify_hostname = match self.identification {
-            None => true,
-            Some(v) if v.eq_ignore_ascii_case("https") => true,
-            Some("") => false,
-            Some(v) => {
-                return Err(ConfigError::Invalid {
-                    name: "ssl.endpoint.identification.algorithm",
-                    value: v.to_string(),
-                    expected: "https (check the broker's name against its certificate) or empty",
-                })
-            }
-        };
+        Ok(())
+    }
 
+    /// The property the CA certificates come from, to name in errors.
+    fn trust_name(&self) -> &'static str {
+        self.truststore_location
+            .as_ref()
+            .or(self.truststore_certificates.as_ref())
+            .map_or("ssl.truststore.location", Pem::name)
+    }
+
+    /// The CA certificates of the one truststore property set, as rustls' roots.
+    fn trusted_roots(&self, trust_name: &'static str) -> Result<RootCertStore, ConfigError> {
         let trusted = match (&self.truststore_location, &self.truststore_certificates) {
             (Some(a), Some(b)) => {
                 return Err(security(
@@ -185,77 +210,87 @@ impl<'a> TlsProperties<'a> {
                 ))
             }
         };
-        let trust_name = self
-            .truststore_location
-            .as_ref()
-            .or(self.truststore_certificates.as_ref())
-            .map_or("ssl.truststore.location", Pem::name);
         let mut roots = RootCertStore::empty();
         for cert in trusted {
             roots
                 .add(cert)
                 .map_err(|e| security(trust_name, format!("a certificate rustls refuses: {e}")))?;
         }
+        Ok(roots)
+    }
 
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .map_err(|e| security(trust_name, e.to_string()))?;
-        let verifier: Arc<dyn ServerCertVerifier> = if verify_hostname {
-            webpki
-        } else {
-            Arc::new(AnyName(webpki))
-        };
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| security("security.protocol", e.to_string()))?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier);
-
-        let (chain, key) = match (self.keystore_location, self.chain, self.key) {
-            (Some(store), None, None) => (Some(store.certificates()?), Some(store.private_key()?)),
+    /// The client certificate chain and its key, from the keystore or the chain and key
+    /// properties (never both); none when no property of them is set.
+    fn client_identity(self) -> Result<Option<ClientIdentity>, ConfigError> {
+        match (self.keystore_location, self.chain, self.key) {
+            (Some(store), None, None) => Ok(Some((store.certificates()?, store.private_key()?))),
             (Some(store), chain, key) => {
                 let other = chain.or(key).map_or("ssl.keystore.key", |p| p.name());
-                return Err(security(
+                Err(security(
                     other,
                     format!("set {} or {other}, not both", store.name()),
-                ));
-            }
-            (None, Some(chain), Some(key)) => {
-                (Some(chain.certificates()?), Some(key.private_key()?))
-            }
-            (None, Some(chain), None) => {
-                return Err(security(
-                    chain.name(),
-                    "a client certificate needs its private key: set ssl.keystore.key (or \
-                     ssl.key.location)",
                 ))
             }
-            (None, None, Some(key)) => {
-                return Err(security(
-                    key.name(),
-                    "a private key needs its certificate chain: set \
-                     ssl.keystore.certificate.chain (or ssl.certificate.location)",
-                ))
-            }
-            (None, None, None) => (None, None),
-        };
-        let client_certificate = chain.is_some();
-        let config = match (chain, key) {
-            (Some(chain), Some(key)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
-                security(
-                    "ssl.keystore.location",
-                    format!("the client certificate and key do not go together: {e}"),
-                )
-            })?,
-            _ => builder.with_no_client_auth(),
-        };
-        Ok(TlsSettings {
-            config: Arc::new(config),
-            verify_hostname,
-            client_certificate,
-        })
+            (None, Some(chain), Some(key)) => Ok(Some((chain.certificates()?, key.private_key()?))),
+            (None, Some(chain), None) => Err(security(
+                chain.name(),
+                "a client certificate needs its private key: set ssl.keystore.key (or \
+                 ssl.key.location)",
+            )),
+            (None, None, Some(key)) => Err(security(
+                key.name(),
+                "a private key needs its certificate chain: set \
+                 ssl.keystore.certificate.chain (or ssl.certificate.location)",
+            )),
+            (None, None, None) => Ok(None),
+        }
     }
+}
+
+/// A client certificate chain and its private key.
+type ClientIdentity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// A rustls client configuration that only lacks its client certificate (or none).
+type NeedsClientAuth = rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>;
+
+/// `ssl.endpoint.identification.algorithm`: `https` (or unset) checks the broker's name,
+/// empty does not.
+fn verify_hostname(identification: Option<&str>) -> Result<bool, ConfigError> {
+    Ok(match identification {
+        None => true,
+        Some(v) if v.eq_ignore_ascii_case("https") => true,
+        Some("") => false,
+        Some(v) => {
+            return Err(ConfigError::Invalid {
+                name: "ssl.endpoint.identification.algorithm",
+                value: v.to_string(),
+                expected: "https (check the broker's name against its certificate) or empty",
+            })
+        }
+    })
+}
+
+/// A rustls client configuration that trusts `roots` (checking the broker's name or not),
+/// still to be given its client certificate.
+fn client_builder(
+    roots: RootCertStore,
+    trust_name: &'static str,
+    verify_hostname: bool,
+) -> Result<NeedsClientAuth, ConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| security(trust_name, e.to_string()))?;
+    let verifier: Arc<dyn ServerCertVerifier> = if verify_hostname {
+        webpki
+    } else {
+        Arc::new(AnyName(webpki))
+    };
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| security("security.protocol", e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier))
 }
 
 /// `ssl.endpoint.identification.algorithm=` (empty): the chain is verified, the name is not.
