@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
@@ -23,10 +23,11 @@ use tokio::task::JoinSet;
 
 use super::decode::{committed_only, frame, Outcome};
 use super::error::ConsumeError;
+use super::positions::resolve_positions;
 use super::state::{Chunk, Position, Shared};
-use crate::config::{IsolationLevel, OffsetReset};
+use crate::cluster::Metadata;
+use crate::config::{ConsumerConfig, IsolationLevel};
 use crate::error::{CallError, ErrorCode, NetError};
-use crate::offsets::{self, EARLIEST, LATEST};
 use crate::util::{backoff, text};
 use crate::TopicPartition;
 
@@ -100,129 +101,6 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// Committed offsets for new partitions, then resets and timestamp seeks (ListOffsets).
-async fn resolve_positions(shared: &Arc<Shared>) -> Result<(), CallError> {
-    let config = &shared.config;
-    let deadline = Instant::now() + config.net.request_timeout;
-    // (partition, epoch) needing their committed offset.
-    let wanted: Vec<(TopicPartition, u64)> = shared
-        .state()
-        .partitions
-        .iter()
-        .filter(|(_, p)| p.position == Position::Committed)
-        .map(|(tp, p)| (tp.clone(), p.epoch))
-        .collect();
-    if !wanted.is_empty() {
-        let committed = match config.group_id.as_deref() {
-            Some(group) => {
-                let tps: Vec<TopicPartition> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
-                let stable = config.isolation_level == IsolationLevel::ReadCommitted;
-                match offsets::fetch_committed_as(
-                    &shared.cluster,
-                    group,
-                    Some(&tps),
-                    deadline,
-                    stable,
-                )
-                .await
-                {
-                    Ok(c) => c,
-                    Err(e) => return Err(e),
-                }
-            }
-            None => BTreeMap::new(),
-        };
-        let mut st = shared.state();
-        for (tp, epoch) in wanted {
-            let current = st.partitions.get(&tp).map(|p| p.epoch);
-            if current != Some(epoch) {
-                continue;
-            }
-            let position = match committed.get(&tp) {
-                Some(offset) => Position::Known(*offset),
-                None => Position::Reset(config.auto_offset_reset),
-            };
-            st.reposition(&tp, position);
-            if let (Some(p), Some(offset)) = (st.partitions.get_mut(&tp), committed.get(&tp)) {
-                p.committed = Some(*offset);
-            }
-        }
-    }
-
-    // (partition, epoch, timestamp to look up).
-    let mut lookups: Vec<(TopicPartition, u64, i64)> = Vec::new();
-    {
-        let mut st = shared.state();
-        let mut no_offset = None;
-        for (tp, p) in &st.partitions {
-            match p.position {
-                Position::Reset(OffsetReset::Earliest) => {
-                    lookups.push((tp.clone(), p.epoch, EARLIEST))
-                }
-                Position::Reset(OffsetReset::Latest) => lookups.push((tp.clone(), p.epoch, LATEST)),
-                Position::Time(ts) => lookups.push((tp.clone(), p.epoch, ts)),
-                Position::Reset(OffsetReset::None) if p.retry_at.is_none() => {
-                    no_offset = Some(tp.clone());
-                }
-                _ => {}
-            }
-        }
-        if let Some(tp) = no_offset {
-            if let Some(p) = st.partitions.get_mut(&tp) {
-                // Reported once; it waits for a seek.
-                p.retry_at = Some(Instant::now() + Duration::from_secs(3600 * 24 * 365));
-            }
-            st.error = Some(ConsumeError::NoOffset { partition: tp });
-            shared.records.notify_one();
-        }
-    }
-    if lookups.is_empty() {
-        return Ok(());
-    }
-    let wanted: Vec<(TopicPartition, i64)> = lookups
-        .iter()
-        .map(|(tp, _, ts)| (tp.clone(), *ts))
-        .collect();
-    shared
-        .cluster
-        .add_interest(wanted.iter().map(|(tp, _)| tp.topic.as_str()));
-    if wanted.iter().any(|(tp, _)| {
-        shared
-            .cluster
-            .metadata()
-            .leader(&tp.topic, tp.partition)
-            .is_none()
-    }) {
-        let seen = shared.cluster.metadata().version;
-        shared.cluster.refresh(seen).await?;
-    }
-    let isolation = config.isolation_level;
-    let mut found = offsets::list_offsets_at(&shared.cluster, &wanted, deadline, isolation).await?;
-    // Timestamp lookups that found nothing go to the end.
-    let past_end: Vec<(TopicPartition, i64)> = lookups
-        .iter()
-        .filter(|(tp, _, ts)| *ts >= 0 && found.get(tp).is_none_or(|(o, _)| *o < 0))
-        .map(|(tp, _, _)| (tp.clone(), LATEST))
-        .collect();
-    if !past_end.is_empty() {
-        let ends =
-            offsets::list_offsets_at(&shared.cluster, &past_end, deadline, isolation).await?;
-        found.extend(ends);
-    }
-    let mut st = shared.state();
-    for (tp, epoch, _) in lookups {
-        let Some((offset, _)) = found.get(&tp).copied() else {
-            continue;
-        };
-        if st.partitions.get(&tp).map(|p| p.epoch) == Some(epoch) && offset >= 0 {
-            st.reposition(&tp, Position::Known(offset));
-        }
-    }
-    drop(st);
-    shared.fetcher.notify_one();
-    Ok(())
-}
-
 /// A non-retriable failure is handed to `recv`; a retriable one is retried after a backoff.
 fn report(shared: &Shared, e: CallError) {
     if !e.is_retriable() {
@@ -241,49 +119,9 @@ fn send_fetches(
     let config = &shared.config;
     let now = Instant::now();
     let metadata = shared.cluster.metadata();
-    let total_limit = usize::try_from(config.fetch_max_bytes).unwrap_or(50 << 20);
-    let partition_fetch = usize::try_from(config.max_partition_fetch_bytes).unwrap_or(1 << 20);
-    let mut wake = None;
-    let mut need_metadata = false;
-    let mut by_leader: BTreeMap<i32, Vec<Fetched>> = BTreeMap::new();
-    {
-        let mut st = shared.state();
-        let buffered: usize = st.buffer.iter().map(|c| c.bytes).sum();
-        if buffered >= total_limit {
-            return None;
-        }
-        let per_partition_limit =
-            (total_limit / st.partitions.len().max(1)).max(partition_fetch.saturating_mul(2));
-        for (tp, p) in st.partitions.iter_mut() {
-            let Position::Known(_) = p.position else {
-                continue;
-            };
-            if p.paused || p.in_flight || p.fetch_offset < 0 || p.buffered >= per_partition_limit {
-                continue;
-            }
-            if let Some(t) = p.retry_at {
-                if t > now {
-                    wake = earliest(wake, Some(t));
-                    continue;
-                }
-                p.retry_at = None;
-            }
-            let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
-                need_metadata = true;
-                continue;
-            };
-            if busy.contains(&leader) {
-                continue;
-            }
-            p.in_flight = true;
-            by_leader.entry(leader).or_default().push(Fetched {
-                partition: tp.clone(),
-                epoch: p.epoch,
-                offset: p.fetch_offset,
-            });
-        }
-    }
-    if need_metadata {
+    let claimed = claim_fetchable(shared, &metadata, busy, now)?;
+    let mut wake = claimed.wake;
+    if claimed.need_metadata {
         let shared = shared.clone();
         let seen = metadata.version;
         tokio::spawn(async move {
@@ -292,71 +130,153 @@ fn send_fetches(
         });
         wake = earliest(wake, Some(now + config.net.retry_backoff));
     }
-    for (node, partitions) in by_leader {
+    for (node, partitions) in claimed.by_leader {
         busy.insert(node);
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for f in &partitions {
-            let partition = FetchPartition::default()
-                .with_partition(f.partition.partition)
-                .with_current_leader_epoch(-1)
-                .with_fetch_offset(f.offset)
-                .with_last_fetched_epoch(-1)
-                .with_log_start_offset(-1)
-                .with_partition_max_bytes(config.max_partition_fetch_bytes);
-            match topics
-                .iter_mut()
-                .find(|t| t.topic.0.as_str() == f.partition.topic)
-            {
-                Some(t) => t.partitions.push(partition),
-                None => topics.push(
-                    FetchTopic::default()
-                        .with_topic(TopicName(text(&f.partition.topic)))
-                        .with_partitions(vec![partition]),
-                ),
-            }
-        }
-        let max_wait = config.fetch_max_wait;
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
-            .with_min_bytes(config.fetch_min_bytes)
-            .with_max_bytes(config.fetch_max_bytes)
-            .with_isolation_level(config.isolation_level.wire())
-            .with_session_id(0)
-            .with_session_epoch(-1)
-            .with_topics(topics);
-        let cluster = shared.cluster.clone();
-        let timeout = config.net.request_timeout + max_wait;
-        // On an open connection the request is written here, before `recv` is woken for the
-        // last response's records (the thread that runs `recv` may take this one's core).
-        let started = cluster.live_connection(node).map(|connection| {
-            let version = connection.version::<FetchRequest>(12)?;
-            let pending = connection.start(&request, version)?;
-            Ok::<_, NetError>((connection, pending))
-        });
-        in_flight.spawn(async move {
-            let result = match started {
-                Some(Ok((connection, pending))) => pending.wait(&connection, timeout).await,
-                Some(Err(e)) => Err(e),
-                None => {
-                    async {
-                        let connection = cluster.connection(node).await?;
-                        let version = connection.version::<FetchRequest>(12)?;
-                        connection
-                            .call_with_timeout(&request, version, timeout)
-                            .await
-                    }
-                    .await
-                }
-            };
-            Completion {
-                node,
-                partitions,
-                result,
-            }
-        });
+        let request = fetch_request(config, &partitions);
+        start_fetch(shared, in_flight, node, partitions, request);
     }
     wake
+}
+
+/// The partitions [`claim_fetchable`] marked in flight, by leader, and what it found.
+struct Claimed {
+    by_leader: BTreeMap<i32, Vec<Fetched>>,
+    /// The earliest backoff of a partition not yet due.
+    wake: Option<Instant>,
+    /// A fetchable partition has no known leader.
+    need_metadata: bool,
+}
+
+/// Marks in flight the partitions to fetch now: positioned, not paused, under their share of
+/// the buffer, past their backoff, with a known leader that has no fetch in flight. None when
+/// the whole buffer is full.
+fn claim_fetchable(
+    shared: &Shared,
+    metadata: &Metadata,
+    busy: &HashSet<i32>,
+    now: Instant,
+) -> Option<Claimed> {
+    let config = &shared.config;
+    let total_limit = usize::try_from(config.fetch_max_bytes).unwrap_or(50 << 20);
+    let partition_fetch = usize::try_from(config.max_partition_fetch_bytes).unwrap_or(1 << 20);
+    let mut wake = None;
+    let mut need_metadata = false;
+    let mut by_leader: BTreeMap<i32, Vec<Fetched>> = BTreeMap::new();
+    let mut st = shared.state();
+    let buffered: usize = st.buffer.iter().map(|c| c.bytes).sum();
+    if buffered >= total_limit {
+        return None;
+    }
+    let per_partition_limit =
+        (total_limit / st.partitions.len().max(1)).max(partition_fetch.saturating_mul(2));
+    for (tp, p) in st.partitions.iter_mut() {
+        let Position::Known(_) = p.position else {
+            continue;
+        };
+        if p.paused || p.in_flight || p.fetch_offset < 0 || p.buffered >= per_partition_limit {
+            continue;
+        }
+        if let Some(t) = p.retry_at {
+            if t > now {
+                wake = earliest(wake, Some(t));
+                continue;
+            }
+            p.retry_at = None;
+        }
+        let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
+            need_metadata = true;
+            continue;
+        };
+        if busy.contains(&leader) {
+            continue;
+        }
+        p.in_flight = true;
+        by_leader.entry(leader).or_default().push(Fetched {
+            partition: tp.clone(),
+            epoch: p.epoch,
+            offset: p.fetch_offset,
+        });
+    }
+    Some(Claimed {
+        by_leader,
+        wake,
+        need_metadata,
+    })
+}
+
+/// The Fetch request for `partitions` (of one leader), grouped by topic.
+fn fetch_request(config: &ConsumerConfig, partitions: &[Fetched]) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for f in partitions {
+        let partition = FetchPartition::default()
+            .with_partition(f.partition.partition)
+            .with_current_leader_epoch(-1)
+            .with_fetch_offset(f.offset)
+            .with_last_fetched_epoch(-1)
+            .with_log_start_offset(-1)
+            .with_partition_max_bytes(config.max_partition_fetch_bytes);
+        match topics
+            .iter_mut()
+            .find(|t| t.topic.0.as_str() == f.partition.topic)
+        {
+            Some(t) => t.partitions.push(partition),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(text(&f.partition.topic)))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(i32::try_from(config.fetch_max_wait.as_millis()).unwrap_or(i32::MAX))
+        .with_min_bytes(config.fetch_min_bytes)
+        .with_max_bytes(config.fetch_max_bytes)
+        .with_isolation_level(config.isolation_level.wire())
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+}
+
+/// Sends `request` to `node` as a task of `in_flight` that completes with its answer for
+/// `partitions`.
+fn start_fetch(
+    shared: &Shared,
+    in_flight: &mut JoinSet<Completion>,
+    node: i32,
+    partitions: Vec<Fetched>,
+    request: FetchRequest,
+) {
+    let cluster = shared.cluster.clone();
+    let timeout = shared.config.net.request_timeout + shared.config.fetch_max_wait;
+    // On an open connection the request is written here, before `recv` is woken for the
+    // last response's records (the thread that runs `recv` may take this one's core).
+    let started = cluster.live_connection(node).map(|connection| {
+        let version = connection.version::<FetchRequest>(12)?;
+        let pending = connection.start(&request, version)?;
+        Ok::<_, NetError>((connection, pending))
+    });
+    in_flight.spawn(async move {
+        let result = match started {
+            Some(Ok((connection, pending))) => pending.wait(&connection, timeout).await,
+            Some(Err(e)) => Err(e),
+            None => {
+                async {
+                    let connection = cluster.connection(node).await?;
+                    let version = connection.version::<FetchRequest>(12)?;
+                    connection
+                        .call_with_timeout(&request, version, timeout)
+                        .await
+                }
+                .await
+            }
+        };
+        Completion {
+            node,
+            partitions,
+            result,
+        }
+    });
 }
 
 /// Applies a fetch response: records to the buffer, errors to positions or `recv`.
@@ -365,28 +285,46 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
         Ok(r) if r.error_code == 0 => r,
         // A lost connection, or the whole fetch refused: back off, look at the metadata again.
         _ => {
-            // The leader may be gone: refresh and retry these partitions after a backoff.
-            let mut st = shared.state();
-            let retry_at = Instant::now() + shared.config.net.retry_backoff;
-            for f in &done.partitions {
-                if let Some(p) = st.partitions.get_mut(&f.partition) {
-                    if p.epoch == f.epoch {
-                        p.in_flight = false;
-                        p.retry_at = Some(retry_at);
-                    }
-                }
-            }
-            drop(st);
-            spawn_refresh(shared);
+            retry_later(shared, &done.partitions);
             return false;
         }
     };
+    let answers = frame_answers(shared, response, &done.partitions);
+    let applied = apply_answers(shared, done.partitions, answers);
+    if applied.refresh {
+        spawn_refresh(shared);
+    }
+    applied.got_records
+}
+
+/// The leader may be gone: refresh and retry these partitions after a backoff.
+fn retry_later(shared: &Arc<Shared>, partitions: &[Fetched]) {
+    let mut st = shared.state();
+    let retry_at = Instant::now() + shared.config.net.retry_backoff;
+    for f in partitions {
+        if let Some(p) = st.partitions.get_mut(&f.partition) {
+            if p.epoch == f.epoch {
+                p.in_flight = false;
+                p.retry_at = Some(retry_at);
+            }
+        }
+    }
+    drop(st);
+    spawn_refresh(shared);
+}
+
+/// The outcome of each partition of the response that was asked for, with its topic name.
+fn frame_answers(
+    shared: &Shared,
+    response: FetchResponse,
+    fetched: &[Fetched],
+) -> HashMap<TopicPartition, (Arc<str>, Outcome)> {
     let mut answers: HashMap<TopicPartition, (Arc<str>, Outcome)> = HashMap::new();
     for topic in response.responses {
         let topic_name: Arc<str> = Arc::from(topic.topic.0.as_str());
         for data in topic.partitions {
             let tp = TopicPartition::new(&*topic_name, data.partition_index);
-            let Some(fetched) = done.partitions.iter().find(|f| f.partition == tp) else {
+            let Some(fetched) = fetched.iter().find(|f| f.partition == tp) else {
                 continue;
             };
             let read_committed = shared.config.isolation_level == IsolationLevel::ReadCommitted;
@@ -419,10 +357,28 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
             answers.insert(tp, (topic_name.clone(), outcome));
         }
     }
+    answers
+}
+
+/// What applying a fetch's answers calls for.
+struct Applied {
+    /// `recv` has records (or an error) to hand out.
+    got_records: bool,
+    /// A partition failed retriably: the metadata is refreshed.
+    refresh: bool,
+}
+
+/// Applies each answer to its partition if it was not repositioned meanwhile: records to the
+/// buffer, an offset out of range to a reset, errors to a backoff (and `recv`).
+fn apply_answers(
+    shared: &Shared,
+    fetched: Vec<Fetched>,
+    mut answers: HashMap<TopicPartition, (Arc<str>, Outcome)>,
+) -> Applied {
     let mut refresh = false;
     let mut st = shared.state();
     let mut got_records = false;
-    for f in done.partitions {
+    for f in fetched {
         let Some(p) = st.partitions.get_mut(&f.partition) else {
             continue;
         };
@@ -486,10 +442,10 @@ fn complete(shared: &Arc<Shared>, done: Completion) -> bool {
         }
     }
     drop(st);
-    if refresh {
-        spawn_refresh(shared);
+    Applied {
+        got_records,
+        refresh,
     }
-    got_records
 }
 
 fn spawn_refresh(shared: &Arc<Shared>) {

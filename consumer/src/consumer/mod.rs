@@ -19,6 +19,7 @@
 pub(crate) mod decode;
 pub(crate) mod error;
 mod fetcher;
+mod positions;
 mod record;
 pub(crate) mod state;
 
