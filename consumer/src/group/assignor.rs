@@ -93,12 +93,29 @@ fn cooperative_sticky(members: &[Member], partitions: &BTreeMap<String, i32>) ->
         .filter(|(t, _)| subscribed.contains(t))
         .flat_map(|(t, n)| (0..*n).map(move |p| TopicPartition::new(t, p)))
         .collect();
-    let exists: BTreeSet<&TopicPartition> = all.iter().collect();
-    let eligible = |m: &Member, tp: &TopicPartition| m.topics.contains(&tp.topic);
+    let previous = current_owners(&sorted, &all);
+    let (mut target, taken) = keep_owned(&sorted, &previous, all.len());
+    assign_rest(&sorted, &all, &taken, &mut target);
+    even_out(&sorted, &previous, &mut target, all.len());
+    withhold_moves(target, &previous)
+}
 
-    // 1. Who owns what now: valid claims, the newest generation winning a conflict.
-    let mut previous: BTreeMap<TopicPartition, (&str, i32)> = BTreeMap::new();
-    for m in &sorted {
+/// Partition → its current owner and the generation it was assigned in.
+type Owners<'a> = BTreeMap<TopicPartition, (&'a str, i32)>;
+
+/// Member id → the partitions it is to get.
+type Target<'a> = BTreeMap<&'a str, Vec<TopicPartition>>;
+
+/// Whether `m` subscribes to `tp`'s topic.
+fn eligible(m: &Member, tp: &TopicPartition) -> bool {
+    m.topics.contains(&tp.topic)
+}
+
+/// Who owns what now: valid claims, the newest generation winning a conflict.
+fn current_owners<'a>(sorted: &[&'a Member], all: &[TopicPartition]) -> Owners<'a> {
+    let exists: BTreeSet<&TopicPartition> = all.iter().collect();
+    let mut previous: Owners<'a> = BTreeMap::new();
+    for m in sorted {
         for tp in &m.owned {
             if !exists.contains(tp) || !eligible(m, tp) {
                 continue;
@@ -111,17 +128,23 @@ fn cooperative_sticky(members: &[Member], partitions: &BTreeMap<String, i32>) ->
             }
         }
     }
+    previous
+}
 
-    // 2. Keep owned partitions up to the quota.
-    let total = all.len();
+/// Keep owned partitions up to the quota: each member's target and every partition kept.
+fn keep_owned<'a>(
+    sorted: &[&'a Member],
+    previous: &Owners<'_>,
+    total: usize,
+) -> (Target<'a>, BTreeSet<TopicPartition>) {
     let count = sorted.len().max(1);
     let (min_quota, mut max_slots) = (total / count, total % count);
-    let mut target: BTreeMap<&str, Vec<TopicPartition>> = sorted
+    let mut target: Target<'a> = sorted
         .iter()
         .map(|m| (m.member_id.as_str(), Vec::new()))
         .collect();
     let mut taken: BTreeSet<TopicPartition> = BTreeSet::new();
-    for m in &sorted {
+    for m in sorted {
         let mut owned: Vec<&TopicPartition> = previous
             .iter()
             .filter(|(_, (owner, _))| *owner == m.member_id)
@@ -141,8 +164,16 @@ fn cooperative_sticky(members: &[Member], partitions: &BTreeMap<String, i32>) ->
             }
         }
     }
+    (target, taken)
+}
 
-    // 3. The rest, each to the eligible member with the fewest.
+/// The rest, each to the eligible member with the fewest.
+fn assign_rest(
+    sorted: &[&Member],
+    all: &[TopicPartition],
+    taken: &BTreeSet<TopicPartition>,
+    target: &mut Target<'_>,
+) {
     for tp in all.iter().filter(|tp| !taken.contains(*tp)) {
         let best = sorted
             .iter()
@@ -154,13 +185,16 @@ fn cooperative_sticky(members: &[Member], partitions: &BTreeMap<String, i32>) ->
             }
         }
     }
+}
 
-    // 4. Even out what differing subscriptions left uneven: move a partition from a member
-    // with two or more than another eligible member.
+/// Even out what differing subscriptions left uneven: move a partition from a member
+/// with two or more than another eligible member.
+fn even_out(sorted: &[&Member], previous: &Owners<'_>, target: &mut Target<'_>, total: usize) {
+    let count = sorted.len().max(1);
     for _ in 0..total.saturating_mul(count) {
         let mut moved = false;
-        'search: for from in &sorted {
-            for to in &sorted {
+        'search: for from in sorted {
+            for to in sorted {
                 let (nf, nt) = (
                     target.get(from.member_id.as_str()).map_or(0, Vec::len),
                     target.get(to.member_id.as_str()).map_or(0, Vec::len),
@@ -196,9 +230,11 @@ fn cooperative_sticky(members: &[Member], partitions: &BTreeMap<String, i32>) ->
             break;
         }
     }
+}
 
-    // 5. Cooperative: a partition changing owner is withheld this round; its old owner
-    // revokes it and rejoins, and the next round hands it over.
+/// Cooperative: a partition changing owner is withheld this round; its old owner
+/// revokes it and rejoins, and the next round hands it over.
+fn withhold_moves(target: Target<'_>, previous: &Owners<'_>) -> Assignment {
     target
         .into_iter()
         .map(|(member, mut list)| {

@@ -6,11 +6,14 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use kafka_protocol::messages::{ApiKey, GroupId, JoinGroupRequest, SyncGroupRequest};
+use kafka_protocol::messages::{
+    ApiKey, GroupId, JoinGroupRequest, JoinGroupResponse, SyncGroupRequest,
+};
 
 use super::assignor;
 use super::{JoinFailure, Member};
 use crate::config::AssignorKind;
+use crate::connection::BrokerConnection;
 use crate::error::{CallError, ErrorCode};
 use crate::util::text;
 use crate::TopicPartition;
@@ -26,8 +29,6 @@ impl Member {
         &mut self,
         subscription: &BTreeSet<String>,
     ) -> Result<bool, JoinFailure> {
-        let shared = self.shared.clone();
-        let config = &shared.config;
         if !self.cooperative {
             self.revoke_all().await;
         }
@@ -38,6 +39,27 @@ impl Member {
             .coordinator(&self.group)
             .await
             .map_err(|e| self.coordinator_failure(e))?;
+        let response = self.join_group(&connection, subscription).await?;
+        let (protocol, kind) = chosen_protocol(&self.shared.config.assignors, &response);
+        let assignments = if self.leader {
+            self.assign(kind, &response.members).await
+        } else {
+            Vec::new()
+        };
+        let assigned = self.sync_group(&connection, &protocol, assignments).await?;
+        self.joined_subscription = subscription.clone();
+        Ok(self.apply_assignment(&assigned).await)
+    }
+
+    /// JoinGroup (again with the member id the coordinator gives, if it asks for one); takes
+    /// the generation, member id and leadership it answers.
+    async fn join_group(
+        &mut self,
+        connection: &BrokerConnection,
+        subscription: &BTreeSet<String>,
+    ) -> Result<JoinGroupResponse, JoinFailure> {
+        let shared = self.shared.clone();
+        let config = &shared.config;
         let owned = if self.cooperative {
             self.owned()
         } else {
@@ -53,12 +75,10 @@ impl Member {
                     .with_metadata(metadata.clone())
             })
             .collect();
-        let rebalance_timeout = config.max_poll_interval;
-        let millis = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
         let mut request = JoinGroupRequest::default()
             .with_group_id(GroupId(text(&self.group)))
             .with_session_timeout_ms(millis(config.session_timeout))
-            .with_rebalance_timeout_ms(millis(rebalance_timeout))
+            .with_rebalance_timeout_ms(millis(config.max_poll_interval))
             .with_member_id(text(&self.member_id))
             .with_group_instance_id(config.group_instance_id.as_deref().map(text))
             .with_protocol_type(text("consumer"))
@@ -66,10 +86,9 @@ impl Member {
         let version = connection
             .version::<JoinGroupRequest>(7)
             .map_err(|e| JoinFailure::Fatal(e.into()))?;
-        let wait = rebalance_timeout + config.net.request_timeout;
         let response = loop {
             let response = connection
-                .call_with_timeout(&request, version, wait)
+                .call_with_timeout(&request, version, self.rebalance_wait())
                 .await
                 .map_err(|e| self.coordinator_failure(e.into()))?;
             match ErrorCode::try_from_code(response.error_code) {
@@ -88,36 +107,35 @@ impl Member {
         self.generation = response.generation_id;
         self.member_id = response.member_id.to_string();
         self.leader = response.leader == response.member_id;
-        let protocol = response
-            .protocol_name
-            .as_ref()
-            .map(|p| p.to_string())
-            .unwrap_or_default();
-        let kind = config
-            .assignors
-            .iter()
-            .copied()
-            .find(|a| a.protocol_name() == protocol)
-            .unwrap_or(AssignorKind::Range);
+        Ok(response)
+    }
 
-        let assignments = if self.leader {
-            self.assign(kind, &response.members).await
-        } else {
-            Vec::new()
-        };
+    /// How long a JoinGroup or SyncGroup may take: the rebalance timeout and a request's.
+    fn rebalance_wait(&self) -> Duration {
+        let config = &self.shared.config;
+        config.max_poll_interval + config.net.request_timeout
+    }
+
+    /// SyncGroup (with the leader's `assignments`): this member's partitions.
+    async fn sync_group(
+        &mut self,
+        connection: &BrokerConnection,
+        protocol: &str,
+        assignments: Vec<SyncGroupRequestAssignment>,
+    ) -> Result<Vec<TopicPartition>, JoinFailure> {
         let sync = SyncGroupRequest::default()
             .with_group_id(GroupId(text(&self.group)))
             .with_generation_id(self.generation)
             .with_member_id(text(&self.member_id))
-            .with_group_instance_id(config.group_instance_id.as_deref().map(text))
+            .with_group_instance_id(self.shared.config.group_instance_id.as_deref().map(text))
             .with_protocol_type(Some(text("consumer")))
-            .with_protocol_name(Some(text(&protocol)))
+            .with_protocol_name(Some(text(protocol)))
             .with_assignments(assignments);
         let version = connection
             .version::<SyncGroupRequest>(5)
             .map_err(|e| JoinFailure::Fatal(e.into()))?;
         let synced = connection
-            .call_with_timeout(&sync, version, wait)
+            .call_with_timeout(&sync, version, self.rebalance_wait())
             .await
             .map_err(|e| self.coordinator_failure(e.into()))?;
         if let Some(code) = ErrorCode::try_from_code(synced.error_code) {
@@ -131,9 +149,12 @@ impl Member {
                 ErrorCode::InconsistentGroupProtocol,
             )));
         };
-        self.joined_subscription = subscription.clone();
+        Ok(assigned)
+    }
 
-        // Apply: revoke what went away, add what is new.
+    /// Applies the new assignment: revokes what went away, adds what is new. True when
+    /// cooperative partitions were revoked (rejoin at once).
+    async fn apply_assignment(&mut self, assigned: &[TopicPartition]) -> bool {
         let owned = self.owned();
         let revoked: Vec<TopicPartition> = owned
             .iter()
@@ -159,7 +180,7 @@ impl Member {
             l.on_partitions_assigned(&added);
         }
         self.shared.fetcher.notify_one();
-        Ok(self.cooperative && !revoked.is_empty())
+        self.cooperative && !revoked.is_empty()
     }
 
     /// The leader's job: decode the members' subscriptions, learn partition counts, run the
@@ -264,4 +285,27 @@ impl Member {
             _ => JoinFailure::Fatal(error),
         }
     }
+}
+
+/// The protocol the coordinator chose, and its assignor (range if none of ours).
+fn chosen_protocol(
+    assignors: &[AssignorKind],
+    response: &JoinGroupResponse,
+) -> (String, AssignorKind) {
+    let protocol = response
+        .protocol_name
+        .as_ref()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    let kind = assignors
+        .iter()
+        .copied()
+        .find(|a| a.protocol_name() == protocol)
+        .unwrap_or(AssignorKind::Range);
+    (protocol, kind)
+}
+
+/// A timeout in whole milliseconds, as the requests carry it.
+fn millis(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
 }

@@ -11,6 +11,16 @@ use crate::consumer::error::{CommitError, ConsumeError};
 use crate::error::{CallError, ErrorCode};
 use crate::util::{backoff, text};
 
+/// When the stable member does what next.
+struct Schedule {
+    next_heartbeat: Instant,
+    next_commit: Instant,
+    next_metadata: Instant,
+    last_heartbeat_ok: Instant,
+    /// Heartbeats failed in a row (for the backoff).
+    failures: u32,
+}
+
 impl Member {
     /// How often the leader looks for partition-count changes: every heartbeat while a
     /// subscribed topic has no partitions (it may exist on a broker not yet heard from), else
@@ -28,11 +38,13 @@ impl Member {
     pub(super) async fn stable(&mut self) -> Next {
         let shared = self.shared.clone();
         let config = &shared.config;
-        let mut next_heartbeat = Instant::now() + config.heartbeat_interval;
-        let mut next_commit = Instant::now() + config.auto_commit_interval;
-        let mut next_metadata = Instant::now() + self.metadata_check_interval();
-        let mut last_heartbeat_ok = Instant::now();
-        let mut failures = 0;
+        let mut schedule = Schedule {
+            next_heartbeat: Instant::now() + config.heartbeat_interval,
+            next_commit: Instant::now() + config.auto_commit_interval,
+            next_metadata: Instant::now() + self.metadata_check_interval(),
+            last_heartbeat_ok: Instant::now(),
+            failures: 0,
+        };
         loop {
             let notified = shared.group.notified();
             tokio::pin!(notified);
@@ -53,80 +65,104 @@ impl Member {
                 self.shared.state().left_for_poll_timeout = true;
                 return Next::Rejoin;
             }
-            if config.enable_auto_commit && now >= next_commit {
-                next_commit = now + config.auto_commit_interval;
+            if config.enable_auto_commit && now >= schedule.next_commit {
+                schedule.next_commit = now + config.auto_commit_interval;
                 let offsets = self.shared.state().commit_offsets(false);
                 if let Err(CommitError::Rebalanced(_)) = self.shared.commit(offsets).await {
                     return Next::Rejoin;
                 }
             }
-            if self.leader && now >= next_metadata {
-                next_metadata = now + self.metadata_check_interval();
-                let seen = self.shared.cluster.metadata().version;
-                if let Ok(m) = self.shared.cluster.refresh(seen).await {
-                    let changed = self.assigned_from.iter().any(|(t, n)| {
-                        m.partition_count(t)
-                            .map_or(0, |c| i32::try_from(c).unwrap_or(i32::MAX))
-                            != *n
-                    });
-                    if changed {
-                        return Next::Rejoin;
-                    }
+            if self.leader && now >= schedule.next_metadata {
+                schedule.next_metadata = now + self.metadata_check_interval();
+                if self.partition_counts_changed().await {
+                    return Next::Rejoin;
                 }
             }
-            if now >= next_heartbeat {
-                match self.heartbeat().await {
-                    Ok(()) => {
-                        failures = 0;
-                        last_heartbeat_ok = Instant::now();
-                        next_heartbeat = Instant::now() + config.heartbeat_interval;
-                    }
-                    Err(e) => match e.code() {
-                        Some(ErrorCode::RebalanceInProgress) => return Next::Rejoin,
-                        Some(ErrorCode::UnknownMemberId) => {
-                            self.lose_all(true);
-                            return Next::Rejoin;
-                        }
-                        Some(ErrorCode::IllegalGeneration) => {
-                            self.lose_all(false);
-                            return Next::Rejoin;
-                        }
-                        Some(ErrorCode::FencedInstanceId) => {
-                            self.lose_all(false);
-                            self.shared.state().fatal = Some(ConsumeError::Group(e));
-                            self.shared.records.notify_one();
-                            while !closing(&self.shared) {
-                                self.shared.group.notified().await;
-                            }
-                            return Next::Close;
-                        }
-                        _ => {
-                            self.shared.cluster.forget_coordinator(&self.group);
-                            if last_heartbeat_ok.elapsed() > config.session_timeout {
-                                self.lose_all(false);
-                                return Next::Rejoin;
-                            }
-                            let net = &config.net;
-                            next_heartbeat = Instant::now()
-                                + backoff(net.retry_backoff, net.retry_backoff_max, failures);
-                            failures += 1;
-                        }
-                    },
+            if now >= schedule.next_heartbeat {
+                if let Some(next) = self.beat(&mut schedule).await {
+                    return next;
                 }
             }
-            let mut wake = next_heartbeat;
-            if config.enable_auto_commit {
-                wake = wake.min(next_commit);
-            }
-            if self.leader {
-                wake = wake.min(next_metadata);
-            }
-            wake = wake.min(last_poll + config.max_poll_interval + Duration::from_millis(1));
+            let wake = self.wake_at(&schedule, last_poll);
             tokio::select! {
                 () = tokio::time::sleep_until(wake.into()) => {}
                 () = notified => {}
             }
         }
+    }
+
+    /// Whether a topic's partition count differs from the one the leader assigned from (after
+    /// a metadata refresh; a failed refresh is no change).
+    async fn partition_counts_changed(&self) -> bool {
+        let seen = self.shared.cluster.metadata().version;
+        let Ok(m) = self.shared.cluster.refresh(seen).await else {
+            return false;
+        };
+        self.assigned_from.iter().any(|(t, n)| {
+            m.partition_count(t)
+                .map_or(0, |c| i32::try_from(c).unwrap_or(i32::MAX))
+                != *n
+        })
+    }
+
+    /// One heartbeat, and when the next is due; what to do next when it ends the membership
+    /// (a rebalance, the member or generation unknown, fenced, or no heartbeat for a session).
+    async fn beat(&mut self, schedule: &mut Schedule) -> Option<Next> {
+        let shared = self.shared.clone();
+        let config = &shared.config;
+        match self.heartbeat().await {
+            Ok(()) => {
+                schedule.failures = 0;
+                schedule.last_heartbeat_ok = Instant::now();
+                schedule.next_heartbeat = Instant::now() + config.heartbeat_interval;
+            }
+            Err(e) => match e.code() {
+                Some(ErrorCode::RebalanceInProgress) => return Some(Next::Rejoin),
+                Some(ErrorCode::UnknownMemberId) => {
+                    self.lose_all(true);
+                    return Some(Next::Rejoin);
+                }
+                Some(ErrorCode::IllegalGeneration) => {
+                    self.lose_all(false);
+                    return Some(Next::Rejoin);
+                }
+                Some(ErrorCode::FencedInstanceId) => {
+                    self.lose_all(false);
+                    self.shared.state().fatal = Some(ConsumeError::Group(e));
+                    self.shared.records.notify_one();
+                    while !closing(&self.shared) {
+                        self.shared.group.notified().await;
+                    }
+                    return Some(Next::Close);
+                }
+                _ => {
+                    self.shared.cluster.forget_coordinator(&self.group);
+                    if schedule.last_heartbeat_ok.elapsed() > config.session_timeout {
+                        self.lose_all(false);
+                        return Some(Next::Rejoin);
+                    }
+                    let net = &config.net;
+                    schedule.next_heartbeat = Instant::now()
+                        + backoff(net.retry_backoff, net.retry_backoff_max, schedule.failures);
+                    schedule.failures += 1;
+                }
+            },
+        }
+        None
+    }
+
+    /// When the stable loop looks again: the next heartbeat, auto commit or metadata check
+    /// due, or just past the poll timeout.
+    fn wake_at(&self, schedule: &Schedule, last_poll: Instant) -> Instant {
+        let config = &self.shared.config;
+        let mut wake = schedule.next_heartbeat;
+        if config.enable_auto_commit {
+            wake = wake.min(schedule.next_commit);
+        }
+        if self.leader {
+            wake = wake.min(schedule.next_metadata);
+        }
+        wake.min(last_poll + config.max_poll_interval + Duration::from_millis(1))
     }
 
     async fn heartbeat(&self) -> Result<(), CallError> {
