@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use acl::Operation;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
@@ -29,6 +30,9 @@ use crate::security::credentials::Change;
 /// A user's change (one per request), or why it is refused.
 type UserChange = Result<Change, (ResponseError, String)>;
 
+/// Why a user's change was not made, if it was not.
+type Refusal = Option<(ResponseError, String)>;
+
 impl Handler for AlterUserScramCredentialsRequest {
     const SERVED: (i16, i16) = (0, 0);
 
@@ -38,114 +42,10 @@ impl Handler for AlterUserScramCredentialsRequest {
         ctx: &RequestContext,
     ) -> AlterUserScramCredentialsResponse {
         if !ctx.authorize_cluster(broker, Operation::Alter) {
-            let mut users: Vec<&StrBytes> = request.deletions.iter().map(|d| &d.name).collect();
-            users.extend(request.upsertions.iter().map(|u| &u.name));
-            users.sort();
-            users.dedup();
-            let results = users
-                .into_iter()
-                .map(|user| {
-                    AlterUserScramCredentialsResult::default()
-                        .with_user(user.clone())
-                        .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
-                })
-                .collect();
-            return AlterUserScramCredentialsResponse::default().with_results(results);
+            return refuse_unauthorized(&request);
         }
-        let mut users: BTreeMap<String, UserChange> = BTreeMap::new();
-        let mut add = |user: &str, change: UserChange| {
-            // Kafka's rule: one change per user in a request.
-            if let Some(entry) = users.get_mut(user) {
-                *entry = Err((
-                    ResponseError::DuplicateResource,
-                    "A user credential cannot be altered twice in the same request".into(),
-                ));
-                return;
-            }
-            users.insert(user.to_string(), change);
-        };
-        for deletion in &request.deletions {
-            let change = checked(&deletion.name, deletion.mechanism)
-                .map(|hash| Change::Delete(deletion.name.to_string(), hash));
-            add(&deletion.name, change);
-        }
-        for upsertion in &request.upsertions {
-            let change = checked(&upsertion.name, upsertion.mechanism).and_then(|hash| {
-                let iterations = u32::try_from(upsertion.iterations).unwrap_or(0);
-                if iterations < MIN_ITERATIONS {
-                    return Err(unacceptable(format!(
-                        "too few iterations ({}; at least {MIN_ITERATIONS})",
-                        upsertion.iterations
-                    )));
-                }
-                if iterations > MAX_ITERATIONS {
-                    return Err(unacceptable(format!(
-                        "too many iterations ({}; at most {MAX_ITERATIONS})",
-                        upsertion.iterations
-                    )));
-                }
-                if upsertion.salt.is_empty() || upsertion.salted_password.len() != hash.output_len()
-                {
-                    return Err(unacceptable(
-                        "an empty salt or a salted password of the wrong length".into(),
-                    ));
-                }
-                Ok(Change::Upsert(
-                    upsertion.name.to_string(),
-                    Credential::from_salted_password(
-                        hash,
-                        &upsertion.salted_password,
-                        upsertion.salt.to_vec(),
-                        iterations,
-                    ),
-                ))
-            });
-            add(&upsertion.name, change);
-        }
-        let mut results = Vec::with_capacity(users.len());
-        let mut changes = Vec::new();
-        // The index in `results` of each change's user.
-        let mut owners = Vec::new();
-        for (user, outcome) in users {
-            match outcome {
-                Ok(change) => {
-                    owners.push(results.len());
-                    changes.push(change);
-                    results.push((user, None));
-                }
-                Err(refused) => results.push((user, Some(refused))),
-            }
-        }
-        if !changes.is_empty() {
-            let owner = broker.clone();
-            let applied = crate::blocking::spawn(move || owner.security.scram.alter(changes)).await;
-            let failed = match applied {
-                Ok(Ok(applied)) => {
-                    for (&at, applied) in owners.iter().zip(applied) {
-                        if !applied {
-                            results[at].1 = Some((
-                                ResponseError::ResourceNotFound,
-                                "Attempt to delete a user credential that does not exist".into(),
-                            ));
-                        }
-                    }
-                    None
-                }
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "writing SCRAM credentials failed");
-                    Some("the credentials could not be written")
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "SCRAM credentials task failed");
-                    Some("internal error")
-                }
-            };
-            if let Some(message) = failed {
-                for &at in &owners {
-                    results[at].1 = Some((ResponseError::UnknownServerError, message.into()));
-                }
-            }
-        }
+        let users = changes_by_user(&request);
+        let results = apply_changes(broker, users).await;
         let results = results
             .into_iter()
             .map(|(user, outcome)| {
@@ -169,6 +69,136 @@ impl Handler for AlterUserScramCredentialsRequest {
     fn each_error(r: &AlterUserScramCredentialsResponse, f: &mut dyn FnMut(i16)) {
         r.results.iter().for_each(|u| f(u.error_code));
     }
+}
+
+/// CLUSTER_AUTHORIZATION_FAILED for every user the request names, each once, by name.
+fn refuse_unauthorized(
+    request: &AlterUserScramCredentialsRequest,
+) -> AlterUserScramCredentialsResponse {
+    let mut users: Vec<&StrBytes> = request.deletions.iter().map(|d| &d.name).collect();
+    users.extend(request.upsertions.iter().map(|u| &u.name));
+    users.sort();
+    users.dedup();
+    let results = users
+        .into_iter()
+        .map(|user| {
+            AlterUserScramCredentialsResult::default()
+                .with_user(user.clone())
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+        })
+        .collect();
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
+/// Each user's change (deletions, then upsertions), checked; a user named twice is refused.
+fn changes_by_user(request: &AlterUserScramCredentialsRequest) -> BTreeMap<String, UserChange> {
+    let mut users: BTreeMap<String, UserChange> = BTreeMap::new();
+    let mut add = |user: &str, change: UserChange| {
+        // Kafka's rule: one change per user in a request.
+        if let Some(entry) = users.get_mut(user) {
+            *entry = Err((
+                ResponseError::DuplicateResource,
+                "A user credential cannot be altered twice in the same request".into(),
+            ));
+            return;
+        }
+        users.insert(user.to_string(), change);
+    };
+    for deletion in &request.deletions {
+        let change = checked(&deletion.name, deletion.mechanism)
+            .map(|hash| Change::Delete(deletion.name.to_string(), hash));
+        add(&deletion.name, change);
+    }
+    for upsertion in &request.upsertions {
+        add(&upsertion.name, upsert(upsertion));
+    }
+    users
+}
+
+/// The credential an upsertion sets, if its mechanism, iterations, salt and salted password
+/// are acceptable.
+fn upsert(upsertion: &ScramCredentialUpsertion) -> UserChange {
+    let hash = checked(&upsertion.name, upsertion.mechanism)?;
+    let iterations = u32::try_from(upsertion.iterations).unwrap_or(0);
+    if iterations < MIN_ITERATIONS {
+        return Err(unacceptable(format!(
+            "too few iterations ({}; at least {MIN_ITERATIONS})",
+            upsertion.iterations
+        )));
+    }
+    if iterations > MAX_ITERATIONS {
+        return Err(unacceptable(format!(
+            "too many iterations ({}; at most {MAX_ITERATIONS})",
+            upsertion.iterations
+        )));
+    }
+    if upsertion.salt.is_empty() || upsertion.salted_password.len() != hash.output_len() {
+        return Err(unacceptable(
+            "an empty salt or a salted password of the wrong length".into(),
+        ));
+    }
+    Ok(Change::Upsert(
+        upsertion.name.to_string(),
+        Credential::from_salted_password(
+            hash,
+            &upsertion.salted_password,
+            upsertion.salt.to_vec(),
+            iterations,
+        ),
+    ))
+}
+
+/// Writes the acceptable changes (all together, to the data dir) and gives each user, in
+/// name order, its error if any.
+async fn apply_changes(
+    broker: &Arc<Broker>,
+    users: BTreeMap<String, UserChange>,
+) -> Vec<(String, Refusal)> {
+    let mut results = Vec::with_capacity(users.len());
+    let mut changes = Vec::new();
+    // The index in `results` of each change's user.
+    let mut owners = Vec::new();
+    for (user, outcome) in users {
+        match outcome {
+            Ok(change) => {
+                owners.push(results.len());
+                changes.push(change);
+                results.push((user, None));
+            }
+            Err(refused) => results.push((user, Some(refused))),
+        }
+    }
+    if !changes.is_empty() {
+        let owner = broker.clone();
+        let applied = crate::blocking::spawn(move || owner.security.scram.alter(changes)).await;
+        let failed = match applied {
+            Ok(Ok(applied)) => {
+                for (&at, applied) in owners.iter().zip(applied) {
+                    if !applied {
+                        results[at].1 = Some((
+                            ResponseError::ResourceNotFound,
+                            "Attempt to delete a user credential that does not exist".into(),
+                        ));
+                    }
+                }
+                None
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "writing SCRAM credentials failed");
+                Some("the credentials could not be written")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "SCRAM credentials task failed");
+                Some("internal error")
+            }
+        };
+        if let Some(message) = failed {
+            for &at in &owners {
+                results[at].1 = Some((ResponseError::UnknownServerError, message.into()));
+            }
+        }
+    }
+    results
 }
 
 /// The mechanism of a change, if the user name and mechanism are acceptable.

@@ -15,7 +15,7 @@ use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
 };
 use kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, GroupId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -23,7 +23,7 @@ use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::groups::consumer::TopicPartition;
+use crate::groups::consumer::{ConsumerGroup, TopicPartition};
 
 /// "Not requested" for the authorized-operations field.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -46,92 +46,10 @@ impl Handler for ConsumerGroupDescribeRequest {
         ctx: &RequestContext,
     ) -> ConsumerGroupDescribeResponse {
         let operations = request.include_authorized_operations;
-        let text = |s: &str| StrBytes::from_string(s.to_string());
-        let assignment = |partitions: &BTreeSet<TopicPartition>| {
-            let topics = super::assignment::by_topic(partitions)
-                .into_iter()
-                .map(|(topic_id, partitions)| {
-                    let name = broker
-                        .log
-                        .topic_by_id(topic_id)
-                        .map(|t| t.name().to_string())
-                        .unwrap_or_default();
-                    TopicPartitions::default()
-                        .with_topic_id(topic_id)
-                        .with_topic_name(TopicName(text(&name)))
-                        .with_partitions(partitions)
-                })
-                .collect();
-            Assignment::default().with_topic_partitions(topics)
-        };
         let groups = request
             .group_ids
             .into_iter()
-            .map(|id| {
-                let described = DescribedGroup::default()
-                    .with_group_id(id.clone())
-                    .with_authorized_operations(OPERATIONS_OMITTED);
-                if !ctx.authorize_group(broker, Operation::Describe, &id) {
-                    return described
-                        .with_error_code(ResponseError::GroupAuthorizationFailed.code());
-                }
-                let described = if operations {
-                    let bits = ctx.authorized_operations(broker, ResourceType::Group, &id);
-                    described.with_authorized_operations(bits)
-                } else {
-                    described
-                };
-                let Some(group) = broker.consumer_groups.describe(&id) else {
-                    let why = format!("Group {} not found.", id.as_str());
-                    return described
-                        .with_error_code(ResponseError::GroupIdNotFound.code())
-                        .with_error_message(Some(text(&why)))
-                        .with_group_state(text("Dead"));
-                };
-                let empty = BTreeSet::new();
-                let members: Vec<Member> = group
-                    .members
-                    .iter()
-                    .map(|(member_id, m)| {
-                        let target = group.target.get(member_id).unwrap_or(&empty);
-                        Member::default()
-                            .with_member_id(text(member_id))
-                            .with_instance_id(m.instance_id.as_deref().map(text))
-                            .with_rack_id(m.rack_id.as_deref().map(text))
-                            .with_member_epoch(m.epoch)
-                            .with_client_id(text(&m.client_id))
-                            .with_client_host(text(&m.client_host))
-                            .with_subscribed_topic_names(
-                                m.topics.iter().map(|t| TopicName(text(t))).collect(),
-                            )
-                            .with_assignment(assignment(&m.assigned))
-                            .with_target_assignment(assignment(target))
-                            .with_member_type(CONSUMER_MEMBER)
-                    })
-                    .collect();
-                // As Kafka: a group whose members name a topic the principal may not DESCRIBE is
-                // TOPIC_AUTHORIZATION_FAILED, without its members.
-                let hidden = members.iter().any(|m| {
-                    let assigned = m.assignment.topic_partitions.iter().map(|t| &t.topic_name);
-                    m.subscribed_topic_names
-                        .iter()
-                        .chain(assigned)
-                        .any(|t| !ctx.authorize_topic(broker, Operation::Describe, t))
-                });
-                if hidden {
-                    return described
-                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                        .with_error_message(Some(text(
-                            "the group has topics the client is not authorized to describe",
-                        )));
-                }
-                described
-                    .with_group_state(text(group.state()))
-                    .with_group_epoch(group.epoch)
-                    .with_assignment_epoch(group.assignment_epoch)
-                    .with_assignor_name(text(&group.assignor))
-                    .with_members(members)
-            })
+            .map(|id| describe_group(broker, ctx, id, operations))
             .collect();
         ConsumerGroupDescribeResponse::default().with_groups(groups)
     }
@@ -143,4 +61,106 @@ impl Handler for ConsumerGroupDescribeRequest {
     fn each_error(r: &ConsumerGroupDescribeResponse, f: &mut dyn FnMut(i16)) {
         r.groups.iter().for_each(|g| f(g.error_code))
     }
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// One group as the principal may see it: refused, not found, hidden for its topics, or its
+/// state and members.
+fn describe_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    id: GroupId,
+    operations: bool,
+) -> DescribedGroup {
+    let described = DescribedGroup::default()
+        .with_group_id(id.clone())
+        .with_authorized_operations(OPERATIONS_OMITTED);
+    if !ctx.authorize_group(broker, Operation::Describe, &id) {
+        return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    let described = if operations {
+        let bits = ctx.authorized_operations(broker, ResourceType::Group, &id);
+        described.with_authorized_operations(bits)
+    } else {
+        described
+    };
+    let Some(group) = broker.consumer_groups.describe(&id) else {
+        let why = format!("Group {} not found.", id.as_str());
+        return described
+            .with_error_code(ResponseError::GroupIdNotFound.code())
+            .with_error_message(Some(text(&why)))
+            .with_group_state(text("Dead"));
+    };
+    let members = members(broker, &group);
+    // As Kafka: a group whose members name a topic the principal may not DESCRIBE is
+    // TOPIC_AUTHORIZATION_FAILED, without its members.
+    if hides_topics(broker, ctx, &members) {
+        return described
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            .with_error_message(Some(text(
+                "the group has topics the client is not authorized to describe",
+            )));
+    }
+    described
+        .with_group_state(text(group.state()))
+        .with_group_epoch(group.epoch)
+        .with_assignment_epoch(group.assignment_epoch)
+        .with_assignor_name(text(&group.assignor))
+        .with_members(members)
+}
+
+/// Each member of `group` with its subscription, current and target assignment.
+fn members(broker: &Broker, group: &ConsumerGroup) -> Vec<Member> {
+    let empty = BTreeSet::new();
+    group
+        .members
+        .iter()
+        .map(|(member_id, m)| {
+            let target = group.target.get(member_id).unwrap_or(&empty);
+            Member::default()
+                .with_member_id(text(member_id))
+                .with_instance_id(m.instance_id.as_deref().map(text))
+                .with_rack_id(m.rack_id.as_deref().map(text))
+                .with_member_epoch(m.epoch)
+                .with_client_id(text(&m.client_id))
+                .with_client_host(text(&m.client_host))
+                .with_subscribed_topic_names(m.topics.iter().map(|t| TopicName(text(t))).collect())
+                .with_assignment(assignment(broker, &m.assigned))
+                .with_target_assignment(assignment(broker, target))
+                .with_member_type(CONSUMER_MEMBER)
+        })
+        .collect()
+}
+
+/// `partitions` by topic, each topic with its id and name.
+fn assignment(broker: &Broker, partitions: &BTreeSet<TopicPartition>) -> Assignment {
+    let topics = super::assignment::by_topic(partitions)
+        .into_iter()
+        .map(|(topic_id, partitions)| {
+            let name = broker
+                .log
+                .topic_by_id(topic_id)
+                .map(|t| t.name().to_string())
+                .unwrap_or_default();
+            TopicPartitions::default()
+                .with_topic_id(topic_id)
+                .with_topic_name(TopicName(text(&name)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    Assignment::default().with_topic_partitions(topics)
+}
+
+/// Whether a member subscribes to or is assigned a topic the principal may not DESCRIBE.
+fn hides_topics(broker: &Broker, ctx: &RequestContext, members: &[Member]) -> bool {
+    members.iter().any(|m| {
+        let assigned = m.assignment.topic_partitions.iter().map(|t| &t.topic_name);
+        m.subscribed_topic_names
+            .iter()
+            .chain(assigned)
+            .any(|t| !ctx.authorize_topic(broker, Operation::Describe, t))
+    })
 }

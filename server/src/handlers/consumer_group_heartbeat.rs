@@ -37,12 +37,6 @@ impl Handler for ConsumerGroupHeartbeatRequest {
         ctx: &RequestContext,
     ) -> ConsumerGroupHeartbeatResponse {
         let group = request.group_id.to_string();
-        let fail = |error: ResponseError, message: Option<&str>| {
-            let message = message.map_or_else(|| error.to_string(), str::to_string);
-            ConsumerGroupHeartbeatResponse::default()
-                .with_error_code(error.code())
-                .with_error_message(Some(StrBytes::from_string(message)))
-        };
         if !ctx.authorize_group(broker, Operation::Read, &group) {
             return fail(ResponseError::GroupAuthorizationFailed, None);
         }
@@ -70,25 +64,7 @@ impl Handler for ConsumerGroupHeartbeatRequest {
                 return fail(ResponseError::GroupIdNotFound, Some(&why));
             }
         }
-        let owned: Option<BTreeSet<TopicPartition>> = request.topic_partitions.as_ref().map(|t| {
-            t.iter()
-                .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
-                .collect()
-        });
-        let beat = Beat {
-            member_id: member_id.clone(),
-            epoch: request.member_epoch,
-            instance_id: request.instance_id.as_ref().map(|i| i.to_string()),
-            rack_id: request.rack_id.as_ref().map(|r| r.to_string()),
-            rebalance_timeout_ms: request.rebalance_timeout_ms,
-            topics: request
-                .subscribed_topic_names
-                .map(|names| names.into_iter().map(|n| n.to_string()).collect()),
-            assignor: request.server_assignor.map(|a| a.to_string()),
-            owned,
-            client_id: ctx.client_id.clone(),
-            client_host: format!("/{}", ctx.peer.ip()),
-        };
+        let beat = beat(request, ctx, member_id.clone());
         let metadata = |topic: &str| {
             let t = broker.log.topic(topic)?;
             Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
@@ -109,18 +85,7 @@ impl Handler for ConsumerGroupHeartbeatRequest {
                 return fail(error, None).with_heartbeat_interval_ms(response.heartbeat_interval_ms)
             }
         };
-        let assignment = answer.assignment.map(|partitions| {
-            Assignment::default().with_topic_partitions(
-                super::assignment::by_topic(&partitions)
-                    .into_iter()
-                    .map(|(topic_id, partitions)| {
-                        TopicPartitions::default()
-                            .with_topic_id(topic_id)
-                            .with_partitions(partitions)
-                    })
-                    .collect(),
-            )
-        });
+        let assignment = answer.assignment.as_ref().map(assignment);
         response
             .with_member_id(Some(StrBytes::from_string(member_id)))
             .with_member_epoch(answer.member_epoch)
@@ -134,6 +99,51 @@ impl Handler for ConsumerGroupHeartbeatRequest {
     fn each_error(r: &ConsumerGroupHeartbeatResponse, f: &mut dyn FnMut(i16)) {
         f(r.error_code)
     }
+}
+
+/// The answer of a refused heartbeat: `error`, with `message` or the error's own.
+fn fail(error: ResponseError, message: Option<&str>) -> ConsumerGroupHeartbeatResponse {
+    let message = message.map_or_else(|| error.to_string(), str::to_string);
+    ConsumerGroupHeartbeatResponse::default()
+        .with_error_code(error.code())
+        .with_error_message(Some(StrBytes::from_string(message)))
+}
+
+/// The heartbeat of `member_id` as the group coordinator takes it.
+fn beat(request: ConsumerGroupHeartbeatRequest, ctx: &RequestContext, member_id: String) -> Beat {
+    let owned: Option<BTreeSet<TopicPartition>> = request.topic_partitions.as_ref().map(|t| {
+        t.iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
+            .collect()
+    });
+    Beat {
+        member_id,
+        epoch: request.member_epoch,
+        instance_id: request.instance_id.as_ref().map(|i| i.to_string()),
+        rack_id: request.rack_id.as_ref().map(|r| r.to_string()),
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        topics: request
+            .subscribed_topic_names
+            .map(|names| names.into_iter().map(|n| n.to_string()).collect()),
+        assignor: request.server_assignor.map(|a| a.to_string()),
+        owned,
+        client_id: ctx.client_id.clone(),
+        client_host: format!("/{}", ctx.peer.ip()),
+    }
+}
+
+/// A member's assignment, by topic id.
+fn assignment(partitions: &BTreeSet<TopicPartition>) -> Assignment {
+    Assignment::default().with_topic_partitions(
+        super::assignment::by_topic(partitions)
+            .into_iter()
+            .map(|(topic_id, partitions)| {
+                TopicPartitions::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(partitions)
+            })
+            .collect(),
+    )
 }
 
 /// Kafka's checks of a heartbeat on its own (the message is Kafka's too).

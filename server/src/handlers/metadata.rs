@@ -26,7 +26,7 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use log_core::{Topic, TopicError};
+use log_core::{Topic, TopicError, Uuid};
 
 use super::bounds::Counts;
 use super::errors;
@@ -53,48 +53,12 @@ impl Handler for MetadataRequest {
         ctx: &RequestContext,
     ) -> MetadataResponse {
         let node = BrokerId(broker.config.node_id);
-        // Topics asked by id (v10+, as share consumers do) are answered under their names; an
-        // unknown id answers UNKNOWN_TOPIC_ID.
-        let mut unknown_ids = Vec::new();
-        // Asked by id and not DESCRIBE-able: echoed by id only.
-        let mut denied_ids = Vec::new();
         let listing = !matches!(&request.topics, Some(t) if !(ctx.version == 0 && t.is_empty()));
-        let names: Vec<String> = match &request.topics {
-            // v0: an empty list means every topic; v1+: null means every topic.
-            Some(topics) if !(ctx.version == 0 && topics.is_empty()) => topics
-                .iter()
-                .filter_map(|t| match &t.name {
-                    Some(name) => Some(name.to_string()),
-                    None => match broker.log.topic_by_id(t.topic_id) {
-                        Some(topic)
-                            if !ctx.authorize_topic(broker, Operation::Describe, topic.name()) =>
-                        {
-                            denied_ids.push(t.topic_id);
-                            None
-                        }
-                        Some(topic) => Some(topic.name().to_string()),
-                        None => {
-                            unknown_ids.push(t.topic_id);
-                            None
-                        }
-                    },
-                })
-                .collect(),
-            // Every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
-            _ => broker
-                .log
-                .topics()
-                .iter()
-                .map(|t| t.name().to_string())
-                .chain(
-                    broker
-                        .log
-                        .offline_topics()
-                        .into_iter()
-                        .map(|(name, _)| name),
-                )
-                .collect(),
-        };
+        let Requested {
+            names,
+            unknown_ids,
+            denied_ids,
+        } = requested(broker, &request, ctx);
         // Listed: only the DESCRIBE-able. Named: the others are refused without a lookup.
         let (names, denied): (Vec<String>, Vec<String>) = names
             .into_iter()
@@ -110,59 +74,16 @@ impl Handler for MetadataRequest {
             .iter()
             .map(|name| lookup(broker, name, create, may_create))
             .collect();
-        // The topics to create (a token taken for each), created in one go off the async workers.
-        let missing: Vec<(usize, String)> = found
-            .iter()
-            .zip(&names)
-            .enumerate()
-            .filter(|(_, (f, _))| matches!(f, Found::ToCreate))
-            .map(|(i, (_, name))| (i, name.clone()))
-            .collect();
-        if !missing.is_empty() {
-            let owner = broker.clone();
-            let created = crate::blocking::spawn(move || {
-                missing
-                    .into_iter()
-                    .map(|(i, name)| (i, auto_create(&owner, &name)))
-                    .collect::<Vec<_>>()
-            })
-            .await;
-            match created {
-                Ok(created) => {
-                    for (i, topic) in created {
-                        found[i] = topic;
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "topic auto-creation task failed");
-                    for f in &mut found {
-                        if matches!(f, Found::ToCreate) {
-                            *f = Found::Error(ResponseError::UnknownServerError);
-                        }
-                    }
-                }
-            }
-        }
-        let by_id = |id, error: ResponseError| {
-            MetadataResponseTopic::default()
-                .with_topic_id(id)
-                .with_error_code(error.code())
-                .with_topic_authorized_operations(OPERATIONS_OMITTED)
-        };
+        create_missing(broker, &names, &mut found).await;
         let unknown = unknown_ids
             .into_iter()
-            .map(|id| by_id(id, ResponseError::UnknownTopicId))
+            .map(|id| refused_by_id(id, ResponseError::UnknownTopicId))
             .chain(
                 denied_ids
                     .into_iter()
-                    .map(|id| by_id(id, ResponseError::TopicAuthorizationFailed)),
+                    .map(|id| refused_by_id(id, ResponseError::TopicAuthorizationFailed)),
             );
-        let denied = denied.into_iter().map(|name| {
-            MetadataResponseTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_string(name))))
-                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                .with_topic_authorized_operations(OPERATIONS_OMITTED)
-        });
+        let denied = denied.into_iter().map(refused_by_name);
         let topic_operations = ctx.version >= 8 && request.include_topic_authorized_operations;
         let topics = names
             .into_iter()
@@ -173,25 +94,7 @@ impl Handler for MetadataRequest {
                 } else {
                     OPERATIONS_OMITTED
                 };
-                let response = MetadataResponseTopic::default()
-                    .with_is_internal(Broker::is_internal(&name))
-                    .with_name(Some(TopicName(StrBytes::from_string(name))))
-                    .with_topic_authorized_operations(operations);
-                match topic {
-                    Found::Topic(topic) => response
-                        .with_topic_id(topic.id())
-                        .with_partitions(partitions(&topic, node)),
-                    Found::Offline(count) => {
-                        response.with_partitions(offline_partitions(count, node))
-                    }
-                    Found::Error(e) => response
-                        .with_error_code(e.code())
-                        .with_topic_authorized_operations(OPERATIONS_OMITTED),
-                    // Every topic to create was replaced by its outcome above.
-                    Found::ToCreate => {
-                        response.with_error_code(ResponseError::UnknownServerError.code())
-                    }
-                }
+                answer_topic(name, topic, operations, node)
             })
             .chain(unknown)
             .chain(denied)
@@ -232,6 +135,141 @@ enum Found {
     Offline(u32),
     Error(ResponseError),
     ToCreate,
+}
+
+/// The topics a request names, by name, before DESCRIBE is checked on them.
+struct Requested {
+    /// Asked by name, or by an id DESCRIBE-able under its name; or every topic.
+    names: Vec<String>,
+    /// Asked by an id no topic has (answered UNKNOWN_TOPIC_ID).
+    unknown_ids: Vec<Uuid>,
+    /// Asked by id and not DESCRIBE-able: echoed by id only.
+    denied_ids: Vec<Uuid>,
+}
+
+/// The topics asked for: by name, by id (v10+, as share consumers do; answered under their
+/// names), or every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
+fn requested(broker: &Broker, request: &MetadataRequest, ctx: &RequestContext) -> Requested {
+    let mut unknown_ids = Vec::new();
+    let mut denied_ids = Vec::new();
+    let names: Vec<String> = match &request.topics {
+        // v0: an empty list means every topic; v1+: null means every topic.
+        Some(topics) if !(ctx.version == 0 && topics.is_empty()) => topics
+            .iter()
+            .filter_map(|t| match &t.name {
+                Some(name) => Some(name.to_string()),
+                None => match broker.log.topic_by_id(t.topic_id) {
+                    Some(topic)
+                        if !ctx.authorize_topic(broker, Operation::Describe, topic.name()) =>
+                    {
+                        denied_ids.push(t.topic_id);
+                        None
+                    }
+                    Some(topic) => Some(topic.name().to_string()),
+                    None => {
+                        unknown_ids.push(t.topic_id);
+                        None
+                    }
+                },
+            })
+            .collect(),
+        _ => broker
+            .log
+            .topics()
+            .iter()
+            .map(|t| t.name().to_string())
+            .chain(
+                broker
+                    .log
+                    .offline_topics()
+                    .into_iter()
+                    .map(|(name, _)| name),
+            )
+            .collect(),
+    };
+    Requested {
+        names,
+        unknown_ids,
+        denied_ids,
+    }
+}
+
+/// Creates the topics to create (a token taken for each) in one go off the async workers, each
+/// replacing its [`Found::ToCreate`] in `found` (which follows `names`).
+async fn create_missing(broker: &Arc<Broker>, names: &[String], found: &mut [Found]) {
+    let missing: Vec<(usize, String)> = found
+        .iter()
+        .zip(names)
+        .enumerate()
+        .filter(|(_, (f, _))| matches!(f, Found::ToCreate))
+        .map(|(i, (_, name))| (i, name.clone()))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let owner = broker.clone();
+    let created = crate::blocking::spawn(move || {
+        missing
+            .into_iter()
+            .map(|(i, name)| (i, auto_create(&owner, &name)))
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match created {
+        Ok(created) => {
+            for (i, topic) in created {
+                found[i] = topic;
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "topic auto-creation task failed");
+            for f in found {
+                if matches!(f, Found::ToCreate) {
+                    *f = Found::Error(ResponseError::UnknownServerError);
+                }
+            }
+        }
+    }
+}
+
+/// A topic asked for by id and answered `error`: the id echoed, no name.
+fn refused_by_id(id: Uuid, error: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_topic_id(id)
+        .with_error_code(error.code())
+        .with_topic_authorized_operations(OPERATIONS_OMITTED)
+}
+
+/// A topic asked for by name without DESCRIBE on it: the name echoed, no id.
+fn refused_by_name(name: String) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(name))))
+        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        .with_topic_authorized_operations(OPERATIONS_OMITTED)
+}
+
+/// A DESCRIBE-able topic's entry: its id and partitions, its offline partitions, or its error.
+fn answer_topic(
+    name: String,
+    topic: Found,
+    operations: i32,
+    node: BrokerId,
+) -> MetadataResponseTopic {
+    let response = MetadataResponseTopic::default()
+        .with_is_internal(Broker::is_internal(&name))
+        .with_name(Some(TopicName(StrBytes::from_string(name))))
+        .with_topic_authorized_operations(operations);
+    match topic {
+        Found::Topic(topic) => response
+            .with_topic_id(topic.id())
+            .with_partitions(partitions(&topic, node)),
+        Found::Offline(count) => response.with_partitions(offline_partitions(count, node)),
+        Found::Error(e) => response
+            .with_error_code(e.code())
+            .with_topic_authorized_operations(OPERATIONS_OMITTED),
+        // Every topic to create was replaced by its outcome (create_missing).
+        Found::ToCreate => response.with_error_code(ResponseError::UnknownServerError.code()),
+    }
 }
 
 /// The topic if it exists; otherwise why not, or [`Found::ToCreate`] when it is to be

@@ -10,10 +10,12 @@ use std::sync::Arc;
 
 use acl::Operation;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use log_core::Topic;
 
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
@@ -38,26 +40,7 @@ impl Handler for OffsetCommitRequest {
         ctx: &RequestContext,
     ) -> OffsetCommitResponse {
         let group = request.group_id.to_string();
-        let group_error = if ctx.authorize_group(broker, Operation::Read, &group) {
-            let consumer = broker.consumer_groups.check_member(
-                &group,
-                Some(&request.member_id),
-                request.generation_id_or_member_epoch,
-                Some(ctx.version),
-            );
-            match consumer {
-                Some(checked) => checked.err(),
-                None => membership_error(
-                    broker,
-                    &group,
-                    request.generation_id_or_member_epoch,
-                    &request.member_id,
-                    request.group_instance_id.as_deref(),
-                ),
-            }
-        } else {
-            Some(ResponseError::GroupAuthorizationFailed)
-        };
+        let group_error = group_error(broker, &request, ctx, &group);
         let now = log_core::now_ms();
         // Per partition: Ok(commit to store) or the partition's error.
         let mut checked: Vec<(String, Vec<PartitionCheck>)> = Vec::new();
@@ -65,84 +48,24 @@ impl Handler for OffsetCommitRequest {
             let name = topic.name.to_string();
             let exists = broker.log.topic(&name);
             let readable = ctx.authorize_topic(broker, Operation::Read, &name);
+            let refused =
+                group_error.or((!readable).then_some(ResponseError::TopicAuthorizationFailed));
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
-                    let result = if let Some(error) = group_error {
-                        Err(error)
-                    } else if !readable {
-                        Err(ResponseError::TopicAuthorizationFailed)
-                    } else if p
-                        .committed_metadata
-                        .as_ref()
-                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
-                    {
-                        Err(ResponseError::OffsetMetadataTooLarge)
-                    } else if !exists.as_ref().is_some_and(|t| {
-                        u32::try_from(p.partition_index).is_ok_and(|i| t.partition(i).is_some())
-                    }) {
-                        Err(ResponseError::UnknownTopicOrPartition)
-                    } else {
-                        Ok(Committed {
-                            offset: p.committed_offset,
-                            leader_epoch: p.committed_leader_epoch,
-                            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                            commit_timestamp: now,
-                        })
-                    };
-                    (p.partition_index, result)
+                    (
+                        p.partition_index,
+                        check_partition(p, refused, exists.as_deref(), now),
+                    )
                 })
                 .collect();
             checked.push((name, partitions));
         }
-        let commits: Vec<((String, i32), Committed)> = checked
-            .iter()
-            .flat_map(|(topic, partitions)| {
-                partitions.iter().filter_map(|(index, r)| {
-                    r.as_ref()
-                        .ok()
-                        .map(|c| ((topic.clone(), *index), c.clone()))
-                })
-            })
-            .collect();
-        let stored = if commits.is_empty() {
-            Ok(())
-        } else {
-            let owner = broker.clone();
-            let id = group.clone();
-            match crate::blocking::spawn(move || owner.offsets.commit(&id, commits)).await {
-                Ok(stored) => stored.map_err(|e| {
-                    tracing::error!(group = %group, error = %e, "storing offsets failed");
-                    errors::offsets(&e)
-                }),
-                Err(e) => {
-                    tracing::error!(group = %group, error = %e, "offset commit task failed");
-                    Err(ResponseError::UnknownServerError)
-                }
-            }
-        };
-        let store_error = stored.err();
+        let store_error = store(broker, group, &checked).await;
         let topics = checked
             .into_iter()
-            .map(|(name, partitions)| {
-                OffsetCommitResponseTopic::default()
-                    .with_name(kafka_protocol::messages::TopicName(name.into()))
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|(index, r)| {
-                                let code = match r {
-                                    Err(e) => e.code(),
-                                    Ok(_) => store_error.map_or(0, |e| e.code()),
-                                };
-                                OffsetCommitResponsePartition::default()
-                                    .with_partition_index(index)
-                                    .with_error_code(code)
-                            })
-                            .collect(),
-                    )
-            })
+            .map(|(name, partitions)| answer_topic(name, partitions, store_error))
             .collect();
         OffsetCommitResponse::default().with_topics(topics)
     }
@@ -157,6 +80,124 @@ impl Handler for OffsetCommitRequest {
             .flat_map(|t| &t.partitions)
             .for_each(|p| f(p.error_code))
     }
+}
+
+/// Why no partition of the request may be committed (the group refused, or the member's
+/// generation or epoch), if so.
+fn group_error(
+    broker: &Broker,
+    request: &OffsetCommitRequest,
+    ctx: &RequestContext,
+    group: &str,
+) -> Option<ResponseError> {
+    if !ctx.authorize_group(broker, Operation::Read, group) {
+        return Some(ResponseError::GroupAuthorizationFailed);
+    }
+    let consumer = broker.consumer_groups.check_member(
+        group,
+        Some(&request.member_id),
+        request.generation_id_or_member_epoch,
+        Some(ctx.version),
+    );
+    match consumer {
+        Some(checked) => checked.err(),
+        None => membership_error(
+            broker,
+            group,
+            request.generation_id_or_member_epoch,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+        ),
+    }
+}
+
+/// A partition's commit, or why it is refused: `refused` (the group's or the topic's error),
+/// metadata too large, or an unknown partition of `topic`.
+fn check_partition(
+    p: &OffsetCommitRequestPartition,
+    refused: Option<ResponseError>,
+    topic: Option<&Topic>,
+    now: i64,
+) -> Result<Committed, ResponseError> {
+    if let Some(error) = refused {
+        Err(error)
+    } else if p
+        .committed_metadata
+        .as_ref()
+        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+    {
+        Err(ResponseError::OffsetMetadataTooLarge)
+    } else if !topic
+        .is_some_and(|t| u32::try_from(p.partition_index).is_ok_and(|i| t.partition(i).is_some()))
+    {
+        Err(ResponseError::UnknownTopicOrPartition)
+    } else {
+        Ok(Committed {
+            offset: p.committed_offset,
+            leader_epoch: p.committed_leader_epoch,
+            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            commit_timestamp: now,
+        })
+    }
+}
+
+/// Stores the accepted commits into `__consumer_offsets`, off the async workers; the error of
+/// every accepted partition if that fails.
+async fn store(
+    broker: &Arc<Broker>,
+    group: String,
+    checked: &[(String, Vec<PartitionCheck>)],
+) -> Option<ResponseError> {
+    let commits: Vec<((String, i32), Committed)> = checked
+        .iter()
+        .flat_map(|(topic, partitions)| {
+            partitions.iter().filter_map(|(index, r)| {
+                r.as_ref()
+                    .ok()
+                    .map(|c| ((topic.clone(), *index), c.clone()))
+            })
+        })
+        .collect();
+    if commits.is_empty() {
+        return None;
+    }
+    let owner = broker.clone();
+    let id = group.clone();
+    let stored = match crate::blocking::spawn(move || owner.offsets.commit(&id, commits)).await {
+        Ok(stored) => stored.map_err(|e| {
+            tracing::error!(group = %group, error = %e, "storing offsets failed");
+            errors::offsets(&e)
+        }),
+        Err(e) => {
+            tracing::error!(group = %group, error = %e, "offset commit task failed");
+            Err(ResponseError::UnknownServerError)
+        }
+    };
+    stored.err()
+}
+
+/// A topic's answer: each partition's error, or the store's for those accepted.
+fn answer_topic(
+    name: String,
+    partitions: Vec<PartitionCheck>,
+    store_error: Option<ResponseError>,
+) -> OffsetCommitResponseTopic {
+    OffsetCommitResponseTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(name.into()))
+        .with_partitions(
+            partitions
+                .into_iter()
+                .map(|(index, r)| {
+                    let code = match r {
+                        Err(e) => e.code(),
+                        Ok(_) => store_error.map_or(0, |e| e.code()),
+                    };
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(code)
+                })
+                .collect(),
+        )
 }
 
 /// Why this member may not commit to this group now, if it may not.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -46,54 +47,23 @@ impl Handler for TxnOffsetCommitRequest {
     ) -> TxnOffsetCommitResponse {
         let id = request.transactional_id.to_string();
         let group = request.group_id.to_string();
-        let request_error =
-            if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, &id) {
-                Some(ResponseError::TransactionalIdAuthorizationFailed)
-            } else if !ctx.authorize_group(broker, Operation::Read, &group) {
-                Some(ResponseError::GroupAuthorizationFailed)
-            } else if ctx.version >= 3 {
-                membership_error(
-                    broker,
-                    &group,
-                    request.generation_id,
-                    &request.member_id,
-                    request.group_instance_id.as_deref(),
-                )
-            } else if group.is_empty() {
-                Some(ResponseError::InvalidGroupId)
-            } else {
-                None
-            };
+        let request_error = request_error(broker, &request, ctx, &id, &group);
         // Per topic, per partition: the offset to commit, or the partition's error.
         let mut checked: Vec<(String, Vec<PartitionCheck>)> =
             Vec::with_capacity(request.topics.len());
         for topic in &request.topics {
             let name = topic.name.to_string();
             let readable = ctx.authorize_topic(broker, Operation::Read, &name);
+            let refused =
+                request_error.or((!readable).then_some(ResponseError::TopicAuthorizationFailed));
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
-                    let result = if let Some(error) = request_error {
-                        Err(error)
-                    } else if !readable {
-                        Err(ResponseError::TopicAuthorizationFailed)
-                    } else if p
-                        .committed_metadata
-                        .as_ref()
-                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
-                    {
-                        Err(ResponseError::OffsetMetadataTooLarge)
-                    } else if broker.partition(&name, p.partition_index).is_none() {
-                        Err(ResponseError::UnknownTopicOrPartition)
-                    } else {
-                        Ok(PendingOffset {
-                            offset: p.committed_offset,
-                            leader_epoch: p.committed_leader_epoch,
-                            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                        })
-                    };
-                    (p.partition_index, result)
+                    (
+                        p.partition_index,
+                        check_partition(broker, &name, p, refused),
+                    )
                 })
                 .collect();
             checked.push((name, partitions));
@@ -128,20 +98,7 @@ impl Handler for TxnOffsetCommitRequest {
         let store_code = stored.err().map_or(0, |e| e.code());
         let topics = checked
             .into_iter()
-            .map(|(name, partitions)| {
-                TxnOffsetCommitResponseTopic::default()
-                    .with_name(kafka_protocol::messages::TopicName(name.into()))
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|(index, r)| {
-                                TxnOffsetCommitResponsePartition::default()
-                                    .with_partition_index(index)
-                                    .with_error_code(r.map_or_else(|e| e.code(), |_| store_code))
-                            })
-                            .collect(),
-                    )
-            })
+            .map(|(name, partitions)| answer_topic(name, partitions, store_code))
             .collect();
         TxnOffsetCommitResponse::default().with_topics(topics)
     }
@@ -156,4 +113,79 @@ impl Handler for TxnOffsetCommitRequest {
             .flat_map(|t| &t.partitions)
             .for_each(|p| f(p.error_code))
     }
+}
+
+/// Why no partition of the request may be committed (the transactional id or group refused,
+/// the member's generation, or an empty group id), if so.
+fn request_error(
+    broker: &Broker,
+    request: &TxnOffsetCommitRequest,
+    ctx: &RequestContext,
+    id: &str,
+    group: &str,
+) -> Option<ResponseError> {
+    if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !ctx.authorize_group(broker, Operation::Read, group) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else if ctx.version >= 3 {
+        membership_error(
+            broker,
+            group,
+            request.generation_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+        )
+    } else if group.is_empty() {
+        Some(ResponseError::InvalidGroupId)
+    } else {
+        None
+    }
+}
+
+/// A partition's offset to commit, or why it is refused: `refused` (the request's or the
+/// topic's error), metadata too large, or an unknown partition.
+fn check_partition(
+    broker: &Broker,
+    topic: &str,
+    p: &TxnOffsetCommitRequestPartition,
+    refused: Option<ResponseError>,
+) -> Result<PendingOffset, ResponseError> {
+    if let Some(error) = refused {
+        Err(error)
+    } else if p
+        .committed_metadata
+        .as_ref()
+        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+    {
+        Err(ResponseError::OffsetMetadataTooLarge)
+    } else if broker.partition(topic, p.partition_index).is_none() {
+        Err(ResponseError::UnknownTopicOrPartition)
+    } else {
+        Ok(PendingOffset {
+            offset: p.committed_offset,
+            leader_epoch: p.committed_leader_epoch,
+            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+        })
+    }
+}
+
+/// A topic's answer: each partition's error, or `store_code` for those accepted.
+fn answer_topic(
+    name: String,
+    partitions: Vec<PartitionCheck>,
+    store_code: i16,
+) -> TxnOffsetCommitResponseTopic {
+    TxnOffsetCommitResponseTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(name.into()))
+        .with_partitions(
+            partitions
+                .into_iter()
+                .map(|(index, r)| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(r.map_or_else(|e| e.code(), |_| store_code))
+                })
+                .collect(),
+        )
 }
