@@ -24,10 +24,11 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::broker::Broker;
-use crate::frame::{FrameLimits, FrameReader};
+use crate::frame::{Frame, FrameLimits, FrameReader};
 use crate::handlers::request::{self, Session, SCRATCH_IDLE_RELEASE};
 use crate::limits::{Activity, Phase, Slot};
 use crate::metrics::AuthFailure;
+use crate::response::Response;
 use crate::security::{tls, Listener, Principal};
 
 /// How long a response (or what is left in the write buffer) may take to go out once shutdown
@@ -126,6 +127,8 @@ async fn release_share_sessions(broker: &Arc<Broker>, peer: SocketAddr) {
     }
 }
 
+/// Serves requests one at a time: waits for the next request, reads its frame, handles it,
+/// writes the response, sits out a quota throttle; then flushes what is left.
 async fn serve_in_span<R, W>(
     broker: Arc<Broker>,
     reader: R,
@@ -140,19 +143,8 @@ async fn serve_in_span<R, W>(
     let mut reader = FrameReader::new(reader);
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     let mut shutdown = broker.shutdown.clone();
-    let limits = &broker.config.limits;
-    let sasl = &broker.security.sasl;
-    let authenticated_limits = FrameLimits {
-        max_request_bytes: broker.config.max_request_bytes,
-        max_non_produce_request_bytes: limits.max_non_produce_request_bytes,
-        unauthenticated: None,
-    };
-    // Before authentication a request is small (sasl.server.max.receive.size).
-    let unauthenticated_limits = FrameLimits {
-        unauthenticated: Some(sasl.max_receive_size.min(broker.config.max_request_bytes)),
-        ..authenticated_limits
-    };
-    let auth_deadline = started + sasl.authentication_timeout;
+    let limits = ConnectionLimits::new(&broker);
+    let auth_deadline = started + broker.security.sasl.authentication_timeout;
     loop {
         if broker.is_shutting_down() {
             break;
@@ -172,43 +164,18 @@ async fn serve_in_span<R, W>(
             break;
         }
         activity.set(Phase::Partial, Instant::now());
-        let frame_limits = if session.unauthenticated() {
-            &unauthenticated_limits
-        } else {
-            &authenticated_limits
-        };
-        let mut read_timeout = limits.request_read_timeout;
-        if let Some(deadline) = deadline {
-            read_timeout =
-                read_timeout.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-        }
-        let read = tokio::time::timeout(
-            read_timeout,
-            reader.read_frame(frame_limits, &broker.request_budget),
-        );
-        let frame = tokio::select! {
-            biased;
-            frame = read => frame,
-            _ = shutdown.changed() => break,
-            () = activity.evicted() => {
-                tracing::debug!("closing a half-sent request's connection to make room for a new one from the same address (--max-connections-per-ip)");
-                break;
-            }
-        };
-        let frame = match frame {
-            Ok(Ok(Some(frame))) => frame,
-            Ok(Ok(None)) => break,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "closing connection");
-                break;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    timeout_ms = limits.request_read_timeout.as_millis(),
-                    "closing connection: a request did not arrive whole within --request-read-timeout-ms"
-                );
-                break;
-            }
+        let frame_limits = limits.for_session(&session);
+        let Some(frame) = read_request(
+            &mut reader,
+            &broker,
+            frame_limits,
+            deadline,
+            &mut shutdown,
+            activity,
+        )
+        .await
+        else {
+            break;
         };
         activity.set(Phase::Busy, Instant::now());
         let (frame, budget) = frame.into_parts();
@@ -217,28 +184,9 @@ async fn serve_in_span<R, W>(
         drop(budget);
         match handled {
             Ok(Some(response)) => {
-                // Each response goes out before the next request is handled: that request may
-                // wait (a long-polling fetch, a JoinGroup) and must not hold this one back. A
-                // client that stops reading cannot hold up shutdown either: once shutdown
-                // begins, the response gets a last short chance to go out. (Most responses
-                // that meet shutdown here are the ones shutdown itself answered.)
                 let len = response.encoded_len();
-                {
-                    let written = response.write_to(&mut writer);
-                    tokio::pin!(written);
-                    tokio::select! {
-                        biased;
-                        result = &mut written => {
-                            if let Err(e) = result {
-                                tracing::debug!(error = %e, "client went away");
-                                return;
-                            }
-                        }
-                        _ = shutdown.changed() => {
-                            let _ = tokio::time::timeout(SHUTDOWN_WRITE, written).await;
-                            return;
-                        }
-                    }
+                if !write_response(&response, &mut writer, &mut shutdown).await {
+                    return;
                 }
                 drop(response);
                 session.recycle(len);
@@ -252,19 +200,137 @@ async fn serve_in_span<R, W>(
                 break;
             }
         }
-        // KIP-219: a client over its quota got its response with `throttle_time_ms`; the
-        // connection reads nothing more for that long.
-        if let Some(throttle) = session.take_throttle() {
-            tokio::select! {
-                biased;
-                _ = shutdown.changed() => break,
-                () = tokio::time::sleep(throttle) => {}
-            }
+        if !sit_out_throttle(&mut session, &mut shutdown).await {
+            break;
         }
         activity.set(Phase::Idle, Instant::now());
     }
     // Whatever is buffered goes out, unless the client stopped reading.
     let _ = tokio::time::timeout(SHUTDOWN_WRITE, writer.flush()).await;
+}
+
+/// The largest request a connection reads, before and after it authenticated.
+struct ConnectionLimits {
+    authenticated: FrameLimits,
+    unauthenticated: FrameLimits,
+}
+
+impl ConnectionLimits {
+    fn new(broker: &Broker) -> Self {
+        let authenticated = FrameLimits {
+            max_request_bytes: broker.config.max_request_bytes,
+            max_non_produce_request_bytes: broker.config.limits.max_non_produce_request_bytes,
+            unauthenticated: None,
+        };
+        // Before authentication a request is small (sasl.server.max.receive.size).
+        let sasl = &broker.security.sasl;
+        let unauthenticated = FrameLimits {
+            unauthenticated: Some(sasl.max_receive_size.min(broker.config.max_request_bytes)),
+            ..authenticated
+        };
+        ConnectionLimits {
+            authenticated,
+            unauthenticated,
+        }
+    }
+
+    fn for_session(&self, session: &Session) -> &FrameLimits {
+        if session.unauthenticated() {
+            &self.unauthenticated
+        } else {
+            &self.authenticated
+        }
+    }
+}
+
+/// Reads the rest of a request whose first bytes are here, within `--request-read-timeout-ms`
+/// (and the authentication deadline, if any). `None` when the connection is over: the frame was
+/// unreadable or late (logged), the client closed it, the broker is shutting down or the
+/// connection was evicted.
+async fn read_request<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader<R>,
+    broker: &Broker,
+    frame_limits: &FrameLimits,
+    auth_deadline: Option<tokio::time::Instant>,
+    shutdown: &mut watch::Receiver<bool>,
+    activity: &Activity,
+) -> Option<Frame> {
+    let request_read_timeout = broker.config.limits.request_read_timeout;
+    let mut read_timeout = request_read_timeout;
+    if let Some(deadline) = auth_deadline {
+        read_timeout =
+            read_timeout.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+    }
+    let read = tokio::time::timeout(
+        read_timeout,
+        reader.read_frame(frame_limits, &broker.request_budget),
+    );
+    let frame = tokio::select! {
+        biased;
+        frame = read => frame,
+        _ = shutdown.changed() => return None,
+        () = activity.evicted() => {
+            tracing::debug!("closing a half-sent request's connection to make room for a new one from the same address (--max-connections-per-ip)");
+            return None;
+        }
+    };
+    match frame {
+        Ok(Ok(frame)) => frame,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "closing connection");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = request_read_timeout.as_millis(),
+                "closing connection: a request did not arrive whole within --request-read-timeout-ms"
+            );
+            None
+        }
+    }
+}
+
+/// Writes one response; `false` when the connection is over (the client went away, or shutdown
+/// began while it was going out).
+///
+/// Each response goes out before the next request is handled: that request may wait (a
+/// long-polling fetch, a JoinGroup) and must not hold this one back. A client that stops reading
+/// cannot hold up shutdown either: once shutdown begins, the response gets a last short chance to
+/// go out. (Most responses that meet shutdown here are the ones shutdown itself answered.)
+async fn write_response<W: AsyncWrite + Unpin>(
+    response: &Response,
+    writer: &mut W,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    let written = response.write_to(writer);
+    tokio::pin!(written);
+    tokio::select! {
+        biased;
+        result = &mut written => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "client went away");
+                return false;
+            }
+            true
+        }
+        _ = shutdown.changed() => {
+            let _ = tokio::time::timeout(SHUTDOWN_WRITE, written).await;
+            false
+        }
+    }
+}
+
+/// KIP-219: a client over its quota got its response with `throttle_time_ms`; the connection
+/// reads nothing more for that long. `false` when shutdown began meanwhile.
+async fn sit_out_throttle(session: &mut Session, shutdown: &mut watch::Receiver<bool>) -> bool {
+    if let Some(throttle) = session.take_throttle() {
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => return false,
+            () = tokio::time::sleep(throttle) => {}
+        }
+    }
+    true
 }
 
 /// Waits, between requests, for the first bytes of the next one. `false` when the connection
