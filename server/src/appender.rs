@@ -124,6 +124,16 @@ pub fn is_internal(topic: &str) -> bool {
     topic.starts_with("__")
 }
 
+/// A transaction marker to write: whose transaction it ends, at which producer and coordinator
+/// epochs, and whether it commits or aborts.
+#[derive(Debug, Clone, Copy)]
+pub struct Marker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    pub kind: ControlType,
+}
+
 /// What an append reads and records: the parts of the broker context it uses.
 #[derive(Debug, Clone, Copy)]
 pub struct Appender<'a> {
@@ -243,18 +253,20 @@ impl Appender<'_> {
     /// does, and then wakes long-polling fetches (`Broker::appended.notify_waiters()`):
     /// under durability `always` a marker moves the last stable offset only once it is on
     /// disk. This call wakes them too (the other durabilities show it at once).
-    #[allow(clippy::too_many_arguments)]
     #[allow(dead_code, reason = "called by the transaction coordinator (issue 26)")]
     pub fn write_marker(
         &self,
         topic: &str,
         index: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        coordinator_epoch: i32,
-        kind: ControlType,
+        marker: Marker,
         mode: AppendMode,
     ) -> Result<Appended, ProduceError> {
+        let Marker {
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            kind,
+        } = marker;
         if is_internal(topic) {
             return Err(ProduceError::InternalTopic(topic.to_string()));
         }
@@ -380,6 +392,16 @@ mod tests {
         }
     }
 
+    /// A `kind` marker of producer `pid` at `epoch`, from the coordinator at `coordinator_epoch`.
+    fn marker(pid: i64, epoch: i16, coordinator_epoch: i32, kind: ControlType) -> Marker {
+        Marker {
+            producer_id: pid,
+            producer_epoch: epoch,
+            coordinator_epoch,
+            kind,
+        }
+    }
+
     #[tokio::test]
     async fn markers_end_transactions_move_the_lso_and_fence_old_epochs() {
         let dir = tempfile::tempdir().unwrap();
@@ -390,64 +412,33 @@ mod tests {
             broker.producer_ids.allocate().unwrap(),
         );
         let blocking = AppendMode::Blocking;
-        let plain = appender.append_records(
-            "t",
-            0,
-            Some(&batch(-1, -1, -1, 2, false)),
-            Ack::Written,
-            blocking,
-        );
+        let append = |batches: Batches| {
+            appender.append_records("t", 0, Some(&batches), Ack::Written, blocking)
+        };
+        let mark = |topic: &str, marker: Marker| appender.write_marker(topic, 0, marker, blocking);
+        let plain = append(batch(-1, -1, -1, 2, false));
         assert_eq!(plain.unwrap().info.base_offset, 0);
-        let first = appender
-            .append_records(
-                "t",
-                0,
-                Some(&batch(a, 0, 0, 2, true)),
-                Ack::Written,
-                blocking,
-            )
-            .unwrap();
+        let first = append(batch(a, 0, 0, 2, true)).unwrap();
         let partition = first.partition.clone();
         assert_eq!(first.info.base_offset, 2);
         assert_eq!(partition.last_stable_offset(), 2);
-        appender
-            .append_records(
-                "t",
-                0,
-                Some(&batch(b, 0, 0, 1, true)),
-                Ack::Written,
-                blocking,
-            )
-            .unwrap();
+        append(batch(b, 0, 0, 1, true)).unwrap();
         // A non-transactional batch of a producer in a transaction is INVALID_TXN_STATE.
-        let stray = appender.append_records(
-            "t",
-            0,
-            Some(&batch(a, 0, 2, 1, false)),
-            Ack::Written,
-            blocking,
-        );
+        let stray = append(batch(a, 0, 2, 1, false));
         assert_eq!(refused(stray), ResponseError::InvalidTxnState);
         // Clients may not write control batches.
         let forged =
             Batches::parse(record_batch::control_batch(a, 0, 0, ControlType::Commit, 0).into());
-        assert!(matches!(
-            appender.append_records("t", 0, Some(&forged), Ack::Written, blocking),
-            Err(ProduceError::ControlBatch)
-        ));
+        assert!(matches!(append(forged), Err(ProduceError::ControlBatch)));
 
-        let commit = appender
-            .write_marker("t", 0, a, 0, 0, ControlType::Commit, blocking)
-            .unwrap();
+        let commit = mark("t", marker(a, 0, 0, ControlType::Commit)).unwrap();
         assert_eq!(commit.info.base_offset, 5);
         // A marker is fsynced whatever the topic's durability; until then it holds the LSO.
         assert!(commit.info.must_sync);
         assert_eq!(partition.last_stable_offset(), 2);
         commit.durable(&broker.syncer).await.unwrap();
         assert_eq!(partition.last_stable_offset(), 4, "b's transaction is open");
-        let abort = appender
-            .write_marker("t", 0, b, 0, 0, ControlType::Abort, blocking)
-            .unwrap();
+        let abort = mark("t", marker(b, 0, 0, ControlType::Abort)).unwrap();
         abort.durable(&broker.syncer).await.unwrap();
         assert_eq!(partition.last_stable_offset(), 7);
         assert_eq!(
@@ -461,42 +452,20 @@ mod tests {
         assert!(partition.open_transactions().is_empty());
 
         // KIP-890: the marker's bumped epoch fences the old one, data and markers alike.
-        appender
-            .write_marker("t", 0, a, 1, 0, ControlType::Abort, blocking)
-            .unwrap();
-        let old = appender.append_records(
-            "t",
-            0,
-            Some(&batch(a, 0, 2, 1, true)),
-            Ack::Written,
-            blocking,
-        );
+        mark("t", marker(a, 1, 0, ControlType::Abort)).unwrap();
+        let old = append(batch(a, 0, 2, 1, true));
         assert_eq!(refused(old), ResponseError::InvalidProducerEpoch);
-        let old = appender.write_marker("t", 0, a, 0, 0, ControlType::Commit, blocking);
+        let old = mark("t", marker(a, 0, 0, ControlType::Commit));
         assert_eq!(refused(old), ResponseError::InvalidProducerEpoch);
-        let zombie = appender.write_marker("t", 0, a, 1, -1, ControlType::Commit, blocking);
+        let zombie = mark("t", marker(a, 1, -1, ControlType::Commit));
         assert_eq!(refused(zombie), ResponseError::TransactionCoordinatorFenced);
-        let next = appender.append_records(
-            "t",
-            0,
-            Some(&batch(a, 1, 0, 1, true)),
-            Ack::Written,
-            blocking,
-        );
+        let next = append(batch(a, 1, 0, 1, true));
         assert_eq!(
             partition.last_stable_offset(),
             next.unwrap().info.base_offset
         );
         assert!(matches!(
-            appender.write_marker(
-                "__consumer_offsets",
-                0,
-                a,
-                1,
-                0,
-                ControlType::Commit,
-                blocking
-            ),
+            mark("__consumer_offsets", marker(a, 1, 0, ControlType::Commit)),
             Err(ProduceError::InternalTopic(_))
         ));
     }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use log_core::{Log, OpenError, Partition, StateLogError, Topic, TopicConfig, TopicError};
 use tokio::sync::{watch, Notify, Semaphore};
 
-use crate::appender::{AppendMode, Appender, ProduceError};
+use crate::appender::{AppendMode, Appender, Marker, ProduceError};
 use crate::authorizer::Authorizer;
 use crate::backlog::{self, Backlogs, Bound, Verdict};
 use crate::broker_defaults::BrokerDefaults;
@@ -451,15 +451,16 @@ impl Broker {
         } else {
             ControlType::Abort
         };
-        let appended = match self.appender().write_marker(
-            topic,
-            index,
+        let marker = Marker {
             producer_id,
-            epoch,
-            COORDINATOR_EPOCH,
+            producer_epoch: epoch,
+            coordinator_epoch: COORDINATOR_EPOCH,
             kind,
-            AppendMode::Blocking,
-        ) {
+        };
+        let written = self
+            .appender()
+            .write_marker(topic, index, marker, AppendMode::Blocking);
+        let appended = match written {
             Ok(appended) => appended,
             Err(ProduceError::UnknownPartition { .. }) => {
                 tracing::info!(

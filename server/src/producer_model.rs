@@ -24,7 +24,7 @@ use proptest::prelude::*;
 use record_batch::{BatchHeader, ControlType};
 use tokio::sync::Notify;
 
-use crate::appender::{AppendMode, Appender, Batches, ProduceError};
+use crate::appender::{AppendMode, Appender, Batches, Marker, ProduceError};
 use crate::metrics::Metrics;
 use crate::producers::{ProducerIds, Producers};
 
@@ -309,7 +309,17 @@ impl World {
         };
         let marker = self
             .appender()
-            .write_marker("t", 0, id, 0, 0, kind, AppendMode::Blocking)
+            .write_marker(
+                "t",
+                0,
+                Marker {
+                    producer_id: id,
+                    producer_epoch: 0,
+                    coordinator_epoch: 0,
+                    kind,
+                },
+                AppendMode::Blocking,
+            )
             .expect("the marker is written");
         marker.partition.await_durable(&marker.info).unwrap();
         for offset in std::mem::take(&mut self.open) {

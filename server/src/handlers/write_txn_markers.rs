@@ -21,7 +21,7 @@ use record_batch::ControlType;
 use super::bounds::Counts;
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::appender::{AppendMode, Appended, ProduceError};
+use crate::appender::{AppendMode, Appended, Marker, ProduceError};
 use crate::broker::Broker;
 
 impl Handler for WriteTxnMarkersRequest {
@@ -67,10 +67,12 @@ impl Handler for WriteTxnMarkersRequest {
                             owner.appender().write_marker(
                                 &topic,
                                 index,
-                                producer_id,
-                                epoch,
-                                coordinator_epoch,
-                                kind,
+                                Marker {
+                                    producer_id,
+                                    producer_epoch: epoch,
+                                    coordinator_epoch,
+                                    kind,
+                                },
                                 AppendMode::Blocking,
                             )
                         })
