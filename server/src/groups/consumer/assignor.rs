@@ -76,6 +76,8 @@ fn range(
     target
 }
 
+/// Kafka's UniformAssignor: partitions stay with their current owners where they may, the
+/// others go to the least loaded eligible members, then partitions move until balanced.
 fn uniform(
     members: &BTreeMap<String, Spec<'_>>,
     topics: &BTreeMap<String, (log_core::Uuid, u32)>,
@@ -84,11 +86,30 @@ fn uniform(
         .keys()
         .map(|m| (m.clone(), BTreeSet::new()))
         .collect();
-    // Who may own each partition: the members subscribed to its topic.
+    let eligible = eligible_members(members, topics);
+    let mut owner = sticky_owners(members, &eligible);
+    let mut counts: BTreeMap<&String, usize> = members.keys().map(|m| (m, 0)).collect();
+    for m in owner.values() {
+        if let Some(c) = counts.get_mut(m) {
+            *c += 1;
+        }
+    }
+    assign_unowned(&eligible, &mut owner, &mut counts);
+    balance(&eligible, &mut owner, &mut counts);
+    for (tp, member) in owner {
+        target.entry(member).or_default().insert(tp);
+    }
+    target
+}
+
+/// Who may own each partition: the members subscribed to its topic (partitions of topics no
+/// member subscribes to are left out).
+fn eligible_members<'m>(
+    members: &'m BTreeMap<String, Spec<'_>>,
+    topics: &BTreeMap<String, (log_core::Uuid, u32)>,
+) -> BTreeMap<TopicPartition, Vec<&'m String>> {
     let mut eligible: BTreeMap<TopicPartition, Vec<&String>> = BTreeMap::new();
-    let mut by_id: BTreeMap<log_core::Uuid, &String> = BTreeMap::new();
     for (topic, (id, count)) in topics {
-        by_id.insert(*id, topic);
         let subscribed: Vec<&String> = members
             .iter()
             .filter(|(_, s)| s.topics.contains(topic))
@@ -103,8 +124,15 @@ fn uniform(
             }
         }
     }
+    eligible
+}
+
+/// 1. Sticky: a partition stays with its current owner while that owner may have it.
+fn sticky_owners(
+    members: &BTreeMap<String, Spec<'_>>,
+    eligible: &BTreeMap<TopicPartition, Vec<&String>>,
+) -> BTreeMap<TopicPartition, String> {
     let mut owner: BTreeMap<TopicPartition, String> = BTreeMap::new();
-    // 1. Sticky: a partition stays with its current owner while that owner may have it.
     for (member, spec) in members {
         for tp in spec.current {
             if eligible.get(tp).is_some_and(|e| e.contains(&member)) && !owner.contains_key(tp) {
@@ -112,14 +140,16 @@ fn uniform(
             }
         }
     }
-    let mut counts: BTreeMap<&String, usize> = members.keys().map(|m| (m, 0)).collect();
-    for m in owner.values() {
-        if let Some(c) = counts.get_mut(m) {
-            *c += 1;
-        }
-    }
-    // 2. Every other partition to its least loaded eligible member (ties: member id order).
-    for (tp, candidates) in &eligible {
+    owner
+}
+
+/// 2. Every other partition to its least loaded eligible member (ties: member id order).
+fn assign_unowned(
+    eligible: &BTreeMap<TopicPartition, Vec<&String>>,
+    owner: &mut BTreeMap<TopicPartition, String>,
+    counts: &mut BTreeMap<&String, usize>,
+) {
+    for (tp, candidates) in eligible {
         if owner.contains_key(tp) {
             continue;
         }
@@ -134,11 +164,18 @@ fn uniform(
             *c += 1;
         }
     }
-    // 3. Balance: move a partition from a member with two more than an eligible other, until
-    //    none can move (bounded: each move lowers the sum of squared counts).
+}
+
+/// 3. Balance: move a partition from a member with two more than an eligible other, until
+///    none can move (bounded: each move lowers the sum of squared counts).
+fn balance(
+    eligible: &BTreeMap<TopicPartition, Vec<&String>>,
+    owner: &mut BTreeMap<TopicPartition, String>,
+    counts: &mut BTreeMap<&String, usize>,
+) {
     loop {
         let mut moved = false;
-        for (tp, candidates) in &eligible {
+        for (tp, candidates) in eligible {
             let Some(from) = owner.get(tp).cloned() else {
                 continue;
             };
@@ -163,10 +200,6 @@ fn uniform(
             break;
         }
     }
-    for (tp, member) in owner {
-        target.entry(member).or_default().insert(tp);
-    }
-    target
 }
 
 #[cfg(test)]
