@@ -48,6 +48,76 @@ pub struct Member {
     pub revoke_deadline: Option<Instant>,
 }
 
+impl Member {
+    /// A member that just joined: nothing known of it yet, at epoch 0.
+    fn new(now: Instant) -> Self {
+        Member {
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            rebalance_timeout: Duration::ZERO,
+            topics: BTreeSet::new(),
+            assignor: None,
+            epoch: 0,
+            previous_epoch: -1,
+            state: MemberState::Stable,
+            assigned: BTreeSet::new(),
+            revoking: BTreeSet::new(),
+            last_heartbeat: now,
+            revoke_deadline: None,
+        }
+    }
+
+    /// Records what a heartbeat says of the member (the fields it sent; its owned partitions
+    /// aside). Whether the group's epoch must bump: its subscription or assignor changed.
+    fn record_beat(&mut self, beat: Beat, now: Instant) -> bool {
+        let mut bump = false;
+        self.last_heartbeat = now;
+        self.client_id = beat.client_id;
+        self.client_host = beat.client_host;
+        if beat.instance_id.is_some() {
+            self.instance_id = beat.instance_id;
+        }
+        if beat.rack_id.is_some() {
+            self.rack_id = beat.rack_id;
+        }
+        if let Ok(ms) = u64::try_from(beat.rebalance_timeout_ms) {
+            self.rebalance_timeout = Duration::from_millis(ms);
+        }
+        if let Some(topics) = beat.topics {
+            let topics: BTreeSet<String> = topics.into_iter().collect();
+            bump |= topics != self.topics;
+            self.topics = topics;
+        }
+        if beat.assignor.is_some() && beat.assignor != self.assignor {
+            self.assignor = beat.assignor;
+            bump = true;
+        }
+        bump
+    }
+}
+
+/// Fences a heartbeat whose epoch is ahead of the member's, or behind it other than as a
+/// retry of a lost answer.
+fn check_epoch(member: &Member, beat: &Beat) -> Result<(), ResponseError> {
+    if beat.epoch > member.epoch {
+        return Err(ResponseError::FencedMemberEpoch);
+    }
+    if beat.epoch < member.epoch
+        && (beat.epoch != member.previous_epoch
+            || beat
+                .owned
+                .as_ref()
+                .is_some_and(|o| !o.is_subset(&member.assigned)))
+    {
+        // An older epoch is accepted only when the answer that moved the member on was
+        // lost: the previous epoch, owning no more than it is assigned now.
+        return Err(ResponseError::FencedMemberEpoch);
+    }
+    Ok(())
+}
+
 /// A ConsumerGroupHeartbeat, as the group needs it (validated by the caller).
 #[derive(Debug, Clone)]
 pub struct Beat {
@@ -121,7 +191,7 @@ impl ConsumerGroup {
     /// A heartbeat with epoch 0 or more (leaving is [`ConsumerGroup::remove`]).
     pub fn heartbeat(
         &mut self,
-        beat: Beat,
+        mut beat: Beat,
         now: Instant,
         max_size: usize,
         metadata: Metadata<'_>,
@@ -129,97 +199,17 @@ impl ConsumerGroup {
         let id = beat.member_id.clone();
         let mut bump = false;
         if beat.epoch == 0 {
-            // A static member back under a new member id replaces its old self.
-            if let Some(instance) = &beat.instance_id {
-                let old: Vec<String> = self
-                    .members
-                    .iter()
-                    .filter(|(m, v)| **m != id && v.instance_id.as_ref() == Some(instance))
-                    .map(|(m, _)| m.clone())
-                    .collect();
-                for m in old {
-                    self.members.remove(&m);
-                    bump = true;
-                }
-            }
-            match self.members.get_mut(&id) {
-                Some(member) => {
-                    // Rejoining: the member gave up everything it had.
-                    member.assigned.clear();
-                    member.revoking.clear();
-                    member.previous_epoch = member.epoch;
-                    member.epoch = 0;
-                    member.state = MemberState::Stable;
-                    member.revoke_deadline = None;
-                }
-                None => {
-                    if self.members.len() >= max_size {
-                        return Err(ResponseError::GroupMaxSizeReached);
-                    }
-                    self.members.insert(
-                        id.clone(),
-                        Member {
-                            instance_id: None,
-                            rack_id: None,
-                            client_id: String::new(),
-                            client_host: String::new(),
-                            rebalance_timeout: Duration::ZERO,
-                            topics: BTreeSet::new(),
-                            assignor: None,
-                            epoch: 0,
-                            previous_epoch: -1,
-                            state: MemberState::Stable,
-                            assigned: BTreeSet::new(),
-                            revoking: BTreeSet::new(),
-                            last_heartbeat: now,
-                            revoke_deadline: None,
-                        },
-                    );
-                    bump = true;
-                }
-            }
+            bump = self.join(&id, beat.instance_id.as_ref(), now, max_size)?;
         }
         let member = self
             .members
             .get_mut(&id)
             .ok_or(ResponseError::UnknownMemberId)?;
-        if beat.epoch > member.epoch {
-            return Err(ResponseError::FencedMemberEpoch);
-        }
-        if beat.epoch < member.epoch
-            && (beat.epoch != member.previous_epoch
-                || beat
-                    .owned
-                    .as_ref()
-                    .is_some_and(|o| !o.is_subset(&member.assigned)))
-        {
-            // An older epoch is accepted only when the answer that moved the member on was
-            // lost: the previous epoch, owning no more than it is assigned now.
-            return Err(ResponseError::FencedMemberEpoch);
-        }
+        check_epoch(member, &beat)?;
         let full = beat.epoch == 0
             || (beat.rebalance_timeout_ms != -1 && beat.topics.is_some() && beat.owned.is_some());
-        member.last_heartbeat = now;
-        member.client_id = beat.client_id;
-        member.client_host = beat.client_host;
-        if beat.instance_id.is_some() {
-            member.instance_id = beat.instance_id;
-        }
-        if beat.rack_id.is_some() {
-            member.rack_id = beat.rack_id;
-        }
-        if let Ok(ms) = u64::try_from(beat.rebalance_timeout_ms) {
-            member.rebalance_timeout = Duration::from_millis(ms);
-        }
-        if let Some(topics) = beat.topics {
-            let topics: BTreeSet<String> = topics.into_iter().collect();
-            bump |= topics != member.topics;
-            member.topics = topics;
-        }
-        if beat.assignor.is_some() && beat.assignor != member.assignor {
-            member.assignor = beat.assignor;
-            bump = true;
-        }
+        let owned = beat.owned.take();
+        bump |= member.record_beat(beat, now);
         let before = (member.epoch, member.assigned.clone());
         // The subscribed topics as they are now: a topic created or grown bumps the epoch too.
         let topics = self.subscribed_metadata(metadata);
@@ -231,7 +221,7 @@ impl ConsumerGroup {
         if self.epoch > self.assignment_epoch {
             self.compute_target();
         }
-        self.reconcile(&id, beat.owned.as_ref(), now);
+        self.reconcile(&id, owned.as_ref(), now);
         let member = self
             .members
             .get(&id)
@@ -241,6 +231,50 @@ impl ConsumerGroup {
             member_epoch: member.epoch,
             assignment: (full || changed).then(|| member.assigned.clone()),
         })
+    }
+
+    /// A heartbeat at epoch 0: the member joins, or rejoins having given up everything it had.
+    /// A static member back under a new member id replaces its old self. Whether the group's
+    /// epoch must bump (a member came or went).
+    fn join(
+        &mut self,
+        id: &str,
+        instance_id: Option<&String>,
+        now: Instant,
+        max_size: usize,
+    ) -> Result<bool, ResponseError> {
+        let mut bump = false;
+        if let Some(instance) = instance_id {
+            let old: Vec<String> = self
+                .members
+                .iter()
+                .filter(|(m, v)| m.as_str() != id && v.instance_id.as_ref() == Some(instance))
+                .map(|(m, _)| m.clone())
+                .collect();
+            for m in old {
+                self.members.remove(&m);
+                bump = true;
+            }
+        }
+        match self.members.get_mut(id) {
+            Some(member) => {
+                // Rejoining: the member gave up everything it had.
+                member.assigned.clear();
+                member.revoking.clear();
+                member.previous_epoch = member.epoch;
+                member.epoch = 0;
+                member.state = MemberState::Stable;
+                member.revoke_deadline = None;
+            }
+            None => {
+                if self.members.len() >= max_size {
+                    return Err(ResponseError::GroupMaxSizeReached);
+                }
+                self.members.insert(id.to_string(), Member::new(now));
+                bump = true;
+            }
+        }
+        Ok(bump)
     }
 
     /// Removes a member (it left, was fenced or timed out): its partitions are free at once.
