@@ -129,6 +129,50 @@ fn apply(groups: &mut HashMap<String, GroupOffsets>, key: Key, value: Option<Com
     }
 }
 
+/// What replaying `__consumer_offsets` rebuilds: each partition's latest commit (tombstones
+/// included) and each group's own records (a deleted classic group's as `None`).
+#[derive(Debug, Default)]
+struct Replayed {
+    groups: HashMap<String, GroupOffsets>,
+    metas: HashMap<String, (Option<GroupMeta>, i64)>,
+    consumer_metas: HashMap<String, (ConsumerGroupMeta, i64)>,
+}
+
+impl Replayed {
+    /// Applies the record at `at` (a record that does not decode is skipped, with a warning).
+    fn record(&mut self, key: Key, value: Option<&[u8]>, at: i64) {
+        if key.is_consumer_group() {
+            match value.map(StateLog::decode::<ConsumerGroupMeta>) {
+                Some(None) => {
+                    tracing::warn!(offset = at, "skipping a group record that does not decode")
+                }
+                Some(Some(meta)) => {
+                    self.consumer_metas.insert(key.group, (meta, at));
+                }
+                None => {
+                    self.consumer_metas.remove(&key.group);
+                }
+            }
+            return;
+        }
+        if key.is_group() {
+            match value.map(StateLog::decode::<GroupMeta>) {
+                Some(None) => {
+                    tracing::warn!(offset = at, "skipping a group record that does not decode")
+                }
+                meta => {
+                    self.metas.insert(key.group, (meta.flatten(), at));
+                }
+            }
+            return;
+        }
+        match value.map(StateLog::decode::<Committed>) {
+            Some(None) => tracing::warn!(offset = at, "skipping a commit that does not decode"),
+            committed => apply(&mut self.groups, key, committed.flatten(), at),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct OffsetStore {
     log: StateLog,
@@ -147,40 +191,26 @@ impl OffsetStore {
     /// Opens (creating if needed) `__consumer_offsets` and replays it.
     pub fn open(log: &Log) -> Result<Self, OffsetsError> {
         let state = StateLog::open(log, TOPIC, 16 << 20, MAX_BATCH_BYTES)?;
-        let mut groups: HashMap<String, GroupOffsets> = HashMap::new();
-        let mut metas: HashMap<String, (Option<GroupMeta>, i64)> = HashMap::new();
-        let mut consumer_metas: HashMap<String, (ConsumerGroupMeta, i64)> = HashMap::new();
+        let mut replayed = Replayed::default();
         let records = state.replay_encoded(batch::DECODE_MAX_BYTES, |key: Key, value, at| {
-            if key.is_consumer_group() {
-                match value.map(StateLog::decode::<ConsumerGroupMeta>) {
-                    Some(None) => {
-                        tracing::warn!(offset = at, "skipping a group record that does not decode")
-                    }
-                    Some(Some(meta)) => {
-                        consumer_metas.insert(key.group, (meta, at));
-                    }
-                    None => {
-                        consumer_metas.remove(&key.group);
-                    }
-                }
-                return;
-            }
-            if key.is_group() {
-                match value.map(StateLog::decode::<GroupMeta>) {
-                    Some(None) => {
-                        tracing::warn!(offset = at, "skipping a group record that does not decode")
-                    }
-                    meta => {
-                        metas.insert(key.group, (meta.flatten(), at));
-                    }
-                }
-                return;
-            }
-            match value.map(StateLog::decode::<Committed>) {
-                Some(None) => tracing::warn!(offset = at, "skipping a commit that does not decode"),
-                committed => apply(&mut groups, key, committed.flatten(), at),
-            }
+            replayed.record(key, value, at);
         })?;
+        let store = OffsetStore::from_replayed(state, replayed);
+        let kept = store.live_offset_records();
+        if StateLog::needs_rewrite(records, kept.len()) {
+            store.rewrite_live(kept, records)?;
+        }
+        Ok(store)
+    }
+
+    /// The store of what a replay rebuilt: its live commits, and the own records of groups
+    /// that were not deleted.
+    fn from_replayed(state: StateLog, replayed: Replayed) -> Self {
+        let Replayed {
+            mut groups,
+            metas,
+            consumer_metas,
+        } = replayed;
         for offsets in groups.values_mut() {
             offsets.retain(|_, (value, _)| value.is_some());
         }
@@ -189,16 +219,19 @@ impl OffsetStore {
             .into_iter()
             .filter_map(|(group, (meta, at))| Some((group, (meta?, at))))
             .collect();
-        let store = OffsetStore {
+        OffsetStore {
             log: state,
             groups: Mutex::new(groups),
             metas: Mutex::new(metas),
             consumer_metas: Mutex::new(consumer_metas),
             seen_with_members: Mutex::new(HashMap::new()),
             opened_ms: log_core::now_ms(),
-        };
-        let mut kept: Vec<(Key, Option<Value>)> = store
-            .lock()
+        }
+    }
+
+    /// A record of every live commit, as it would be written again.
+    fn live_offset_records(&self) -> Vec<(Key, Option<Value>)> {
+        self.lock()
             .iter()
             .flat_map(|(group, offsets)| {
                 offsets.iter().filter_map(|((topic, partition), (c, _))| {
@@ -208,34 +241,40 @@ impl OffsetStore {
                     ))
                 })
             })
+            .collect()
+    }
+
+    /// Writes the live commits (`kept`) again, with the own records of the groups that have
+    /// them, and deletes the `records` before them.
+    fn rewrite_live(
+        &self,
+        mut kept: Vec<(Key, Option<Value>)>,
+        records: usize,
+    ) -> Result<(), OffsetsError> {
+        // The records of groups that have offsets are kept; those of the others, forgotten
+        // groups, are not written again.
+        let offsets = self.lock();
+        let metas: Vec<(Key, Option<Value>)> = self
+            .lock_metas()
+            .iter()
+            .filter(|(group, _)| offsets.get(*group).is_some_and(live))
+            .map(|(group, (meta, _))| (Key::group(group), Some(Value::Group(meta.clone()))))
             .collect();
-        if StateLog::needs_rewrite(records, kept.len()) {
-            // The records of groups that have offsets are kept; those of the others, forgotten
-            // groups, are not written again.
-            let offsets = store.lock();
-            let metas: Vec<(Key, Option<Value>)> = store
-                .lock_metas()
-                .iter()
-                .filter(|(group, _)| offsets.get(*group).is_some_and(live))
-                .map(|(group, (meta, _))| (Key::group(group), Some(Value::Group(meta.clone()))))
-                .collect();
-            let consumer_metas: Vec<(Key, Option<Value>)> = store
-                .lock_consumer_metas()
-                .iter()
-                .filter(|(group, _)| offsets.get(*group).is_some_and(live))
-                .map(|(group, (meta, _))| {
-                    (
-                        Key::consumer_group(group),
-                        Some(Value::ConsumerGroup(*meta)),
-                    )
-                })
-                .collect();
-            drop(offsets);
-            kept.extend(metas);
-            kept.extend(consumer_metas);
-            store.log.rewrite(&kept, 1000, records)?;
-        }
-        Ok(store)
+        let consumer_metas: Vec<(Key, Option<Value>)> = self
+            .lock_consumer_metas()
+            .iter()
+            .filter(|(group, _)| offsets.get(*group).is_some_and(live))
+            .map(|(group, (meta, _))| {
+                (
+                    Key::consumer_group(group),
+                    Some(Value::ConsumerGroup(*meta)),
+                )
+            })
+            .collect();
+        drop(offsets);
+        kept.extend(metas);
+        kept.extend(consumer_metas);
+        self.log.rewrite(&kept, 1000, records)
     }
 
     fn lock_metas(&self) -> MutexGuard<'_, HashMap<String, (GroupMeta, i64)>> {
