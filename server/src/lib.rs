@@ -9,6 +9,7 @@
 //! one handler file per API → log-core; the response goes back out through [`response`], which
 //! writes fetched records from the segment map without copying them.
 
+mod admission;
 mod appender;
 pub mod authorizer;
 mod backlog;
@@ -49,16 +50,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::admission::Admission;
 use crate::broker::Broker;
-use crate::limits::{Admitted, ConnectionGate, RateLimiter, RefusalLog};
+use crate::limits::RateLimiter;
 use crate::security::{Listener, ListenerConfig, SecurityProtocol};
-
-/// After a refused (or evicted) connection is logged, further ones are only counted for this long.
-const REFUSAL_LOG_QUIET: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Connections over their address's `connection_creation_rate` held at once before being
-/// closed; past this many, they are closed at once.
-const THROTTLED_HELD: usize = 1000;
 
 /// How long shutdown waits for in-flight requests before closing their connections.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -268,27 +263,22 @@ impl Server {
     }
 }
 
+/// Accepts connections on `listeners` and serves each in its own task until `shutdown`
+/// completes, then shuts the broker down.
 async fn serve(
     listeners: Vec<Bound>,
     broker: Arc<Broker>,
     stop: watch::Sender<bool>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let retention = tokio::spawn(run_retention(broker.clone()));
-    let group_timer = tokio::spawn(run_group_timer(broker.clone()));
-    let producer_expiry = tokio::spawn(run_producer_expiry(broker.clone()));
-    let offsets_expiry = tokio::spawn(run_offsets_expiry(broker.clone()));
-    let transaction_timer = tokio::spawn(run_transaction_timer(broker.clone()));
+    let timers = Timers::spawn(&broker);
     let mut connections = JoinSet::new();
-    let limits = &broker.config.limits;
-    let gate = ConnectionGate::new(limits.max_connections, limits.max_connections_per_ip);
-    let mut refusals = RefusalLog::new(REFUSAL_LOG_QUIET);
-    let mut evictions = RefusalLog::new(REFUSAL_LOG_QUIET);
-    let mut throttles = RefusalLog::new(REFUSAL_LOG_QUIET);
-    let creation_rate = limits
+    let mut admission = Admission::new(&broker.config.limits);
+    let creation_rate = broker
+        .config
+        .limits
         .max_connection_creation_rate
         .map(RateLimiter::per_second);
-    let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
         // max.connection.creation.rate: accepting waits (the kernel queues new connections).
@@ -304,53 +294,7 @@ async fn serve(
         tokio::select! {
             accepted = accept(&listeners) => match accepted {
                 Ok((socket, peer, listener)) => {
-                    // The address's connection_creation_rate: held unserved, then closed.
-                    let throttle = broker.quotas.admit_connection(peer.ip(), std::time::Instant::now());
-                    if !throttle.is_zero() {
-                        if let Some(count) = throttles.note(std::time::Instant::now()) {
-                            tracing::info!(
-                                %peer,
-                                throttled = count,
-                                "closing connections over their address's connection_creation_rate after {throttle:?}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
-                            );
-                        }
-                        hold_then_close(socket, throttle, &held, broker.shutdown.clone());
-                        continue;
-                    }
-                    match gate.admit(peer.ip(), std::time::Instant::now()) {
-                        Ok(Admitted { slot, evicted }) => {
-                            if let Some(phase) = evicted {
-                                if let Some(count) = evictions.note(std::time::Instant::now()) {
-                                    tracing::info!(
-                                        %peer,
-                                        evicted = count,
-                                        "closed a {} connection from the same address to make room \
-                                         (--max-connections-per-ip); more in the next \
-                                         {REFUSAL_LOG_QUIET:?} are counted, not logged",
-                                        phase.name()
-                                    );
-                                }
-                            }
-                            // Counted in lograil_connections_open until the connection ends.
-                            let open = broker.metrics.connection_opened();
-                            let served = connection::serve(broker.clone(), socket, peer, listener, slot);
-                            connections.spawn(async move {
-                                served.await;
-                                drop(open);
-                            });
-                        }
-                        Err(refused) => {
-                            // Closed at once: the client sees the connection end, not a hang.
-                            drop(socket);
-                            if let Some(count) = refusals.note(std::time::Instant::now()) {
-                                tracing::warn!(
-                                    %peer,
-                                    refused = count,
-                                    "refusing connections: {refused}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
-                                );
-                            }
-                        }
-                    }
+                    admission.admit(&broker, socket, peer, listener, &mut connections);
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off, keep serving.
@@ -363,6 +307,41 @@ async fn serve(
         }
     }
     drop(listeners);
+    shut_down(broker, stop, connections, timers).await;
+    Ok(())
+}
+
+/// The broker's background tasks (retention, group and transaction timers, expiries), ended
+/// at shutdown.
+struct Timers(Vec<tokio::task::JoinHandle<()>>);
+
+impl Timers {
+    fn spawn(broker: &Arc<Broker>) -> Timers {
+        Timers(vec![
+            tokio::spawn(run_retention(broker.clone())),
+            tokio::spawn(run_group_timer(broker.clone())),
+            tokio::spawn(run_producer_expiry(broker.clone())),
+            tokio::spawn(run_offsets_expiry(broker.clone())),
+            tokio::spawn(run_transaction_timer(broker.clone())),
+        ])
+    }
+
+    fn abort(self) {
+        for timer in self.0 {
+            timer.abort();
+        }
+    }
+}
+
+/// Stops the broker once it accepts no more: in-flight requests finish (a connection stuck
+/// past the grace period is dropped), the background tasks end, and the log's files are made
+/// final.
+async fn shut_down(
+    broker: Arc<Broker>,
+    stop: watch::Sender<bool>,
+    mut connections: JoinSet<()>,
+    timers: Timers,
+) {
     tracing::info!("shutting down: finishing in-flight requests");
     let _ = stop.send(true);
     broker.appended.notify_waiters();
@@ -375,11 +354,7 @@ async fn serve(
         tracing::warn!("connections still busy after {SHUTDOWN_GRACE:?}: closing them");
         connections.shutdown().await;
     }
-    retention.abort();
-    group_timer.abort();
-    producer_expiry.abort();
-    offsets_expiry.abort();
-    transaction_timer.abort();
+    timers.abort();
     let owner = broker.clone();
     // The log's files are final once this returns (its threads stopped, every partition
     // flushed and closed, the clean-shutdown mark written), even while tasks still hold the
@@ -397,7 +372,6 @@ async fn serve(
         Err(e) => tracing::error!(error = %e, "the shutdown's flush failed"),
     }
     tracing::info!("stopped");
-    Ok(())
 }
 
 /// The next connection on any of `listeners`, with the listener it came in on.
@@ -415,31 +389,6 @@ async fn accept(
         std::task::Poll::Pending
     })
     .await
-}
-
-/// Holds a connection over its address's connection rate unserved for `throttle`, then closes
-/// it, as Kafka does, so that a client reconnecting at once is slowed; closes it at once when
-/// [`THROTTLED_HELD`] are held already.
-fn hold_then_close(
-    socket: tokio::net::TcpStream,
-    throttle: std::time::Duration,
-    held: &Arc<std::sync::atomic::AtomicUsize>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    use std::sync::atomic::Ordering;
-    if held.fetch_add(1, Ordering::AcqRel) >= THROTTLED_HELD {
-        held.fetch_sub(1, Ordering::AcqRel);
-        return;
-    }
-    let held = held.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            () = tokio::time::sleep(throttle) => {}
-            _ = shutdown.changed() => {}
-        }
-        drop(socket);
-        held.fetch_sub(1, Ordering::AcqRel);
-    });
 }
 
 async fn run_retention(broker: Arc<Broker>) {
