@@ -22,6 +22,7 @@ use super::share_fetch::{ack_batches, acknowledge, readable, release_member, Ack
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::shares::SessionUpdate;
 
 impl Handler for ShareAcknowledgeRequest {
     const SERVED: (i16, i16) = (1, 2);
@@ -58,11 +59,16 @@ impl Handler for ShareAcknowledgeRequest {
         if !ctx.authorize_group(broker, Operation::Read, &group) {
             return fail(ResponseError::GroupAuthorizationFailed);
         }
+        let update = SessionUpdate {
+            epoch,
+            add: &[],
+            forget: &[],
+        };
         if let Err(error) =
             broker
                 .shares
                 .members
-                .session(&group, &member, epoch, &[], &[], false, Some(ctx.peer))
+                .session(&group, &member, update, false, Some(ctx.peer))
         {
             return fail(error);
         }

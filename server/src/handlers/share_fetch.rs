@@ -36,7 +36,9 @@ use task_queue::{AckBatch, AckType};
 use super::bounds::{topics_and_partitions, Counts};
 use super::{errors, Handler, RequestContext};
 use crate::broker::Broker;
-use crate::shares::{FetchLimits, PartitionFetch, Pending, TopicPartition};
+use crate::shares::{
+    FetchLimits, PartitionFetch, Pending, Requester, SessionUpdate, TopicPartition,
+};
 
 /// Records a fetch acquires when it does not say (`max.poll.records`' default).
 const DEFAULT_MAX_RECORDS: usize = 500;
@@ -117,9 +119,11 @@ impl Handler for ShareFetchRequest {
         let session = match broker.shares.members.session(
             &group,
             &member,
-            epoch,
-            &requested,
-            &forgotten,
+            SessionUpdate {
+                epoch,
+                add: &requested,
+                forget: &forgotten,
+            },
             true,
             Some(ctx.peer),
         ) {
@@ -181,12 +185,14 @@ impl Handler for ShareFetchRequest {
                         acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
                     let got = owner.shares.acquire(
                         &owner.log,
-                        &g,
-                        &m,
+                        Requester {
+                            group: &g,
+                            member: &m,
+                            now,
+                        },
                         &ps,
                         rotate,
                         limits,
-                        now,
                         &mut pending,
                     );
                     (acked, got, pending)
@@ -398,9 +404,13 @@ fn apply_acks(
     acks.into_iter()
         .map(|(tp, batches)| {
             let result = batches.and_then(|batches| {
-                broker
-                    .shares
-                    .acknowledge(&broker.log, group, member, tp, &batches, now, pending)
+                broker.shares.acknowledge(
+                    &broker.log,
+                    Requester { group, member, now },
+                    tp,
+                    &batches,
+                    pending,
+                )
             });
             (tp, result)
         })

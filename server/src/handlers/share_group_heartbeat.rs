@@ -17,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::shares::TopicPartition;
+use crate::shares::{ShareBeat, TopicPartition};
 
 impl Handler for ShareGroupHeartbeatRequest {
     const SERVED: (i16, i16) = (1, 1);
@@ -50,12 +50,16 @@ impl Handler for ShareGroupHeartbeatRequest {
             .subscribed_topic_names
             .map(|names| names.into_iter().map(|n| n.to_string()).collect());
         let host = format!("/{}", ctx.peer.ip());
-        let answer = broker.shares.members.heartbeat(
-            &group,
-            &member,
-            request.member_epoch,
+        let beat = ShareBeat {
+            group_id: &group,
+            member_id: &member,
+            member_epoch: request.member_epoch,
             subscriptions,
-            (&ctx.client_id, &host),
+            client_id: &ctx.client_id,
+            client_host: &host,
+        };
+        let answer = broker.shares.members.heartbeat(
+            beat,
             log_core::now_ms(),
             broker.config.share_group_max_size,
             |topic| partitions_of(broker, topic),

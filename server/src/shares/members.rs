@@ -43,6 +43,28 @@ pub struct Session {
     pub peer: Option<SocketAddr>,
 }
 
+/// A ShareGroupHeartbeat, as membership needs it.
+#[derive(Debug, Clone)]
+pub struct ShareBeat<'a> {
+    pub group_id: &'a str,
+    pub member_id: &'a str,
+    /// 0 to join, -1 to leave.
+    pub member_epoch: i32,
+    /// The topics it subscribes to (`None`: unchanged).
+    pub subscriptions: Option<Vec<String>>,
+    pub client_id: &'a str,
+    pub client_host: &'a str,
+}
+
+/// What a ShareFetch or ShareAcknowledge asks of its member's share session: the epoch it
+/// carries, and the partitions it adds to and forgets from the session.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionUpdate<'a> {
+    pub epoch: i32,
+    pub add: &'a [TopicPartition],
+    pub forget: &'a [TopicPartition],
+}
+
 /// What a heartbeat answers.
 #[derive(Debug, Clone)]
 pub struct Heartbeat {
@@ -65,18 +87,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Membership {
     /// A ShareGroupHeartbeat. `partitions_of(topic)` lists a topic's partitions (empty if it
     /// does not exist). Returns the answer, or the member that left (epoch -1).
-    #[allow(clippy::too_many_arguments)]
     pub fn heartbeat(
         &self,
-        group_id: &str,
-        member_id: &str,
-        member_epoch: i32,
-        subscriptions: Option<Vec<String>>,
-        client: (&str, &str),
+        beat: ShareBeat<'_>,
         now_ms: i64,
         max_members: usize,
         partitions_of: impl Fn(&str) -> Vec<TopicPartition>,
     ) -> Result<Heartbeat, ResponseError> {
+        let ShareBeat {
+            group_id,
+            member_id,
+            member_epoch,
+            subscriptions,
+            client_id,
+            client_host,
+        } = beat;
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
@@ -111,8 +136,8 @@ impl Membership {
                 member_id.to_string(),
                 Member {
                     epoch: 0,
-                    client_id: client.0.to_string(),
-                    client_host: client.1.to_string(),
+                    client_id: client_id.to_string(),
+                    client_host: client_host.to_string(),
                     subscriptions: BTreeSet::new(),
                     assignment: BTreeSet::new(),
                     last_seen_ms: now_ms,
@@ -205,17 +230,15 @@ impl Membership {
     /// epoch 0 opens a new session with `add` (a fetch only), N must be the session's epoch
     /// (then `add` joins and `forget` leaves it), -1 closes it after this request. Returns the
     /// session's partitions.
-    #[allow(clippy::too_many_arguments)]
     pub fn session(
         &self,
         group_id: &str,
         member_id: &str,
-        epoch: i32,
-        add: &[TopicPartition],
-        forget: &[TopicPartition],
+        update: SessionUpdate<'_>,
         opening_allowed: bool,
         peer: Option<SocketAddr>,
     ) -> Result<BTreeSet<TopicPartition>, ResponseError> {
+        let SessionUpdate { epoch, add, forget } = update;
         let key = (group_id.to_string(), member_id.to_string());
         let mut sessions = lock(&self.sessions);
         match epoch {
@@ -285,16 +308,33 @@ mod tests {
         }
     }
 
+    /// A heartbeat of `member` of group `g` at `epoch`, from client `c` on `/h`.
+    fn beat(member: &str, epoch: i32, subscriptions: Option<Vec<String>>) -> ShareBeat<'_> {
+        ShareBeat {
+            group_id: "g",
+            member_id: member,
+            member_epoch: epoch,
+            subscriptions,
+            client_id: "c",
+            client_host: "/h",
+        }
+    }
+
+    /// A session update at `epoch`.
+    fn update<'a>(
+        epoch: i32,
+        add: &'a [TopicPartition],
+        forget: &'a [TopicPartition],
+    ) -> SessionUpdate<'a> {
+        SessionUpdate { epoch, add, forget }
+    }
+
     #[test]
     fn members_join_get_every_partition_and_are_fenced_on_a_stale_epoch() {
         let m = Membership::default();
         let join = |member: &str, epoch: i32| {
             m.heartbeat(
-                "g",
-                member,
-                epoch,
-                Some(vec!["t".into()]),
-                ("c", "/h"),
+                beat(member, epoch, Some(vec!["t".into()])),
                 0,
                 10,
                 partitions,
@@ -309,34 +349,16 @@ mod tests {
             "every member gets every partition"
         );
         let again = m
-            .heartbeat(
-                "g",
-                "a",
-                a.member_epoch,
-                None,
-                ("c", "/h"),
-                1,
-                10,
-                partitions,
-            )
+            .heartbeat(beat("a", a.member_epoch, None), 1, 10, partitions)
             .unwrap();
         assert!(again.assignment.is_none(), "unchanged: not sent again");
         assert_eq!(
-            m.heartbeat(
-                "g",
-                "a",
-                a.member_epoch + 7,
-                None,
-                ("c", "/h"),
-                1,
-                10,
-                partitions
-            )
-            .unwrap_err(),
+            m.heartbeat(beat("a", a.member_epoch + 7, None), 1, 10, partitions)
+                .unwrap_err(),
             ResponseError::FencedMemberEpoch
         );
         assert_eq!(
-            m.heartbeat("g", "zz", 3, None, ("c", "/h"), 1, 10, partitions)
+            m.heartbeat(beat("zz", 3, None), 1, 10, partitions)
                 .unwrap_err(),
             ResponseError::UnknownMemberId
         );
@@ -349,28 +371,35 @@ mod tests {
         let m = Membership::default();
         let p = (Uuid::from_u128(1), 0);
         assert_eq!(
-            m.session("g", "a", 0, &[p], &[], true, None).unwrap().len(),
+            m.session("g", "a", update(0, &[p], &[]), true, None)
+                .unwrap()
+                .len(),
             1
         );
         assert_eq!(
-            m.session("g", "a", 2, &[], &[], true, None).unwrap_err(),
+            m.session("g", "a", update(2, &[], &[]), true, None)
+                .unwrap_err(),
             ResponseError::InvalidShareSessionEpoch
         );
         assert!(m
-            .session("g", "a", 1, &[], &[p], true, None)
+            .session("g", "a", update(1, &[], &[p]), true, None)
             .unwrap()
             .is_empty());
         assert_eq!(
-            m.session("g", "b", 1, &[], &[], true, None).unwrap_err(),
+            m.session("g", "b", update(1, &[], &[]), true, None)
+                .unwrap_err(),
             ResponseError::ShareSessionNotFound
         );
         assert_eq!(
-            m.session("g", "a", 0, &[], &[], false, None).unwrap_err(),
+            m.session("g", "a", update(0, &[], &[]), false, None)
+                .unwrap_err(),
             ResponseError::InvalidShareSessionEpoch
         );
-        m.session("g", "a", -1, &[], &[], true, None).unwrap();
+        m.session("g", "a", update(-1, &[], &[]), true, None)
+            .unwrap();
         assert_eq!(
-            m.session("g", "a", 2, &[], &[], true, None).unwrap_err(),
+            m.session("g", "a", update(2, &[], &[]), true, None)
+                .unwrap_err(),
             ResponseError::ShareSessionNotFound
         );
     }

@@ -30,7 +30,7 @@ use task_queue::{
 use tokio::sync::Notify;
 
 use self::delivery::Source;
-pub use self::members::{Membership, TopicPartition};
+pub use self::members::{Membership, SessionUpdate, ShareBeat, TopicPartition};
 use crate::metrics::Metrics;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,6 +89,25 @@ pub struct PartitionFetch {
     pub records: Bytes,
     /// (first offset, last offset, delivery count)
     pub acquired: Vec<(i64, i64, u16)>,
+}
+
+/// Who a share request is from, and when it is handled.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester<'a> {
+    pub group: &'a str,
+    pub member: &'a str,
+    /// The request's time (ms).
+    pub now: i64,
+}
+
+/// The share partition an operation works on: its key, the topic and log partition whose
+/// records it shares, and its group's config.
+#[derive(Debug, Clone, Copy)]
+struct PartitionRef<'a> {
+    key: &'a ShareKey,
+    topic: &'a Topic,
+    partition: &'a Partition,
+    config: &'a ShareConfig,
 }
 
 #[derive(Debug)]
@@ -194,18 +213,20 @@ impl Shares {
     /// Persists what an operation changed in a share partition and copies what it archived to
     /// the group's dead-letter topic (first, so a crash in between repeats the copy rather than
     /// losing it).
-    #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
         log: &Log,
-        key: &ShareKey,
+        at: PartitionRef<'_>,
         state: &SharePartition,
         changes: &Changes,
-        topic: &Topic,
-        partition: &Partition,
-        config: &ShareConfig,
         pending: &mut Pending,
     ) -> Result<(), ResponseError> {
+        let PartitionRef {
+            key,
+            topic,
+            partition,
+            config,
+        } = at;
         if let Some(on) = changes.overload {
             self.overload_switched(key, topic, state, on);
         }
@@ -274,17 +295,15 @@ impl Shares {
     }
 
     /// Applies a member's acknowledgements on one partition.
-    #[allow(clippy::too_many_arguments)]
     pub fn acknowledge(
         &self,
         log: &Log,
-        group: &str,
-        member: &str,
+        from: Requester<'_>,
         (topic_id, index): TopicPartition,
         batches: &[AckBatch],
-        now: i64,
         pending: &mut Pending,
     ) -> Result<(), ResponseError> {
+        let Requester { group, member, now } = from;
         let topic = log
             .topic_by_id(topic_id)
             .ok_or(ResponseError::UnknownTopicId)?;
@@ -302,9 +321,13 @@ impl Shares {
                 AckError::InvalidRequest(_) => ResponseError::InvalidRequest,
                 AckError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
             })?;
-        self.record(
-            log, &key, &state, &changes, &topic, &partition, &config, pending,
-        )?;
+        let at = PartitionRef {
+            key: &key,
+            topic: &topic,
+            partition: &partition,
+            config: &config,
+        };
+        self.record(log, at, &state, &changes, pending)?;
         drop(state);
         self.released.notify_waiters();
         Ok(())
@@ -331,9 +354,13 @@ impl Shares {
             };
             let mut state = lock(&state);
             let changes = state.release_member(member, now, &config);
-            let _ = self.record(
-                log, &key, &state, &changes, &topic, &partition, &config, pending,
-            );
+            let at = PartitionRef {
+                key: &key,
+                topic: &topic,
+                partition: &partition,
+                config: &config,
+            };
+            let _ = self.record(log, at, &state, &changes, pending);
         }
         self.released.notify_waiters();
     }
@@ -371,16 +398,13 @@ impl Shares {
             let mut state = lock(&state);
             let changes = state.expire_locks(now, &config);
             any |= !changes.is_empty();
-            let _ = self.record(
-                log,
-                &key,
-                &state,
-                &changes,
-                &topic,
-                &partition,
-                &config,
-                &mut pending,
-            );
+            let at = PartitionRef {
+                key: &key,
+                topic: &topic,
+                partition: &partition,
+                config: &config,
+            };
+            let _ = self.record(log, at, &state, &changes, &mut pending);
         }
         if any {
             self.released.notify_waiters();
