@@ -48,13 +48,6 @@ async fn handle(
     let seq = event["seq"].as_u64().unwrap_or(u64::MAX);
     let latency = plan.events.get(seq as usize).map_or(1000, |e| e.chain_us);
     tokio::time::sleep(Duration::from_micros(latency)).await;
-    let elapsed = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-    if plan.down(elapsed) {
-        return Err(HandlerError::new(
-            UNAVAILABLE,
-            format!("the message store answered 503 (event {seq})"),
-        ));
-    }
     if event["type"] == POISON_TYPE {
         let mut s = stats.lock();
         s.poison.attempts = s.poison.attempts.max(d.attempt);
@@ -65,6 +58,14 @@ async fn handle(
         return Err(HandlerError::new(
             UNSUPPORTED,
             format!("no renderer for message type {POISON_TYPE} (event {seq})"),
+        ));
+    }
+    // A record no renderer takes fails as such, whether or not the store is up.
+    let elapsed = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if plan.down(elapsed) {
+        return Err(HandlerError::new(
+            UNAVAILABLE,
+            format!("the message store answered 503 (event {seq})"),
         ));
     }
     let mut s = stats.lock();
