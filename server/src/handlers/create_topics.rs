@@ -236,38 +236,15 @@ fn create(
             format!("Topic '{name}' already exists."),
         );
     }
-    let partitions = if topic.assignments.is_empty() {
-        if !matches!(topic.replication_factor, -1 | 1) {
-            return fail(
-                ResponseError::InvalidReplicationFactor,
-                format!(
-                    "replication factor {} on a single broker",
-                    topic.replication_factor
-                ),
-            );
-        }
-        match topic.num_partitions {
-            -1 => broker.config.default_partitions,
-            n => match u32::try_from(n) {
-                Ok(n) if (1..=log_core::MAX_PARTITIONS).contains(&n) => n,
-                _ => return fail(ResponseError::InvalidPartitions, format!("{n} partitions")),
-            },
-        }
-    } else {
-        match assigned_partitions(&topic, broker.config.node_id) {
-            Ok(n) => n,
-            Err((error, message)) => return fail(error, message),
-        }
+    let partitions = match partition_count(broker, &topic) {
+        Ok(n) => n,
+        Err((error, message)) => return fail(error, message),
     };
     let defaults = broker.topic_defaults();
-    let mut config: TopicConfig = defaults.clone();
-    for c in &topic.configs {
-        let value = c.value.as_deref().unwrap_or("-1");
-        if let Err(e) = topic_config::set(&mut config, &c.name, value) {
-            topic_config::log_refusal(&name, &c.name, Some(value), &e);
-            return fail(ResponseError::InvalidConfig, e.to_string());
-        }
-    }
+    let config = match configured(&defaults, &name, &topic) {
+        Ok(config) => config,
+        Err(e) => return fail(ResponseError::InvalidConfig, e),
+    };
     let created = if validate_only {
         broker.check_room(partitions)
     } else {
@@ -294,4 +271,49 @@ fn create(
         .with_num_partitions(i32::try_from(partitions).unwrap_or(i32::MAX))
         .with_replication_factor(1)
         .with_configs(Some(configs))
+}
+
+/// The topic's partition count: asked (or `--default-partitions`) on one replica, or its
+/// manual assignments'.
+fn partition_count(
+    broker: &Broker,
+    topic: &CreatableTopic,
+) -> Result<u32, (ResponseError, String)> {
+    if !topic.assignments.is_empty() {
+        return assigned_partitions(topic, broker.config.node_id);
+    }
+    if !matches!(topic.replication_factor, -1 | 1) {
+        return Err((
+            ResponseError::InvalidReplicationFactor,
+            format!(
+                "replication factor {} on a single broker",
+                topic.replication_factor
+            ),
+        ));
+    }
+    match topic.num_partitions {
+        -1 => Ok(broker.config.default_partitions),
+        n => match u32::try_from(n) {
+            Ok(n) if (1..=log_core::MAX_PARTITIONS).contains(&n) => Ok(n),
+            _ => Err((ResponseError::InvalidPartitions, format!("{n} partitions"))),
+        },
+    }
+}
+
+/// The topic's config: the broker's defaults with the request's configs set on them; a
+/// refused one is logged and its message returned.
+fn configured(
+    defaults: &TopicConfig,
+    name: &str,
+    topic: &CreatableTopic,
+) -> Result<TopicConfig, String> {
+    let mut config: TopicConfig = defaults.clone();
+    for c in &topic.configs {
+        let value = c.value.as_deref().unwrap_or("-1");
+        if let Err(e) = topic_config::set(&mut config, &c.name, value) {
+            topic_config::log_refusal(name, &c.name, Some(value), &e);
+            return Err(e.to_string());
+        }
+    }
+    Ok(config)
 }

@@ -30,12 +30,13 @@ use std::sync::Arc;
 
 use acl::Operation;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
-use log_core::Topic;
+use log_core::{Topic, TopicConfig};
 
 use super::bounds::Counts;
 use super::Handler;
@@ -290,67 +291,12 @@ impl Handler for DescribeConfigsRequest {
                         .with_error_code(error.code())
                         .with_error_message(Some(StrBytes::from_string(error.to_string())));
                 }
-                let entries: Vec<Entry> = match resource.resource_type {
-                    TOPIC => match broker.log.topic(&resource.resource_name) {
-                        Some(topic) => {
-                            let config = topic.config();
-                            let mut entries: Vec<Entry> =
-                                topic_config::describe(&config, &topic_defaults)
-                                    .into_iter()
-                                    .map(|d| {
-                                        let source = config_source(d.overridden);
-                                        (d.name.to_string(), d.value, source, false)
-                                    })
-                                    .collect();
-                            entries.extend(damage_entries(&topic));
-                            entries.extend(cleaner_entries(&topic));
-                            entries.extend(backlog_entries(broker, &topic, &config));
-                            entries
-                        }
-                        None => {
-                            let name = resource.resource_name.as_str();
-                            let (error, message) = match broker.log.offline_reason(name) {
-                                Some(reason) => (
-                                    ResponseError::KafkaStorageError,
-                                    format!("topic {name} is offline: {reason}"),
-                                ),
-                                None => (
-                                    ResponseError::UnknownTopicOrPartition,
-                                    format!("topic {name} does not exist"),
-                                ),
-                            };
-                            return result
-                                .with_error_code(error.code())
-                                .with_error_message(Some(StrBytes::from_string(message)));
-                        }
-                    },
-                    // The cluster-wide default (`--entity-default`): the dynamic values only.
-                    BROKER if resource.resource_name.is_empty() => broker
-                        .defaults
-                        .dynamic()
-                        .into_iter()
-                        .map(|(k, v)| {
-                            (
-                                k.to_string(),
-                                v,
-                                DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE,
-                                false,
-                            )
-                        })
-                        .collect(),
-                    BROKER => defaults
-                        .iter()
-                        .cloned()
-                        .chain(broker.config.share.broker_entries())
-                        .map(|(k, v)| (k.to_string(), v, STATIC_BROKER_CONFIG_SOURCE, true))
-                        .collect(),
-                    GROUP => group_entries(broker, &resource.resource_name),
-                    other => {
+                let entries = match entries(broker, &resource, &topic_defaults, &defaults) {
+                    Ok(entries) => entries,
+                    Err((error, message)) => {
                         return result
-                            .with_error_code(ResponseError::InvalidRequest.code())
-                            .with_error_message(Some(StrBytes::from_string(format!(
-                                "resource type {other} is not supported"
-                            ))))
+                            .with_error_code(error.code())
+                            .with_error_message(Some(StrBytes::from_string(message)))
                     }
                 };
                 // Null (or, leniently, an empty list) asks for every config.
@@ -358,25 +304,13 @@ impl Handler for DescribeConfigsRequest {
                     .configuration_keys
                     .as_ref()
                     .filter(|keys| !keys.is_empty());
+                let typed = resource.resource_type == TOPIC;
                 let configs = entries
                     .into_iter()
                     .filter(|(k, ..)| {
                         wanted.is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
                     })
-                    .map(|(k, v, source, read_only)| {
-                        let typed = resource.resource_type == TOPIC;
-                        let kind = typed.then(|| topic_config::kind(&k)).flatten();
-                        let doc = (typed && include_documentation)
-                            .then(|| documentation(&k))
-                            .flatten();
-                        DescribeConfigsResourceResult::default()
-                            .with_name(StrBytes::from_string(k))
-                            .with_value(Some(StrBytes::from_string(v)))
-                            .with_read_only(read_only)
-                            .with_config_source(source)
-                            .with_config_type(type_code(kind))
-                            .with_documentation(doc.map(StrBytes::from_string))
-                    })
+                    .map(|entry| answer_entry(entry, typed, include_documentation))
                     .collect();
                 result.with_configs(configs)
             })
@@ -391,4 +325,95 @@ impl Handler for DescribeConfigsRequest {
     fn each_error(r: &DescribeConfigsResponse, f: &mut dyn FnMut(i16)) {
         r.results.iter().for_each(|t| f(t.error_code))
     }
+}
+
+/// Every config entry of a resource (a topic, the broker or its cluster-wide default, a
+/// group), or why it has none: a topic missing or offline, a resource type not served.
+fn entries(
+    broker: &Broker,
+    resource: &DescribeConfigsResource,
+    topic_defaults: &TopicConfig,
+    defaults: &[(&'static str, String)],
+) -> Result<Vec<Entry>, (ResponseError, String)> {
+    Ok(match resource.resource_type {
+        TOPIC => match broker.log.topic(&resource.resource_name) {
+            Some(topic) => topic_entries(broker, &topic, topic_defaults),
+            None => {
+                let name = resource.resource_name.as_str();
+                return Err(match broker.log.offline_reason(name) {
+                    Some(reason) => (
+                        ResponseError::KafkaStorageError,
+                        format!("topic {name} is offline: {reason}"),
+                    ),
+                    None => (
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("topic {name} does not exist"),
+                    ),
+                });
+            }
+        },
+        // The cluster-wide default (`--entity-default`): the dynamic values only.
+        BROKER if resource.resource_name.is_empty() => broker
+            .defaults
+            .dynamic()
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v,
+                    DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE,
+                    false,
+                )
+            })
+            .collect(),
+        BROKER => defaults
+            .iter()
+            .cloned()
+            .chain(broker.config.share.broker_entries())
+            .map(|(k, v)| (k.to_string(), v, STATIC_BROKER_CONFIG_SOURCE, true))
+            .collect(),
+        GROUP => group_entries(broker, &resource.resource_name),
+        other => {
+            return Err((
+                ResponseError::InvalidRequest,
+                format!("resource type {other} is not supported"),
+            ))
+        }
+    })
+}
+
+/// A topic's configs, then its damage, cleaner and backlog entries.
+fn topic_entries(broker: &Broker, topic: &Topic, topic_defaults: &TopicConfig) -> Vec<Entry> {
+    let config = topic.config();
+    let mut entries: Vec<Entry> = topic_config::describe(&config, topic_defaults)
+        .into_iter()
+        .map(|d| {
+            let source = config_source(d.overridden);
+            (d.name.to_string(), d.value, source, false)
+        })
+        .collect();
+    entries.extend(damage_entries(topic));
+    entries.extend(cleaner_entries(topic));
+    entries.extend(backlog_entries(broker, topic, &config));
+    entries
+}
+
+/// An entry as the response carries it; a topic's (`typed`) with its type, and with its
+/// documentation when asked.
+fn answer_entry(
+    (k, v, source, read_only): Entry,
+    typed: bool,
+    include_documentation: bool,
+) -> DescribeConfigsResourceResult {
+    let kind = typed.then(|| topic_config::kind(&k)).flatten();
+    let doc = (typed && include_documentation)
+        .then(|| documentation(&k))
+        .flatten();
+    DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_string(k))
+        .with_value(Some(StrBytes::from_string(v)))
+        .with_read_only(read_only)
+        .with_config_source(source)
+        .with_config_type(type_code(kind))
+        .with_documentation(doc.map(StrBytes::from_string))
 }

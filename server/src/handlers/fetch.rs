@@ -26,6 +26,7 @@ use std::time::Duration;
 use acl::Operation;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
@@ -162,12 +163,14 @@ fn read_all(
     request: &FetchRequest,
     denied: Option<&[bool]>,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
-    let mut budget = usize::try_from(request.max_bytes)
-        .unwrap_or(0)
-        .min(broker.config.limits.fetch_max_bytes);
-    let mut total = 0usize;
-    let mut any_error = false;
-    let committed = request.isolation_level == READ_COMMITTED;
+    let mut reads = Reads {
+        committed: request.isolation_level == READ_COMMITTED,
+        budget: usize::try_from(request.max_bytes)
+            .unwrap_or(0)
+            .min(broker.config.limits.fetch_max_bytes),
+        total: 0,
+        any_error: false,
+    };
     let responses = request
         .topics
         .iter()
@@ -177,85 +180,119 @@ fn read_all(
             let partitions = topic
                 .partitions
                 .iter()
-                .map(|p| {
-                    let response = PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_aborted_transactions(Some(Vec::new()))
-                        .with_preferred_read_replica((-1).into());
-                    if denied {
-                        any_error = true;
-                        return response
-                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                            .with_high_watermark(-1)
-                            .with_last_stable_offset(-1)
-                            .with_log_start_offset(-1);
-                    }
-                    let Some(partition) = broker.partition(&topic.topic, p.partition) else {
-                        any_error = true;
-                        let error = if broker.is_offline(&topic.topic, p.partition) {
-                            errors::OFFLINE_FETCH
-                        } else {
-                            ResponseError::UnknownTopicOrPartition
-                        };
-                        return response
-                            .with_error_code(error.code())
-                            .with_high_watermark(-1)
-                            .with_last_stable_offset(-1)
-                            .with_log_start_offset(-1);
-                    };
-                    let end = partition.log_end_offset();
-                    let response = response
-                        .with_high_watermark(end)
-                        .with_last_stable_offset(partition.last_stable_offset().min(end))
-                        .with_log_start_offset(partition.log_start_offset());
-                    let partition_max = usize::try_from(p.partition_max_bytes).unwrap_or(0);
-                    let limit = partition_max.min(budget);
-                    let first = total == 0;
-                    if partition_max == 0 || (limit == 0 && !first) {
-                        return response.with_records(Some(Bytes::new()));
-                    }
-                    // A read returns at least one whole batch: the first partition with data
-                    // may exceed the limits by that batch (KIP-74); any later one may not.
-                    let read = if committed {
-                        partition.read_committed(p.fetch_offset, limit.max(1))
-                    } else {
-                        partition.read(p.fetch_offset, limit.max(1))
-                    };
-                    match read {
-                        Ok(read) if !first && read.records.len() > limit => response
-                            .with_high_watermark(read.log_end_offset)
-                            .with_last_stable_offset(read.last_stable_offset)
-                            .with_log_start_offset(read.log_start_offset)
-                            .with_records(Some(Bytes::new())),
-                        Ok(read) => {
-                            let n = read.records.len();
-                            total += n;
-                            budget = budget.saturating_sub(n);
-                            let aborted = if committed && n > 0 {
-                                aborted(&partition, p.fetch_offset, &read.records)
-                            } else {
-                                Vec::new()
-                            };
-                            response
-                                .with_high_watermark(read.log_end_offset)
-                                .with_last_stable_offset(read.last_stable_offset)
-                                .with_log_start_offset(read.log_start_offset)
-                                .with_aborted_transactions(Some(aborted))
-                                .with_records(Some(read.records))
-                        }
-                        Err(e) => {
-                            any_error = true;
-                            response
-                                .with_error_code(errors::read(&e).code())
-                                .with_records(Some(Bytes::new()))
-                        }
-                    }
-                })
+                .map(|p| reads.partition(broker, &topic.topic, p, denied))
                 .collect();
             FetchableTopicResponse::default()
                 .with_topic(topic.topic.clone())
                 .with_partitions(partitions)
         })
         .collect();
-    (responses, total, any_error)
+    (responses, reads.total, reads.any_error)
+}
+
+/// One fetch's reads across its partitions, in order.
+struct Reads {
+    /// read_committed: records stop at the last stable offset.
+    committed: bool,
+    /// The bytes the fetch may still take (`max_bytes`, capped by `fetch.max.bytes`).
+    budget: usize,
+    /// The record bytes read so far.
+    total: usize,
+    /// Whether a partition had an error.
+    any_error: bool,
+}
+
+impl Reads {
+    /// One partition's answer: refused (`denied`), unknown or offline, or its records.
+    fn partition(
+        &mut self,
+        broker: &Broker,
+        topic: &str,
+        p: &FetchPartition,
+        denied: bool,
+    ) -> PartitionData {
+        let response = PartitionData::default()
+            .with_partition_index(p.partition)
+            .with_aborted_transactions(Some(Vec::new()))
+            .with_preferred_read_replica((-1).into());
+        if denied {
+            self.any_error = true;
+            return response
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1);
+        }
+        let Some(partition) = broker.partition(topic, p.partition) else {
+            self.any_error = true;
+            let error = if broker.is_offline(topic, p.partition) {
+                errors::OFFLINE_FETCH
+            } else {
+                ResponseError::UnknownTopicOrPartition
+            };
+            return response
+                .with_error_code(error.code())
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1);
+        };
+        let end = partition.log_end_offset();
+        let response = response
+            .with_high_watermark(end)
+            .with_last_stable_offset(partition.last_stable_offset().min(end))
+            .with_log_start_offset(partition.log_start_offset());
+        self.read(&partition, p, response)
+    }
+
+    /// Reads a partition's records from the fetch offset within the partition's and the
+    /// fetch's limits, into `response`.
+    fn read(
+        &mut self,
+        partition: &Partition,
+        p: &FetchPartition,
+        response: PartitionData,
+    ) -> PartitionData {
+        let partition_max = usize::try_from(p.partition_max_bytes).unwrap_or(0);
+        let limit = partition_max.min(self.budget);
+        let first = self.total == 0;
+        if partition_max == 0 || (limit == 0 && !first) {
+            return response.with_records(Some(Bytes::new()));
+        }
+        // A read returns at least one whole batch: the first partition with data may exceed
+        // the limits by that batch (KIP-74); any later one may not.
+        let read = if self.committed {
+            partition.read_committed(p.fetch_offset, limit.max(1))
+        } else {
+            partition.read(p.fetch_offset, limit.max(1))
+        };
+        match read {
+            Ok(read) if !first && read.records.len() > limit => response
+                .with_high_watermark(read.log_end_offset)
+                .with_last_stable_offset(read.last_stable_offset)
+                .with_log_start_offset(read.log_start_offset)
+                .with_records(Some(Bytes::new())),
+            Ok(read) => {
+                let n = read.records.len();
+                self.total += n;
+                self.budget = self.budget.saturating_sub(n);
+                let aborted = if self.committed && n > 0 {
+                    aborted(partition, p.fetch_offset, &read.records)
+                } else {
+                    Vec::new()
+                };
+                response
+                    .with_high_watermark(read.log_end_offset)
+                    .with_last_stable_offset(read.last_stable_offset)
+                    .with_log_start_offset(read.log_start_offset)
+                    .with_aborted_transactions(Some(aborted))
+                    .with_records(Some(read.records))
+            }
+            Err(e) => {
+                self.any_error = true;
+                response
+                    .with_error_code(errors::read(&e).code())
+                    .with_records(Some(Bytes::new()))
+            }
+        }
+    }
 }
