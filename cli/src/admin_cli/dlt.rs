@@ -99,9 +99,7 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
     runtime()?.block_on(async {
         match command {
             DltCommand::List { from, filter } => {
-                let letters = read(&client, from, filter.as_deref(), None, None).await?;
-                let value = serde_json::to_value(&letters)?;
-                print(connection, value, || list_text(&letters))?;
+                list(connection, &client, from, filter.as_deref()).await
             }
             DltCommand::Show {
                 from,
@@ -109,12 +107,15 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                 partition,
                 offset,
             } => {
-                let letters = read(&client, from, filter.as_deref(), *partition, *offset).await?;
-                if letters.is_empty() && offset.is_some() {
-                    bail!("{from}: no record at partition {partition:?} offset {offset:?}");
-                }
-                let value = serde_json::to_value(&letters)?;
-                print(connection, value, || show_text(&letters))?;
+                show(
+                    connection,
+                    &client,
+                    from,
+                    filter.as_deref(),
+                    *partition,
+                    *offset,
+                )
+                .await
             }
             DltCommand::Redrive {
                 from,
@@ -128,56 +129,117 @@ pub fn dlt(connection: &Connection, command: &DltCommand) -> anyhow::Result<()> 
                     rate: rate.as_deref().map(parse_rate).transpose()?,
                     filter: filter.clone(),
                 };
-                let report = dlt::redrive(&client, &opts).await?;
-                let value = serde_json::to_value(&report)?;
-                print(connection, value, || {
-                    let mut out = format!(
-                        "redriven {} in {:.1} s; already redriven {}; filtered out {}; failed {}",
-                        report.redriven.len(),
-                        report.seconds,
-                        report.already,
-                        report.filtered,
-                        report.failed.len()
-                    );
-                    for (p, o, why) in &report.failed {
-                        out.push_str(&format!("\n  {from}-{p}@{o}: {why}"));
-                    }
-                    out
-                })?;
-                if let Some((p, o, why)) = report.failed.first() {
-                    bail!(
-                        "{} records not redriven (they stay in {from}); the first, {from}-{p}@{o}: {why}",
-                        report.failed.len()
-                    );
-                }
+                redrive(connection, &client, &opts).await
             }
             DltCommand::Parked {
                 topic,
                 group,
                 retry_suffix,
-            } => {
-                let keys = retry_topic::parked_keys(&client, topic, group, retry_suffix).await?;
-                let value = json!(keys);
-                print(connection, value, || {
-                    table(
-                        &["PARTITION", "KEY", "SINCE", "RECORDS", "HEAD-OFFSET", "REASON"],
-                        &[0, 3, 4],
-                        keys.iter().map(|k| {
-                            vec![
-                                k.partition.to_string(),
-                                k.key.clone(),
-                                time_text(k.since_ms),
-                                k.records.to_string(),
-                                k.head_offset.to_string(),
-                                k.reason.clone(),
-                            ]
-                        }),
-                    )
-                })?;
-            }
+            } => parked(connection, &client, topic, group, retry_suffix).await,
         }
-        Ok(())
     })
+}
+
+/// `dlt list`: one line per dead letter.
+async fn list(
+    connection: &Connection,
+    client: &ClientConfig,
+    from: &str,
+    filter: Option<&str>,
+) -> anyhow::Result<()> {
+    let letters = read(client, from, filter, None, None).await?;
+    let value = serde_json::to_value(&letters)?;
+    print(connection, value, || list_text(&letters))?;
+    Ok(())
+}
+
+/// `dlt show`: every field of each dead letter; an error when an asked-for offset has none.
+async fn show(
+    connection: &Connection,
+    client: &ClientConfig,
+    from: &str,
+    filter: Option<&str>,
+    partition: Option<i32>,
+    offset: Option<i64>,
+) -> anyhow::Result<()> {
+    let letters = read(client, from, filter, partition, offset).await?;
+    if letters.is_empty() && offset.is_some() {
+        bail!("{from}: no record at partition {partition:?} offset {offset:?}");
+    }
+    let value = serde_json::to_value(&letters)?;
+    print(connection, value, || show_text(&letters))?;
+    Ok(())
+}
+
+/// `dlt redrive`: copies the records back, prints the report, and fails when any record
+/// was not redriven.
+async fn redrive(
+    connection: &Connection,
+    client: &ClientConfig,
+    opts: &Redrive,
+) -> anyhow::Result<()> {
+    let from = &opts.from;
+    let report = dlt::redrive(client, opts).await?;
+    let value = serde_json::to_value(&report)?;
+    print(connection, value, || redrive_text(from, &report))?;
+    if let Some((p, o, why)) = report.failed.first() {
+        bail!(
+            "{} records not redriven (they stay in {from}); the first, {from}-{p}@{o}: {why}",
+            report.failed.len()
+        );
+    }
+    Ok(())
+}
+
+fn redrive_text(from: &str, report: &dlt::RedriveReport) -> String {
+    let mut out = format!(
+        "redriven {} in {:.1} s; already redriven {}; filtered out {}; failed {}",
+        report.redriven.len(),
+        report.seconds,
+        report.already,
+        report.filtered,
+        report.failed.len()
+    );
+    for (p, o, why) in &report.failed {
+        out.push_str(&format!("\n  {from}-{p}@{o}: {why}"));
+    }
+    out
+}
+
+/// `dlt parked`: the keys with records still waiting in the retry topics.
+async fn parked(
+    connection: &Connection,
+    client: &ClientConfig,
+    topic: &str,
+    group: &str,
+    retry_suffix: &str,
+) -> anyhow::Result<()> {
+    let keys = retry_topic::parked_keys(client, topic, group, retry_suffix).await?;
+    let value = json!(keys);
+    print(connection, value, || {
+        table(
+            &[
+                "PARTITION",
+                "KEY",
+                "SINCE",
+                "RECORDS",
+                "HEAD-OFFSET",
+                "REASON",
+            ],
+            &[0, 3, 4],
+            keys.iter().map(|k| {
+                vec![
+                    k.partition.to_string(),
+                    k.key.clone(),
+                    time_text(k.since_ms),
+                    k.records.to_string(),
+                    k.head_offset.to_string(),
+                    k.reason.clone(),
+                ]
+            }),
+        )
+    })?;
+    Ok(())
 }
 
 async fn read(
