@@ -151,6 +151,26 @@ pub fn queue(connection: &Connection, command: &QueueCommand) -> anyhow::Result<
 }
 
 async fn describe(connection: &Connection, client: &mut Client, group: &str) -> anyhow::Result<()> {
+    let described = share_group(client, group).await?;
+    let configs = group_configs(client, group).await?;
+    let now = log_core::now_ms();
+    let oldest_available = oldest_available_ages(connection, &configs.partitions, now).await?;
+    let report = GroupReport {
+        group,
+        described: &described,
+        configs: &configs,
+        oldest_available: &oldest_available,
+        now,
+    };
+    print(connection, report.json(), || report.text())?;
+    Ok(())
+}
+
+/// The share group's description (state and members), or the error it was answered with.
+async fn share_group(
+    client: &mut Client,
+    group: &str,
+) -> anyhow::Result<share_group_describe_response::DescribedGroup> {
     let described = client
         .call(
             &ShareGroupDescribeRequest::default()
@@ -168,6 +188,18 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
                 .map_or_else(|| described.error_code.to_string(), |e| e.to_string())
         );
     }
+    Ok(described)
+}
+
+/// A share group's config entries, sorted into its settings and lograil's read-only state
+/// entries.
+struct GroupConfigs {
+    settings: BTreeMap<String, String>,
+    partitions: Vec<PartitionState>,
+    tenants: Vec<TenantState>,
+}
+
+async fn group_configs(client: &mut Client, group: &str) -> anyhow::Result<GroupConfigs> {
     let configs = client
         .call(
             &DescribeConfigsRequest::default().with_resources(vec![
@@ -193,11 +225,23 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
             settings.insert(entry.name.to_string(), value);
         }
     }
-    // The age of each partition's oldest available record: the record at its start offset.
-    let now = log_core::now_ms();
+    Ok(GroupConfigs {
+        settings,
+        partitions,
+        tenants,
+    })
+}
+
+/// The age in seconds at `now` of each partition's oldest available record: the record at
+/// its start offset (`None` when it has none, or its timestamp could not be read).
+async fn oldest_available_ages(
+    connection: &Connection,
+    partitions: &[PartitionState],
+    now: i64,
+) -> anyhow::Result<Vec<Option<f64>>> {
     let mut admin = connection.admin().await?;
     let mut oldest_available = Vec::with_capacity(partitions.len());
-    for p in &partitions {
+    for p in partitions {
         let (topic, index) = p
             .name
             .rsplit_once('-')
@@ -215,70 +259,114 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
         };
         oldest_available.push(age);
     }
-    let members: Vec<_> = described
-        .members
-        .iter()
-        .map(|m| {
-            json!({
-                "member_id": m.member_id.to_string(),
-                "client_id": m.client_id.to_string(),
-                "host": m.client_host.to_string(),
-                "epoch": m.member_epoch,
-                "assignment": m.assignment.topic_partitions.iter()
-                    .map(|t| json!({ "topic": t.topic_name.to_string(), "partitions": t.partitions }))
-                    .collect::<Vec<_>>(),
+    Ok(oldest_available)
+}
+
+/// What `queue describe` shows of a share group, with the ages measured at `now`.
+struct GroupReport<'a> {
+    group: &'a str,
+    described: &'a share_group_describe_response::DescribedGroup,
+    configs: &'a GroupConfigs,
+    /// Per partition, in the order of `configs.partitions`.
+    oldest_available: &'a [Option<f64>],
+    now: i64,
+}
+
+fn dash(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |s| format!("{s:.1}"))
+}
+
+impl GroupReport<'_> {
+    /// Seconds since a partition's oldest lock was taken.
+    fn lock_age(&self, p: &PartitionState) -> Option<f64> {
+        p.oldest_lock_ms.map(|ms| (self.now - ms) as f64 / 1000.0)
+    }
+
+    /// Seconds since a tenant's oldest available record was written (never negative).
+    fn tenant_age(&self, t: &TenantState) -> Option<f64> {
+        t.oldest_available_ms
+            .map(|ts| (self.now - ts).max(0) as f64 / 1000.0)
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let members: Vec<_> = self
+            .described
+            .members
+            .iter()
+            .map(|m| {
+                json!({
+                    "member_id": m.member_id.to_string(),
+                    "client_id": m.client_id.to_string(),
+                    "host": m.client_host.to_string(),
+                    "epoch": m.member_epoch,
+                    "assignment": m.assignment.topic_partitions.iter()
+                        .map(|t| json!({ "topic": t.topic_name.to_string(), "partitions": t.partitions }))
+                        .collect::<Vec<_>>(),
+                })
             })
-        })
-        .collect();
-    let rows: Vec<_> = partitions
-        .iter()
-        .zip(&oldest_available)
-        .map(|(p, age)| {
-            json!({
-                "partition": p.name,
-                "start_offset": p.start,
-                "end_offset": p.end,
-                "available": p.available,
-                "acquired": p.acquired,
-                "archived": p.archived,
-                "oldest_available_seconds": age,
-                "oldest_lock_seconds": p.oldest_lock_ms.map(|ms| (now - ms) as f64 / 1000.0),
-                "overloaded": p.overloaded,
+            .collect();
+        let rows: Vec<_> = self
+            .configs
+            .partitions
+            .iter()
+            .zip(self.oldest_available)
+            .map(|(p, age)| {
+                json!({
+                    "partition": p.name,
+                    "start_offset": p.start,
+                    "end_offset": p.end,
+                    "available": p.available,
+                    "acquired": p.acquired,
+                    "archived": p.archived,
+                    "oldest_available_seconds": age,
+                    "oldest_lock_seconds": self.lock_age(p),
+                    "overloaded": p.overloaded,
+                })
             })
-        })
-        .collect();
-    let age = |ms: Option<i64>| ms.map(|ts| (now - ts).max(0) as f64 / 1000.0);
-    let tenant_rows: Vec<_> = tenants
-        .iter()
-        .map(|t| {
-            json!({
-                "partition": t.partition,
-                "tenant": t.tenant,
-                "other": t.tenant.is_none(),
-                "available": t.available,
-                "in_flight": t.in_flight,
-                "oldest_available_seconds": age(t.oldest_available_ms),
+            .collect();
+        let tenant_rows: Vec<_> = self
+            .configs
+            .tenants
+            .iter()
+            .map(|t| {
+                json!({
+                    "partition": t.partition,
+                    "tenant": t.tenant,
+                    "other": t.tenant.is_none(),
+                    "available": t.available,
+                    "in_flight": t.in_flight,
+                    "oldest_available_seconds": self.tenant_age(t),
+                })
             })
-        })
-        .collect();
-    let dash = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |s| format!("{s:.1}"));
-    print(
-        connection,
+            .collect();
         json!({
-            "group": group,
-            "state": described.group_state.to_string(),
+            "group": self.group,
+            "state": self.described.group_state.to_string(),
             "members": members,
-            "configs": settings,
+            "configs": self.configs.settings,
             "partitions": rows,
             "tenants": tenant_rows,
-        }),
-        || {
-            let header = format!(
-                "Share group {group} is {} with {} members.\n",
-                described.group_state.as_str(),
-                described.members.len()
-            );
-            let partition_rows = partitions.iter().zip(&oldest_available).map(|(p, age)| {
+        })
+    }
+
+    /// The header line, then the partitions', tenants' (with fair turns) and members' tables.
+    fn text(&self) -> String {
+        let header = format!(
+            "Share group {} is {} with {} members.\n",
+            self.group,
+            self.described.group_state.as_str(),
+            self.described.members.len()
+        );
+        header + &self.partitions_table() + &self.tenants_table() + "\n\n" + &self.members_table()
+    }
+
+    fn partitions_table(&self) -> String {
+        let rows = self
+            .configs
+            .partitions
+            .iter()
+            .zip(self.oldest_available)
+            .map(|(p, age)| {
                 vec![
                     p.name.clone(),
                     p.start.to_string(),
@@ -287,64 +375,67 @@ async fn describe(connection: &Connection, client: &mut Client, group: &str) -> 
                     p.acquired.to_string(),
                     p.archived.to_string(),
                     dash(*age),
-                    dash(p.oldest_lock_ms.map(|ms| (now - ms) as f64 / 1000.0)),
+                    dash(self.lock_age(p)),
                     if p.overloaded { "yes" } else { "no" }.to_string(),
                 ]
             });
-            let member_rows = described.members.iter().map(|m| {
-                vec![
-                    m.member_id.to_string(),
-                    m.client_id.to_string(),
-                    m.client_host.to_string(),
-                    m.member_epoch.to_string(),
-                ]
-            });
-            header
-                + &table(
-                    &[
-                        "PARTITION",
-                        "START",
-                        "END",
-                        "AVAILABLE",
-                        "ACQUIRED",
-                        "ARCHIVED",
-                        "OLDEST-AVAILABLE-S",
-                        "OLDEST-LOCK-S",
-                        "OVERLOADED",
-                    ],
-                    &[1, 2, 3, 4, 5, 6, 7],
-                    partition_rows,
-                )
-                + &if tenants.is_empty() {
-                    String::new()
-                } else {
-                    let rows = tenants.iter().map(|t| {
-                        vec![
-                            t.partition.clone(),
-                            t.tenant.clone().unwrap_or_else(|| "(other)".to_string()),
-                            t.available.to_string(),
-                            t.in_flight.to_string(),
-                            dash(age(t.oldest_available_ms)),
-                        ]
-                    });
-                    "\n\n".to_string()
-                        + &table(
-                            &[
-                                "PARTITION",
-                                "TENANT",
-                                "AVAILABLE",
-                                "IN-FLIGHT",
-                                "OLDEST-AVAILABLE-S",
-                            ],
-                            &[2, 3, 4],
-                            rows,
-                        )
-                }
-                + "\n\n"
-                + &table(&["MEMBER", "CLIENT-ID", "HOST", "EPOCH"], &[3], member_rows)
-        },
-    )?;
-    Ok(())
+        table(
+            &[
+                "PARTITION",
+                "START",
+                "END",
+                "AVAILABLE",
+                "ACQUIRED",
+                "ARCHIVED",
+                "OLDEST-AVAILABLE-S",
+                "OLDEST-LOCK-S",
+                "OVERLOADED",
+            ],
+            &[1, 2, 3, 4, 5, 6, 7],
+            rows,
+        )
+    }
+
+    /// The tenants' table after a blank line, or nothing without fair turns.
+    fn tenants_table(&self) -> String {
+        let tenants = &self.configs.tenants;
+        if tenants.is_empty() {
+            return String::new();
+        }
+        let rows = tenants.iter().map(|t| {
+            vec![
+                t.partition.clone(),
+                t.tenant.clone().unwrap_or_else(|| "(other)".to_string()),
+                t.available.to_string(),
+                t.in_flight.to_string(),
+                dash(self.tenant_age(t)),
+            ]
+        });
+        "\n\n".to_string()
+            + &table(
+                &[
+                    "PARTITION",
+                    "TENANT",
+                    "AVAILABLE",
+                    "IN-FLIGHT",
+                    "OLDEST-AVAILABLE-S",
+                ],
+                &[2, 3, 4],
+                rows,
+            )
+    }
+
+    fn members_table(&self) -> String {
+        let rows = self.described.members.iter().map(|m| {
+            vec![
+                m.member_id.to_string(),
+                m.client_id.to_string(),
+                m.client_host.to_string(),
+                m.member_epoch.to_string(),
+            ]
+        });
+        table(&["MEMBER", "CLIENT-ID", "HOST", "EPOCH"], &[3], rows)
+    }
 }
 
 #[cfg(test)]
