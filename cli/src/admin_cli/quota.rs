@@ -5,7 +5,7 @@
 //! --entity-type clients/users/ips`).
 
 use anyhow::bail;
-use consumer::QuotaMatch;
+use consumer::{Admin, ClientQuotas, QuotaMatch};
 use serde_json::json;
 
 use super::{print, table, Connection};
@@ -143,25 +143,13 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
                 validate_only,
             } => {
                 let entity = entity.entity()?;
-                let values = [
+                let ops = set_ops([
                     producer_byte_rate.map(|v| v as f64),
                     consumer_byte_rate.map(|v| v as f64),
                     *request_percentage,
                     connection_creation_rate.map(|v| v as f64),
-                ];
-                let ops: Vec<(String, Option<f64>)> = KEYS
-                    .iter()
-                    .zip(values)
-                    .filter_map(|(k, v)| v.map(|v| (k.to_string(), Some(v))))
-                    .collect();
-                if ops.is_empty() {
-                    bail!("nothing to set: --producer-byte-rate, --consumer-byte-rate, --request-percentage or --connection-creation-rate");
-                }
-                admin.alter_client_quotas(&entity, &ops, *validate_only).await?;
-                let verb = if *validate_only { "Valid" } else { "Set" };
-                print(connection, json!({ "entity": entity_json(&entity), "set": ops_json(&ops), "validate_only": validate_only }), || {
-                    format!("{verb}: {} for {}", ops_text(&ops), entity_text(&entity))
-                })?;
+                ])?;
+                set(connection, &mut admin, &entity, &ops, *validate_only).await?;
             }
             QuotaCommand::Remove {
                 entity,
@@ -172,56 +160,130 @@ pub fn quota(connection: &Connection, command: &QuotaCommand) -> anyhow::Result<
             } => {
                 let is_ip = entity.is_ip();
                 let entity = entity.entity()?;
-                let chosen = [
-                    *producer_byte_rate,
-                    *consumer_byte_rate,
-                    *request_percentage,
-                    *connection_creation_rate,
-                ];
-                let all = !chosen.iter().any(|c| *c);
-                // "All" of an entity is the keys its type takes.
-                let ops: Vec<(String, Option<f64>)> = KEYS
-                    .iter()
-                    .zip(chosen)
-                    .filter(|(k, c)| *c || (all && ((**k == IP_KEY) == is_ip)))
-                    .map(|(k, _)| (k.to_string(), None))
-                    .collect();
-                admin.alter_client_quotas(&entity, &ops, false).await?;
-                let keys: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
-                print(connection, json!({ "entity": entity_json(&entity), "removed": keys }), || {
-                    format!("Removed {} for {}", keys.join(", "), entity_text(&entity))
-                })?;
+                let ops = remove_ops(
+                    is_ip,
+                    [
+                        *producer_byte_rate,
+                        *consumer_byte_rate,
+                        *request_percentage,
+                        *connection_creation_rate,
+                    ],
+                );
+                remove(connection, &mut admin, &entity, &ops).await?;
             }
             QuotaCommand::Describe { entity, strict } => {
-                let filter: Vec<(String, QuotaMatch)> = entity
-                    .components()
-                    .into_iter()
-                    .filter_map(|(kind, name)| {
-                        name.map(|n| (kind, n.map_or(QuotaMatch::Default, QuotaMatch::Exact)))
-                    })
-                    .collect();
-                let quotas = admin.describe_client_quotas(&filter, *strict).await?;
-                let as_json: Vec<_> = quotas
-                    .iter()
-                    .map(|q| json!({ "entity": entity_json(&q.entity), "values": q.values.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>() }))
-                    .collect();
-                print(connection, json!(as_json), || {
-                    let rows = quotas.iter().map(|q| {
-                        let of = |kind: &str| {
-                            q.entity.iter().find(|(k, _)| k == kind).map_or(String::new(), |(_, n)| {
-                                n.clone().unwrap_or_else(|| "<default>".to_string())
-                            })
-                        };
-                        let values: Vec<(String, Option<f64>)> =
-                            q.values.iter().map(|(k, v)| (k.clone(), Some(*v))).collect();
-                        vec![of("user"), of("client-id"), of("ip"), ops_text(&values)]
-                    });
-                    table(&["USER", "CLIENT-ID", "IP", "QUOTAS"], &[], rows)
-                })?;
+                describe(connection, &mut admin, &describe_filter(entity), *strict).await?;
             }
         }
         Ok(())
     })
+}
+
+/// The keys to set, with `values` in the order of [`KEYS`]; an error when none is given.
+fn set_ops(values: [Option<f64>; 4]) -> anyhow::Result<Vec<(String, Option<f64>)>> {
+    let ops: Vec<(String, Option<f64>)> = KEYS
+        .iter()
+        .zip(values)
+        .filter_map(|(k, v)| v.map(|v| (k.to_string(), Some(v))))
+        .collect();
+    if ops.is_empty() {
+        bail!("nothing to set: --producer-byte-rate, --consumer-byte-rate, --request-percentage or --connection-creation-rate");
+    }
+    Ok(ops)
+}
+
+/// The keys to remove, `chosen` in the order of [`KEYS`]; none chosen is all the keys the
+/// entity's type takes.
+fn remove_ops(is_ip: bool, chosen: [bool; 4]) -> Vec<(String, Option<f64>)> {
+    let all = !chosen.iter().any(|c| *c);
+    // "All" of an entity is the keys its type takes.
+    KEYS.iter()
+        .zip(chosen)
+        .filter(|(k, c)| *c || (all && ((**k == IP_KEY) == is_ip)))
+        .map(|(k, _)| (k.to_string(), None))
+        .collect()
+}
+
+/// The DescribeClientQuotas filter of the entity named (empty: all entities).
+fn describe_filter(entity: &EntityArgs) -> Vec<(String, QuotaMatch)> {
+    entity
+        .components()
+        .into_iter()
+        .filter_map(|(kind, name)| {
+            name.map(|n| (kind, n.map_or(QuotaMatch::Default, QuotaMatch::Exact)))
+        })
+        .collect()
+}
+
+async fn set(
+    connection: &Connection,
+    admin: &mut Admin,
+    entity: &[(String, Option<String>)],
+    ops: &[(String, Option<f64>)],
+    validate_only: bool,
+) -> anyhow::Result<()> {
+    admin
+        .alter_client_quotas(entity, ops, validate_only)
+        .await?;
+    let verb = if validate_only { "Valid" } else { "Set" };
+    print(
+        connection,
+        json!({ "entity": entity_json(entity), "set": ops_json(ops), "validate_only": validate_only }),
+        || format!("{verb}: {} for {}", ops_text(ops), entity_text(entity)),
+    )?;
+    Ok(())
+}
+
+async fn remove(
+    connection: &Connection,
+    admin: &mut Admin,
+    entity: &[(String, Option<String>)],
+    ops: &[(String, Option<f64>)],
+) -> anyhow::Result<()> {
+    admin.alter_client_quotas(entity, ops, false).await?;
+    let keys: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
+    print(
+        connection,
+        json!({ "entity": entity_json(entity), "removed": keys }),
+        || format!("Removed {} for {}", keys.join(", "), entity_text(entity)),
+    )?;
+    Ok(())
+}
+
+async fn describe(
+    connection: &Connection,
+    admin: &mut Admin,
+    filter: &[(String, QuotaMatch)],
+    strict: bool,
+) -> anyhow::Result<()> {
+    let quotas = admin.describe_client_quotas(filter, strict).await?;
+    let as_json: Vec<_> = quotas
+        .iter()
+        .map(|q| json!({ "entity": entity_json(&q.entity), "values": q.values.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>() }))
+        .collect();
+    print(connection, json!(as_json), || quotas_text(&quotas))?;
+    Ok(())
+}
+
+/// One row per entity: its user, client id and address, and its quotas.
+fn quotas_text(quotas: &[ClientQuotas]) -> String {
+    let rows = quotas.iter().map(|q| {
+        let of = |kind: &str| {
+            q.entity
+                .iter()
+                .find(|(k, _)| k == kind)
+                .map_or(String::new(), |(_, n)| {
+                    n.clone().unwrap_or_else(|| "<default>".to_string())
+                })
+        };
+        let values: Vec<(String, Option<f64>)> = q
+            .values
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(*v)))
+            .collect();
+        vec![of("user"), of("client-id"), of("ip"), ops_text(&values)]
+    });
+    table(&["USER", "CLIENT-ID", "IP", "QUOTAS"], &[], rows)
 }
 
 fn entity_json(entity: &[(String, Option<String>)]) -> serde_json::Value {
