@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use consumer::{Admin, ClientConfig, Producer};
 use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
 
 use self::plan::{Plan, TENANTS};
 use self::queue::GROUPS;
@@ -247,6 +248,44 @@ async fn play(
     plan: &Arc<Plan>,
     table: &mut Table,
 ) -> anyhow::Result<Outcome> {
+    let (mut admin, notes) = set_up(client, names).await?;
+    let stats = Shared::new(GROUPS.len());
+    let start = Instant::now() + LEAD_IN;
+    let (workers, topics) = Workers::start(client, names, plan, start, &stats).await?;
+    let producer = Producer::from_config(
+        &client
+            .clone()
+            .with("acks", "all")
+            .with("enable.idempotence", "true")
+            .with("linger.ms", "5"),
+    )
+    .await
+    .context("starting the producer")?;
+    let watched = Watch {
+        admin: &mut admin,
+        names,
+        plan,
+        stats: &stats,
+        start,
+    }
+    .run(&producer, table)
+    .await;
+    producer.close().await;
+    workers.stop().await?;
+    let (rows, end) = watched?;
+    Ok(Outcome {
+        rows,
+        end,
+        notes,
+        stats: stats.clone(),
+        retry_topics: topics.retry,
+        dlt: topics.dlt,
+    })
+}
+
+/// Connects, creates the two topics and configures the share groups; returns the admin
+/// client and the notes the configuration left.
+async fn set_up(client: &ClientConfig, names: &Names) -> anyhow::Result<(Admin, Vec<String>)> {
     let mut admin = Admin::from_config(client).await.context("connecting")?;
     admin
         .create_topic(&names.webhooks, 3, &[])
@@ -260,113 +299,160 @@ async fn play(
     for (group, kind) in names.queue_groups.iter().zip(GROUPS) {
         notes.extend(queue::configure(&mut admin, group, kind).await?);
     }
-    let stats = Shared::new(GROUPS.len());
-    let start = Instant::now() + LEAD_IN;
-    let chain = chain::workers(
-        client,
-        chain::config(&names.webhooks, &names.chain_group),
-        plan.clone(),
-        start,
-        stats.clone(),
-    )
-    .await
-    .context("starting the webhook workers")?;
-    let retry_topics: Vec<String> = chain
-        .topology()
-        .stages
-        .iter()
-        .map(|s| s.topic.clone())
-        .collect();
-    let dlt = chain.topology().dlt.clone();
-    let (stop, stopped) = watch::channel(false);
-    let mut chain_stop = stopped.clone();
-    let chain_task = tokio::spawn(chain.run(async move {
-        let _ = chain_stop.wait_for(|stop| *stop).await;
-    }));
-    let crew = queue::Crew {
-        client: client.clone(),
-        topic: names.tasks.clone(),
-        plan: plan.clone(),
-        stats: stats.clone(),
-        stop: stopped,
-    };
-    let mut queue_tasks = Vec::new();
-    for (index, group) in names.queue_groups.iter().enumerate() {
-        queue_tasks.extend(queue::start(&crew, group, index));
-    }
-    let producer = Producer::from_config(
-        &client
-            .clone()
-            .with("acks", "all")
-            .with("enable.idempotence", "true")
-            .with("linger.ms", "5"),
-    )
-    .await
-    .context("starting the producer")?;
-    let mut rows = Vec::new();
-    let end = {
-        let traffic = tenants::play(
-            &producer,
-            plan,
+    Ok((admin, notes))
+}
+
+/// The retry chain's topics: its retry topics in order, and its dead-letter topic.
+struct ChainTopics {
+    retry: Vec<String>,
+    dlt: String,
+}
+
+/// The running workers: the webhook workers on the retry chain and the task workers of each
+/// share group, until `stop`.
+struct Workers {
+    stop: watch::Sender<bool>,
+    chain: JoinHandle<Result<(), retry_topic::RetryError>>,
+    queues: Vec<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Workers {
+    async fn start(
+        client: &ClientConfig,
+        names: &Names,
+        plan: &Arc<Plan>,
+        start: Instant,
+        stats: &Shared,
+    ) -> anyhow::Result<(Workers, ChainTopics)> {
+        let chain = chain::workers(
+            client,
+            chain::config(&names.webhooks, &names.chain_group),
+            plan.clone(),
             start,
+            stats.clone(),
+        )
+        .await
+        .context("starting the webhook workers")?;
+        let retry_topics: Vec<String> = chain
+            .topology()
+            .stages
+            .iter()
+            .map(|s| s.topic.clone())
+            .collect();
+        let dlt = chain.topology().dlt.clone();
+        let (stop, stopped) = watch::channel(false);
+        let mut chain_stop = stopped.clone();
+        let chain_task = tokio::spawn(chain.run(async move {
+            let _ = chain_stop.wait_for(|stop| *stop).await;
+        }));
+        let crew = queue::Crew {
+            client: client.clone(),
+            topic: names.tasks.clone(),
+            plan: plan.clone(),
+            stats: stats.clone(),
+            stop: stopped,
+        };
+        let mut queue_tasks = Vec::new();
+        for (index, group) in names.queue_groups.iter().enumerate() {
+            queue_tasks.extend(queue::start(&crew, group, index));
+        }
+        let workers = Workers {
+            stop,
+            chain: chain_task,
+            queues: queue_tasks,
+        };
+        let topics = ChainTopics {
+            retry: retry_topics,
+            dlt,
+        };
+        Ok((workers, topics))
+    }
+
+    /// Tells every worker to stop and waits for them all.
+    async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        self.chain
+            .await
+            .context("the webhook workers")?
+            .context("the webhook workers")?;
+        for task in self.queues {
+            task.await.context("a task worker")??;
+        }
+        Ok(())
+    }
+}
+
+/// What the live table looks at, a row a second.
+struct Watch<'a> {
+    admin: &'a mut Admin,
+    names: &'a Names,
+    plan: &'a Plan,
+    stats: &'a Shared,
+    start: Instant,
+}
+
+impl Watch<'_> {
+    /// Sends the traffic with `producer`, printing a row a second, until everything sent is
+    /// done, or [`DRAIN_LIMIT`] after the traffic, or Ctrl-C; returns the rows and how it
+    /// ended.
+    async fn run(
+        mut self,
+        producer: &Producer,
+        table: &mut Table,
+    ) -> anyhow::Result<(Vec<Row>, End)> {
+        let names = self.names;
+        let traffic = tenants::play(
+            producer,
+            self.plan,
+            self.start,
             (&names.webhooks, &names.tasks),
-            &stats,
+            self.stats,
         );
         let mut traffic = std::pin::pin!(traffic);
         let mut sent = false;
         let mut ticks = tokio::time::interval_at(
-            (start + Duration::from_secs(1)).into(),
+            (self.start + Duration::from_secs(1)).into(),
             Duration::from_secs(1),
         );
-        let traffic_end = start + plan.duration;
+        let traffic_end = self.start + self.plan.duration;
         let interrupt = tokio::signal::ctrl_c();
         let mut interrupt = std::pin::pin!(interrupt);
-        loop {
+        let mut rows = Vec::new();
+        let end = loop {
             tokio::select! {
                 r = &mut traffic, if !sent => {
-                    if let Err(e) = r {
-                        break Err(e);
-                    }
+                    r?;
                     sent = true;
                 }
-                _ = &mut interrupt => break Ok(End::Interrupted),
+                _ = &mut interrupt => break End::Interrupted,
                 _ = ticks.tick() => {
-                    let t = start.elapsed().as_secs();
-                    let lag = chain_lag(&mut admin, &names.chain_group, &names.webhooks).await;
-                    let ms = t * 1000;
-                    let row = stats.lock().row(t, lag, plan.flooding(ms.saturating_sub(500)), plan.down(ms.saturating_sub(500)));
-                    if let Err(e) = table.row(&row) {
-                        break Err(e.into());
-                    }
+                    let row = self.row().await;
+                    table.row(&row)?;
                     rows.push(row);
-                    if sent && all_done(&stats) {
-                        break Ok(End::Done);
+                    if sent && all_done(self.stats) {
+                        break End::Done;
                     }
                     if Instant::now() > traffic_end + DRAIN_LIMIT {
-                        break Ok(End::TimedOut);
+                        break End::TimedOut;
                     }
                 }
             }
-        }
-    };
-    producer.close().await;
-    let _ = stop.send(true);
-    chain_task
-        .await
-        .context("the webhook workers")?
-        .context("the webhook workers")?;
-    for task in queue_tasks {
-        task.await.context("a task worker")??;
+        };
+        Ok((rows, end))
     }
-    let end = end?;
-    Ok(Outcome {
-        rows,
-        end,
-        notes,
-        stats: stats.clone(),
-        retry_topics,
-        dlt,
-    })
+
+    /// The row of the seconds since the start: the chain group's lag and the counts so far.
+    async fn row(&mut self) -> Row {
+        let t = self.start.elapsed().as_secs();
+        let lag = chain_lag(self.admin, &self.names.chain_group, &self.names.webhooks).await;
+        let ms = t * 1000;
+        self.stats.lock().row(
+            t,
+            lag,
+            self.plan.flooding(ms.saturating_sub(500)),
+            self.plan.down(ms.saturating_sub(500)),
+        )
+    }
 }
 
 /// Every sent record done by the chain (or dead-lettered) and by each share group.
