@@ -130,7 +130,33 @@ fn rate(rows: &[Row], f: impl Fn(&Row) -> u64) -> Vec<(f64, f64)> {
 /// The whole report.
 pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
     let t_max = rows.last().map_or(1.0, |r| r.t as f64);
-    let bands: Vec<Band> = vec![
+    let bands = bands(plan);
+    let mut plots = chain_plots(rows, &bands, t_max);
+    plots.extend(queue_plots(rows, &bands, t_max));
+    let mut html = String::new();
+    html.push_str(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>lograil demo report</title><style>body{font-family:sans-serif;margin:2em;\
+         max-width:780px}table{border-collapse:collapse}td,th{border:1px solid #ccc;\
+         padding:2px 8px;text-align:right}th{background:#f4f4f4}pre{background:#f4f4f4;\
+         padding:8px;overflow-x:auto}</style></head><body>\n<h1>lograil demo</h1>\n",
+    );
+    write_summary(&mut html, summary);
+    write_waits(&mut html, summary);
+    html.push_str("<h2>Timeline</h2>\n");
+    for p in plots {
+        html.push_str("<figure>");
+        html.push_str(&p);
+        html.push_str("</figure>\n");
+    }
+    write_commands(&mut html, summary);
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// The flood and the outage, shaded on every plot.
+fn bands(plan: &Plan) -> Vec<Band> {
+    vec![
         (
             plan.flood_ms.0 as f64 / 1000.0,
             plan.flood_ms.1 as f64 / 1000.0,
@@ -143,9 +169,12 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
             "outage",
             "#ff0000",
         ),
-    ];
-    let mut plots = Vec::new();
-    plots.push(plot(
+    ]
+}
+
+/// The webhook chain's plots: records per second, and its lag.
+fn chain_plots(rows: &[Row], bands: &[Band], t_max: f64) -> Vec<String> {
+    let records = plot(
         "Webhook chain: records per second",
         "",
         &[
@@ -173,11 +202,11 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
                     .collect(),
             },
         ],
-        &bands,
+        bands,
         t_max,
         0.0,
-    ));
-    plots.push(plot(
+    );
+    let lag = plot(
         "Webhook chain: lag in seconds (oldest unconsumed record)",
         " s",
         &[Series {
@@ -188,14 +217,20 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
                 .filter_map(|r| r.lag_seconds.map(|l| (r.t as f64, l)))
                 .collect(),
         }],
-        &bands,
+        bands,
         t_max,
         0.0,
-    ));
+    );
+    vec![records, lag]
+}
+
+/// One plot per share group: each tenant's wait p99, on one scale for all groups.
+fn queue_plots(rows: &[Row], bands: &[Band], t_max: f64) -> Vec<String> {
     let wait_max = rows
         .iter()
         .flat_map(|r| r.waits.iter().flatten().map(|w| w.p99 as f64))
         .fold(0.0, f64::max);
+    let mut plots = Vec::new();
     for (g, kind) in GROUPS.iter().enumerate() {
         let series: Vec<Series> = TENANTS
             .iter()
@@ -219,19 +254,16 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
             ),
             "",
             &series,
-            &bands,
+            bands,
             t_max,
             wait_max,
         ));
     }
-    let mut html = String::new();
-    html.push_str(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>lograil demo report</title><style>body{font-family:sans-serif;margin:2em;\
-         max-width:780px}table{border-collapse:collapse}td,th{border:1px solid #ccc;\
-         padding:2px 8px;text-align:right}th{background:#f4f4f4}pre{background:#f4f4f4;\
-         padding:8px;overflow-x:auto}</style></head><body>\n<h1>lograil demo</h1>\n",
-    );
+    plots
+}
+
+/// The run's line and the summary's table.
+fn write_summary(html: &mut String, summary: &Value) {
     let _ = writeln!(
         html,
         "<p>Seed {}, {} s of traffic against {}.</p>",
@@ -265,7 +297,12 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
             escape_html(&value.to_string())
         );
     }
-    html.push_str("</table>\n<h2>Task waits per tenant (ms)</h2>\n<table>\n<tr><th>group</th><th>tenant</th><th>tasks</th><th>p50</th><th>p99</th><th>max</th><th>p99 during the flood</th></tr>\n");
+    html.push_str("</table>\n");
+}
+
+/// The table of task waits, per share group and tenant.
+fn write_waits(html: &mut String, summary: &Value) {
+    html.push_str("<h2>Task waits per tenant (ms)</h2>\n<table>\n<tr><th>group</th><th>tenant</th><th>tasks</th><th>p50</th><th>p99</th><th>max</th><th>p99 during the flood</th></tr>\n");
     for q in summary["queues"].as_array().into_iter().flatten() {
         for tenant in TENANTS {
             let t = &q["tenants"][tenant];
@@ -282,19 +319,17 @@ pub fn render(summary: &Value, rows: &[Row], plan: &Plan) -> String {
             );
         }
     }
-    html.push_str("</table>\n<h2>Timeline</h2>\n");
-    for p in plots {
-        html.push_str("<figure>");
-        html.push_str(&p);
-        html.push_str("</figure>\n");
-    }
+    html.push_str("</table>\n");
+}
+
+/// The commands to look further.
+fn write_commands(html: &mut String, summary: &Value) {
     html.push_str("<h2>Look further</h2>\n<pre>");
     for c in summary["commands"].as_array().into_iter().flatten() {
         html.push_str(&escape_html(c.as_str().unwrap_or("")));
         html.push('\n');
     }
-    html.push_str("</pre>\n</body></html>\n");
-    html
+    html.push_str("</pre>\n");
 }
 
 #[cfg(test)]
