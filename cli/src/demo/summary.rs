@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::plan::{self, Plan, TENANTS};
 use super::queue::GROUPS;
-use super::stats::Waits;
+use super::stats::{QueueStats, Row, Stats, Waits};
 use super::{table, Args, End, Names, Outcome};
 
 fn waits_json(w: Waits) -> Value {
@@ -42,14 +42,48 @@ pub(super) fn summarize(
     outcome: &Outcome,
 ) -> Value {
     let mut s = outcome.stats.lock();
-    let poison = usize::try_from(plan.poison)
-        .ok()
-        .and_then(|i| plan.events.get(i));
-    let secs = |ms: u64| ms as f64 / 1000.0;
-    let queues: Vec<Value> = GROUPS
+    let queues = queues_json(names, &mut s.queues);
+    let max_lag = outcome
+        .rows
+        .iter()
+        .filter_map(|r| r.lag_seconds)
+        .reduce(f64::max);
+    json!({
+        "seed": plan.seed,
+        "duration_s": plan.duration.as_secs(),
+        "broker": addr,
+        "embedded": !external,
+        "drained": outcome.end == End::Done,
+        "topics": {
+            "webhooks": names.webhooks,
+            "retry": outcome.retry_topics,
+            "dlt": outcome.dlt,
+            "tasks": names.tasks,
+        },
+        "produced": s.produced,
+        "chain": chain_json(names, &s, max_lag),
+        "poison": poison_json(plan, &s),
+        "outage": outage_json(plan, &s),
+        "flood": {"tenant": plan::NOISY, "from_s": secs(plan.flood_ms.0), "to_s": secs(plan.flood_ms.1)},
+        "queues": queues,
+        "notes": outcome.notes,
+        "report": std::path::absolute(&args.report).unwrap_or_else(|_| args.report.clone()).display().to_string(),
+        "commands": commands(addr, names, &outcome.dlt),
+        "timeline": timeline_json(&outcome.rows),
+    })
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// Per share group: its tasks done and each tenant's waits, over the run and during the
+/// flood (sorts the waits in place).
+fn queues_json(names: &Names, queues: &mut [QueueStats]) -> Vec<Value> {
+    GROUPS
         .iter()
         .zip(&names.queue_groups)
-        .zip(s.queues.iter_mut())
+        .zip(queues.iter_mut())
         .map(|((kind, group), q)| {
             let tenants: serde_json::Map<String, Value> = TENANTS
                 .iter()
@@ -70,15 +104,58 @@ pub(super) fn summarize(
                 "tenants": tenants,
             })
         })
-        .collect();
-    let max_lag = outcome
-        .rows
-        .iter()
-        .filter_map(|r| r.lag_seconds)
-        .reduce(f64::max);
-    let timeline: Vec<Value> = outcome
-        .rows
-        .iter()
+        .collect()
+}
+
+/// The webhook workers' counts.
+fn chain_json(names: &Names, s: &Stats, max_lag: Option<f64>) -> Value {
+    let mut classes: BTreeMap<String, u64> = BTreeMap::new();
+    for (class, n) in &s.dead_classes {
+        classes.insert(class.clone(), *n);
+    }
+    json!({
+        "group": names.chain_group,
+        "completed": s.chain_done.len(),
+        "retried": s.retried,
+        "dead_lettered": s.dead_lettered.len(),
+        "dead_letter_classes": classes,
+        "max_lag_seconds": max_lag,
+    })
+}
+
+/// The poison record: which event, where, and what became of it.
+fn poison_json(plan: &Plan, s: &Stats) -> Value {
+    let poison = usize::try_from(plan.poison)
+        .ok()
+        .and_then(|i| plan.events.get(i));
+    json!({
+        "seq": plan.poison,
+        "tenant": poison.map(|e| e.tenant),
+        "key": poison.map(|e| e.key.as_str()),
+        "partition": s.poison.partition,
+        "offset": s.poison.offset,
+        "attempts": s.poison.attempts,
+        "dead_lettered": s.poison.dead_lettered,
+        "passed_by": s.poison.passed_by,
+    })
+}
+
+/// The downstream outage, planned and as the chain saw it.
+fn outage_json(plan: &Plan, s: &Stats) -> Value {
+    json!({
+        "from_s": secs(plan.outage_ms.0),
+        "to_s": secs(plan.outage_ms.1),
+        "detected_at_s": s.outage_detected_ms.map(secs),
+        "ended_at_s": s.outage_ended_ms.map(secs),
+        "failed_probes": s.failed_probes,
+        "retried_while_down": s.retried_in_outage,
+        "dead_lettered_while_down": s.dead_in_outage,
+    })
+}
+
+/// One entry per second of the run.
+fn timeline_json(rows: &[Row]) -> Vec<Value> {
+    rows.iter()
         .map(|r| {
             json!({
                 "t": r.t,
@@ -90,58 +167,7 @@ pub(super) fn summarize(
                 "phase": table::phase(r),
             })
         })
-        .collect();
-    let mut classes: BTreeMap<String, u64> = BTreeMap::new();
-    for (class, n) in &s.dead_classes {
-        classes.insert(class.clone(), *n);
-    }
-    json!({
-        "seed": plan.seed,
-        "duration_s": plan.duration.as_secs(),
-        "broker": addr,
-        "embedded": !external,
-        "drained": outcome.end == End::Done,
-        "topics": {
-            "webhooks": names.webhooks,
-            "retry": outcome.retry_topics,
-            "dlt": outcome.dlt,
-            "tasks": names.tasks,
-        },
-        "produced": s.produced,
-        "chain": {
-            "group": names.chain_group,
-            "completed": s.chain_done.len(),
-            "retried": s.retried,
-            "dead_lettered": s.dead_lettered.len(),
-            "dead_letter_classes": classes,
-            "max_lag_seconds": max_lag,
-        },
-        "poison": {
-            "seq": plan.poison,
-            "tenant": poison.map(|e| e.tenant),
-            "key": poison.map(|e| e.key.as_str()),
-            "partition": s.poison.partition,
-            "offset": s.poison.offset,
-            "attempts": s.poison.attempts,
-            "dead_lettered": s.poison.dead_lettered,
-            "passed_by": s.poison.passed_by,
-        },
-        "outage": {
-            "from_s": secs(plan.outage_ms.0),
-            "to_s": secs(plan.outage_ms.1),
-            "detected_at_s": s.outage_detected_ms.map(secs),
-            "ended_at_s": s.outage_ended_ms.map(secs),
-            "failed_probes": s.failed_probes,
-            "retried_while_down": s.retried_in_outage,
-            "dead_lettered_while_down": s.dead_in_outage,
-        },
-        "flood": {"tenant": plan::NOISY, "from_s": secs(plan.flood_ms.0), "to_s": secs(plan.flood_ms.1)},
-        "queues": queues,
-        "notes": outcome.notes,
-        "report": std::path::absolute(&args.report).unwrap_or_else(|_| args.report.clone()).display().to_string(),
-        "commands": commands(addr, names, &outcome.dlt),
-        "timeline": timeline,
-    })
+        .collect()
 }
 
 /// The summary for people, then where the report went and what to run next.
