@@ -13,15 +13,23 @@ pub fn write_svg(path: &std::path::Path, report: &NoisyReport) -> anyhow::Result
         .filter(|r| !r.tenants.is_empty())
         .collect();
     anyhow::ensure!(!runs.is_empty(), "no noisy-neighbour run to draw");
-    let tenants: Vec<String> = {
-        let mut all: Vec<String> = runs
-            .iter()
-            .flat_map(|r| r.tenants.iter().map(|t| t.tenant.clone()))
-            .collect();
-        all.sort();
-        all.dedup();
-        all
-    };
+    let svg = draw(&runs)?;
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Every tenant of the runs, sorted.
+fn tenants_of(runs: &[&RunFigures]) -> Vec<String> {
+    let mut all: Vec<String> = runs
+        .iter()
+        .flat_map(|r| r.tenants.iter().map(|t| t.tenant.clone()))
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// The y axis, ms: from half the lowest p50 (at least 0.05) to twice the highest p99.
+fn wait_range(runs: &[&RunFigures]) -> (f64, f64) {
     let top = runs
         .iter()
         .flat_map(|r| r.tenants.iter().map(|t| t.wait_p99_ms))
@@ -33,6 +41,32 @@ pub fn write_svg(path: &std::path::Path, report: &NoisyReport) -> anyhow::Result
         .fold(top, f64::min)
         .max(0.1)
         / 2.0;
+    (bottom, top)
+}
+
+/// Run `k`'s bars: per tenant it has, (x, p50, p99), the waits no lower than `bottom`.
+fn bars_of(
+    run: &RunFigures,
+    k: usize,
+    tenants: &[String],
+    width: f64,
+    bottom: f64,
+) -> Vec<(f64, f64, f64)> {
+    tenants
+        .iter()
+        .enumerate()
+        .filter_map(|(i, name)| {
+            let t = run.tenants.iter().find(|t| &t.tenant == name)?;
+            let x = i as f64 * width + 0.5 + k as f64;
+            Some((x, t.wait_p50_ms.max(bottom), t.wait_p99_ms.max(bottom)))
+        })
+        .collect()
+}
+
+/// The chart: a group of bars per tenant (one per run), labelled at the group's centre.
+fn draw(runs: &[&RunFigures]) -> anyhow::Result<String> {
+    let tenants = tenants_of(runs);
+    let (bottom, top) = wait_range(runs);
     let width = runs.len() as f64 + 1.0;
     let mut svg = String::new();
     {
@@ -69,15 +103,7 @@ pub fn write_svg(path: &std::path::Path, report: &NoisyReport) -> anyhow::Result
             .draw()?;
         const COLORS: [RGBColor; 4] = [GREEN, RED, BLUE, MAGENTA];
         for (k, (run, &color)) in runs.iter().zip(COLORS.iter().cycle()).enumerate() {
-            let bars: Vec<(f64, f64, f64)> = tenants
-                .iter()
-                .enumerate()
-                .filter_map(|(i, name)| {
-                    let t = run.tenants.iter().find(|t| &t.tenant == name)?;
-                    let x = i as f64 * width + 0.5 + k as f64;
-                    Some((x, t.wait_p50_ms.max(bottom), t.wait_p99_ms.max(bottom)))
-                })
-                .collect();
+            let bars = bars_of(run, k, &tenants, width, bottom);
             chart
                 .draw_series(bars.iter().map(|&(x, _, p99)| {
                     Rectangle::new([(x, bottom), (x + 0.8, p99)], color.mix(0.7).filled())
@@ -98,5 +124,5 @@ pub fn write_svg(path: &std::path::Path, report: &NoisyReport) -> anyhow::Result
             .draw()?;
         root.present()?;
     }
-    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+    Ok(svg)
 }
