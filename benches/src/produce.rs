@@ -183,6 +183,28 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
     start.wait();
     let producer = setup?;
 
+    let mut outcome = send_all(&job, &producer)?;
+    let mut committed = None;
+    if job.transaction.is_some() {
+        producer
+            .commit_transaction(TRANSACTION_TIMEOUT)
+            .context("commit_transaction")?;
+        outcome.transactions += 1;
+        committed = Some(Instant::now());
+    }
+    if !wait_for_deliveries(&producer, outcome.sent, job.deadline) {
+        outcome.timed_out = true;
+    }
+    take_deliveries(&producer, &mut outcome, committed);
+    Ok(outcome)
+}
+
+/// Sends the job's records (in transactions, committed every [`Transaction::every`]), until
+/// all are sent or the deadline passes; the deliveries are still to come.
+fn send_all(
+    job: &ProducerJob,
+    producer: &ThreadedProducer<DeliveryContext>,
+) -> anyhow::Result<ProducerOutcome> {
     let mut payload = Payload::new(job.message_size);
     let mut outcome = ProducerOutcome::default();
     let run_start = Instant::now();
@@ -191,17 +213,7 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
         producer.begin_transaction().context("begin_transaction")?;
     }
     for n in 0..job.messages {
-        let intended = match job.interval {
-            Some(interval) => {
-                let at = run_start + job.phase + interval.mul_f64(n as f64);
-                let now = Instant::now();
-                if at > now {
-                    std::thread::sleep(at - now);
-                }
-                at
-            }
-            None => Instant::now(),
-        };
+        let intended = intended_send(job, run_start, n);
         if intended > job.deadline {
             outcome.timed_out = true;
             break;
@@ -213,22 +225,8 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
         if let Some(key) = job.keys.get(n) {
             record = record.key(key);
         }
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    // librdkafka's queue is full: the broker is behind. Wait for deliveries.
-                    record = back;
-                    if Instant::now() > job.deadline {
-                        outcome.timed_out = true;
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                Err((e, _)) => return Err(e).context("producing a record"),
-            }
-        }
-        if outcome.timed_out {
+        if !send(producer, record, job.deadline)? {
+            outcome.timed_out = true;
             break;
         }
         outcome.sent += 1;
@@ -243,29 +241,77 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
             }
         }
     }
-    let mut committed = None;
-    if job.transaction.is_some() {
-        producer
-            .commit_transaction(TRANSACTION_TIMEOUT)
-            .context("commit_transaction")?;
-        outcome.transactions += 1;
-        committed = Some(Instant::now());
+    Ok(outcome)
+}
+
+/// When record `n` is sent: now in closed loop; in open loop its slot after `run_start`,
+/// slept until.
+fn intended_send(job: &ProducerJob, run_start: Instant, n: u64) -> Instant {
+    match job.interval {
+        Some(interval) => {
+            let at = run_start + job.phase + interval.mul_f64(n as f64);
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+            at
+        }
+        None => Instant::now(),
     }
-    // Wait for every delivery report (the polling thread records them).
+}
+
+/// Hands `record` to librdkafka, waiting while its queue is full; `false` when the deadline
+/// passes first.
+fn send(
+    producer: &ThreadedProducer<DeliveryContext>,
+    mut record: BaseRecord<'_, str, [u8], usize>,
+    deadline: Instant,
+) -> anyhow::Result<bool> {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(true),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                // librdkafka's queue is full: the broker is behind. Wait for deliveries.
+                record = back;
+                if Instant::now() > deadline {
+                    return Ok(false);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err((e, _)) => return Err(e).context("producing a record"),
+        }
+    }
+}
+
+/// Waits for every delivery report of the `sent` records (the polling thread records them);
+/// `false` when the deadline passes first.
+fn wait_for_deliveries(
+    producer: &ThreadedProducer<DeliveryContext>,
+    sent: u64,
+    deadline: Instant,
+) -> bool {
     loop {
         let done = {
             let d = producer.context().lock();
             d.acked + d.failed
         };
-        if done >= outcome.sent {
-            break;
+        if done >= sent {
+            return true;
         }
-        if Instant::now() > job.deadline {
-            outcome.timed_out = true;
-            break;
+        if Instant::now() > deadline {
+            return false;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Moves the delivery reports and librdkafka's statistics into `outcome`; `committed` is when
+/// the last transaction was committed.
+fn take_deliveries(
+    producer: &ThreadedProducer<DeliveryContext>,
+    outcome: &mut ProducerOutcome,
+    committed: Option<Instant>,
+) {
     let d = std::mem::take(&mut *producer.context().lock());
     outcome.acked = d.acked;
     outcome.failed = d.failed;
@@ -281,7 +327,6 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
         .stats
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    Ok(outcome)
 }
 
 /// The producer, connected (a Metadata request) so that connecting is not timed.
