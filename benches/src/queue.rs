@@ -74,23 +74,7 @@ pub fn run(args: &QueueArgs) -> anyhow::Result<QueueReport> {
 
 async fn measure(args: &QueueArgs) -> anyhow::Result<QueueReport> {
     let mut admin = Admin::connect(&args.brokers).await?;
-    let topic = admin
-        .describe_topic(&args.topic)
-        .await
-        .with_context(|| format!("topic {}: run `lograil-bench produce` first", args.topic))?;
-    let partitions: Vec<i32> = (0..topic.partitions).collect();
-    let ends = admin
-        .list_offsets(&args.topic, topic.partitions, -1)
-        .await?;
-    let starts = admin
-        .list_offsets(&args.topic, topic.partitions, -2)
-        .await?;
-    let available: i64 = ends.iter().zip(&starts).map(|(e, s)| e - s).sum();
-    let records = args
-        .messages
-        .unwrap_or(u64::try_from(available).unwrap_or(0))
-        .min(u64::try_from(available).unwrap_or(0));
-    anyhow::ensure!(records > 0, "topic {} is empty", args.topic);
+    let (partitions, records) = records_to_complete(&mut admin, args).await?;
 
     let fetch_s = plain_fetch(args, &partitions, records).await?;
     let state_before = match &args.data_dir {
@@ -105,52 +89,9 @@ async fn measure(args: &QueueArgs) -> anyhow::Result<QueueReport> {
     admin
         .alter_group_configs(&group, &[("share.auto.offset.reset", "earliest")])
         .await?;
-    let completed = Arc::new(AtomicU64::new(0));
-    let redelivered = Arc::new(AtomicU64::new(0));
-    let first = Arc::new(tokio::sync::OnceCell::new());
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.timeout_secs);
-    let mut workers = Vec::new();
-    for _ in 0..args.workers {
-        let config = ClientConfig::new()
-            .with("bootstrap.servers", args.brokers.as_str())
-            .with("group.id", group.as_str())
-            .with("share.acknowledgement.mode", "explicit")
-            .with("max.poll.records", args.max_poll_records.to_string());
-        let (completed, redelivered, first) =
-            (completed.clone(), redelivered.clone(), first.clone());
-        let topic = args.topic.clone();
-        workers.push(tokio::spawn(async move {
-            let queue = QueueConsumer::from_config(&config).await?;
-            queue.subscribe(&[topic.as_str()]);
-            while completed.load(Ordering::Relaxed) < records && Instant::now() < deadline {
-                let batch = queue.receive(Duration::from_millis(200)).await?;
-                if !batch.is_empty() {
-                    let _ = first.set(Instant::now());
-                }
-                for delivery in batch {
-                    if delivery.delivery_count() > 1 {
-                        redelivered.fetch_add(1, Ordering::Relaxed);
-                    }
-                    delivery.ack();
-                    completed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            queue.close().await?;
-            anyhow::Ok(())
-        }));
-    }
-    for worker in workers {
-        worker.await??;
-    }
-    let done = Instant::now();
-    let completed = completed.load(Ordering::Relaxed);
-    anyhow::ensure!(
-        completed >= records,
-        "timed out: {completed} of {records} records completed"
-    );
-    let first = *first.get().context("no record was delivered")?;
-    let completed_s = done.duration_since(first).as_secs_f64();
+    let run = complete(args, &group, records).await?;
+    let completed = run.completed;
+    let completed_s = run.done.duration_since(run.first).as_secs_f64();
     let state = match (state_before, args.data_dir.as_ref()) {
         (Some((bytes, records)), Some(dir)) => {
             let n = completed as f64;
@@ -168,11 +109,126 @@ async fn measure(args: &QueueArgs) -> anyhow::Result<QueueReport> {
         fetch_records_per_s: fetch_rate,
         completed_records_per_s: completed_rate,
         ratio: completed_rate / fetch_rate,
-        first_record_s: first.duration_since(started).as_secs_f64(),
+        first_record_s: run.first.duration_since(run.started).as_secs_f64(),
         state_records_per_record: state.map(|s| s.0),
         state_bytes_per_record: state.map(|s| s.1),
-        redelivered: redelivered.load(Ordering::Relaxed),
+        redelivered: run.redelivered,
     })
+}
+
+/// The topic's partitions, and the records to complete: `--messages`, at most those the
+/// topic holds (an error when it holds none).
+async fn records_to_complete(
+    admin: &mut Admin,
+    args: &QueueArgs,
+) -> anyhow::Result<(Vec<i32>, u64)> {
+    let topic = admin
+        .describe_topic(&args.topic)
+        .await
+        .with_context(|| format!("topic {}: run `lograil-bench produce` first", args.topic))?;
+    let partitions: Vec<i32> = (0..topic.partitions).collect();
+    let ends = admin
+        .list_offsets(&args.topic, topic.partitions, -1)
+        .await?;
+    let starts = admin
+        .list_offsets(&args.topic, topic.partitions, -2)
+        .await?;
+    let available: i64 = ends.iter().zip(&starts).map(|(e, s)| e - s).sum();
+    let records = args
+        .messages
+        .unwrap_or(u64::try_from(available).unwrap_or(0))
+        .min(u64::try_from(available).unwrap_or(0));
+    anyhow::ensure!(records > 0, "topic {} is empty", args.topic);
+    Ok((partitions, records))
+}
+
+/// What the share group's workers count together.
+#[derive(Debug, Default)]
+struct Counts {
+    completed: AtomicU64,
+    redelivered: AtomicU64,
+    /// When the first record was received.
+    first: tokio::sync::OnceCell<Instant>,
+}
+
+/// How the share group completed the records.
+struct Completion {
+    completed: u64,
+    redelivered: u64,
+    /// The workers' start, their first record, and when the last of them had closed.
+    started: Instant,
+    first: Instant,
+    done: Instant,
+}
+
+/// Runs `--workers` share-group workers of `group` until together they have completed
+/// `records` records (an error when `--timeout-secs` passes first).
+async fn complete(args: &QueueArgs, group: &str, records: u64) -> anyhow::Result<Completion> {
+    let counts = Arc::new(Counts::default());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.timeout_secs);
+    let mut workers = Vec::new();
+    for _ in 0..args.workers {
+        let config = ClientConfig::new()
+            .with("bootstrap.servers", args.brokers.as_str())
+            .with("group.id", group)
+            .with("share.acknowledgement.mode", "explicit")
+            .with("max.poll.records", args.max_poll_records.to_string());
+        let target = Target {
+            topic: args.topic.clone(),
+            records,
+            deadline,
+        };
+        workers.push(tokio::spawn(work(config, target, counts.clone())));
+    }
+    for worker in workers {
+        worker.await??;
+    }
+    let done = Instant::now();
+    let completed = counts.completed.load(Ordering::Relaxed);
+    anyhow::ensure!(
+        completed >= records,
+        "timed out: {completed} of {records} records completed"
+    );
+    let first = *counts.first.get().context("no record was delivered")?;
+    Ok(Completion {
+        completed,
+        redelivered: counts.redelivered.load(Ordering::Relaxed),
+        started,
+        first,
+        done,
+    })
+}
+
+/// What a worker works on: the topic, until the group has completed `records` or `deadline`.
+struct Target {
+    topic: String,
+    records: u64,
+    deadline: Instant,
+}
+
+/// One worker: receives, accepts every record it gets and counts it, then closes (sending its
+/// last acknowledgements).
+async fn work(config: ClientConfig, target: Target, counts: Arc<Counts>) -> anyhow::Result<()> {
+    let queue = QueueConsumer::from_config(&config).await?;
+    queue.subscribe(&[target.topic.as_str()]);
+    while counts.completed.load(Ordering::Relaxed) < target.records
+        && Instant::now() < target.deadline
+    {
+        let batch = queue.receive(Duration::from_millis(200)).await?;
+        if !batch.is_empty() {
+            let _ = counts.first.set(Instant::now());
+        }
+        for delivery in batch {
+            if delivery.delivery_count() > 1 {
+                counts.redelivered.fetch_add(1, Ordering::Relaxed);
+            }
+            delivery.ack();
+            counts.completed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    queue.close().await?;
+    Ok(())
 }
 
 /// Seconds for one plain consumer (assigned every partition) to read `records` records.
