@@ -69,52 +69,14 @@ pub fn run(mode: Mode, args: &RunArgs) -> anyhow::Result<RunReport> {
     let wall = Instant::now();
     let (produce, consume) = match mode {
         Mode::Produce => {
-            let acked = Arc::new(AtomicU64::new(0));
-            let jobs = producer_jobs(
-                args,
-                &producer_config,
-                messages.unwrap_or(0),
-                deadline,
-                &acked,
-                wall,
-            );
-            let _progress =
-                Progress::start(mode.name(), messages, vec![Counter::new("acked", &acked)]);
-            (Some(run_producers(jobs, args.rate)?), None)
+            let messages = messages.unwrap_or(0);
+            let produce = produce_only(args, &producer_config, messages, deadline, wall)?;
+            (Some(produce), None)
         }
         Mode::Consume => {
-            let marks = topic::watermarks(args, &overrides, partitions)?;
-            let ranges: Vec<PartitionRange> = (0..partitions)
-                .zip(marks)
-                .map(|(partition, (low, high))| PartitionRange {
-                    partition,
-                    start: low,
-                    end: Some(high),
-                })
-                .collect();
-            if ranges.iter().all(|r| r.end <= Some(r.start)) {
-                bail!("topic {} is empty: run `produce` first", args.topic);
-            }
-            let available: u64 = ranges
-                .iter()
-                .map(|r| u64::try_from(r.end.unwrap_or(r.start) - r.start).unwrap_or(0))
-                .sum();
-            let consumed = Arc::new(AtomicU64::new(0));
-            let stop = StopRule {
-                consumed_total: consumed.clone(),
-                limit: messages,
-                producers_done: None,
-                deadline,
-            };
-            let jobs = consumer_jobs(args, &consumer_config, &ranges, false, &stop, wall);
-            let total = messages.map_or(available, |m| m.min(available));
-            let _progress = Progress::start(
-                mode.name(),
-                Some(total),
-                vec![Counter::new("read", &consumed)],
-            );
-            let outcomes = run_together(jobs, run_consumer)?;
-            (None, Some(ConsumeSummary::of(&outcomes, false)))
+            let ranges = whole_topic(args, &overrides, partitions)?;
+            let consume = consume_only(args, &consumer_config, &ranges, messages, deadline, wall)?;
+            (None, Some(consume))
         }
         Mode::EndToEnd => {
             let (produce, consume) = end_to_end(
@@ -162,6 +124,79 @@ pub fn run(mode: Mode, args: &RunArgs) -> anyhow::Result<RunReport> {
         broker_cost,
         client_cost,
     })
+}
+
+/// The `produce` mode: the producers send `messages` records, showing the acknowledged ones
+/// as they come; `epoch` is the start of the run's measured phase.
+fn produce_only(
+    args: &RunArgs,
+    config: &rdkafka::ClientConfig,
+    messages: u64,
+    deadline: Instant,
+    epoch: Instant,
+) -> anyhow::Result<ProduceSummary> {
+    let acked = Arc::new(AtomicU64::new(0));
+    let jobs = producer_jobs(args, config, messages, deadline, &acked, epoch);
+    let _progress = Progress::start(
+        Mode::Produce.name(),
+        Some(messages),
+        vec![Counter::new("acked", &acked)],
+    );
+    run_producers(jobs, args.rate)
+}
+
+/// Every partition from its low to its high watermark; an error when all are empty.
+fn whole_topic(
+    args: &RunArgs,
+    overrides: &[(String, String)],
+    partitions: i32,
+) -> anyhow::Result<Vec<PartitionRange>> {
+    let marks = topic::watermarks(args, overrides, partitions)?;
+    let ranges: Vec<PartitionRange> = (0..partitions)
+        .zip(marks)
+        .map(|(partition, (low, high))| PartitionRange {
+            partition,
+            start: low,
+            end: Some(high),
+        })
+        .collect();
+    if ranges.iter().all(|r| r.end <= Some(r.start)) {
+        bail!("topic {} is empty: run `produce` first", args.topic);
+    }
+    Ok(ranges)
+}
+
+/// The `consume` mode: the consumers read `ranges`, at most `messages` records (`None`: all
+/// of them), showing the records read as they come; `epoch` is the start of the run's
+/// measured phase.
+fn consume_only(
+    args: &RunArgs,
+    config: &rdkafka::ClientConfig,
+    ranges: &[PartitionRange],
+    messages: Option<u64>,
+    deadline: Instant,
+    epoch: Instant,
+) -> anyhow::Result<ConsumeSummary> {
+    let available: u64 = ranges
+        .iter()
+        .map(|r| u64::try_from(r.end.unwrap_or(r.start) - r.start).unwrap_or(0))
+        .sum();
+    let consumed = Arc::new(AtomicU64::new(0));
+    let stop = StopRule {
+        consumed_total: consumed.clone(),
+        limit: messages,
+        producers_done: None,
+        deadline,
+    };
+    let jobs = consumer_jobs(args, config, ranges, false, &stop, epoch);
+    let total = messages.map_or(available, |m| m.min(available));
+    let _progress = Progress::start(
+        Mode::Consume.name(),
+        Some(total),
+        vec![Counter::new("read", &consumed)],
+    );
+    let outcomes = run_together(jobs, run_consumer)?;
+    Ok(ConsumeSummary::of(&outcomes, false))
 }
 
 fn validate(mode: Mode, args: &RunArgs) -> anyhow::Result<()> {
