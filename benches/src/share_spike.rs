@@ -18,14 +18,15 @@
 //! e.g. `lograil.share.overload.target.ms=500` for the overload mode. The JSON it writes is a
 //! `spike` report (so `spike-plot` draws it) with a `share` object beside.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use consumer::{Admin, ClientConfig, QueueConsumer};
+use consumer::{Admin, ClientConfig, Delivery, QueueConsumer};
 use serde::{Deserialize, Serialize};
 
 use crate::payload::{read_stamp, wall_us_now};
@@ -169,6 +170,53 @@ impl Workers {
         counts: &Counts,
         stop: &AtomicBool,
     ) -> anyhow::Result<()> {
+        self.configure_group(args, group).await?;
+        // The workers run on the runtime; the stop flag is the caller's, so they are joined
+        // here before it returns.
+        let crew = Arc::new(Crew::default());
+        let per_record = Duration::from_secs_f64(self.count as f64 / args.capacity);
+        let deadline_us = args.deadline_ms * 1000;
+        let mut tasks = Vec::new();
+        for _ in 0..self.count {
+            let worker = Worker {
+                config: ClientConfig::new()
+                    .with("bootstrap.servers", args.brokers.as_str())
+                    .with("group.id", group)
+                    .with("share.acknowledgement.mode", "explicit")
+                    .with("max.poll.records", self.max_poll_records.to_string()),
+                topic: topic.to_string(),
+                per_record,
+                deadline_us,
+                crew: crew.clone(),
+                counts: counts.clone(),
+                completed: self.clients.completed.clone(),
+            };
+            tasks.push(tokio::spawn(worker.run()));
+        }
+        let join_by = Instant::now() + Duration::from_secs(60);
+        while crew.assigned.load(Ordering::Relaxed) < self.count {
+            if stop.load(Ordering::Relaxed) || Instant::now() > join_by {
+                crew.stop.store(true, Ordering::Relaxed);
+                anyhow::bail!("the share-group workers did not all join {group}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let start = Instant::now();
+        let _ = crew.started.set(start);
+        let _ = joined.send(start);
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        crew.stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            task.await??;
+        }
+        Ok(())
+    }
+
+    /// Sets `share.auto.offset.reset=earliest` on `group`, and `--group-config` too when it
+    /// is the run's group (not the calibration's).
+    async fn configure_group(&self, args: &SpikeArgs, group: &str) -> anyhow::Result<()> {
         let mut admin = Admin::connect(&args.brokers).await?;
         let mut config = vec![("share.auto.offset.reset", "earliest")];
         if group == args.group {
@@ -182,96 +230,90 @@ impl Workers {
             .alter_group_configs(group, &config)
             .await
             .with_context(|| format!("setting {config:?} on share group {group}"))?;
-        let assigned = Arc::new(AtomicUsize::new(0));
-        let started = Arc::new(tokio::sync::OnceCell::<Instant>::new());
-        // The workers run on the runtime; the stop flag is the caller's, so they are joined
-        // here before it returns.
-        let stop_all = Arc::new(AtomicBool::new(false));
-        let per_record = Duration::from_secs_f64(self.count as f64 / args.capacity);
-        let deadline_us = args.deadline_ms * 1000;
-        let mut tasks = Vec::new();
-        for _ in 0..self.count {
-            let config = ClientConfig::new()
-                .with("bootstrap.servers", args.brokers.as_str())
-                .with("group.id", group)
-                .with("share.acknowledgement.mode", "explicit")
-                .with("max.poll.records", self.max_poll_records.to_string());
-            let (assigned, started, stop_all, counts, completed) = (
-                assigned.clone(),
-                started.clone(),
-                stop_all.clone(),
-                counts.clone(),
-                self.clients.completed.clone(),
-            );
-            let topic = topic.to_string();
-            tasks.push(tokio::spawn(async move {
-                let queue = QueueConsumer::from_config(&config).await?;
-                queue.subscribe(&[topic.as_str()]);
-                let mut counted = false;
-                let mut free_at = Instant::now();
-                while !stop_all.load(Ordering::Relaxed) {
-                    if !counted && !queue.assignment().is_empty() {
-                        counted = true;
-                        assigned.fetch_add(1, Ordering::Relaxed);
-                    }
-                    let batch = queue.receive(Duration::from_millis(50)).await?;
-                    let Some(&start) = started.get() else {
-                        // Not counted yet: the others are still joining.
-                        for d in batch {
-                            d.release(Duration::ZERO);
-                        }
-                        continue;
-                    };
-                    for delivery in batch {
-                        // The simulated work: one record per `per_record`.
-                        let now = Instant::now();
-                        if free_at > now {
-                            tokio::time::sleep(free_at - now).await;
-                        }
-                        free_at = free_at.max(now) + per_record;
-                        delivery.ack();
-                        let value = delivery.value.as_deref().unwrap_or_default();
-                        let Some(stamp) = read_stamp(value) else {
-                            continue;
-                        };
-                        let late = wall_us_now().saturating_sub(stamp) > deadline_us;
-                        if !late {
-                            if let Some(task) = read_task(value) {
-                                completed
-                                    .lock()
-                                    .unwrap_or_else(PoisonError::into_inner)
-                                    .insert(task);
-                            }
-                        }
-                        let second = start.elapsed().as_secs() as usize;
-                        count(&counts, second, |s| match late {
-                            true => s.late += 1,
-                            false => s.useful += 1,
-                        });
-                    }
-                }
-                queue.close().await?;
-                anyhow::Ok(())
-            }));
-        }
-        let join_by = Instant::now() + Duration::from_secs(60);
-        while assigned.load(Ordering::Relaxed) < self.count {
-            if stop.load(Ordering::Relaxed) || Instant::now() > join_by {
-                stop_all.store(true, Ordering::Relaxed);
-                anyhow::bail!("the share-group workers did not all join {group}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let start = Instant::now();
-        let _ = started.set(start);
-        let _ = joined.send(start);
-        while !stop.load(Ordering::Relaxed) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        stop_all.store(true, Ordering::Relaxed);
-        for task in tasks {
-            task.await??;
-        }
         Ok(())
+    }
+}
+
+/// What the workers of one run share.
+#[derive(Debug, Default)]
+struct Crew {
+    /// Workers that have been assigned the partition.
+    assigned: AtomicUsize,
+    /// The instant the run's seconds count from, once every worker has joined.
+    started: tokio::sync::OnceCell<Instant>,
+    /// Set when the workers are to close.
+    stop: AtomicBool,
+}
+
+/// One share-group worker: completes the records it receives at its even share of
+/// `--capacity`, counting each as useful or late.
+struct Worker {
+    config: ClientConfig,
+    topic: String,
+    /// The simulated work: one record per `per_record`.
+    per_record: Duration,
+    /// A record is late once this long has passed since its stamp.
+    deadline_us: u64,
+    crew: Arc<Crew>,
+    counts: Counts,
+    /// Tasks completed within their deadline.
+    completed: Arc<Mutex<HashSet<u64>>>,
+}
+
+impl Worker {
+    async fn run(self) -> anyhow::Result<()> {
+        let queue = QueueConsumer::from_config(&self.config).await?;
+        queue.subscribe(&[self.topic.as_str()]);
+        let mut counted = false;
+        let mut free_at = Instant::now();
+        while !self.crew.stop.load(Ordering::Relaxed) {
+            if !counted && !queue.assignment().is_empty() {
+                counted = true;
+                self.crew.assigned.fetch_add(1, Ordering::Relaxed);
+            }
+            let batch = queue.receive(Duration::from_millis(50)).await?;
+            let Some(&start) = self.crew.started.get() else {
+                // Not counted yet: the others are still joining.
+                for d in batch {
+                    d.release(Duration::ZERO);
+                }
+                continue;
+            };
+            for delivery in batch {
+                self.complete(delivery, start, &mut free_at).await;
+            }
+        }
+        queue.close().await?;
+        Ok(())
+    }
+
+    /// Works on one record (until `free_at`, then one `per_record` more), acknowledges it
+    /// and counts it in its second since `start`: useful, or late (past its deadline).
+    async fn complete(&self, delivery: Delivery, start: Instant, free_at: &mut Instant) {
+        // The simulated work: one record per `per_record`.
+        let now = Instant::now();
+        if *free_at > now {
+            tokio::time::sleep(*free_at - now).await;
+        }
+        *free_at = (*free_at).max(now) + self.per_record;
+        delivery.ack();
+        let value = delivery.value.as_deref().unwrap_or_default();
+        let Some(stamp) = read_stamp(value) else {
+            return;
+        };
+        let late = wall_us_now().saturating_sub(stamp) > self.deadline_us;
+        if !late {
+            if let Some(task) = read_task(value) {
+                self.completed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(task);
+            }
+        }
+        let second = start.elapsed().as_secs() as usize;
+        count(&self.counts, second, |s| match late {
+            true => s.late += 1,
+            false => s.useful += 1,
+        });
     }
 }
