@@ -6,20 +6,15 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kafka_protocol::messages::share_acknowledge_request::{
-    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckRequestBatch,
-};
-use kafka_protocol::messages::share_fetch_request::{
-    AcknowledgementBatch as FetchAckBatch, FetchPartition, FetchTopic, ForgottenTopic,
-};
 use kafka_protocol::messages::{
     ApiKey, GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
     ShareFetchResponse,
 };
 use tokio::sync::watch;
 
-use super::acks::{Ack, AckBook, Batch, RELEASE_DELAY_TAG};
+use super::acks::{Ack, AckBook, Batch};
 use super::membership::{Assignment, IdPartition};
+use super::request_topics::{acknowledge_topics, fetch_topics, forgotten_topics};
 use super::{AckFailure, Delivery, QueueError};
 use crate::cluster::Cluster;
 use crate::config::{AckMode, QueueConfig};
@@ -63,6 +58,22 @@ impl Session {
     pub(super) fn reset(&mut self) {
         self.epoch = 0;
         self.partitions.clear();
+    }
+
+    /// The partitions to add to the session and to forget from it for it to hold `assigned`
+    /// (a new session adds them all).
+    fn changes(&self, assigned: &BTreeSet<IdPartition>) -> (Vec<IdPartition>, Vec<IdPartition>) {
+        let add: Vec<IdPartition> = assigned
+            .iter()
+            .filter(|p| self.epoch == 0 || !self.partitions.contains(p))
+            .copied()
+            .collect();
+        let forget: Vec<IdPartition> = if self.epoch == 0 {
+            Vec::new()
+        } else {
+            self.partitions.difference(assigned).copied().collect()
+        };
+        (add, forget)
     }
 }
 
@@ -152,6 +163,8 @@ impl Inner {
         Ok(out)
     }
 
+    /// One ShareFetch to `node` under its share session, for `partitions` and carrying their
+    /// pending acknowledgements; the records acquired, as deliveries.
     pub(super) async fn fetch_from(
         self: &Arc<Self>,
         node: i32,
@@ -162,46 +175,8 @@ impl Inner {
         let slot = self.session(node);
         let mut session = slot.lock().await;
         let assigned: BTreeSet<IdPartition> = partitions.into_iter().collect();
-        let acks = if session.epoch == 0 {
-            // Held under a session that has ended: the broker has released them already.
-            let stale = lock(&self.acks).take(|p| assigned.contains(p));
-            for (p, batches) in &stale {
-                self.fail(*p, batches, ErrorCode::ShareSessionNotFound);
-            }
-            BTreeMap::new()
-        } else {
-            let held = session.partitions.clone();
-            lock(&self.acks).take(|p| held.contains(p) && assigned.contains(p))
-        };
-        let add: Vec<IdPartition> = assigned
-            .iter()
-            .filter(|p| session.epoch == 0 || !session.partitions.contains(p))
-            .copied()
-            .collect();
-        let forget: Vec<IdPartition> = if session.epoch == 0 {
-            Vec::new()
-        } else {
-            session.partitions.difference(&assigned).copied().collect()
-        };
-        let mut listed: BTreeMap<IdPartition, Vec<FetchAckBatch>> =
-            add.iter().map(|p| (*p, Vec::new())).collect();
-        for (p, batches) in &acks {
-            listed
-                .entry(*p)
-                .or_default()
-                .extend(batches.iter().map(|b| {
-                    let batch = FetchAckBatch::default()
-                        .with_first_offset(b.first)
-                        .with_last_offset(b.last)
-                        .with_acknowledge_types(b.types.clone());
-                    match &b.delay_tag {
-                        Some(tag) => {
-                            batch.with_unknown_tagged_field(RELEASE_DELAY_TAG, tag.clone())
-                        }
-                        None => batch,
-                    }
-                }));
-        }
+        let acks = self.pending_acks(&session, &assigned);
+        let (add, forget) = session.changes(&assigned);
         let request = ShareFetchRequest::default()
             .with_group_id(Some(GroupId(text(&self.config.group_id))))
             .with_member_id(Some(text(&self.member_id)))
@@ -211,28 +186,8 @@ impl Inner {
             .with_max_bytes(self.config.fetch_max_bytes)
             .with_max_records(self.config.max_poll_records)
             .with_batch_size(self.config.max_poll_records)
-            .with_topics(group_by_topic(
-                listed,
-                |(p, batches)| {
-                    FetchPartition::default()
-                        .with_partition_index(p)
-                        .with_acknowledgement_batches(batches)
-                },
-                |id, partitions| {
-                    FetchTopic::default()
-                        .with_topic_id(id)
-                        .with_partitions(partitions)
-                },
-            ))
-            .with_forgotten_topics_data(group_by_topic(
-                forget.iter().map(|p| (*p, ())).collect(),
-                |(p, ())| p,
-                |id, partitions| {
-                    ForgottenTopic::default()
-                        .with_topic_id(id)
-                        .with_partitions(partitions)
-                },
-            ));
+            .with_topics(fetch_topics(&add, &acks))
+            .with_forgotten_topics_data(forgotten_topics(&forget));
         let version = connection.version::<ShareFetchRequest>(2)?;
         let response: ShareFetchResponse = match connection
             .call_with_timeout(&request, version, connection.request_timeout() + wait)
@@ -243,17 +198,13 @@ impl Inner {
                 // The broker releases what the session held when the connection goes.
                 session.reset();
                 connection.close();
-                for (p, batches) in &acks {
-                    self.fail(*p, batches, ErrorCode::NetworkException);
-                }
+                self.fail_all(&acks, ErrorCode::NetworkException);
                 return Err(e.into());
             }
         };
         if let Some(code) = ErrorCode::try_from_code(response.error_code) {
             session.reset();
-            for (p, batches) in &acks {
-                self.fail(*p, batches, code);
-            }
+            self.fail_all(&acks, code);
             return match code {
                 ErrorCode::ShareSessionNotFound
                 | ErrorCode::InvalidShareSessionEpoch
@@ -272,10 +223,53 @@ impl Inner {
             session.partitions.remove(p);
         }
         drop(session);
-        if response.acquisition_lock_timeout_ms > 0 {
-            self.lock_timeout_ms
-                .store(response.acquisition_lock_timeout_ms, Ordering::Relaxed);
+        self.note_lock_timeout(response.acquisition_lock_timeout_ms);
+        Ok(self.fetched(response, &acks).await)
+    }
+
+    /// The pending acknowledgements a ShareFetch under `session` carries: those of `assigned`
+    /// partitions the session holds. Without a session, those are refused instead: the broker
+    /// released their records when the session they were held under ended.
+    fn pending_acks(
+        &self,
+        session: &Session,
+        assigned: &BTreeSet<IdPartition>,
+    ) -> BTreeMap<IdPartition, Vec<Batch>> {
+        if session.epoch == 0 {
+            // Held under a session that has ended: the broker has released them already.
+            let stale = lock(&self.acks).take(|p| assigned.contains(p));
+            for (p, batches) in &stale {
+                self.fail(*p, batches, ErrorCode::ShareSessionNotFound);
+            }
+            BTreeMap::new()
+        } else {
+            let held = session.partitions.clone();
+            lock(&self.acks).take(|p| held.contains(p) && assigned.contains(p))
         }
+    }
+
+    /// Records every acknowledgement of `acks` as refused with `error`.
+    fn fail_all(&self, acks: &BTreeMap<IdPartition, Vec<Batch>>, error: ErrorCode) {
+        for (p, batches) in acks {
+            self.fail(*p, batches, error);
+        }
+    }
+
+    /// Keeps the broker's acquisition lock timeout, when it gives one.
+    fn note_lock_timeout(&self, ms: i32) {
+        if ms > 0 {
+            self.lock_timeout_ms.store(ms, Ordering::Relaxed);
+        }
+    }
+
+    /// A ShareFetch answer, partition by partition: refused acknowledgements recorded,
+    /// partition errors skipped (a retriable one refreshes the metadata), the acquired
+    /// records as deliveries.
+    async fn fetched(
+        self: &Arc<Self>,
+        response: ShareFetchResponse,
+        acks: &BTreeMap<IdPartition, Vec<Batch>>,
+    ) -> Vec<Delivery> {
         let mut out = Vec::new();
         for topic in response.responses {
             for partition in topic.partitions {
@@ -296,7 +290,7 @@ impl Inner {
                 out.extend(self.deliveries(key, partition.records, &partition.acquired_records));
             }
         }
-        Ok(out)
+        out
     }
 
     /// The acquired records of one partition as deliveries; offsets acquired without a record
@@ -423,35 +417,7 @@ impl Inner {
             .with_member_id(Some(text(&self.member_id)))
             .with_share_session_epoch(epoch)
             .with_is_renew_ack(renew)
-            .with_topics(group_by_topic(
-                acks.clone(),
-                |(p, batches)| {
-                    AcknowledgePartition::default()
-                        .with_partition_index(p)
-                        .with_acknowledgement_batches(
-                            batches
-                                .into_iter()
-                                .map(|b| {
-                                    let batch = AckRequestBatch::default()
-                                        .with_first_offset(b.first)
-                                        .with_last_offset(b.last)
-                                        .with_acknowledge_types(b.types);
-                                    match b.delay_tag {
-                                        Some(tag) => {
-                                            batch.with_unknown_tagged_field(RELEASE_DELAY_TAG, tag)
-                                        }
-                                        None => batch,
-                                    }
-                                })
-                                .collect(),
-                        )
-                },
-                |id, partitions| {
-                    AcknowledgeTopic::default()
-                        .with_topic_id(id)
-                        .with_partitions(partitions)
-                },
-            ));
+            .with_topics(acknowledge_topics(acks));
         let version = connection.version::<ShareAcknowledgeRequest>(2)?;
         if renew && version < 2 {
             return Err(NetError::Unsupported {
@@ -464,16 +430,12 @@ impl Inner {
             Ok(r) => r,
             Err(e) => {
                 connection.close();
-                for (p, batches) in acks {
-                    self.fail(*p, batches, ErrorCode::NetworkException);
-                }
+                self.fail_all(acks, ErrorCode::NetworkException);
                 return Err(e.into());
             }
         };
         if let Some(code) = ErrorCode::try_from_code(response.error_code) {
-            for (p, batches) in acks {
-                self.fail(*p, batches, code);
-            }
+            self.fail_all(acks, code);
             return Err(CallError::broker(
                 ApiKey::ShareAcknowledge,
                 format!("share group {}", self.config.group_id),
@@ -481,10 +443,7 @@ impl Inner {
             )
             .into());
         }
-        if response.acquisition_lock_timeout_ms > 0 {
-            self.lock_timeout_ms
-                .store(response.acquisition_lock_timeout_ms, Ordering::Relaxed);
-        }
+        self.note_lock_timeout(response.acquisition_lock_timeout_ms);
         for topic in &response.responses {
             for partition in &topic.partitions {
                 let key = (topic.topic_id, partition.partition_index);
@@ -541,20 +500,4 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-/// Groups per-partition items into per-topic request entries, in topic id order.
-fn group_by_topic<V, P, T>(
-    items: BTreeMap<IdPartition, V>,
-    partition: impl Fn((i32, V)) -> P,
-    topic: impl Fn(uuid::Uuid, Vec<P>) -> T,
-) -> Vec<T> {
-    let mut by_topic: BTreeMap<uuid::Uuid, Vec<P>> = BTreeMap::new();
-    for ((id, p), v) in items {
-        by_topic.entry(id).or_default().push(partition((p, v)));
-    }
-    by_topic
-        .into_iter()
-        .map(|(id, partitions)| topic(id, partitions))
-        .collect()
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::share_group_heartbeat_response::Assignment as HeartbeatAssignment;
 use kafka_protocol::messages::{
     ApiKey, GroupId, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
@@ -78,23 +79,7 @@ pub(crate) async fn run(
                     epoch = response.member_epoch;
                     send_topics = false;
                     if let Some(a) = response.assignment {
-                        let partitions: BTreeSet<IdPartition> = a
-                            .topic_partitions
-                            .iter()
-                            .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
-                            .collect();
-                        // The assignment names topics by id: learn the names.
-                        let metadata = cluster.metadata();
-                        if partitions
-                            .iter()
-                            .any(|(id, _)| metadata.topic_name(*id).is_none())
-                        {
-                            let _ = cluster.refresh(metadata.version).await;
-                        }
-                        assignment.send_replace(Assignment {
-                            partitions,
-                            fatal: None,
-                        });
+                        publish_assignment(&cluster, &assignment, &a).await;
                     }
                     Duration::from_millis(
                         u64::try_from(response.heartbeat_interval_ms).unwrap_or(0),
@@ -103,27 +88,9 @@ pub(crate) async fn run(
                 }
                 Err(e) => {
                     failures += 1;
-                    match e.code() {
-                        // Not (or no longer) a member: join again with a fresh epoch.
-                        Some(ErrorCode::UnknownMemberId | ErrorCode::FencedMemberEpoch) => {
-                            epoch = 0;
-                            send_topics = true;
-                            assignment.send_replace(Assignment::default());
-                        }
-                        Some(
-                            ErrorCode::NotCoordinator
-                            | ErrorCode::CoordinatorNotAvailable
-                            | ErrorCode::CoordinatorLoadInProgress,
-                        )
-                        | None => cluster.forget_coordinator(&group),
-                        Some(_) if !e.is_retriable() => {
-                            tracing::warn!(group, error = %e, "share group heartbeat refused");
-                            assignment.send_replace(Assignment {
-                                partitions: BTreeSet::new(),
-                                fatal: Some(e),
-                            });
-                        }
-                        Some(_) => {}
+                    if handle_failure(&cluster, &group, &assignment, e) {
+                        epoch = 0;
+                        send_topics = true;
                     }
                     backoff(
                         cluster.net.retry_backoff,
@@ -148,6 +115,64 @@ pub(crate) async fn run(
         // Leaving: the coordinator gives this member's partitions to the others at once.
         let _ = heartbeat(&cluster, &group, &member, -1, None).await;
     }
+}
+
+/// Publishes the partitions a heartbeat assigned, once the metadata names their topics.
+async fn publish_assignment(
+    cluster: &Cluster,
+    assignment: &watch::Sender<Assignment>,
+    assigned: &HeartbeatAssignment,
+) {
+    let partitions: BTreeSet<IdPartition> = assigned
+        .topic_partitions
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
+        .collect();
+    // The assignment names topics by id: learn the names.
+    let metadata = cluster.metadata();
+    if partitions
+        .iter()
+        .any(|(id, _)| metadata.topic_name(*id).is_none())
+    {
+        let _ = cluster.refresh(metadata.version).await;
+    }
+    assignment.send_replace(Assignment {
+        partitions,
+        fatal: None,
+    });
+}
+
+/// Acts on a failed heartbeat: the coordinator forgotten when it moved or was not reached, the
+/// failure published when it is for good. True when this is not (or no longer) a member, which
+/// joins again with a fresh epoch (no partitions meanwhile).
+fn handle_failure(
+    cluster: &Cluster,
+    group: &str,
+    assignment: &watch::Sender<Assignment>,
+    e: CallError,
+) -> bool {
+    match e.code() {
+        // Not (or no longer) a member: join again with a fresh epoch.
+        Some(ErrorCode::UnknownMemberId | ErrorCode::FencedMemberEpoch) => {
+            assignment.send_replace(Assignment::default());
+            return true;
+        }
+        Some(
+            ErrorCode::NotCoordinator
+            | ErrorCode::CoordinatorNotAvailable
+            | ErrorCode::CoordinatorLoadInProgress,
+        )
+        | None => cluster.forget_coordinator(group),
+        Some(_) if !e.is_retriable() => {
+            tracing::warn!(group, error = %e, "share group heartbeat refused");
+            assignment.send_replace(Assignment {
+                partitions: BTreeSet::new(),
+                fatal: Some(e),
+            });
+        }
+        Some(_) => {}
+    }
+    false
 }
 
 async fn heartbeat(

@@ -11,6 +11,7 @@ mod acks;
 mod engine;
 mod ledger;
 mod membership;
+mod request_topics;
 
 pub use ledger::IdempotencyLedger;
 
