@@ -277,38 +277,7 @@ impl Partition {
         let expected = usize::try_from(first_uncleanable - first_dirty).unwrap_or(usize::MAX);
         let mut map = OffsetMap::new(budget, expected);
         let aborted = Aborted::new(self.all_aborted());
-        let mut map_end = first_dirty;
-        'segments: for segment in closed
-            .iter()
-            .filter(|s| s.next_offset() > first_dirty && s.base_offset < first_uncleanable)
-        {
-            let (data, batches) = segment.contents()?;
-            pace(data.len() as u64);
-            for (at, header) in batches {
-                if header.next_offset() <= first_dirty {
-                    continue;
-                }
-                if header.base_offset >= first_uncleanable {
-                    break 'segments;
-                }
-                if !header.is_control() && !aborted.holds(&header) {
-                    let batch = &data[at..at + header.size as usize];
-                    let plain = records_section(batch, &header, per_batch)?;
-                    for record in records(&plain) {
-                        let record = record.ok_or(CleanError::Record {
-                            offset: header.base_offset,
-                        })?;
-                        if let Some(key) = record.key {
-                            if !map.put(key, header.base_offset + record.offset_delta) {
-                                break 'segments;
-                            }
-                        }
-                    }
-                }
-                map_end = header.next_offset();
-            }
-            map_end = map_end.max(segment.next_offset().min(first_uncleanable));
-        }
+        let map_end = map_dirty_keys(closed, &dirtiness, &aborted, per_batch, &mut map, pace)?;
         if map_end <= first_dirty {
             tracing::warn!(partition = %self.name(), budget, "the cleaner's offset map cannot hold one batch's keys; raise log.cleaner.dedupe.buffer.size");
             return Ok(None);
@@ -541,4 +510,51 @@ fn groups(closed: &[Arc<Segment>], end: i64, max_bytes: u64) -> Vec<Vec<Arc<Segm
         }
     }
     groups
+}
+
+/// Step 1: reads the keys of the dirty part (from `first_dirty` to `first_uncleanable`) of
+/// the closed segments into `map`, control batches and aborted transactions aside, until the
+/// map is full. Returns where the map's part ends.
+fn map_dirty_keys(
+    closed: &[Arc<Segment>],
+    dirtiness: &Dirtiness,
+    aborted: &Aborted,
+    per_batch: usize,
+    map: &mut OffsetMap,
+    pace: &mut dyn FnMut(u64),
+) -> Result<i64, CleanError> {
+    let (first_dirty, first_uncleanable) = (dirtiness.first_dirty, dirtiness.first_uncleanable);
+    let mut map_end = first_dirty;
+    'segments: for segment in closed
+        .iter()
+        .filter(|s| s.next_offset() > first_dirty && s.base_offset < first_uncleanable)
+    {
+        let (data, batches) = segment.contents()?;
+        pace(data.len() as u64);
+        for (at, header) in batches {
+            if header.next_offset() <= first_dirty {
+                continue;
+            }
+            if header.base_offset >= first_uncleanable {
+                break 'segments;
+            }
+            if !header.is_control() && !aborted.holds(&header) {
+                let batch = &data[at..at + header.size as usize];
+                let plain = records_section(batch, &header, per_batch)?;
+                for record in records(&plain) {
+                    let record = record.ok_or(CleanError::Record {
+                        offset: header.base_offset,
+                    })?;
+                    if let Some(key) = record.key {
+                        if !map.put(key, header.base_offset + record.offset_delta) {
+                            break 'segments;
+                        }
+                    }
+                }
+            }
+            map_end = header.next_offset();
+        }
+        map_end = map_end.max(segment.next_offset().min(first_uncleanable));
+    }
+    Ok(map_end)
 }
