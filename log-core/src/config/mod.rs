@@ -104,6 +104,15 @@ pub const MIN_SEGMENT_BYTES: u32 = 1 << 20;
 /// Smallest `segment.bytes` read back from a topic file: room for one batch header.
 const STORED_SEGMENT_FLOOR: u32 = 1024;
 
+/// A value a config's validator refuses, with Kafka's reason.
+fn invalid_value(name: &str, value: &str, reason: String) -> ConfigError {
+    ConfigError::Invalid {
+        name: name.into(),
+        value: value.into(),
+        reason,
+    }
+}
+
 impl TopicConfig {
     /// Sets one config by its Kafka name from its text form. `-1` means "no limit" for the
     /// optional ones.
@@ -121,12 +130,33 @@ impl TopicConfig {
             return Err(ConfigError::Unknown { name: name.into() });
         }
         let value = value.trim();
-        // Kafka's validators and messages (ConfigDef.ValidString, ConfigException).
-        let invalid = |reason: String| ConfigError::Invalid {
-            name: name.into(),
-            value: value.into(),
-            reason,
+        if self.set_non_numeric(name, value)? {
+            return Ok(());
+        }
+        let number = match value.parse::<i64>() {
+            Ok(n) => n,
+            Err(_) if name.starts_with("compression.") => {
+                return Err(invalid_value(
+                    name,
+                    value,
+                    "Not a number of type INT".into(),
+                ))
+            }
+            Err(_) => {
+                return Err(ConfigError::NotANumber {
+                    name: name.into(),
+                    value: value.into(),
+                })
+            }
         };
+        self.apply(name, number, segment_floor)
+    }
+
+    /// Sets a config whose value is not an integer (a name, a boolean, a ratio); `false` when
+    /// `name` is an integer config, left to [`TopicConfig::apply`].
+    fn set_non_numeric(&mut self, name: &str, value: &str) -> Result<bool, ConfigError> {
+        // Kafka's validators and messages (ConfigDef.ValidString, ConfigException).
+        let invalid = |reason: String| invalid_value(name, value, reason);
         match name {
             "compression.type" => {
                 self.compression = TopicCompression::parse(value).ok_or_else(|| {
@@ -134,7 +164,6 @@ impl TopicConfig {
                         TopicCompression::NAMES.iter().map(|(_, n)| *n).collect();
                     invalid(format!("String must be one of: {}", names.join(", ")))
                 })?;
-                return Ok(());
             }
             "message.timestamp.type" => {
                 self.timestamp_type = match value {
@@ -146,12 +175,10 @@ impl TopicConfig {
                         ))
                     }
                 };
-                return Ok(());
             }
             "cleanup.policy" => {
                 self.cleanup = CleanupPolicy::parse(value)
                     .map_err(|_| invalid("String must be one of: compact, delete".into()))?;
-                return Ok(());
             }
             "min.cleanable.dirty.ratio" => {
                 let ratio = value
@@ -165,7 +192,6 @@ impl TopicConfig {
                     }));
                 }
                 self.min_cleanable_dirty_ratio = DirtyRatio(ratio);
-                return Ok(());
             }
             DLQ_GROUP_ENABLE | WRITE_CACHING => {
                 // Kafka's BOOLEAN: true or false, any case.
@@ -179,23 +205,10 @@ impl TopicConfig {
                 } else {
                     self.dlq_group_enable = on;
                 }
-                return Ok(());
             }
-            _ => {}
+            _ => return Ok(false),
         }
-        let number = match value.parse::<i64>() {
-            Ok(n) => n,
-            Err(_) if name.starts_with("compression.") => {
-                return Err(invalid("Not a number of type INT".into()))
-            }
-            Err(_) => {
-                return Err(ConfigError::NotANumber {
-                    name: name.into(),
-                    value: value.into(),
-                })
-            }
-        };
-        self.apply(name, number, segment_floor)
+        Ok(true)
     }
 
     /// Sets one numeric config by its Kafka name.
