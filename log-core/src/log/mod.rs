@@ -120,65 +120,13 @@ impl Log {
     /// offline ([`Log::offline_topics`]); every other topic opens.
     pub fn open_with_options(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log, OpenError> {
         let dir = dir.as_ref().to_path_buf();
-        crate::io::create_dir_durably(&dir).map_err(|e| FileError::new("create", &dir, e))?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = File::create(&lock_path).map_err(|e| FileError::new("create", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(OpenError::Locked { path: lock_path }),
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(FileError::new("lock", &lock_path, e).into())
-            }
-        }
+        let lock = lock_dir(&dir)?;
         let context = OpenContext {
             storage: options.storage,
             cache: SegmentCache::new(options.loaded_segments),
             clean: take_clean_marker(&dir)?,
         };
-        let mut topics = BTreeMap::new();
-        let mut offline = BTreeMap::new();
-        let entries = fs::read_dir(&dir).map_err(|e| FileError::new("list", &dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| FileError::new("list", &dir, e))?;
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(io::REPLACE_TMP_PREFIX) {
-                // A file replacement a crash interrupted: the old file is still in place.
-                let _ = fs::remove_file(&path);
-                continue;
-            }
-            if name.ends_with(DELETED_SUFFIX) {
-                // A topic deleted just before a crash.
-                remove_dir(&path);
-                continue;
-            }
-            if let Some(topic) = name.strip_suffix(".topic") {
-                if validate_name(topic).is_err() {
-                    tracing::warn!(file = %path.display(), "ignoring a topic file with an invalid name");
-                    continue;
-                }
-                let opened = read_topic_file(&path).and_then(|file| {
-                    let id = match file.id {
-                        Some(id) => id,
-                        None => {
-                            let id = Uuid::new_v4();
-                            write_topic_file(&dir, topic, file.partitions, &file.config, id)?;
-                            id
-                        }
-                    };
-                    open_topic(&dir, topic, id, file.partitions, file.config, &context)
-                });
-                match opened {
-                    Ok(opened) => {
-                        topics.insert(opened.name.clone(), Arc::new(opened));
-                    }
-                    Err(e) => {
-                        tracing::error!(topic, error = %e, "topic cannot be opened: it stays offline");
-                        offline.insert(topic.to_string(), e.to_string());
-                    }
-                }
-            }
-        }
+        let OpenedTopics { topics, offline } = open_topics(&dir, &context)?;
         let partition_dirs = partition_dirs(&dir);
         let offline_partitions = count_partitions(&partition_dirs, |t| offline.contains_key(t));
         remove_orphans(&partition_dirs, |topic, index| {
@@ -404,4 +352,74 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner);
         !*stop
     }
+}
+
+/// Creates the data directory `dir` if missing and takes its lock: one process at a time.
+fn lock_dir(dir: &Path) -> Result<File, OpenError> {
+    crate::io::create_dir_durably(dir).map_err(|e| FileError::new("create", dir, e))?;
+    let lock_path = dir.join(LOCK_FILE);
+    let lock = File::create(&lock_path).map_err(|e| FileError::new("create", &lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Err(OpenError::Locked { path: lock_path }),
+        Err(fs::TryLockError::Error(e)) => return Err(FileError::new("lock", &lock_path, e).into()),
+    }
+    Ok(lock)
+}
+
+/// A data directory's topics as opened.
+struct OpenedTopics {
+    topics: BTreeMap<String, Arc<Topic>>,
+    /// Those whose files could not be opened, with why.
+    offline: BTreeMap<String, String>,
+}
+
+/// Opens the topics of a data directory; on the way, clears what a crash left half done (an
+/// interrupted file replacement, a topic deleted just before it).
+fn open_topics(dir: &Path, context: &OpenContext) -> Result<OpenedTopics, OpenError> {
+    let mut topics = BTreeMap::new();
+    let mut offline = BTreeMap::new();
+    let entries = fs::read_dir(dir).map_err(|e| FileError::new("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| FileError::new("list", dir, e))?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(io::REPLACE_TMP_PREFIX) {
+            // A file replacement a crash interrupted: the old file is still in place.
+            let _ = fs::remove_file(&path);
+            continue;
+        }
+        if name.ends_with(DELETED_SUFFIX) {
+            // A topic deleted just before a crash.
+            remove_dir(&path);
+            continue;
+        }
+        if let Some(topic) = name.strip_suffix(".topic") {
+            if validate_name(topic).is_err() {
+                tracing::warn!(file = %path.display(), "ignoring a topic file with an invalid name");
+                continue;
+            }
+            let opened = read_topic_file(&path).and_then(|file| {
+                let id = match file.id {
+                    Some(id) => id,
+                    None => {
+                        let id = Uuid::new_v4();
+                        write_topic_file(dir, topic, file.partitions, &file.config, id)?;
+                        id
+                    }
+                };
+                open_topic(dir, topic, id, file.partitions, file.config, context)
+            });
+            match opened {
+                Ok(opened) => {
+                    topics.insert(opened.name.clone(), Arc::new(opened));
+                }
+                Err(e) => {
+                    tracing::error!(topic, error = %e, "topic cannot be opened: it stays offline");
+                    offline.insert(topic.to_string(), e.to_string());
+                }
+            }
+        }
+    }
+    Ok(OpenedTopics { topics, offline })
 }
