@@ -4,33 +4,25 @@
 //! `cargo run --release -p log-core --example append_read [DATA_DIR]` (default: a temp dir).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::error::Error;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use log_core::batch::NewRecord;
-use log_core::{batch, Log, TopicConfig};
+use log_core::{batch, Log, Partition, Topic, TopicConfig, TopicError};
 
 const RECORDS: usize = 1_000_000;
 const PER_BATCH: usize = 160;
 const VALUE: usize = 100;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn Error>> {
     let temp = tempfile::tempdir()?;
     let dir = std::env::args()
         .nth(1)
         .map_or_else(|| temp.path().to_path_buf(), Into::into);
     let log = Log::open(&dir)?;
-    let topic = match log.topic("example") {
-        Some(t) => t,
-        // 16 MiB segments, so that closed segments (and their index files) exist.
-        None => log.create_topic(
-            "example",
-            1,
-            TopicConfig {
-                segment_bytes: 16 << 20,
-                ..TopicConfig::default()
-            },
-        )?,
-    };
+    let topic = example_topic(&log)?;
     let partition = topic.partitions()[0].clone();
     let first = partition.log_end_offset();
 
@@ -48,16 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let appended = batches * PER_BATCH;
 
     let start = Instant::now();
-    let (mut offset, mut read_records, mut read_bytes) = (first, 0usize, 0usize);
-    while offset < partition.log_end_offset() {
-        let read = partition.read(offset, 1 << 20)?;
-        let headers = record_batch::validate_all(&read.records)?;
-        read_bytes += read.records.len();
-        for h in headers {
-            read_records += h.record_count as usize;
-            offset = h.next_offset();
-        }
-    }
+    let (read_records, read_bytes) = read_back(&partition, first)?;
     let read = start.elapsed();
     assert_eq!(read_records, appended, "every record read back");
 
@@ -84,8 +67,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(partition);
     drop(topic);
     log.close()?;
+    print_index_overhead(&dir.join("example-0"))?;
+    Ok(())
+}
+
+/// The example's topic, created if missing with 16 MiB segments, so that closed segments
+/// (and their index files) exist.
+fn example_topic(log: &Log) -> Result<Arc<Topic>, TopicError> {
+    Ok(match log.topic("example") {
+        Some(t) => t,
+        None => log.create_topic(
+            "example",
+            1,
+            TopicConfig {
+                segment_bytes: 16 << 20,
+                ..TopicConfig::default()
+            },
+        )?,
+    })
+}
+
+/// Reads the partition from `first` to its end, checking every batch's CRC: the records and
+/// bytes read.
+fn read_back(partition: &Partition, first: i64) -> Result<(usize, usize), Box<dyn Error>> {
+    let (mut offset, mut read_records, mut read_bytes) = (first, 0usize, 0usize);
+    while offset < partition.log_end_offset() {
+        let read = partition.read(offset, 1 << 20)?;
+        let headers = record_batch::validate_all(&read.records)?;
+        read_bytes += read.records.len();
+        for h in headers {
+            read_records += h.record_count as usize;
+            offset = h.next_offset();
+        }
+    }
+    Ok((read_records, read_bytes))
+}
+
+/// Prints how many bytes the index files of the partition directory `dir` take for its log.
+fn print_index_overhead(dir: &Path) -> std::io::Result<()> {
     let (mut log_bytes, mut index_bytes) = (0u64, 0u64);
-    for entry in std::fs::read_dir(dir.join("example-0"))? {
+    for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let len = entry.metadata()?.len();
         match entry.path().extension().and_then(|e| e.to_str()) {
