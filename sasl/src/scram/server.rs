@@ -53,75 +53,14 @@ impl ServerExchange {
         server_nonce: impl FnOnce() -> Result<String, ScramError>,
     ) -> Result<(ServerExchange, Vec<u8>), ScramError> {
         let text = std::str::from_utf8(client_first).map_err(|_| ScramError::NotUtf8)?;
-        let (flag, rest) = text
-            .split_once(',')
-            .ok_or(ScramError::Malformed("client-first-message: no gs2 header"))?;
-        match flag {
-            "n" | "y" => {}
-            _ if flag.starts_with("p=") => return Err(ScramError::Unsupported("channel binding")),
-            _ => {
-                return Err(ScramError::Malformed(
-                    "client-first-message: gs2 flag is not n, y or p=",
-                ))
-            }
-        }
-        let (authzid, bare) = rest.split_once(',').ok_or(ScramError::Malformed(
-            "client-first-message: gs2 header not closed",
-        ))?;
-        let gs2_header = text
-            .strip_suffix(bare)
-            .ok_or(ScramError::Malformed("client-first-message"))?;
-        let authzid = match authzid {
-            "" => None,
-            _ => Some(decode_saslname(attribute(
-                authzid,
-                'a',
-                "client-first-message: gs2 authzid is not a=",
-            )?)?),
-        };
-
-        let mut attributes = bare.split(',');
-        let first = attributes.next().unwrap_or_default();
-        if first.starts_with("m=") {
-            return Err(ScramError::Unsupported("mandatory extension (m=)"));
-        }
-        let username = decode_saslname(attribute(
-            first,
-            'n',
-            "client-first-message: n= username missing",
-        )?)?;
-        let client_nonce = attribute(
-            attributes.next().unwrap_or_default(),
-            'r',
-            "client-first-message: r= nonce missing",
-        )?;
-        check_nonce(client_nonce)?;
-        for extension in attributes {
-            let (name, value) = parse_extension(extension)?;
-            if name == "tokenauth" && value.eq_ignore_ascii_case("true") {
-                return Err(ScramError::Unsupported(
-                    "delegation tokens (tokenauth=true)",
-                ));
-            }
-        }
+        let (gs2_header, authzid, bare) = split_gs2_header(text)?;
+        let (username, client_nonce) = parse_first_bare(bare)?;
         if authzid.is_some_and(|authzid| authzid != username) {
             return Err(ScramError::AuthzidMismatch);
         }
 
         let credential = lookup(&username).ok_or(ScramError::UnknownUser)?;
-        if credential.hash != hash {
-            return Err(ScramError::BadCredential("made for another hash"));
-        }
-        if credential.stored_key.len() != hash.output_len()
-            || credential.server_key.len() != hash.output_len()
-        {
-            return Err(ScramError::BadCredential(
-                "key length does not match the hash",
-            ));
-        }
-        if credential.salt.is_empty() || credential.iterations == 0 {
-            return Err(ScramError::BadCredential("empty salt or no iterations"));
-        }
+        check_credential(&credential, hash)?;
 
         let server_nonce = server_nonce()?;
         let nonce = format!("{client_nonce}{server_nonce}");
@@ -192,4 +131,85 @@ impl ServerExchange {
         let server_final = format!("v={}", BASE64.encode(server_signature));
         Ok((self.username, server_final.into_bytes()))
     }
+}
+
+/// Splits a client-first-message into its gs2 header (`n,,`, `y,,` or with `a=authzid`), the
+/// authzid it names (saslname decoded) and the client-first-message-bare. Channel binding
+/// (`p=`) is not supported.
+fn split_gs2_header(text: &str) -> Result<(&str, Option<String>, &str), ScramError> {
+    let (flag, rest) = text
+        .split_once(',')
+        .ok_or(ScramError::Malformed("client-first-message: no gs2 header"))?;
+    match flag {
+        "n" | "y" => {}
+        _ if flag.starts_with("p=") => return Err(ScramError::Unsupported("channel binding")),
+        _ => {
+            return Err(ScramError::Malformed(
+                "client-first-message: gs2 flag is not n, y or p=",
+            ))
+        }
+    }
+    let (authzid, bare) = rest.split_once(',').ok_or(ScramError::Malformed(
+        "client-first-message: gs2 header not closed",
+    ))?;
+    let gs2_header = text
+        .strip_suffix(bare)
+        .ok_or(ScramError::Malformed("client-first-message"))?;
+    let authzid = match authzid {
+        "" => None,
+        _ => Some(decode_saslname(attribute(
+            authzid,
+            'a',
+            "client-first-message: gs2 authzid is not a=",
+        )?)?),
+    };
+    Ok((gs2_header, authzid, bare))
+}
+
+/// Reads a client-first-message-bare: the username (saslname decoded) and the client's nonce.
+/// Mandatory extensions (`m=`) and delegation tokens are not supported.
+fn parse_first_bare(bare: &str) -> Result<(String, &str), ScramError> {
+    let mut attributes = bare.split(',');
+    let first = attributes.next().unwrap_or_default();
+    if first.starts_with("m=") {
+        return Err(ScramError::Unsupported("mandatory extension (m=)"));
+    }
+    let username = decode_saslname(attribute(
+        first,
+        'n',
+        "client-first-message: n= username missing",
+    )?)?;
+    let client_nonce = attribute(
+        attributes.next().unwrap_or_default(),
+        'r',
+        "client-first-message: r= nonce missing",
+    )?;
+    check_nonce(client_nonce)?;
+    for extension in attributes {
+        let (name, value) = parse_extension(extension)?;
+        if name == "tokenauth" && value.eq_ignore_ascii_case("true") {
+            return Err(ScramError::Unsupported(
+                "delegation tokens (tokenauth=true)",
+            ));
+        }
+    }
+    Ok((username, client_nonce))
+}
+
+/// Refuses a stored credential that cannot verify an exchange of `hash`.
+fn check_credential(credential: &Credential, hash: Hash) -> Result<(), ScramError> {
+    if credential.hash != hash {
+        return Err(ScramError::BadCredential("made for another hash"));
+    }
+    if credential.stored_key.len() != hash.output_len()
+        || credential.server_key.len() != hash.output_len()
+    {
+        return Err(ScramError::BadCredential(
+            "key length does not match the hash",
+        ));
+    }
+    if credential.salt.is_empty() || credential.iterations == 0 {
+        return Err(ScramError::BadCredential("empty salt or no iterations"));
+    }
+    Ok(())
 }
