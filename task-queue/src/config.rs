@@ -1,6 +1,8 @@
 //! A share group's settings, under Kafka's names and with Kafka's defaults; settable per group
 //! (Kafka's group configs, IncrementalAlterConfigs on a GROUP resource) over broker defaults.
 
+mod set;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -165,133 +167,6 @@ impl ShareConfig {
             other => other,
         };
         Self::NAMES.iter().copied().find(|n| *n == name)
-    }
-
-    /// Sets one config by any of its names (`None`: back to `defaults`' value).
-    pub fn set(
-        &mut self,
-        name: &str,
-        value: Option<&str>,
-        defaults: &ShareConfig,
-    ) -> Result<(), ShareConfigError> {
-        let invalid = |expected| ShareConfigError::Invalid {
-            name: name.to_string(),
-            value: value.unwrap_or_default().to_string(),
-            expected,
-        };
-        let number = |min: i64, max: i64, expected| -> Result<i64, ShareConfigError> {
-            value
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|n| (min..=max).contains(n))
-                .ok_or_else(|| invalid(expected))
-        };
-        let canonical =
-            Self::canonical(name).ok_or_else(|| ShareConfigError::Unknown(name.to_string()))?;
-        match (canonical, value) {
-            ("share.record.lock.duration.ms", None) => {
-                self.lock_duration_ms = defaults.lock_duration_ms
-            }
-            ("share.record.lock.duration.ms", Some(_)) => {
-                self.lock_duration_ms = number(1000, 3_600_000, "in 1000..=3600000")?
-            }
-            ("group.share.delivery.count.limit", None) => {
-                self.delivery_limit = defaults.delivery_limit
-            }
-            ("group.share.delivery.count.limit", Some(_)) => {
-                self.delivery_limit = number(2, 10, "in 2..=10")? as u16
-            }
-            ("group.share.partition.max.record.locks", None) => {
-                self.max_record_locks = defaults.max_record_locks;
-                self.max_window = defaults.max_window;
-            }
-            ("group.share.partition.max.record.locks", Some(_)) => {
-                self.max_record_locks = number(100, 10_000, "in 100..=10000")? as usize;
-                self.max_window = self.max_record_locks * 16;
-            }
-            ("share.session.timeout.ms", None) => {
-                self.session_timeout_ms = defaults.session_timeout_ms
-            }
-            ("share.session.timeout.ms", Some(_)) => {
-                self.session_timeout_ms = number(1000, 3_600_000, "in 1000..=3600000")?
-            }
-            ("share.heartbeat.interval.ms", None) => {
-                self.heartbeat_interval_ms = defaults.heartbeat_interval_ms
-            }
-            ("share.heartbeat.interval.ms", Some(_)) => {
-                self.heartbeat_interval_ms = number(100, 3_600_000, "in 100..=3600000")?
-            }
-            ("share.auto.offset.reset", None) => {
-                self.auto_offset_reset = defaults.auto_offset_reset
-            }
-            ("share.auto.offset.reset", Some(v)) => {
-                self.auto_offset_reset = parse_reset(v).ok_or_else(|| {
-                    invalid("latest, earliest or by_duration:<ISO-8601 duration, e.g. PT1H>")
-                })?
-            }
-            ("share.isolation.level", None) => {
-                self.isolation_level = defaults.isolation_level.clone()
-            }
-            ("share.isolation.level", Some(v)) => {
-                let level = v.trim().to_ascii_lowercase();
-                if level != "read_uncommitted" && level != "read_committed" {
-                    return Err(invalid("read_uncommitted or read_committed"));
-                }
-                self.isolation_level = level;
-            }
-            ("errors.deadletterqueue.topic.name", v) => {
-                self.dead_letter_topic =
-                    v.map(str::trim).filter(|v| !v.is_empty()).map(String::from)
-            }
-            ("errors.deadletterqueue.copy.record.enable", None) => {
-                self.dead_letter_copy_record = defaults.dead_letter_copy_record
-            }
-            ("errors.deadletterqueue.copy.record.enable", Some(v)) => {
-                // Kafka's BOOLEAN: true or false, any case.
-                self.dead_letter_copy_record = match v.trim().to_ascii_lowercase().as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err(invalid("true or false")),
-                }
-            }
-            ("lograil.share.fairness.key", None) => {
-                self.fairness_key = defaults.fairness_key.clone()
-            }
-            ("lograil.share.fairness.key", Some(v)) => {
-                self.fairness_key =
-                    FairnessKey::parse(v).ok_or_else(|| invalid("none, key or header:<name>"))?
-            }
-            ("lograil.share.fairness.window", None) => {
-                self.fairness_window = defaults.fairness_window
-            }
-            ("lograil.share.fairness.window", Some(_)) => {
-                self.fairness_window = number(100, 160_000, "in 100..=160000")? as usize
-            }
-            ("lograil.share.fairness.weights", None) => {
-                self.fairness_weights = defaults.fairness_weights.clone()
-            }
-            ("lograil.share.fairness.weights", Some(v)) => {
-                self.fairness_weights = parse_weights(v)
-                    .ok_or_else(|| invalid("tenant=weight,... with weights in 1..=1000"))?
-            }
-            ("lograil.share.overload.target.ms", None) => {
-                self.overload_target_ms = defaults.overload_target_ms
-            }
-            ("lograil.share.overload.target.ms", Some(v)) if v.trim().is_empty() => {
-                self.overload_target_ms = None
-            }
-            ("lograil.share.overload.target.ms", Some(_)) => {
-                let ms = number(0, 3_600_000, "0 (off) or in 1..=3600000")?;
-                self.overload_target_ms = (ms > 0).then_some(ms)
-            }
-            ("lograil.share.overload.interval.ms", None) => {
-                self.overload_interval_ms = defaults.overload_interval_ms
-            }
-            ("lograil.share.overload.interval.ms", Some(_)) => {
-                self.overload_interval_ms = number(1, 3_600_000, "in 1..=3600000")?
-            }
-            _ => return Err(ShareConfigError::Unknown(name.to_string())),
-        }
-        Ok(())
     }
 
     /// Every config as (name it is reported under, value).
