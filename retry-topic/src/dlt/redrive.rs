@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use consumer::{Admin, AdminError, ClientConfig, NewTopic, Producer, ProducerRecord};
+use consumer::{
+    Admin, AdminError, ClientConfig, ConsumerRecord, DeliveryFuture, NewTopic, Producer,
+    ProducerRecord, SendError,
+};
 use serde::{Deserialize, Serialize};
 
 use super::read::{offsets_since, partition_count, read_topic};
@@ -73,22 +76,7 @@ pub async fn redrive(client: &ClientConfig, opts: &Redrive) -> Result<RedriveRep
     let mut admin = Admin::from_config(client).await?;
     partition_count(&mut admin, &opts.from).await?;
     let ledger = ledger_topic(&opts.from);
-    if partition_count(&mut admin, &ledger).await.is_err() {
-        let created = admin
-            .create(&NewTopic {
-                name: ledger.clone(),
-                partitions: 1,
-                replication_factor: -1,
-                configs: Vec::new(),
-            })
-            .await;
-        match created {
-            Ok(()) => {}
-            Err(AdminError::Call(c))
-                if c.code() == Some(consumer::ErrorCode::TopicAlreadyExists) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    ensure_ledger(&mut admin, &ledger).await?;
     let mut states = read_ledger(client, &ledger).await?;
     let producer = Producer::from_config(
         &client
@@ -102,9 +90,46 @@ pub async fn redrive(client: &ClientConfig, opts: &Redrive) -> Result<RedriveRep
 
     let records = read_topic(client, &opts.from, None).await?;
     let mut report = RedriveReport::default();
+    let batch = plan(&mut admin, opts, &states, &records, &mut report).await;
+    send_paced(&producer, &ledger, opts.rate, &batch, &mut report).await?;
+    producer.close().await;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Creates the ledger topic (one partition) unless it exists.
+async fn ensure_ledger(admin: &mut Admin, ledger: &str) -> Result<(), DltError> {
+    if partition_count(admin, ledger).await.is_err() {
+        let created = admin
+            .create(&NewTopic {
+                name: ledger.to_string(),
+                partitions: 1,
+                replication_factor: -1,
+                configs: Vec::new(),
+            })
+            .await;
+        match created {
+            Ok(()) => {}
+            Err(AdminError::Call(c))
+                if c.code() == Some(consumer::ErrorCode::TopicAlreadyExists) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The copies to produce, by record id: every record not redriven before, that the filter
+/// keeps and whose target is known; the others counted or reported as failed.
+async fn plan(
+    admin: &mut Admin,
+    opts: &Redrive,
+    states: &HashMap<String, LedgerEntry>,
+    records: &[ConsumerRecord],
+    report: &mut RedriveReport,
+) -> Vec<(String, ProducerRecord)> {
     let mut partitions: HashMap<String, i32> = HashMap::new();
     let mut batch: Vec<(String, ProducerRecord)> = Vec::new();
-    for record in &records {
+    for record in records {
         let id = record_id(&opts.from, record.partition, record.offset);
         if states.get(&id).map(|e| e.state) == Some(LedgerState::Done) {
             report.already += 1;
@@ -127,7 +152,7 @@ pub async fn redrive(client: &ClientConfig, opts: &Redrive) -> Result<RedriveRep
             continue;
         };
         if !partitions.contains_key(&to) {
-            match partition_count(&mut admin, &to).await {
+            match partition_count(admin, &to).await {
                 Ok(n) => partitions.insert(to.clone(), n),
                 Err(e) => {
                     report
@@ -141,30 +166,49 @@ pub async fn redrive(client: &ClientConfig, opts: &Redrive) -> Result<RedriveRep
         let partition = origin
             .filter(|o| o.topic == to && o.partition >= 0 && o.partition < count)
             .map(|o| o.partition);
-        let out = ProducerRecord {
-            topic: Arc::from(to.as_str()),
-            partition,
-            key: record.key.clone(),
-            value: record.value.clone(),
-            headers: record
-                .headers
-                .iter()
-                .filter(|(n, _)| !headers::is_chain_header(n))
-                .cloned()
-                .chain(std::iter::once((
-                    headers::REDRIVE_OF.to_string(),
-                    Some(Bytes::from(id.clone())),
-                )))
-                .collect(),
-            timestamp: None,
-        };
+        let out = redriven_copy(record, &to, partition, &id);
         batch.push((id, out));
     }
+    batch
+}
 
-    // Paced: record i goes no earlier than i / rate seconds after the start; intents and
-    // dones are written per chunk of about a tenth of a second's records.
-    let chunk = opts
-        .rate
+/// The copy of `record` for `to`: its key and value, its headers but the retry chain's, and
+/// which record it redrives.
+fn redriven_copy(
+    record: &ConsumerRecord,
+    to: &str,
+    partition: Option<i32>,
+    id: &str,
+) -> ProducerRecord {
+    ProducerRecord {
+        topic: Arc::from(to),
+        partition,
+        key: record.key.clone(),
+        value: record.value.clone(),
+        headers: record
+            .headers
+            .iter()
+            .filter(|(n, _)| !headers::is_chain_header(n))
+            .cloned()
+            .chain(std::iter::once((
+                headers::REDRIVE_OF.to_string(),
+                Some(Bytes::from(id.to_string())),
+            )))
+            .collect(),
+        timestamp: None,
+    }
+}
+
+/// Produces `batch`, paced: record i goes no earlier than i / rate seconds after the start;
+/// intents and dones are written per chunk of about a tenth of a second's records.
+async fn send_paced(
+    producer: &Producer,
+    ledger: &str,
+    rate: Option<f64>,
+    batch: &[(String, ProducerRecord)],
+    report: &mut RedriveReport,
+) -> Result<(), DltError> {
+    let chunk = rate
         .map(|r| ((r / 10.0).floor() as usize).max(1))
         .unwrap_or(100);
     let start = tokio::time::Instant::now();
@@ -184,10 +228,10 @@ pub async fn redrive(client: &ClientConfig, opts: &Redrive) -> Result<RedriveRep
                 )
             })
             .collect();
-        write_ledger(&producer, &ledger, &intents).await?;
+        write_ledger(producer, ledger, &intents).await?;
         let mut pending = Vec::new();
         for (id, out) in group {
-            if let Some(rate) = opts.rate {
+            if let Some(rate) = rate {
                 let at = start + Duration::from_secs_f64(index as f64 / rate);
                 tokio::time::sleep_until(at).await;
             }
@@ -195,33 +239,44 @@ pub async fn redrive(client: &ClientConfig, opts: &Redrive) -> Result<RedriveRep
             let sent = producer.send(out.clone()).await;
             pending.push((id.clone(), out.topic.to_string(), sent));
         }
-        let mut dones = Vec::new();
-        for (id, to, sent) in pending {
-            let (partition, offset) = parse_id(&id);
-            let result = match sent {
-                Ok(delivery) => delivery.await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            match result {
-                Ok(_) => {
-                    dones.push((
-                        id,
-                        LedgerEntry {
-                            state: LedgerState::Done,
-                            to: to.clone(),
-                            at: now_ms(),
-                        },
-                    ));
-                    report.redriven.push((partition, offset, to));
-                }
-                Err(e) => report.failed.push((partition, offset, e)),
-            }
-        }
-        write_ledger(&producer, &ledger, &dones).await?;
+        let dones = acknowledged(pending, report).await;
+        write_ledger(producer, ledger, &dones).await?;
     }
-    producer.close().await;
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+    Ok(())
+}
+
+/// A send: (record id, target topic, what `send` answered).
+type Sent = (String, String, Result<DeliveryFuture, SendError>);
+
+/// Waits for each send's acknowledgement: the acknowledged copies are reported redriven and
+/// returned as done (for the ledger), the others reported failed.
+async fn acknowledged(
+    pending: Vec<Sent>,
+    report: &mut RedriveReport,
+) -> Vec<(String, LedgerEntry)> {
+    let mut dones = Vec::new();
+    for (id, to, sent) in pending {
+        let (partition, offset) = parse_id(&id);
+        let result = match sent {
+            Ok(delivery) => delivery.await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match result {
+            Ok(_) => {
+                dones.push((
+                    id,
+                    LedgerEntry {
+                        state: LedgerState::Done,
+                        to: to.clone(),
+                        at: now_ms(),
+                    },
+                ));
+                report.redriven.push((partition, offset, to));
+            }
+            Err(e) => report.failed.push((partition, offset, e)),
+        }
+    }
+    dones
 }
 
 pub(super) fn parse_id(id: &str) -> (i32, i64) {

@@ -387,42 +387,61 @@ impl RetryingConsumer {
         let probing = self.outage.as_ref().is_some_and(Outage::active);
         match result {
             Ok(()) => {
-                if let Some(outage) = &mut self.outage {
-                    if probing {
-                        outage.leave();
-                        self.end_outage();
-                    } else {
-                        outage.record(false);
-                    }
-                }
-                self.key_finished(&record);
-                self.mark_done(&tp, record.offset);
-                self.status.update(|s| s.processed += 1);
-                self.emit(Event::Processed {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
-                    offset: record.offset,
-                    attempt,
-                });
+                self.succeeded(&record, attempt, probing);
                 Ok(())
             }
-            Err(e) => {
-                let failure = Failure::of(&e);
-                tracing::debug!(partition = %tp, offset = record.offset, attempt, class = %failure.class, message = %failure.message, "handler failed");
-                if self.classifier.classify(&e) == Class::Fatal {
-                    return self.dead_letter(&record, failure, attempt).await;
-                }
-                if probing {
-                    return self.probe_failed(&tp, record.offset);
-                }
-                if let Some(outage) = &mut self.outage {
-                    if outage.record(true) == Verdict::Outage {
-                        return self.start_outage(&tp, record.offset, &failure);
-                    }
-                }
-                self.retry(&record, attempt, original_ts, failure).await
+            Err(e) => self.failed(&record, attempt, original_ts, probing, e).await,
+        }
+    }
+
+    /// A record handled: an outage probe that succeeded ends the outage, and the record is
+    /// done (its key's chain moves on, its offset can be committed).
+    fn succeeded(&mut self, record: &ConsumerRecord, attempt: u32, probing: bool) {
+        let tp = TopicPartition::new(&*record.topic, record.partition);
+        if let Some(outage) = &mut self.outage {
+            if probing {
+                outage.leave();
+                self.end_outage();
+            } else {
+                outage.record(false);
             }
         }
+        self.key_finished(record);
+        self.mark_done(&tp, record.offset);
+        self.status.update(|s| s.processed += 1);
+        self.emit(Event::Processed {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            offset: record.offset,
+            attempt,
+        });
+    }
+
+    /// A handler failure: a fatal one dead-letters the record, a failed probe waits for the
+    /// next, one that makes an outage starts it, and any other forwards the record to retry.
+    async fn failed(
+        &mut self,
+        record: &ConsumerRecord,
+        attempt: u32,
+        original_ts: i64,
+        probing: bool,
+        e: HandlerError,
+    ) -> Result<(), RetryError> {
+        let tp = TopicPartition::new(&*record.topic, record.partition);
+        let failure = Failure::of(&e);
+        tracing::debug!(partition = %tp, offset = record.offset, attempt, class = %failure.class, message = %failure.message, "handler failed");
+        if self.classifier.classify(&e) == Class::Fatal {
+            return self.dead_letter(record, failure, attempt).await;
+        }
+        if probing {
+            return self.probe_failed(&tp, record.offset);
+        }
+        if let Some(outage) = &mut self.outage {
+            if outage.record(true) == Verdict::Outage {
+                return self.start_outage(&tp, record.offset, &failure);
+            }
+        }
+        self.retry(record, attempt, original_ts, failure).await
     }
 
     /// Pauses a retry partition until its head record (at `offset`) is due.
