@@ -61,17 +61,14 @@ impl Handler for AddPartitionsToTxnRequest {
         let fenced = transaction::fenced(ctx.version, 2);
         if ctx.version <= 3 {
             let id = request.v3_and_below_transactional_id.to_string();
-            let results = add(
-                broker,
-                ctx,
-                &id,
-                request.v3_and_below_producer_id.0,
-                request.v3_and_below_producer_epoch,
-                &request.v3_and_below_topics,
-                false,
-                fenced,
-            )
-            .await;
+            let txn = Transaction {
+                id: &id,
+                producer_id: request.v3_and_below_producer_id.0,
+                epoch: request.v3_and_below_producer_epoch,
+                topics: &request.v3_and_below_topics,
+                verify_only: false,
+            };
+            let results = add(broker, ctx, txn, fenced).await;
             return response.with_results_by_topic_v3_and_below(topic_results(results));
         }
         if !ctx.authorize_cluster(broker, Operation::ClusterAction) {
@@ -80,17 +77,14 @@ impl Handler for AddPartitionsToTxnRequest {
         let mut results = Vec::with_capacity(request.transactions.len());
         for txn in &request.transactions {
             let id = txn.transactional_id.to_string();
-            let partitions = add(
-                broker,
-                ctx,
-                &id,
-                txn.producer_id.0,
-                txn.producer_epoch,
-                &txn.topics,
-                txn.verify_only,
-                fenced,
-            )
-            .await;
+            let named = Transaction {
+                id: &id,
+                producer_id: txn.producer_id.0,
+                epoch: txn.producer_epoch,
+                topics: &txn.topics,
+                verify_only: txn.verify_only,
+            };
+            let partitions = add(broker, ctx, named, fenced).await;
             results.push(
                 AddPartitionsToTxnResult::default()
                     .with_transactional_id(txn.transactional_id.clone())
@@ -118,18 +112,30 @@ impl Handler for AddPartitionsToTxnRequest {
     }
 }
 
+/// One transaction of the request: its producer and the partitions to add (or check).
+struct Transaction<'a> {
+    id: &'a str,
+    producer_id: i64,
+    epoch: i16,
+    topics: &'a [AddPartitionsToTxnTopic],
+    /// Only check that the partitions are in the transaction (v4+, KIP-890).
+    verify_only: bool,
+}
+
 /// Adds (or with `verify_only` checks) one transaction's partitions.
-#[allow(clippy::too_many_arguments)]
 async fn add(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
-    id: &str,
-    producer_id: i64,
-    epoch: i16,
-    topics: &[AddPartitionsToTxnTopic],
-    verify_only: bool,
+    txn: Transaction<'_>,
     fenced: ResponseError,
 ) -> Results {
+    let Transaction {
+        id,
+        producer_id,
+        epoch,
+        topics,
+        verify_only,
+    } = txn;
     let all = || {
         topics
             .iter()

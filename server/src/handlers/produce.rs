@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -77,18 +78,7 @@ impl Handler for ProduceRequest {
         } else {
             None
         };
-        let work: Vec<TopicWork> = request
-            .topic_data
-            .into_iter()
-            .map(|t| {
-                let partitions = t
-                    .partition_data
-                    .into_iter()
-                    .map(|p| (p.index, p.records.map(Batches::parse)))
-                    .collect();
-                (t.name.to_string(), partitions)
-            })
-            .collect();
+        let work = topic_work(request.topic_data);
         let refuse = refuse.or_else(|| {
             transactional_id
                 .as_ref()
@@ -112,59 +102,20 @@ impl Handler for ProduceRequest {
         };
         let mut backlog_throttle = 0;
         let responses = match refuse {
-            Some((error, message)) => work
-                .into_iter()
-                .map(|(topic, partitions)| {
-                    let results = partitions
-                        .into_iter()
-                        .map(|(index, _)| failure(index, error, message.to_string()))
-                        .collect();
-                    (topic, results)
-                })
-                .collect(),
+            Some((error, message)) => refuse_all(work, error, message),
             None => {
-                // Backlog-bounded topics: a topic over its bound in reject mode is refused; in
-                // throttle mode it is appended and the response carries a throttle.
-                let mut throttle = Duration::ZERO;
-                let mut refused = Vec::new();
-                let mut accepted = Vec::with_capacity(work.len());
-                for (topic, partitions) in work {
-                    if !ctx.authorize_topic(broker, Operation::Write, &topic) {
-                        let error = ResponseError::TopicAuthorizationFailed;
-                        let results = partitions
-                            .into_iter()
-                            .map(|(index, _)| failure(index, error, error.to_string()))
-                            .collect();
-                        refused.push((topic, results));
-                        continue;
-                    }
-                    match broker.backlog_verdict(&topic).await {
-                        Verdict::Accept => accepted.push((topic, partitions)),
-                        Verdict::Throttle(t) => {
-                            throttle = throttle.max(t);
-                            accepted.push((topic, partitions));
-                        }
-                        Verdict::Reject(message) => {
-                            let results = partitions
-                                .into_iter()
-                                .map(|(index, _)| {
-                                    failure(index, ResponseError::PolicyViolation, message.clone())
-                                })
-                                .collect();
-                            refused.push((topic, results));
-                        }
-                    }
+                let admitted = admit(broker, ctx, work).await;
+                if !admitted.throttle.is_zero() {
+                    backlog_throttle =
+                        i32::try_from(admitted.throttle.as_millis()).unwrap_or(i32::MAX);
+                    crate::quotas::on_throttle(&ctx.client_id, "backlog", admitted.throttle);
                 }
-                if !throttle.is_zero() {
-                    backlog_throttle = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
-                    crate::quotas::on_throttle(&ctx.client_id, "backlog", throttle);
-                }
-                let mut responses = if accepted.is_empty() {
+                let mut responses = if admitted.accepted.is_empty() {
                     Vec::new()
                 } else {
-                    append_and_wait(broker, accepted, ack(acks), ctx.version).await
+                    append_and_wait(broker, admitted.accepted, ack(acks), ctx.version).await
                 };
-                responses.extend(refused);
+                responses.extend(admitted.refused);
                 responses.extend(not_in_transaction);
                 responses
             }
@@ -194,6 +145,80 @@ impl Handler for ProduceRequest {
             .flat_map(|t| &t.partition_responses)
             .for_each(|p| f(p.error_code))
     }
+}
+
+/// The request's topics and their partitions' record sets, parsed.
+fn topic_work(topic_data: Vec<TopicProduceData>) -> Vec<TopicWork> {
+    topic_data
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partition_data
+                .into_iter()
+                .map(|p| (p.index, p.records.map(Batches::parse)))
+                .collect();
+            (t.name.to_string(), partitions)
+        })
+        .collect()
+}
+
+/// Every partition of `work` refused with `error`.
+fn refuse_all(work: Vec<TopicWork>, error: ResponseError, message: &str) -> Vec<TopicResults> {
+    work.into_iter()
+        .map(|(topic, partitions)| {
+            let results = partitions
+                .into_iter()
+                .map(|(index, _)| failure(index, error, message.to_string()))
+                .collect();
+            (topic, results)
+        })
+        .collect()
+}
+
+/// The topics a produce may append to, the refusals of the others, and the backlog throttle.
+struct Admitted {
+    accepted: Vec<TopicWork>,
+    refused: Vec<TopicResults>,
+    /// The longest throttle of a backlog-bounded topic over its bound (throttle mode).
+    throttle: Duration,
+}
+
+/// Checks WRITE on each topic, then its backlog bound: a topic over its bound in reject mode
+/// is refused; in throttle mode it is appended and the response carries a throttle.
+async fn admit(broker: &Arc<Broker>, ctx: &RequestContext, work: Vec<TopicWork>) -> Admitted {
+    let mut admitted = Admitted {
+        accepted: Vec::with_capacity(work.len()),
+        refused: Vec::new(),
+        throttle: Duration::ZERO,
+    };
+    for (topic, partitions) in work {
+        if !ctx.authorize_topic(broker, Operation::Write, &topic) {
+            let error = ResponseError::TopicAuthorizationFailed;
+            let results = partitions
+                .into_iter()
+                .map(|(index, _)| failure(index, error, error.to_string()))
+                .collect();
+            admitted.refused.push((topic, results));
+            continue;
+        }
+        match broker.backlog_verdict(&topic).await {
+            Verdict::Accept => admitted.accepted.push((topic, partitions)),
+            Verdict::Throttle(t) => {
+                admitted.throttle = admitted.throttle.max(t);
+                admitted.accepted.push((topic, partitions));
+            }
+            Verdict::Reject(message) => {
+                let results = partitions
+                    .into_iter()
+                    .map(|(index, _)| {
+                        failure(index, ResponseError::PolicyViolation, message.clone())
+                    })
+                    .collect();
+                admitted.refused.push((topic, results));
+            }
+        }
+    }
+    admitted
 }
 
 /// Splits `work` into the partitions the transaction of `id` holds for the batches' producer

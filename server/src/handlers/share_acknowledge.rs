@@ -18,7 +18,7 @@ use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowled
 use kafka_protocol::protocol::StrBytes;
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::share_fetch::{ack_batches, acknowledge, readable, release_member, Acks};
+use super::share_fetch::{ack_batches, acknowledge, readable, release_member, AckResults, Acks};
 use super::Handler;
 use super::RequestContext;
 use crate::broker::Broker;
@@ -72,16 +72,7 @@ impl Handler for ShareAcknowledgeRequest {
         {
             return fail(error);
         }
-        let acks: Acks = request
-            .topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions.iter().map(|p| {
-                    let batches = ack_batches(&p.acknowledgement_batches, request.is_renew_ack);
-                    ((t.topic_id, p.partition_index), batches)
-                })
-            })
-            .collect();
+        let acks = acks(&request);
         let (acks, refused): (Acks, Acks) = acks
             .into_iter()
             .partition(|((topic, _), _)| readable(broker, ctx, *topic));
@@ -98,32 +89,7 @@ impl Handler for ShareAcknowledgeRequest {
             pending.0.extend(released.0);
         }
         pending.durable(&broker.syncer).await;
-        let leader = LeaderIdAndEpoch::default()
-            .with_leader_id(broker.config.node_id)
-            .with_leader_epoch(0);
-        let mut topics: BTreeMap<log_core::Uuid, Vec<PartitionData>> = BTreeMap::new();
-        for ((topic, index), result) in results {
-            let mut data = PartitionData::default()
-                .with_partition_index(index)
-                .with_current_leader(leader.clone());
-            if let Err(error) = result {
-                data = data
-                    .with_error_code(error.code())
-                    .with_error_message(Some(StrBytes::from_string(error.to_string())));
-            }
-            topics.entry(topic).or_default().push(data);
-        }
-
-        response.with_responses(
-            topics
-                .into_iter()
-                .map(|(topic_id, partitions)| {
-                    ShareAcknowledgeTopicResponse::default()
-                        .with_topic_id(topic_id)
-                        .with_partitions(partitions)
-                })
-                .collect(),
-        )
+        response.with_responses(answer(broker, results))
     }
 
     fn throttle_time_ms(response: &mut ShareAcknowledgeResponse) -> Option<&mut i32> {
@@ -137,4 +103,45 @@ impl Handler for ShareAcknowledgeRequest {
             .flat_map(|t| &t.partitions)
             .for_each(|p| f(p.error_code));
     }
+}
+
+/// Each partition's acknowledgement batches, or why they could not be read.
+fn acks(request: &ShareAcknowledgeRequest) -> Acks {
+    request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let batches = ack_batches(&p.acknowledgement_batches, request.is_renew_ack);
+                ((t.topic_id, p.partition_index), batches)
+            })
+        })
+        .collect()
+}
+
+/// The response's topics: each partition acknowledged, with its error if any.
+fn answer(broker: &Broker, results: AckResults) -> Vec<ShareAcknowledgeTopicResponse> {
+    let leader = LeaderIdAndEpoch::default()
+        .with_leader_id(broker.config.node_id)
+        .with_leader_epoch(0);
+    let mut topics: BTreeMap<log_core::Uuid, Vec<PartitionData>> = BTreeMap::new();
+    for ((topic, index), result) in results {
+        let mut data = PartitionData::default()
+            .with_partition_index(index)
+            .with_current_leader(leader.clone());
+        if let Err(error) = result {
+            data = data
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(error.to_string())));
+        }
+        topics.entry(topic).or_default().push(data);
+    }
+    topics
+        .into_iter()
+        .map(|(topic_id, partitions)| {
+            ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(topic_id)
+                .with_partitions(partitions)
+        })
+        .collect()
 }

@@ -85,8 +85,87 @@ impl Handler for ShareFetchRequest {
             return fail(ResponseError::UnknownMemberId);
         }
         let readable = |topic: log_core::Uuid| readable(broker, ctx, topic);
-        // Partitions of topics without READ: answered TOPIC_AUTHORIZATION_FAILED, kept out of
-        // the session.
+        let named = Named::of(&request, readable);
+        if epoch == 0 && !named.acks.is_empty() {
+            return fail(ResponseError::InvalidRequest);
+        }
+        let (acks, refused_acks): (Acks, Acks) = named
+            .acks
+            .into_iter()
+            .partition(|((topic, _), _)| readable(*topic));
+        let update = SessionUpdate {
+            epoch,
+            add: &named.requested,
+            forget: &named.forgotten,
+        };
+        let session =
+            match broker
+                .shares
+                .members
+                .session(&group, &member, update, true, Some(ctx.peer))
+            {
+                Ok(partitions) => partitions,
+                Err(error) => return fail(error),
+            };
+
+        let outcome = if epoch == -1 || request.is_renew_ack {
+            // A request renewing locks fetches nothing (KIP-1222).
+            acknowledge_only(broker, &group, &member, acks, epoch == -1)
+                .await
+                .map(|(acked, pending)| (acked, Vec::new(), pending))
+        } else {
+            let poll = Poll {
+                partitions: session
+                    .into_iter()
+                    .filter(|(topic, _)| readable(*topic))
+                    .collect(),
+                limits: limits(&request),
+                rotate: usize::try_from(epoch).unwrap_or(0),
+                deadline: deadline(request.max_wait_ms),
+            };
+            poll_records(broker, &group, &member, poll, acks).await
+        };
+        let Ok((mut ack_results, fetched, pending)) = outcome else {
+            return fail(ResponseError::UnknownServerError);
+        };
+        pending.durable(&broker.syncer).await;
+        let denied = || Err(ResponseError::TopicAuthorizationFailed);
+        ack_results.extend(refused_acks.into_iter().map(|(tp, _)| (tp, denied())));
+        response.with_responses(answer(broker, ack_results, fetched, &named.refused))
+    }
+
+    fn throttle_time_ms(response: &mut ShareFetchResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
+    }
+
+    fn shared(response: &ShareFetchResponse) -> Vec<Bytes> {
+        records(response)
+    }
+
+    fn each_error(r: &ShareFetchResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code);
+        for p in r.responses.iter().flat_map(|t| &t.partitions) {
+            f(p.error_code);
+            f(p.acknowledge_error_code);
+        }
+    }
+}
+
+/// The partitions a ShareFetch names, and the acknowledgements it carries.
+struct Named {
+    /// To add to the session (their topics READ-able).
+    requested: Vec<TopicPartition>,
+    /// Of topics without READ: answered TOPIC_AUTHORIZATION_FAILED, kept out of the session.
+    refused: Vec<TopicPartition>,
+    /// To drop from the session.
+    forgotten: Vec<TopicPartition>,
+    /// Acknowledgement batches by partition (of every topic named).
+    acks: Acks,
+}
+
+impl Named {
+    /// What `request` names; `readable` says whether a topic (by id) may be READ.
+    fn of(request: &ShareFetchRequest, readable: impl Fn(log_core::Uuid) -> bool) -> Named {
         let (requested, refused): (Vec<TopicPartition>, Vec<TopicPartition>) = request
             .topics
             .iter()
@@ -110,135 +189,123 @@ impl Handler for ShareFetchRequest {
                     })
             })
             .collect();
-        if epoch == 0 && !acks.is_empty() {
-            return fail(ResponseError::InvalidRequest);
+        Named {
+            requested,
+            refused,
+            forgotten,
+            acks,
         }
-        let (acks, refused_acks): (Acks, Acks) = acks
-            .into_iter()
-            .partition(|((topic, _), _)| readable(*topic));
-        let session = match broker.shares.members.session(
-            &group,
-            &member,
-            SessionUpdate {
-                epoch,
-                add: &requested,
-                forget: &forgotten,
-            },
-            true,
-            Some(ctx.peer),
-        ) {
-            Ok(partitions) => partitions,
-            Err(error) => return fail(error),
-        };
+    }
+}
 
-        let mut fetched = Vec::new();
-        let (mut ack_results, mut pending) = (Vec::new(), Pending::default());
-        if epoch == -1 || request.is_renew_ack {
-            let Ok(acked) = acknowledge(broker, &group, &member, acks).await else {
-                return fail(ResponseError::UnknownServerError);
+/// How much the fetch may acquire: `max_records` (500 if not said), `max_bytes`, and the
+/// acquire mode (ShareAcquireMode, v2: 0 batch_optimized, also what v1 gets; 1 record_limit).
+fn limits(request: &ShareFetchRequest) -> FetchLimits {
+    let max_records = usize::try_from(request.max_records)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_MAX_RECORDS);
+    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
+    FetchLimits {
+        records: max_records,
+        bytes: max_bytes,
+        whole_batches: request.share_acquire_mode != 1,
+    }
+}
+
+/// When a fetch that found nothing stops waiting (`max_wait_ms` from now).
+fn deadline(max_wait_ms: i32) -> tokio::time::Instant {
+    let max_wait = Duration::from_millis(u64::try_from(max_wait_ms).unwrap_or(0));
+    tokio::time::Instant::now() + max_wait
+}
+
+/// A request that closes the session (`release`: epoch -1) or renews locks: its
+/// acknowledgements applied, then, on close, every record the member holds released.
+async fn acknowledge_only(
+    broker: &Arc<Broker>,
+    group: &str,
+    member: &str,
+    acks: Acks,
+    release: bool,
+) -> Result<(AckResults, Pending), TaskFailed> {
+    let (ack_results, mut pending) = acknowledge(broker, group, member, acks).await?;
+    if release {
+        let released = release_member(broker, group, member).await?;
+        pending.0.extend(released.0);
+    }
+    Ok((ack_results, pending))
+}
+
+/// What a fetch looks for records in, and until when it waits for them.
+struct Poll {
+    /// The session's partitions of READ-able topics.
+    partitions: Vec<TopicPartition>,
+    limits: FetchLimits,
+    /// Where the partitions' turns start (the session epoch).
+    rotate: usize,
+    deadline: tokio::time::Instant,
+}
+
+/// Looks for records for `member` of `group`, the acknowledgements applied with the first look
+/// (one trip to the blocking pool instead of two); with nothing acquired, looks again at each
+/// append or release until the deadline or shutdown. Returns the acknowledgements' outcomes,
+/// the last look's records and the state changes to make durable.
+async fn poll_records(
+    broker: &Arc<Broker>,
+    group: &str,
+    member: &str,
+    poll: Poll,
+    acks: Acks,
+) -> Result<(AckResults, Vec<PartitionFetch>, Pending), TaskFailed> {
+    let mut acks = Some(acks);
+    let (mut ack_results, mut pending) = (Vec::new(), Pending::default());
+    let mut shutdown = broker.shutdown.clone();
+    let Poll {
+        partitions,
+        limits,
+        rotate,
+        deadline,
+    } = poll;
+    loop {
+        // Registered before looking, so no append or release in between is missed.
+        let appended = broker.appended.notified();
+        let released = broker.shares.released.notified();
+        tokio::pin!(appended, released);
+        appended.as_mut().enable();
+        released.as_mut().enable();
+        let owner = broker.clone();
+        let (g, m, ps) = (group.to_string(), member.to_string(), partitions.clone());
+        let acks = acks.take();
+        let (acked, got, more) = joined(crate::blocking::spawn(move || {
+            let mut pending = Pending::default();
+            let now = log_core::now_ms();
+            let acked = acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
+            let from = Requester {
+                group: &g,
+                member: &m,
+                now,
             };
-            (ack_results, pending) = acked;
-            if epoch == -1 {
-                let Ok(released) = release_member(broker, &group, &member).await else {
-                    return fail(ResponseError::UnknownServerError);
-                };
-                pending.0.extend(released.0);
-            }
-            // A request renewing locks fetches nothing (KIP-1222).
-        } else {
-            // The acknowledgements go with the first look for records: one trip to the blocking
-            // pool instead of two.
-            let mut acks = Some(acks);
-            let partitions: Vec<TopicPartition> = session
-                .into_iter()
-                .filter(|(topic, _)| readable(*topic))
-                .collect();
-            let max_records = usize::try_from(request.max_records)
-                .ok()
-                .filter(|n| *n > 0)
-                .unwrap_or(DEFAULT_MAX_RECORDS);
-            let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
-            // ShareAcquireMode (v2): 0 batch_optimized (also what v1 gets), 1 record_limit.
-            let limits = FetchLimits {
-                records: max_records,
-                bytes: max_bytes,
-                whole_batches: request.share_acquire_mode != 1,
-            };
-            let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
-            let deadline = tokio::time::Instant::now() + max_wait;
-            let mut shutdown = broker.shutdown.clone();
-            let rotate = usize::try_from(epoch).unwrap_or(0);
-            loop {
-                // Registered before looking, so no append or release in between is missed.
-                let appended = broker.appended.notified();
-                let released = broker.shares.released.notified();
-                tokio::pin!(appended, released);
-                appended.as_mut().enable();
-                released.as_mut().enable();
-                let owner = broker.clone();
-                let (g, m, ps) = (group.clone(), member.clone(), partitions.clone());
-                let acks = acks.take();
-                let fetched_now = joined(crate::blocking::spawn(move || {
-                    let mut pending = Pending::default();
-                    let now = log_core::now_ms();
-                    let acked =
-                        acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
-                    let got = owner.shares.acquire(
-                        &owner.log,
-                        Requester {
-                            group: &g,
-                            member: &m,
-                            now,
-                        },
-                        &ps,
-                        rotate,
-                        limits,
-                        &mut pending,
-                    );
-                    (acked, got, pending)
-                }))
-                .await;
-                let Ok((acked, got, more)) = fetched_now else {
-                    return fail(ResponseError::UnknownServerError);
-                };
-                if let Some(acked) = acked {
-                    ack_results = acked;
-                }
-                pending.0.extend(more.0);
-                let any = got
-                    .iter()
-                    .any(|f| !f.acquired.is_empty() || f.error.is_some());
-                fetched = got;
-                if any || tokio::time::Instant::now() >= deadline || broker.is_shutting_down() {
-                    break;
-                }
-                tokio::select! {
-                    () = &mut appended => {}
-                    () = &mut released => {}
-                    () = tokio::time::sleep_until(deadline) => {}
-                    _ = shutdown.changed() => {}
-                }
-            }
+            let got = owner
+                .shares
+                .acquire(&owner.log, from, &ps, rotate, limits, &mut pending);
+            (acked, got, pending)
+        }))
+        .await?;
+        if let Some(acked) = acked {
+            ack_results = acked;
         }
-        pending.durable(&broker.syncer).await;
-        let denied = || Err(ResponseError::TopicAuthorizationFailed);
-        ack_results.extend(refused_acks.into_iter().map(|(tp, _)| (tp, denied())));
-        response.with_responses(answer(broker, ack_results, fetched, &refused))
-    }
-
-    fn throttle_time_ms(response: &mut ShareFetchResponse) -> Option<&mut i32> {
-        Some(&mut response.throttle_time_ms)
-    }
-
-    fn shared(response: &ShareFetchResponse) -> Vec<Bytes> {
-        records(response)
-    }
-
-    fn each_error(r: &ShareFetchResponse, f: &mut dyn FnMut(i16)) {
-        f(r.error_code);
-        for p in r.responses.iter().flat_map(|t| &t.partitions) {
-            f(p.error_code);
-            f(p.acknowledge_error_code);
+        pending.0.extend(more.0);
+        let any = got
+            .iter()
+            .any(|f| !f.acquired.is_empty() || f.error.is_some());
+        if any || tokio::time::Instant::now() >= deadline || broker.is_shutting_down() {
+            return Ok((ack_results, got, pending));
+        }
+        tokio::select! {
+            () = &mut appended => {}
+            () = &mut released => {}
+            () = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.changed() => {}
         }
     }
 }
@@ -367,7 +434,8 @@ pub async fn release_member(
     .await
 }
 
-type AckResults = Vec<(TopicPartition, Result<(), ResponseError>)>;
+/// Each partition's acknowledgement outcome.
+pub type AckResults = Vec<(TopicPartition, Result<(), ResponseError>)>;
 /// Acknowledgement batches by partition, or why a partition's could not be read.
 pub type Acks = Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)>;
 
