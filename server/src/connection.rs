@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use crate::broker::Broker;
 use crate::frame::{Frame, FrameLimits, FrameReader};
-use crate::handlers::request::{self, Session, SCRATCH_IDLE_RELEASE};
+use crate::handlers::request::{self, RequestError, Session, SCRATCH_IDLE_RELEASE};
 use crate::limits::{Activity, Phase, Slot};
 use crate::metrics::AuthFailure;
 use crate::response::Response;
@@ -182,23 +182,10 @@ async fn serve_in_span<R, W>(
         let handled = request::handle(&broker, frame, &mut session).await;
         // The request is done with: its bytes no longer count against the budget.
         drop(budget);
-        match handled {
-            Ok(Some(response)) => {
-                let len = response.encoded_len();
-                if !write_response(&response, &mut writer, &mut shutdown).await {
-                    return;
-                }
-                drop(response);
-                session.recycle(len);
-                if session.closing() {
-                    break;
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "closing connection");
-                break;
-            }
+        match respond(handled, &mut session, &mut writer, &mut shutdown).await {
+            Next::Serve => {}
+            Next::Close => break,
+            Next::Gone => return,
         }
         if !sit_out_throttle(&mut session, &mut shutdown).await {
             break;
@@ -286,6 +273,44 @@ async fn read_request<R: AsyncRead + Unpin>(
                 "closing connection: a request did not arrive whole within --request-read-timeout-ms"
             );
             None
+        }
+    }
+}
+
+/// What a connection does once a request is answered.
+enum Next {
+    /// Serves the next request.
+    Serve,
+    /// Closes, once what is buffered went out.
+    Close,
+    /// Closes at once: the client went away, or shutdown began while the response went out.
+    Gone,
+}
+
+/// Sends the handler's response, if there is one, and gives its buffer back to the session.
+async fn respond<W: AsyncWrite + Unpin>(
+    handled: Result<Option<Response>, RequestError>,
+    session: &mut Session,
+    writer: &mut W,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Next {
+    match handled {
+        Ok(Some(response)) => {
+            let len = response.encoded_len();
+            if !write_response(&response, writer, shutdown).await {
+                return Next::Gone;
+            }
+            drop(response);
+            session.recycle(len);
+            if session.closing() {
+                return Next::Close;
+            }
+            Next::Serve
+        }
+        Ok(None) => Next::Serve,
+        Err(e) => {
+            tracing::warn!(error = %e, "closing connection");
+            Next::Close
         }
     }
 }

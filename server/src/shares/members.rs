@@ -108,20 +108,10 @@ impl Membership {
         if member_id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
-        let mut groups = lock(&self.groups);
         if member_epoch == -1 {
-            if let Some(group) = groups.get_mut(group_id) {
-                if group.members.remove(member_id).is_some() {
-                    group.epoch += 1;
-                }
-            }
-            drop(groups);
-            self.close_session(group_id, member_id);
-            return Ok(Heartbeat {
-                member_epoch: -1,
-                assignment: None,
-            });
+            return Ok(self.leave(group_id, member_id));
         }
+        let mut groups = lock(&self.groups);
         let group = groups.entry(group_id.to_string()).or_default();
         let joining = member_epoch == 0;
         if joining && !group.members.contains_key(member_id) {
@@ -132,17 +122,15 @@ impl Membership {
                 return Err(ResponseError::InvalidRequest);
             }
             group.epoch += 1;
-            group.members.insert(
-                member_id.to_string(),
-                Member {
-                    epoch: 0,
-                    client_id: client_id.to_string(),
-                    client_host: client_host.to_string(),
-                    subscriptions: BTreeSet::new(),
-                    assignment: BTreeSet::new(),
-                    last_seen_ms: now_ms,
-                },
-            );
+            let member = Member {
+                epoch: 0,
+                client_id: client_id.to_string(),
+                client_host: client_host.to_string(),
+                subscriptions: BTreeSet::new(),
+                assignment: BTreeSet::new(),
+                last_seen_ms: now_ms,
+            };
+            group.members.insert(member_id.to_string(), member);
         }
         let group_epoch = group.epoch;
         let member = group
@@ -170,6 +158,23 @@ impl Membership {
             member_epoch: member.epoch,
             assignment: changed.then_some(assignment),
         })
+    }
+
+    /// A heartbeat at epoch -1: the member leaves its group (bumping the group's epoch) and
+    /// its share session closes.
+    fn leave(&self, group_id: &str, member_id: &str) -> Heartbeat {
+        let mut groups = lock(&self.groups);
+        if let Some(group) = groups.get_mut(group_id) {
+            if group.members.remove(member_id).is_some() {
+                group.epoch += 1;
+            }
+        }
+        drop(groups);
+        self.close_session(group_id, member_id);
+        Heartbeat {
+            member_epoch: -1,
+            assignment: None,
+        }
     }
 
     /// Whether `member_id` is in `group_id`.
