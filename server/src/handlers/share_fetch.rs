@@ -19,9 +19,10 @@
 //! on each topic: a partition of a topic without it is TOPIC_AUTHORIZATION_FAILED (its
 //! acknowledgements too), is not added to the session and is not fetched.
 
+mod poll;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use acl::Operation;
 use bytes::Bytes;
@@ -36,12 +37,8 @@ use task_queue::{AckBatch, AckType};
 use super::bounds::{topics_and_partitions, Counts};
 use super::{errors, Handler, RequestContext};
 use crate::broker::Broker;
-use crate::shares::{
-    FetchLimits, PartitionFetch, Pending, Requester, SessionUpdate, TopicPartition,
-};
-
-/// Records a fetch acquires when it does not say (`max.poll.records`' default).
-const DEFAULT_MAX_RECORDS: usize = 500;
+use crate::shares::{PartitionFetch, Pending, Requester, SessionUpdate, TopicPartition};
+use poll::{poll_records, Poll};
 
 impl Handler for ShareFetchRequest {
     const SERVED: (i16, i16) = (1, 2);
@@ -63,15 +60,7 @@ impl Handler for ShareFetchRequest {
             .unwrap_or_default();
         let member = request.member_id.as_deref().unwrap_or_default().to_string();
         let epoch = request.share_session_epoch;
-        let config = broker.shares.config(&group);
-        let response = ShareFetchResponse::default()
-            .with_acquisition_lock_timeout_ms(
-                i32::try_from(config.lock_duration_ms).unwrap_or(i32::MAX),
-            )
-            .with_node_endpoints(vec![NodeEndpoint::default()
-                .with_node_id(BrokerId(broker.config.node_id))
-                .with_host(StrBytes::from_string(ctx.listener.host.clone()))
-                .with_port(ctx.listener.port)]);
+        let response = base_response(broker, ctx, &group);
         let fail = |error: ResponseError| {
             response
                 .clone()
@@ -114,15 +103,11 @@ impl Handler for ShareFetchRequest {
                 .await
                 .map(|(acked, pending)| (acked, Vec::new(), pending))
         } else {
-            let poll = Poll {
-                partitions: session
-                    .into_iter()
-                    .filter(|(topic, _)| readable(*topic))
-                    .collect(),
-                limits: limits(&request),
-                rotate: usize::try_from(epoch).unwrap_or(0),
-                deadline: deadline(request.max_wait_ms),
-            };
+            let partitions = session
+                .into_iter()
+                .filter(|(topic, _)| readable(*topic))
+                .collect();
+            let poll = Poll::new(&request, partitions);
             poll_records(broker, &group, &member, poll, acks).await
         };
         let Ok((mut ack_results, fetched, pending)) = outcome else {
@@ -149,6 +134,19 @@ impl Handler for ShareFetchRequest {
             f(p.acknowledge_error_code);
         }
     }
+}
+
+/// The response's fields every answer has: the group's lock duration and this node.
+fn base_response(broker: &Broker, ctx: &RequestContext, group: &str) -> ShareFetchResponse {
+    let config = broker.shares.config(group);
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(
+            i32::try_from(config.lock_duration_ms).unwrap_or(i32::MAX),
+        )
+        .with_node_endpoints(vec![NodeEndpoint::default()
+            .with_node_id(BrokerId(broker.config.node_id))
+            .with_host(StrBytes::from_string(ctx.listener.host.clone()))
+            .with_port(ctx.listener.port)])
 }
 
 /// The partitions a ShareFetch names, and the acknowledgements it carries.
@@ -198,27 +196,6 @@ impl Named {
     }
 }
 
-/// How much the fetch may acquire: `max_records` (500 if not said), `max_bytes`, and the
-/// acquire mode (ShareAcquireMode, v2: 0 batch_optimized, also what v1 gets; 1 record_limit).
-fn limits(request: &ShareFetchRequest) -> FetchLimits {
-    let max_records = usize::try_from(request.max_records)
-        .ok()
-        .filter(|n| *n > 0)
-        .unwrap_or(DEFAULT_MAX_RECORDS);
-    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0).max(1);
-    FetchLimits {
-        records: max_records,
-        bytes: max_bytes,
-        whole_batches: request.share_acquire_mode != 1,
-    }
-}
-
-/// When a fetch that found nothing stops waiting (`max_wait_ms` from now).
-fn deadline(max_wait_ms: i32) -> tokio::time::Instant {
-    let max_wait = Duration::from_millis(u64::try_from(max_wait_ms).unwrap_or(0));
-    tokio::time::Instant::now() + max_wait
-}
-
 /// A request that closes the session (`release`: epoch -1) or renews locks: its
 /// acknowledgements applied, then, on close, every record the member holds released.
 async fn acknowledge_only(
@@ -234,80 +211,6 @@ async fn acknowledge_only(
         pending.0.extend(released.0);
     }
     Ok((ack_results, pending))
-}
-
-/// What a fetch looks for records in, and until when it waits for them.
-struct Poll {
-    /// The session's partitions of READ-able topics.
-    partitions: Vec<TopicPartition>,
-    limits: FetchLimits,
-    /// Where the partitions' turns start (the session epoch).
-    rotate: usize,
-    deadline: tokio::time::Instant,
-}
-
-/// Looks for records for `member` of `group`, the acknowledgements applied with the first look
-/// (one trip to the blocking pool instead of two); with nothing acquired, looks again at each
-/// append or release until the deadline or shutdown. Returns the acknowledgements' outcomes,
-/// the last look's records and the state changes to make durable.
-async fn poll_records(
-    broker: &Arc<Broker>,
-    group: &str,
-    member: &str,
-    poll: Poll,
-    acks: Acks,
-) -> Result<(AckResults, Vec<PartitionFetch>, Pending), TaskFailed> {
-    let mut acks = Some(acks);
-    let (mut ack_results, mut pending) = (Vec::new(), Pending::default());
-    let mut shutdown = broker.shutdown.clone();
-    let Poll {
-        partitions,
-        limits,
-        rotate,
-        deadline,
-    } = poll;
-    loop {
-        // Registered before looking, so no append or release in between is missed.
-        let appended = broker.appended.notified();
-        let released = broker.shares.released.notified();
-        tokio::pin!(appended, released);
-        appended.as_mut().enable();
-        released.as_mut().enable();
-        let owner = broker.clone();
-        let (g, m, ps) = (group.to_string(), member.to_string(), partitions.clone());
-        let acks = acks.take();
-        let (acked, got, more) = joined(crate::blocking::spawn(move || {
-            let mut pending = Pending::default();
-            let now = log_core::now_ms();
-            let acked = acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
-            let from = Requester {
-                group: &g,
-                member: &m,
-                now,
-            };
-            let got = owner
-                .shares
-                .acquire(&owner.log, from, &ps, rotate, limits, &mut pending);
-            (acked, got, pending)
-        }))
-        .await?;
-        if let Some(acked) = acked {
-            ack_results = acked;
-        }
-        pending.0.extend(more.0);
-        let any = got
-            .iter()
-            .any(|f| !f.acquired.is_empty() || f.error.is_some());
-        if any || tokio::time::Instant::now() >= deadline || broker.is_shutting_down() {
-            return Ok((ack_results, got, pending));
-        }
-        tokio::select! {
-            () = &mut appended => {}
-            () = &mut released => {}
-            () = tokio::time::sleep_until(deadline) => {}
-            _ = shutdown.changed() => {}
-        }
-    }
 }
 
 /// The tagged field in which lograil's queue consumer gives a release its delay (ms, 8 bytes
