@@ -57,6 +57,7 @@ impl Admission {
     ) {
         // The address's connection_creation_rate: held unserved, then closed.
         let throttle = broker
+            .admin()
             .quotas
             .admit_connection(peer.ip(), std::time::Instant::now());
         if !throttle.is_zero() {
@@ -67,7 +68,7 @@ impl Admission {
                     "closing connections over their address's connection_creation_rate after {throttle:?}; more in the next {REFUSAL_LOG_QUIET:?} are counted, not logged"
                 );
             }
-            hold_then_close(socket, throttle, &self.held, broker.shutdown.clone());
+            hold_then_close(socket, throttle, &self.held, broker.shutdown());
             return;
         }
         match self.gate.admit(peer.ip(), std::time::Instant::now()) {
@@ -85,7 +86,7 @@ impl Admission {
                     }
                 }
                 // Counted in lograil_connections_open until the connection ends.
-                let open = broker.metrics.connection_opened();
+                let open = broker.metrics().connection_opened();
                 let served = connection::serve(broker.clone(), socket, peer, listener, slot);
                 connections.spawn(async move {
                     served.await;

@@ -353,7 +353,8 @@ mod tests {
         let metrics = Arc::new(Metrics::new(&crate::handlers::APIS));
         let broker = Arc::new(Broker::open(config, stopped, metrics).unwrap());
         broker
-            .create_topic("t", 1, broker.topic_defaults())
+            .admin()
+            .create_topic("t", 1, broker.storage().topic_defaults())
             .unwrap();
         broker
     }
@@ -406,10 +407,10 @@ mod tests {
     async fn markers_end_transactions_move_the_lso_and_fence_old_epochs() {
         let dir = tempfile::tempdir().unwrap();
         let broker = broker(dir.path());
-        let appender = broker.appender();
+        let appender = broker.storage().appender();
         let (a, b) = (
-            broker.producer_ids.allocate().unwrap(),
-            broker.producer_ids.allocate().unwrap(),
+            broker.storage().producer_ids.allocate().unwrap(),
+            broker.storage().producer_ids.allocate().unwrap(),
         );
         let blocking = AppendMode::Blocking;
         let append = |batches: Batches| {
@@ -436,10 +437,10 @@ mod tests {
         // A marker is fsynced whatever the topic's durability; until then it holds the LSO.
         assert!(commit.info.must_sync);
         assert_eq!(partition.last_stable_offset(), 2);
-        commit.durable(&broker.syncer).await.unwrap();
+        commit.durable(&broker.storage().syncer).await.unwrap();
         assert_eq!(partition.last_stable_offset(), 4, "b's transaction is open");
         let abort = mark("t", marker(b, 0, 0, ControlType::Abort)).unwrap();
-        abort.durable(&broker.syncer).await.unwrap();
+        abort.durable(&broker.storage().syncer).await.unwrap();
         assert_eq!(partition.last_stable_offset(), 7);
         assert_eq!(
             partition.aborted_transactions(0, 7),

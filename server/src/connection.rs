@@ -72,8 +72,8 @@ async fn serve_secured(
         let session = Session::new(peer, listener, Principal::anonymous());
         return serve_in_span(broker, reader, writer, session, started, activity).await;
     };
-    let mut shutdown = broker.shutdown.clone();
-    let timeout = broker.security.sasl.authentication_timeout;
+    let mut shutdown = broker.shutdown();
+    let timeout = broker.access().security.sasl.authentication_timeout;
     // Read through a buffer: rustls reads one TLS record (16 KiB) at a time, and a large
     // produce would otherwise cost a read syscall per record.
     let socket = tokio::io::BufReader::with_capacity(TLS_READ_BUFFER, socket);
@@ -87,12 +87,12 @@ async fn serve_secured(
     let stream = match stream {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
-            broker.metrics.authentication_failed(AuthFailure::Tls);
+            broker.metrics().authentication_failed(AuthFailure::Tls);
             tracing::info!(error = %e, "closing connection: TLS handshake failed");
             return;
         }
         Err(_) => {
-            broker.metrics.authentication_failed(AuthFailure::Tls);
+            broker.metrics().authentication_failed(AuthFailure::Tls);
             tracing::info!(
                 timeout_ms = timeout.as_millis(),
                 "closing connection: no TLS handshake within --authentication-timeout-ms"
@@ -116,14 +116,16 @@ async fn serve_secured(
 /// Share-group records fetched over this connection go back to the queue now that it is gone
 /// (on shutdown they stay as stored: a restart makes them available again).
 async fn release_share_sessions(broker: &Arc<Broker>, peer: SocketAddr) {
-    if broker.is_shutting_down() || !broker.shares.members.has_sessions() {
+    if broker.is_shutting_down() || !broker.shares().members.has_sessions() {
         return;
     }
     let owner = broker.clone();
-    let released =
-        crate::blocking::spawn(move || owner.shares.connection_closed(&owner.log, peer)).await;
+    let released = crate::blocking::spawn(move || {
+        owner.shares().connection_closed(&owner.storage().log, peer)
+    })
+    .await;
     if let Ok(pending) = released {
-        pending.durable(&broker.syncer).await;
+        pending.durable(&broker.storage().syncer).await;
     }
 }
 
@@ -142,9 +144,9 @@ async fn serve_in_span<R, W>(
 {
     let mut reader = FrameReader::new(reader);
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-    let mut shutdown = broker.shutdown.clone();
+    let mut shutdown = broker.shutdown();
     let limits = ConnectionLimits::new(&broker);
-    let auth_deadline = started + broker.security.sasl.authentication_timeout;
+    let auth_deadline = started + broker.access().security.sasl.authentication_timeout;
     loop {
         if broker.is_shutting_down() {
             break;
@@ -205,14 +207,14 @@ struct ConnectionLimits {
 impl ConnectionLimits {
     fn new(broker: &Broker) -> Self {
         let authenticated = FrameLimits {
-            max_request_bytes: broker.config.max_request_bytes,
-            max_non_produce_request_bytes: broker.config.limits.max_non_produce_request_bytes,
+            max_request_bytes: broker.config().max_request_bytes,
+            max_non_produce_request_bytes: broker.config().limits.max_non_produce_request_bytes,
             unauthenticated: None,
         };
         // Before authentication a request is small (sasl.server.max.receive.size).
-        let sasl = &broker.security.sasl;
+        let sasl = &broker.access().security.sasl;
         let unauthenticated = FrameLimits {
-            unauthenticated: Some(sasl.max_receive_size.min(broker.config.max_request_bytes)),
+            unauthenticated: Some(sasl.max_receive_size.min(broker.config().max_request_bytes)),
             ..authenticated
         };
         ConnectionLimits {
@@ -242,7 +244,7 @@ async fn read_request<R: AsyncRead + Unpin>(
     shutdown: &mut watch::Receiver<bool>,
     activity: &Activity,
 ) -> Option<Frame> {
-    let request_read_timeout = broker.config.limits.request_read_timeout;
+    let request_read_timeout = broker.config().limits.request_read_timeout;
     let mut read_timeout = request_read_timeout;
     if let Some(deadline) = auth_deadline {
         read_timeout =
@@ -250,7 +252,7 @@ async fn read_request<R: AsyncRead + Unpin>(
     }
     let read = tokio::time::timeout(
         read_timeout,
-        reader.read_frame(frame_limits, &broker.request_budget),
+        reader.read_frame(frame_limits, broker.request_budget()),
     );
     let frame = tokio::select! {
         biased;
@@ -370,7 +372,7 @@ async fn next_request_begins<R: AsyncRead + Unpin>(
     activity: &Activity,
     auth_deadline: Option<tokio::time::Instant>,
 ) -> bool {
-    let idle = broker.config.limits.connections_max_idle;
+    let idle = broker.config().limits.connections_max_idle;
     let idle_deadline = tokio::time::Instant::now() + idle;
     let deadline = auth_deadline.map_or(idle_deadline, |auth| auth.min(idle_deadline));
     loop {
@@ -397,7 +399,7 @@ async fn next_request_begins<R: AsyncRead + Unpin>(
             }
             () = tokio::time::sleep_until(deadline) => {
                 if deadline < idle_deadline {
-                    broker.metrics.authentication_failed(AuthFailure::Sasl);
+                    broker.metrics().authentication_failed(AuthFailure::Sasl);
                     tracing::info!("closing connection: not authenticated within --authentication-timeout-ms");
                 } else {
                     tracing::info!(

@@ -126,7 +126,7 @@ impl FuzzBroker {
                 unauthenticated: None,
             };
             let mut exchanges = Vec::new();
-            while let Ok(Some(frame)) = reader.read_frame(&limits, &broker.request_budget).await {
+            while let Ok(Some(frame)) = reader.read_frame(&limits, &broker.request_budget()).await {
                 let (frame, _budget) = frame.into_parts();
                 let handled = with_group_clock(
                     broker,
@@ -134,9 +134,9 @@ impl FuzzBroker {
                     request::handle(broker, frame.clone(), &mut session),
                 )
                 .await;
-                broker
-                    .groups
-                    .tick(group_now(started), |g| broker.offsets.has_offsets(g));
+                broker.groups().classic.tick(group_now(started), |g| {
+                    broker.groups().offsets.has_offsets(g)
+                });
                 let outcome = match handled {
                     Ok(Some(response)) => Outcome::Response(response.to_bytes()),
                     Ok(None) => Outcome::NoResponse,
@@ -177,8 +177,8 @@ async fn with_group_clock<T>(
             out = &mut request => return out,
             () = tokio::time::sleep(step) => {
                 broker
-                    .groups
-                    .tick(group_now(started), |g| broker.offsets.has_offsets(g));
+                    .groups().classic
+                    .tick(group_now(started), |g| broker.groups().offsets.has_offsets(g));
                 step = step.saturating_mul(2);
             }
         }

@@ -180,7 +180,7 @@ impl Server {
     /// unauthenticated clients (each is SASL, or TLS with a required client certificate).
     pub fn console_requires_authentication(&self) -> bool {
         let required_certificate = matches!(
-            self.broker.config.security.tls.client_auth,
+            self.broker.config().security.tls.client_auth,
             crate::security::tls::ClientAuth::Required
         );
         self.listeners.iter().all(|b| {
@@ -226,7 +226,7 @@ impl Server {
             side.push(tokio::spawn(http::serve(
                 listener,
                 Arc::new(scrape::http::Metrics(scraper.clone())),
-                broker.shutdown.clone(),
+                broker.shutdown(),
             )));
         }
         if let Some(listener) = console_listener {
@@ -252,7 +252,7 @@ impl Server {
             side.push(tokio::spawn(http::serve(
                 listener,
                 Arc::new(console),
-                broker.shutdown.clone(),
+                broker.shutdown(),
             )));
         }
         let served = serve(listeners, broker, stop, shutdown).await;
@@ -273,9 +273,9 @@ async fn serve(
 ) -> Result<(), ServeError> {
     let timers = Timers::spawn(&broker);
     let mut connections = JoinSet::new();
-    let mut admission = Admission::new(&broker.config.limits);
+    let mut admission = Admission::new(&broker.config().limits);
     let creation_rate = broker
-        .config
+        .config()
         .limits
         .max_connection_creation_rate
         .map(RateLimiter::per_second);
@@ -344,7 +344,7 @@ async fn shut_down(
 ) {
     tracing::info!("shutting down: finishing in-flight requests");
     let _ = stop.send(true);
-    broker.appended.notify_waiters();
+    broker.storage().appended.notify_waiters();
     // In-flight requests finish; a connection stuck past the grace period is dropped.
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         while connections.join_next().await.is_some() {}
@@ -360,8 +360,11 @@ async fn shut_down(
     // flushed and closed, the clean-shutdown mark written), even while tasks still hold the
     // broker: an embedding owner may remove the data dir.
     let closed = crate::blocking::spawn(move || {
-        owner.producers.save_snapshots(&owner.log);
-        owner.log.shut_down()
+        owner
+            .storage()
+            .producers
+            .save_snapshots(&owner.storage().log);
+        owner.storage().log.shut_down()
     })
     .await;
     match closed {
@@ -392,13 +395,14 @@ async fn accept(
 }
 
 async fn run_retention(broker: Arc<Broker>) {
-    let mut every = tokio::time::interval(broker.config.retention_check_interval);
+    let mut every = tokio::time::interval(broker.config().retention_check_interval);
     every.tick().await;
     loop {
         every.tick().await;
         let owner = broker.clone();
         let result =
-            crate::blocking::spawn(move || owner.log.apply_retention(log_core::now_ms())).await;
+            crate::blocking::spawn(move || owner.storage().log.apply_retention(log_core::now_ms()))
+                .await;
         match result {
             Ok(Ok(report)) if report.deleted_segments > 0 => {
                 tracing::info!(
@@ -415,14 +419,17 @@ async fn run_retention(broker: Arc<Broker>) {
 
 /// Drops idempotent-producer state unused for `producer.id.expiration.ms`.
 async fn run_producer_expiry(broker: Arc<Broker>) {
-    let limits = &broker.config.limits;
+    let limits = &broker.config().limits;
     let expiration_ms =
         i64::try_from(limits.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
     let mut every = tokio::time::interval(limits.producer_id_expiration_check_interval);
     every.tick().await;
     loop {
         every.tick().await;
-        let dropped = broker.producers.expire(log_core::now_ms(), expiration_ms);
+        let dropped = broker
+            .storage()
+            .producers
+            .expire(log_core::now_ms(), expiration_ms);
         if dropped > 0 {
             tracing::info!(
                 dropped,
@@ -434,13 +441,13 @@ async fn run_producer_expiry(broker: Arc<Broker>) {
 
 /// Deletes the offsets of groups empty for `offsets.retention.minutes`.
 async fn run_offsets_expiry(broker: Arc<Broker>) {
-    let mut every = tokio::time::interval(broker.config.limits.offsets_retention_check_interval);
+    let mut every = tokio::time::interval(broker.config().limits.offsets_retention_check_interval);
     every.tick().await;
     loop {
         every.tick().await;
         let owner = broker.clone();
         let expired =
-            crate::blocking::spawn(move || owner.expire_offsets(log_core::now_ms())).await;
+            crate::blocking::spawn(move || owner.groups().expire_offsets(log_core::now_ms())).await;
         match expired {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "expiring offsets failed"),
@@ -454,14 +461,14 @@ async fn run_offsets_expiry(broker: Arc<Broker>) {
 /// their `transaction.timeout.ms` (`--transaction-abort-timed-out-transaction-cleanup-interval-ms`);
 /// forgets ids idle for `transactional.id.expiration.ms`.
 async fn run_transaction_timer(broker: Arc<Broker>) {
-    let mut every = tokio::time::interval(broker.transactions.config().abort_check_interval);
+    let mut every = tokio::time::interval(broker.txns().coordinator.config().abort_check_interval);
     loop {
         every.tick().await;
         let owner = broker.clone();
         let now = log_core::now_ms();
         let due = crate::blocking::spawn(move || {
-            let aborted = owner.transactions.abort_timed_out(now)?;
-            let expired = owner.transactions.expire(now)?;
+            let aborted = owner.txns().coordinator.abort_timed_out(now)?;
+            let expired = owner.txns().coordinator.expire(now)?;
             Ok::<_, log_core::StateLogError>((aborted, expired))
         })
         .await;
@@ -478,8 +485,8 @@ async fn run_transaction_timer(broker: Arc<Broker>) {
             }
             Err(e) => tracing::error!(error = %e, "transaction timer task failed"),
         }
-        for id in broker.transactions.prepared() {
-            broker.clone().complete_transaction(id).await;
+        for id in broker.txns().coordinator.prepared() {
+            broker.txns().clone().complete(id).await;
         }
     }
 }
@@ -491,19 +498,25 @@ async fn run_group_timer(broker: Arc<Broker>) {
         every.tick().await;
         let now = std::time::Instant::now();
         let forgotten = broker
-            .groups
-            .tick(now, |group| broker.offsets.has_offsets(group));
-        broker.consumer_groups.tick(now);
+            .groups()
+            .classic
+            .tick(now, |group| broker.groups().offsets.has_offsets(group));
+        broker.groups().consumer.tick(now);
         broker
-            .consumer_groups
-            .forget(|group| broker.offsets.has_offsets(group));
-        broker.store_group_records(forgotten).await;
+            .groups()
+            .consumer
+            .forget(|group| broker.groups().offsets.has_offsets(group));
+        broker.groups().store_group_records(forgotten).await;
         // Share groups: locks that ran out, members gone silent (log work: blocking pool).
         let owner = broker.clone();
-        let ticked =
-            crate::blocking::spawn(move || owner.shares.tick(&owner.log, log_core::now_ms())).await;
+        let ticked = crate::blocking::spawn(move || {
+            owner
+                .shares()
+                .tick(&owner.storage().log, log_core::now_ms())
+        })
+        .await;
         if let Ok(pending) = ticked {
-            pending.durable(&broker.syncer).await;
+            pending.durable(&broker.storage().syncer).await;
         }
     }
 }

@@ -48,6 +48,7 @@ impl Viewer {
         name: &str,
     ) -> bool {
         broker
+            .access()
             .authorizer
             .authorize(&self.principal, self.host, operation, kind, name)
     }
@@ -105,6 +106,7 @@ pub fn admit(
     };
     if !verify(broker, &user, &password) {
         if let Some(held_back) = broker
+            .access()
             .security
             .failed_logins
             .note(host, std::time::Instant::now())
@@ -113,7 +115,7 @@ pub fn admit(
         }
         // As on the Kafka listeners (`--connection-failed-authentication-delay-ms`): a guesser
         // gets one answer per delay per connection, and at most the responder's connections.
-        std::thread::sleep(broker.security.sasl.failed_authentication_delay);
+        std::thread::sleep(broker.access().security.sasl.failed_authentication_delay);
         return Err(refused("invalid credentials"));
     }
     Ok(Viewer {
@@ -141,7 +143,7 @@ fn basic(value: &str) -> Option<(String, String)> {
 
 /// Whether `password` is `user`'s, by the PLAIN users' file or a SCRAM credential.
 fn verify(broker: &Broker, user: &str, password: &str) -> bool {
-    let security = &broker.security;
+    let security = &broker.access().security;
     if security.plain.check(user, password) {
         return true;
     }
@@ -204,6 +206,7 @@ mod tests {
         for (user, hash) in [("alice", Hash::Sha512), ("carol", Hash::Sha256)] {
             let credential = Credential::from_password(hash, "s3cret", salt.clone(), 4096);
             broker
+                .access()
                 .security
                 .scram
                 .alter(vec![Change::Upsert(user.to_string(), credential)])

@@ -14,24 +14,25 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use super::transaction;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Txns;
 
 impl Handler for AddOffsetsToTxnRequest {
     const SERVED: (i16, i16) = (0, 4);
+    type Needs = Arc<Txns>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        txns: Self::Needs,
         request: AddOffsetsToTxnRequest,
         ctx: &RequestContext,
     ) -> AddOffsetsToTxnResponse {
         let response = AddOffsetsToTxnResponse::default();
         let id = request.transactional_id.to_string();
         let group = request.group_id.to_string();
-        if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, &id) {
+        if !ctx.authorize(Operation::Write, ResourceType::TransactionalId, &id) {
             return response
                 .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
         }
-        if !ctx.authorize_group(broker, Operation::Read, &group) {
+        if !ctx.authorize_group(Operation::Read, &group) {
             return response.with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
         if group.is_empty() {
@@ -39,12 +40,11 @@ impl Handler for AddOffsetsToTxnRequest {
         }
         let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
         let key = id.clone();
-        let outcome =
-            transaction::run(broker, &id, transaction::fenced(ctx.version, 2), move |b| {
-                b.transactions
-                    .add_offsets(&key, producer_id, epoch, &group, log_core::now_ms())
-            })
-            .await;
+        let outcome = transaction::run(&txns, &id, transaction::fenced(ctx.version, 2), move |b| {
+            b.coordinator
+                .add_offsets(&key, producer_id, epoch, &group, log_core::now_ms())
+        })
+        .await;
         response.with_error_code(outcome.err().map_or(0, |e| e.code()))
     }
 

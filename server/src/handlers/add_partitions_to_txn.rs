@@ -27,13 +27,14 @@ use super::bounds::Counts;
 use super::transaction;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Storage, Txns};
 
 /// Per partition of one transaction: (topic, partition, error code).
 type Results = Vec<(String, i32, i16)>;
 
 impl Handler for AddPartitionsToTxnRequest {
     const SERVED: (i16, i16) = (0, 5);
+    type Needs = (Arc<Storage>, Arc<Txns>);
 
     fn counts(&self) -> Counts {
         let topics = self
@@ -53,7 +54,7 @@ impl Handler for AddPartitionsToTxnRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, txns): Self::Needs,
         request: AddPartitionsToTxnRequest,
         ctx: &RequestContext,
     ) -> AddPartitionsToTxnResponse {
@@ -68,10 +69,10 @@ impl Handler for AddPartitionsToTxnRequest {
                 topics: &request.v3_and_below_topics,
                 verify_only: false,
             };
-            let results = add(broker, ctx, txn, fenced).await;
+            let results = add(&storage, &txns, ctx, txn, fenced).await;
             return response.with_results_by_topic_v3_and_below(topic_results(results));
         }
-        if !ctx.authorize_cluster(broker, Operation::ClusterAction) {
+        if !ctx.authorize_cluster(Operation::ClusterAction) {
             return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
         }
         let mut results = Vec::with_capacity(request.transactions.len());
@@ -84,7 +85,7 @@ impl Handler for AddPartitionsToTxnRequest {
                 topics: &txn.topics,
                 verify_only: txn.verify_only,
             };
-            let partitions = add(broker, ctx, named, fenced).await;
+            let partitions = add(&storage, &txns, ctx, named, fenced).await;
             results.push(
                 AddPartitionsToTxnResult::default()
                     .with_transactional_id(txn.transactional_id.clone())
@@ -124,7 +125,8 @@ struct Transaction<'a> {
 
 /// Adds (or with `verify_only` checks) one transaction's partitions.
 async fn add(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
+    txns: &Arc<Txns>,
     ctx: &RequestContext,
     txn: Transaction<'_>,
     fenced: ResponseError,
@@ -143,24 +145,21 @@ async fn add(
     };
     let every =
         |error: ResponseError| -> Results { all().map(|(t, p)| (t, p, error.code())).collect() };
-    if ctx.version <= 3
-        && !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id)
-    {
+    if ctx.version <= 3 && !ctx.authorize(Operation::Write, ResourceType::TransactionalId, id) {
         return every(ResponseError::TransactionalIdAuthorizationFailed);
     }
     // Per partition: its own error, if any.
     let checked: Vec<(String, i32, Option<ResponseError>)> = all()
         .map(|(topic, index)| {
-            let error =
-                if ctx.version <= 3 && !ctx.authorize_topic(broker, Operation::Write, &topic) {
-                    Some(ResponseError::TopicAuthorizationFailed)
-                } else if Broker::is_internal(&topic) {
-                    Some(ResponseError::InvalidTopicException)
-                } else if broker.partition(&topic, index).is_none() {
-                    Some(ResponseError::UnknownTopicOrPartition)
-                } else {
-                    None
-                };
+            let error = if ctx.version <= 3 && !ctx.authorize_topic(Operation::Write, &topic) {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if crate::broker::Storage::is_internal(&topic) {
+                Some(ResponseError::InvalidTopicException)
+            } else if storage.partition(&topic, index).is_none() {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else {
+                None
+            };
             (topic, index, error)
         })
         .collect();
@@ -175,8 +174,8 @@ async fn add(
     }
     let partitions: Vec<(String, i32)> = checked.into_iter().map(|(t, p, _)| (t, p)).collect();
     if verify_only {
-        return match broker
-            .transactions
+        return match txns
+            .coordinator
             .verify_partitions(id, producer_id, epoch, &partitions)
         {
             Ok(found) => partitions
@@ -196,8 +195,8 @@ async fn add(
     }
     let key = id.to_string();
     let added = partitions.clone();
-    let outcome = transaction::run(broker, id, fenced, move |b| {
-        b.transactions
+    let outcome = transaction::run(txns, id, fenced, move |b| {
+        b.coordinator
             .add_partitions(&key, producer_id, epoch, &added, log_core::now_ms())
     })
     .await;

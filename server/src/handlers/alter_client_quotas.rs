@@ -17,19 +17,20 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Admin;
 use crate::quotas::{AlterError, Entity, Op, QuotaError, QuotaKind};
 
 impl Handler for AlterClientQuotasRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = Arc<Admin>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        admin: Self::Needs,
         request: AlterClientQuotasRequest,
         ctx: &RequestContext,
     ) -> AlterClientQuotasResponse {
         let validate_only = request.validate_only;
-        let allowed = ctx.authorize_cluster(broker, Operation::AlterConfigs);
+        let allowed = ctx.authorize_cluster(Operation::AlterConfigs);
         let echoed: Vec<Vec<EntityData>> = request
             .entries
             .iter()
@@ -58,7 +59,7 @@ impl Handler for AlterClientQuotasRequest {
                 .collect();
             return AlterClientQuotasResponse::default().with_entries(entries);
         }
-        let owner = broker.clone();
+        let owner = admin.clone();
         let outcomes = crate::blocking::spawn(move || {
             request
                 .entries
@@ -104,7 +105,7 @@ impl Handler for AlterClientQuotasRequest {
 }
 
 fn apply(
-    broker: &Broker,
+    admin: &Arc<Admin>,
     entry: &kafka_protocol::messages::alter_client_quotas_request::EntryData,
     validate_only: bool,
 ) -> Result<(), AlterError> {
@@ -126,5 +127,5 @@ fn apply(
             })
         })
         .collect::<Result<Vec<_>, QuotaError>>()?;
-    broker.quotas.alter(&entity, &ops, validate_only)
+    admin.quotas.alter(&entity, &ops, validate_only)
 }

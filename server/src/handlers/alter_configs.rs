@@ -18,13 +18,14 @@ use super::bounds::Counts;
 use super::incremental_alter_configs::{alter_topic, Op, TOPIC};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 use crate::topic_config;
 
 const BROKER: i8 = 4;
 
 impl Handler for AlterConfigsRequest {
     const SERVED: (i16, i16) = (0, 2);
+    type Needs = Arc<Storage>;
 
     fn counts(&self) -> Counts {
         Counts {
@@ -35,7 +36,7 @@ impl Handler for AlterConfigsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        storage: Self::Needs,
         request: AlterConfigsRequest,
         ctx: &RequestContext,
     ) -> AlterConfigsResponse {
@@ -45,7 +46,6 @@ impl Handler for AlterConfigsRequest {
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             let allowed = ctx.authorize_configs(
-                broker,
                 Operation::AlterConfigs,
                 resource.resource_type,
                 &resource.resource_name,
@@ -74,7 +74,7 @@ impl Handler for AlterConfigsRequest {
                     match changes {
                         Err(message) => Err((ResponseError::InvalidConfig, message)),
                         Ok(changes) => {
-                            let owner = broker.clone();
+                            let owner = storage.clone();
                             let name = resource.resource_name.to_string();
                             let validate_only = request.validate_only;
                             crate::blocking::spawn(move || {

@@ -17,41 +17,39 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 use crate::shares::Pending;
+use crate::shares::Shares;
 
 impl Handler for AlterShareGroupOffsetsRequest {
     const SERVED: (i16, i16) = (0, 0);
+    type Needs = (Arc<Storage>, Arc<Shares>);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, shares): Self::Needs,
         request: AlterShareGroupOffsetsRequest,
         ctx: &RequestContext,
     ) -> AlterShareGroupOffsetsResponse {
         let group = request.group_id.to_string();
-        if !ctx.authorize_group(broker, Operation::Read, &group) {
+        if !ctx.authorize_group(Operation::Read, &group) {
             return AlterShareGroupOffsetsResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
         let readable: Vec<bool> = request
             .topics
             .iter()
-            .map(|t| ctx.authorize_topic(broker, Operation::Read, &t.topic_name))
+            .map(|t| ctx.authorize_topic(Operation::Read, &t.topic_name))
             .collect();
-        let members = broker
-            .shares
-            .members
-            .describe(&group)
-            .map_or(0, |(_, m)| m.len());
+        let members = shares.members.describe(&group).map_or(0, |(_, m)| m.len());
         if members > 0 {
             return AlterShareGroupOffsetsResponse::default()
                 .with_error_code(ResponseError::NonEmptyGroup.code());
         }
-        let owner = broker.clone();
+        let (owner, owner_shares) = (storage.clone(), shares.clone());
         let altered = crate::blocking::spawn(move || {
             let mut pending = Pending::default();
             let responses: Vec<AlterShareGroupOffsetsResponseTopic> = request
@@ -86,7 +84,7 @@ impl Handler for AlterShareGroupOffsetsRequest {
                                 .start_offset
                                 .clamp(partition.log_start_offset(), partition.log_end_offset());
                             let key = task_queue::ShareKey::new(&group, id, p.partition_index);
-                            match owner.shares.alter_offset(&key, start, &mut pending) {
+                            match owner_shares.alter_offset(&key, start, &mut pending) {
                                 Ok(()) => done,
                                 Err(error) => done.with_error_code(error.code()),
                             }
@@ -108,7 +106,7 @@ impl Handler for AlterShareGroupOffsetsRequest {
                     .with_error_message(Some(StrBytes::from_string(failed.to_string())));
             }
         };
-        pending.durable(&broker.syncer).await;
+        pending.durable(&storage.syncer).await;
         AlterShareGroupOffsetsResponse::default().with_responses(responses)
     }
 

@@ -24,7 +24,7 @@ use sasl::scram::{Credential, Hash, MAX_ITERATIONS, MIN_ITERATIONS};
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Access;
 use crate::security::credentials::Change;
 
 /// A user's change (one per request), or why it is refused.
@@ -35,17 +35,18 @@ type Refusal = Option<(ResponseError, String)>;
 
 impl Handler for AlterUserScramCredentialsRequest {
     const SERVED: (i16, i16) = (0, 0);
+    type Needs = Arc<Access>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        access: Self::Needs,
         request: AlterUserScramCredentialsRequest,
         ctx: &RequestContext,
     ) -> AlterUserScramCredentialsResponse {
-        if !ctx.authorize_cluster(broker, Operation::Alter) {
+        if !ctx.authorize_cluster(Operation::Alter) {
             return refuse_unauthorized(&request);
         }
         let users = changes_by_user(&request);
-        let results = apply_changes(broker, users).await;
+        let results = apply_changes(&access, users).await;
         let results = results
             .into_iter()
             .map(|(user, outcome)| {
@@ -151,7 +152,7 @@ fn upsert(upsertion: &ScramCredentialUpsertion) -> UserChange {
 /// Writes the acceptable changes (all together, to the data dir) and gives each user, in
 /// name order, its error if any.
 async fn apply_changes(
-    broker: &Arc<Broker>,
+    access: &Arc<Access>,
     users: BTreeMap<String, UserChange>,
 ) -> Vec<(String, Refusal)> {
     let mut results = Vec::with_capacity(users.len());
@@ -169,7 +170,7 @@ async fn apply_changes(
         }
     }
     if !changes.is_empty() {
-        let owner = broker.clone();
+        let owner = access.clone();
         let applied = crate::blocking::spawn(move || owner.security.scram.alter(changes)).await;
         let failed = match applied {
             Ok(Ok(applied)) => {

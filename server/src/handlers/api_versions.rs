@@ -3,8 +3,6 @@
 //! Kafka 4.x clients ask first) is v3's layout; it only lets a feature's minimum version be 0,
 //! and lograil advertises no features.
 
-use std::sync::Arc;
-
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -12,7 +10,6 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
 use super::Handler;
 use super::{RequestContext, APIS};
-use crate::broker::Broker;
 use crate::response::Response;
 
 fn body(error_code: i16) -> ApiVersionsResponse {
@@ -32,9 +29,10 @@ fn body(error_code: i16) -> ApiVersionsResponse {
 
 impl Handler for ApiVersionsRequest {
     const SERVED: (i16, i16) = (0, 4);
+    type Needs = ();
 
     async fn handle(
-        _: &Arc<Broker>,
+        (): Self::Needs,
         _: ApiVersionsRequest,
         _: &RequestContext,
     ) -> ApiVersionsResponse {

@@ -6,7 +6,6 @@ use acl::{Operation, ResourceType, CLUSTER_NAME};
 use kafka_protocol::error::ResponseError;
 
 use super::RequestContext;
-use crate::broker::Broker;
 
 /// Config resource types (Describe/Alter/IncrementalAlterConfigs): KIP-133's codes.
 const CONFIG_TOPIC: i8 = 2;
@@ -20,12 +19,11 @@ impl RequestContext {
     #[inline]
     pub(crate) fn authorize(
         &self,
-        broker: &Broker,
         operation: Operation,
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        broker.authorizer.authorize(
+        self.authorizer.authorize(
             &self.principal,
             self.peer.ip(),
             operation,
@@ -36,36 +34,26 @@ impl RequestContext {
 
     /// Whether the request may do `operation` on topic `name`.
     #[inline]
-    pub(crate) fn authorize_topic(
-        &self,
-        broker: &Broker,
-        operation: Operation,
-        name: &str,
-    ) -> bool {
-        self.authorize(broker, operation, ResourceType::Topic, name)
+    pub(crate) fn authorize_topic(&self, operation: Operation, name: &str) -> bool {
+        self.authorize(operation, ResourceType::Topic, name)
     }
 
     /// Whether the request may do `operation` on group `id`.
     #[inline]
-    pub(crate) fn authorize_group(&self, broker: &Broker, operation: Operation, id: &str) -> bool {
-        self.authorize(broker, operation, ResourceType::Group, id)
+    pub(crate) fn authorize_group(&self, operation: Operation, id: &str) -> bool {
+        self.authorize(operation, ResourceType::Group, id)
     }
 
     /// Whether the request may do `operation` on the cluster.
     #[inline]
-    pub(crate) fn authorize_cluster(&self, broker: &Broker, operation: Operation) -> bool {
-        self.authorize(broker, operation, ResourceType::Cluster, CLUSTER_NAME)
+    pub(crate) fn authorize_cluster(&self, operation: Operation) -> bool {
+        self.authorize(operation, ResourceType::Cluster, CLUSTER_NAME)
     }
 
     /// Whether the request may do `operation` on at least one resource of `resource_type`
     /// (KIP-679).
-    pub(crate) fn authorize_any(
-        &self,
-        broker: &Broker,
-        operation: Operation,
-        resource_type: ResourceType,
-    ) -> bool {
-        broker.authorizer.authorize_by_resource_type(
+    pub(crate) fn authorize_any(&self, operation: Operation, resource_type: ResourceType) -> bool {
+        self.authorizer.authorize_by_resource_type(
             &self.principal,
             self.peer.ip(),
             operation,
@@ -74,18 +62,9 @@ impl RequestContext {
     }
 
     /// KIP-430's authorized operations of the request on the resource.
-    pub(crate) fn authorized_operations(
-        &self,
-        broker: &Broker,
-        resource_type: ResourceType,
-        name: &str,
-    ) -> i32 {
-        broker.authorizer.authorized_operations(
-            &self.principal,
-            self.peer.ip(),
-            resource_type,
-            name,
-        )
+    pub(crate) fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        self.authorizer
+            .authorized_operations(&self.principal, self.peer.ip(), resource_type, name)
     }
 
     /// Whether the request may do `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the
@@ -95,22 +74,21 @@ impl RequestContext {
     /// (CLUSTER_AUTHORIZATION_FAILED). Other types are the handler's to refuse.
     pub(crate) fn authorize_configs(
         &self,
-        broker: &Broker,
         operation: Operation,
         config_type: i8,
         name: &str,
     ) -> Result<(), ResponseError> {
         let (allowed, error) = match config_type {
             CONFIG_TOPIC => (
-                self.authorize_topic(broker, operation, name),
+                self.authorize_topic(operation, name),
                 ResponseError::TopicAuthorizationFailed,
             ),
             CONFIG_GROUP => (
-                self.authorize_group(broker, operation, name),
+                self.authorize_group(operation, name),
                 ResponseError::GroupAuthorizationFailed,
             ),
             CONFIG_BROKER | CONFIG_BROKER_LOGGER | CONFIG_CLIENT_METRICS => (
-                self.authorize_cluster(broker, operation),
+                self.authorize_cluster(operation),
                 ResponseError::ClusterAuthorizationFailed,
             ),
             _ => (true, ResponseError::UnknownServerError),
@@ -125,11 +103,11 @@ impl RequestContext {
     /// KIP-430's cluster operations as Metadata and DescribeCluster give them: those of the
     /// cluster when asked and DESCRIBE is allowed, 0 when asked and it is not, `i32::MIN`
     /// ("not computed") when not asked.
-    pub(crate) fn cluster_operations(&self, broker: &Broker, asked: bool) -> i32 {
+    pub(crate) fn cluster_operations(&self, asked: bool) -> i32 {
         if !asked {
             i32::MIN
-        } else if self.authorize_cluster(broker, Operation::Describe) {
-            self.authorized_operations(broker, ResourceType::Cluster, CLUSTER_NAME)
+        } else if self.authorize_cluster(Operation::Describe) {
+            self.authorized_operations(ResourceType::Cluster, CLUSTER_NAME)
         } else {
             0
         }

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Groups, Storage};
 use crate::groups::consumer::{ConsumerGroup, TopicPartition};
 
 /// "Not requested" for the authorized-operations field.
@@ -32,6 +32,7 @@ const CONSUMER_MEMBER: i8 = 1;
 
 impl Handler for ConsumerGroupDescribeRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = (Arc<Storage>, Arc<Groups>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -41,7 +42,7 @@ impl Handler for ConsumerGroupDescribeRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, groups): Self::Needs,
         request: ConsumerGroupDescribeRequest,
         ctx: &RequestContext,
     ) -> ConsumerGroupDescribeResponse {
@@ -49,7 +50,7 @@ impl Handler for ConsumerGroupDescribeRequest {
         let groups = request
             .group_ids
             .into_iter()
-            .map(|id| describe_group(broker, ctx, id, operations))
+            .map(|id| describe_group(&storage, &groups, ctx, id, operations))
             .collect();
         ConsumerGroupDescribeResponse::default().with_groups(groups)
     }
@@ -70,7 +71,8 @@ fn text(s: &str) -> StrBytes {
 /// One group as the principal may see it: refused, not found, hidden for its topics, or its
 /// state and members.
 fn describe_group(
-    broker: &Broker,
+    storage: &Arc<Storage>,
+    groups: &Arc<Groups>,
     ctx: &RequestContext,
     id: GroupId,
     operations: bool,
@@ -78,26 +80,26 @@ fn describe_group(
     let described = DescribedGroup::default()
         .with_group_id(id.clone())
         .with_authorized_operations(OPERATIONS_OMITTED);
-    if !ctx.authorize_group(broker, Operation::Describe, &id) {
+    if !ctx.authorize_group(Operation::Describe, &id) {
         return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     let described = if operations {
-        let bits = ctx.authorized_operations(broker, ResourceType::Group, &id);
+        let bits = ctx.authorized_operations(ResourceType::Group, &id);
         described.with_authorized_operations(bits)
     } else {
         described
     };
-    let Some(group) = broker.consumer_groups.describe(&id) else {
+    let Some(group) = groups.consumer.describe(&id) else {
         let why = format!("Group {} not found.", id.as_str());
         return described
             .with_error_code(ResponseError::GroupIdNotFound.code())
             .with_error_message(Some(text(&why)))
             .with_group_state(text("Dead"));
     };
-    let members = members(broker, &group);
+    let members = members(storage, &group);
     // As Kafka: a group whose members name a topic the principal may not DESCRIBE is
     // TOPIC_AUTHORIZATION_FAILED, without its members.
-    if hides_topics(broker, ctx, &members) {
+    if hides_topics(ctx, &members) {
         return described
             .with_error_code(ResponseError::TopicAuthorizationFailed.code())
             .with_error_message(Some(text(
@@ -113,7 +115,7 @@ fn describe_group(
 }
 
 /// Each member of `group` with its subscription, current and target assignment.
-fn members(broker: &Broker, group: &ConsumerGroup) -> Vec<Member> {
+fn members(storage: &Arc<Storage>, group: &ConsumerGroup) -> Vec<Member> {
     let empty = BTreeSet::new();
     group
         .members
@@ -128,19 +130,19 @@ fn members(broker: &Broker, group: &ConsumerGroup) -> Vec<Member> {
                 .with_client_id(text(&m.client_id))
                 .with_client_host(text(&m.client_host))
                 .with_subscribed_topic_names(m.topics.iter().map(|t| TopicName(text(t))).collect())
-                .with_assignment(assignment(broker, &m.assigned))
-                .with_target_assignment(assignment(broker, target))
+                .with_assignment(assignment(storage, &m.assigned))
+                .with_target_assignment(assignment(storage, target))
                 .with_member_type(CONSUMER_MEMBER)
         })
         .collect()
 }
 
 /// `partitions` by topic, each topic with its id and name.
-fn assignment(broker: &Broker, partitions: &BTreeSet<TopicPartition>) -> Assignment {
+fn assignment(storage: &Arc<Storage>, partitions: &BTreeSet<TopicPartition>) -> Assignment {
     let topics = super::assignment::by_topic(partitions)
         .into_iter()
         .map(|(topic_id, partitions)| {
-            let name = broker
+            let name = storage
                 .log
                 .topic_by_id(topic_id)
                 .map(|t| t.name().to_string())
@@ -155,12 +157,12 @@ fn assignment(broker: &Broker, partitions: &BTreeSet<TopicPartition>) -> Assignm
 }
 
 /// Whether a member subscribes to or is assigned a topic the principal may not DESCRIBE.
-fn hides_topics(broker: &Broker, ctx: &RequestContext, members: &[Member]) -> bool {
+fn hides_topics(ctx: &RequestContext, members: &[Member]) -> bool {
     members.iter().any(|m| {
         let assigned = m.assignment.topic_partitions.iter().map(|t| &t.topic_name);
         m.subscribed_topic_names
             .iter()
             .chain(assigned)
-            .any(|t| !ctx.authorize_topic(broker, Operation::Describe, t))
+            .any(|t| !ctx.authorize_topic(Operation::Describe, t))
     })
 }

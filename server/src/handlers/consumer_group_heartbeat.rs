@@ -25,26 +25,27 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Groups, Storage};
 use crate::groups::consumer::{assignor, Beat, TopicPartition};
 
 impl Handler for ConsumerGroupHeartbeatRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = (Arc<Storage>, Arc<Groups>);
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, groups): Self::Needs,
         request: ConsumerGroupHeartbeatRequest,
         ctx: &RequestContext,
     ) -> ConsumerGroupHeartbeatResponse {
         let group = request.group_id.to_string();
-        if !ctx.authorize_group(broker, Operation::Read, &group) {
+        if !ctx.authorize_group(Operation::Read, &group) {
             return fail(ResponseError::GroupAuthorizationFailed, None);
         }
         if request
             .subscribed_topic_names
             .iter()
             .flatten()
-            .any(|topic| !ctx.authorize_topic(broker, Operation::Describe, topic))
+            .any(|topic| !ctx.authorize_topic(Operation::Describe, topic))
         {
             return fail(ResponseError::TopicAuthorizationFailed, None);
         }
@@ -57,26 +58,26 @@ impl Handler for ConsumerGroupHeartbeatRequest {
             // v0: the coordinator names a new member.
             member_id = log_core::Uuid::new_v4().simple().to_string();
         }
-        if request.member_epoch == 0 && broker.groups.contains(&group) {
+        if request.member_epoch == 0 && groups.classic.contains(&group) {
             // An empty classic group becomes a consumer-protocol group; one with members stays.
-            if broker.groups.delete(&group).is_err() {
+            if groups.classic.delete(&group).is_err() {
                 let why = format!("Group {group} is not a consumer group");
                 return fail(ResponseError::GroupIdNotFound, Some(&why));
             }
         }
         let beat = beat(request, ctx, member_id.clone());
         let metadata = |topic: &str| {
-            let t = broker.log.topic(topic)?;
+            let t = storage.log.topic(topic)?;
             Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
         };
-        let answer = broker
-            .consumer_groups
+        let answer = groups
+            .consumer
             .heartbeat(&group, beat, Instant::now(), &metadata);
-        if broker.consumer_groups.has_unpersisted() {
+        if groups.consumer.has_unpersisted() {
             // A new group epoch is durable before it is answered, as in Kafka.
-            broker.store_group_records(Vec::new()).await;
+            groups.store_group_records(Vec::new()).await;
         }
-        let interval = broker.consumer_groups.config.heartbeat_interval;
+        let interval = groups.consumer.config.heartbeat_interval;
         let response = ConsumerGroupHeartbeatResponse::default()
             .with_heartbeat_interval_ms(i32::try_from(interval.as_millis()).unwrap_or(i32::MAX));
         let answer = match answer {

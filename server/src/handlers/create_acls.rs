@@ -17,13 +17,14 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Access;
 
 impl Handler for CreateAclsRequest {
     const SERVED: (i16, i16) = (1, 3);
+    type Needs = Arc<Access>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        access: Self::Needs,
         request: CreateAclsRequest,
         ctx: &RequestContext,
     ) -> CreateAclsResponse {
@@ -31,13 +32,13 @@ impl Handler for CreateAclsRequest {
             let result = failure(error, message.to_string());
             CreateAclsResponse::default().with_results(vec![result; request.creations.len()])
         };
-        if !ctx.authorize_cluster(broker, Operation::Alter) {
+        if !ctx.authorize_cluster(Operation::Alter) {
             return every(
                 ResponseError::ClusterAuthorizationFailed,
                 "CreateAcls needs ALTER on the cluster",
             );
         }
-        if !broker.authorizer.is_enabled() {
+        if !access.authorizer.is_enabled() {
             return every(
                 ResponseError::SecurityDisabled,
                 "No Authorizer is configured.",
@@ -62,7 +63,7 @@ impl Handler for CreateAclsRequest {
         let stored = if valid.is_empty() {
             Ok(())
         } else {
-            let owner = broker.clone();
+            let owner = access.clone();
             match crate::blocking::spawn(move || owner.authorizer.create(valid)).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => {

@@ -26,17 +26,19 @@ use super::bounds::{topics_and_partitions, Counts};
 use super::errors;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Admin, Storage};
+use crate::config::BrokerConfig;
 
 impl Handler for CreatePartitionsRequest {
     const SERVED: (i16, i16) = (0, 3);
+    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Admin>);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.assignments.as_ref().map_or(0, Vec::len))
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, admin): Self::Needs,
         request: CreatePartitionsRequest,
         ctx: &RequestContext,
     ) -> CreatePartitionsResponse {
@@ -48,19 +50,22 @@ impl Handler for CreatePartitionsRequest {
             .topics
             .iter()
             .filter_map(|t| {
-                let current = broker.log.topic(&t.name)?.partitions().len() as u64;
+                let current = storage.log.topic(&t.name)?.partitions().len() as u64;
                 Some(u64::try_from(t.count).unwrap_or(0).saturating_sub(current))
             })
             .sum();
-        let per_request = u64::from(broker.config.limits.max_partitions_per_request);
-        let (owner, ctx) = (broker.clone(), ctx.clone());
+        let per_request = u64::from(broker_config.limits.max_partitions_per_request);
+        let (owner, ctx) = (
+            (broker_config.clone(), storage.clone(), admin.clone()),
+            ctx.clone(),
+        );
         let validate_only = request.validate_only;
         let results = crate::blocking::map_each(
             request.topics,
             move |topic| {
                 let name = topic.name.to_string();
                 let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-                let outcome = if !ctx.authorize_topic(&owner, Operation::Alter, &name) {
+                let outcome = if !ctx.authorize_topic(Operation::Alter, &name) {
                     Err((
                         ResponseError::TopicAuthorizationFailed,
                         "The topic authorization is failed.".to_string(),
@@ -80,7 +85,7 @@ impl Handler for CreatePartitionsRequest {
                         ),
                     ))
                 } else {
-                    grow(&owner, &name, &topic, validate_only)
+                    grow(&owner.0, &owner.1, &owner.2, &name, &topic, validate_only)
                 };
                 match outcome {
                     Ok(()) => result,
@@ -109,13 +114,15 @@ impl Handler for CreatePartitionsRequest {
 }
 
 fn grow(
-    broker: &Broker,
+    broker_config: &BrokerConfig,
+    storage: &Storage,
+    admin: &Admin,
     name: &str,
     topic: &CreatePartitionsTopic,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
-    let Some(existing) = broker.log.topic(name) else {
-        let error = match broker.log.offline_reason(name) {
+    let Some(existing) = storage.log.topic(name) else {
+        let error = match storage.log.offline_reason(name) {
             Some(reason) => (
                 ResponseError::KafkaStorageError,
                 format!("topic {name} is offline: {reason}"),
@@ -127,7 +134,7 @@ fn grow(
         };
         return Err(error);
     };
-    if Broker::is_internal(name) {
+    if crate::broker::Storage::is_internal(name) {
         return Err((
             ResponseError::InvalidRequest,
             format!("the partition count of internal topic {name} is fixed"),
@@ -163,7 +170,7 @@ fn grow(
         }
     };
     if let Some(assignments) = &topic.assignments {
-        let node = broker.config.node_id;
+        let node = broker_config.node_id;
         let added = (requested - current) as usize;
         if assignments.len() != added
             || assignments
@@ -180,9 +187,9 @@ fn grow(
         }
     }
     let done = if validate_only {
-        broker.check_room(count - current as u32)
+        admin.check_room(count - current as u32)
     } else {
-        broker.add_partitions(name, count).map(|_| {
+        admin.add_partitions(name, count).map(|_| {
             tracing::info!(topic = name, from = current, to = count, "added partitions");
         })
     };

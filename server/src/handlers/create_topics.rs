@@ -36,23 +36,25 @@ use super::describe_configs::config_source;
 use super::errors;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Admin, Storage};
+use crate::config::BrokerConfig;
 use crate::topic_config;
 
 impl Handler for CreateTopicsRequest {
     const SERVED: (i16, i16) = (2, 5);
+    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Admin>);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.assignments.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, admin): Self::Needs,
         request: CreateTopicsRequest,
         ctx: &RequestContext,
     ) -> CreateTopicsResponse {
-        let requested = requested_partitions(broker, &request.topics);
-        let per_request = broker.config.limits.max_partitions_per_request;
+        let requested = requested_partitions(&broker_config, &request.topics);
+        let per_request = broker_config.limits.max_partitions_per_request;
         if requested > u64::from(per_request) {
             // Kafka's answer (and message) for a request over its fixed 10,000.
             let message = format!(
@@ -73,22 +75,20 @@ impl Handler for CreateTopicsRequest {
                 .collect();
             return CreateTopicsResponse::default().with_topics(results);
         }
-        let (owner, ctx) = (broker.clone(), ctx.clone());
+        let (owner, ctx) = (
+            (broker_config.clone(), storage.clone(), admin.clone()),
+            ctx.clone(),
+        );
         let validate_only = request.validate_only;
-        let cluster_create = ctx.authorize_cluster(broker, Operation::Create);
+        let cluster_create = ctx.authorize_cluster(Operation::Create);
         let results = crate::blocking::map_each(
             request.topics,
             move |topic| {
                 let allowed = Allowed {
-                    create: cluster_create
-                        || ctx.authorize_topic(&owner, Operation::Create, &topic.name),
-                    describe_configs: ctx.authorize_topic(
-                        &owner,
-                        Operation::DescribeConfigs,
-                        &topic.name,
-                    ),
+                    create: cluster_create || ctx.authorize_topic(Operation::Create, &topic.name),
+                    describe_configs: ctx.authorize_topic(Operation::DescribeConfigs, &topic.name),
                 };
-                create(&owner, topic, validate_only, allowed)
+                create(&owner.0, &owner.1, &owner.2, topic, validate_only, allowed)
             },
             |topic| {
                 CreatableTopicResult::default()
@@ -112,11 +112,11 @@ impl Handler for CreateTopicsRequest {
 }
 
 /// Partitions a request asks for, all its topics together, as Kafka counts them.
-fn requested_partitions(broker: &Broker, topics: &[CreatableTopic]) -> u64 {
+fn requested_partitions(broker_config: &BrokerConfig, topics: &[CreatableTopic]) -> u64 {
     topics
         .iter()
         .map(|t| match (t.assignments.len(), t.num_partitions) {
-            (0, -1) => u64::from(broker.config.default_partitions),
+            (0, -1) => u64::from(broker_config.default_partitions),
             (0, n) => u64::try_from(n).unwrap_or(0),
             (assigned, _) => assigned as u64,
         })
@@ -203,7 +203,9 @@ struct Allowed {
 }
 
 fn create(
-    broker: &Broker,
+    broker_config: &BrokerConfig,
+    storage: &Storage,
+    admin: &Admin,
     topic: CreatableTopic,
     validate_only: bool,
     allowed: Allowed,
@@ -230,25 +232,25 @@ fn create(
     }
     // Before anything else of the request is checked, as Kafka's controller does: a tool that
     // creates a topic if missing learns it is there, whatever configs it asks for.
-    if broker.log.topic(&name).is_some() {
+    if storage.log.topic(&name).is_some() {
         return fail(
             ResponseError::TopicAlreadyExists,
             format!("Topic '{name}' already exists."),
         );
     }
-    let partitions = match partition_count(broker, &topic) {
+    let partitions = match partition_count(broker_config, &topic) {
         Ok(n) => n,
         Err((error, message)) => return fail(error, message),
     };
-    let defaults = broker.topic_defaults();
+    let defaults = storage.topic_defaults();
     let config = match configured(&defaults, &name, &topic) {
         Ok(config) => config,
         Err(e) => return fail(ResponseError::InvalidConfig, e),
     };
     let created = if validate_only {
-        broker.check_room(partitions)
+        admin.check_room(partitions)
     } else {
-        broker
+        admin
             .create_topic(&name, partitions, config.clone())
             .map(|_| tracing::info!(topic = %name, partitions, "created topic"))
     };
@@ -276,11 +278,11 @@ fn create(
 /// The topic's partition count: asked (or `--default-partitions`) on one replica, or its
 /// manual assignments'.
 fn partition_count(
-    broker: &Broker,
+    broker_config: &BrokerConfig,
     topic: &CreatableTopic,
 ) -> Result<u32, (ResponseError, String)> {
     if !topic.assignments.is_empty() {
-        return assigned_partitions(topic, broker.config.node_id);
+        return assigned_partitions(topic, broker_config.node_id);
     }
     if !matches!(topic.replication_factor, -1 | 1) {
         return Err((
@@ -292,7 +294,7 @@ fn partition_count(
         ));
     }
     match topic.num_partitions {
-        -1 => Ok(broker.config.default_partitions),
+        -1 => Ok(broker_config.default_partitions),
         n => match u32::try_from(n) {
             Ok(n) if (1..=log_core::MAX_PARTITIONS).contains(&n) => Ok(n),
             _ => Err((ResponseError::InvalidPartitions, format!("{n} partitions"))),

@@ -17,13 +17,14 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Access;
 
 impl Handler for DeleteAclsRequest {
     const SERVED: (i16, i16) = (1, 3);
+    type Needs = Arc<Access>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        access: Self::Needs,
         request: DeleteAclsRequest,
         ctx: &RequestContext,
     ) -> DeleteAclsResponse {
@@ -31,13 +32,13 @@ impl Handler for DeleteAclsRequest {
             let result = failure(error, message.to_string());
             DeleteAclsResponse::default().with_filter_results(vec![result; request.filters.len()])
         };
-        if !ctx.authorize_cluster(broker, Operation::Alter) {
+        if !ctx.authorize_cluster(Operation::Alter) {
             return every(
                 ResponseError::ClusterAuthorizationFailed,
                 "DeleteAcls needs ALTER on the cluster",
             );
         }
-        if !broker.authorizer.is_enabled() {
+        if !access.authorizer.is_enabled() {
             return every(
                 ResponseError::SecurityDisabled,
                 "No Authorizer is configured.",
@@ -59,7 +60,7 @@ impl Handler for DeleteAclsRequest {
             })
             .collect();
         let valid: Vec<AclBindingFilter> = checked.iter().filter_map(|c| c.clone().ok()).collect();
-        let owner = broker.clone();
+        let owner = access.clone();
         let deleted = match crate::blocking::spawn(move || owner.authorizer.delete(&valid)).await {
             Ok(Ok(deleted)) => Ok(deleted),
             Ok(Err(e)) => {

@@ -13,10 +13,11 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use super::bounds::Counts;
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Groups;
 
 impl Handler for DeleteGroupsRequest {
     const SERVED: (i16, i16) = (0, 2);
+    type Needs = Arc<Groups>;
 
     fn counts(&self) -> Counts {
         Counts {
@@ -26,24 +27,24 @@ impl Handler for DeleteGroupsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        groups: Self::Needs,
         request: DeleteGroupsRequest,
         ctx: &RequestContext,
     ) -> DeleteGroupsResponse {
-        let (owner, ctx) = (broker.clone(), ctx.clone());
+        let (owner, ctx) = (groups.clone(), ctx.clone());
         let results = crate::blocking::map_each(
             request.groups_names,
             move |id| {
-                let known = owner.groups.describe(&id).is_some()
-                    || owner.consumer_groups.contains(&id)
+                let known = owner.classic.describe(&id).is_some()
+                    || owner.consumer.contains(&id)
                     || owner.offsets.has_offsets(&id);
-                let code = if !ctx.authorize_group(&owner, Operation::Delete, &id) {
+                let code = if !ctx.authorize_group(Operation::Delete, &id) {
                     ResponseError::GroupAuthorizationFailed.code()
                 } else if !known {
                     ResponseError::GroupIdNotFound.code()
-                } else if let Err(e) = owner.groups.delete(&id) {
+                } else if let Err(e) = owner.classic.delete(&id) {
                     e.code()
-                } else if let Err(e) = owner.consumer_groups.delete(&id) {
+                } else if let Err(e) = owner.consumer.delete(&id) {
                     e.code()
                 } else {
                     match owner.offsets.delete(&id, None) {

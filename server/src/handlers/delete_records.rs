@@ -23,25 +23,26 @@ use log_core::DeleteRecordsError;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 
 impl Handler for DeleteRecordsRequest {
     const SERVED: (i16, i16) = (0, 2);
+    type Needs = Arc<Storage>;
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        storage: Self::Needs,
         request: DeleteRecordsRequest,
         ctx: &RequestContext,
     ) -> DeleteRecordsResponse {
-        let (owner, ctx) = (broker.clone(), ctx.clone());
+        let (owner, ctx) = (storage.clone(), ctx.clone());
         let topics = crate::blocking::map_each(
             request.topics,
             move |topic| {
-                let allowed = ctx.authorize_topic(&owner, Operation::Delete, &topic.name);
+                let allowed = ctx.authorize_topic(Operation::Delete, &topic.name);
                 let partitions = topic
                     .partitions
                     .iter()
@@ -95,11 +96,16 @@ impl Handler for DeleteRecordsRequest {
     }
 }
 
-fn delete(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, ResponseError> {
-    if Broker::is_internal(topic) && broker.log.topic(topic).is_some() {
+fn delete(
+    storage: &Arc<Storage>,
+    topic: &str,
+    index: i32,
+    offset: i64,
+) -> Result<i64, ResponseError> {
+    if crate::broker::Storage::is_internal(topic) && storage.log.topic(topic).is_some() {
         return Err(ResponseError::PolicyViolation);
     }
-    let partition = broker
+    let partition = storage
         .partition(topic, index)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
     match partition.delete_records_before(offset) {

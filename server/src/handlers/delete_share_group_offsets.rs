@@ -13,11 +13,13 @@ use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupO
 use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 use crate::shares::Pending;
+use crate::shares::Shares;
 
 impl Handler for DeleteShareGroupOffsetsRequest {
     const SERVED: (i16, i16) = (0, 0);
+    type Needs = (Arc<Storage>, Arc<Shares>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -27,21 +29,20 @@ impl Handler for DeleteShareGroupOffsetsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, shares): Self::Needs,
         request: DeleteShareGroupOffsetsRequest,
         ctx: &RequestContext,
     ) -> DeleteShareGroupOffsetsResponse {
         let group = request.group_id.to_string();
-        if !ctx.authorize_group(broker, Operation::Delete, &group) {
+        if !ctx.authorize_group(Operation::Delete, &group) {
             return DeleteShareGroupOffsetsResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
-        if !broker.shares.groups().contains(&group) {
+        if !shares.groups().contains(&group) {
             return DeleteShareGroupOffsetsResponse::default()
                 .with_error_code(ResponseError::GroupIdNotFound.code());
         }
-        if broker
-            .shares
+        if shares
             .members
             .describe(&group)
             .is_some_and(|(_, m)| !m.is_empty())
@@ -55,16 +56,14 @@ impl Handler for DeleteShareGroupOffsetsRequest {
             .into_iter()
             .map(|t| {
                 let response = DeleteShareGroupOffsetsResponseTopic::default();
-                if !ctx.authorize_topic(broker, Operation::Read, &t.topic_name) {
+                if !ctx.authorize_topic(Operation::Read, &t.topic_name) {
                     return response
                         .with_topic_name(t.topic_name)
                         .with_error_code(ResponseError::TopicAuthorizationFailed.code());
                 }
-                match broker.log.topic(&t.topic_name) {
+                match storage.log.topic(&t.topic_name) {
                     Some(topic) => {
-                        broker
-                            .shares
-                            .delete_offsets(&group, topic.id(), &mut pending);
+                        shares.delete_offsets(&group, topic.id(), &mut pending);
                         response
                             .with_topic_id(topic.id())
                             .with_topic_name(t.topic_name)
@@ -75,7 +74,7 @@ impl Handler for DeleteShareGroupOffsetsRequest {
                 }
             })
             .collect();
-        pending.durable(&broker.syncer).await;
+        pending.durable(&storage.syncer).await;
         DeleteShareGroupOffsetsResponse::default().with_responses(responses)
     }
 

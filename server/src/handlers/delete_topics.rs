@@ -14,10 +14,12 @@ use super::bounds::Counts;
 use super::errors;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
+use crate::metrics::Metrics;
 
 impl Handler for DeleteTopicsRequest {
     const SERVED: (i16, i16) = (1, 5);
+    type Needs = (Arc<Storage>, Arc<Metrics>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -27,19 +29,19 @@ impl Handler for DeleteTopicsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, metrics): Self::Needs,
         request: DeleteTopicsRequest,
         ctx: &RequestContext,
     ) -> DeleteTopicsResponse {
-        let (owner, ctx) = (broker.clone(), ctx.clone());
+        let (owner, metrics, ctx) = (storage.clone(), metrics.clone(), ctx.clone());
         let responses = crate::blocking::map_each(
             request.topic_names,
             move |name| {
                 let result = DeletableTopicResult::default().with_name(Some(name.clone()));
-                if !ctx.authorize_topic(&owner, Operation::Delete, &name) {
+                if !ctx.authorize_topic(Operation::Delete, &name) {
                     return result.with_error_code(ResponseError::TopicAuthorizationFailed.code());
                 }
-                if Broker::is_internal(&name) {
+                if crate::broker::Storage::is_internal(&name) {
                     return result
                         .with_error_code(ResponseError::InvalidTopicException.code())
                         .with_error_message(Some(StrBytes::from_static_str(
@@ -49,7 +51,7 @@ impl Handler for DeleteTopicsRequest {
                 match owner.log.delete_topic(&name) {
                     Ok(()) => {
                         owner.producers.forget_topic(&name);
-                        owner.metrics.forget_topic(&name);
+                        metrics.forget_topic(&name);
                         tracing::info!(topic = %name.as_str(), "deleted topic");
                         result
                     }
@@ -67,7 +69,7 @@ impl Handler for DeleteTopicsRequest {
         .await;
         // Fetches long-polling a deleted partition wake to find it gone and answer
         // UNKNOWN_TOPIC_OR_PARTITION now, as Kafka completes them, not when their wait runs out.
-        broker.appended.notify_waiters();
+        storage.appended.notify_waiters();
         DeleteTopicsResponse::default().with_responses(responses)
     }
 

@@ -14,13 +14,14 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Access;
 
 impl Handler for DescribeAclsRequest {
     const SERVED: (i16, i16) = (1, 3);
+    type Needs = Arc<Access>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        access: Self::Needs,
         request: DescribeAclsRequest,
         ctx: &RequestContext,
     ) -> DescribeAclsResponse {
@@ -29,13 +30,13 @@ impl Handler for DescribeAclsRequest {
                 .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(message)))
         };
-        if !ctx.authorize_cluster(broker, Operation::Describe) {
+        if !ctx.authorize_cluster(Operation::Describe) {
             return fail(
                 ResponseError::ClusterAuthorizationFailed,
                 "DescribeAcls needs DESCRIBE on the cluster".to_string(),
             );
         }
-        if !broker.authorizer.is_enabled() {
+        if !access.authorizer.is_enabled() {
             return fail(
                 ResponseError::SecurityDisabled,
                 "No Authorizer is configured on the broker".to_string(),
@@ -52,7 +53,7 @@ impl Handler for DescribeAclsRequest {
         );
         match filter {
             Ok(filter) => DescribeAclsResponse::default()
-                .with_resources(resources(broker.authorizer.describe(&filter))),
+                .with_resources(resources(access.authorizer.describe(&filter))),
             Err(e) => fail(ResponseError::InvalidRequest, e.to_string()),
         }
     }

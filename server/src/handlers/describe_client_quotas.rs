@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Admin;
 use crate::quotas::{Match, CLIENT_ID, IP, USER};
 
 const MATCH_EXACT: i8 = 0;
@@ -24,13 +24,14 @@ const MATCH_ANY: i8 = 2;
 
 impl Handler for DescribeClientQuotasRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = Arc<Admin>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        admin: Self::Needs,
         request: DescribeClientQuotasRequest,
         ctx: &RequestContext,
     ) -> DescribeClientQuotasResponse {
-        if !ctx.authorize_cluster(broker, Operation::DescribeConfigs) {
+        if !ctx.authorize_cluster(Operation::DescribeConfigs) {
             let error = ResponseError::ClusterAuthorizationFailed;
             return DescribeClientQuotasResponse::default()
                 .with_error_code(error.code())
@@ -44,7 +45,7 @@ impl Handler for DescribeClientQuotasRequest {
                     .with_error_message(Some(StrBytes::from_string(message)))
             }
         };
-        let entries = broker
+        let entries = admin
             .quotas
             .describe(&filter, request.strict)
             .into_iter()

@@ -14,26 +14,27 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 
 const BROKERS: i8 = 1;
 const CONTROLLERS: i8 = 2;
 
 impl Handler for DescribeClusterRequest {
     const SERVED: (i16, i16) = (0, 2);
+    type Needs = (Arc<BrokerConfig>, Arc<str>);
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, cluster_id): Self::Needs,
         request: DescribeClusterRequest,
         ctx: &RequestContext,
     ) -> DescribeClusterResponse {
-        let node = BrokerId(broker.config.node_id);
+        let node = BrokerId(broker_config.node_id);
         let response = DescribeClusterResponse::default()
             .with_endpoint_type(request.endpoint_type)
-            .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+            .with_cluster_id(StrBytes::from_string(cluster_id.to_string()))
             .with_controller_id(node)
             .with_cluster_authorized_operations(
-                ctx.cluster_operations(broker, request.include_cluster_authorized_operations),
+                ctx.cluster_operations(request.include_cluster_authorized_operations),
             );
         if !matches!(request.endpoint_type, BROKERS | CONTROLLERS) {
             return response

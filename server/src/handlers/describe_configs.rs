@@ -42,7 +42,9 @@ use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
 use crate::backlog;
-use crate::broker::Broker;
+use crate::broker::{Backlog, Storage};
+use crate::config::BrokerConfig;
+use crate::shares::Shares;
 use crate::topic_config;
 
 const TOPIC: i8 = 2;
@@ -105,10 +107,9 @@ fn documentation(name: &str) -> Option<String> {
 /// A share group's configs (its overrides as group configs, the rest as defaults), and one
 /// read-only entry per share partition: `start=…,end=…,available=…,acquired=…,archived=…`
 /// and `oldest_lock_ms=…` when a lock is held (what `lograil queue describe` shows).
-fn group_entries(broker: &Broker, group: &str) -> Vec<Entry> {
-    let overrides = broker.shares.overrides(group);
-    let mut entries: Vec<Entry> = broker
-        .shares
+fn group_entries(storage: &Arc<Storage>, shares: &Arc<Shares>, group: &str) -> Vec<Entry> {
+    let overrides = shares.overrides(group);
+    let mut entries: Vec<Entry> = shares
         .config(group)
         .entries()
         .into_iter()
@@ -121,7 +122,7 @@ fn group_entries(broker: &Broker, group: &str) -> Vec<Entry> {
             (k.to_string(), v, source, false)
         })
         .collect();
-    for p in broker.shares.summaries(&broker.log, group) {
+    for p in shares.summaries(&storage.log, group) {
         let mut value = format!(
             "start={},end={},available={},acquired={},archived={}",
             p.start, p.end, p.available, p.acquired, p.archived
@@ -170,7 +171,11 @@ fn tenant_value(t: &task_queue::TenantStats) -> String {
 /// lograil's backlog-bound configs the topic has (as topic overrides) and, when they make a
 /// bound, a read-only `lograil.backlog.state` with the backlog now (`records=… age_ms=…
 /// over_bound=…`; measured here, or the produce path's measure if under 100 ms old).
-fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfig) -> Vec<Entry> {
+fn backlog_entries(
+    backlog: &Arc<Backlog>,
+    topic: &Topic,
+    config: &log_core::TopicConfig,
+) -> Vec<Entry> {
     let mut entries: Vec<Entry> = config
         .extra
         .iter()
@@ -178,7 +183,7 @@ fn backlog_entries(broker: &Broker, topic: &Topic, config: &log_core::TopicConfi
         .map(|(k, v)| (k.clone(), v.clone(), TOPIC_CONFIG_SOURCE, false))
         .collect();
     if let Some(bound) = backlog::Bound::of(config) {
-        let state = broker.measure_backlog(topic, &bound);
+        let state = backlog.measure(topic, &bound);
         entries.push((
             backlog::STATE.to_string(),
             state.describe(),
@@ -258,6 +263,7 @@ fn damage_entries(topic: &Topic) -> Vec<Entry> {
 
 impl Handler for DescribeConfigsRequest {
     const SERVED: (i16, i16) = (1, 4);
+    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Shares>, Arc<Backlog>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -267,12 +273,12 @@ impl Handler for DescribeConfigsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, shares, backlog): Self::Needs,
         request: DescribeConfigsRequest,
         ctx: &RequestContext,
     ) -> DescribeConfigsResponse {
         let include_documentation = request.include_documentation;
-        let topic_defaults = broker.topic_defaults();
+        let topic_defaults = storage.topic_defaults();
         let defaults = topic_defaults.entries();
         let results = request
             .resources
@@ -282,7 +288,6 @@ impl Handler for DescribeConfigsRequest {
                     .with_resource_type(resource.resource_type)
                     .with_resource_name(resource.resource_name.clone());
                 if let Err(error) = ctx.authorize_configs(
-                    broker,
                     Operation::DescribeConfigs,
                     resource.resource_type,
                     &resource.resource_name,
@@ -291,7 +296,15 @@ impl Handler for DescribeConfigsRequest {
                         .with_error_code(error.code())
                         .with_error_message(Some(StrBytes::from_string(error.to_string())));
                 }
-                let entries = match entries(broker, &resource, &topic_defaults, &defaults) {
+                let entries = match entries(
+                    &broker_config,
+                    &storage,
+                    &shares,
+                    &backlog,
+                    &resource,
+                    &topic_defaults,
+                    &defaults,
+                ) {
                     Ok(entries) => entries,
                     Err((error, message)) => {
                         return result
@@ -330,17 +343,20 @@ impl Handler for DescribeConfigsRequest {
 /// Every config entry of a resource (a topic, the broker or its cluster-wide default, a
 /// group), or why it has none: a topic missing or offline, a resource type not served.
 fn entries(
-    broker: &Broker,
+    broker_config: &BrokerConfig,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
+    backlog: &Arc<Backlog>,
     resource: &DescribeConfigsResource,
     topic_defaults: &TopicConfig,
     defaults: &[(&'static str, String)],
 ) -> Result<Vec<Entry>, (ResponseError, String)> {
     Ok(match resource.resource_type {
-        TOPIC => match broker.log.topic(&resource.resource_name) {
-            Some(topic) => topic_entries(broker, &topic, topic_defaults),
+        TOPIC => match storage.log.topic(&resource.resource_name) {
+            Some(topic) => topic_entries(backlog, &topic, topic_defaults),
             None => {
                 let name = resource.resource_name.as_str();
-                return Err(match broker.log.offline_reason(name) {
+                return Err(match storage.log.offline_reason(name) {
                     Some(reason) => (
                         ResponseError::KafkaStorageError,
                         format!("topic {name} is offline: {reason}"),
@@ -353,7 +369,7 @@ fn entries(
             }
         },
         // The cluster-wide default (`--entity-default`): the dynamic values only.
-        BROKER if resource.resource_name.is_empty() => broker
+        BROKER if resource.resource_name.is_empty() => storage
             .defaults
             .dynamic()
             .into_iter()
@@ -369,10 +385,10 @@ fn entries(
         BROKER => defaults
             .iter()
             .cloned()
-            .chain(broker.config.share.broker_entries())
+            .chain(broker_config.share.broker_entries())
             .map(|(k, v)| (k.to_string(), v, STATIC_BROKER_CONFIG_SOURCE, true))
             .collect(),
-        GROUP => group_entries(broker, &resource.resource_name),
+        GROUP => group_entries(storage, shares, &resource.resource_name),
         other => {
             return Err((
                 ResponseError::InvalidRequest,
@@ -383,7 +399,11 @@ fn entries(
 }
 
 /// A topic's configs, then its damage, cleaner and backlog entries.
-fn topic_entries(broker: &Broker, topic: &Topic, topic_defaults: &TopicConfig) -> Vec<Entry> {
+fn topic_entries(
+    backlog: &Arc<Backlog>,
+    topic: &Topic,
+    topic_defaults: &TopicConfig,
+) -> Vec<Entry> {
     let config = topic.config();
     let mut entries: Vec<Entry> = topic_config::describe(&config, topic_defaults)
         .into_iter()
@@ -394,7 +414,7 @@ fn topic_entries(broker: &Broker, topic: &Topic, topic_defaults: &TopicConfig) -
         .collect();
     entries.extend(damage_entries(topic));
     entries.extend(cleaner_entries(topic));
-    entries.extend(backlog_entries(broker, topic, &config));
+    entries.extend(backlog_entries(backlog, topic, &config));
     entries
 }
 

@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Groups;
 use crate::groups::GroupState;
 
 /// KIP-430's "not computed".
@@ -23,6 +23,7 @@ const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 impl Handler for DescribeGroupsRequest {
     const SERVED: (i16, i16) = (0, 5);
+    type Needs = Arc<Groups>;
 
     fn counts(&self) -> Counts {
         Counts {
@@ -32,7 +33,7 @@ impl Handler for DescribeGroupsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        groups: Self::Needs,
         request: DescribeGroupsRequest,
         ctx: &RequestContext,
     ) -> DescribeGroupsResponse {
@@ -45,20 +46,18 @@ impl Handler for DescribeGroupsRequest {
                 let described = DescribedGroup::default()
                     .with_group_id(id.clone())
                     .with_authorized_operations(OPERATIONS_OMITTED);
-                if !ctx.authorize_group(broker, Operation::Describe, &id) {
+                if !ctx.authorize_group(Operation::Describe, &id) {
                     return described
                         .with_error_code(ResponseError::GroupAuthorizationFailed.code());
                 }
                 let described = if operations {
-                    described.with_authorized_operations(ctx.authorized_operations(
-                        broker,
-                        ResourceType::Group,
-                        &id,
-                    ))
+                    described.with_authorized_operations(
+                        ctx.authorized_operations(ResourceType::Group, &id),
+                    )
                 } else {
                     described
                 };
-                match broker.groups.describe(&id) {
+                match groups.classic.describe(&id) {
                     Some(view) => described
                         .with_group_state(StrBytes::from_static_str(view.state.name()))
                         .with_protocol_type(text(view.protocol_type))
@@ -80,9 +79,9 @@ impl Handler for DescribeGroupsRequest {
                     None => {
                         // A consumer-protocol group is not a classic one: Dead, as in Kafka
                         // (ConsumerGroupDescribe describes it).
-                        let state = if broker.consumer_groups.contains(&id) {
+                        let state = if groups.consumer.contains(&id) {
                             GroupState::Dead
-                        } else if broker.offsets.has_offsets(&id) {
+                        } else if groups.offsets.has_offsets(&id) {
                             GroupState::Empty
                         } else {
                             GroupState::Dead

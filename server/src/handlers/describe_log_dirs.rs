@@ -19,7 +19,7 @@ use log_core::Topic;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 
 fn describe(topic: &Topic, wanted: Option<&[i32]>) -> DescribeLogDirsTopic {
     let partitions = (0..)
@@ -40,6 +40,7 @@ fn describe(topic: &Topic, wanted: Option<&[i32]>) -> DescribeLogDirsTopic {
 
 impl Handler for DescribeLogDirsRequest {
     const SERVED: (i16, i16) = (1, 4);
+    type Needs = Arc<Storage>;
 
     fn counts(&self) -> Counts {
         let topics = self.topics.as_deref().unwrap_or_default();
@@ -47,16 +48,16 @@ impl Handler for DescribeLogDirsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        storage: Self::Needs,
         request: DescribeLogDirsRequest,
         ctx: &RequestContext,
     ) -> DescribeLogDirsResponse {
-        if !ctx.authorize_cluster(broker, Operation::Describe) {
+        if !ctx.authorize_cluster(Operation::Describe) {
             return DescribeLogDirsResponse::default()
                 .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
         }
         let topics: Vec<DescribeLogDirsTopic> = match &request.topics {
-            None => broker
+            None => storage
                 .log
                 .topics()
                 .iter()
@@ -65,13 +66,13 @@ impl Handler for DescribeLogDirsRequest {
             Some(asked) => asked
                 .iter()
                 .filter_map(|a| {
-                    let topic = broker.log.topic(&a.topic)?;
+                    let topic = storage.log.topic(&a.topic)?;
                     Some(describe(&topic, Some(&a.partitions)))
                 })
                 .collect(),
         };
-        let dir = std::fs::canonicalize(broker.log.dir())
-            .unwrap_or_else(|_| broker.log.dir().to_path_buf());
+        let dir = std::fs::canonicalize(storage.log.dir())
+            .unwrap_or_else(|_| storage.log.dir().to_path_buf());
         let result = DescribeLogDirsResult::default()
             .with_log_dir(StrBytes::from_string(dir.display().to_string()))
             .with_topics(topics)

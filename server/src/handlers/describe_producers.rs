@@ -22,17 +22,18 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 
 impl Handler for DescribeProducersRequest {
     const SERVED: (i16, i16) = (0, 0);
+    type Needs = Arc<Storage>;
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partition_indexes.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        storage: Self::Needs,
         request: DescribeProducersRequest,
         ctx: &RequestContext,
     ) -> DescribeProducersResponse {
@@ -40,7 +41,7 @@ impl Handler for DescribeProducersRequest {
             .topics
             .into_iter()
             .map(|topic| {
-                let readable = ctx.authorize_topic(broker, Operation::Read, &topic.name);
+                let readable = ctx.authorize_topic(Operation::Read, &topic.name);
                 let partitions = topic
                     .partition_indexes
                     .iter()
@@ -52,7 +53,7 @@ impl Handler for DescribeProducersRequest {
                                 Some(StrBytes::from_string(denied.to_string())),
                             );
                         }
-                        let Some(partition) = broker.partition(&topic.name, index) else {
+                        let Some(partition) = storage.partition(&topic.name, index) else {
                             return response
                                 .with_error_code(ResponseError::UnknownTopicOrPartition.code())
                                 .with_error_message(Some(StrBytes::from_string(format!(
@@ -66,7 +67,7 @@ impl Handler for DescribeProducersRequest {
                                 .find(|t| t.producer_id == id)
                                 .map_or(-1, |t| t.first_offset)
                         };
-                        let state = broker.producers.partition(&topic.name, index);
+                        let state = storage.producers.partition(&topic.name, index);
                         let (active, epochs): (Vec<_>, Vec<_>) = state
                             .lock()
                             .map(|s| {

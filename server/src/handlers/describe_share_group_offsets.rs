@@ -22,11 +22,13 @@ use task_queue::ShareKey;
 use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 use crate::shares::admin::ShareOffset;
+use crate::shares::Shares;
 
 impl Handler for DescribeShareGroupOffsetsRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = (Arc<Storage>, Arc<Shares>);
 
     fn counts(&self) -> Counts {
         let topics = self.groups.iter().flat_map(|g| g.topics.iter().flatten());
@@ -41,14 +43,14 @@ impl Handler for DescribeShareGroupOffsetsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, shares): Self::Needs,
         request: DescribeShareGroupOffsetsRequest,
         ctx: &RequestContext,
     ) -> DescribeShareGroupOffsetsResponse {
         let groups = request
             .groups
             .into_iter()
-            .map(|g| describe_group(broker, ctx, g))
+            .map(|g| describe_group(&storage, &shares, ctx, g))
             .collect();
         DescribeShareGroupOffsetsResponse::default().with_groups(groups)
     }
@@ -71,19 +73,20 @@ impl Handler for DescribeShareGroupOffsetsRequest {
 /// One group's offsets: refused, not found, or its topics asked (all it has state for when it
 /// names none).
 fn describe_group(
-    broker: &Broker,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
     ctx: &RequestContext,
     g: DescribeShareGroupOffsetsRequestGroup,
 ) -> DescribeShareGroupOffsetsResponseGroup {
-    let describable = |topic: &str| ctx.authorize_topic(broker, Operation::Describe, topic);
+    let describable = |topic: &str| ctx.authorize_topic(Operation::Describe, topic);
     let group = DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
-    if !ctx.authorize_group(broker, Operation::Describe, &g.group_id) {
+    if !ctx.authorize_group(Operation::Describe, &g.group_id) {
         return group.with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
-    if !broker.shares.groups().contains(&g.group_id.to_string()) {
+    if !shares.groups().contains(&g.group_id.to_string()) {
         return group.with_error_code(ResponseError::GroupIdNotFound.code());
     }
-    let offsets = broker.shares.offsets(&broker.log, &g.group_id);
+    let offsets = shares.offsets(&storage.log, &g.group_id);
     // (topic name, partitions) asked, or every topic the group has state for.
     let asked: Vec<(String, Option<Vec<i32>>)> = match g.topics {
         Some(topics) => topics
@@ -93,7 +96,7 @@ fn describe_group(
         None => {
             let mut names: Vec<String> = offsets
                 .iter()
-                .filter_map(|(k, _)| broker.log.topic_by_id(k.topic_id()))
+                .filter_map(|(k, _)| storage.log.topic_by_id(k.topic_id()))
                 .map(|t| t.name().to_string())
                 .collect();
             names.dedup();
@@ -107,7 +110,7 @@ fn describe_group(
             if !describable(&name) {
                 denied_topic(name, partitions)
             } else {
-                describe_topic(broker, name, partitions, &offsets)
+                describe_topic(storage, name, partitions, &offsets)
             }
         })
         .collect();
@@ -137,12 +140,12 @@ fn denied_topic(
 /// A topic's partitions asked (all the group has state for when `None`), each with its start
 /// offset and lag (-1 for a partition never read); an unknown topic without partitions.
 fn describe_topic(
-    broker: &Broker,
+    storage: &Arc<Storage>,
     name: String,
     partitions: Option<Vec<i32>>,
     offsets: &[(ShareKey, ShareOffset)],
 ) -> DescribeShareGroupOffsetsResponseTopic {
-    let topic = broker.log.topic(&name);
+    let topic = storage.log.topic(&name);
     let response = DescribeShareGroupOffsetsResponseTopic::default()
         .with_topic_name(TopicName(StrBytes::from_string(name)))
         .with_topic_id(topic.as_ref().map(|t| t.id()).unwrap_or_default());

@@ -19,11 +19,12 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Txns;
 use crate::transactions::State;
 
 impl Handler for DescribeTransactionsRequest {
     const SERVED: (i16, i16) = (0, 0);
+    type Needs = Arc<Txns>;
 
     fn counts(&self) -> Counts {
         Counts {
@@ -33,7 +34,7 @@ impl Handler for DescribeTransactionsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        txns: Self::Needs,
         request: DescribeTransactionsRequest,
         ctx: &RequestContext,
     ) -> DescribeTransactionsResponse {
@@ -47,7 +48,6 @@ impl Handler for DescribeTransactionsRequest {
                     .with_producer_epoch(-1)
                     .with_transaction_start_time_ms(-1);
                 if !ctx.authorize(
-                    broker,
                     Operation::Describe,
                     ResourceType::TransactionalId,
                     id.as_str(),
@@ -55,8 +55,8 @@ impl Handler for DescribeTransactionsRequest {
                     return described
                         .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
                 }
-                let Some(txn) = broker
-                    .transactions
+                let Some(txn) = txns
+                    .coordinator
                     .get(id.as_str())
                     .filter(|t| t.state != State::Dead)
                 else {

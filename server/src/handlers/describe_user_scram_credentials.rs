@@ -19,21 +19,22 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Access;
 
 impl Handler for DescribeUserScramCredentialsRequest {
     const SERVED: (i16, i16) = (0, 0);
+    type Needs = Arc<Access>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        access: Self::Needs,
         request: DescribeUserScramCredentialsRequest,
         ctx: &RequestContext,
     ) -> DescribeUserScramCredentialsResponse {
-        if !ctx.authorize_cluster(broker, Operation::Describe) {
+        if !ctx.authorize_cluster(Operation::Describe) {
             return DescribeUserScramCredentialsResponse::default()
                 .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
         }
-        let known = broker.security.scram.describe();
+        let known = access.security.scram.describe();
         let info = |list: &Vec<(sasl::scram::Hash, u32)>| {
             list.iter()
                 .map(|(hash, iterations)| {

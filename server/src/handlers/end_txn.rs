@@ -22,13 +22,14 @@ use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use super::transaction;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Txns;
 
 impl Handler for EndTxnRequest {
     const SERVED: (i16, i16) = (0, 5);
+    type Needs = Arc<Txns>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        txns: Self::Needs,
         request: EndTxnRequest,
         ctx: &RequestContext,
     ) -> EndTxnResponse {
@@ -36,7 +37,7 @@ impl Handler for EndTxnRequest {
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
         let id = request.transactional_id.to_string();
-        if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, &id) {
+        if !ctx.authorize(Operation::Write, ResourceType::TransactionalId, &id) {
             return response
                 .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
         }
@@ -46,16 +47,15 @@ impl Handler for EndTxnRequest {
             request.committed,
         );
         let key = id.clone();
-        let outcome =
-            transaction::run(broker, &id, transaction::fenced(ctx.version, 2), move |b| {
-                b.transactions
-                    .end(&key, producer_id, epoch, commit, log_core::now_ms())
-            })
-            .await;
+        let outcome = transaction::run(&txns, &id, transaction::fenced(ctx.version, 2), move |b| {
+            b.coordinator
+                .end(&key, producer_id, epoch, commit, log_core::now_ms())
+        })
+        .await;
         match outcome {
             Ok(true) => {
                 // In a task of its own: a client that goes away does not stop the markers.
-                let completion = tokio::spawn(broker.clone().complete_transaction(id));
+                let completion = tokio::spawn(txns.clone().complete(id));
                 let _ = completion.await;
                 response
             }

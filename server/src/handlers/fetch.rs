@@ -36,11 +36,21 @@ use super::bounds::{topics_and_partitions, Counts};
 use super::errors;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Access, Storage};
+use crate::config::BrokerConfig;
+use crate::metrics::Metrics;
 use log_core::Partition;
+use tokio::sync::watch;
 
 impl Handler for FetchRequest {
     const SERVED: (i16, i16) = (4, 12);
+    type Needs = (
+        Arc<BrokerConfig>,
+        Arc<Storage>,
+        Arc<Access>,
+        Arc<Metrics>,
+        watch::Receiver<bool>,
+    );
 
     fn counts(&self) -> Counts {
         let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
@@ -48,32 +58,33 @@ impl Handler for FetchRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, access, metrics, shutdown): Self::Needs,
         request: FetchRequest,
         ctx: &RequestContext,
     ) -> FetchResponse {
-        let denied: Option<Vec<bool>> = broker.authorizer.is_enabled().then(|| {
+        let denied: Option<Vec<bool>> = access.authorizer.is_enabled().then(|| {
             request
                 .topics
                 .iter()
-                .map(|t| !ctx.authorize_topic(broker, Operation::Read, &t.topic))
+                .map(|t| !ctx.authorize_topic(Operation::Read, &t.topic))
                 .collect()
         });
         let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
         let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
         let deadline = tokio::time::Instant::now() + max_wait;
-        let mut shutdown = broker.shutdown.clone();
+        let mut shutdown = shutdown.clone();
         loop {
             // Register for the next append before reading, so none is missed in between.
-            let appended = broker.appended.notified();
+            let appended = storage.appended.notified();
             tokio::pin!(appended);
             appended.as_mut().enable();
 
-            let (responses, bytes, any_error) = read_all(broker, &request, denied.as_deref());
+            let (responses, bytes, any_error) =
+                read_all(&broker_config, &storage, &request, denied.as_deref());
             let waited_enough =
                 bytes >= min_bytes || any_error || tokio::time::Instant::now() >= deadline;
-            if waited_enough || broker.is_shutting_down() {
-                count_out(broker, &responses);
+            if waited_enough || *shutdown.borrow() {
+                count_out(&metrics, &responses);
                 return FetchResponse::default().with_responses(responses);
             }
             tokio::select! {
@@ -102,7 +113,7 @@ impl Handler for FetchRequest {
 }
 
 /// Bytes and records out per topic, for the metrics (from batch headers: no decoding).
-fn count_out(broker: &Broker, responses: &[FetchableTopicResponse]) {
+fn count_out(metrics: &Arc<Metrics>, responses: &[FetchableTopicResponse]) {
     for topic in responses {
         let (mut records, mut bytes) = (0, 0);
         for p in &topic.partitions {
@@ -111,7 +122,7 @@ fn count_out(broker: &Broker, responses: &[FetchableTopicResponse]) {
                 bytes += r.len() as u64;
             }
         }
-        broker.metrics.fetched(&topic.topic, records, bytes);
+        metrics.fetched(&topic.topic, records, bytes);
     }
 }
 
@@ -159,7 +170,8 @@ fn aborted(partition: &Partition, from: i64, records: &[u8]) -> Vec<AbortedTrans
 /// responses, the record bytes, and whether any partition had an error (which answers the
 /// fetch at once, as Kafka does).
 fn read_all(
-    broker: &Broker,
+    broker_config: &BrokerConfig,
+    storage: &Arc<Storage>,
     request: &FetchRequest,
     denied: Option<&[bool]>,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
@@ -167,7 +179,7 @@ fn read_all(
         committed: request.isolation_level == READ_COMMITTED,
         budget: usize::try_from(request.max_bytes)
             .unwrap_or(0)
-            .min(broker.config.limits.fetch_max_bytes),
+            .min(broker_config.limits.fetch_max_bytes),
         total: 0,
         any_error: false,
     };
@@ -180,7 +192,7 @@ fn read_all(
             let partitions = topic
                 .partitions
                 .iter()
-                .map(|p| reads.partition(broker, &topic.topic, p, denied))
+                .map(|p| reads.partition(storage, &topic.topic, p, denied))
                 .collect();
             FetchableTopicResponse::default()
                 .with_topic(topic.topic.clone())
@@ -206,7 +218,7 @@ impl Reads {
     /// One partition's answer: refused (`denied`), unknown or offline, or its records.
     fn partition(
         &mut self,
-        broker: &Broker,
+        storage: &Arc<Storage>,
         topic: &str,
         p: &FetchPartition,
         denied: bool,
@@ -223,9 +235,9 @@ impl Reads {
                 .with_last_stable_offset(-1)
                 .with_log_start_offset(-1);
         }
-        let Some(partition) = broker.partition(topic, p.partition) else {
+        let Some(partition) = storage.partition(topic, p.partition) else {
             self.any_error = true;
-            let error = if broker.is_offline(topic, p.partition) {
+            let error = if storage.is_offline(topic, p.partition) {
                 errors::OFFLINE_FETCH
             } else {
                 ResponseError::UnknownTopicOrPartition

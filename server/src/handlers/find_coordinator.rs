@@ -13,13 +13,14 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 
 impl Handler for FindCoordinatorRequest {
     const SERVED: (i16, i16) = (0, 3);
+    type Needs = Arc<BrokerConfig>;
 
     fn counts(&self) -> Counts {
         Counts {
@@ -29,22 +30,19 @@ impl Handler for FindCoordinatorRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        broker_config: Self::Needs,
         request: FindCoordinatorRequest,
         ctx: &RequestContext,
     ) -> FindCoordinatorResponse {
         let response = FindCoordinatorResponse::default();
         let key = request.key.as_str();
         let denied = match request.key_type {
-            GROUP => (!ctx.authorize_group(broker, Operation::Describe, key))
+            GROUP => (!ctx.authorize_group(Operation::Describe, key))
                 .then_some(ResponseError::GroupAuthorizationFailed),
-            TRANSACTION => (!ctx.authorize(
-                broker,
-                Operation::Describe,
-                ResourceType::TransactionalId,
-                key,
-            ))
-            .then_some(ResponseError::TransactionalIdAuthorizationFailed),
+            TRANSACTION => {
+                (!ctx.authorize(Operation::Describe, ResourceType::TransactionalId, key))
+                    .then_some(ResponseError::TransactionalIdAuthorizationFailed)
+            }
             _ => None,
         };
         if let Some(error) = denied {
@@ -65,7 +63,7 @@ impl Handler for FindCoordinatorRequest {
         }
 
         response
-            .with_node_id(BrokerId(broker.config.node_id))
+            .with_node_id(BrokerId(broker_config.node_id))
             .with_host(StrBytes::from_string(ctx.listener.host.clone()))
             .with_port(ctx.listener.port)
     }

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use kafka_protocol::protocol::Request;
 
 use super::bounds::Counts;
-use crate::broker::Broker;
+use crate::authorizer::Authorizer;
+use crate::broker::Pick;
 use crate::security::sasl::Exchange;
 use crate::security::{Listener, Principal};
 
@@ -26,6 +27,8 @@ pub struct RequestContext {
     pub listener: Arc<Listener>,
     /// The connection's SASL exchange: SaslHandshake and SaslAuthenticate take it forward.
     pub sasl: Arc<Mutex<Exchange>>,
+    /// What the principal may do (`authorize.rs`).
+    pub authorizer: Arc<Authorizer>,
 }
 
 /// One API: how its requests are answered. `Self` is the decoded request; the response type
@@ -37,6 +40,10 @@ where
     /// The versions advertised in ApiVersions (`min..=max`); a request in any other version
     /// closes the connection (ApiVersions answers it: KIP-511).
     const SERVED: (i16, i16);
+
+    /// The parts of the broker the handler works on: a facade or a tuple of them, handed to
+    /// [`Handler::handle`] by the request path.
+    type Needs: Pick;
 
     /// What the request names, checked against the broker's caps before it is handled
     /// ([`bounds`]).
@@ -51,7 +58,7 @@ where
 
     /// Answers the request. Every failure is an answer: a Kafka error code in the response.
     fn handle(
-        broker: &Arc<Broker>,
+        needs: Self::Needs,
         request: Self,
         ctx: &RequestContext,
     ) -> impl Future<Output = Self::Response> + Send;

@@ -10,21 +10,22 @@ use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Groups;
 
 impl Handler for HeartbeatRequest {
     const SERVED: (i16, i16) = (0, 3);
+    type Needs = Arc<Groups>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        groups: Self::Needs,
         request: HeartbeatRequest,
         ctx: &RequestContext,
     ) -> HeartbeatResponse {
-        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+        if !ctx.authorize_group(Operation::Read, &request.group_id) {
             return HeartbeatResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
-        let error = broker.groups.heartbeat(
+        let error = groups.classic.heartbeat(
             &request.group_id,
             request.generation_id,
             &request.member_id,

@@ -49,9 +49,11 @@ use log_core::{ConfigError, TopicConfig};
 use super::bounds::Counts;
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Storage;
 use crate::broker_defaults::{follow, DefaultsError};
+use crate::config::BrokerConfig;
 use crate::shares::Pending;
+use crate::shares::Shares;
 use crate::topic_config::{self, Type};
 
 pub const GROUP: i8 = 32;
@@ -64,6 +66,7 @@ const SUBTRACT: i8 = 3;
 
 impl Handler for IncrementalAlterConfigsRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Shares>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -74,7 +77,7 @@ impl Handler for IncrementalAlterConfigsRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, shares): Self::Needs,
         request: IncrementalAlterConfigsRequest,
         ctx: &RequestContext,
     ) -> IncrementalAlterConfigsResponse {
@@ -82,7 +85,6 @@ impl Handler for IncrementalAlterConfigsRequest {
         let mut responses = Vec::with_capacity(request.resources.len());
         for resource in request.resources {
             if let Err(error) = ctx.authorize_configs(
-                broker,
                 Operation::AlterConfigs,
                 resource.resource_type,
                 &resource.resource_name,
@@ -99,17 +101,18 @@ impl Handler for IncrementalAlterConfigsRequest {
             let is_broker = resource.resource_type == BROKER && resource.resource_name.is_empty();
             if is_broker || resource.resource_type == TOPIC {
                 responses
-                    .push(alter_broker_or_topic(broker, resource, request.validate_only).await);
+                    .push(alter_broker_or_topic(&storage, resource, request.validate_only).await);
                 continue;
             }
             responses.push(alter_group(
-                broker,
+                &broker_config,
+                &shares,
                 resource,
                 request.validate_only,
                 &mut pending,
             ));
         }
-        pending.durable(&broker.syncer).await;
+        pending.durable(&storage.syncer).await;
         IncrementalAlterConfigsResponse::default().with_responses(responses)
     }
 
@@ -125,7 +128,7 @@ impl Handler for IncrementalAlterConfigsRequest {
 /// The broker's topic defaults (the broker resource named "") or one topic's configs, on
 /// the blocking pool.
 async fn alter_broker_or_topic(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
     resource: AlterConfigsResource,
     validate_only: bool,
 ) -> AlterConfigsResourceResponse {
@@ -142,7 +145,7 @@ async fn alter_broker_or_topic(
                 .with_error_message(Some(StrBytes::from_string(message)));
         }
     };
-    let owner = broker.clone();
+    let owner = storage.clone();
     let name = resource.resource_name.to_string();
     let outcome = crate::blocking::spawn(move || {
         if is_topic {
@@ -181,7 +184,8 @@ async fn alter_broker_or_topic(
 
 /// A share group's configs (or a refusal for a resource type not served).
 fn alter_group(
-    broker: &Broker,
+    broker_config: &BrokerConfig,
+    shares: &Arc<Shares>,
     resource: AlterConfigsResource,
     validate_only: bool,
     pending: &mut Pending,
@@ -226,8 +230,8 @@ fn alter_group(
         changes.push((config.name.to_string(), value));
     }
     if validate_only {
-        let mut check = broker.shares.config(&resource.resource_name);
-        let defaults = broker.config.share.clone();
+        let mut check = shares.config(&resource.resource_name);
+        let defaults = broker_config.share.clone();
         for (name, value) in &changes {
             if let Err(e) = check.set(name, value.as_deref(), &defaults) {
                 return fail(ResponseError::InvalidConfig, e.to_string());
@@ -235,10 +239,7 @@ fn alter_group(
         }
         return response;
     }
-    match broker
-        .shares
-        .alter_configs(&resource.resource_name, &changes, pending)
-    {
+    match shares.alter_configs(&resource.resource_name, &changes, pending) {
         Ok(()) => response,
         Err(e) => fail(ResponseError::InvalidConfig, e.to_string()),
     }
@@ -370,14 +371,14 @@ fn items(value: &str) -> impl Iterator<Item = &str> {
 /// back to the default. A refused value is logged. All or nothing; persisted and in effect at once unless `validate_only`.
 /// Blocking file work.
 pub(super) fn alter_topic(
-    broker: &Broker,
+    storage: &Arc<Storage>,
     name: &str,
     changes: &[Change],
     replace: bool,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
-    let Some(topic) = broker.log.topic(name) else {
-        return Err(match broker.log.offline_reason(name) {
+    let Some(topic) = storage.log.topic(name) else {
+        return Err(match storage.log.offline_reason(name) {
             Some(reason) => (
                 ResponseError::KafkaStorageError,
                 format!("topic {name} is offline: {reason}"),
@@ -388,13 +389,13 @@ pub(super) fn alter_topic(
             ),
         });
     };
-    if Broker::is_internal(name) {
+    if crate::broker::Storage::is_internal(name) {
         return Err((
             ResponseError::InvalidRequest,
             format!("the configs of internal topic {name} are lograil's own"),
         ));
     }
-    let defaults = &broker.topic_defaults();
+    let defaults = &storage.topic_defaults();
     let mut config = if replace {
         defaults.clone()
     } else {
@@ -413,7 +414,7 @@ pub(super) fn alter_topic(
     if validate_only {
         return Ok(());
     }
-    broker
+    storage
         .log
         .set_topic_config(name, config)
         .map_err(|e| (errors::topic(&e), e.to_string()))?;
@@ -428,12 +429,12 @@ pub(super) fn alter_topic(
 /// Alters the dynamic broker defaults (`--entity-type brokers --entity-default`), then moves
 /// every topic that had the old default value to the new one. Blocking file work.
 fn alter_broker_defaults(
-    broker: &Broker,
+    storage: &Arc<Storage>,
     changes: &[(String, Option<String>)],
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
-    let _serial = broker.defaults.lock();
-    let (before, after) = broker
+    let _serial = storage.defaults.lock();
+    let (before, after) = storage
         .defaults
         .alter(changes, validate_only)
         .map_err(|e| match e {
@@ -444,12 +445,12 @@ fn alter_broker_defaults(
     if validate_only {
         return Ok(());
     }
-    for topic in broker.log.topics() {
-        if Broker::is_internal(topic.name()) {
+    for topic in storage.log.topics() {
+        if crate::broker::Storage::is_internal(topic.name()) {
             continue;
         }
         if let Some(config) = follow(&topic.config(), &before, &after) {
-            broker
+            storage
                 .log
                 .set_topic_config(topic.name(), config)
                 .map_err(|e| (errors::topic(&e), e.to_string()))?;

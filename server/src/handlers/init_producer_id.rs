@@ -21,13 +21,14 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use super::transaction;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Storage, Txns};
 
 impl Handler for InitProducerIdRequest {
     const SERVED: (i16, i16) = (0, 5);
+    type Needs = (Arc<Storage>, Arc<Txns>);
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, txns): Self::Needs,
         request: InitProducerIdRequest,
         ctx: &RequestContext,
     ) -> InitProducerIdResponse {
@@ -39,7 +40,7 @@ impl Handler for InitProducerIdRequest {
             .as_ref()
             .filter(|id| !id.is_empty())
         {
-            if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id) {
+            if !ctx.authorize(Operation::Write, ResourceType::TransactionalId, id) {
                 return response
                     .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
             }
@@ -49,10 +50,10 @@ impl Handler for InitProducerIdRequest {
                 .then_some((request.producer_id.0, request.producer_epoch));
             let key = id.clone();
             let fenced = transaction::fenced(ctx.version, 4);
-            let outcome = transaction::run(broker, &id, fenced, move |b| {
-                b.transactions
+            let outcome = transaction::run(&txns, &id, fenced, move |b| {
+                b.coordinator
                     .init_producer_id(&key, timeout, expected, log_core::now_ms(), || {
-                        b.producer_ids.allocate()
+                        b.producer_ids().allocate()
                     })
             })
             .await;
@@ -63,19 +64,19 @@ impl Handler for InitProducerIdRequest {
                 Err(error) => response.with_error_code(error.code()),
             };
         }
-        if !ctx.authorize_cluster(broker, Operation::IdempotentWrite)
-            && !ctx.authorize_any(broker, Operation::Write, ResourceType::Topic)
+        if !ctx.authorize_cluster(Operation::IdempotentWrite)
+            && !ctx.authorize_any(Operation::Write, ResourceType::Topic)
         {
             return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
         }
         let (id, epoch) = (request.producer_id.0, request.producer_epoch);
         // Epoch exhausted, or an id this broker never handed out: a new id.
-        if broker.producer_ids.issued(id) && (0..i16::MAX - 1).contains(&epoch) {
+        if storage.producer_ids.issued(id) && (0..i16::MAX - 1).contains(&epoch) {
             return response
                 .with_producer_id(ProducerId(id))
                 .with_producer_epoch(epoch + 1);
         }
-        let owner = broker.clone();
+        let owner = storage.clone();
         match crate::blocking::spawn(move || owner.producer_ids.allocate()).await {
             Ok(Ok(id)) => response
                 .with_producer_id(ProducerId(id))

@@ -13,7 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use super::request::{handle, Session};
 use super::{Handler, APIS};
 use crate::blocking::FAIL_TASKS;
-use crate::broker::Broker;
+use crate::broker::{Broker, Pick};
 use crate::config::BrokerConfig;
 
 const UNKNOWN_SERVER_ERROR: i16 = -1;
@@ -29,7 +29,8 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     let metrics = Arc::new(crate::metrics::Metrics::new(&APIS));
     let broker = Arc::new(Broker::open(config, stopped, metrics).unwrap());
     broker
-        .create_topic("t", 2, broker.topic_defaults())
+        .admin()
+        .create_topic("t", 2, broker.storage().topic_defaults())
         .unwrap();
     broker
 }
@@ -110,7 +111,7 @@ async fn a_produce_whose_append_task_fails_answers_unknown_server_error() {
 async fn a_share_acknowledge_whose_task_fails_answers_unknown_server_error() {
     let dir = tempfile::tempdir().unwrap();
     let broker = broker(dir.path());
-    let topic_id = broker.log.topic("t").unwrap().id();
+    let topic_id = broker.storage().log.topic("t").unwrap().id();
     // A member with a share session (epoch 0 opens it).
     let member = StrBytes::from_static_str("member-1");
     let heartbeat = m::ShareGroupHeartbeatRequest::default()
@@ -127,8 +128,9 @@ async fn a_share_acknowledge_whose_task_fails_answers_unknown_server_error() {
             "127.0.0.1:9092".parse().unwrap(),
         )),
         sasl: Default::default(),
+        authorizer: broker.access().authorizer.clone(),
     };
-    let joined = m::ShareGroupHeartbeatRequest::handle(&broker, heartbeat, &ctx).await;
+    let joined = m::ShareGroupHeartbeatRequest::handle(Pick::pick(&broker), heartbeat, &ctx).await;
     assert_eq!(joined.error_code, 0);
     let fetch = m::ShareFetchRequest::default()
         .with_group_id(Some(StrBytes::from_static_str("g").into()))
@@ -140,7 +142,7 @@ async fn a_share_acknowledge_whose_task_fails_answers_unknown_server_error() {
             .with_partitions(vec![
                 m::share_fetch_request::FetchPartition::default().with_partition_index(0),
             ])]);
-    let opened = m::ShareFetchRequest::handle(&broker, fetch, &ctx).await;
+    let opened = m::ShareFetchRequest::handle(Pick::pick(&broker), fetch, &ctx).await;
     assert_eq!(opened.error_code, 0);
     let acknowledge = m::ShareAcknowledgeRequest::default()
         .with_group_id(Some(StrBytes::from_static_str("g").into()))
@@ -204,7 +206,7 @@ async fn a_create_topics_whose_task_fails_answers_each_topic() {
     let response = failing(&broker, 5, request).await;
     assert_eq!(response.topics.len(), 1);
     assert_eq!(response.topics[0].error_code, UNKNOWN_SERVER_ERROR);
-    assert!(broker.log.topic("new").is_none());
+    assert!(broker.storage().log.topic("new").is_none());
 }
 
 #[tokio::test]
@@ -235,6 +237,7 @@ async fn acl_changes_whose_task_fails_answer_each_creation_and_filter() {
     let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
     assert_eq!(codes, [UNKNOWN_SERVER_ERROR; 2]);
     assert!(broker
+        .access()
         .authorizer
         .describe(&acl::AclBindingFilter::ANY)
         .is_empty());

@@ -17,8 +17,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Groups;
 use crate::groups::{Join, Joined, Reply};
+use tokio::sync::watch;
 
 fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
@@ -26,13 +27,14 @@ fn millis(ms: i32) -> Duration {
 
 impl Handler for JoinGroupRequest {
     const SERVED: (i16, i16) = (0, 5);
+    type Needs = (Arc<Groups>, watch::Receiver<bool>);
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (groups, shutdown): Self::Needs,
         request: JoinGroupRequest,
         ctx: &RequestContext,
     ) -> JoinGroupResponse {
-        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+        if !ctx.authorize_group(Operation::Read, &request.group_id) {
             let denied = Joined::failed(ResponseError::GroupAuthorizationFailed, "");
             return response(denied, ctx.version);
         }
@@ -64,16 +66,16 @@ impl Handler for JoinGroupRequest {
         let member_id = join.member_id.clone();
         // A consumer-protocol group with members takes no classic member (lograil has no
         // online migration, KIP-848's mixed groups); an empty one becomes a classic group.
-        if broker.consumer_groups.delete(&join.group_id).is_err() {
+        if groups.consumer.delete(&join.group_id).is_err() {
             let refused = Joined::failed(ResponseError::InconsistentGroupProtocol, &member_id);
             return response(refused, ctx.version);
         }
-        let joined = match broker.groups.join(join, Instant::now()) {
+        let joined = match groups.classic.join(join, Instant::now()) {
             Reply::Now(joined) => joined,
             Reply::Later(rx) => {
                 // The coordinator answers by the rebalance deadline; the margin covers its tick.
                 let wait = rebalance_timeout + Duration::from_secs(5);
-                let mut shutdown = broker.shutdown.clone();
+                let mut shutdown = shutdown.clone();
                 tokio::select! {
                     answer = tokio::time::timeout(wait, rx) => match answer {
                         Ok(Ok(joined)) => joined,

@@ -15,10 +15,11 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use super::bounds::Counts;
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Groups;
 
 impl Handler for LeaveGroupRequest {
     const SERVED: (i16, i16) = (0, 3);
+    type Needs = Arc<Groups>;
 
     fn counts(&self) -> Counts {
         Counts {
@@ -28,11 +29,11 @@ impl Handler for LeaveGroupRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        groups: Self::Needs,
         request: LeaveGroupRequest,
         ctx: &RequestContext,
     ) -> LeaveGroupResponse {
-        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+        if !ctx.authorize_group(Operation::Read, &request.group_id) {
             return LeaveGroupResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
@@ -51,11 +52,11 @@ impl Handler for LeaveGroupRequest {
                 .collect()
         };
         let response = LeaveGroupResponse::default();
-        let left = broker
-            .groups
+        let left = groups
+            .classic
             .leave(&request.group_id, &members, Instant::now());
         // A group left Empty has its generation on disk before the answer, as in Kafka.
-        broker.store_group_records(Vec::new()).await;
+        groups.store_group_records(Vec::new()).await;
         match left {
             Err(error) => response.with_error_code(error.code()),
             Ok(codes) if ctx.version < 3 => {

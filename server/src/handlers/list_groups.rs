@@ -17,8 +17,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Groups;
 use crate::groups::GroupState;
+use crate::shares::Shares;
 
 const CLASSIC: &str = "Classic";
 const SHARE: &str = "Share";
@@ -26,41 +27,41 @@ const CONSUMER: &str = "Consumer";
 
 impl Handler for ListGroupsRequest {
     const SERVED: (i16, i16) = (0, 5);
+    type Needs = (Arc<Groups>, Arc<Shares>);
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (groups, shares): Self::Needs,
         request: ListGroupsRequest,
         ctx: &RequestContext,
     ) -> ListGroupsResponse {
         // id → (protocol type, state, group type)
-        let mut groups: BTreeMap<String, (String, &'static str, &'static str)> = broker
+        let mut listed: BTreeMap<String, (String, &'static str, &'static str)> = groups
             .offsets
             .groups()
             .into_iter()
             .map(|g| (g, (String::new(), GroupState::Empty.name(), CLASSIC)))
             .collect();
-        for (id, protocol_type, state) in broker.groups.list() {
-            groups.insert(id, (protocol_type, state.name(), CLASSIC));
+        for (id, protocol_type, state) in groups.classic.list() {
+            listed.insert(id, (protocol_type, state.name(), CLASSIC));
         }
         // Consumer-protocol groups (KIP-848): protocol type "consumer", as Kafka lists them.
-        for (id, state) in broker.consumer_groups.list() {
-            let classic_live = groups
+        for (id, state) in groups.consumer.list() {
+            let classic_live = listed
                 .get(&id)
                 .is_some_and(|(_, s, _)| *s != GroupState::Empty.name());
             if !classic_live {
-                groups.insert(id, ("consumer".to_string(), state, CONSUMER));
+                listed.insert(id, ("consumer".to_string(), state, CONSUMER));
             }
         }
         if ctx.version >= 5 {
-            let members: BTreeMap<String, usize> =
-                broker.shares.members.list().into_iter().collect();
-            for id in broker.shares.groups() {
+            let members: BTreeMap<String, usize> = shares.members.list().into_iter().collect();
+            for id in shares.groups() {
                 let state = if members.get(&id).is_some_and(|n| *n > 0) {
                     "Stable"
                 } else {
                     "Empty"
                 };
-                groups.insert(id, ("share".to_string(), state, SHARE));
+                listed.insert(id, ("share".to_string(), state, SHARE));
             }
         }
         let types: Vec<String> = request
@@ -74,10 +75,10 @@ impl Handler for ListGroupsRequest {
             .map(|s| s.to_lowercase())
             .collect();
         // Every group with DESCRIBE on the cluster, else those with DESCRIBE on the group.
-        let all = ctx.authorize_cluster(broker, Operation::Describe);
-        let listed = groups
+        let all = ctx.authorize_cluster(Operation::Describe);
+        let listed = listed
             .into_iter()
-            .filter(|(id, _)| all || ctx.authorize_group(broker, Operation::Describe, id))
+            .filter(|(id, _)| all || ctx.authorize_group(Operation::Describe, id))
             .filter(|(_, (_, state, _))| {
                 filter.is_empty() || filter.contains(&state.to_lowercase())
             })

@@ -22,7 +22,7 @@ use super::bounds::{topics_and_partitions, Counts};
 use super::errors;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
@@ -30,19 +30,20 @@ const MAX_TIMESTAMP: i64 = -3;
 
 impl Handler for ListOffsetsRequest {
     const SERVED: (i16, i16) = (1, 7);
+    type Needs = Arc<Storage>;
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        storage: Self::Needs,
         mut request: ListOffsetsRequest,
         ctx: &RequestContext,
     ) -> ListOffsetsResponse {
         let (topics, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
             .into_iter()
-            .partition(|t| ctx.authorize_topic(broker, Operation::Describe, &t.name));
+            .partition(|t| ctx.authorize_topic(Operation::Describe, &t.name));
         request.topics = topics;
         let denied = failed(
             ListOffsetsRequest::default().with_topics(denied),
@@ -54,7 +55,7 @@ impl Handler for ListOffsetsRequest {
             .flat_map(|t| &t.partitions)
             .any(|p| !matches!(p.timestamp, EARLIEST | LATEST));
         let topics = if by_time {
-            let (owner, asked) = (broker.clone(), request.clone());
+            let (owner, asked) = (storage.clone(), request.clone());
             match crate::blocking::spawn(move || answer(&owner, asked)).await {
                 Ok(topics) => topics,
                 Err(e) => {
@@ -63,7 +64,7 @@ impl Handler for ListOffsetsRequest {
                 }
             }
         } else {
-            answer(broker, request)
+            answer(&storage, request)
         };
         ListOffsetsResponse::default().with_topics(topics.into_iter().chain(denied).collect())
     }
@@ -80,7 +81,7 @@ impl Handler for ListOffsetsRequest {
     }
 }
 
-fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicResponse> {
+fn answer(storage: &Arc<Storage>, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicResponse> {
     let committed = request.isolation_level == READ_COMMITTED;
     request
         .topics
@@ -93,8 +94,8 @@ fn answer(broker: &Broker, request: ListOffsetsRequest) -> Vec<ListOffsetsTopicR
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_leader_epoch(-1);
-                    let Some(partition) = broker.partition(&topic.name, p.partition_index) else {
-                        let error = if broker.is_offline(&topic.name, p.partition_index) {
+                    let Some(partition) = storage.partition(&topic.name, p.partition_index) else {
+                        let error = if storage.is_offline(&topic.name, p.partition_index) {
                             errors::OFFLINE_LIST_OFFSETS
                         } else {
                             ResponseError::UnknownTopicOrPartition

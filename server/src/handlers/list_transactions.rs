@@ -15,14 +15,15 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Txns;
 use crate::transactions::State;
 
 impl Handler for ListTransactionsRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = Arc<Txns>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        txns: Self::Needs,
         request: ListTransactionsRequest,
         ctx: &RequestContext,
     ) -> ListTransactionsResponse {
@@ -35,8 +36,8 @@ impl Handler for ListTransactionsRequest {
             }
         }
         let now = log_core::now_ms();
-        let listed = broker
-            .transactions
+        let listed = txns
+            .coordinator
             .all()
             .into_iter()
             .filter(|(_, t)| t.state != State::Dead)
@@ -52,14 +53,7 @@ impl Handler for ListTransactionsRequest {
                     || (t.start_ms >= 0
                         && now.saturating_sub(t.start_ms) >= request.duration_filter)
             })
-            .filter(|(id, _)| {
-                ctx.authorize(
-                    broker,
-                    Operation::Describe,
-                    ResourceType::TransactionalId,
-                    id,
-                )
-            })
+            .filter(|(id, _)| ctx.authorize(Operation::Describe, ResourceType::TransactionalId, id))
             .map(|(id, t)| {
                 TransactionState::default()
                     .with_transactional_id(TransactionalId(StrBytes::from_string(id)))

@@ -32,13 +32,15 @@ use super::bounds::Counts;
 use super::errors;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::{Broker, CreateError};
+use crate::broker::{Admin, CreateError, Storage};
+use crate::config::BrokerConfig;
 
 /// "Not requested" for the authorized-operations fields.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 impl Handler for MetadataRequest {
     const SERVED: (i16, i16) = (0, 12);
+    type Needs = (Arc<BrokerConfig>, Arc<str>, Arc<Storage>, Arc<Admin>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -48,33 +50,32 @@ impl Handler for MetadataRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, cluster_id, storage, admin): Self::Needs,
         request: MetadataRequest,
         ctx: &RequestContext,
     ) -> MetadataResponse {
-        let node = BrokerId(broker.config.node_id);
+        let node = BrokerId(broker_config.node_id);
         let listing = !matches!(&request.topics, Some(t) if !(ctx.version == 0 && t.is_empty()));
         let Requested {
             names,
             unknown_ids,
             denied_ids,
-        } = requested(broker, &request, ctx);
+        } = requested(&storage, &request, ctx);
         // Listed: only the DESCRIBE-able. Named: the others are refused without a lookup.
         let (names, denied): (Vec<String>, Vec<String>) = names
             .into_iter()
-            .partition(|name| ctx.authorize_topic(broker, Operation::Describe, name));
+            .partition(|name| ctx.authorize_topic(Operation::Describe, name));
         let denied = if listing { Vec::new() } else { denied };
-        let create = broker.config.auto_create_topics
+        let create = broker_config.auto_create_topics
             && (ctx.version < 4 || request.allow_auto_topic_creation);
         let may_create = |name: &str| {
-            ctx.authorize_cluster(broker, Operation::Create)
-                || ctx.authorize_topic(broker, Operation::Create, name)
+            ctx.authorize_cluster(Operation::Create) || ctx.authorize_topic(Operation::Create, name)
         };
         let mut found: Vec<Found> = names
             .iter()
-            .map(|name| lookup(broker, name, create, may_create))
+            .map(|name| lookup(&storage, &admin, name, create, may_create))
             .collect();
-        create_missing(broker, &names, &mut found).await;
+        create_missing(&admin, &names, &mut found).await;
         let unknown = unknown_ids
             .into_iter()
             .map(|id| refused_by_id(id, ResponseError::UnknownTopicId))
@@ -90,7 +91,7 @@ impl Handler for MetadataRequest {
             .zip(found)
             .map(|(name, topic)| {
                 let operations = if topic_operations {
-                    ctx.authorized_operations(broker, ResourceType::Topic, &name)
+                    ctx.authorized_operations(ResourceType::Topic, &name)
                 } else {
                     OPERATIONS_OMITTED
                 };
@@ -106,11 +107,10 @@ impl Handler for MetadataRequest {
 
         MetadataResponse::default()
             .with_brokers(vec![broker_entry])
-            .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
+            .with_cluster_id(Some(StrBytes::from_string(cluster_id.to_string())))
             .with_controller_id(node)
             .with_topics(topics)
             .with_cluster_authorized_operations(ctx.cluster_operations(
-                broker,
                 (8..=10).contains(&ctx.version) && request.include_cluster_authorized_operations,
             ))
     }
@@ -149,7 +149,7 @@ struct Requested {
 
 /// The topics asked for: by name, by id (v10+, as share consumers do; answered under their
 /// names), or every topic, offline ones included (they answer KAFKA_STORAGE_ERROR).
-fn requested(broker: &Broker, request: &MetadataRequest, ctx: &RequestContext) -> Requested {
+fn requested(storage: &Arc<Storage>, request: &MetadataRequest, ctx: &RequestContext) -> Requested {
     let mut unknown_ids = Vec::new();
     let mut denied_ids = Vec::new();
     let names: Vec<String> = match &request.topics {
@@ -158,10 +158,8 @@ fn requested(broker: &Broker, request: &MetadataRequest, ctx: &RequestContext) -
             .iter()
             .filter_map(|t| match &t.name {
                 Some(name) => Some(name.to_string()),
-                None => match broker.log.topic_by_id(t.topic_id) {
-                    Some(topic)
-                        if !ctx.authorize_topic(broker, Operation::Describe, topic.name()) =>
-                    {
+                None => match storage.log.topic_by_id(t.topic_id) {
+                    Some(topic) if !ctx.authorize_topic(Operation::Describe, topic.name()) => {
                         denied_ids.push(t.topic_id);
                         None
                     }
@@ -173,13 +171,13 @@ fn requested(broker: &Broker, request: &MetadataRequest, ctx: &RequestContext) -
                 },
             })
             .collect(),
-        _ => broker
+        _ => storage
             .log
             .topics()
             .iter()
             .map(|t| t.name().to_string())
             .chain(
-                broker
+                storage
                     .log
                     .offline_topics()
                     .into_iter()
@@ -196,7 +194,7 @@ fn requested(broker: &Broker, request: &MetadataRequest, ctx: &RequestContext) -
 
 /// Creates the topics to create (a token taken for each) in one go off the async workers, each
 /// replacing its [`Found::ToCreate`] in `found` (which follows `names`).
-async fn create_missing(broker: &Arc<Broker>, names: &[String], found: &mut [Found]) {
+async fn create_missing(admin: &Arc<Admin>, names: &[String], found: &mut [Found]) {
     let missing: Vec<(usize, String)> = found
         .iter()
         .zip(names)
@@ -207,7 +205,7 @@ async fn create_missing(broker: &Arc<Broker>, names: &[String], found: &mut [Fou
     if missing.is_empty() {
         return;
     }
-    let owner = broker.clone();
+    let owner = admin.clone();
     let created = crate::blocking::spawn(move || {
         missing
             .into_iter()
@@ -256,7 +254,7 @@ fn answer_topic(
     node: BrokerId,
 ) -> MetadataResponseTopic {
     let response = MetadataResponseTopic::default()
-        .with_is_internal(Broker::is_internal(&name))
+        .with_is_internal(crate::broker::Storage::is_internal(&name))
         .with_name(Some(TopicName(StrBytes::from_string(name))))
         .with_topic_authorized_operations(operations);
     match topic {
@@ -275,13 +273,19 @@ fn answer_topic(
 /// The topic if it exists; otherwise why not, or [`Found::ToCreate`] when it is to be
 /// auto-created (allowed by the broker, the request and `may_create`, a valid name, and a
 /// token of the auto-creation pace taken for it).
-fn lookup(broker: &Broker, name: &str, create: bool, may_create: impl Fn(&str) -> bool) -> Found {
-    if let Some(topic) = broker.log.topic(name) {
+fn lookup(
+    storage: &Arc<Storage>,
+    admin: &Arc<Admin>,
+    name: &str,
+    create: bool,
+    may_create: impl Fn(&str) -> bool,
+) -> Found {
+    if let Some(topic) = storage.log.topic(name) {
         return Found::Topic(topic);
     }
     // A topic whose files could not be opened: never re-created over its data.
-    if let Some(reason) = broker.log.offline_reason(name) {
-        let partitions = broker.log.offline_partition_count(name);
+    if let Some(reason) = storage.log.offline_reason(name) {
+        let partitions = storage.log.offline_partition_count(name);
         if partitions > 0 {
             return Found::Offline(partitions);
         }
@@ -300,7 +304,7 @@ fn lookup(broker: &Broker, name: &str, create: bool, may_create: impl Fn(&str) -
     if log_core::validate_name(name).is_err() {
         return Found::Error(ResponseError::InvalidTopicException);
     }
-    if !broker.auto_create.try_take(Instant::now()) {
+    if !admin.auto_create.try_take(Instant::now()) {
         tracing::debug!(
             topic = name,
             "auto-creation paced (--auto-create-topics-per-second)"
@@ -311,8 +315,8 @@ fn lookup(broker: &Broker, name: &str, create: bool, may_create: impl Fn(&str) -
 }
 
 /// Creates a topic for [`Found::ToCreate`]: blocking file work.
-fn auto_create(broker: &Broker, name: &str) -> Found {
-    match broker.auto_create_topic(name) {
+fn auto_create(admin: &Arc<Admin>, name: &str) -> Found {
+    match admin.auto_create_topic(name) {
         Ok(topic) => Found::Topic(topic),
         Err(e) => {
             if !matches!(e, CreateError::BeingCreated(_)) {

@@ -20,7 +20,7 @@ use log_core::Topic;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::{Groups, Storage};
 use crate::groups::offsets::MAX_METADATA_BYTES;
 use crate::groups::{Committed, GroupState};
 
@@ -29,25 +29,26 @@ type PartitionCheck = (i32, Result<Committed, ResponseError>);
 
 impl Handler for OffsetCommitRequest {
     const SERVED: (i16, i16) = (2, 9);
+    type Needs = (Arc<Storage>, Arc<Groups>);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, groups): Self::Needs,
         request: OffsetCommitRequest,
         ctx: &RequestContext,
     ) -> OffsetCommitResponse {
         let group = request.group_id.to_string();
-        let group_error = group_error(broker, &request, ctx, &group);
+        let group_error = group_error(&groups, &request, ctx, &group);
         let now = log_core::now_ms();
         // Per partition: Ok(commit to store) or the partition's error.
         let mut checked: Vec<(String, Vec<PartitionCheck>)> = Vec::new();
         for topic in &request.topics {
             let name = topic.name.to_string();
-            let exists = broker.log.topic(&name);
-            let readable = ctx.authorize_topic(broker, Operation::Read, &name);
+            let exists = storage.log.topic(&name);
+            let readable = ctx.authorize_topic(Operation::Read, &name);
             let refused =
                 group_error.or((!readable).then_some(ResponseError::TopicAuthorizationFailed));
             let partitions = topic
@@ -62,7 +63,7 @@ impl Handler for OffsetCommitRequest {
                 .collect();
             checked.push((name, partitions));
         }
-        let store_error = store(broker, group, &checked).await;
+        let store_error = store(&groups, group, &checked).await;
         let topics = checked
             .into_iter()
             .map(|(name, partitions)| answer_topic(name, partitions, store_error))
@@ -85,15 +86,15 @@ impl Handler for OffsetCommitRequest {
 /// Why no partition of the request may be committed (the group refused, or the member's
 /// generation or epoch), if so.
 fn group_error(
-    broker: &Broker,
+    groups: &Arc<Groups>,
     request: &OffsetCommitRequest,
     ctx: &RequestContext,
     group: &str,
 ) -> Option<ResponseError> {
-    if !ctx.authorize_group(broker, Operation::Read, group) {
+    if !ctx.authorize_group(Operation::Read, group) {
         return Some(ResponseError::GroupAuthorizationFailed);
     }
-    let consumer = broker.consumer_groups.check_member(
+    let consumer = groups.consumer.check_member(
         group,
         Some(&request.member_id),
         request.generation_id_or_member_epoch,
@@ -102,7 +103,7 @@ fn group_error(
     match consumer {
         Some(checked) => checked.err(),
         None => membership_error(
-            broker,
+            groups,
             group,
             request.generation_id_or_member_epoch,
             &request.member_id,
@@ -144,7 +145,7 @@ fn check_partition(
 /// Stores the accepted commits into `__consumer_offsets`, off the async workers; the error of
 /// every accepted partition if that fails.
 async fn store(
-    broker: &Arc<Broker>,
+    groups: &Arc<Groups>,
     group: String,
     checked: &[(String, Vec<PartitionCheck>)],
 ) -> Option<ResponseError> {
@@ -161,7 +162,7 @@ async fn store(
     if commits.is_empty() {
         return None;
     }
-    let owner = broker.clone();
+    let owner = groups.clone();
     let id = group.clone();
     let stored = match crate::blocking::spawn(move || owner.offsets.commit(&id, commits)).await {
         Ok(stored) => stored.map_err(|e| {
@@ -202,7 +203,7 @@ fn answer_topic(
 
 /// Why this member may not commit to this group now, if it may not.
 pub(super) fn membership_error(
-    broker: &Broker,
+    groups: &Arc<Groups>,
     group: &str,
     generation: i32,
     member_id: &str,
@@ -212,7 +213,7 @@ pub(super) fn membership_error(
         return Some(ResponseError::InvalidGroupId);
     }
     let simple = generation < 0 && member_id.is_empty();
-    let membership = match broker.groups.membership(group, member_id, instance_id) {
+    let membership = match groups.classic.membership(group, member_id, instance_id) {
         Ok(membership) => membership,
         Err(fenced) => return Some(fenced),
     };

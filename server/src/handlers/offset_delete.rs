@@ -21,29 +21,30 @@ use kafka_protocol::protocol::Decodable;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Groups;
 use crate::groups::GroupState;
 
 impl Handler for OffsetDeleteRequest {
     const SERVED: (i16, i16) = (0, 0);
+    type Needs = Arc<Groups>;
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        groups: Self::Needs,
         request: OffsetDeleteRequest,
         ctx: &RequestContext,
     ) -> OffsetDeleteResponse {
         let group = request.group_id.to_string();
-        if !ctx.authorize_group(broker, Operation::Delete, &group) {
+        if !ctx.authorize_group(Operation::Delete, &group) {
             return OffsetDeleteResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
-        let view = broker.groups.describe(&group);
-        let consumer = broker.consumer_groups.describe(&group);
-        if view.is_none() && consumer.is_none() && !broker.offsets.has_offsets(&group) {
+        let view = groups.classic.describe(&group);
+        let consumer = groups.consumer.describe(&group);
+        if view.is_none() && consumer.is_none() && !groups.offsets.has_offsets(&group) {
             return OffsetDeleteResponse::default()
                 .with_error_code(ResponseError::GroupIdNotFound.code());
         }
@@ -62,12 +63,12 @@ impl Handler for OffsetDeleteRequest {
             .flat_map(|g| g.members.into_values().flat_map(|m| m.topics))
             .chain(subscribed)
             .collect();
-        let (owner, ctx) = (broker.clone(), ctx.clone());
+        let (owner, ctx) = (groups.clone(), ctx.clone());
         let topics = crate::blocking::map_each(
             request.topics,
             move |topic| {
                 let name = topic.name.to_string();
-                let readable = ctx.authorize_topic(&owner, Operation::Read, &name);
+                let readable = ctx.authorize_topic(Operation::Read, &name);
                 let partitions = topic
                     .partitions
                     .into_iter()

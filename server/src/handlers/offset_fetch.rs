@@ -27,7 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Groups, Storage};
 
 /// The leader epoch of every lograil partition: one broker leads it from its creation on, the
 /// epoch a Kafka partition has until its first leader change.
@@ -35,6 +35,7 @@ const PARTITION_LEADER_EPOCH: i32 = 0;
 
 impl Handler for OffsetFetchRequest {
     const SERVED: (i16, i16) = (1, 9);
+    type Needs = (Arc<Storage>, Arc<Groups>);
 
     fn counts(&self) -> Counts {
         let single = topics_and_partitions(self.topics.as_deref().unwrap_or_default(), |t| {
@@ -56,7 +57,7 @@ impl Handler for OffsetFetchRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, groups): Self::Needs,
         request: OffsetFetchRequest,
         ctx: &RequestContext,
     ) -> OffsetFetchResponse {
@@ -64,12 +65,12 @@ impl Handler for OffsetFetchRequest {
             let groups = request
                 .groups
                 .into_iter()
-                .map(|g| fetch_group(broker, ctx, g))
+                .map(|g| fetch_group(&storage, &groups, ctx, g))
                 .collect();
             return OffsetFetchResponse::default().with_groups(groups);
         }
         let group = request.group_id.to_string();
-        if !ctx.authorize_group(broker, Operation::Describe, &group) {
+        if !ctx.authorize_group(Operation::Describe, &group) {
             return group_denied(request, ctx.version);
         }
         if group.is_empty() {
@@ -82,7 +83,8 @@ impl Handler for OffsetFetchRequest {
                 .map(|t| (t.name.to_string(), t.partition_indexes))
                 .collect()
         });
-        OffsetFetchResponse::default().with_topics(offsets_of(broker, ctx, &group, wanted))
+        OffsetFetchResponse::default()
+            .with_topics(offsets_of(&storage, &groups, ctx, &group, wanted))
     }
 
     fn throttle_time_ms(response: &mut OffsetFetchResponse) -> Option<&mut i32> {
@@ -108,7 +110,8 @@ impl Handler for OffsetFetchRequest {
 /// One group of a v8+ request: its own errors (authorization, a consumer-protocol member's
 /// epoch), else its offsets as [`offsets_of`] answers them.
 fn fetch_group(
-    broker: &Broker,
+    storage: &Arc<Storage>,
+    groups: &Arc<Groups>,
     ctx: &RequestContext,
     g: OffsetFetchRequestGroup,
 ) -> OffsetFetchResponseGroup {
@@ -118,15 +121,15 @@ fn fetch_group(
             .with_group_id(g.group_id.clone())
             .with_error_code(error.code())
     };
-    if !ctx.authorize_group(broker, Operation::Describe, &id) {
+    if !ctx.authorize_group(Operation::Describe, &id) {
         return failed(ResponseError::GroupAuthorizationFailed);
     }
     if id.is_empty() {
         return failed(ResponseError::InvalidGroupId);
     }
     let member = g.member_id.as_deref();
-    if let Some(Err(error)) = broker
-        .consumer_groups
+    if let Some(Err(error)) = groups
+        .consumer
         .check_member(&id, member, g.member_epoch, None)
     {
         return failed(error);
@@ -137,7 +140,7 @@ fn fetch_group(
             .map(|t| (t.name.to_string(), t.partition_indexes))
             .collect()
     });
-    let topics = offsets_of(broker, ctx, &id, wanted)
+    let topics = offsets_of(storage, groups, ctx, &id, wanted)
         .into_iter()
         .map(|t| {
             OffsetFetchResponseTopics::default()
@@ -165,19 +168,20 @@ fn fetch_group(
 /// The committed offsets of `group` for the asked partitions (`None`: every partition it
 /// committed), per topic, with each topic the principal may not DESCRIBE answered as such.
 fn offsets_of(
-    broker: &Broker,
+    storage: &Arc<Storage>,
+    groups: &Arc<Groups>,
     ctx: &RequestContext,
     group: &str,
     asked: Option<Vec<(String, Vec<i32>)>>,
 ) -> Vec<OffsetFetchResponseTopic> {
     let group = group.to_string();
-    let describable = |topic: &str| ctx.authorize_topic(broker, Operation::Describe, topic);
+    let describable = |topic: &str| ctx.authorize_topic(Operation::Describe, topic);
     let wanted: BTreeMap<String, Vec<i32>> = match asked {
         Some(topics) => topics.into_iter().collect(),
         // Every committed offset, but of topics the principal may not DESCRIBE.
         None => {
             let mut all: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-            for ((topic, partition), _) in broker.offsets.group_offsets(&group) {
+            for ((topic, partition), _) in groups.offsets.group_offsets(&group) {
                 if describable(&topic) {
                     all.entry(topic).or_default().push(partition);
                 }
@@ -201,11 +205,11 @@ fn offsets_of(
                             .with_metadata(Some(StrBytes::default()))
                             .with_error_code(ResponseError::TopicAuthorizationFailed.code());
                     }
-                    match broker.offsets.fetch(&group, &topic, index) {
+                    match groups.offsets.fetch(&group, &topic, index) {
                         Some(c) => response
                             .with_committed_offset(c.offset)
                             .with_committed_leader_epoch(committed_epoch(
-                                broker,
+                                storage,
                                 &topic,
                                 index,
                                 c.leader_epoch,
@@ -230,13 +234,13 @@ fn offsets_of(
 /// The leader epoch a commit is answered with: the one it was committed with, else (a client
 /// that did not know it: lograil's Metadata and batches say -1) the partition's, 0, as long as
 /// the partition exists.
-fn committed_epoch(broker: &Broker, topic: &str, partition: i32, committed: i32) -> i32 {
+fn committed_epoch(storage: &Arc<Storage>, topic: &str, partition: i32, committed: i32) -> i32 {
     if committed >= 0 {
         return committed;
     }
     let exists = u32::try_from(partition)
         .ok()
-        .zip(broker.log.topic(topic))
+        .zip(storage.log.topic(topic))
         .is_some_and(|(index, t)| t.partition(index).is_some());
     if exists {
         PARTITION_LEADER_EPOCH

@@ -42,7 +42,7 @@ use super::Handler;
 use super::{errors, RequestContext};
 use crate::appender::{AppendMode, Appended, Batches, ProduceError};
 use crate::backlog::Verdict;
-use crate::broker::Broker;
+use crate::broker::{Backlog, Storage, Txns};
 use crate::transactions::InFlight;
 
 /// Produce requests up to this size are appended on the async worker (see `handle`).
@@ -50,6 +50,7 @@ const INLINE_APPEND_BYTES: usize = 64 * 1024;
 
 impl Handler for ProduceRequest {
     const SERVED: (i16, i16) = (0, 9);
+    type Needs = (Arc<Storage>, Arc<Backlog>, Arc<Txns>);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topic_data, |t| t.partition_data.len())
@@ -60,7 +61,7 @@ impl Handler for ProduceRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, backlog, txns): Self::Needs,
         request: ProduceRequest,
         ctx: &RequestContext,
     ) -> ProduceResponse {
@@ -82,9 +83,7 @@ impl Handler for ProduceRequest {
         let refuse = refuse.or_else(|| {
             transactional_id
                 .as_ref()
-                .filter(|id| {
-                    !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id)
-                })
+                .filter(|id| !ctx.authorize(Operation::Write, ResourceType::TransactionalId, id))
                 .map(|_| {
                     (
                         ResponseError::TransactionalIdAuthorizationFailed,
@@ -95,7 +94,7 @@ impl Handler for ProduceRequest {
         // The transaction's check, and its markers held back until the appends are done.
         let (work, not_in_transaction, _in_flight) = match (&transactional_id, &refuse) {
             (Some(id), None) => {
-                let (work, refused, guard) = verify_transactional(broker, id, work);
+                let (work, refused, guard) = verify_transactional(&txns, id, work);
                 (work, refused, Some(guard))
             }
             _ => (work, Vec::new(), None),
@@ -104,7 +103,7 @@ impl Handler for ProduceRequest {
         let responses = match refuse {
             Some((error, message)) => refuse_all(work, error, message),
             None => {
-                let admitted = admit(broker, ctx, work).await;
+                let admitted = admit(&backlog, ctx, work).await;
                 if !admitted.throttle.is_zero() {
                     backlog_throttle =
                         i32::try_from(admitted.throttle.as_millis()).unwrap_or(i32::MAX);
@@ -113,14 +112,14 @@ impl Handler for ProduceRequest {
                 let mut responses = if admitted.accepted.is_empty() {
                     Vec::new()
                 } else {
-                    append_and_wait(broker, admitted.accepted, ack(acks), ctx.version).await
+                    append_and_wait(&storage, admitted.accepted, ack(acks), ctx.version).await
                 };
                 responses.extend(admitted.refused);
                 responses.extend(not_in_transaction);
                 responses
             }
         };
-        broker.appended.notify_waiters();
+        storage.appended.notify_waiters();
         let responses = responses
             .into_iter()
             .map(|(topic, partitions)| {
@@ -185,14 +184,14 @@ struct Admitted {
 
 /// Checks WRITE on each topic, then its backlog bound: a topic over its bound in reject mode
 /// is refused; in throttle mode it is appended and the response carries a throttle.
-async fn admit(broker: &Arc<Broker>, ctx: &RequestContext, work: Vec<TopicWork>) -> Admitted {
+async fn admit(backlog: &Arc<Backlog>, ctx: &RequestContext, work: Vec<TopicWork>) -> Admitted {
     let mut admitted = Admitted {
         accepted: Vec::with_capacity(work.len()),
         refused: Vec::new(),
         throttle: Duration::ZERO,
     };
     for (topic, partitions) in work {
-        if !ctx.authorize_topic(broker, Operation::Write, &topic) {
+        if !ctx.authorize_topic(Operation::Write, &topic) {
             let error = ResponseError::TopicAuthorizationFailed;
             let results = partitions
                 .into_iter()
@@ -201,7 +200,7 @@ async fn admit(broker: &Arc<Broker>, ctx: &RequestContext, work: Vec<TopicWork>)
             admitted.refused.push((topic, results));
             continue;
         }
-        match broker.backlog_verdict(&topic).await {
+        match backlog.verdict(&topic).await {
             Verdict::Accept => admitted.accepted.push((topic, partitions)),
             Verdict::Throttle(t) => {
                 admitted.throttle = admitted.throttle.max(t);
@@ -224,7 +223,7 @@ async fn admit(broker: &Arc<Broker>, ctx: &RequestContext, work: Vec<TopicWork>)
 /// Splits `work` into the partitions the transaction of `id` holds for the batches' producer
 /// and the refusals of the others; the guard holds the transaction's markers back.
 fn verify_transactional<'a>(
-    broker: &'a Broker,
+    txns: &'a Txns,
     id: &str,
     work: Vec<TopicWork>,
 ) -> (Vec<TopicWork>, Vec<TopicResults>, InFlight<'a>) {
@@ -237,10 +236,9 @@ fn verify_transactional<'a>(
         .iter()
         .flat_map(|(topic, ps)| ps.iter().map(move |(index, _)| (topic.clone(), *index)))
         .collect();
-    let (checks, guard) =
-        broker
-            .transactions
-            .verify_produce(id, producer.0, producer.1, &partitions);
+    let (checks, guard) = txns
+        .coordinator
+        .verify_produce(id, producer.0, producer.1, &partitions);
     let mut checks = checks.into_iter();
     let mut accepted = Vec::with_capacity(work.len());
     let mut refused = Vec::new();
@@ -279,7 +277,7 @@ type Outcomes = Vec<Vec<(i32, Result<Appended, ProduceError>)>>;
 /// partition whose append would block (its writer busy, or a segment to roll), goes to the
 /// blocking pool. Fsync waits hold no thread.
 async fn append_and_wait(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
     work: Vec<TopicWork>,
     ack: Ack,
     version: i16,
@@ -294,7 +292,7 @@ async fn append_and_wait(
     // `recompress`): CPU work for the blocking pool, like a compressed batch's check.
     let recompressed = || {
         work.iter().any(|(topic, partitions)| {
-            let Some(codec) = broker
+            let Some(codec) = storage
                 .log
                 .topic(topic)
                 .and_then(|t| t.compression().codec())
@@ -310,9 +308,9 @@ async fn append_and_wait(
     let inline = bytes <= INLINE_APPEND_BYTES && !compressed && !recompressed();
     let work = Arc::new(work);
     let mut outcomes = if inline {
-        append_all(broker, &work, ack, AppendMode::Inline, |_, _| true)
+        append_all(storage, &work, ack, AppendMode::Inline, |_, _| true)
     } else {
-        blocking(broker, &work, ack, |_, _| true).await
+        blocking(storage, &work, ack, |_, _| true).await
     };
     if outcomes
         .iter()
@@ -328,7 +326,7 @@ async fn append_and_wait(
                         .collect()
                 })
                 .collect();
-            blocking(broker, &work, ack, move |t, p| blocked[t][p]).await
+            blocking(storage, &work, ack, move |t, p| blocked[t][p]).await
         };
         for (topic, retried) in outcomes.iter_mut().zip(retried) {
             for (slot, again) in topic.iter_mut().zip(retried) {
@@ -338,11 +336,11 @@ async fn append_and_wait(
             }
         }
     }
-    broker.appended.notify_waiters();
+    storage.appended.notify_waiters();
     // Start every fsync first, then wait for each: the partitions' fsyncs overlap.
     for (_, outcome) in outcomes.iter().flatten() {
         if let Ok(appended) = outcome {
-            appended.start_sync(&broker.syncer);
+            appended.start_sync(&storage.syncer);
         }
     }
     let mut results = Vec::with_capacity(work.len());
@@ -351,7 +349,7 @@ async fn append_and_wait(
         for (index, outcome) in partitions {
             let durable = match outcome {
                 Ok(appended) => appended
-                    .durable(&broker.syncer)
+                    .durable(&storage.syncer)
                     .await
                     .map(|()| appended.info),
                 Err(e) => Err(e),
@@ -366,7 +364,7 @@ async fn append_and_wait(
 /// Appends the partitions `chosen(topic index, partition index)` selects; the others get a
 /// would-block outcome, replaced by the caller.
 fn append_all(
-    broker: &Broker,
+    storage: &Arc<Storage>,
     work: &[TopicWork],
     ack: Ack,
     mode: AppendMode,
@@ -380,9 +378,13 @@ fn append_all(
                 .enumerate()
                 .map(|(p, (index, records))| {
                     let outcome = if chosen(t, p) {
-                        broker
-                            .appender()
-                            .append_records(topic, *index, records.as_ref(), ack, mode)
+                        storage.appender().append_records(
+                            topic,
+                            *index,
+                            records.as_ref(),
+                            ack,
+                            mode,
+                        )
                     } else {
                         Err(AppendError::WouldBlock.into())
                     };
@@ -397,12 +399,12 @@ fn append_all(
 /// [`ProduceError::TaskFailed`]: the producer hears of it (UNKNOWN_SERVER_ERROR) rather than
 /// waiting for a response that never comes.
 async fn blocking(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
     work: &Arc<Vec<TopicWork>>,
     ack: Ack,
     chosen: impl Fn(usize, usize) -> bool + Send + 'static,
 ) -> Outcomes {
-    let (owner, shared) = (broker.clone(), work.clone());
+    let (owner, shared) = (storage.clone(), work.clone());
     match crate::blocking::spawn(move || {
         append_all(&owner, &shared, ack, AppendMode::Blocking, chosen)
     })

@@ -13,7 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tracing::Instrument;
 
 use super::{api_versions, bounds, produce_legacy, throttle, Handler, RequestContext, Route};
-use crate::broker::Broker;
+use crate::broker::{Broker, Pick};
 use crate::response::Response;
 use crate::security::sasl::{Exchange, Step};
 use crate::security::{Listener, Principal};
@@ -232,7 +232,7 @@ pub async fn handle(
     };
     let handled = handle_frame(broker, frame, session, key, version, correlation_id).await;
     broker
-        .metrics
+        .metrics()
         .request(key, version, started.elapsed(), handled.is_err());
     handled
 }
@@ -293,10 +293,11 @@ async fn handle_frame(
         principal: session.principal.clone(),
         listener: session.listener.clone(),
         sasl: session.sasl.clone(),
+        authorizer: broker.access().authorizer.clone(),
     };
     // A Produce or Fetch waits until its quota entity is out of debt (all its connections
     // share the quota); a Produce's bytes are taken out then.
-    let quota_throttle = if broker.quotas.any() {
+    let quota_throttle = if broker.admin().quotas.any() {
         throttle::wait_for_quota(
             broker,
             key,
@@ -320,7 +321,7 @@ async fn handle_frame(
         .await
         .unwrap_or(Err(RequestError::UnknownApi(raw_key)));
     if matches!(key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) {
-        session.after_sasl(key, version, broker.security.sasl.reauthentication);
+        session.after_sasl(key, version, broker.access().security.sasl.reauthentication);
     }
     handled
 }
@@ -337,7 +338,7 @@ async fn raw_token(
         .sasl
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .authenticate(&token, &broker.security.verifier());
+        .authenticate(&token, &broker.access().security.verifier());
     let message = match step {
         Step::Continue(message) => message,
         Step::Done(principal, message) => {
@@ -345,15 +346,15 @@ async fn raw_token(
             session.after_sasl(
                 ApiKey::SaslAuthenticate,
                 0,
-                broker.security.sasl.reauthentication,
+                broker.access().security.sasl.reauthentication,
             );
             message
         }
         Step::Failed(_, reason) => {
             broker
-                .metrics
+                .metrics()
                 .authentication_failed(crate::metrics::AuthFailure::Sasl);
-            tokio::time::sleep(broker.security.sasl.failed_authentication_delay).await;
+            tokio::time::sleep(broker.access().security.sasl.failed_authentication_delay).await;
             return Err(RequestError::Authentication(reason));
         }
     };
@@ -366,7 +367,7 @@ async fn raw_token(
 /// A Produce is counted before it is decoded: one of empty partitions decodes to ten times
 /// its size.
 fn count_produce(broker: &Broker, frame: &[u8], version: i16) -> Result<(), RequestError> {
-    let cap = usize::try_from(broker.config.limits.max_broker_partitions).unwrap_or(usize::MAX);
+    let cap = usize::try_from(broker.config().limits.max_broker_partitions).unwrap_or(usize::MAX);
     let Some(counts) = bounds::scan_produce(frame, version, cap) else {
         // Malformed: the decoder says why.
         return Ok(());
@@ -424,13 +425,15 @@ impl Route for Call<'_> {
         let key = ApiKey::try_from(H::KEY).map_err(|()| RequestError::UnknownApi(H::KEY))?;
         let request = H::decode(&mut self.body, version)
             .map_err(|e| malformed(key, version, Part::Body, e))?;
-        bounds::check(&request.counts(), &broker.config).map_err(|over| RequestError::TooMany {
-            key,
-            version,
-            what: over.what,
-            count: over.count,
-            max: over.max,
-            setting: over.setting,
+        bounds::check(&request.counts(), broker.config()).map_err(|over| {
+            RequestError::TooMany {
+                key,
+                version,
+                what: over.what,
+                count: over.count,
+                max: over.max,
+                setting: over.setting,
+            }
         })?;
         let answered = request.answered();
         let span = tracing::info_span!(
@@ -439,9 +442,10 @@ impl Route for Call<'_> {
             version,
             correlation_id = self.correlation_id
         );
-        let handled = H::handle(broker, request, &self.ctx).instrument(span);
+        let handled =
+            H::handle(<H::Needs as Pick>::pick(broker), request, &self.ctx).instrument(span);
         // request_percentage counts the time the handler runs, not the time it waits.
-        let (mut response, busy) = if broker.quotas.any_request_quota() {
+        let (mut response, busy) = if broker.admin().quotas.any_request_quota() {
             let (response, busy) = throttle::timed(handled).await;
             (response, Some(busy))
         } else {
@@ -450,14 +454,14 @@ impl Route for Call<'_> {
         let mut throttle = self.quota_throttle;
         if answered {
             broker
-                .metrics
+                .metrics()
                 .response(H::KEY, version, |f| H::each_error(&response, f));
             // A handler's own throttle (a backlog-bounded topic's).
             let own =
                 H::throttle_time_ms(&mut response).map_or(0, |ms| u64::try_from(*ms).unwrap_or(0));
             throttle = throttle.max(Duration::from_millis(own));
         }
-        if broker.quotas.any() {
+        if broker.admin().quotas.any() {
             let response_bytes = (answered && key == ApiKey::Fetch)
                 .then(|| response.compute_size(version).unwrap_or(0));
             throttle = throttle.max(throttle::after_handling(
@@ -469,9 +473,9 @@ impl Route for Call<'_> {
                 busy,
             ));
         }
-        if !throttle.is_zero() || (!answered && broker.quotas.any()) {
+        if !throttle.is_zero() || (!answered && broker.admin().quotas.any()) {
             let ms = u64::try_from(throttle.as_millis()).unwrap_or(u64::MAX);
-            broker.metrics.record_throttle(&self.ctx.client_id, ms);
+            broker.metrics().record_throttle(&self.ctx.client_id, ms);
         }
         self.session.throttle = (!throttle.is_zero()).then_some(throttle);
         if !answered {

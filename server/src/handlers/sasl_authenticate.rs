@@ -14,14 +14,16 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Access;
+use crate::metrics::Metrics;
 use crate::security::sasl::Step;
 
 impl Handler for SaslAuthenticateRequest {
     const SERVED: (i16, i16) = (0, 2);
+    type Needs = (Arc<Access>, Arc<Metrics>);
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (access, metrics): Self::Needs,
         request: SaslAuthenticateRequest,
         ctx: &RequestContext,
     ) -> SaslAuthenticateResponse {
@@ -29,7 +31,7 @@ impl Handler for SaslAuthenticateRequest {
             .sasl
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .authenticate(&request.auth_bytes, &broker.security.verifier());
+            .authenticate(&request.auth_bytes, &access.security.verifier());
         match step {
             Step::Continue(message) => {
                 SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(message))
@@ -37,7 +39,7 @@ impl Handler for SaslAuthenticateRequest {
             Step::Done(principal, message) => {
                 tracing::info!(%principal, "authenticated");
                 // KIP-368: the client authenticates again before this runs out.
-                let lifetime = broker
+                let lifetime = access
                     .security
                     .sasl
                     .reauthentication
@@ -47,17 +49,15 @@ impl Handler for SaslAuthenticateRequest {
                     .with_session_lifetime_ms(lifetime)
             }
             Step::Failed(error, message) => {
-                let failed = broker
+                let failed = access
                     .security
                     .failed_logins
                     .note(ctx.peer.ip(), std::time::Instant::now());
                 if let Some(held_back) = failed {
                     tracing::info!(peer = %ctx.peer, held_back, "{message}");
                 }
-                broker
-                    .metrics
-                    .authentication_failed(crate::metrics::AuthFailure::Sasl);
-                tokio::time::sleep(broker.security.sasl.failed_authentication_delay).await;
+                metrics.authentication_failed(crate::metrics::AuthFailure::Sasl);
+                tokio::time::sleep(access.security.sasl.failed_authentication_delay).await;
                 SaslAuthenticateResponse::default()
                     .with_error_code(error.code())
                     .with_error_message(Some(StrBytes::from_string(message)))

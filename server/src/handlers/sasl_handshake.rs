@@ -10,24 +10,25 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Access;
 
 impl Handler for SaslHandshakeRequest {
     const SERVED: (i16, i16) = (0, 1);
+    type Needs = Arc<Access>;
 
     async fn handle(
-        broker: &Arc<Broker>,
+        access: Self::Needs,
         request: SaslHandshakeRequest,
         ctx: &RequestContext,
     ) -> SaslHandshakeResponse {
-        let enabled = &broker.security.sasl.mechanisms;
+        let enabled = &access.security.sasl.mechanisms;
         let mechanisms = enabled
             .iter()
             .map(|m| StrBytes::from_static_str(m.name()))
             .collect();
         let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
         let mut exchange = ctx.sasl.lock().unwrap_or_else(PoisonError::into_inner);
-        let reauthenticate = broker.security.sasl.reauthentication.is_some();
+        let reauthenticate = access.security.sasl.reauthentication.is_some();
         match exchange.handshake(&request.mechanism, enabled, reauthenticate) {
             Ok(()) => response,
             Err((code, reason)) => {

@@ -21,18 +21,21 @@ use super::bounds::{topics_and_partitions, Counts};
 use super::share_fetch::{ack_batches, acknowledge, readable, release_member, AckResults, Acks};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
+use crate::config::BrokerConfig;
 use crate::shares::SessionUpdate;
+use crate::shares::Shares;
 
 impl Handler for ShareAcknowledgeRequest {
     const SERVED: (i16, i16) = (1, 2);
+    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Shares>);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, shares): Self::Needs,
         request: ShareAcknowledgeRequest,
         ctx: &RequestContext,
     ) -> ShareAcknowledgeResponse {
@@ -43,11 +46,11 @@ impl Handler for ShareAcknowledgeRequest {
             .unwrap_or_default();
         let member = request.member_id.as_deref().unwrap_or_default().to_string();
         let epoch = request.share_session_epoch;
-        let lock_ms = broker.shares.config(&group).lock_duration_ms;
+        let lock_ms = shares.config(&group).lock_duration_ms;
         let response = ShareAcknowledgeResponse::default()
             .with_acquisition_lock_timeout_ms(i32::try_from(lock_ms).unwrap_or(i32::MAX))
             .with_node_endpoints(vec![NodeEndpoint::default()
-                .with_node_id(BrokerId(broker.config.node_id))
+                .with_node_id(BrokerId(broker_config.node_id))
                 .with_host(StrBytes::from_string(ctx.listener.host.clone()))
                 .with_port(ctx.listener.port)]);
         let fail = |error: ResponseError| {
@@ -56,7 +59,7 @@ impl Handler for ShareAcknowledgeRequest {
                 .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(error.to_string())))
         };
-        if !ctx.authorize_group(broker, Operation::Read, &group) {
+        if !ctx.authorize_group(Operation::Read, &group) {
             return fail(ResponseError::GroupAuthorizationFailed);
         }
         let update = SessionUpdate {
@@ -64,32 +67,31 @@ impl Handler for ShareAcknowledgeRequest {
             add: &[],
             forget: &[],
         };
-        if let Err(error) =
-            broker
-                .shares
-                .members
-                .session(&group, &member, update, false, Some(ctx.peer))
+        if let Err(error) = shares
+            .members
+            .session(&group, &member, update, false, Some(ctx.peer))
         {
             return fail(error);
         }
         let acks = acks(&request);
         let (acks, refused): (Acks, Acks) = acks
             .into_iter()
-            .partition(|((topic, _), _)| readable(broker, ctx, *topic));
-        let Ok((mut results, mut pending)) = acknowledge(broker, &group, &member, acks).await
+            .partition(|((topic, _), _)| readable(&storage, ctx, *topic));
+        let Ok((mut results, mut pending)) =
+            acknowledge(&storage, &shares, &group, &member, acks).await
         else {
             return fail(ResponseError::UnknownServerError);
         };
         let denied = || Err(ResponseError::TopicAuthorizationFailed);
         results.extend(refused.into_iter().map(|(tp, _)| (tp, denied())));
         if epoch == -1 {
-            let Ok(released) = release_member(broker, &group, &member).await else {
+            let Ok(released) = release_member(&storage, &shares, &group, &member).await else {
                 return fail(ResponseError::UnknownServerError);
             };
             pending.0.extend(released.0);
         }
-        pending.durable(&broker.syncer).await;
-        response.with_responses(answer(broker, results))
+        pending.durable(&storage.syncer).await;
+        response.with_responses(answer(&broker_config, results))
     }
 
     fn throttle_time_ms(response: &mut ShareAcknowledgeResponse) -> Option<&mut i32> {
@@ -120,9 +122,9 @@ fn acks(request: &ShareAcknowledgeRequest) -> Acks {
 }
 
 /// The response's topics: each partition acknowledged, with its error if any.
-fn answer(broker: &Broker, results: AckResults) -> Vec<ShareAcknowledgeTopicResponse> {
+fn answer(broker_config: &BrokerConfig, results: AckResults) -> Vec<ShareAcknowledgeTopicResponse> {
     let leader = LeaderIdAndEpoch::default()
-        .with_leader_id(broker.config.node_id)
+        .with_leader_id(broker_config.node_id)
         .with_leader_epoch(0);
     let mut topics: BTreeMap<log_core::Uuid, Vec<PartitionData>> = BTreeMap::new();
     for ((topic, index), result) in results {

@@ -36,12 +36,23 @@ use task_queue::{AckBatch, AckType};
 
 use super::bounds::{topics_and_partitions, Counts};
 use super::{errors, Handler, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Storage;
+use crate::config::BrokerConfig;
+use crate::metrics::Metrics;
+use crate::shares::Shares;
 use crate::shares::{PartitionFetch, Pending, Requester, SessionUpdate, TopicPartition};
 use poll::{poll_records, Poll};
+use tokio::sync::watch;
 
 impl Handler for ShareFetchRequest {
     const SERVED: (i16, i16) = (1, 2);
+    type Needs = (
+        Arc<BrokerConfig>,
+        Arc<Storage>,
+        Arc<Shares>,
+        Arc<Metrics>,
+        watch::Receiver<bool>,
+    );
 
     fn counts(&self) -> Counts {
         let fetched = topics_and_partitions(&self.topics, |t| t.partitions.len());
@@ -49,7 +60,7 @@ impl Handler for ShareFetchRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, shares, metrics, shutdown): Self::Needs,
         request: ShareFetchRequest,
         ctx: &RequestContext,
     ) -> ShareFetchResponse {
@@ -60,20 +71,20 @@ impl Handler for ShareFetchRequest {
             .unwrap_or_default();
         let member = request.member_id.as_deref().unwrap_or_default().to_string();
         let epoch = request.share_session_epoch;
-        let response = base_response(broker, ctx, &group);
+        let response = base_response(&broker_config, &shares, ctx, &group);
         let fail = |error: ResponseError| {
             response
                 .clone()
                 .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(error.to_string())))
         };
-        if !ctx.authorize_group(broker, Operation::Read, &group) {
+        if !ctx.authorize_group(Operation::Read, &group) {
             return fail(ResponseError::GroupAuthorizationFailed);
         }
-        if epoch != -1 && !broker.shares.members.is_member(&group, &member) {
+        if epoch != -1 && !shares.members.is_member(&group, &member) {
             return fail(ResponseError::UnknownMemberId);
         }
-        let readable = |topic: log_core::Uuid| readable(broker, ctx, topic);
+        let readable = |topic: log_core::Uuid| readable(&storage, ctx, topic);
         let named = Named::of(&request, readable);
         if epoch == 0 && !named.acks.is_empty() {
             return fail(ResponseError::InvalidRequest);
@@ -87,19 +98,17 @@ impl Handler for ShareFetchRequest {
             add: &named.requested,
             forget: &named.forgotten,
         };
-        let session =
-            match broker
-                .shares
-                .members
-                .session(&group, &member, update, true, Some(ctx.peer))
-            {
-                Ok(partitions) => partitions,
-                Err(error) => return fail(error),
-            };
+        let session = match shares
+            .members
+            .session(&group, &member, update, true, Some(ctx.peer))
+        {
+            Ok(partitions) => partitions,
+            Err(error) => return fail(error),
+        };
 
         let outcome = if epoch == -1 || request.is_renew_ack {
             // A request renewing locks fetches nothing (KIP-1222).
-            acknowledge_only(broker, &group, &member, acks, epoch == -1)
+            acknowledge_only(&storage, &shares, &group, &member, acks, epoch == -1)
                 .await
                 .map(|(acked, pending)| (acked, Vec::new(), pending))
         } else {
@@ -108,15 +117,22 @@ impl Handler for ShareFetchRequest {
                 .filter(|(topic, _)| readable(*topic))
                 .collect();
             let poll = Poll::new(&request, partitions);
-            poll_records(broker, &group, &member, poll, acks).await
+            poll_records(&storage, &shares, &shutdown, &group, &member, poll, acks).await
         };
         let Ok((mut ack_results, fetched, pending)) = outcome else {
             return fail(ResponseError::UnknownServerError);
         };
-        pending.durable(&broker.syncer).await;
+        pending.durable(&storage.syncer).await;
         let denied = || Err(ResponseError::TopicAuthorizationFailed);
         ack_results.extend(refused_acks.into_iter().map(|(tp, _)| (tp, denied())));
-        response.with_responses(answer(broker, ack_results, fetched, &named.refused))
+        response.with_responses(answer(
+            &broker_config,
+            &storage,
+            &metrics,
+            ack_results,
+            fetched,
+            &named.refused,
+        ))
     }
 
     fn throttle_time_ms(response: &mut ShareFetchResponse) -> Option<&mut i32> {
@@ -137,14 +153,19 @@ impl Handler for ShareFetchRequest {
 }
 
 /// The response's fields every answer has: the group's lock duration and this node.
-fn base_response(broker: &Broker, ctx: &RequestContext, group: &str) -> ShareFetchResponse {
-    let config = broker.shares.config(group);
+fn base_response(
+    broker_config: &BrokerConfig,
+    shares: &Arc<Shares>,
+    ctx: &RequestContext,
+    group: &str,
+) -> ShareFetchResponse {
+    let config = shares.config(group);
     ShareFetchResponse::default()
         .with_acquisition_lock_timeout_ms(
             i32::try_from(config.lock_duration_ms).unwrap_or(i32::MAX),
         )
         .with_node_endpoints(vec![NodeEndpoint::default()
-            .with_node_id(BrokerId(broker.config.node_id))
+            .with_node_id(BrokerId(broker_config.node_id))
             .with_host(StrBytes::from_string(ctx.listener.host.clone()))
             .with_port(ctx.listener.port)])
 }
@@ -199,15 +220,16 @@ impl Named {
 /// A request that closes the session (`release`: epoch -1) or renews locks: its
 /// acknowledgements applied, then, on close, every record the member holds released.
 async fn acknowledge_only(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
     group: &str,
     member: &str,
     acks: Acks,
     release: bool,
 ) -> Result<(AckResults, Pending), TaskFailed> {
-    let (ack_results, mut pending) = acknowledge(broker, group, member, acks).await?;
+    let (ack_results, mut pending) = acknowledge(storage, shares, group, member, acks).await?;
     if release {
-        let released = release_member(broker, group, member).await?;
+        let released = release_member(storage, shares, group, member).await?;
         pending.0.extend(released.0);
     }
     Ok((ack_results, pending))
@@ -317,15 +339,16 @@ async fn joined<T>(task: tokio::task::JoinHandle<T>) -> Result<T, TaskFailed> {
 /// Releases every record `member` holds in `group` (its session or membership ended), on the
 /// blocking pool.
 pub async fn release_member(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
     group: &str,
     member: &str,
 ) -> Result<Pending, TaskFailed> {
-    let owner = broker.clone();
+    let (owner, owner_shares) = (storage.clone(), shares.clone());
     let (group, member) = (group.to_string(), member.to_string());
     joined(crate::blocking::spawn(move || {
         let mut pending = Pending::default();
-        owner.shares.release_member(
+        owner_shares.release_member(
             &owner.log,
             &group,
             &member,
@@ -344,7 +367,8 @@ pub type Acks = Vec<(TopicPartition, Result<Vec<AckBatch>, ResponseError>)>;
 
 /// Applies acknowledgements per partition on the blocking pool.
 pub async fn acknowledge(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
     group: &str,
     member: &str,
     acks: Acks,
@@ -352,12 +376,20 @@ pub async fn acknowledge(
     if acks.is_empty() {
         return Ok((Vec::new(), Pending::default()));
     }
-    let owner = broker.clone();
+    let (owner, owner_shares) = (storage.clone(), shares.clone());
     let (group, member) = (group.to_string(), member.to_string());
     joined(crate::blocking::spawn(move || {
         let mut pending = Pending::default();
         let now = log_core::now_ms();
-        let results = apply_acks(&owner, &group, &member, acks, now, &mut pending);
+        let results = apply_acks(
+            &owner,
+            &owner_shares,
+            &group,
+            &member,
+            acks,
+            now,
+            &mut pending,
+        );
         (results, pending)
     }))
     .await
@@ -365,7 +397,8 @@ pub async fn acknowledge(
 
 /// Applies acknowledgements partition by partition (blocking: it appends to the share state).
 fn apply_acks(
-    broker: &Broker,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
     group: &str,
     member: &str,
     acks: Acks,
@@ -375,8 +408,8 @@ fn apply_acks(
     acks.into_iter()
         .map(|(tp, batches)| {
             let result = batches.and_then(|batches| {
-                broker.shares.acknowledge(
-                    &broker.log,
+                shares.acknowledge(
+                    &storage.log,
                     Requester { group, member, now },
                     tp,
                     &batches,
@@ -390,19 +423,17 @@ fn apply_acks(
 
 /// Bytes and records out per topic, for the metrics: the batches sent and the records
 /// acquired in them.
-fn count_out(broker: &Broker, fetch: &PartitionFetch) {
+fn count_out(storage: &Arc<Storage>, metrics: &Arc<Metrics>, fetch: &PartitionFetch) {
     if fetch.records.is_empty() {
         return;
     }
-    if let Some(topic) = broker.log.topic_by_id(fetch.topic_partition.0) {
+    if let Some(topic) = storage.log.topic_by_id(fetch.topic_partition.0) {
         let records = fetch
             .acquired
             .iter()
             .map(|(first, last, _)| u64::try_from(last - first + 1).unwrap_or(0))
             .sum();
-        broker
-            .metrics
-            .fetched(topic.name(), records, fetch.records.len() as u64);
+        metrics.fetched(topic.name(), records, fetch.records.len() as u64);
     }
 }
 
@@ -419,24 +450,26 @@ pub fn records(response: &ShareFetchResponse) -> Vec<Bytes> {
 
 /// Whether the request may READ the topic of id `topic` (an unknown id is left to the share
 /// state to refuse).
-pub fn readable(broker: &Broker, ctx: &RequestContext, topic: log_core::Uuid) -> bool {
-    !broker.authorizer.is_enabled()
-        || broker
+pub fn readable(storage: &Storage, ctx: &RequestContext, topic: log_core::Uuid) -> bool {
+    !ctx.authorizer.is_enabled()
+        || storage
             .log
             .topic_by_id(topic)
-            .is_none_or(|t| ctx.authorize_topic(broker, Operation::Read, t.name()))
+            .is_none_or(|t| ctx.authorize_topic(Operation::Read, t.name()))
 }
 
 /// The response's topics: every partition acknowledged or fetched, with its records (never
 /// null), acquired ranges and errors, and those `refused` (TOPIC_AUTHORIZATION_FAILED).
 fn answer(
-    broker: &Broker,
+    broker_config: &BrokerConfig,
+    storage: &Arc<Storage>,
+    metrics: &Arc<Metrics>,
     acks: AckResults,
     fetched: Vec<PartitionFetch>,
     refused: &[TopicPartition],
 ) -> Vec<ShareFetchableTopicResponse> {
     let leader = LeaderIdAndEpoch::default()
-        .with_leader_id(broker.config.node_id)
+        .with_leader_id(broker_config.node_id)
         .with_leader_epoch(0);
     let mut partitions: BTreeMap<TopicPartition, PartitionData> = BTreeMap::new();
     let empty = |index: i32| {
@@ -467,7 +500,7 @@ fn answer(
             entry.error_code = error.code();
             entry.error_message = Some(StrBytes::from_string(error.to_string()));
         }
-        count_out(broker, &fetch);
+        count_out(storage, metrics, &fetch);
         entry.records = Some(fetch.records);
         entry.acquired_records = fetch
             .acquired

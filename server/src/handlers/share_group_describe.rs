@@ -21,14 +21,16 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
 use crate::shares::members::Member as ShareMember;
+use crate::shares::Shares;
 
 /// "Not requested" for the authorized-operations field.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 impl Handler for ShareGroupDescribeRequest {
     const SERVED: (i16, i16) = (1, 1);
+    type Needs = (Arc<Storage>, Arc<Shares>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -38,7 +40,7 @@ impl Handler for ShareGroupDescribeRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, shares): Self::Needs,
         request: ShareGroupDescribeRequest,
         ctx: &RequestContext,
     ) -> ShareGroupDescribeResponse {
@@ -46,7 +48,7 @@ impl Handler for ShareGroupDescribeRequest {
         let groups = request
             .group_ids
             .into_iter()
-            .map(|id| describe_group(broker, ctx, id, operations))
+            .map(|id| describe_group(&storage, &shares, ctx, id, operations))
             .collect();
         ShareGroupDescribeResponse::default().with_groups(groups)
     }
@@ -67,7 +69,8 @@ fn text(s: &str) -> StrBytes {
 /// One group as the principal may see it: refused, not found, hidden for its topics, or its
 /// state and members.
 fn describe_group(
-    broker: &Broker,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
     ctx: &RequestContext,
     id: GroupId,
     operations: bool,
@@ -75,19 +78,18 @@ fn describe_group(
     let described = DescribedGroup::default()
         .with_group_id(id.clone())
         .with_authorized_operations(OPERATIONS_OMITTED);
-    if !ctx.authorize_group(broker, Operation::Describe, &id) {
+    if !ctx.authorize_group(Operation::Describe, &id) {
         return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     let described = if operations {
-        let bits = ctx.authorized_operations(broker, ResourceType::Group, &id);
+        let bits = ctx.authorized_operations(ResourceType::Group, &id);
         described.with_authorized_operations(bits)
     } else {
         described
     };
-    let known = broker.shares.members.describe(&id);
+    let known = shares.members.describe(&id);
     let Some((epoch, members)) = known.or_else(|| {
-        broker
-            .shares
+        shares
             .groups()
             .contains(&id.to_string())
             .then(|| (0, Vec::new()))
@@ -103,11 +105,11 @@ fn describe_group(
     };
     let members: Vec<Member> = members
         .into_iter()
-        .map(|(member_id, m)| member(broker, &member_id, &m))
+        .map(|(member_id, m)| member(storage, &member_id, &m))
         .collect();
     // As Kafka: a group whose members name a topic the principal may not DESCRIBE is
     // TOPIC_AUTHORIZATION_FAILED, without its members.
-    if hides_topics(broker, ctx, &members) {
+    if hides_topics(ctx, &members) {
         let error = ResponseError::TopicAuthorizationFailed;
         return described
             .with_error_code(error.code())
@@ -124,11 +126,11 @@ fn describe_group(
 }
 
 /// A member with its subscription and assignment (by topic, each with its id and name).
-fn member(broker: &Broker, member_id: &str, m: &ShareMember) -> Member {
+fn member(storage: &Arc<Storage>, member_id: &str, m: &ShareMember) -> Member {
     let assigned = super::assignment::by_topic(&m.assignment)
         .into_iter()
         .map(|(topic_id, partitions)| {
-            let name = broker
+            let name = storage
                 .log
                 .topic_by_id(topic_id)
                 .map(|t| t.name().to_string())
@@ -149,12 +151,12 @@ fn member(broker: &Broker, member_id: &str, m: &ShareMember) -> Member {
 }
 
 /// Whether a member subscribes to or is assigned a topic the principal may not DESCRIBE.
-fn hides_topics(broker: &Broker, ctx: &RequestContext, members: &[Member]) -> bool {
+fn hides_topics(ctx: &RequestContext, members: &[Member]) -> bool {
     members.iter().any(|m| {
         let assigned = m.assignment.topic_partitions.iter().map(|t| &t.topic_name);
         m.subscribed_topic_names
             .iter()
             .chain(assigned)
-            .any(|t| !ctx.authorize_topic(broker, Operation::Describe, t))
+            .any(|t| !ctx.authorize_topic(Operation::Describe, t))
     })
 }

@@ -16,14 +16,17 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::Storage;
+use crate::config::BrokerConfig;
+use crate::shares::Shares;
 use crate::shares::{ShareBeat, TopicPartition};
 
 impl Handler for ShareGroupHeartbeatRequest {
     const SERVED: (i16, i16) = (1, 1);
+    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Shares>);
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (broker_config, storage, shares): Self::Needs,
         request: ShareGroupHeartbeatRequest,
         ctx: &RequestContext,
     ) -> ShareGroupHeartbeatResponse {
@@ -34,18 +37,18 @@ impl Handler for ShareGroupHeartbeatRequest {
                 .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(error.to_string())))
         };
-        if !ctx.authorize_group(broker, Operation::Read, &group) {
+        if !ctx.authorize_group(Operation::Read, &group) {
             return denied(ResponseError::GroupAuthorizationFailed);
         }
         if request
             .subscribed_topic_names
             .iter()
             .flatten()
-            .any(|topic| !ctx.authorize_topic(broker, Operation::Describe, topic))
+            .any(|topic| !ctx.authorize_topic(Operation::Describe, topic))
         {
             return denied(ResponseError::TopicAuthorizationFailed);
         }
-        let config = broker.shares.config(&group);
+        let config = shares.config(&group);
         let subscriptions = request
             .subscribed_topic_names
             .map(|names| names.into_iter().map(|n| n.to_string()).collect());
@@ -58,11 +61,11 @@ impl Handler for ShareGroupHeartbeatRequest {
             client_id: &ctx.client_id,
             client_host: &host,
         };
-        let answer = broker.shares.members.heartbeat(
+        let answer = shares.members.heartbeat(
             beat,
             log_core::now_ms(),
-            broker.config.share_group_max_size,
-            |topic| partitions_of(broker, topic),
+            broker_config.share_group_max_size,
+            |topic| partitions_of(&storage, topic),
         );
         let response = ShareGroupHeartbeatResponse::default().with_heartbeat_interval_ms(
             i32::try_from(config.heartbeat_interval_ms).unwrap_or(i32::MAX),
@@ -76,8 +79,10 @@ impl Handler for ShareGroupHeartbeatRequest {
             }
         };
         if request.member_epoch == -1 {
-            if let Ok(pending) = super::share_fetch::release_member(broker, &group, &member).await {
-                pending.durable(&broker.syncer).await;
+            if let Ok(pending) =
+                super::share_fetch::release_member(&storage, &shares, &group, &member).await
+            {
+                pending.durable(&storage.syncer).await;
             }
         }
         let assignment = heartbeat.assignment.map(|partitions| {
@@ -110,8 +115,8 @@ impl Handler for ShareGroupHeartbeatRequest {
 
 /// A topic's partitions by topic id; none if it does not exist (a subscription may name a topic
 /// before it is created: its partitions are assigned once it is).
-pub fn partitions_of(broker: &Broker, topic: &str) -> Vec<TopicPartition> {
-    broker.log.topic(topic).map_or_else(Vec::new, |t| {
+pub fn partitions_of(storage: &Arc<Storage>, topic: &str) -> Vec<TopicPartition> {
+    storage.log.topic(topic).map_or_else(Vec::new, |t| {
         (0..t.partitions().len())
             .filter_map(|p| Some((t.id(), i32::try_from(p).ok()?)))
             .collect()

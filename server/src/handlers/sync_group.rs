@@ -14,14 +14,16 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::Counts;
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Broker;
+use crate::broker::Groups;
 use crate::groups::{Reply, Synced};
+use tokio::sync::watch;
 
 /// How long a follower waits for its leader's assignment before it is told to rejoin.
 const SYNC_WAIT: Duration = Duration::from_secs(300);
 
 impl Handler for SyncGroupRequest {
     const SERVED: (i16, i16) = (0, 3);
+    type Needs = (Arc<Groups>, watch::Receiver<bool>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -31,11 +33,11 @@ impl Handler for SyncGroupRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (groups, shutdown): Self::Needs,
         request: SyncGroupRequest,
         ctx: &RequestContext,
     ) -> SyncGroupResponse {
-        if !ctx.authorize_group(broker, Operation::Read, &request.group_id) {
+        if !ctx.authorize_group(Operation::Read, &request.group_id) {
             return SyncGroupResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
@@ -51,7 +53,7 @@ impl Handler for SyncGroupRequest {
                 )
             })
             .collect();
-        let reply = broker.groups.sync(
+        let reply = groups.classic.sync(
             &request.group_id,
             request.generation_id,
             &request.member_id,
@@ -62,7 +64,7 @@ impl Handler for SyncGroupRequest {
         let synced = match reply {
             Reply::Now(synced) => synced,
             Reply::Later(rx) => {
-                let mut shutdown = broker.shutdown.clone();
+                let mut shutdown = shutdown.clone();
                 tokio::select! {
                     answer = tokio::time::timeout(SYNC_WAIT, rx) => match answer {
                         Ok(Ok(synced)) => synced,

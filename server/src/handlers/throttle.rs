@@ -25,8 +25,8 @@ pub(super) async fn wait_for_quota(
         ApiKey::Fetch => QuotaKind::ConsumerByteRate,
         _ => return Duration::ZERO,
     };
-    let quotas = &broker.quotas;
-    let mut shutdown = broker.shutdown.clone();
+    let quotas = &broker.admin().quotas;
+    let mut shutdown = broker.shutdown();
     // Ends when the debt is paid: each round sleeps until then, and the bucket fills at its
     // quota meanwhile.
     loop {
@@ -57,7 +57,7 @@ pub(super) fn after_handling(
     response_bytes: Option<usize>,
     busy: Option<Duration>,
 ) -> Duration {
-    let quotas = &broker.quotas;
+    let quotas = &broker.admin().quotas;
     let now = Instant::now();
     let by_bytes = match (key, response_bytes) {
         (ApiKey::Fetch, Some(n)) => {

@@ -6,25 +6,25 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 
 use super::errors;
-use crate::broker::Broker;
+use crate::broker::Txns;
 use crate::transactions::{CoordError, TxnError};
 
 /// Runs `op` on the blocking pool; a refusal or failure becomes its Kafka error (`fenced`: the
 /// code of a fenced producer at this version). A prepared transaction the refusal names
 /// (CONCURRENT_TRANSACTIONS) is completed in the background, so a retry finds it done.
 pub(super) async fn run<R: Send + 'static>(
-    broker: &Arc<Broker>,
+    txns: &Arc<Txns>,
     id: &str,
     fenced: ResponseError,
-    op: impl FnOnce(&Broker) -> Result<R, CoordError> + Send + 'static,
+    op: impl FnOnce(&Txns) -> Result<R, CoordError> + Send + 'static,
 ) -> Result<R, ResponseError> {
-    let owner = broker.clone();
+    let owner = txns.clone();
     match crate::blocking::spawn(move || op(&owner)).await {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) => {
             match &e {
                 CoordError::Txn(TxnError::Concurrent(_)) => {
-                    tokio::spawn(broker.clone().complete_transaction(id.to_string()));
+                    tokio::spawn(txns.clone().complete(id.to_string()));
                 }
                 CoordError::Txn(_) => {
                     tracing::debug!(transactional_id = id, error = %e, "transaction request refused")

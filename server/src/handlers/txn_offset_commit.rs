@@ -26,7 +26,7 @@ use super::offset_commit::membership_error;
 use super::transaction;
 use super::Handler;
 use super::RequestContext;
-use crate::broker::Broker;
+use crate::broker::{Groups, Storage, Txns};
 use crate::groups::offsets::MAX_METADATA_BYTES;
 use crate::transactions::PendingOffset;
 
@@ -35,25 +35,26 @@ type PartitionCheck = (i32, Result<PendingOffset, ResponseError>);
 
 impl Handler for TxnOffsetCommitRequest {
     const SERVED: (i16, i16) = (0, 5);
+    type Needs = (Arc<Storage>, Arc<Groups>, Arc<Txns>);
 
     fn counts(&self) -> Counts {
         topics_and_partitions(&self.topics, |t| t.partitions.len())
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        (storage, groups, txns): Self::Needs,
         request: TxnOffsetCommitRequest,
         ctx: &RequestContext,
     ) -> TxnOffsetCommitResponse {
         let id = request.transactional_id.to_string();
         let group = request.group_id.to_string();
-        let request_error = request_error(broker, &request, ctx, &id, &group);
+        let request_error = request_error(&groups, &request, ctx, &id, &group);
         // Per topic, per partition: the offset to commit, or the partition's error.
         let mut checked: Vec<(String, Vec<PartitionCheck>)> =
             Vec::with_capacity(request.topics.len());
         for topic in &request.topics {
             let name = topic.name.to_string();
-            let readable = ctx.authorize_topic(broker, Operation::Read, &name);
+            let readable = ctx.authorize_topic(Operation::Read, &name);
             let refused =
                 request_error.or((!readable).then_some(ResponseError::TopicAuthorizationFailed));
             let partitions = topic
@@ -62,7 +63,7 @@ impl Handler for TxnOffsetCommitRequest {
                 .map(|p| {
                     (
                         p.partition_index,
-                        check_partition(broker, &name, p, refused),
+                        check_partition(&storage, &name, p, refused),
                     )
                 })
                 .collect();
@@ -83,8 +84,8 @@ impl Handler for TxnOffsetCommitRequest {
         } else {
             let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
             let key = id.clone();
-            transaction::run(broker, &id, ResponseError::InvalidProducerEpoch, move |b| {
-                b.transactions.commit_offsets(
+            transaction::run(&txns, &id, ResponseError::InvalidProducerEpoch, move |b| {
+                b.coordinator.commit_offsets(
                     &key,
                     producer_id,
                     epoch,
@@ -118,19 +119,19 @@ impl Handler for TxnOffsetCommitRequest {
 /// Why no partition of the request may be committed (the transactional id or group refused,
 /// the member's generation, or an empty group id), if so.
 fn request_error(
-    broker: &Broker,
+    groups: &Arc<Groups>,
     request: &TxnOffsetCommitRequest,
     ctx: &RequestContext,
     id: &str,
     group: &str,
 ) -> Option<ResponseError> {
-    if !ctx.authorize(broker, Operation::Write, ResourceType::TransactionalId, id) {
+    if !ctx.authorize(Operation::Write, ResourceType::TransactionalId, id) {
         Some(ResponseError::TransactionalIdAuthorizationFailed)
-    } else if !ctx.authorize_group(broker, Operation::Read, group) {
+    } else if !ctx.authorize_group(Operation::Read, group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else if ctx.version >= 3 {
         membership_error(
-            broker,
+            groups,
             group,
             request.generation_id,
             &request.member_id,
@@ -146,7 +147,7 @@ fn request_error(
 /// A partition's offset to commit, or why it is refused: `refused` (the request's or the
 /// topic's error), metadata too large, or an unknown partition.
 fn check_partition(
-    broker: &Broker,
+    storage: &Arc<Storage>,
     topic: &str,
     p: &TxnOffsetCommitRequestPartition,
     refused: Option<ResponseError>,
@@ -159,7 +160,7 @@ fn check_partition(
         .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
     {
         Err(ResponseError::OffsetMetadataTooLarge)
-    } else if broker.partition(topic, p.partition_index).is_none() {
+    } else if storage.partition(topic, p.partition_index).is_none() {
         Err(ResponseError::UnknownTopicOrPartition)
     } else {
         Ok(PendingOffset {

@@ -22,10 +22,11 @@ use super::bounds::Counts;
 use super::Handler;
 use super::{errors, RequestContext};
 use crate::appender::{AppendMode, Appended, Marker, ProduceError};
-use crate::broker::Broker;
+use crate::broker::Storage;
 
 impl Handler for WriteTxnMarkersRequest {
     const SERVED: (i16, i16) = (1, 1);
+    type Needs = Arc<Storage>;
 
     fn counts(&self) -> Counts {
         let topics = self.markers.iter().flat_map(|m| &m.topics);
@@ -37,11 +38,11 @@ impl Handler for WriteTxnMarkersRequest {
     }
 
     async fn handle(
-        broker: &Arc<Broker>,
+        storage: Self::Needs,
         request: WriteTxnMarkersRequest,
         ctx: &RequestContext,
     ) -> WriteTxnMarkersResponse {
-        let allowed = ctx.authorize_cluster(broker, Operation::ClusterAction);
+        let allowed = ctx.authorize_cluster(Operation::ClusterAction);
         let mut results = Vec::with_capacity(request.markers.len());
         for marker in request.markers {
             let kind = if marker.transaction_result {
@@ -62,7 +63,7 @@ impl Handler for WriteTxnMarkersRequest {
                     let code = if !allowed {
                         ResponseError::ClusterAuthorizationFailed.code()
                     } else {
-                        let (owner, topic) = (broker.clone(), name.clone());
+                        let (owner, topic) = (storage.clone(), name.clone());
                         let written = crate::blocking::spawn(move || {
                             owner.appender().write_marker(
                                 &topic,
@@ -79,7 +80,7 @@ impl Handler for WriteTxnMarkersRequest {
                         .await
                         .unwrap_or_else(|e| Err(ProduceError::TaskFailed(e.to_string())));
                         let durable = match written {
-                            Ok(appended) => durable(broker, &appended).await,
+                            Ok(appended) => durable(&storage, &appended).await,
                             Err(e) => Err(e),
                         };
                         durable.err().map_or(0, |e| errors::produce(&e, 9).code())
@@ -102,7 +103,7 @@ impl Handler for WriteTxnMarkersRequest {
                     .with_topics(topics),
             );
         }
-        broker.appended.notify_waiters();
+        storage.appended.notify_waiters();
         WriteTxnMarkersResponse::default().with_markers(results)
     }
 
@@ -120,6 +121,6 @@ impl Handler for WriteTxnMarkersRequest {
     }
 }
 
-async fn durable(broker: &Broker, appended: &Appended) -> Result<(), ProduceError> {
-    appended.durable(&broker.syncer).await
+async fn durable(storage: &Arc<Storage>, appended: &Appended) -> Result<(), ProduceError> {
+    appended.durable(&storage.syncer).await
 }

@@ -93,11 +93,11 @@ impl Scraper {
         let mut rows = Vec::new();
         let mut consumed = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
         let mut seen = HashSet::new();
-        let mut groups = broker.offsets.groups();
+        let mut groups = broker.groups().offsets.groups();
         groups.sort();
         for group in groups {
-            for ((topic, index), committed) in broker.offsets.group_offsets(&group) {
-                let Some(partition) = broker.partition(&topic, index) else {
+            for ((topic, index), committed) in broker.groups().offsets.group_offsets(&group) {
+                let Some(partition) = broker.storage().partition(&topic, index) else {
                     continue;
                 };
                 if committed.offset < 0 {
@@ -113,7 +113,7 @@ impl Scraper {
                 let seconds = if records == 0 {
                     Some(0.0)
                 } else {
-                    let id = broker.log.topic(&topic).map(|t| t.id());
+                    let id = broker.storage().log.topic(&topic).map(|t| t.id());
                     let timestamp = match tracked.oldest {
                         Some((was, at, ts)) if Some(was) == id && at == next => Some(ts),
                         _ => {
@@ -148,8 +148,9 @@ struct Scrape(Arc<Scraper>);
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
         let broker = &self.0.broker;
-        let metrics = &broker.metrics;
+        let metrics = &broker.metrics();
         let existing: HashSet<String> = broker
+            .storage()
             .log
             .topics()
             .iter()
@@ -237,7 +238,7 @@ fn cleaner(topics: &[Arc<log_core::Topic>], encoder: &mut DescriptorEncoder) -> 
 }
 
 fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
-    let topics = broker.log.topics();
+    let topics = broker.storage().log.topics();
     let each = |encoder: &mut DescriptorEncoder,
                 name: &str,
                 help: &str,
@@ -298,9 +299,9 @@ fn partitions(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Er
     gauge(
         &mut f,
         &[("", ""); 0],
-        broker.log.offline_topics().len() as u64,
+        broker.storage().log.offline_topics().len() as u64,
     )?;
-    let stats = broker.log.scrub_stats();
+    let stats = broker.storage().log.scrub_stats();
     let mut f = family(
         encoder,
         "lograil_log_scrub_passes",
@@ -445,12 +446,13 @@ fn lag(scraper: &Scraper, encoder: &mut DescriptorEncoder) -> Result<(), Error> 
 /// and the bound.
 fn backlogs(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
     let rows: Vec<_> = broker
+        .storage()
         .log
         .topics()
         .into_iter()
         .filter_map(|topic| {
             let bound = crate::backlog::Bound::of(&topic.config())?;
-            let state = broker.measure_backlog(&topic, &bound);
+            let state = broker.backlog().measure(&topic, &bound);
             Some((topic.name().to_string(), bound, state))
         })
         .collect();

@@ -12,8 +12,8 @@ use crate::metrics::encode::{counter, family, gauge};
 pub(super) fn encode(broker: &Broker, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
     let now_ms = log_core::now_ms();
     let mut rows = Vec::new();
-    for group in broker.shares.groups() {
-        for s in broker.shares.summaries(&broker.log, &group) {
+    for group in broker.shares().groups() {
+        for s in broker.shares().summaries(&broker.storage().log, &group) {
             rows.push((group.clone(), s));
         }
     }

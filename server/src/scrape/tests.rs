@@ -44,7 +44,8 @@ fn a_scrape_reports_lag_throttles_and_escapes_labels() {
         .unwrap(),
     );
     broker
-        .create_topic("t", 1, broker.topic_defaults())
+        .admin()
+        .create_topic("t", 1, broker.storage().topic_defaults())
         .unwrap();
     let now = log_core::now_ms();
     // 10 records, the i-th written 100 - i seconds ago.
@@ -53,6 +54,7 @@ fn a_scrape_reports_lag_throttles_and_escapes_labels() {
         .collect();
     let batch = crate::appender::Batches::parse(log_core::batch::build(&records));
     broker
+        .storage()
         .appender()
         .append_records(
             "t",
@@ -70,14 +72,15 @@ fn a_scrape_reports_lag_throttles_and_escapes_labels() {
             commit_timestamp: now,
         };
         broker
+            .groups()
             .offsets
             .commit(group, vec![(("t".to_string(), 0), committed)])
             .unwrap();
     };
     commit("we\"ird", 4);
     commit("done", 10);
-    broker.metrics.record_throttle("slow\nclient", 250);
-    broker.metrics.record_throttle("slow\nclient", 750);
+    broker.metrics().record_throttle("slow\nclient", 250);
+    broker.metrics().record_throttle("slow\nclient", 750);
 
     let scraper = Arc::new(super::Scraper::new(broker.clone()));
     for _ in 0..2 {

@@ -57,11 +57,14 @@ pub fn dead_letter_records(context: &Context<'_>) -> Page {
     if !context.viewer.sees_topic(broker, name) {
         return Err(missing());
     }
-    let topic = broker.log.topic(name).ok_or_else(missing)?;
+    let topic = broker.storage().log.topic(name).ok_or_else(missing)?;
     if !dead_letters::is_dead_letter_topic(&topic) {
         return Err(missing());
     }
-    let partition = broker.partition(name, index).ok_or_else(missing)?;
+    let partition = broker
+        .storage()
+        .partition(name, index)
+        .ok_or_else(missing)?;
     let title = format!("Dead letters of {name} [{index}]");
     let mut h = Html::default();
     if !context.viewer.reads_topic(broker, name) {

@@ -77,13 +77,15 @@ fn page(context: &Context<'_>, here: &str, title: &str, body: Html) -> String {
 fn visible_topics(context: &Context<'_>) -> Vec<Arc<log_core::Topic>> {
     let mut topics: Vec<_> = context
         .broker
+        .storage()
         .log
         .topics()
         .into_iter()
         .filter(|t| context.viewer.sees_topic(context.broker, t.name()))
         .collect();
     topics.sort_by(|a, b| {
-        (Broker::is_internal(a.name()), a.name()).cmp(&(Broker::is_internal(b.name()), b.name()))
+        (crate::broker::Storage::is_internal(a.name()), a.name())
+            .cmp(&(crate::broker::Storage::is_internal(b.name()), b.name()))
     });
     topics
 }
@@ -138,7 +140,7 @@ pub fn overview(context: &Context<'_>, scraper: &Scraper, rates: &Rates) -> Page
     groups.dedup();
     let shares = context
         .broker
-        .shares
+        .shares()
         .groups()
         .into_iter()
         .filter(|g| context.viewer.sees_group(context.broker, g))
@@ -299,7 +301,7 @@ pub fn shares(context: &Context<'_>) -> Page {
     let now = log_core::now_ms();
     let mut h = Html::default();
     let mut any = false;
-    for group in broker.shares.groups() {
+    for group in broker.shares().groups() {
         if !context.viewer.sees_group(broker, &group) {
             continue;
         }
@@ -308,8 +310,8 @@ pub fn shares(context: &Context<'_>) -> Page {
         h.raw("<table><tr><th>Topic</th><th>Partition</th><th>Start</th><th>End</th><th>Available</th>\
                <th>Acquired</th><th>Archived</th><th>Oldest lock</th><th>Overload mode</th></tr>");
         let summaries: Vec<_> = broker
-            .shares
-            .summaries(&broker.log, &group)
+            .shares()
+            .summaries(&broker.storage().log, &group)
             .into_iter()
             .filter(|s| context.viewer.sees_topic(broker, &s.topic))
             .collect();
@@ -381,7 +383,7 @@ pub fn limits(context: &Context<'_>) -> Page {
         .into_iter()
         .filter_map(|topic| {
             let bound = crate::backlog::Bound::of(&topic.config())?;
-            let state = broker.measure_backlog(&topic, &bound);
+            let state = broker.backlog().measure(&topic, &bound);
             Some((topic, bound, state))
         })
         .collect();
@@ -420,7 +422,7 @@ pub fn limits(context: &Context<'_>) -> Page {
     if !context.viewer.sees_cluster(broker) {
         h.raw("<p class=\"none\">Needs DescribeConfigs on the cluster.</p>");
     } else {
-        let throttles = broker.metrics.throttles();
+        let throttles = broker.metrics().throttles();
         if throttles.is_empty() {
             h.raw("<p class=\"none\">No client has been throttled since the broker started.</p>");
         } else {

@@ -8,8 +8,10 @@ use std::time::Duration;
 use kafka_protocol::messages::ShareFetchRequest;
 
 use super::{apply_acks, joined, AckResults, Acks, TaskFailed};
-use crate::broker::Broker;
+use crate::broker::Storage;
+use crate::shares::Shares;
 use crate::shares::{FetchLimits, PartitionFetch, Pending, Requester, TopicPartition};
+use tokio::sync::watch;
 
 /// Records a fetch acquires when it does not say (`max.poll.records`' default).
 const DEFAULT_MAX_RECORDS: usize = 500;
@@ -45,7 +47,9 @@ impl Poll {
 /// append or release until the deadline or shutdown. Returns the acknowledgements' outcomes,
 /// the last look's records and the state changes to make durable.
 pub(super) async fn poll_records(
-    broker: &Arc<Broker>,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
+    shutdown: &watch::Receiver<bool>,
     group: &str,
     member: &str,
     poll: Poll,
@@ -53,7 +57,7 @@ pub(super) async fn poll_records(
 ) -> Result<(AckResults, Vec<PartitionFetch>, Pending), TaskFailed> {
     let mut acks = Some(acks);
     let (mut ack_results, mut pending) = (Vec::new(), Pending::default());
-    let mut shutdown = broker.shutdown.clone();
+    let mut shutdown = shutdown.clone();
     let Poll {
         partitions,
         limits,
@@ -62,26 +66,25 @@ pub(super) async fn poll_records(
     } = poll;
     loop {
         // Registered before looking, so no append or release in between is missed.
-        let appended = broker.appended.notified();
-        let released = broker.shares.released.notified();
+        let appended = storage.appended.notified();
+        let released = shares.released.notified();
         tokio::pin!(appended, released);
         appended.as_mut().enable();
         released.as_mut().enable();
-        let owner = broker.clone();
+        let (owner, owner_shares) = (storage.clone(), shares.clone());
         let (g, m, ps) = (group.to_string(), member.to_string(), partitions.clone());
         let acks = acks.take();
         let (acked, got, more) = joined(crate::blocking::spawn(move || {
             let mut pending = Pending::default();
             let now = log_core::now_ms();
-            let acked = acks.map(|acks| apply_acks(&owner, &g, &m, acks, now, &mut pending));
+            let acked =
+                acks.map(|acks| apply_acks(&owner, &owner_shares, &g, &m, acks, now, &mut pending));
             let from = Requester {
                 group: &g,
                 member: &m,
                 now,
             };
-            let got = owner
-                .shares
-                .acquire(&owner.log, from, &ps, rotate, limits, &mut pending);
+            let got = owner_shares.acquire(&owner.log, from, &ps, rotate, limits, &mut pending);
             (acked, got, pending)
         }))
         .await?;
@@ -92,7 +95,7 @@ pub(super) async fn poll_records(
         let any = got
             .iter()
             .any(|f| !f.acquired.is_empty() || f.error.is_some());
-        if any || tokio::time::Instant::now() >= deadline || broker.is_shutting_down() {
+        if any || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
             return Ok((ack_results, got, pending));
         }
         tokio::select! {

@@ -1,0 +1,109 @@
+//! The groups facade: classic and consumer-protocol groups, their committed offsets, and the
+//! one writer of the groups' own records in `__consumer_offsets`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::groups::consumer::ConsumerGroups;
+use crate::groups::offsets::{ConsumerGroupMeta, OffsetsError};
+use crate::groups::{Coordinator, OffsetStore};
+
+/// Consumer groups of both protocols and their offsets.
+#[derive(Debug)]
+pub struct Groups {
+    /// Classic groups (JoinGroup, SyncGroup, Heartbeat).
+    pub classic: Coordinator,
+    /// Consumer-protocol groups (KIP-848); a group id is here or in `classic`, not both.
+    pub consumer: ConsumerGroups,
+    pub offsets: OffsetStore,
+    /// One writer of the groups' own records at a time (`store_group_records`), so records
+    /// reach the log in the order their changes were taken.
+    records: tokio::sync::Mutex<()>,
+    /// `offsets.retention.minutes`.
+    retention: Duration,
+}
+
+impl Groups {
+    /// The groups kept in `offsets`: those with committed offsets come back Empty, with their
+    /// protocol type and generation; the record of one without (forgotten) waits for the next
+    /// rewrite.
+    pub(super) fn restore(
+        classic: Coordinator,
+        consumer: ConsumerGroups,
+        offsets: OffsetStore,
+        retention: Duration,
+    ) -> Groups {
+        classic.restore(
+            offsets
+                .group_metas()
+                .into_iter()
+                .filter(|(group, _)| offsets.has_offsets(group))
+                .collect(),
+        );
+        consumer.restore(
+            offsets
+                .consumer_group_metas()
+                .into_iter()
+                .filter(|(group, _)| offsets.has_offsets(group))
+                .map(|(group, meta)| (group, meta.epoch))
+                .collect(),
+        );
+        Groups {
+            classic,
+            consumer,
+            offsets,
+            records: tokio::sync::Mutex::new(()),
+            retention,
+        }
+    }
+
+    /// Writes the own records (protocol type, generation) of the groups that changed since
+    /// theirs was written, and deletes those of `forgotten` groups, in `__consumer_offsets`
+    /// (on the blocking pool, durable when this returns). One call at a time: a change taken
+    /// by an earlier call is durable when a later one returns, and records land in the order
+    /// their changes were taken. A failure is logged and its groups count as unwritten, so
+    /// the next call (the group timer's, within 100 ms) writes them again.
+    pub async fn store_group_records(self: &Arc<Self>, mut forgotten: Vec<String>) {
+        let _turn = self.records.lock().await;
+        // A group forgotten at the tick and joined again since keeps its new record.
+        forgotten.retain(|group| !self.classic.contains(group));
+        let changed = self.classic.unpersisted();
+        let consumer: Vec<(String, Option<ConsumerGroupMeta>)> = self
+            .consumer
+            .unpersisted()
+            .into_iter()
+            .map(|(id, epoch)| (id, epoch.map(|epoch| ConsumerGroupMeta { epoch })))
+            .collect();
+        if forgotten.is_empty() && changed.is_empty() && consumer.is_empty() {
+            return;
+        }
+        let names: Vec<String> = changed.iter().map(|(id, _)| id.clone()).collect();
+        let consumer_names: Vec<String> = consumer.iter().map(|(id, _)| id.clone()).collect();
+        let owner = self.clone();
+        let stored = crate::blocking::spawn(move || {
+            for group in &forgotten {
+                owner.offsets.delete_group_record(group)?;
+            }
+            owner.offsets.store_groups(changed)?;
+            owner.offsets.store_consumer_groups(consumer)
+        })
+        .await;
+        let error = match stored {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::error!(error, "writing group records failed");
+        self.classic.unwritten(&names);
+        self.consumer.unwritten(&consumer_names);
+    }
+
+    /// Deletes the committed offsets of groups empty for `offsets.retention.minutes` at
+    /// `now_ms` (tombstones in `__consumer_offsets`, durable: call it on the blocking pool).
+    pub fn expire_offsets(&self, now_ms: i64) -> Result<Vec<String>, OffsetsError> {
+        let retention_ms = i64::try_from(self.retention.as_millis()).unwrap_or(i64::MAX);
+        let mut with_members = self.classic.groups_with_members();
+        with_members.extend(self.consumer.groups_with_members());
+        self.offsets.expire(now_ms, retention_ms, &with_members)
+    }
+}
