@@ -35,9 +35,18 @@
 //! while any record is available. With `lograil.share.overload.target.ms`, CoDel's rule turns
 //! an overload mode on when the oldest available record has waited longer than the target for
 //! a whole interval: records past their deadline are archived as expired, the newest served
-//! first, until the wait is back under the target. The broker reads the window's tenants,
-//! timestamps and deadlines from the log and hands them in ([`SharePartition::unknown_meta`],
-//! [`SharePartition::learn`]); they are not persisted. See the `fairness` module.
+//! first, until the wait is back under the target. The window's tenants, timestamps and
+//! deadlines are read from the log as acquisition needs them; they are not persisted. See the
+//! `fairness` module.
+//!
+//! ## Acquisition over the log
+//!
+//! A fetch acquires with one call, [`acquire`], over what it reads of the log: the
+//! [`PartitionLog`] trait (the log start and last stable offset, batch ends, record metas, the
+//! batches themselves, which records are not committed data or past their deadline), which the
+//! broker implements over a log-core partition. It returns the acquired ranges, their batches
+//! and what changed, with the share partition's lock still held so the broker persists the
+//! changes before another operation runs.
 //!
 //! ## What survives a crash
 //!
@@ -71,6 +80,7 @@
 //! # Ok::<(), task_queue::AckError>(())
 //! ```
 
+mod acquisition;
 mod config;
 mod fairness;
 mod record;
@@ -78,6 +88,7 @@ mod share_partition;
 mod store;
 mod window;
 
+pub use acquisition::{acquire, Acquisition, Fetch, PartitionLog, ReadFailed};
 pub use config::{AutoOffsetReset, ShareConfig, ShareConfigError};
 pub use fairness::{FairnessKey, RecordMeta, Tenant, TenantStats};
 pub use record::{ArchiveReason, Attempt, Entry, Outcome, RecordState};

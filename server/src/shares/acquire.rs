@@ -1,17 +1,17 @@
 //! Acquisition on ShareFetch: a member's records across its partitions, in turn, each
-//! partition's window of record metadata learnt from the log first (fair turns), records past
-//! their deadline archived and dead-lettered instead of delivered.
+//! partition's by one call of task-queue's [`task_queue::acquire`] over the log
+//! ([`LogPartition`]), and what it changed recorded (archived records dead-lettered).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use log_core::{Log, Partition};
-use task_queue::{Changes, ShareConfig, ShareKey, SharePartition};
+use log_core::Log;
+use task_queue::{Fetch, ShareConfig, ShareKey};
 
-use super::delivery;
+use super::partition_log::LogPartition;
 use super::{
-    lock, FetchError, FetchLimits, PartitionFetch, PartitionRef, Pending, Requester, Shares,
+    FetchError, FetchLimits, PartitionFetch, PartitionRef, Pending, Requester, Shares,
     TopicPartition,
 };
 
@@ -59,9 +59,8 @@ impl Shares {
         out
     }
 
-    /// Acquires records of one partition: its window's metadata learnt, records taken under
-    /// the partition's lock, their batches read, those that may not be delivered archived, and
-    /// the changes recorded.
+    /// Acquires records of one partition ([`task_queue::acquire`] over the log) and records
+    /// what changed under the share partition's lock.
     fn acquire_one(
         &self,
         log: &Log,
@@ -71,7 +70,6 @@ impl Shares {
         config: &ShareConfig,
         pending: &mut Pending,
     ) -> PartitionFetch {
-        let (member, now) = (from.member, from.now);
         let fail = |error| PartitionFetch {
             topic_partition: (topic_id, index),
             error: Some(error),
@@ -94,158 +92,30 @@ impl Shares {
             partition: &partition,
             config,
         };
-        let state = self.state(&key, &partition, config, now, pending);
-        // Committed records only: nothing at or past the last stable offset is acquired.
-        let log_end = partition.last_stable_offset();
-        if config.needs_meta() {
-            learn_meta(&state, &partition, log_end, config);
-        }
-        let mut state = lock(&state);
-        let (mut ranges, mut changes) = take(&mut state, at, from, limits, log_end);
-        // Fair turns pick records across the window: the batches go out in offset order.
-        ranges.sort_unstable();
-        let records = match delivery::read_acquired(&partition, &ranges) {
-            Ok(records) => records,
-            Err(e) => {
-                tracing::error!(partition = partition.name(), error = %e, "reading acquired records failed");
-                // Give them back, unseen.
-                merge(&mut changes, state.release_member(member, now, config));
-                let _ = self.record(log, at, &state, &changes, pending);
-                return fail(FetchError::Read(Arc::new(e)));
-            }
+        let state = self.state(&key, &partition, config, from.now, pending);
+        let fetch = Fetch {
+            member: from.member,
+            now: from.now,
+            max_records: limits.records,
+            whole_batches: limits.whole_batches,
         };
-        let ranges =
-            archive_undeliverable(&mut state, &partition, &records, ranges, now, &mut changes);
-        if let Err(error) = self.record(log, at, &state, &changes, pending) {
-            return fail(FetchError::Protocol(error));
-        }
-        PartitionFetch {
-            topic_partition: (topic_id, index),
-            error: None,
-            records: if ranges.is_empty() {
-                Bytes::new()
-            } else {
-                records
+        let (state, acquired) =
+            task_queue::acquire(&state, &LogPartition(&partition), fetch, config);
+        match acquired {
+            Ok(acquired) => match self.record(log, at, &state, &acquired.changes, pending) {
+                Ok(()) => PartitionFetch {
+                    topic_partition: (topic_id, index),
+                    error: None,
+                    records: acquired.records,
+                    acquired: acquired.ranges,
+                },
+                Err(error) => fail(FetchError::Protocol(error)),
             },
-            acquired: ranges,
-        }
-    }
-}
-
-/// Fair turns and the overload mode choose among the records whose tenant, timestamp and
-/// deadline are known: learns those of the window not read yet (one bounded read per call,
-/// without the partition's lock: what another fetch learned meanwhile is skipped).
-fn learn_meta(
-    state: &Mutex<SharePartition>,
-    partition: &Partition,
-    log_end: i64,
-    config: &ShareConfig,
-) {
-    let unknown = lock(state).unknown_meta(log_end, config);
-    if let Some((from, to)) = unknown {
-        match delivery::read_meta(partition, from, to, &config.fairness_key) {
-            Ok(metas) if !metas.is_empty() => lock(state).learn(from, metas),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(partition = partition.name(), error = %e, "reading records for fair turns failed");
+            Err(failed) => {
+                tracing::error!(partition = partition.name(), error = %failed.error, "reading acquired records failed");
+                let _ = self.record(log, at, &state, &failed.changes, pending);
+                fail(FetchError::Read(Arc::new(failed.error)))
             }
         }
-    }
-}
-
-/// Acquires records below `log_end` for the requesting member in the partition's state, after
-/// moving its start up to the log's. The acquired ranges and what changed.
-fn take(
-    state: &mut SharePartition,
-    at: PartitionRef<'_>,
-    from: Requester<'_>,
-    limits: FetchLimits,
-    log_end: i64,
-) -> (Vec<(i64, i64, u16)>, Changes) {
-    let (partition, config) = (at.partition, at.config);
-    let mut changes = Changes::default();
-    // Records deleted by retention are gone for the share group too.
-    if state.start() < partition.log_start_offset() {
-        changes = state.reset_start(partition.log_start_offset());
-    }
-    let (acquired, took) = if limits.whole_batches && !config.needs_meta() {
-        // The lock limit is checked first, then the acquisition runs to a batch end.
-        let room = state.lock_room(config);
-        let max_records = match room {
-            0 => 0,
-            room => {
-                delivery::to_batch_end(partition, state.end(), limits.records.min(room), log_end)
-            }
-        };
-        state.acquire_up_to(from.member, from.now, max_records, log_end, config)
-    } else {
-        state.acquire(from.member, from.now, limits.records, log_end, config)
-    };
-    merge(&mut changes, took);
-    (acquired.ranges, changes)
-}
-
-/// Archives the acquired records that may not be delivered: those not committed (a gap, an
-/// aborted transaction's) and those past their deadline. The ranges left to deliver.
-fn archive_undeliverable(
-    state: &mut SharePartition,
-    partition: &Partition,
-    records: &[u8],
-    mut ranges: Vec<(i64, i64, u16)>,
-    now: i64,
-    changes: &mut Changes,
-) -> Vec<(i64, i64, u16)> {
-    let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
-    let undeliverable = delivery::uncommitted(partition, records, &offsets);
-    if !undeliverable.is_empty() {
-        merge(changes, state.archive_undeliverable(&undeliverable, now));
-        ranges = without(&ranges, &undeliverable);
-    }
-    let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
-    let expired = delivery::past_deadline(records, &offsets, now);
-    if !expired.is_empty() {
-        merge(changes, state.archive_expired(&expired, now));
-        ranges = without(&ranges, &expired);
-    }
-    ranges
-}
-
-fn merge(into: &mut Changes, more: Changes) {
-    into.offsets.extend(more.offsets);
-    into.archived.extend(more.archived);
-    into.overload = more.overload.or(into.overload);
-}
-
-/// `ranges` without the offsets in `removed` (sorted).
-fn without(ranges: &[(i64, i64, u16)], removed: &[i64]) -> Vec<(i64, i64, u16)> {
-    let mut out = Vec::new();
-    for &(first, last, count) in ranges {
-        let mut start = first;
-        for offset in first..=last {
-            if removed.binary_search(&offset).is_ok() {
-                if start < offset {
-                    out.push((start, offset - 1, count));
-                }
-                start = offset + 1;
-            }
-        }
-        if start <= last {
-            out.push((start, last, count));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without;
-
-    #[test]
-    fn ranges_lose_the_removed_offsets() {
-        assert_eq!(
-            without(&[(0, 9, 1), (20, 21, 2)], &[0, 4, 5, 9, 21]),
-            vec![(1, 3, 1), (6, 8, 1), (20, 20, 2)]
-        );
-        assert_eq!(without(&[(3, 3, 1)], &[3]), vec![]);
     }
 }
