@@ -82,9 +82,13 @@ fn encode(
 /// A record with headers, to build a batch from (see [`build_with_headers`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeadedRecord {
+    /// `None` is a null key.
     pub key: Option<Bytes>,
+    /// `None` is a null value (a tombstone).
     pub value: Option<Bytes>,
+    /// Ms since the epoch.
     pub timestamp: i64,
+    /// `(name, value)` in order; a `None` value is a null header value.
     pub headers: Vec<(String, Option<Bytes>)>,
 }
 
@@ -134,10 +138,15 @@ fn encode_records(records: &[Record], compression: Compression) -> Bytes {
 /// One decoded record, as returned by [`decode`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodedRecord {
+    /// The record's offset (the batch's base offset plus its delta).
     pub offset: i64,
+    /// Ms since the epoch: the producer's, or the append time under LogAppendTime.
     pub timestamp: i64,
+    /// `None` is a null key.
     pub key: Option<Bytes>,
+    /// `None` is a null value (a tombstone).
     pub value: Option<Bytes>,
+    /// `(name, value)` in order; a `None` value is a null header value.
     pub headers: Vec<(String, Option<Bytes>)>,
 }
 

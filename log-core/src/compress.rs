@@ -13,7 +13,9 @@ use record_batch::Codec;
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[error("{codec} compression failed: {reason}")]
 pub struct CompressError {
+    /// The codec's name (`gzip`, `snappy`, `lz4`, `zstd`).
     pub codec: &'static str,
+    /// The codec's error.
     pub reason: String,
 }
 

@@ -14,10 +14,20 @@ use kafka_protocol::records::Compression;
 /// Why a batch's records could not be decompressed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum DecompressError {
+    /// The records decompress to more than the bound the caller set.
     #[error("records decompress to more than {max} bytes")]
-    TooLarge { max: usize },
+    TooLarge {
+        /// The bound, in bytes.
+        max: usize,
+    },
+    /// The codec failed on the bytes.
     #[error("{codec} records cannot be decompressed: {reason}")]
-    Codec { codec: &'static str, reason: String },
+    Codec {
+        /// The codec's name (`gzip`, `snappy`, `lz4`, `zstd`).
+        codec: &'static str,
+        /// The codec's error.
+        reason: String,
+    },
 }
 
 /// xerial's snappy framing: a 16-byte header, then blocks of (big-endian u32 length, block).

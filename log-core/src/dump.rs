@@ -16,26 +16,34 @@ use crate::segment::{file_name, parse_file_name, INDEX_EXT, LOG_EXT, TIME_INDEX_
 /// One batch as found in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchReport {
+    /// Where the batch starts in the file.
     pub position: u64,
+    /// Its header as read.
     pub header: BatchHeader,
+    /// Whether its CRC-32C matches its bytes.
     pub crc_ok: bool,
 }
 
 /// Everything found in one segment.
 #[derive(Clone, Debug, Default)]
 pub struct SegmentReport {
+    /// The `.log` file.
     pub path: PathBuf,
+    /// Its length in bytes.
     pub file_len: u64,
+    /// The batches found, in file order (the walk resumes after a stretch it cannot frame).
     pub batches: Vec<BatchReport>,
     /// Entries checked in `.index` / `.timeindex`; `None` when the file is absent (the active
     /// segment's indexes are written when it rolls).
     pub index_entries: Option<usize>,
+    /// As `index_entries`, for `.timeindex`.
     pub time_index_entries: Option<usize>,
     /// Corruption found, each naming where. Empty means the segment is sound.
     pub problems: Vec<String>,
 }
 
 impl SegmentReport {
+    /// Whether no problem was found.
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }

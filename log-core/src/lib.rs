@@ -34,6 +34,7 @@
 //! assert_eq!(decoded[0].value.as_deref(), Some(&b"created"[..]));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![warn(missing_docs)]
 
 pub mod batch;
 mod cleaner;

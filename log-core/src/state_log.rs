@@ -31,34 +31,52 @@ fn bincode_config() -> impl bincode::config::Config {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StateLogError {
+    /// The internal topic could not be opened or created.
     #[error("opening {topic}: {source}")]
     Topic {
+        /// The internal topic.
         topic: &'static str,
+        /// Why.
         source: TopicError,
     },
+    /// Its records could not be read on replay.
     #[error("replaying {topic}: {source}")]
     Read {
+        /// The internal topic.
         topic: &'static str,
+        /// Why.
         source: ReadError,
     },
+    /// A batch read on replay does not decode.
     #[error("replaying {topic}: {source}")]
     Batch {
+        /// The internal topic.
         topic: &'static str,
+        /// Why.
         source: BatchError,
     },
+    /// A rewrite of the live keys could not delete the segments it replaced.
     #[error("deleting old segments of {topic}: {source}")]
     Rewrite {
+        /// The internal topic.
         topic: &'static str,
+        /// Why.
         source: FileError,
     },
+    /// A key or value could not be encoded.
     #[error("encoding a record of {topic}: {source}")]
     Encode {
+        /// The internal topic.
         topic: &'static str,
+        /// Why.
         source: bincode::error::EncodeError,
     },
+    /// Records could not be appended.
     #[error("writing {topic}: {source}")]
     Append {
+        /// The internal topic.
         topic: &'static str,
+        /// Why.
         source: AppendError,
     },
 }

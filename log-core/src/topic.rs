@@ -21,22 +21,28 @@ pub struct Topic {
 }
 
 impl Topic {
+    /// The name it was created with (Kafka's rules: [`crate::validate_name`]).
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Kafka's topic id (new when a topic of the same name is created again).
     pub fn id(&self) -> Uuid {
         self.id
     }
 
+    /// Its partitions, index `i` at `i`.
     pub fn partitions(&self) -> &[Arc<Partition>] {
         &self.partitions
     }
 
+    /// Partition `index`, if the topic has it.
     pub fn partition(&self, index: u32) -> Option<&Arc<Partition>> {
         self.partitions.get(index as usize)
     }
 
+    /// The topic's config: its first partition's (all share it), or the default for a
+    /// topic without partitions.
     pub fn config(&self) -> TopicConfig {
         self.partitions
             .first()

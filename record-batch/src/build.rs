@@ -47,10 +47,13 @@ pub fn begin(buf: &mut BytesMut, records_capacity: usize) {
 /// and base offset.
 #[derive(Clone, Debug)]
 pub struct Record<'a, H> {
+    /// The record's offset minus the batch's base offset (its index in the batch).
     pub offset_delta: i32,
+    /// The record's timestamp minus the batch's base timestamp.
     pub timestamp_delta: i64,
     /// `None` is a null key (not the same as an empty one).
     pub key: Option<&'a [u8]>,
+    /// `None` is a null value (a tombstone in a compacted topic).
     pub value: Option<&'a [u8]>,
     /// `(name, value)` pairs, walked twice (lengths first, then bytes).
     pub headers: H,
@@ -131,12 +134,17 @@ where
 pub struct Stamp {
     /// The codec the records after the header are compressed with.
     pub codec: Codec,
+    /// Records in the batch (at least 1); `lastOffsetDelta` is one less.
     pub record_count: i32,
+    /// The timestamp the records' timestamp deltas are from (usually the first record's).
     pub base_timestamp: i64,
+    /// The largest record timestamp.
     pub max_timestamp: i64,
     /// -1, -1, -1 for a producer without idempotence.
     pub producer_id: i64,
+    /// The producer's epoch (-1 without idempotence).
     pub producer_epoch: i16,
+    /// The first record's sequence number (-1 without idempotence).
     pub base_sequence: i32,
 }
 

@@ -6,18 +6,33 @@ use crate::layout::*;
 /// The header of one batch, its fields as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
+    /// The first record's offset.
     pub base_offset: i64,
     /// Whole size of the batch in bytes, `LOG_OVERHEAD + batchLength`.
     pub size: u32,
+    /// The epoch of the leader that appended the batch (-1 unset).
     pub partition_leader_epoch: i32,
+    /// The CRC-32C the batch carries (not checked by [`BatchHeader::read`]).
     pub crc: u32,
+    /// Codec, timestamp type, transactional, control and delete-horizon bits (see
+    /// [`crate::layout`]).
     pub attributes: i16,
+    /// The last record's offset minus [`base_offset`](Self::base_offset); compaction may
+    /// leave fewer records than it counts.
     pub last_offset_delta: i32,
+    /// The timestamp the records' deltas are from, or the delete horizon
+    /// ([`BatchHeader::delete_horizon`]).
     pub base_timestamp: i64,
+    /// The largest record timestamp, or the append time under LogAppendTime.
     pub max_timestamp: i64,
+    /// -1 for a producer without idempotence.
     pub producer_id: i64,
+    /// The producer's epoch (-1 without idempotence).
     pub producer_epoch: i16,
+    /// The first record's sequence number for its producer and partition (-1 without
+    /// idempotence).
     pub base_sequence: i32,
+    /// Records the batch holds, as its header says.
     pub record_count: i32,
 }
 
@@ -99,16 +114,20 @@ impl BatchHeader {
         Codec::from_attributes(self.attributes)
     }
 
+    /// Whether the records are compressed (any codec but none, defined or not).
     #[inline]
     pub fn is_compressed(&self) -> bool {
         self.attributes & COMPRESSION_MASK != 0
     }
 
+    /// Whether a transactional producer wrote the batch (`attributes` bit 4).
     #[inline]
     pub fn is_transactional(&self) -> bool {
         self.attributes & TRANSACTIONAL_FLAG != 0
     }
 
+    /// Whether the batch holds a control record (a transaction marker) instead of data
+    /// (`attributes` bit 5).
     #[inline]
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_FLAG != 0
@@ -120,6 +139,7 @@ impl BatchHeader {
         (self.attributes & DELETE_HORIZON_FLAG != 0).then_some(self.base_timestamp)
     }
 
+    /// Whose timestamps the records carry: the producer's or the broker's append time.
     #[inline]
     pub fn timestamp_type(&self) -> TimestampType {
         if self.attributes & LOG_APPEND_TIME_FLAG != 0 {

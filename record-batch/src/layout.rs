@@ -25,19 +25,34 @@ pub const HEADER_LEN: usize = 61;
 /// The only magic this crate reads or writes.
 pub const MAGIC: i8 = 2;
 
+// Byte offsets of the header's fields, as in the table above.
+
+/// `baseOffset`, i64: the first record's offset (0 from a producer; the broker assigns it).
 pub const BASE_OFFSET_AT: usize = 0;
+/// `batchLength`, i32: the batch's bytes after this field.
 pub const LENGTH_AT: usize = 8;
+/// `partitionLeaderEpoch`, i32: the leader's epoch when it appended the batch (-1 unset).
 pub const PARTITION_LEADER_EPOCH_AT: usize = 12;
+/// `magic`, i8: the format version, [`MAGIC`].
 pub const MAGIC_AT: usize = 16;
+/// `crc`, u32: CRC-32C of the bytes from [`ATTRIBUTES_AT`] to the end of the batch.
 pub const CRC_AT: usize = 17;
 /// Where the bytes the CRC covers start.
 pub const ATTRIBUTES_AT: usize = 21;
+/// `lastOffsetDelta`, i32: the last record's offset minus the base offset.
 pub const LAST_OFFSET_DELTA_AT: usize = 23;
+/// `baseTimestamp`, i64: the first record's timestamp, or the delete horizon
+/// ([`DELETE_HORIZON_FLAG`]); record timestamps are deltas from it.
 pub const BASE_TIMESTAMP_AT: usize = 27;
+/// `maxTimestamp`, i64: the largest record timestamp, or the append time under LogAppendTime.
 pub const MAX_TIMESTAMP_AT: usize = 35;
+/// `producerId`, i64: -1 for a producer without idempotence.
 pub const PRODUCER_ID_AT: usize = 43;
+/// `producerEpoch`, i16.
 pub const PRODUCER_EPOCH_AT: usize = 51;
+/// `baseSequence`, i32: the first record's sequence number for its producer and partition.
 pub const BASE_SEQUENCE_AT: usize = 53;
+/// `recordCount`, i32; the records follow it.
 pub const RECORD_COUNT_AT: usize = 57;
 
 /// Smallest possible encoded v2 record: seven one-byte varints
@@ -59,10 +74,15 @@ pub const DELETE_HORIZON_FLAG: i16 = 0x40;
 /// The compression codec of a batch's records, as `attributes` bits 0-2 name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Codec {
+    /// Records as they are (`compression.type=none`).
     None = 0,
+    /// `compression.type=gzip`.
     Gzip = 1,
+    /// `compression.type=snappy`.
     Snappy = 2,
+    /// `compression.type=lz4` (LZ4 frames).
     Lz4 = 3,
+    /// `compression.type=zstd` (Kafka 2.1 and later).
     Zstd = 4,
 }
 

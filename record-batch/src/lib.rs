@@ -33,6 +33,7 @@
 //! assert_eq!(buf[layout::MAGIC_AT], 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![warn(missing_docs)]
 
 pub mod build;
 pub mod control;

@@ -4,7 +4,9 @@
 /// What a transaction marker ends a transaction with: the control record key's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ControlType {
+    /// The transaction's records are discarded (`read_committed` readers skip them).
     Abort = 0,
+    /// The transaction's records become visible to `read_committed` readers.
     Commit = 1,
 }
 

@@ -10,7 +10,9 @@ use crate::varint;
 pub struct RawRecord<'a> {
     /// The whole record as stored: its length varint, then its body.
     pub bytes: &'a [u8],
+    /// The record's offset minus the batch's base offset.
     pub offset_delta: i64,
+    /// The record's timestamp minus the batch's base timestamp.
     pub timestamp_delta: i64,
     /// `None` is a null key.
     pub key: Option<&'a [u8]>,

@@ -17,100 +17,16 @@ use bytes::Bytes;
 use consumer::{ConsumerRecord, TimestampType};
 use serde::{Deserialize, Serialize};
 
-/// The attempt number of the record's next delivery (the main topic's delivery is attempt 1).
-pub const ATTEMPTS: &str = "retry_topic-attempts";
-/// When the record is due again, ms since the epoch.
-pub const BACKOFF_TIMESTAMP: &str = "retry_topic-backoff-timestamp";
-/// The timestamp of the record on the main topic.
-pub const ORIGINAL_TIMESTAMP: &str = "retry_topic-original-timestamp";
-
-// `DeadLetterPublishingRecoverer`'s names (written on dead-letter records). "The original
-// record" is the main-topic record the chain started from.
-
-/// `DeadLetterPublishingRecoverer`'s name for the original record's topic (UTF-8).
-pub const DLT_ORIGINAL_TOPIC: &str = "kafka_dlt-original-topic";
-/// The original record's partition, a 4-byte big-endian int.
-pub const DLT_ORIGINAL_PARTITION: &str = "kafka_dlt-original-partition";
-/// The original record's offset, an 8-byte big-endian long.
-pub const DLT_ORIGINAL_OFFSET: &str = "kafka_dlt-original-offset";
-/// The original record's timestamp, ms since the epoch, an 8-byte big-endian long.
-pub const DLT_ORIGINAL_TIMESTAMP: &str = "kafka_dlt-original-timestamp";
-/// The original record's timestamp type, as Java names it (`CreateTime`, `LogAppendTime`).
-pub const DLT_ORIGINAL_TIMESTAMP_TYPE: &str = "kafka_dlt-original-timestamp-type";
-/// The consumer group that failed the record (UTF-8); the same name in both of Spring's
-/// families.
-pub const DLT_ORIGINAL_CONSUMER_GROUP: &str = "kafka_dlt-original-consumer-group";
-/// The error class of the failure that dead-lettered the record: Spring writes the
-/// exception's fully qualified class name, we write [`HandlerError::type_name`],
-/// [`EXPIRED_CLASS`] or [`MALFORMED_CLASS`].
-///
-/// [`HandlerError::type_name`]: crate::HandlerError::type_name
-/// [`EXPIRED_CLASS`]: crate::EXPIRED_CLASS
-/// [`MALFORMED_CLASS`]: crate::MALFORMED_CLASS
-pub const DLT_EXCEPTION_FQCN: &str = "kafka_dlt-exception-fqcn";
-/// The message of the failure that dead-lettered the record (UTF-8).
-pub const DLT_EXCEPTION_MESSAGE: &str = "kafka_dlt-exception-message";
-/// The root cause's class (UTF-8): Spring wraps a listener's exception in
-/// `ListenerExecutionFailedException`, so this is the class the listener threw.
-pub const DLT_EXCEPTION_CAUSE_FQCN: &str = "kafka_dlt-exception-cause-fqcn";
-/// Java's printed stack trace of the failure (UTF-8 text, several lines).
-pub const DLT_EXCEPTION_STACKTRACE: &str = "kafka_dlt-exception-stacktrace";
-
-// The `@RetryableTopic` flow's names (written on retry and dead-letter records), same
-// encodings as their `kafka_dlt-` counterparts.
-
-/// `@RetryableTopic`'s name for the original record's topic (UTF-8).
-pub const ORIGINAL_TOPIC: &str = "kafka_original-topic";
-/// The original record's partition, a 4-byte big-endian int.
-pub const ORIGINAL_PARTITION: &str = "kafka_original-partition";
-/// The original record's offset, an 8-byte big-endian long: what per-key ordering tracks a
-/// record in retry by.
-pub const ORIGINAL_OFFSET: &str = "kafka_original-offset";
-/// The original record's timestamp, ms since the epoch, an 8-byte big-endian long (not
-/// [`ORIGINAL_TIMESTAMP`], which is a `BigInteger`).
-pub const ORIGINAL_TIMESTAMP_KAFKA: &str = "kafka_original-timestamp";
-/// The original record's timestamp type, as Java names it (`CreateTime`, `LogAppendTime`).
-pub const ORIGINAL_TIMESTAMP_TYPE: &str = "kafka_original-timestamp-type";
-/// The error class of the latest failed attempt (see [`DLT_EXCEPTION_FQCN`]).
-pub const EXCEPTION_FQCN: &str = "kafka_exception-fqcn";
-/// The message of the latest failed attempt (UTF-8).
-pub const EXCEPTION_MESSAGE: &str = "kafka_exception-message";
-/// The root cause's class of the latest failed attempt (see [`DLT_EXCEPTION_CAUSE_FQCN`]).
-pub const EXCEPTION_CAUSE_FQCN: &str = "kafka_exception-cause-fqcn";
-/// Java's printed stack trace of the latest failed attempt (UTF-8 text).
-pub const EXCEPTION_STACKTRACE: &str = "kafka_exception-stacktrace";
-
-/// Every header of an attempt's failure in both of Spring's families, the key-deserializer
-/// ones included: a new failure removes them all before writing its own (Spring's
-/// `stripPreviousExceptionHeaders`), so nothing of an earlier attempt, Spring's or ours,
-/// stays beside it.
-pub const EXCEPTION_HEADERS: [&str; 14] = [
-    EXCEPTION_FQCN,
-    EXCEPTION_CAUSE_FQCN,
-    EXCEPTION_MESSAGE,
-    EXCEPTION_STACKTRACE,
-    "kafka_key-exception-fqcn",
-    "kafka_key-exception-message",
-    "kafka_key-exception-stacktrace",
-    DLT_EXCEPTION_FQCN,
-    DLT_EXCEPTION_CAUSE_FQCN,
-    DLT_EXCEPTION_MESSAGE,
-    DLT_EXCEPTION_STACKTRACE,
-    "kafka_dlt-key-exception-fqcn",
-    "kafka_dlt-key-exception-message",
-    "kafka_dlt-key-exception-stacktrace",
-];
-
-/// lograil's attempt history, a JSON array of [`HistoryEntry`].
-pub const HISTORY: &str = "lograil.retry.history";
-/// On a record parked behind an earlier record of its key (per-key ordering): the original
-/// offset of the record it waits for, as decimal text.
-pub const PARKED_BEHIND: &str = "lograil.retry.parked-behind";
-/// On a redriven record: `<dead-letter topic>/<partition>/<offset>` it was copied from.
-pub const REDRIVE_OF: &str = "lograil.redrive.of";
-/// A record's deadline, ms since the epoch (8 bytes big-endian, or decimal text), as the
-/// broker's share groups read it.
-pub const DEADLINE: &str = "deadline";
+// The names are vocabulary's (the broker's console reads them too); their encodings are ours.
+pub use vocabulary::headers::{
+    ATTEMPTS, BACKOFF_TIMESTAMP, DEADLINE, DLT_EXCEPTION_CAUSE_FQCN, DLT_EXCEPTION_FQCN,
+    DLT_EXCEPTION_MESSAGE, DLT_EXCEPTION_STACKTRACE, DLT_ORIGINAL_CONSUMER_GROUP,
+    DLT_ORIGINAL_OFFSET, DLT_ORIGINAL_PARTITION, DLT_ORIGINAL_TIMESTAMP,
+    DLT_ORIGINAL_TIMESTAMP_TYPE, DLT_ORIGINAL_TOPIC, DLT_ORIGIN_NAMES, EXCEPTION_CAUSE_FQCN,
+    EXCEPTION_FQCN, EXCEPTION_HEADERS, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE, HISTORY,
+    ORIGINAL_OFFSET, ORIGINAL_PARTITION, ORIGINAL_TIMESTAMP, ORIGINAL_TIMESTAMP_KAFKA,
+    ORIGINAL_TIMESTAMP_TYPE, ORIGINAL_TOPIC, PARKED_BEHIND, REDRIVE_OF, RETRY_ORIGIN_NAMES,
+};
 
 /// Entries kept in the history header (the oldest are dropped first; `attempt` numbers stay).
 pub const HISTORY_LIMIT: usize = 32;
@@ -460,23 +376,6 @@ impl HeaderSet {
         self.set(timestamp_type, origin.timestamp_type.clone());
     }
 }
-
-/// The `@RetryableTopic` family's original-record names, in [`HeaderSet::set_origin`]'s order.
-pub const RETRY_ORIGIN_NAMES: [&str; 5] = [
-    ORIGINAL_TOPIC,
-    ORIGINAL_PARTITION,
-    ORIGINAL_OFFSET,
-    ORIGINAL_TIMESTAMP_KAFKA,
-    ORIGINAL_TIMESTAMP_TYPE,
-];
-/// The `DeadLetterPublishingRecoverer` family's original-record names.
-pub const DLT_ORIGIN_NAMES: [&str; 5] = [
-    DLT_ORIGINAL_TOPIC,
-    DLT_ORIGINAL_PARTITION,
-    DLT_ORIGINAL_OFFSET,
-    DLT_ORIGINAL_TIMESTAMP,
-    DLT_ORIGINAL_TIMESTAMP_TYPE,
-];
 
 #[cfg(test)]
 mod tests;

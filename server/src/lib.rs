@@ -124,7 +124,7 @@ impl Server {
         let mut bound = Vec::with_capacity(listeners.len());
         let mut acceptor = None;
         for (mut listener, socket) in listeners {
-            let tls = if listener.protocol.tls() {
+            let tls = if listener.protocol.uses_tls() {
                 if acceptor.is_none() {
                     acceptor = Some(config.security.tls.acceptor()?);
                 }
@@ -184,7 +184,8 @@ impl Server {
             crate::security::tls::ClientAuth::Required
         );
         self.listeners.iter().all(|b| {
-            b.listener.protocol.sasl() || (b.listener.protocol.tls() && required_certificate)
+            b.listener.protocol.uses_sasl()
+                || (b.listener.protocol.uses_tls() && required_certificate)
         })
     }
 

@@ -13,7 +13,9 @@ use crate::fairness::FairnessKey;
 /// Where a share group starts reading a partition it has never read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AutoOffsetReset {
+    /// At the log end: only records produced from then on (Kafka's default).
     Latest,
+    /// At the log start.
     Earliest,
     /// The first record at most this many ms old.
     ByDuration(i64),
@@ -29,6 +31,8 @@ impl fmt::Display for AutoOffsetReset {
     }
 }
 
+/// A share group's settings (Kafka's `group.share.*` and lograil's own), each with Kafka's
+/// default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShareConfig {
     /// `group.share.record.lock.duration.ms`: how long an acquired record is held.
@@ -107,12 +111,17 @@ impl Default for ShareConfig {
 /// A group config that was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShareConfigError {
+    /// A name that is no group config.
     #[error("unknown group config {0}")]
     Unknown(String),
+    /// A value the config does not take.
     #[error("{name}={value}: must be {expected}")]
     Invalid {
+        /// The config.
         name: String,
+        /// Its value as given.
         value: String,
+        /// What it takes, as text for the message.
         expected: &'static str,
     },
 }

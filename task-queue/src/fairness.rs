@@ -69,6 +69,7 @@ pub type Tenant = Arc<[u8]>;
 /// What acquisition knows of a record beyond its offset, read from the log by the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMeta {
+    /// The record's tenant, by the group's fairness key.
     pub tenant: Tenant,
     /// The record's timestamp (ms since the epoch).
     pub timestamp: i64,
@@ -80,6 +81,7 @@ pub struct RecordMeta {
 /// bucket).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantStats {
+    /// The tenant; `None` for the "other" bucket.
     pub tenant: Option<Tenant>,
     /// Records available now or later (a released record's delay not over yet included).
     pub available: u64,

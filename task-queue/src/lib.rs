@@ -79,6 +79,7 @@
 //! assert_eq!(partition.start(), 3);
 //! # Ok::<(), task_queue::AckError>(())
 //! ```
+#![warn(missing_docs)]
 
 mod acquisition;
 mod config;

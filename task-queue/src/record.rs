@@ -9,14 +9,20 @@ use serde::{Deserialize, Serialize};
 pub enum RecordState {
     /// Can be acquired, from `not_before` (ms; 0: at once) on.
     Available {
+        /// Ms since the epoch; 0: at once.
         not_before: i64,
     },
     /// Held by a member until its lock runs out (the member id shared by all it holds).
     Acquired {
+        /// The member's id.
         member: Arc<str>,
+        /// When the lock runs out (ms since the epoch).
         until: i64,
     },
+    /// Accepted by a member: done.
     Acknowledged,
+    /// Given up on, for the reason given: done (sent to the dead-letter topic if the group
+    /// has one and the reason [`dead_letters`](ArchiveReason::dead_letters)).
     Archived(ArchiveReason),
 }
 
@@ -46,6 +52,7 @@ impl ArchiveReason {
         !matches!(self, ArchiveReason::Gap)
     }
 
+    /// The reason as describe, metrics and dead letters print it (`delivery limit`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             ArchiveReason::Rejected => "rejected",
@@ -59,8 +66,11 @@ impl ArchiveReason {
 /// How one delivery ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
+    /// The member acknowledged it as processed.
     Accepted,
+    /// The member gave it back for another delivery.
     Released,
+    /// The member refused it: archived.
     Rejected,
     /// The lock ran out.
     TimedOut,
@@ -71,16 +81,22 @@ pub enum Outcome {
 /// One delivery of a record: who held it, from when to when, and how it ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attempt {
+    /// The member that held it.
     pub member: Arc<str>,
+    /// When it was acquired (ms since the epoch).
     pub acquired_at: i64,
+    /// When the delivery ended (ms since the epoch).
     pub ended_at: i64,
+    /// How it ended.
     pub outcome: Outcome,
 }
 
 /// The state of one record between SPSO and SPEO.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
+    /// Where the record is in KIP-932's states.
     pub state: RecordState,
+    /// Deliveries so far (the current one included while acquired).
     pub deliveries: u16,
     /// Every finished delivery, oldest first (at most the delivery limit of them); dropped
     /// once the record is acknowledged, as only an archived record's is ever read.

@@ -30,9 +30,13 @@ pub use acquire::Acquired;
 /// A record that was archived, for dead-lettering: its offset, why, and its deliveries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Archived {
+    /// The record's offset.
     pub offset: i64,
+    /// Why it was archived.
     pub reason: ArchiveReason,
+    /// How many times it was delivered.
     pub deliveries: u16,
+    /// Those deliveries, oldest first.
     pub history: Vec<Attempt>,
 }
 
@@ -42,12 +46,14 @@ pub struct Changes {
     /// The offsets whose entries changed, in the order the operation came to them (an
     /// acquisition with fair turns or newest first: the order it chose them).
     pub offsets: Vec<i64>,
+    /// The records it archived, for the dead-letter topic.
     pub archived: Vec<Archived>,
     /// `Some(true)`: this operation switched the overload mode on; `Some(false)`: off.
     pub overload: Option<bool>,
 }
 
 impl Changes {
+    /// Whether no entry changed (nothing to persist).
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()
     }
@@ -77,18 +83,23 @@ impl SharePartition {
         }
     }
 
+    /// SPSO, the share-partition start offset: every offset below it is finished.
     pub fn start(&self) -> i64 {
         self.start
     }
 
+    /// SPEO, the share-partition end offset: every offset from it on is available and was
+    /// never acquired.
     pub fn end(&self) -> i64 {
         self.end
     }
 
+    /// The state of `offset`, if it lies in SPSO..SPEO.
     pub fn entry(&self, offset: i64) -> Option<&Entry> {
         self.entries.get(offset)
     }
 
+    /// Every offset in SPSO..SPEO with its state, ascending.
     pub fn entries(&self) -> impl Iterator<Item = (i64, &Entry)> {
         self.entries.iter()
     }

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::record::Entry;
 use crate::share_partition::SharePartition;
 
+/// The internal topic the share groups' state is kept in (Kafka's name).
 pub const TOPIC: &str = "__share_group_state";
 /// `max.message.bytes` of the state topic: one operation's changes are one batch.
 const MAX_BATCH_BYTES: u32 = 64 << 20;
@@ -29,12 +30,16 @@ const MAX_BATCH_BYTES: u32 = 64 << 20;
 /// topics).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ShareKey {
+    /// The share group.
     pub group: String,
+    /// The topic's id, as bytes ([`ShareKey::topic_id`] gives it as a `Uuid`).
     pub topic_id: [u8; 16],
+    /// The partition's index.
     pub partition: i32,
 }
 
 impl ShareKey {
+    /// The share partition of `group` on `partition` of topic `topic_id`.
     pub fn new(group: &str, topic_id: Uuid, partition: i32) -> ShareKey {
         ShareKey {
             group: group.to_string(),
@@ -43,6 +48,7 @@ impl ShareKey {
         }
     }
 
+    /// The topic's id.
     pub fn topic_id(&self) -> Uuid {
         Uuid::from_bytes(self.topic_id)
     }
@@ -82,21 +88,29 @@ pub enum Change {
     /// Entries one operation changed in a share partition (with its SPSO and SPEO after it),
     /// as `(first, last, entry)` runs.
     Delta {
+        /// The share partition.
         key: ShareKey,
+        /// Its SPSO after the operation.
         start: i64,
+        /// Its SPEO after the operation.
         end: i64,
+        /// Offsets `first..=last` all in `entry`'s state.
         runs: Vec<(i64, i64, Entry)>,
     },
     /// A share partition's whole state (after an admin reset).
     Snapshot {
+        /// The share partition.
         key: ShareKey,
+        /// Its whole state.
         state: SharePartition,
     },
     /// A share partition deleted.
     Delete(ShareKey),
     /// A group's config overrides, all of them.
     GroupConfig {
+        /// The share group.
         group: String,
+        /// `(name, value)` of every config set on it (empty: none, all defaults).
         overrides: Vec<(String, String)>,
     },
 }
@@ -132,7 +146,9 @@ pub type StoreError = StateLogError;
 /// What replaying the topic rebuilt.
 #[derive(Debug, Default)]
 pub struct Restored {
+    /// Every share partition's state, by key.
     pub partitions: HashMap<ShareKey, SharePartition>,
+    /// Every group's config overrides, by group.
     pub configs: HashMap<String, Vec<(String, String)>>,
 }
 

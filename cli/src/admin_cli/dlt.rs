@@ -64,7 +64,7 @@ pub enum DltCommand {
         group: String,
         /// Retry topics are `<topic><suffix>`, `<topic><suffix>-<n>` and
         /// `<topic><suffix>-<n>-<m>` (a delay or an index, Spring Kafka's names).
-        #[arg(long, default_value = "-retry")]
+        #[arg(long, default_value = vocabulary::RETRY_SUFFIX)]
         retry_suffix: String,
     },
 }

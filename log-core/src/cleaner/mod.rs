@@ -134,29 +134,47 @@ impl Dirtiness {
 pub struct CleanReport {
     /// The first dirty offset after the pass.
     pub cleaned_to: i64,
+    /// Segments of the partition before the pass.
     pub segments_before: usize,
+    /// Segments after it.
     pub segments_after: usize,
     /// Bytes of the segments rewritten (not counting the read of the dirty part for the map).
     pub bytes_read: u64,
+    /// Bytes of the cleaned segments written in their place.
     pub bytes_written: u64,
+    /// Records the pass dropped.
     pub records_removed: u64,
 }
 
 /// Why a pass failed; the partition is as it was, or as a completed group swap left it.
 #[derive(Debug, thiserror::Error)]
 pub enum CleanError {
+    /// A segment could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// A cleaned segment could not be written, synced, renamed or removed.
     #[error(transparent)]
     File(#[from] FileError),
+    /// A cleaned segment could not be opened.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// A stored batch is not valid.
     #[error("{0}")]
     Batch(#[from] BatchError),
+    /// A record of a stored batch does not parse.
     #[error("a record of the batch at offset {offset} does not parse")]
-    Record { offset: i64 },
+    Record {
+        /// The batch's base offset.
+        offset: i64,
+    },
+    /// A batch's kept records could not be written as a new batch.
     #[error("rebuilding the batch at offset {offset}: {reason}")]
-    Rebuild { offset: i64, reason: String },
+    Rebuild {
+        /// The batch's base offset.
+        offset: i64,
+        /// The builder's error.
+        reason: String,
+    },
 }
 
 impl Partition {

@@ -6,8 +6,11 @@
 pub struct CleanerStats {
     /// Passes that cleaned something.
     pub runs: u64,
+    /// Bytes of segments the passes rewrote.
     pub bytes_read: u64,
+    /// Bytes of cleaned segments they wrote.
     pub bytes_written: u64,
+    /// Records the passes dropped.
     pub records_removed: u64,
     /// When the last pass ended (ms since the epoch).
     pub last_run_ms: Option<i64>,

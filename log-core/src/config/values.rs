@@ -7,7 +7,9 @@ use record_batch::{Codec, TimestampType};
 /// kept forever).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CleanupPolicy {
+    /// Segments past `retention.ms` or `retention.bytes` are deleted.
     pub delete: bool,
+    /// The log cleaner keeps the last record of each key.
     pub compact: bool,
 }
 
@@ -57,6 +59,7 @@ pub struct DirtyRatio(pub(super) f64);
 impl Eq for DirtyRatio {}
 
 impl DirtyRatio {
+    /// The ratio, in 0.0..=1.0.
     pub fn get(self) -> f64 {
         self.0
     }
@@ -74,10 +77,15 @@ pub enum TopicCompression {
     /// Batches are stored with the codec the producer chose (Kafka's default).
     #[default]
     Producer,
+    /// `uncompressed`: batches are stored uncompressed, decompressed if they came compressed.
     Uncompressed,
+    /// `gzip`: batches are stored gzip-compressed, recompressed if they came otherwise.
     Gzip,
+    /// `snappy`, as `gzip`.
     Snappy,
+    /// `lz4`, as `gzip`.
     Lz4,
+    /// `zstd`, as `gzip`.
     Zstd,
 }
 

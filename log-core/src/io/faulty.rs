@@ -39,6 +39,7 @@ struct FaultState {
 }
 
 impl Faults {
+    /// No fault planned, nothing failed yet.
     pub fn new() -> Arc<Self> {
         Arc::default()
     }
@@ -131,6 +132,8 @@ pub struct FaultyStorage {
 }
 
 impl FaultyStorage {
+    /// Storage on the real file system that fails as `faults` says (shared with the test,
+    /// which plans faults while the log runs).
     pub fn new(faults: Arc<Faults>) -> Self {
         FaultyStorage { faults }
     }

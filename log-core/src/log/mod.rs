@@ -168,10 +168,12 @@ impl Log {
         })
     }
 
+    /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.shared.dir
     }
 
+    /// The topic named `name`, if it exists (an offline topic does not).
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.shared.topics_read().get(name).cloned()
     }

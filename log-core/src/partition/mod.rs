@@ -59,6 +59,8 @@ pub struct AppendInfo {
     pub rolled: bool,
 }
 
+/// One partition of a topic: its segments in a directory `<topic>-<index>`, appended to by
+/// one writer at a time and read concurrently.
 pub struct Partition {
     name: String,
     dir: PathBuf,
@@ -232,10 +234,12 @@ impl Partition {
         Ok(partition)
     }
 
+    /// `<topic>-<index>`, as its directory is named.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The partition's directory, holding its segments.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -245,6 +249,7 @@ impl Partition {
         &self.recovery
     }
 
+    /// The topic's config as this partition applies it now (a copy).
     pub fn config(&self) -> TopicConfig {
         self.config
             .read()
@@ -304,6 +309,7 @@ impl Partition {
             .filter(|ts| *ts >= 0)
     }
 
+    /// Segments in the partition, the active one included.
     pub fn segment_count(&self) -> usize {
         self.segments().len()
     }

@@ -18,6 +18,7 @@ use crate::segment::{Damage, Segment};
 pub struct ReadResult {
     /// Whole batches, as stored: a zero-copy slice of one segment. Empty at the log end.
     pub records: Bytes,
+    /// The partition's log start offset when the read was made.
     pub log_start_offset: i64,
     /// The high watermark.
     pub log_end_offset: i64,

@@ -12,8 +12,11 @@ use crate::segment::{self, Segment};
 /// What the retention pass removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RetentionReport {
+    /// Segments deleted.
     pub deleted_segments: usize,
+    /// Their bytes.
     pub deleted_bytes: u64,
+    /// The log start offset after the pass.
     pub log_start_offset: i64,
 }
 

@@ -53,7 +53,9 @@ const VERSION: u8 = 1;
 /// `aborted_transactions` (producer id, first offset).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AbortedTxn {
+    /// The transactional producer.
     pub producer_id: i64,
+    /// Its first batch of the transaction.
     pub first_offset: i64,
     /// The abort marker's offset.
     pub last_offset: i64,
@@ -63,7 +65,9 @@ pub struct AbortedTxn {
 /// last marker is at `first_offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OpenTxn {
+    /// The transactional producer.
     pub producer_id: i64,
+    /// Its first batch of the transaction: the last stable offset is at most this.
     pub first_offset: i64,
 }
 

@@ -25,7 +25,9 @@ pub struct Damage {
     pub resume_at: u64,
     /// The offsets that cannot be served: `first_offset..end_offset`.
     pub first_offset: i64,
+    /// The first offset after them.
     pub end_offset: i64,
+    /// What broke the chain of batches at `position`.
     pub reason: DamageReason,
 }
 
@@ -39,12 +41,25 @@ impl Damage {
 /// Why the chain broke.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DamageReason {
+    /// The bytes at the position are not a valid batch.
     #[error(transparent)]
     Batch(#[from] BatchError),
+    /// A valid batch, but not at the offset the previous batch ends at.
     #[error("batch base offset {found} where {expected} was expected")]
-    OffsetGap { found: i64, expected: i64 },
+    OffsetGap {
+        /// The batch's base offset.
+        found: i64,
+        /// The offset after the previous batch.
+        expected: i64,
+    },
+    /// The data ends before the offsets the segment is known to hold.
     #[error("the segment's data ends at offset {found}, before its offsets end at {expected}")]
-    EndsEarly { found: i64, expected: i64 },
+    EndsEarly {
+        /// The offset after the last valid batch.
+        found: i64,
+        /// The offset the segment's offsets end at.
+        expected: i64,
+    },
 }
 
 /// Checks the batch at `pos`: a header, a batch that fits in `data`, base offset `expected`;

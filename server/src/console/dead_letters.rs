@@ -1,15 +1,21 @@
 //! Dead-letter topics and their records, read from the log for the console.
 //!
 //! A topic is a dead-letter topic when its name is a retry chain's (`…-dlt`, `….DLT`: the
-//! `retry-topic` crate's and Spring Kafka's, [`crate::metrics::is_dead_letter_topic`]) or it
+//! `retry-topic` crate's and Spring Kafka's, [`vocabulary::is_dead_letter_topic`]) or it
 //! takes a share group's dead letters (`errors.deadletterqueue.group.enable`). A record's
 //! origin, error and attempts come from the headers either writer sets: Spring Kafka's
-//! `kafka_dlt-*` and `kafka_*` families and lograil's `lograil.retry.history` (the names and
-//! encodings of `retry-topic/src/headers.rs`; the broker does not link that client crate),
-//! and KIP-1191's `__dlq.errors.*` that the broker's share groups write.
+//! `kafka_dlt-*` and `kafka_*` families and lograil's `lograil.retry.history` (the names are
+//! [`vocabulary::headers`]'; the encodings those of `retry-topic/src/headers.rs`, which the
+//! broker does not link), and KIP-1191's `__dlq.errors.*` that the broker's share groups write.
 
 use log_core::{batch, Topic};
 use serde::Deserialize;
+use vocabulary::headers::{
+    ATTEMPTS, DLQ_ERRORS_DELIVERY_COUNT, DLQ_ERRORS_MESSAGE, DLQ_ERRORS_OFFSET,
+    DLQ_ERRORS_PARTITION, DLQ_ERRORS_TOPIC, DLT_EXCEPTION_FQCN, DLT_EXCEPTION_MESSAGE,
+    DLT_ORIGINAL_OFFSET, DLT_ORIGINAL_PARTITION, DLT_ORIGINAL_TOPIC, EXCEPTION_FQCN,
+    EXCEPTION_MESSAGE, HISTORY, ORIGINAL_OFFSET, ORIGINAL_PARTITION, ORIGINAL_TOPIC,
+};
 
 /// Records shown per page.
 pub const PAGE_RECORDS: usize = 50;
@@ -22,7 +28,7 @@ pub const HISTORY_SHOWN: usize = 32;
 
 /// Whether `topic` holds dead letters.
 pub fn is_dead_letter_topic(topic: &Topic) -> bool {
-    crate::metrics::is_dead_letter_topic(topic.name()) || topic.config().dlq_group_enable
+    vocabulary::is_dead_letter_topic(topic.name()) || topic.config().dlq_group_enable
 }
 
 /// A dead letter as the console shows it.
@@ -149,36 +155,24 @@ fn interpret(record: batch::DecodedRecord) -> DeadLetter {
             .find_map(&binary)
             .or_else(|| decimal(kip))
     };
-    let origin = text(&[
-        "kafka_dlt-original-topic",
-        "kafka_original-topic",
-        "__dlq.errors.topic",
-    ])
-    .map(|topic| {
+    let origin = text(&[DLT_ORIGINAL_TOPIC, ORIGINAL_TOPIC, DLQ_ERRORS_TOPIC]).map(|topic| {
         let partition = int(
-            ["kafka_dlt-original-partition", "kafka_original-partition"],
-            "__dlq.errors.partition",
+            [DLT_ORIGINAL_PARTITION, ORIGINAL_PARTITION],
+            DLQ_ERRORS_PARTITION,
         );
-        let offset = int(
-            ["kafka_dlt-original-offset", "kafka_original-offset"],
-            "__dlq.errors.offset",
-        );
+        let offset = int([DLT_ORIGINAL_OFFSET, ORIGINAL_OFFSET], DLQ_ERRORS_OFFSET);
         let partition = partition.and_then(|p| i32::try_from(p).ok()).unwrap_or(-1);
         (topic, partition, offset.unwrap_or(-1))
     });
-    let history = match record.header("lograil.retry.history") {
+    let history = match record.header(HISTORY) {
         None => Ok(Vec::new()),
         Some(v) => serde_json::from_slice::<Vec<Attempt>>(v).map_err(|e| e.to_string()),
     };
     DeadLetter {
         origin,
-        error_class: text(&["kafka_dlt-exception-fqcn", "kafka_exception-fqcn"]),
-        error_message: text(&[
-            "kafka_dlt-exception-message",
-            "kafka_exception-message",
-            "__dlq.errors.message",
-        ]),
-        attempts: binary("retry_topic-attempts").or_else(|| decimal("__dlq.errors.delivery.count")),
+        error_class: text(&[DLT_EXCEPTION_FQCN, EXCEPTION_FQCN]),
+        error_message: text(&[DLT_EXCEPTION_MESSAGE, EXCEPTION_MESSAGE, DLQ_ERRORS_MESSAGE]),
+        attempts: binary(ATTEMPTS).or_else(|| decimal(DLQ_ERRORS_DELIVERY_COUNT)),
         history,
         offset: record.offset,
         timestamp: record.timestamp,

@@ -125,7 +125,7 @@ impl Session {
     /// A connection on `listener` from `peer`, as `principal` until it authenticates with SASL
     /// (a TLS client certificate's subject, or `User:ANONYMOUS`).
     pub fn new(peer: SocketAddr, listener: Arc<Listener>, principal: Principal) -> Session {
-        let sasl = listener.protocol.sasl();
+        let sasl = listener.protocol.uses_sasl();
         Session {
             peer,
             sasl: Arc::new(Mutex::new(Exchange::new(sasl))),

@@ -167,7 +167,7 @@ fn topics(
     )?;
     for (topic, t) in &traffic {
         let count = t.dead_letters.load(Ordering::Relaxed);
-        if count > 0 || super::is_dead_letter_topic(topic) {
+        if count > 0 || vocabulary::is_dead_letter_topic(topic) {
             counter(&mut f, &[("topic", topic.as_str())], count)?;
         }
     }

@@ -38,6 +38,7 @@ use prometheus_client::metrics::counter::Counter;
 use self::histogram::LatencyHistogram;
 use kafka_protocol::messages::ApiKey;
 pub use storage::TimedStorage;
+use vocabulary::is_dead_letter_topic;
 
 /// Client ids with throttle figures of their own; throttles of further clients are added to
 /// `client_id="other"` (a client picks its id: the label set must stay bounded).
@@ -75,12 +76,6 @@ pub fn tenant_label(tenant: &[u8]) -> String {
         }
     }
     out
-}
-
-/// Whether a topic name is a retry chain's dead-letter topic by the naming convention the
-/// `retry-topic` crate and Spring Kafka use (`orders-dlt`; Spring Kafka before 2.8: `orders.DLT`).
-pub fn is_dead_letter_topic(topic: &str) -> bool {
-    topic.len() > 4 && (topic.ends_with("-dlt") || topic.ends_with(".DLT"))
 }
 
 /// One API version's request figures.
@@ -493,14 +488,5 @@ mod tests {
         assert_eq!(super::tenant_label(b""), "\"\"");
         assert_eq!(super::tenant_label(b"a\x1bb\n"), "a\\u{1b}b\\u{a}");
         assert_eq!(super::tenant_label(b"x\xffy"), "x\u{fffd}y");
-    }
-
-    #[test]
-    fn dead_letter_topics_by_name() {
-        assert!(is_dead_letter_topic("orders-dlt"));
-        assert!(is_dead_letter_topic("orders.DLT"));
-        assert!(!is_dead_letter_topic("orders"));
-        assert!(!is_dead_letter_topic("-dlt"));
-        assert!(!is_dead_letter_topic("orders-dlt-archive"));
     }
 }

@@ -4,60 +4,11 @@
 //! who came in on each.
 
 use std::fmt;
-use std::str::FromStr;
 
-/// How a listener's connections are secured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecurityProtocol {
-    Plaintext,
-    Ssl,
-    SaslPlaintext,
-    SaslSsl,
-}
+use vocabulary::UnknownSecurityProtocol;
 
-impl SecurityProtocol {
-    pub fn name(self) -> &'static str {
-        match self {
-            SecurityProtocol::Plaintext => "PLAINTEXT",
-            SecurityProtocol::Ssl => "SSL",
-            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
-            SecurityProtocol::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    /// Whether connections speak TLS.
-    pub fn tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-
-    /// Whether connections must authenticate with SASL before any other request.
-    pub fn sasl(self) -> bool {
-        matches!(
-            self,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        )
-    }
-}
-
-impl FromStr for SecurityProtocol {
-    type Err = ListenersError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.to_ascii_uppercase().as_str() {
-            "PLAINTEXT" => SecurityProtocol::Plaintext,
-            "SSL" => SecurityProtocol::Ssl,
-            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
-            "SASL_SSL" => SecurityProtocol::SaslSsl,
-            _ => return Err(ListenersError::UnknownProtocol(s.to_string())),
-        })
-    }
-}
-
-impl fmt::Display for SecurityProtocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// How a listener's connections are secured (the client's `security.protocol` too).
+pub use vocabulary::SecurityProtocol;
 
 /// Listener settings that cannot be served.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +30,12 @@ pub enum ListenersError {
         "--listen and --listeners both given: --listen is the shorthand for one PLAINTEXT listener"
     )]
     Both,
+}
+
+impl From<UnknownSecurityProtocol> for ListenersError {
+    fn from(e: UnknownSecurityProtocol) -> Self {
+        ListenersError::UnknownProtocol(e.0)
+    }
 }
 
 /// One listener as configured: where it binds and what it advertises.

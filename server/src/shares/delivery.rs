@@ -5,10 +5,14 @@ use bytes::Bytes;
 use log_core::batch::{self, DecodedRecord, HeadedRecord};
 use log_core::{Partition, ReadError};
 use task_queue::{ArchiveReason, Archived, Attempt, FairnessKey, Outcome, RecordMeta, Tenant};
+use vocabulary::headers::{
+    DLQ_ERRORS_DELIVERY_COUNT, DLQ_ERRORS_GROUP, DLQ_ERRORS_MESSAGE, DLQ_ERRORS_OFFSET,
+    DLQ_ERRORS_PARTITION, DLQ_ERRORS_TOPIC,
+};
 
 /// The header that gives a record's deadline, in ms since the epoch (8 bytes big-endian, or
 /// decimal text): past it, the record is archived as expired instead of delivered.
-pub const DEADLINE_HEADER: &str = "deadline";
+pub use vocabulary::headers::DEADLINE as DEADLINE_HEADER;
 /// lograil's own dead-letter header: every delivery of the record, as JSON.
 pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
 
@@ -309,28 +313,22 @@ pub fn dead_letters(
         };
         let text = |s: String| Some(Bytes::from(s));
         let headers = vec![
+            (DLQ_ERRORS_TOPIC.to_string(), text(source.topic.to_string())),
             (
-                "__dlq.errors.topic".to_string(),
-                text(source.topic.to_string()),
-            ),
-            (
-                "__dlq.errors.partition".to_string(),
+                DLQ_ERRORS_PARTITION.to_string(),
                 text(source.partition.to_string()),
             ),
             (
-                "__dlq.errors.offset".to_string(),
+                DLQ_ERRORS_OFFSET.to_string(),
                 text(record.offset.to_string()),
             ),
+            (DLQ_ERRORS_GROUP.to_string(), text(source.group.to_string())),
             (
-                "__dlq.errors.group".to_string(),
-                text(source.group.to_string()),
-            ),
-            (
-                "__dlq.errors.delivery.count".to_string(),
+                DLQ_ERRORS_DELIVERY_COUNT.to_string(),
                 text(record.deliveries.to_string()),
             ),
             (
-                "__dlq.errors.message".to_string(),
+                DLQ_ERRORS_MESSAGE.to_string(),
                 text(reason_message(record.reason).to_string()),
             ),
             (

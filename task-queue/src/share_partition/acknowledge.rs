@@ -13,7 +13,10 @@ pub enum AckType {
     /// 1: processed.
     Accept,
     /// 2: give it back for another delivery (optionally after `delay` ms).
-    Release { delay: i64 },
+    Release {
+        /// Ms before it can be acquired again (0: at once).
+        delay: i64,
+    },
     /// 3: unprocessable (archived).
     Reject,
     /// 4 (Kafka 4.2): keep it, extend the lock.
@@ -37,8 +40,11 @@ impl AckType {
 /// Acknowledgements of a contiguous range of offsets: one type for all, or one per offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AckBatch {
+    /// The range's first offset.
     pub first_offset: i64,
+    /// Its last offset (inclusive).
     pub last_offset: i64,
+    /// One type for the whole range, or one per offset from `first_offset`.
     pub types: Vec<AckType>,
 }
 

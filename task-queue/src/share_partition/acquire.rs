@@ -11,14 +11,18 @@ use crate::record::{ArchiveReason, Entry, RecordState};
 /// Records acquired by one ShareFetch: ranges of offsets with their delivery count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Acquired {
+    /// `(first, last, deliveries)`: offsets `first..=last`, each now delivered `deliveries`
+    /// times.
     pub ranges: Vec<(i64, i64, u16)>,
 }
 
 impl Acquired {
+    /// Records acquired.
     pub fn count(&self) -> i64 {
         self.ranges.iter().map(|(f, l, _)| l - f + 1).sum()
     }
 
+    /// The offsets acquired, range by range.
     pub fn offsets(&self) -> impl Iterator<Item = i64> + '_ {
         self.ranges.iter().flat_map(|(f, l, _)| *f..=*l)
     }

@@ -21,57 +21,9 @@ use super::{ConfigError, Reader};
 use credentials::SaslProperties;
 use tls::{TlsProperties, TlsSettings};
 
-/// `security.protocol`: how the client talks to brokers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum SecurityProtocol {
-    /// Plain TCP (the default).
-    #[default]
-    Plaintext,
-    /// TLS.
-    Ssl,
-    /// SASL authentication over plain TCP.
-    SaslPlaintext,
-    /// SASL authentication over TLS.
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    /// Kafka's name: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SecurityProtocol::Plaintext => "PLAINTEXT",
-            SecurityProtocol::Ssl => "SSL",
-            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
-            SecurityProtocol::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    /// Parses Kafka's name, case-insensitively as the Java client.
-    pub fn from_name(name: &str) -> Option<SecurityProtocol> {
-        [
-            SecurityProtocol::Plaintext,
-            SecurityProtocol::Ssl,
-            SecurityProtocol::SaslPlaintext,
-            SecurityProtocol::SaslSsl,
-        ]
-        .into_iter()
-        .find(|p| p.name().eq_ignore_ascii_case(name))
-    }
-
-    /// Whether connections are TLS.
-    pub fn uses_tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-
-    /// Whether connections authenticate with SASL.
-    pub fn uses_sasl(self) -> bool {
-        matches!(
-            self,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        )
-    }
-}
+/// `security.protocol`: how the client talks to brokers (the default is PLAINTEXT); the
+/// broker's listeners use the same type.
+pub use vocabulary::SecurityProtocol;
 
 /// `sasl.mechanism`: the SASL mechanisms this client speaks (the `sasl` crate's).
 pub use sasl::Mechanism as SaslMechanism;
