@@ -46,9 +46,11 @@ pub trait PartitionLog {
 /// One member's fetch from one share partition.
 #[derive(Debug, Clone, Copy)]
 pub struct Fetch<'a> {
+    /// The member acquiring.
     pub member: &'a str,
     /// Milliseconds since the epoch.
     pub now: i64,
+    /// At most this many records (before rounding up to a batch end).
     pub max_records: usize,
     /// Kafka's `batch_optimized` mode: an acquisition in offset order runs to a batch end.
     pub whole_batches: bool,
@@ -58,7 +60,9 @@ pub struct Fetch<'a> {
 /// the batches that hold them (empty when none was acquired).
 #[derive(Debug)]
 pub struct Acquisition<R> {
+    /// `(first, last, delivery count)`, ascending.
     pub ranges: Vec<(i64, i64, u16)>,
+    /// The batches holding them.
     pub records: R,
     /// What the acquisition changed, to persist.
     pub changes: Changes,
@@ -67,10 +71,17 @@ pub struct Acquisition<R> {
 /// The acquired batches could not be read: the records went back to available, unseen.
 #[derive(Debug)]
 pub struct ReadFailed<E> {
+    /// The log's error.
     pub error: E,
     /// What changed all the same (the share start moved, records archived and released).
     pub changes: Changes,
 }
+
+/// What [`acquire`] returns: the share partition's lock, still held, and what was acquired.
+pub type AcquireResult<'s, L> = (
+    MutexGuard<'s, SharePartition>,
+    Result<Acquisition<<L as PartitionLog>::Records>, ReadFailed<<L as PartitionLog>::Error>>,
+);
 
 /// Acquires records of one share partition for `fetch.member`. The metas are read without the
 /// lock (what another fetch learnt meanwhile is skipped); the rest runs under it, and the
@@ -80,10 +91,7 @@ pub fn acquire<'s, L: PartitionLog>(
     log: &L,
     fetch: Fetch<'_>,
     config: &ShareConfig,
-) -> (
-    MutexGuard<'s, SharePartition>,
-    Result<Acquisition<L::Records>, ReadFailed<L::Error>>,
-) {
+) -> AcquireResult<'s, L> {
     // Committed records only: nothing at or past the last stable offset is acquired.
     let log_end = log.last_stable_offset();
     if config.needs_meta() {

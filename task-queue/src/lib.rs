@@ -89,7 +89,7 @@ mod share_partition;
 mod store;
 mod window;
 
-pub use acquisition::{acquire, Acquisition, Fetch, PartitionLog, ReadFailed};
+pub use acquisition::{acquire, AcquireResult, Acquisition, Fetch, PartitionLog, ReadFailed};
 pub use config::{AutoOffsetReset, ShareConfig, ShareConfigError};
 pub use fairness::{FairnessKey, RecordMeta, Tenant, TenantStats};
 pub use record::{ArchiveReason, Attempt, Entry, Outcome, RecordState};
