@@ -8,9 +8,13 @@
 //! listed). Work-conserving: while any record of the window is available, a fetch gets one.
 //!
 //! What a record's tenant, timestamp and deadline are is in the log, not in the share state:
-//! the broker reads them for the window ([`crate::SharePartition::unknown_meta`]) and hands
-//! them in ([`crate::SharePartition::learn`]). They are kept beside the entries, never
-//! persisted (after a restart the broker reads them again).
+//! acquisition reads them for the window ([`crate::SharePartition::unknown_meta`],
+//! [`crate::PartitionLog::read_meta`]) and learns them ([`crate::SharePartition::learn`]).
+//! They are kept beside the entries, never persisted (after a restart they are read again).
+//!
+//! Here: the tenants and the look-ahead window with its round robin and CoDel state
+//! (`Lookahead`); in `choice.rs`, how a share partition uses them as it acquires (the records
+//! chosen in turns or newest first, expired ones archived, the per-tenant counts).
 //!
 //! With `lograil.share.overload.target.ms` set, CoDel's rule decides an overload mode: once the
 //! oldest available record of the window has waited longer than the target for a whole
@@ -483,6 +487,8 @@ impl Lookahead {
         }
     }
 }
+
+mod choice;
 
 #[cfg(test)]
 mod tests;

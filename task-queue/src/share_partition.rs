@@ -11,13 +11,13 @@
 //! Time is passed in (`now`, ms since the epoch), so the machine is tested on a clock of the
 //! test's own.
 //!
-//! Acquisition is in `acquire.rs`, acknowledgements and what else ends a delivery in
-//! `acknowledge.rs`; the records' states are in `crate::record`.
+//! Acquisition is in `acquire.rs` (its fair turns and overload mode in `crate::fairness`),
+//! acknowledgements and what else ends a delivery in `acknowledge.rs`; the records' states are
+//! in `crate::record`.
 
 use std::collections::BTreeMap;
 
-use crate::config::ShareConfig;
-use crate::fairness::{Lookahead, RecordMeta, TenantStats};
+use crate::fairness::Lookahead;
 use crate::record::{ArchiveReason, Attempt, Entry, RecordState};
 use crate::window::Window;
 
@@ -26,6 +26,7 @@ mod acquire;
 
 pub use acknowledge::{AckBatch, AckError, AckType};
 pub use acquire::Acquired;
+pub(crate) use acquire::Take;
 
 /// A record that was archived, for dead-lettering: its offset, why, and its deliveries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,13 +64,14 @@ impl Changes {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharePartition {
     /// SPSO: every offset below is finished.
-    start: i64,
+    pub(crate) start: i64,
     /// SPEO: every offset from here on is available and was never acquired.
-    end: i64,
+    pub(crate) end: i64,
     /// Every offset from SPSO to SPEO.
-    entries: Window,
-    /// The records' metas from SPSO on (not persisted), fair turns and the overload mode.
-    meta: Box<Lookahead>,
+    pub(crate) entries: Window,
+    /// The records' metas from SPSO on (not persisted), fair turns and the overload mode
+    /// (`crate::fairness`).
+    pub(crate) meta: Box<Lookahead>,
 }
 
 impl SharePartition {
@@ -129,7 +131,7 @@ impl SharePartition {
     }
 
     /// Moves SPSO past every finished record at the front, forgetting them.
-    fn advance_start(&mut self) {
+    pub(crate) fn advance_start(&mut self) {
         self.start += self.entries.pop_front_while(|e| e.state.is_final()) as i64;
         if self.start > self.end {
             self.end = self.start;
@@ -184,79 +186,6 @@ impl SharePartition {
             .filter(|(o, e)| *o < log_end && e.state.is_final())
             .count();
         (log_end - self.start).max(0) - done as i64
-    }
-
-    /// The offsets `[from, to)` of the look-ahead window `[SPSO, min(SPSO + window, log_end))`
-    /// whose metas are not known yet, for the broker to read from the log and
-    /// [`SharePartition::learn`]; `None` when all are known or `config` needs none.
-    pub fn unknown_meta(&self, log_end: i64, config: &ShareConfig) -> Option<(i64, i64)> {
-        if !config.needs_meta() {
-            return None;
-        }
-        let to = log_end.min(self.start.saturating_add(config.lookahead() as i64));
-        let from = self.meta.end().max(self.start);
-        (from < to).then_some((from, to))
-    }
-
-    /// The metas of offsets `first`, `first + 1`, …: one per offset (an offset without a
-    /// record, such as a transaction marker, with the empty tenant and no deadline). Those
-    /// known already are skipped; those that would leave a gap after the last known one (or
-    /// lie below SPSO) are ignored.
-    pub fn learn(&mut self, first: i64, metas: Vec<RecordMeta>) {
-        self.meta.learn(first, metas);
-    }
-
-    /// Whether the overload mode is on now.
-    pub fn overloaded(&self) -> bool {
-        self.meta.overloaded
-    }
-
-    /// Per-tenant counts over the look-ahead window's known metas: the `top` tenants by
-    /// available records (ties by tenant bytes), the rest summed in one `tenant: None` entry
-    /// (left out when there is no rest).
-    pub fn tenant_stats(&self, top: usize) -> Vec<TenantStats> {
-        let mut by_id: Vec<(u64, u64, Option<i64>)> = vec![(0, 0, None); self.meta.tenant_ids()];
-        for offset in self.start..self.meta.end() {
-            let Some(slot) = self.meta.get(offset) else {
-                continue;
-            };
-            let Some(counts) = by_id.get_mut(slot.tenant as usize) else {
-                continue;
-            };
-            match self.entries.get(offset).map(|e| &e.state) {
-                // Past SPEO: available, never acquired.
-                None | Some(RecordState::Available { .. }) => {
-                    counts.0 += 1;
-                    counts.2 = Some(counts.2.map_or(slot.timestamp, |t| t.min(slot.timestamp)));
-                }
-                Some(RecordState::Acquired { .. }) => counts.1 += 1,
-                Some(_) => {}
-            }
-        }
-        let mut tenants: Vec<TenantStats> = by_id
-            .into_iter()
-            .enumerate()
-            .filter(|(_, (available, in_flight, _))| available + in_flight > 0)
-            .filter_map(|(id, (available, in_flight, oldest))| {
-                Some(TenantStats {
-                    tenant: Some(self.meta.tenant(id as u32)?.clone()),
-                    available,
-                    in_flight,
-                    oldest_available_ms: oldest,
-                })
-            })
-            .collect();
-        tenants.sort_by(|a, b| b.available.cmp(&a.available).then(a.tenant.cmp(&b.tenant)));
-        if tenants.len() > top {
-            let rest = tenants.split_off(top);
-            tenants.push(TenantStats {
-                tenant: None,
-                available: rest.iter().map(|t| t.available).sum(),
-                in_flight: rest.iter().map(|t| t.in_flight).sum(),
-                oldest_available_ms: rest.iter().filter_map(|t| t.oldest_available_ms).min(),
-            });
-        }
-        tenants
     }
 
     /// When the oldest lock held now began, if any.

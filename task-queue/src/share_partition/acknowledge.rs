@@ -137,7 +137,7 @@ impl SharePartition {
     }
 
     /// Archives a record that is not held (it is not being delivered).
-    pub(super) fn archive(&mut self, offset: i64, reason: ArchiveReason, changes: &mut Changes) {
+    pub(crate) fn archive(&mut self, offset: i64, reason: ArchiveReason, changes: &mut Changes) {
         let Some(entry) = self.entries.get_mut(offset) else {
             return;
         };

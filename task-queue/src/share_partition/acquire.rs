@@ -1,11 +1,12 @@
 //! Acquisition: a member takes available records (AVAILABLE → ACQUIRED, a delivery counted),
-//! in offset order, or first by fair turns and the overload mode among the look-ahead window.
+//! in offset order, after those fair turns and the overload mode choose among the look-ahead
+//! window (`crate::fairness::choice`).
 
 use std::sync::Arc;
 
 use super::{Changes, SharePartition};
 use crate::config::ShareConfig;
-use crate::fairness::{Ask, FairnessKey, Lookahead};
+use crate::fairness::Lookahead;
 use crate::record::{ArchiveReason, Entry, RecordState};
 
 /// Records acquired by one ShareFetch: ranges of offsets with their delivery count.
@@ -27,7 +28,7 @@ impl Acquired {
         self.ranges.iter().flat_map(|(f, l, _)| *f..=*l)
     }
 
-    fn push(&mut self, offset: i64, deliveries: u16) {
+    pub(crate) fn push(&mut self, offset: i64, deliveries: u16) {
         match self.ranges.last_mut() {
             Some((_, last, count)) if *last + 1 == offset && *count == deliveries => *last = offset,
             _ => self.ranges.push((offset, offset, deliveries)),
@@ -36,13 +37,13 @@ impl Acquired {
 }
 
 /// One acquisition under way: for whom, until when, how many more, and what it did so far.
-struct Take<'a> {
-    holder: &'a Arc<str>,
-    now: i64,
-    until: i64,
-    budget: usize,
-    acquired: &'a mut Acquired,
-    changes: &'a mut Changes,
+pub(crate) struct Take<'a> {
+    pub holder: &'a Arc<str>,
+    pub now: i64,
+    pub until: i64,
+    pub budget: usize,
+    pub acquired: &'a mut Acquired,
+    pub changes: &'a mut Changes,
 }
 
 impl SharePartition {
@@ -153,205 +154,7 @@ impl SharePartition {
         }
     }
 
-    /// Fair turns and the overload mode among the records of the look-ahead window whose
-    /// metas are known: decides the overload mode, archives what it expires, acquires in turns
-    /// (or newest first); the offset where [`SharePartition::acquire_in_order`] goes on.
-    fn acquire_chosen(&mut self, log_end: i64, config: &ShareConfig, t: &mut Take) -> i64 {
-        let now = t.now;
-        let known_end = self.known_end(log_end, config);
-        t.changes.overload = self.decide_overload(now, known_end, config);
-        if self.meta.overloaded && self.meta.next_expiry < now {
-            self.expire_overdue(now, known_end, t.changes);
-        }
-        let known_end = self.known_end(log_end, config);
-        let newest_first = self.meta.overloaded;
-        let fair = config.fairness_key != FairnessKey::None;
-        if !fair && !newest_first {
-            return i64::MIN;
-        }
-        let ask = Ask {
-            start: self.start,
-            known_end,
-            newest_first,
-            budget: t.budget,
-            delivery_limit: config.delivery_limit,
-        };
-        let (chosen, used_up) = if t.budget == 0 {
-            (Vec::new(), Vec::new())
-        } else if fair {
-            self.fair_turns(ask, now, config)
-        } else {
-            self.newest_due(&ask, now)
-        };
-        for offset in used_up {
-            self.archive(offset, ArchiveReason::DeliveryLimit, t.changes);
-        }
-        self.take_chosen(&chosen, t);
-        known_end
-    }
-
-    /// CoDel's rule at `now` over the window below `known_end` (without a target, the mode is
-    /// off); what changed.
-    fn decide_overload(&mut self, now: i64, known_end: i64, config: &ShareConfig) -> Option<bool> {
-        if let Some(target) = config.overload_target_ms {
-            // The oldest available record: the first due one (by offset).
-            let oldest = (self.start..known_end)
-                .find(|&o| self.due(o, now))
-                .and_then(|o| self.meta.get(o))
-                .map(|slot| slot.timestamp);
-            self.meta
-                .codel(now, oldest, target, config.overload_interval_ms)
-        } else if self.meta.overloaded {
-            self.meta.overloaded = false;
-            self.meta.above_since = None;
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    /// Archives as expired the available records of the window below `known_end` whose
-    /// deadline passed by `now`, and notes the next deadline of those left.
-    fn expire_overdue(&mut self, now: i64, known_end: i64, changes: &mut Changes) {
-        // Late is useless now: every available record past its deadline goes.
-        let mut next = i64::MAX;
-        let mut expired = Vec::new();
-        for offset in self.start..self.meta.end() {
-            let (Some(slot), true) = (self.meta.get(offset), self.open(offset)) else {
-                continue;
-            };
-            if slot.deadline < now && offset < known_end && self.available(offset) {
-                expired.push(offset);
-            } else {
-                next = next.min(slot.deadline);
-            }
-        }
-        self.meta.next_expiry = next;
-        for offset in expired {
-            self.extend_to(offset);
-            self.archive(offset, ArchiveReason::Expired, changes);
-        }
-        self.advance_start();
-    }
-
-    /// The records fair turns choose ([`Lookahead::fair_turns`]), and those met that had every
-    /// delivery.
-    fn fair_turns(&mut self, ask: Ask, now: i64, config: &ShareConfig) -> (Vec<i64>, Vec<i64>) {
-        let end = self.end;
-        let entries = &self.entries;
-        // (deliveries if due, finished)
-        let state = |offset: i64| -> (Option<u16>, bool) {
-            if offset >= end {
-                return (Some(0), false);
-            }
-            match entries.get(offset) {
-                Some(Entry {
-                    state: RecordState::Available { not_before },
-                    deliveries,
-                    ..
-                }) => ((*not_before <= now).then_some(*deliveries), false),
-                Some(e) => (None, e.state.is_final()),
-                None => (None, true),
-            }
-        };
-        self.meta
-            .fair_turns(ask, state, |tenant| config.weight(tenant))
-    }
-
-    /// Without fair turns in the overload mode: the due records of the window, newest first,
-    /// and those met that had every delivery.
-    fn newest_due(&self, ask: &Ask, now: i64) -> (Vec<i64>, Vec<i64>) {
-        let mut chosen = Vec::new();
-        let mut used_up = Vec::new();
-        for offset in (ask.start..ask.known_end).rev() {
-            if chosen.len() == ask.budget {
-                break;
-            }
-            match self.due_deliveries(offset, now) {
-                Some(d) if d >= ask.delivery_limit => used_up.push(offset),
-                Some(_) => chosen.push(offset),
-                None => {}
-            }
-        }
-        (chosen, used_up)
-    }
-
-    /// Takes `chosen` in the order chosen (so `changes.offsets` tells it), answered in offset
-    /// order.
-    fn take_chosen(&mut self, chosen: &[i64], t: &mut Take) {
-        let mut taken = Acquired::default();
-        for &offset in chosen {
-            self.extend_to(offset);
-            self.take(offset, t.holder, t.now, t.until, &mut taken, t.changes);
-            t.budget -= 1;
-        }
-        let mut taken: Vec<(i64, u16)> = taken
-            .ranges
-            .iter()
-            .flat_map(|&(first, last, count)| (first..=last).map(move |o| (o, count)))
-            .collect();
-        taken.sort_unstable();
-        for (offset, count) in taken {
-            t.acquired.push(offset, count);
-        }
-    }
-
-    /// The end of the offsets whose metas acquisition may use: known, in the log, within the
-    /// look-ahead window and `max_window`.
-    fn known_end(&self, log_end: i64, config: &ShareConfig) -> i64 {
-        let window = config.lookahead().min(config.max_window) as i64;
-        self.meta
-            .end()
-            .min(log_end)
-            .min(self.start.saturating_add(window))
-    }
-
-    /// Not finished (at or past SPSO).
-    fn open(&self, offset: i64) -> bool {
-        offset >= self.end
-            || self
-                .entries
-                .get(offset)
-                .is_some_and(|e| !e.state.is_final())
-    }
-
-    /// The deliveries so far of a record due by `now`; `None` if it is not due.
-    fn due_deliveries(&self, offset: i64, now: i64) -> Option<u16> {
-        if offset >= self.end {
-            return Some(0);
-        }
-        self.entries.get(offset).and_then(|e| match e.state {
-            RecordState::Available { not_before } if not_before <= now => Some(e.deliveries),
-            _ => None,
-        })
-    }
-
-    /// Available now or later (past SPEO: never acquired).
-    fn available(&self, offset: i64) -> bool {
-        offset >= self.end
-            || self
-                .entries
-                .get(offset)
-                .is_some_and(|e| matches!(e.state, RecordState::Available { .. }))
-    }
-
-    /// Available by `now`.
-    fn due(&self, offset: i64, now: i64) -> bool {
-        offset >= self.end
-            || self.entries.get(offset).is_some_and(
-                |e| matches!(e.state, RecordState::Available { not_before } if not_before <= now),
-            )
-    }
-
-    /// Moves SPEO past `offset`: the offsets on the way are available, never acquired.
-    fn extend_to(&mut self, offset: i64) {
-        while self.end <= offset {
-            self.entries.push(self.end, Entry::new());
-            self.end += 1;
-        }
-    }
-
-    fn take(
+    pub(crate) fn take(
         &mut self,
         offset: i64,
         member: &Arc<str>,
