@@ -62,19 +62,24 @@ impl WindowSum {
 /// One librdkafka latency metric over a run, in µs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct WindowSummary {
+    /// Values in the windows received: requests (round trips) or records (queueing).
     pub count: i64,
+    /// Mean over the windows received (exact).
     pub mean_us: f64,
     /// Request-weighted mean of the windows' p50.
     pub approx_p50_us: f64,
     /// Request-weighted mean of the windows' p99.
     pub approx_p99_us: f64,
+    /// Largest value of any window received (exact).
     pub max_us: i64,
 }
 
 /// Broker round trips and producer queueing of one or more clients.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientStats {
+    /// Round trips of requests to every broker (librdkafka's `rtt`).
     pub rtt: WindowSum,
+    /// Records' time in the producer's queue (librdkafka's `int_latency`), every broker.
     pub queue: WindowSum,
 }
 

@@ -23,8 +23,11 @@ use crate::units::{mb_per_s, per_s};
 /// A partition to read: from `start`, up to (not including) `end` if given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionRange {
+    /// The partition number.
     pub partition: i32,
+    /// The first offset to read.
     pub start: i64,
+    /// One past the last offset to read; `None`: read until the stop rule holds.
     pub end: Option<i64>,
 }
 
@@ -37,6 +40,7 @@ pub struct StopRule {
     pub limit: Option<u64>,
     /// End-to-end: stop once the producers are done and every acknowledged record was read.
     pub producers_done: Option<(Arc<AtomicBool>, Arc<AtomicU64>)>,
+    /// Give up (and report the run as timed out) at this instant.
     pub deadline: Instant,
 }
 
@@ -63,13 +67,17 @@ pub struct ConsumerJob {
     pub client: ClientKind,
     /// `--client lograil`: tokio worker threads of the job's runtime (0: current-thread).
     pub tokio_workers: usize,
+    /// The librdkafka consumer properties (translated for `--client lograil`).
     pub config: ClientConfig,
+    /// The topic to read.
     pub topic: String,
+    /// The partitions this consumer reads, assigned at their start offsets.
     pub partitions: Vec<PartitionRange>,
     /// Record end-to-end latency from the stamp in each value.
     pub measure_latency: bool,
     /// Only for records stamped at or after this time (µs since the Unix epoch; `--warmup-ms`).
     pub measure_from_us: u64,
+    /// When to stop, shared by all the run's consumers.
     pub stop: StopRule,
     /// Start of the run's measured phase: records read are counted per second since it.
     pub epoch: Instant,
@@ -78,17 +86,26 @@ pub struct ConsumerJob {
 /// What one consumer thread did.
 #[derive(Debug, Clone, Default)]
 pub struct ConsumerOutcome {
+    /// Records read.
     pub records: u64,
     /// Value and key bytes.
     pub bytes: u64,
+    /// Errors polled instead of a record (the consumer goes on polling).
     pub errors: u64,
+    /// The first of those errors.
     pub first_error: Option<String>,
+    /// End-to-end latency of the records read that were stamped from
+    /// [`ConsumerJob::measure_from_us`] on (only with [`ConsumerJob::measure_latency`]).
     pub latency: Latency,
+    /// When the partitions were assigned; `None` if there was none to read.
     pub assigned_at: Option<Instant>,
+    /// When the first record arrived; `None` if none did.
     pub first_record: Option<Instant>,
+    /// When the last record arrived; `None` if none did.
     pub last_record: Option<Instant>,
     /// Records read in each second since the job's epoch.
     pub per_second: PerSecond,
+    /// The deadline passed before the consumer was done.
     pub timed_out: bool,
 }
 
@@ -210,20 +227,27 @@ pub fn deal(ranges: &[PartitionRange], consumers: usize) -> Vec<Vec<PartitionRan
 /// The consumers of a run together.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConsumeSummary {
+    /// Consumer threads.
     pub consumers: usize,
+    /// Records read by all consumers.
     pub records: u64,
     /// Value and key bytes read.
     pub bytes: u64,
     /// From the first assign (consume) or the first record (end-to-end) to the last record.
     pub seconds: f64,
+    /// `bytes` over `seconds`, in MB/s (10^6 bytes).
     pub mb_per_s: f64,
+    /// `records` over `seconds`.
     pub records_per_s: f64,
     /// From the first assign to the first record, ms.
     pub first_record_after_ms: Option<f64>,
     /// End-to-end runs: per record, from its stamped (intended) send time to its consumption.
     pub end_to_end_latency: Option<LatencySummary>,
+    /// Errors polled instead of a record, all consumers.
     pub errors: u64,
+    /// The first consumer error of the first consumer that had one.
     pub first_error: Option<String>,
+    /// Some consumer hit the deadline (`--timeout-secs`): the run is incomplete.
     pub timed_out: bool,
     /// End-to-end runs: the merged latency histogram (for `--plot`; not in the JSON).
     #[serde(skip)]

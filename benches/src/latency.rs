@@ -108,14 +108,23 @@ impl Latency {
 pub struct LatencySummary {
     /// Values recorded.
     pub count: u64,
+    /// Smallest value (at least 1: the resolution).
     pub min_us: u64,
+    /// Mean (not rounded to whole µs).
     pub mean_us: f64,
+    /// Median.
     pub p50_us: u64,
+    /// 90th percentile.
     pub p90_us: u64,
+    /// 95th percentile.
     pub p95_us: u64,
+    /// 99th percentile.
     pub p99_us: u64,
+    /// 99.9th percentile.
     pub p99_9_us: u64,
+    /// 99.99th percentile.
     pub p99_99_us: u64,
+    /// Largest value (values over one hour were recorded as one hour).
     pub max_us: u64,
 }
 

@@ -42,6 +42,7 @@
 //! }
 //! assert_eq!(l.summary().max_us, 900);
 //! ```
+#![warn(missing_docs)]
 
 pub mod args;
 pub mod client_stats;

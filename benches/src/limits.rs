@@ -32,45 +32,66 @@ const PING_BYTES: usize = 64;
 /// Everything `limits` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct LimitsReport {
+    /// Always `lograil-bench`.
     pub tool: &'static str,
+    /// The harness's crate version.
     pub version: &'static str,
+    /// Always `limits`.
     pub mode: &'static str,
+    /// Wall-clock start of the run, in seconds since the Unix epoch.
     pub started_at_unix_s: u64,
+    /// `--label`, if given.
     pub label: Option<String>,
+    /// The flags, as given or defaulted.
     pub parameters: LimitsArgs,
+    /// The machine and git revision the run happened on.
     pub machine: Machine,
+    /// The disk tests, in `--dir`.
     pub disk: DiskLimits,
+    /// The loopback TCP tests.
     pub tcp: TcpLimits,
 }
 
 /// Sequential write limits of the folder's file system.
 #[derive(Debug, Clone, Serialize)]
 pub struct DiskLimits {
+    /// The folder the test file was written in (`--dir`).
     pub dir: PathBuf,
+    /// The buffered sequential write of `--disk-bytes`.
     pub buffered: BufferedWrite,
+    /// One write + fdatasync test per `--sync-sizes` size, in that order.
     pub fdatasync: Vec<SyncedWrite>,
 }
 
 /// Writes of 1 MiB blocks without syncing, then one fdatasync.
 #[derive(Debug, Clone, Serialize)]
 pub struct BufferedWrite {
+    /// Bytes written (`--disk-bytes`).
     pub bytes: u64,
     /// The writes alone (into the page cache).
     pub write_seconds: f64,
+    /// `bytes` over `write_seconds`, in MB/s (10^6 bytes).
     pub write_mb_per_s: f64,
     /// The writes plus one fdatasync at the end (the device's sustained rate).
     pub synced_seconds: f64,
+    /// `bytes` over `synced_seconds`, in MB/s (10^6 bytes).
     pub synced_mb_per_s: f64,
 }
 
 /// write + fdatasync per block, for a while.
 #[derive(Debug, Clone, Serialize)]
 pub struct SyncedWrite {
+    /// Bytes per write, each followed by one fdatasync.
     pub block_bytes: u64,
+    /// Write + fdatasync pairs done: until `--seconds` passed or `--disk-bytes` were written.
     pub writes: u64,
+    /// `writes` × `block_bytes`.
     pub bytes: u64,
+    /// Wall time of all the writes and their fdatasyncs, in seconds.
     pub seconds: f64,
+    /// `bytes` over `seconds`, in MB/s (10^6 bytes).
     pub mb_per_s: f64,
+    /// `writes` (each with its fdatasync) per second.
     pub syncs_per_s: f64,
     /// Each write + fdatasync.
     pub latency: LatencySummary,
@@ -79,9 +100,13 @@ pub struct SyncedWrite {
 /// Loopback TCP limits.
 #[derive(Debug, Clone, Serialize)]
 pub struct TcpLimits {
+    /// Bytes per `write` call of the sender (`--tcp-write-size`).
     pub write_bytes: u64,
+    /// Bytes the receiver read.
     pub bytes: u64,
+    /// From the sender's first write to the receiver seeing the end of the stream, in seconds.
     pub seconds: f64,
+    /// `bytes` over `seconds`, in MB/s (10^6 bytes).
     pub mb_per_s: f64,
     /// One 64-byte message there and back, TCP_NODELAY.
     pub round_trip: LatencySummary,

@@ -8,10 +8,13 @@ use serde::Serialize;
 /// The machine and source revision a run happened on.
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
+    /// The first `model name` of /proc/cpuinfo.
     pub cpu_model: Option<String>,
     /// Logical CPUs this process may run on.
     pub cores: usize,
+    /// `MemTotal` of /proc/meminfo, in bytes.
     pub memory_bytes: Option<u64>,
+    /// Kernel release (/proc/sys/kernel/osrelease).
     pub kernel: Option<String>,
     /// `git rev-parse HEAD` in the current directory.
     pub git_revision: Option<String>,

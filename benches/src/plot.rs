@@ -55,12 +55,15 @@ const DASH: (u32, u32) = (6, 4);
 /// What the SVG shows, independent of where it came from (a run's report, or a test).
 #[derive(Debug, Clone, Default)]
 pub struct Chart {
+    /// The first line, bold; wrapped after a comma or semicolon if long.
     pub title: String,
     /// Smaller lines under the title.
     pub subtitles: Vec<String>,
+    /// The latency panel's curves, drawn in this order.
     pub latencies: Vec<LatencyLine>,
     /// Shown in the latency panel when `latencies` has no points.
     pub no_latency: String,
+    /// The throughput panel's lines, drawn in this order.
     pub throughput: Vec<RateLine>,
     /// Open loop: the rate asked for, records/s.
     pub target_rate: Option<f64>,
@@ -71,6 +74,7 @@ pub struct Chart {
 pub struct LatencyLine {
     /// Legend text.
     pub name: String,
+    /// Colour of the curve and its legend entry.
     pub color: RGBColor,
     /// (percentile in %, µs), percentiles ascending (see `Latency::percentile_curve`).
     pub curve: Vec<(f64, u64)>,
@@ -81,6 +85,7 @@ pub struct LatencyLine {
 pub struct RateLine {
     /// Legend text.
     pub name: String,
+    /// Colour of the line and its legend entry.
     pub color: RGBColor,
     /// Records in each second since the clients started.
     pub per_second: Vec<u64>,

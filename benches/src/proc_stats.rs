@@ -10,7 +10,9 @@ use serde::Serialize;
 /// CPU time a process has used so far (user + system), from /proc/PID/stat.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CpuTime {
+    /// Seconds of CPU in user mode (utime).
     pub user_s: f64,
+    /// Seconds of CPU in the kernel (stime).
     pub system_s: f64,
 }
 
@@ -99,14 +101,20 @@ fn parse_vm_hwm(status: &str) -> Option<u64> {
 /// CPU used by a process during a run, per GiB the run moved, and its peak RSS.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessCost {
+    /// The process measured; `None`: the harness itself.
     pub pid: Option<u32>,
+    /// Seconds of CPU in user mode during the run.
     pub user_s: f64,
+    /// Seconds of CPU in the kernel during the run.
     pub system_s: f64,
+    /// `user_s + system_s`.
     pub cpu_s: f64,
     /// CPU seconds per GiB of record values moved (produced, or fetched for `consume`).
     pub cpu_s_per_gib: f64,
     /// Average CPU cores busy over the run's wall time.
     pub cores_busy: f64,
+    /// Peak resident set size (VmHWM) over the process's whole life, not only
+    /// the run, in bytes; `None` if /proc/PID/status could not be read.
     pub peak_rss_bytes: Option<u64>,
 }
 

@@ -31,16 +31,21 @@ pub struct ProducerJob {
     pub client: ClientKind,
     /// `--client lograil`: tokio worker threads of the job's runtime (0: current-thread).
     pub tokio_workers: usize,
+    /// The librdkafka producer properties (translated for `--client lograil`).
     pub config: ClientConfig,
+    /// The topic to produce to; the client's partitioner picks the partition.
     pub topic: String,
     /// Records this producer sends.
     pub messages: u64,
+    /// Bytes of each record's value, the send-time stamp included.
     pub message_size: usize,
+    /// The record keys, if records are keyed.
     pub keys: Keys,
     /// Open loop: time between two sends of this producer.
     pub interval: Option<Duration>,
     /// Open loop: this producer's first send is this far into the run (staggers producers).
     pub phase: Duration,
+    /// Converts send instants to the µs since the Unix epoch stamped in each value.
     pub clock: Clock,
     /// Latency is measured for records sent from this time on (µs since the Unix epoch;
     /// `--warmup-ms`).
@@ -60,7 +65,9 @@ pub struct ProducerJob {
 /// A transactional producer's id and how often it commits.
 #[derive(Debug, Clone)]
 pub struct Transaction {
+    /// The producer's `transactional.id`.
     pub id: String,
+    /// Commit the open transaction once it is this old (checked after each send).
     pub every: Duration,
 }
 
@@ -70,20 +77,30 @@ const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// What one producer thread did.
 #[derive(Debug, Clone, Default)]
 pub struct ProducerOutcome {
+    /// Records handed to the client library (not necessarily acknowledged).
     pub sent: u64,
+    /// Records the broker acknowledged.
     pub acked: u64,
+    /// Records whose delivery failed.
     pub failed: u64,
     /// Value and key bytes of the acknowledged records.
     pub acked_bytes: u64,
+    /// The first delivery error, if any delivery failed.
     pub first_error: Option<String>,
+    /// Delivery latency ((intended) send to acknowledgement) of the acknowledged records
+    /// sent from [`ProducerJob::measure_from_us`] on.
     pub latency: Latency,
+    /// (Intended) send time of the first record; `None` if none was sent.
     pub first_send: Option<Instant>,
+    /// The last acknowledgement, or the last transaction's commit if later; `None` if
+    /// neither happened.
     pub last_ack: Option<Instant>,
     /// Records acknowledged in each second since the job's epoch.
     pub per_second: PerSecond,
     /// With `keep_samples`: (intended send time in µs since the Unix epoch, delivery latency
     /// in µs) of each acknowledged record, in the order acknowledged.
     pub samples: Vec<(u64, u64)>,
+    /// The deadline passed before every record was sent and its delivery reported.
     pub timed_out: bool,
     /// librdkafka's statistics: broker round trips and producer queueing.
     pub client_stats: ClientStats,
@@ -362,15 +379,21 @@ fn connect(job: &ProducerJob) -> anyhow::Result<ThreadedProducer<DeliveryContext
 /// The producers of a run together.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProduceSummary {
+    /// Producer threads.
     pub producers: usize,
+    /// Records handed to the client libraries.
     pub records_sent: u64,
+    /// Records the broker acknowledged.
     pub records_acked: u64,
+    /// Records whose delivery failed.
     pub records_failed: u64,
     /// Value and key bytes acknowledged.
     pub bytes: u64,
     /// From the first send to the last acknowledgement.
     pub seconds: f64,
+    /// `bytes` over `seconds`, in MB/s (10^6 bytes).
     pub mb_per_s: f64,
+    /// Acknowledged records per second of `seconds`.
     pub records_per_s: f64,
     /// Open loop: the rate asked for, records/s.
     pub target_rate: Option<f64>,
@@ -378,7 +401,9 @@ pub struct ProduceSummary {
     pub delivery_latency: LatencySummary,
     /// From librdkafka's statistics (approximate, see `client_stats`).
     pub librdkafka: ClientStatsSummary,
+    /// The first delivery error of the first producer that had one.
     pub first_error: Option<String>,
+    /// Some producer hit the deadline (`--timeout-secs`): the run is incomplete.
     pub timed_out: bool,
     /// `--transaction-ms`: transactions committed, all producers.
     pub transactions: u64,

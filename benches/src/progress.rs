@@ -29,7 +29,9 @@ const WITHOUT_TOTAL: &str = "{prefix} {elapsed_precise} {msg:5} {human_pos} {per
 /// A counter shown on the progress line: its name (`acked`, `read`) and its running total.
 #[derive(Debug, Clone)]
 pub struct Counter {
+    /// The label on the line (`acked`, `read`).
     pub name: &'static str,
+    /// The running total, shared with the clients that count it; read once a second.
     pub value: Arc<AtomicU64>,
 }
 

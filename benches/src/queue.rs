@@ -19,26 +19,34 @@ use crate::args::QueueArgs;
 /// What a `queue` run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueReport {
+    /// Records completed by the share group and fetched plainly: `--messages`, at most all
+    /// the topic holds.
     pub records: u64,
+    /// Share-group workers (`--workers`).
     pub workers: usize,
     /// Plain fetches of the same records: records per second.
     pub fetch_records_per_s: f64,
     /// Records completed (acknowledged) per second by the share group, from its first
-    /// record to its last acknowledgement.
+    /// record until every worker has closed.
     pub completed_records_per_s: f64,
     /// `completed / fetch`.
     pub ratio: f64,
     /// From the workers' start to their first record (the group's first assignment).
     pub first_record_s: f64,
-    /// Records the share group's state log grew by, per completed record, and its bytes per
-    /// completed record, when `--data-dir` lets the harness see the broker's files.
+    /// Records appended to `__share_group_state` (the sum of its end offsets), per completed
+    /// record; `None` without `--data-dir`.
     pub state_records_per_record: Option<f64>,
+    /// Bytes the `.log` files of the broker's `__share_group_state` partitions under
+    /// `--data-dir` grew by, per completed record; `None` without `--data-dir`.
     pub state_bytes_per_record: Option<f64>,
-    /// Records delivered more than once (a lock ran out before its acknowledgement).
+    /// Deliveries after a record's first (a lock ran out before its acknowledgement): a
+    /// record delivered three times counts twice; each also counts as completed when
+    /// acknowledged.
     pub redelivered: u64,
 }
 
 impl QueueReport {
+    /// The human-readable report.
     pub fn human(&self) -> String {
         let mut out = format!(
             "{} records of the topic, {} share-group workers, explicit acks\n\
@@ -63,6 +71,9 @@ impl QueueReport {
     }
 }
 
+/// Runs the mode: a plain fetch of the records, then the share group completing them. Fails
+/// when the topic is missing or empty, or when `--timeout-secs` passes before the group has
+/// completed the records.
 pub fn run(args: &QueueArgs) -> anyhow::Result<QueueReport> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.tokio_workers.max(1))

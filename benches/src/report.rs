@@ -16,10 +16,15 @@ use crate::produce::ProduceSummary;
 /// Everything about one `produce`, `consume` or `end-to-end` run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// Always `lograil-bench`.
     pub tool: &'static str,
+    /// The harness's crate version.
     pub version: &'static str,
+    /// `produce`, `consume` or `end-to-end`.
     pub mode: &'static str,
+    /// Wall-clock start of the run (before topic setup), in seconds since the Unix epoch.
     pub started_at_unix_s: u64,
+    /// `--label`, if given.
     pub label: Option<String>,
     /// The flags, as given or defaulted (`brokers` is the broker address).
     pub parameters: RunArgs,
@@ -29,10 +34,13 @@ pub struct RunReport {
     pub producer_config: Option<Vec<(String, String)>>,
     /// librdkafka properties the consumers were created with.
     pub consumer_config: Option<Vec<(String, String)>>,
+    /// The machine and git revision the run happened on.
     pub machine: Machine,
     /// Wall time of the measured phase (clients started to clients done).
     pub wall_seconds: f64,
+    /// The producers' results; `None` in the `consume` mode.
     pub produce: Option<ProduceSummary>,
+    /// The consumers' results; `None` in the `produce` mode.
     pub consume: Option<ConsumeSummary>,
     /// The broker process (--broker-pid): CPU per GiB and peak RSS.
     pub broker_cost: Option<ProcessCost>,

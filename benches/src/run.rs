@@ -32,8 +32,11 @@ const CONSUMER_SETTLE: Duration = Duration::from_millis(500);
 /// Which mode to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `produce`: producers only.
     Produce,
+    /// `consume`: consumers only, reading what is already in the topic.
     Consume,
+    /// `end-to-end`: producers and consumers at once.
     EndToEnd,
 }
 

@@ -37,6 +37,7 @@ use crate::spike::{
 /// Flags of the `share-spike` mode: the `spike` mode's and these.
 #[derive(Debug, Clone, Args, Serialize, Deserialize)]
 pub struct ShareSpikeArgs {
+    /// The `spike` mode's flags.
     #[command(flatten)]
     #[serde(flatten)]
     pub spike: SpikeArgs,
@@ -61,10 +62,16 @@ pub struct ShareSpikeArgs {
 /// The `share` object of the JSON: what the share-group run adds to a spike report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShareExtras {
+    /// Share-group workers (`--workers`).
     pub workers: usize,
+    /// Each worker's `max.poll.records` (`--max-poll-records`).
     pub max_poll_records: u32,
+    /// Resubmissions of a task at most (`--retries`).
     pub retries: u32,
+    /// Records carried their deadline in the `deadline` header (not
+    /// `--no-deadline-header`).
     pub deadline_header: bool,
+    /// Configs set on the run's share group, as NAME=VALUE (`--group-config`).
     pub group_config: Vec<String>,
     /// Resubmissions in the whole run.
     pub retried: u64,
@@ -73,12 +80,15 @@ pub struct ShareExtras {
 /// What a `share-spike` run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShareSpikeReport {
+    /// The spike report; its fields sit at the top level of the JSON.
     #[serde(flatten)]
     pub report: SpikeReport,
+    /// What the share-group run adds.
     pub share: ShareExtras,
 }
 
 impl ShareSpikeReport {
+    /// The human-readable report: a line on the share group, then the spike report.
     pub fn human(&self) -> String {
         let s = &self.share;
         format!(

@@ -49,6 +49,8 @@ pub struct SpikeArgs {
     /// The topic (created with --partitions if missing).
     #[arg(long, default_value = "lograil-spike")]
     pub topic: String,
+    /// Partitions of the topic and of its calibration topic (TOPIC-calibrate) when
+    /// created (an existing topic keeps its own).
     #[arg(long, default_value_t = 6)]
     pub partitions: i32,
     /// The consumer group (a backlog bound names it).
@@ -69,6 +71,7 @@ pub struct SpikeArgs {
     /// Seconds at --load before the spike.
     #[arg(long, default_value_t = 10)]
     pub before_secs: u64,
+    /// Seconds of the spike, at --spike times --load.
     #[arg(long, default_value_t = 5)]
     pub spike_secs: u64,
     /// Seconds at --load after the spike.
@@ -78,6 +81,8 @@ pub struct SpikeArgs {
     /// is the producers' `message.timeout.ms`.
     #[arg(long, default_value_t = 2000)]
     pub deadline_ms: u64,
+    /// Size of each record's value in bytes: at least 8 (the intended send time),
+    /// 16 for share-spike (the task id too).
     #[arg(long, default_value_t = 200)]
     pub message_size: usize,
     /// Extra librdkafka property for the producer, as NAME=VALUE (repeatable).

@@ -34,8 +34,16 @@ const FORMAT: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
+    /// The file is there but is not JSON of this format, or holds a binding CreateAcls would
+    /// refuse.
     #[error("{path}: {reason}; fix or remove the file")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        /// `<data-dir>/acls`.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file is there but could not be read.
     #[error(transparent)]
     Io(#[from] FileError),
 }

@@ -13,6 +13,8 @@ pub use crate::transactions::TxnConfig;
 /// Everything the broker needs besides its listener.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
+    /// `--data-dir`: the topics' logs and the broker's own files (client quotas, ACLs,
+    /// producer ids, ...).
     pub data_dir: PathBuf,
     /// Host advertised in Metadata; `None` advertises the bound address (`127.0.0.1` when bound
     /// to an unspecified address).
@@ -76,12 +78,14 @@ pub const AUTHORIZER_CLASSES: &[&str] = &[
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthorizationError {
+    /// `authorizer.class.name` is not empty and not one of [`AUTHORIZER_CLASSES`].
     #[error(
         "authorizer.class.name {0:?} is not an authorizer lograil has: \
          org.apache.kafka.metadata.authorizer.StandardAuthorizer, \
          kafka.security.authorizer.AclAuthorizer or acl (empty: none)"
     )]
     UnknownClass(String),
+    /// A `super.users` entry is not a `Type:name` principal.
     #[error("super.users: {0}")]
     SuperUsers(#[from] acl::AclError),
 }
@@ -131,8 +135,16 @@ impl Default for BrokerConfig {
 /// Settings that contradict each other.
 #[derive(Debug, thiserror::Error)]
 pub enum LimitsError {
+    /// `queued.max.request.bytes` below `--max-request-bytes`: a request of the largest size
+    /// allowed could never get room to be read.
     #[error("queued.max.request.bytes ({queued}) must be at least --max-request-bytes ({max})")]
-    QueueSmallerThanRequest { queued: usize, max: usize },
+    QueueSmallerThanRequest {
+        /// [`Limits::queued_max_request_bytes`].
+        queued: usize,
+        /// [`BrokerConfig::max_request_bytes`].
+        max: usize,
+    },
+    /// `--max-request-bytes` over `i32::MAX`, the largest frame size Kafka's protocol can state.
     #[error("--max-request-bytes ({0}) must be below 2 GiB")]
     RequestTooLarge(usize),
 }

@@ -22,20 +22,33 @@ pub const READ_AHEAD: usize = 64 * 1024;
 /// A large request's buffer starts at this size and doubles as its bytes arrive.
 const FIRST_CHUNK: usize = 1024 * 1024;
 
+/// Why no request could be read off a connection; the connection closes on any of them.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
+    /// The declared length is over the limit of its API ([`FrameLimits`]); found as soon as the
+    /// length and the API key are in, before the rest is waited for.
     #[error("request of {size} bytes exceeds the {max}-byte limit ({setting})")]
     TooLarge {
+        /// The length the frame declares, in bytes.
         size: i64,
+        /// The limit, in bytes.
         max: usize,
+        /// The flag that sets the limit (`--max-request-bytes`,
+        /// `--max-non-produce-request-bytes` or `--sasl-server-max-receive-size`).
         setting: &'static str,
     },
+    /// A declared length under the 8 bytes of api_key, api_version and correlation_id
+    /// (negative included).
     #[error("frame of {0} bytes is too small to hold a request header")]
     TooSmall(i32),
+    /// The peer closed the connection after a frame's first byte and before its last.
     #[error("connection closed in the middle of a frame")]
     Truncated,
+    /// The budget semaphore passed to [`FrameReader::read_frame`] was closed while a large
+    /// request waited for room (the broker never closes its own).
     #[error("the request budget is closed")]
     BudgetClosed,
+    /// Reading the socket failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -81,6 +94,8 @@ impl FrameLimits {
 /// budget, given back when the frame is dropped.
 #[derive(Debug)]
 pub struct Frame {
+    /// The request: api_key, api_version, correlation_id, then the rest of the header and the
+    /// body.
     pub bytes: Bytes,
     _budget: Option<OwnedSemaphorePermit>,
 }
@@ -100,6 +115,8 @@ pub struct FrameReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Frames `reader`, which must be at the first byte of a frame; nothing is read before
+    /// [`fill`](Self::fill) or [`read_frame`](Self::read_frame).
     pub fn new(reader: R) -> Self {
         FrameReader {
             reader,

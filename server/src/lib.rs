@@ -9,6 +9,8 @@
 //! one handler file per API → log-core; the response goes back out through [`response`], which
 //! writes fetched records from the segment map without copying them.
 
+#![warn(missing_docs)]
+
 mod admission;
 mod appender;
 pub mod authorizer;
@@ -61,12 +63,17 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 /// Why the broker could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The broker's state could not be opened: the log, an internal topic, a file of the data
+    /// dir (client quotas, SCRAM credentials, ACLs, ...) or `--sasl-plain-users-file`.
     #[error("opening the data dir: {0}")]
     Open(#[from] broker::StartError),
+    /// A bound socket's address could not be read, or the task opening the data dir panicked.
     #[error("listener: {0}")]
     Listener(#[from] std::io::Error),
+    /// Settings contradict each other ([`BrokerConfig::validate`]).
     #[error(transparent)]
     Config(#[from] config::LimitsError),
+    /// A TLS listener is configured but its key store or trust store cannot be used.
     #[error("TLS: {0}")]
     Tls(#[from] security::tls::TlsError),
 }

@@ -59,6 +59,7 @@ pub struct TestBroker {
     pub console_addr: Option<String>,
     /// With `--listeners`: each listener's name and `127.0.0.1:PORT`, in the order given.
     pub listeners: Vec<(String, String)>,
+    /// The broker's `--data-dir`; [`TestBroker::restart`] starts on it again.
     pub data_dir: PathBuf,
     /// Where the log lines go, when not beside the data dir.
     log: Option<PathBuf>,

@@ -65,10 +65,12 @@ impl Certs {
         )
     }
 
+    /// The file `name` in the temporary folder (whether or not it exists yet).
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
+    /// The temporary folder holding every file; removed when the `Certs` is dropped.
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }

@@ -37,6 +37,9 @@ enum Target {
     Kafka { dir: PathBuf },
 }
 
+/// Where a test runs: a lograil broker of its own in a temporary folder (killed when dropped),
+/// or the shared Kafka cluster of `LOGRAIL_TEST_KAFKA`. Holds the cluster lock until dropped:
+/// shared, or exclusive from [`TestCluster::start_exclusive`].
 #[derive(Debug)]
 pub struct TestCluster {
     target: Target,
@@ -83,6 +86,8 @@ pub fn kafka_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// Whether the suite runs on the Kafka cluster (`LOGRAIL_TEST_KAFKA` set and not empty)
+/// rather than on a lograil broker per test.
 pub fn on_kafka() -> bool {
     kafka_dir().is_some()
 }
@@ -236,6 +241,7 @@ impl TestCluster {
         args
     }
 
+    /// Whether this is the shared Kafka cluster rather than a lograil broker.
     pub fn is_kafka(&self) -> bool {
         matches!(self.target, Target::Kafka { .. })
     }
@@ -256,6 +262,8 @@ impl TestCluster {
         }
     }
 
+    /// An admin client connected to this cluster (with [`TestCluster::config`]'s properties);
+    /// panics if it cannot connect.
     pub async fn admin(&self) -> Admin {
         Admin::from_config(&self.config()).await.unwrap()
     }
@@ -265,6 +273,8 @@ impl TestCluster {
         self.create_topic_with(prefix, partitions, &[]).await
     }
 
+    /// As [`TestCluster::create_topic`], with topic `configs` (NAME, VALUE) set; returns the
+    /// topic's name, [`unique`]`(prefix)`. Panics if the creation fails.
     pub async fn create_topic_with(
         &self,
         prefix: &str,
@@ -299,6 +309,8 @@ impl TestCluster {
         config
     }
 
+    /// A producer of this cluster, `props` set over [`TestCluster::config`]'s; panics if it
+    /// cannot be started.
     pub async fn producer(&self, props: &[(&str, &str)]) -> Producer {
         let mut config = self.config();
         for (k, v) in props {

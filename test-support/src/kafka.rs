@@ -24,8 +24,10 @@ use kafka_protocol::messages::{
     ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use log_core::batch::{self, HeadedRecord};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{
     BaseRecord, DefaultProducerContext, Producer, ProducerContext, ThreadedProducer,
 };
@@ -196,9 +198,12 @@ pub fn list_offset(addr: &str, topic: &str, timestamp: i64) -> (i16, i64, i64) {
     (p.error_code, p.offset, p.timestamp)
 }
 
-/// The resource types of the config APIs.
+/// The resource types of the config APIs (`resource_type` of [`alter_configs`] and
+/// [`describe_configs`]): a topic.
 pub const TOPIC_RESOURCE: i8 = 2;
+/// A broker, named by its id (or "" for the cluster-wide default).
 pub const BROKER_RESOURCE: i8 = 4;
+/// A group (consumer or share group).
 pub const GROUP_RESOURCE: i8 = 32;
 
 /// IncrementalAlterConfigs (v1) of one resource (a `*_RESOURCE` type), each
@@ -292,16 +297,25 @@ pub fn api_versions_answered(addr: &str) -> bool {
     read_response(&mut s).is_some()
 }
 
-/// A record for [`rdkafka_send`]: a value, and a key, partition and timestamp if given.
+/// A record for [`rdkafka_send`] and [`produce_records`]: a value, and a key, partition,
+/// timestamp and headers if given.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
+    /// The key; `None`: a null key.
     pub key: Option<String>,
+    /// The value, as UTF-8 text.
     pub value: String,
+    /// The partition [`rdkafka_send`] sends it to (`None`: librdkafka's partitioner picks
+    /// one); [`produce_records`] ignores it.
     pub partition: Option<i32>,
+    /// The timestamp in ms since the Unix epoch; `None`: the time it is sent.
     pub timestamp: Option<i64>,
+    /// Headers as (name, value), in order; names may repeat.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Record {
+    /// A record of `value` alone: no key, partition, timestamp or header.
     pub fn new(value: impl Into<String>) -> Record {
         Record {
             value: value.into(),
@@ -309,6 +323,7 @@ impl Record {
         }
     }
 
+    /// The record with `key` as its key.
     pub fn key(self, key: impl Into<String>) -> Record {
         Record {
             key: Some(key.into()),
@@ -316,6 +331,8 @@ impl Record {
         }
     }
 
+    /// The record for `partition`, where [`rdkafka_send`] sends it ([`produce_records`]
+    /// ignores it).
     pub fn partition(self, partition: i32) -> Record {
         Record {
             partition: Some(partition),
@@ -323,11 +340,46 @@ impl Record {
         }
     }
 
+    /// The record with `timestamp`, in ms since the Unix epoch.
     pub fn timestamp(self, timestamp: i64) -> Record {
         Record {
             timestamp: Some(timestamp),
             ..self
         }
+    }
+
+    /// The record with header `name`: `value` added after those it has.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Record {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// Produces `records` to `partition` of `topic` in the raw protocol (Produce v9, acks=-1), in
+/// batches of at most 100 records, in order; each batch must succeed. A record without a
+/// timestamp gets the time it is sent.
+pub fn produce_records(
+    addr: &str,
+    topic: &str,
+    partition: i32,
+    records: impl IntoIterator<Item = Record>,
+) {
+    let records: Vec<HeadedRecord> = records
+        .into_iter()
+        .map(|r| HeadedRecord {
+            key: r.key.map(Bytes::from),
+            value: Some(Bytes::from(r.value)),
+            timestamp: r.timestamp.unwrap_or_else(log_core::now_ms),
+            headers: r
+                .headers
+                .into_iter()
+                .map(|(k, v)| (k, Some(Bytes::from(v))))
+                .collect(),
+        })
+        .collect();
+    for chunk in records.chunks(100) {
+        let (code, _) = produce(addr, topic, partition, batch::build_with_headers(chunk));
+        assert_eq!(code, 0, "producing to {topic}-{partition}");
     }
 }
 
@@ -374,6 +426,15 @@ pub fn rdkafka_send<C>(
         }
         if let Some(timestamp) = r.timestamp {
             record = record.timestamp(timestamp);
+        }
+        if !r.headers.is_empty() {
+            let headers = r.headers.iter().fold(OwnedHeaders::new(), |h, (k, v)| {
+                h.insert(Header {
+                    key: k,
+                    value: Some(v),
+                })
+            });
+            record = record.headers(headers);
         }
         loop {
             match producer.send(record) {

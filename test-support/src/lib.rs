@@ -16,6 +16,7 @@
 //!
 //! Not published; a dev-dependency of the suites (`publish = false`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod broker;
 pub mod certs;

@@ -20,6 +20,9 @@ pub fn connect(addr: &str) -> TcpStream {
     stream
 }
 
+/// `body` framed as a request: its 4-byte length, the request header (`correlation_id`, client
+/// id `e2e`, in the header version `key` and `version` call for), then the body. Panics if
+/// `body` cannot be encoded in `version` (e.g. it sets a field that version does not have).
 pub fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> BytesMut {
     let header = RequestHeader::default()
         .with_request_api_key(key as i16)

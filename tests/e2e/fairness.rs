@@ -13,9 +13,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use consumer::QueueConsumer;
-use log_core::batch::{self, HeadedRecord};
 use test_support::cluster::client_config_for;
-use test_support::kafka::{self, alter_configs, create_topic, set_configs, GROUP_RESOURCE};
+use test_support::kafka::{self, alter_configs, create_topic, set_configs, Record, GROUP_RESOURCE};
 use test_support::{lograil_stdout, TestBroker};
 
 use crate::metrics::{must, scrape, value};
@@ -23,51 +22,16 @@ use crate::shares::{create_dlq, header, Member};
 
 const INVALID_CONFIG: i16 = 40;
 
-/// One record to produce: key, value, headers, timestamp.
-struct Rec {
-    key: Option<String>,
-    value: String,
-    headers: Vec<(String, String)>,
-    timestamp: i64,
-}
-
-impl Rec {
-    fn keyed(key: &str, value: String) -> Rec {
-        Rec {
-            key: Some(key.to_string()),
-            value,
-            headers: Vec::new(),
-            timestamp: log_core::now_ms(),
-        }
-    }
-}
-
 /// `count` records of tenant `tenant` keyed by it, valued `<tenant>-<i>`.
-fn tenant_records(tenant: &str, count: usize) -> Vec<Rec> {
+fn tenant_records(tenant: &str, count: usize) -> Vec<Record> {
     (0..count)
-        .map(|i| Rec::keyed(tenant, format!("{tenant}-{i}")))
+        .map(|i| Record::new(format!("{tenant}-{i}")).key(tenant))
         .collect()
 }
 
 /// Produces `records` to partition 0 of `topic`, in batches of at most 100, in order.
-fn produce(addr: &str, topic: &str, records: Vec<Rec>) {
-    let records: Vec<HeadedRecord> = records
-        .into_iter()
-        .map(|r| HeadedRecord {
-            key: r.key.map(bytes::Bytes::from),
-            value: Some(bytes::Bytes::from(r.value)),
-            timestamp: r.timestamp,
-            headers: r
-                .headers
-                .into_iter()
-                .map(|(k, v)| (k, Some(bytes::Bytes::from(v))))
-                .collect(),
-        })
-        .collect();
-    for chunk in records.chunks(100) {
-        let (code, _) = kafka::produce(addr, topic, 0, batch::build_with_headers(chunk));
-        assert_eq!(code, 0);
-    }
+fn produce(addr: &str, topic: &str, records: Vec<Record>) {
+    kafka::produce_records(addr, topic, 0, records);
 }
 
 /// The tenant of a value `<tenant>-<i>`.
@@ -169,12 +133,12 @@ fn fair_turns_by_a_header_and_by_weight() {
     let mut records = Vec::new();
     for (tenant, count) in [("A", 500), ("B", 5), ("C", 5)] {
         for i in 0..count {
-            records.push(Rec {
-                key: Some(format!("k{}", records.len())),
-                value: format!("{tenant}-{i}"),
-                headers: vec![("tenant".to_string(), tenant.to_string())],
-                timestamp: log_core::now_ms(),
-            });
+            let key = format!("k{}", records.len());
+            records.push(
+                Record::new(format!("{tenant}-{i}"))
+                    .key(key)
+                    .header("tenant", tenant),
+            );
         }
     }
     produce(&addr, "by-header", records);
@@ -353,19 +317,15 @@ fn the_overload_mode_archives_expired_records_serves_the_newest_first_and_switch
     // ones' deadlines have passed, the even ones' are an hour away.
     let now = log_core::now_ms();
     let records = (0..40)
-        .map(|i| Rec {
-            key: None,
-            value: format!("task-{i}"),
-            headers: vec![(
-                "deadline".to_string(),
-                if i % 2 == 1 {
-                    now - 1000
-                } else {
-                    now + 3_600_000
-                }
-                .to_string(),
-            )],
-            timestamp: now - 10_000,
+        .map(|i| {
+            let deadline = if i % 2 == 1 {
+                now - 1000
+            } else {
+                now + 3_600_000
+            };
+            Record::new(format!("task-{i}"))
+                .header("deadline", deadline.to_string())
+                .timestamp(now - 10_000)
         })
         .collect();
     produce(&addr, "spiky", records);

@@ -14,9 +14,9 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition, FetchTopic,
 };
 use kafka_protocol::messages::*;
-use log_core::batch::{self, HeadedRecord};
+use log_core::batch;
 
-use test_support::kafka::{self, create_topic, set_configs, text, GROUP_RESOURCE};
+use test_support::kafka::{self, create_topic, set_configs, text, Record, GROUP_RESOURCE};
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
 
@@ -27,20 +27,12 @@ const INVALID_REQUEST: i16 = 42;
 
 /// Produces records (value, headers) to partition 0 of `topic` in one batch.
 fn produce(addr: &str, topic: &str, records: &[(&str, Vec<(&str, String)>)]) {
-    let records: Vec<HeadedRecord> = records
-        .iter()
-        .map(|(value, headers)| HeadedRecord {
-            value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
-            timestamp: log_core::now_ms(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), Some(bytes::Bytes::from(v.clone()))))
-                .collect(),
-            ..HeadedRecord::default()
-        })
-        .collect();
-    let (code, _) = kafka::produce(addr, topic, 0, batch::build_with_headers(&records));
-    assert_eq!(code, 0);
+    let records = records.iter().map(|(value, headers)| {
+        headers
+            .iter()
+            .fold(Record::new(*value), |r, (k, v)| r.header(*k, v.clone()))
+    });
+    kafka::produce_records(addr, topic, 0, records);
 }
 
 fn topic_id(addr: &str, name: &str) -> log_core::Uuid {

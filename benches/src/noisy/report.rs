@@ -10,10 +10,15 @@ use super::NoisyArgs;
 /// One tenant's figures in one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TenantFigures {
+    /// The tenant's name (`A` .. `D`), the tasks' key.
     pub tenant: String,
+    /// Tasks of the tenant completed (each counted once, however often delivered).
     pub tasks: u64,
+    /// Median wait, from a task's submit to the start of its service, in ms.
     pub wait_p50_ms: f64,
+    /// 99th percentile wait (nearest rank), in ms.
     pub wait_p99_ms: f64,
+    /// Longest wait, in ms.
     pub wait_max_ms: f64,
     /// From the tenant's first submit to the end of its last task.
     pub completion_s: f64,
@@ -22,9 +27,14 @@ pub struct TenantFigures {
 /// One run: the tenants' figures and the run's totals.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunFigures {
+    /// The run's name: `idle`, `fifo`, `fair`, `throughput-fifo` or `throughput-fair`.
     pub run: String,
+    /// The share-group configs set for the run besides `share.auto.offset.reset`
+    /// (empty: FIFO).
     pub group_config: Vec<(String, String)>,
+    /// Per tenant, by name; empty for the throughput runs.
     pub tenants: Vec<TenantFigures>,
+    /// Tasks completed, each counted once.
     pub completed: u64,
     /// Deliveries of a task already delivered (a lock ran out, a worker left).
     pub redelivered: u64,
@@ -40,7 +50,9 @@ pub struct RunFigures {
 /// What a `noisy` run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NoisyReport {
+    /// The flags, as given or defaulted.
     pub args: NoisyArgs,
+    /// The runs, in the order they ran.
     pub runs: Vec<RunFigures>,
     /// B/C/D's worst p99 wait under fair turns over their worst idle p99 (target <= 2).
     pub fair_p99_over_idle: Option<f64>,

@@ -8,13 +8,19 @@ use super::SpikeArgs;
 /// Counts in one second of the run.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Second {
+    /// Records due to be sent in this second (open loop), retries included, whether
+    /// the client took them or not.
     pub offered: u64,
+    /// Delivery reports of success that came in this second.
     pub acked: u64,
     /// Delivery failed (timed out at the client, or refused by the broker).
     pub failed: u64,
     /// Refused by the client at once (its queue was full).
     pub refused: u64,
+    /// Records completed in this second within the deadline of their stamped (intended)
+    /// send time.
     pub useful: u64,
+    /// Records completed in this second past that deadline.
     pub late: u64,
     /// Resubmitted by a client whose record was not completed by its deadline (`share-spike`).
     #[serde(default)]
@@ -24,9 +30,15 @@ pub struct Second {
 /// What a spike run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpikeReport {
+    /// The flags, as given or defaulted.
     pub args: SpikeArgs,
+    /// Records per second the consumers completed on the calibration backlog
+    /// (their best second).
     pub measured_capacity: f64,
+    /// The offered load outside the spike, records per second: `measured_capacity` ×
+    /// `--load`.
     pub base_rate: f64,
+    /// The counts of each second of the run, from the consumers' join.
     pub seconds: Vec<Second>,
     /// Mean useful completions per second over the pre-spike seconds after the first 3.
     pub goodput_before: f64,

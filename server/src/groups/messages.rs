@@ -12,8 +12,11 @@ use tokio::sync::oneshot;
 pub struct GroupConfig {
     /// `group.initial.rebalance.delay.ms`: how long a new group waits for more members.
     pub initial_rebalance_delay: Duration,
-    /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`.
+    /// `group.min.session.timeout.ms`: a JoinGroup asking for a shorter session timeout gets
+    /// INVALID_SESSION_TIMEOUT.
     pub min_session_timeout: Duration,
+    /// `group.max.session.timeout.ms`: a JoinGroup asking for a longer one gets
+    /// INVALID_SESSION_TIMEOUT.
     pub max_session_timeout: Duration,
     /// `group.max.size`: members of one group, pending member ids included.
     pub max_size: usize,

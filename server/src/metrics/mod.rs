@@ -50,9 +50,16 @@ pub const OTHER_CLIENTS: &str = "other";
 /// Counters of one topic, updated with relaxed atomics.
 #[derive(Debug, Default)]
 pub struct TopicTraffic {
+    /// Bytes of record batches appended by producers (a retried duplicate not counted again)
+    /// or written as a share group's dead letters (`lograil_topic_bytes_in`).
     pub bytes_in: AtomicU64,
+    /// Records of those batches (`lograil_topic_records_in`).
     pub records_in: AtomicU64,
+    /// Bytes of record batches Fetch and ShareFetch responses carried
+    /// (`lograil_topic_bytes_out`).
     pub bytes_out: AtomicU64,
+    /// Records in the whole batches Fetch responses carried, and records ShareFetch acquired
+    /// (`lograil_topic_records_out`).
     pub records_out: AtomicU64,
     /// Records that arrived as dead letters: appended to a topic named as a retry chain's
     /// dead-letter topic (`…-dlt`, Spring Kafka's default, or `….DLT`, its older one), or
@@ -103,8 +110,12 @@ impl RequestStats {
 /// One API the broker serves, with the versions it serves.
 #[derive(Debug, Clone, Copy)]
 pub struct Api {
+    /// The API, as a request header's `api_key` names it; requests of a key not in the table
+    /// are counted under `api="unknown"`.
     pub key: ApiKey,
+    /// The lowest version served, as ApiVersions advertises it.
     pub min: i16,
+    /// The highest version served (inclusive), as ApiVersions advertises it.
     pub max: i16,
 }
 
@@ -181,7 +192,11 @@ pub struct Metrics {
 /// Which step of a connection's authentication failed.
 #[derive(Debug, Clone, Copy)]
 pub enum AuthFailure {
+    /// The TLS handshake failed or did not finish within `--authentication-timeout-ms`
+    /// (`step="tls"`).
     Tls = 0,
+    /// SASL authentication was refused or not done within `--authentication-timeout-ms`
+    /// (`step="sasl"`).
     Sasl = 1,
 }
 

@@ -22,6 +22,7 @@ pub struct TimedStorage {
 }
 
 impl TimedStorage {
+    /// Wraps `inner`, timing its files' fsyncs into `metrics`; every other call passes through.
     pub fn new(inner: Arc<dyn Storage>, metrics: Arc<Metrics>) -> TimedStorage {
         TimedStorage { inner, metrics }
     }

@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 /// The rate window: `quota.window.num` x `quota.window.size.seconds`.
 #[derive(Debug, Clone, Copy)]
 pub struct Window {
+    /// `quota.window.size.seconds`: one sample's length (default 1 s; the CLI takes 1 to
+    /// 3600 s).
     pub size: Duration,
+    /// `quota.window.num`: samples in the window (default 11; the CLI takes 2 to 1000).
     pub samples: u32,
 }
 

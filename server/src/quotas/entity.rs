@@ -6,14 +6,20 @@ use std::net::IpAddr;
 /// Kafka's quota keys served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QuotaKind {
+    /// `producer_byte_rate`: Produce request bytes per second.
     ProducerByteRate,
+    /// `consumer_byte_rate`: Fetch response bytes per second.
     ConsumerByteRate,
+    /// `request_percentage`: handler time, in percent of one thread (100 = one thread's whole
+    /// time); the one key that may be fractional.
     RequestPercentage,
     /// Of `ip` entities only.
     ConnectionCreationRate,
 }
 
 impl QuotaKind {
+    /// Every key served, in the order [`Quotas::effective`](super::Quotas::effective) lists
+    /// them.
     pub const ALL: [QuotaKind; 4] = [
         QuotaKind::ProducerByteRate,
         QuotaKind::ConsumerByteRate,
@@ -21,6 +27,7 @@ impl QuotaKind {
         QuotaKind::ConnectionCreationRate,
     ];
 
+    /// The key as Kafka's messages and the `client-quotas` file spell it.
     pub fn name(self) -> &'static str {
         match self {
             QuotaKind::ProducerByteRate => "producer_byte_rate",
@@ -30,6 +37,7 @@ impl QuotaKind {
         }
     }
 
+    /// The key spelled `name` (exact, case-sensitive); `None` for a key lograil does not serve.
     pub fn parse(name: &str) -> Option<QuotaKind> {
         QuotaKind::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -38,15 +46,20 @@ impl QuotaKind {
 /// One component of a quota entity: a name, or the default (a null name in Kafka's messages).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Name {
+    /// The default: applies to every name of its type without a quota of its own, each name
+    /// at its own rate.
     Default,
+    /// One user, client id or address.
     Named(String),
 }
 
 impl Name {
+    /// `None` (Kafka's null name) is [`Name::Default`].
     pub fn from_wire(name: Option<&str>) -> Name {
         name.map_or(Name::Default, |n| Name::Named(n.to_string()))
     }
 
+    /// [`Name::Default`] is `None` (Kafka's null name).
     pub fn to_wire(&self) -> Option<&str> {
         match self {
             Name::Default => None,
@@ -58,40 +71,68 @@ impl Name {
 /// A quota entity: a user, a client id, or both; or an address (`ip`, alone).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Entity {
+    /// `None`: the entity has no user component.
     pub user: Option<Name>,
+    /// `None`: the entity has no client-id component.
     pub client_id: Option<Name>,
     /// A named address is kept in its canonical text form.
     pub ip: Option<Name>,
 }
 
+/// Kafka's entity type of a user (its authenticated principal's name).
 pub const USER: &str = "user";
+/// Kafka's entity type of a client id (the request header's `client_id`).
 pub const CLIENT_ID: &str = "client-id";
+/// Kafka's entity type of a client address (KIP-612).
 pub const IP: &str = "ip";
 
 /// Why an entity, a key or a value was refused (INVALID_REQUEST, as Kafka answers).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum QuotaError {
+    /// An entity type other than `user`, `client-id` and `ip`.
     #[error("unknown quota entity type {0:?} (lograil serves \"user\", \"client-id\" and \"ip\")")]
     UnknownEntityType(String),
+    /// An `ip` component together with a `user` or `client-id` one.
     #[error("an ip quota entity cannot be combined with a user or a client-id")]
     IpCombined,
+    /// A named `ip` that does not parse as an IPv4 or IPv6 address.
     #[error("{0:?} is not an IP address")]
     NotAnAddress(String),
+    /// `connection_creation_rate` on a user / client-id entity, or another key on an `ip`
+    /// entity.
     #[error("{key} applies to ip entities only, and ip entities take only {}", QuotaKind::ConnectionCreationRate.name())]
-    WrongEntityForKey { key: &'static str },
+    WrongEntityForKey {
+        /// The key's name.
+        key: &'static str,
+    },
+    /// One entity type given twice in one entity.
     #[error("entity type {0:?} is named twice")]
     DuplicateEntityType(String),
+    /// An entity with no component at all.
     #[error("an entity needs a user or a client-id")]
     EmptyEntity,
+    /// A key lograil does not serve (see [`QuotaKind`]).
     #[error(
         "unknown quota key {0:?} (producer_byte_rate, consumer_byte_rate, request_percentage, \
          connection_creation_rate)"
     )]
     UnknownKey(String),
+    /// A value that is zero, negative, infinite or NaN.
     #[error("{key} must be a positive number, not {value}")]
-    NotPositive { key: &'static str, value: f64 },
+    NotPositive {
+        /// The key's name.
+        key: &'static str,
+        /// The value refused.
+        value: f64,
+    },
+    /// A fractional value of a key other than `request_percentage`.
     #[error("{key} must be a whole number, not {value}")]
-    NotWhole { key: &'static str, value: f64 },
+    NotWhole {
+        /// The key's name.
+        key: &'static str,
+        /// The value refused.
+        value: f64,
+    },
 }
 
 impl Entity {
@@ -175,6 +216,7 @@ pub fn check_value(kind: QuotaKind, value: f64) -> Result<(), QuotaError> {
 /// One change of an AlterClientQuotas entry: set a key, or remove it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Op {
+    /// The key set or removed.
     pub kind: QuotaKind,
     /// `None`: remove.
     pub value: Option<f64>,
@@ -183,7 +225,9 @@ pub struct Op {
 /// How a DescribeClientQuotas filter component matches one entity component.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Match {
+    /// The component is there and named this (Kafka's match type 0).
     Exact(String),
+    /// The component is there and is the default (match type 1).
     Default,
     /// Any name, the default included, as long as the component is there.
     Any,

@@ -61,8 +61,7 @@ pub use entity::{
     check_key, check_value, Entity, Match, Name, Op, QuotaError, QuotaKind, CLIENT_ID, IP, USER,
 };
 
-/// The user principal of every client (lograil has no SASL), as Kafka names unauthenticated
-/// clients.
+/// The user of a client on a listener without authentication, as Kafka names it.
 pub const ANONYMOUS: &str = "ANONYMOUS";
 
 const FILE: &str = "client-quotas";
@@ -71,8 +70,16 @@ const FORMAT: u32 = 1;
 /// Why quotas could not be read at start.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The file is there but is not JSON of this format, or holds an entity, key or value that
+    /// AlterClientQuotas would refuse.
     #[error("{path}: {reason}; fix or remove the file")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        /// `<data-dir>/client-quotas`.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file is there but could not be read.
     #[error(transparent)]
     Io(#[from] FileError),
 }
@@ -204,6 +211,7 @@ impl Quotas {
         *self.table.write().unwrap_or_else(PoisonError::into_inner) = table;
     }
 
+    /// The rate window quotas are measured over (`BrokerConfig::quota_window`).
     pub fn window(&self) -> Window {
         self.window
     }
@@ -472,8 +480,11 @@ impl Quotas {
 /// Why an AlterClientQuotas entry was not applied.
 #[derive(Debug, thiserror::Error)]
 pub enum AlterError {
+    /// The entity, a key or a value was refused; nothing applied (INVALID_REQUEST).
     #[error(transparent)]
     Invalid(#[from] QuotaError),
+    /// The file could not be written; the quotas in effect are unchanged
+    /// (KAFKA_STORAGE_ERROR).
     #[error(transparent)]
     Io(#[from] FileError),
 }

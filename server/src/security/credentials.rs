@@ -19,12 +19,26 @@ const FORMAT: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CredentialsError {
+    /// Reading, writing or restricting (chmod 600) a file failed.
     #[error(transparent)]
     File(#[from] FileError),
+    /// `scram-credentials` is not JSON of this format (or could not be serialised).
     #[error("{path}: not a credentials file of this lograil: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        /// `<data-dir>/scram-credentials`.
+        path: PathBuf,
+        /// The JSON error, or the file's unknown format number.
+        reason: String,
+    },
+    /// A line of the PLAIN users file that is not a comment, blank, or `name=password` with
+    /// both sides non-empty.
     #[error("{path}:{line}: expected name=password")]
-    PlainUsers { path: PathBuf, line: usize },
+    PlainUsers {
+        /// `--sasl-plain-users-file`.
+        path: PathBuf,
+        /// The line's number, from 1.
+        line: usize,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -44,7 +58,9 @@ pub struct ScramCredentials {
 /// One change of AlterUserScramCredentials.
 #[derive(Debug)]
 pub enum Change {
+    /// Gives the user this credential, replacing one of the same mechanism.
     Upsert(String, Credential),
+    /// Removes the user's credential of this mechanism; the user goes with its last one.
     Delete(String, Hash),
 }
 
@@ -166,6 +182,8 @@ impl std::fmt::Debug for PlainUsers {
 }
 
 impl PlainUsers {
+    /// Reads `--sasl-plain-users-file`: names are trimmed, passwords kept as written (the
+    /// line's ends trimmed), and a later line of the same name wins.
     pub fn load(path: &Path) -> Result<PlainUsers, CredentialsError> {
         let text = std::fs::read_to_string(path).map_err(|e| FileError::new("read", path, e))?;
         let mut users = HashMap::new();

@@ -8,9 +8,13 @@ use std::time::{Duration, Instant};
 
 /// How long the failures of one address after a logged one are counted, not logged.
 pub const WINDOW: Duration = Duration::from_secs(10);
-/// Addresses tracked at most; past it, failures from new addresses are counted together.
+/// Addresses tracked at most; past it (once none can be forgotten), a failure from a new
+/// address is not logged (the metrics still count every failure).
 const ADDRESSES: usize = 1024;
 
+/// The failed logins of every client address, shared by the Kafka listeners and the console.
+/// Up to 1024 addresses are tracked; while that many are (each within its window or with
+/// failures held back), a failure from a new address is neither logged nor counted.
 #[derive(Debug, Default)]
 pub struct FailedLogins {
     /// By address: when its last logged failure was, and the failures held back since.

@@ -14,18 +14,26 @@ pub use vocabulary::SecurityProtocol;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ListenersError {
+    /// A protocol of `listener.security.protocol.map` that is not one of Kafka's four.
     #[error("unknown security protocol {0:?} (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)")]
     UnknownProtocol(String),
+    /// A `listeners` or `advertised.listeners` entry that is not `NAME://HOST:PORT` (a port of
+    /// 0 to 65535), or a protocol-map entry without a `:`.
     #[error("{0:?} is not NAME://HOST:PORT")]
     Malformed(String),
+    /// A listener name that is neither in the protocol map nor a protocol's name.
     #[error("listener {0} has no security protocol: add NAME:PROTOCOL to --listener-security-protocol-map")]
     Unmapped(String),
+    /// Two `listeners` entries of one name (names are compared upper-cased).
     #[error("listener {0} is named twice")]
     Duplicate(String),
+    /// An `advertised.listeners` entry whose name is not in `listeners`.
     #[error("--advertised-listeners names {0}, which is not in --listeners")]
     AdvertisedUnknown(String),
+    /// `listeners` holds no entry (empty, or only commas and spaces).
     #[error("no listener: --listeners is empty")]
     None,
+    /// `--listen` and `--listeners` given together.
     #[error(
         "--listen and --listeners both given: --listen is the shorthand for one PLAINTEXT listener"
     )]
@@ -43,6 +51,8 @@ impl From<UnknownSecurityProtocol> for ListenersError {
 pub struct ListenerConfig {
     /// `PLAINTEXT`, `SASL_SSL`, or a name of the protocol map (`CLIENT`).
     pub name: String,
+    /// The name's protocol in `listener.security.protocol.map`, else the protocol the name
+    /// itself is.
     pub protocol: SecurityProtocol,
     /// `host:port` to bind; an empty host binds every interface, port 0 a free port.
     pub bind: String,
@@ -55,8 +65,12 @@ pub struct ListenerConfig {
 /// `advertised.listeners`.
 #[derive(Debug, Clone, Default)]
 pub struct ListenerSettings {
+    /// `--listeners` (`NAME://HOST:PORT,...`); `None`: one PLAINTEXT listener on `--listen`.
     pub listeners: Option<String>,
+    /// `--listener-security-protocol-map` (`NAME:PROTOCOL,...`); may be empty.
     pub protocol_map: String,
+    /// `--advertised-listeners` (`NAME://HOST:PORT,...`); may be empty, and a listener it does
+    /// not name advertises its bound address.
     pub advertised: String,
 }
 
@@ -142,10 +156,13 @@ fn endpoint(entry: &str) -> Result<(String, String, u16), ListenersError> {
 
 /// A bound listener, as a connection sees it: its name, protocol and advertised endpoint.
 pub struct Listener {
+    /// The configured name, upper-cased (`PLAINTEXT`, `CLIENT`); tags the connection's logs.
     pub name: String,
+    /// Decides whether connections do TLS and SASL.
     pub protocol: SecurityProtocol,
     /// What Metadata, FindCoordinator and DescribeCluster tell clients who came in here.
     pub host: String,
+    /// The advertised port (an INT32, as Kafka's messages carry it).
     pub port: i32,
     /// SSL and SASL_SSL: the TLS side of accepted connections.
     pub tls: Option<tokio_rustls::TlsAcceptor>,

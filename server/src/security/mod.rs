@@ -17,16 +17,23 @@ use credentials::{CredentialsError, PlainUsers, ScramCredentials};
 /// The security settings: TLS for SSL and SASL_SSL listeners, SASL for SASL_* ones.
 #[derive(Debug, Clone, Default)]
 pub struct SecurityConfig {
+    /// `listeners`, `listener.security.protocol.map` and `advertised.listeners`, unparsed.
     pub listeners: listener::ListenerSettings,
+    /// The `ssl.*` settings of SSL and SASL_SSL listeners.
     pub tls: tls::TlsSettings,
+    /// The `sasl.*` settings of SASL_PLAINTEXT and SASL_SSL listeners.
     pub sasl: sasl::SaslSettings,
 }
 
 /// What the broker checks connections against.
 #[derive(Debug)]
 pub struct Security {
+    /// [`SecurityConfig::sasl`], as the broker started with it.
     pub sasl: sasl::SaslSettings,
+    /// SCRAM credentials of `<data-dir>/scram-credentials`, changed by
+    /// AlterUserScramCredentials while the broker runs.
     pub scram: ScramCredentials,
+    /// PLAIN's users, read from `--sasl-plain-users-file` once at start; none without it.
     pub plain: PlainUsers,
     /// Failed logins of the Kafka listeners and the console, logged without a flood.
     pub failed_logins: failed_logins::FailedLogins,
@@ -50,6 +57,7 @@ impl Security {
         })
     }
 
+    /// What a SASL exchange checks passwords and SCRAM proofs against.
     pub fn verifier(&self) -> sasl::Verifier<'_> {
         sasl::Verifier {
             scram: &self.scram,

@@ -31,6 +31,8 @@ impl Principal {
         self.0.split_once(':').map_or(&self.0, |(_, name)| name)
     }
 
+    /// Whether this is `User:ANONYMOUS`: unauthenticated, or a SASL user named `ANONYMOUS`
+    /// (the same principal, as in Kafka).
     pub fn is_anonymous(&self) -> bool {
         self.as_str() == "User:ANONYMOUS"
     }

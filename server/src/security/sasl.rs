@@ -102,7 +102,9 @@ pub enum Step {
 /// What the exchange checks credentials against.
 #[derive(Debug)]
 pub struct Verifier<'a> {
+    /// For SCRAM-SHA-256 and SCRAM-SHA-512.
     pub scram: &'a ScramCredentials,
+    /// For PLAIN.
     pub plain: &'a PlainUsers,
 }
 

@@ -17,10 +17,13 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// `ssl.client.auth`: whether a client must present a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClientAuth {
+    /// No certificate asked for (Kafka's default): the client is `User:ANONYMOUS` unless SASL
+    /// authenticates it.
     #[default]
     None,
     /// Asked for; a client without one connects as `User:ANONYMOUS` (or authenticates with SASL).
     Requested,
+    /// A client without a certificate that chains to the truststore fails the handshake.
     Required,
 }
 
@@ -46,6 +49,7 @@ pub struct TlsSettings {
     /// `ssl.truststore.location`: a PEM file of the CA certificates client certificates must
     /// chain to (needed when `client_auth` is not `none`).
     pub truststore: Option<PathBuf>,
+    /// `ssl.client.auth`; anything but `none` needs `truststore`.
     pub client_auth: ClientAuth,
     /// `ssl.enabled.protocols`: TLS 1.2 allowed besides 1.3 (the default, as Kafka's).
     pub tls12: bool,
@@ -66,18 +70,36 @@ impl Default for TlsSettings {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsError {
+    /// An SSL or SASL_SSL listener, and no `ssl.keystore.location`.
     #[error("a listener uses TLS, but --ssl-keystore-location is not set")]
     NoKeystore,
+    /// `ssl.client.auth` `requested` or `required`, and no `ssl.truststore.location`.
     #[error(
         "--ssl-client-auth {0:?} needs --ssl-truststore-location (the CAs of client certificates)"
     )]
     NoTruststore(ClientAuth),
+    /// The keystore or truststore file cannot be read, or is not valid PEM.
     #[error("{path}: {reason}")]
-    Pem { path: PathBuf, reason: String },
+    Pem {
+        /// The keystore or truststore file.
+        path: PathBuf,
+        /// The PEM reader's error (an I/O error included).
+        reason: String,
+    },
+    /// The keystore has no certificate or no (unencrypted) private key, or the truststore no
+    /// CA certificate.
     #[error("{path}: no {what} in the file")]
-    Missing { path: PathBuf, what: &'static str },
+    Missing {
+        /// The keystore or truststore file.
+        path: PathBuf,
+        /// What it lacks, as the message names it.
+        what: &'static str,
+    },
+    /// rustls refused a CA certificate, or the keystore's private key (a kind it cannot use,
+    /// or not the key of the leaf certificate).
     #[error("TLS settings: {0}")]
     Rustls(#[from] rustls::Error),
+    /// No client-certificate verifier could be built from the truststore's CAs.
     #[error("--ssl-truststore-location: {0}")]
     Verifier(#[from] rustls::server::VerifierBuilderError),
 }

@@ -26,7 +26,9 @@ pub(super) enum Node {
 /// How much syncing the file system saw, and what the last cut dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Syncs {
+    /// fsync and fdatasync calls on files so far.
     pub file_syncs: u64,
+    /// fsync calls on directories so far.
     pub dir_syncs: u64,
     /// Bytes of file contents the last cut dropped or rolled back.
     pub bytes_lost: u64,
