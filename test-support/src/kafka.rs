@@ -355,9 +355,8 @@ impl Record {
     }
 }
 
-/// Produces `records` to `partition` of `topic` in the raw protocol (Produce v9, acks=-1), in
-/// batches of at most 100 records, in order; each batch must succeed. A record without a
-/// timestamp gets the time it is sent.
+/// Produces `records` to `partition` of `topic` in one batch, in the raw protocol (Produce
+/// v9, acks=-1), which must succeed. A record without a timestamp gets the time it is sent.
 pub fn produce_records(
     addr: &str,
     topic: &str,
@@ -377,10 +376,8 @@ pub fn produce_records(
                 .collect(),
         })
         .collect();
-    for chunk in records.chunks(100) {
-        let (code, _) = produce(addr, topic, partition, batch::build_with_headers(chunk));
-        assert_eq!(code, 0, "producing to {topic}-{partition}");
-    }
+    let (code, _) = produce(addr, topic, partition, batch::build_with_headers(&records));
+    assert_eq!(code, 0, "producing to {topic}-{partition}");
 }
 
 /// The largest throttle (ms) that librdkafka's `statistics` show for any broker.

@@ -31,7 +31,9 @@ fn tenant_records(tenant: &str, count: usize) -> Vec<Record> {
 
 /// Produces `records` to partition 0 of `topic`, in batches of at most 100, in order.
 fn produce(addr: &str, topic: &str, records: Vec<Record>) {
-    kafka::produce_records(addr, topic, 0, records);
+    for batch in records.chunks(100) {
+        kafka::produce_records(addr, topic, 0, batch.to_vec());
+    }
 }
 
 /// The tenant of a value `<tenant>-<i>`.
