@@ -110,17 +110,19 @@ pub fn check_principal(principal: &str) -> Result<(), AclError> {
     }
 }
 
+/// A resource pattern in wire codes: resource type, name, pattern type.
+pub type PatternCodes<'a> = (i8, &'a str, i8);
+/// An access control entry in wire codes: principal, host, operation, permission type.
+pub type EntryCodes<'a> = (&'a str, &'a str, i8, i8);
+
 impl AclBinding {
-    /// A binding from a CreateAcls creation's fields (wire codes), checked.
-    #[allow(clippy::too_many_arguments)] // The fields of one CreateAcls creation, as sent.
+    /// A binding from a CreateAcls creation's fields (wire codes), checked: its pattern
+    /// (resource type, name, pattern type) and its entry (principal, host, operation,
+    /// permission), as Kafka's `AclBinding` pairs a `ResourcePattern` with an
+    /// `AccessControlEntry`.
     pub fn from_codes(
-        resource_type: i8,
-        name: &str,
-        pattern_type: i8,
-        principal: &str,
-        host: &str,
-        operation: i8,
-        permission: i8,
+        (resource_type, name, pattern_type): PatternCodes<'_>,
+        (principal, host, operation, permission): EntryCodes<'_>,
     ) -> Result<AclBinding, AclError> {
         let binding = AclBinding {
             pattern: ResourcePattern {
@@ -178,12 +180,12 @@ mod tests {
     use super::*;
 
     fn create(rt: i8, name: &str, pt: i8, principal: &str) -> Result<AclBinding, AclError> {
-        AclBinding::from_codes(rt, name, pt, principal, "*", 3, 3)
+        AclBinding::from_codes((rt, name, pt), (principal, "*", 3, 3))
     }
 
     #[test]
     fn a_valid_binding_is_built_from_codes() {
-        let b = AclBinding::from_codes(2, "orders", 4, "User:alice", "10.0.0.1", 4, 2).unwrap();
+        let b = AclBinding::from_codes((2, "orders", 4), ("User:alice", "10.0.0.1", 4, 2)).unwrap();
         assert_eq!(b.pattern.resource_type, ResourceType::Topic);
         assert_eq!(b.pattern.pattern_type, PatternType::Prefixed);
         assert_eq!(b.entry.operation, Operation::Write);
@@ -222,14 +224,14 @@ mod tests {
             })
         );
         assert!(matches!(
-            AclBinding::from_codes(2, "t", 3, "User:a", "*", ANY, 3),
+            AclBinding::from_codes((2, "t", 3), ("User:a", "*", ANY, 3)),
             Err(AclError::FilterOnly {
                 field: "operation",
                 ..
             })
         ));
         assert!(matches!(
-            AclBinding::from_codes(2, "t", 3, "User:a", "*", 3, 9),
+            AclBinding::from_codes((2, "t", 3), ("User:a", "*", 3, 9)),
             Err(AclError::UnknownCode {
                 field: "permission type",
                 code: 9
@@ -259,7 +261,7 @@ mod tests {
         assert!(create(4, CLUSTER_NAME, 3, "User:a").is_ok());
         assert_eq!(create(2, "", 3, "User:a"), Err(AclError::EmptyName));
         assert_eq!(
-            AclBinding::from_codes(2, "t", 3, "User:a", "", 3, 3),
+            AclBinding::from_codes((2, "t", 3), ("User:a", "", 3, 3)),
             Err(AclError::EmptyHost)
         );
     }

@@ -49,6 +49,12 @@ fn optional<T>(
     concrete(field, code, from_code, false).map(Some)
 }
 
+/// A resource pattern filter in wire codes: resource type, name (`None`: any), pattern type.
+pub type PatternFilterCodes<'a> = (i8, Option<&'a str>, i8);
+/// An access control entry filter in wire codes: principal and host (`None`: any), operation,
+/// permission type.
+pub type EntryFilterCodes<'a> = (Option<&'a str>, Option<&'a str>, i8, i8);
+
 impl AclBindingFilter {
     /// Every ACL.
     pub const ANY: AclBindingFilter = AclBindingFilter {
@@ -61,17 +67,12 @@ impl AclBindingFilter {
         permission: None,
     };
 
-    /// A filter from a DescribeAcls request's or a DeleteAcls filter's fields (wire codes);
-    /// UNKNOWN or codes Kafka does not have are refused.
-    #[allow(clippy::too_many_arguments)] // The fields of one filter, as sent.
+    /// A filter from a DescribeAcls request's or a DeleteAcls filter's fields (wire codes):
+    /// its pattern part (resource type, name, pattern type) and its entry part (principal,
+    /// host, operation, permission); UNKNOWN or codes Kafka does not have are refused.
     pub fn from_codes(
-        resource_type: i8,
-        name: Option<&str>,
-        pattern_type: i8,
-        principal: Option<&str>,
-        host: Option<&str>,
-        operation: i8,
-        permission: i8,
+        (resource_type, name, pattern_type): PatternFilterCodes<'_>,
+        (principal, host, operation, permission): EntryFilterCodes<'_>,
     ) -> Result<AclBindingFilter, AclError> {
         let pattern = match pattern_type {
             ANY => PatternFilter::Any,
@@ -235,16 +236,17 @@ mod tests {
 
     #[test]
     fn filters_are_built_from_codes() {
-        let f = AclBindingFilter::from_codes(ANY, None, MATCH, None, None, ANY, ANY).unwrap();
+        let f = AclBindingFilter::from_codes((ANY, None, MATCH), (None, None, ANY, ANY)).unwrap();
         assert_eq!(f.pattern, PatternFilter::Match);
         assert_eq!(f.resource_type, None);
-        let f = AclBindingFilter::from_codes(2, Some("t"), 3, Some("User:a"), None, 3, 2).unwrap();
+        let f =
+            AclBindingFilter::from_codes((2, Some("t"), 3), (Some("User:a"), None, 3, 2)).unwrap();
         assert_eq!(f.pattern, PatternFilter::Exactly(PatternType::Literal));
         assert_eq!(f.operation, Some(Operation::Read));
         assert_eq!(f.permission, Some(Permission::Deny));
-        assert!(AclBindingFilter::from_codes(0, None, ANY, None, None, ANY, ANY).is_err());
-        assert!(AclBindingFilter::from_codes(ANY, None, 0, None, None, ANY, ANY).is_err());
-        assert!(AclBindingFilter::from_codes(ANY, None, ANY, None, None, 0, ANY).is_err());
-        assert!(AclBindingFilter::from_codes(ANY, None, ANY, None, None, ANY, 4).is_err());
+        assert!(AclBindingFilter::from_codes((0, None, ANY), (None, None, ANY, ANY)).is_err());
+        assert!(AclBindingFilter::from_codes((ANY, None, 0), (None, None, ANY, ANY)).is_err());
+        assert!(AclBindingFilter::from_codes((ANY, None, ANY), (None, None, 0, ANY)).is_err());
+        assert!(AclBindingFilter::from_codes((ANY, None, ANY), (None, None, ANY, 4)).is_err());
     }
 }

@@ -16,7 +16,7 @@
 //! use acl::{AclBinding, Acls, Authorizer, Operation, ResourceType, Settings};
 //!
 //! // kafka-acls --add --allow-principal User:alice --operation Read --topic orders
-//! let read = AclBinding::from_codes(2, "orders", 3, "User:alice", "*", 3, 3)?;
+//! let read = AclBinding::from_codes((2, "orders", 3), ("User:alice", "*", 3, 3))?;
 //! let authorizer = Authorizer::new(Settings::default(), Acls::from_bindings([read]));
 //! let host: IpAddr = "10.0.0.7".parse()?;
 //! assert!(authorizer.authorize("User:alice", host, Operation::Read, ResourceType::Topic, "orders"));
@@ -38,8 +38,8 @@ mod model;
 pub use acls::Acls;
 pub use authorizer::{Authorizer, Settings};
 pub use binding::{
-    check_principal, AccessControlEntry, AclBinding, AclError, ResourcePattern, CLUSTER_NAME,
-    WILDCARD, WILDCARD_PRINCIPAL,
+    check_principal, AccessControlEntry, AclBinding, AclError, EntryCodes, PatternCodes,
+    ResourcePattern, CLUSTER_NAME, WILDCARD, WILDCARD_PRINCIPAL,
 };
-pub use filter::{AclBindingFilter, PatternFilter};
+pub use filter::{AclBindingFilter, EntryFilterCodes, PatternFilter, PatternFilterCodes};
 pub use model::{bitfield, Operation, PatternType, Permission, ResourceType, ANY, MATCH};

@@ -269,7 +269,7 @@ mod tests {
     }
 
     fn binding(name: &str) -> AclBinding {
-        AclBinding::from_codes(2, name, 3, "User:alice", "*", 3, 3).unwrap()
+        AclBinding::from_codes((2, name, 3), ("User:alice", "*", 3, 3)).unwrap()
     }
 
     fn alice() -> Principal {
@@ -346,7 +346,8 @@ mod tests {
             ResourceType::Cluster,
             "kafka-cluster"
         ));
-        let restricted = AclBinding::from_codes(2, "t", 3, "User:bob", "10.1.2.3", 3, 3).unwrap();
+        let restricted =
+            AclBinding::from_codes((2, "t", 3), ("User:bob", "10.1.2.3", 3, 3)).unwrap();
         authorizer.create(vec![restricted]).unwrap();
         let bob = Principal::user("bob");
         let mapped: IpAddr = "::ffff:10.1.2.3".parse().unwrap();

@@ -49,13 +49,8 @@ impl Handler for CreateAclsRequest {
             .iter()
             .map(|c| {
                 AclBinding::from_codes(
-                    c.resource_type,
-                    &c.resource_name,
-                    c.resource_pattern_type,
-                    &c.principal,
-                    &c.host,
-                    c.operation,
-                    c.permission_type,
+                    (c.resource_type, &c.resource_name, c.resource_pattern_type),
+                    (&c.principal, &c.host, c.operation, c.permission_type),
                 )
             })
             .collect();

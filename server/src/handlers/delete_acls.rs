@@ -49,13 +49,17 @@ impl Handler for DeleteAclsRequest {
             .iter()
             .map(|f| {
                 AclBindingFilter::from_codes(
-                    f.resource_type_filter,
-                    f.resource_name_filter.as_deref(),
-                    f.pattern_type_filter,
-                    f.principal_filter.as_deref(),
-                    f.host_filter.as_deref(),
-                    f.operation,
-                    f.permission_type,
+                    (
+                        f.resource_type_filter,
+                        f.resource_name_filter.as_deref(),
+                        f.pattern_type_filter,
+                    ),
+                    (
+                        f.principal_filter.as_deref(),
+                        f.host_filter.as_deref(),
+                        f.operation,
+                        f.permission_type,
+                    ),
                 )
             })
             .collect();

@@ -43,13 +43,17 @@ impl Handler for DescribeAclsRequest {
             );
         }
         let filter = AclBindingFilter::from_codes(
-            request.resource_type_filter,
-            request.resource_name_filter.as_deref(),
-            request.pattern_type_filter,
-            request.principal_filter.as_deref(),
-            request.host_filter.as_deref(),
-            request.operation,
-            request.permission_type,
+            (
+                request.resource_type_filter,
+                request.resource_name_filter.as_deref(),
+                request.pattern_type_filter,
+            ),
+            (
+                request.principal_filter.as_deref(),
+                request.host_filter.as_deref(),
+                request.operation,
+                request.permission_type,
+            ),
         );
         match filter {
             Ok(filter) => DescribeAclsResponse::default()
