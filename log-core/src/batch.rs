@@ -242,26 +242,6 @@ pub(crate) fn decompressed_records(
     Ok(records)
 }
 
-/// Whether every record of the whole batch `batch` (validated, its header `header`, at byte
-/// `position` of what arrived) has a key: what a compacted topic requires. A compressed batch
-/// is decompressed to at most `max` bytes.
-pub(crate) fn all_keyed(
-    batch: &[u8],
-    header: &BatchHeader,
-    position: usize,
-    max: usize,
-) -> Result<bool, BatchError> {
-    let decompressed;
-    let plain: &[u8] = if header.is_compressed() {
-        decompressed = decompress_records(batch, header, position, max)?;
-        &decompressed
-    } else {
-        &batch[HEADER_LEN..]
-    };
-    let keyed = record_batch::records::records(plain).all(|r| r.is_some_and(|r| r.key.is_some()));
-    Ok(keyed)
-}
-
 /// The records section of compressed `batch` decompressed to at most `max` bytes, not checked
 /// (a stored batch the cleaner reads: its records were checked when it was appended).
 pub(crate) fn decompress_records(

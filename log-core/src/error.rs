@@ -204,12 +204,18 @@ pub enum AppendError {
         /// Where the batch starts in the record set.
         position: usize,
     },
-    /// A record without a key for a topic whose `cleanup.policy` compacts (Kafka's
-    /// INVALID_RECORD, with its message).
-    #[error("Compacted topic cannot accept message without key in topic partition {partition}.")]
-    KeylessRecord {
+    /// Records refused one by one (KIP-467): keyless records for a compacted topic (Kafka's
+    /// INVALID_RECORD) and, with CreateTime, records whose timestamp lies outside
+    /// `message.timestamp.before.max.ms` / `after.max.ms` (KIP-937: INVALID_TIMESTAMP, which
+    /// wins when both occur). Nothing of the append is written.
+    #[error("{}", refused_message(.errors, *.invalid_timestamp))]
+    RefusedRecords {
         /// The partition (`topic-index`).
         partition: String,
+        /// Each refused record, by its index among those appended, ascending.
+        errors: Vec<RecordError>,
+        /// Whether a record was refused for its timestamp.
+        invalid_timestamp: bool,
     },
     /// Recompressing for the topic's `compression.type` failed in the codec.
     #[error(transparent)]
@@ -339,4 +345,48 @@ pub enum TopicError {
     /// A new partition could not be opened.
     #[error(transparent)]
     Open(#[from] OpenError),
+}
+
+/// One refused record of an append: its index among the records appended and why (Kafka's
+/// `RecordError`, sent back in Produce's `record_errors`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The record's index among those of the request's partition (from 0).
+    pub index: u32,
+    /// Why it was refused.
+    pub message: String,
+}
+
+impl AppendError {
+    /// The records this error refuses one by one (KIP-467), if it names any: the producer
+    /// then fails those records and may send the others again.
+    pub fn record_errors(&self) -> &[RecordError] {
+        match self {
+            AppendError::RefusedRecords { errors, .. } => errors,
+            _ => &[],
+        }
+    }
+}
+
+/// Kafka's message for an append refused for some of its records.
+fn refused_message(errors: &[RecordError], invalid_timestamp: bool) -> String {
+    if invalid_timestamp {
+        return "One or more records have been rejected due to invalid timestamp".to_string();
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|e| {
+            format!(
+                "RecordError(batchIndex={}, message='{}')",
+                e.index, e.message
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only \
+         showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
 }

@@ -49,6 +49,7 @@ pub mod io;
 mod log;
 mod partition;
 mod recompress;
+mod record_checks;
 mod scrub;
 mod segment;
 mod state_log;
@@ -62,7 +63,7 @@ pub use config::{
 };
 pub use error::{
     AppendError, BatchError, ConfigError, DeleteRecordsError, FileError, OpenError, ReadError,
-    TopicError,
+    RecordError, TopicError,
 };
 pub use log::{Log, LogOptions, MAX_PARTITIONS};
 pub use partition::{

@@ -186,19 +186,11 @@ pub const KAFKA: &[Def] = &[
          (it bounds a compressed batch's records at 8 x max.message.bytes)",
     ),
     storage("max.message.bytes", Type::Int, "1048588"),
-    kept(
-        "message.timestamp.after.max.ms",
-        Type::Long,
-        "3600000",
-        Check::Range(0, LONG_MAX),
-        "known gap (KIP-937): lograil does not check record timestamps against it",
-    ),
-    kept(
+    storage("message.timestamp.after.max.ms", Type::Long, "3600000"),
+    storage(
         "message.timestamp.before.max.ms",
         Type::Long,
         "9223372036854775807",
-        Check::Range(0, LONG_MAX),
-        "known gap (KIP-937): lograil does not check record timestamps against it",
     ),
     storage("message.timestamp.type", Type::String, "CreateTime"),
     storage("min.cleanable.dirty.ratio", Type::Double, "0.5"),

@@ -16,5 +16,6 @@ mod failover;
 mod group;
 mod producer;
 mod queue;
+mod record_errors;
 mod security;
 mod transactions;

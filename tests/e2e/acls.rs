@@ -9,8 +9,9 @@ use std::process::Command;
 
 use kafka_protocol::messages::{
     ApiKey, DescribeAclsRequest, DescribeAclsResponse, DescribeClusterRequest,
-    DescribeClusterResponse,
+    DescribeClusterResponse, FindCoordinatorRequest, FindCoordinatorResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 use serde_json::{json, Value};
 use test_support::kafka::list_offset;
 use test_support::wire::{call, connect};
@@ -488,6 +489,18 @@ fn a_consumer_is_denied_its_group_then_its_topic_then_allowed() {
     assert_eq!(
         refused,
         json!({"error": "GROUP_AUTHORIZATION_FAILED", "consumed": 0})
+    );
+    // The refusal carries Kafka's reason, which clients print after the code.
+    let find: FindCoordinatorResponse = call(
+        &mut connect(addr),
+        ApiKey::FindCoordinator,
+        3,
+        &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("readers")),
+    );
+    assert_eq!(find.error_code, 30);
+    assert_eq!(
+        find.error_message.as_deref(),
+        Some("Group authorization failed.")
     );
 
     // The group (READ implies the DESCRIBE FindCoordinator needs) and the topic's DESCRIBE

@@ -11,8 +11,8 @@ use rdkafka::consumer::Consumer;
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::{Message, Offset};
 use test_support::kafka::{
-    describe_configs, produce, rdkafka_producer, rdkafka_reader, try_create_topic, wait_until,
-    TOPIC_RESOURCE,
+    describe_configs, list_offset, produce, produce_response, rdkafka_producer, rdkafka_reader,
+    try_create_topic, wait_until, TOPIC_RESOURCE,
 };
 use test_support::TestBroker;
 
@@ -153,9 +153,42 @@ fn a_compacted_topic_read_back_keeps_the_latest_value_of_each_key_and_drops_tomb
         "{described}"
     );
 
-    // Keyless records are refused, as Kafka refuses them.
-    let keyless = batch::build(&[(None, Some(b"no key"), 1)]);
-    assert_eq!(produce(addr, topic, 0, keyless).0, INVALID_RECORD);
+    // Keyless records are refused, as Kafka refuses them: each named (KIP-467), with
+    // Kafka's message, and nothing of the batch stored.
+    let mixed = batch::build(&[
+        (Some(b"k1"), Some(b"kept?"), 1),
+        (None, Some(b"no key"), 1),
+        (Some(b"k2"), Some(b"kept?"), 1),
+        (None, Some(b"no key either"), 1),
+    ]);
+    let end = list_offset(addr, topic, -1).1;
+    let response = produce_response(addr, topic, 0, mixed);
+    let refused = &response.responses[0].partition_responses[0];
+    assert_eq!(refused.error_code, INVALID_RECORD);
+    let named: Vec<(i32, String)> = refused
+        .record_errors
+        .iter()
+        .map(|e| {
+            let message = e.batch_index_error_message.as_deref().unwrap_or_default();
+            (e.batch_index, message.to_string())
+        })
+        .collect();
+    let why =
+        format!("Compacted topic cannot accept message without key in topic partition {topic}-0");
+    assert_eq!(named, vec![(1, why.clone()), (3, why.clone())]);
+    assert_eq!(
+        refused.error_message.as_deref().unwrap_or_default(),
+        format!(
+            "One or more records have been rejected due to 2 record errors in total, and only \
+             showing the first three errors at most: [RecordError(batchIndex=1, message='{why}'), \
+             RecordError(batchIndex=3, message='{why}')]"
+        )
+    );
+    assert_eq!(
+        list_offset(addr, topic, -1).1,
+        end,
+        "nothing of the batch stored"
+    );
     let keyed = batch::build(&[(Some(b"k1"), Some(b"back"), 1)]);
     assert_eq!(produce(addr, topic, 0, keyed).0, 0);
 }

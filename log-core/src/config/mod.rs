@@ -43,6 +43,12 @@ pub struct TopicConfig {
     pub compression_levels: CompressionLevels,
     /// `message.timestamp.type`: the producer's timestamps, or the broker's append time.
     pub timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms` (KIP-937): with CreateTime, a record whose timestamp
+    /// is further in the past than this is refused (`i64::MAX`: never).
+    pub timestamp_before_max_ms: u64,
+    /// `message.timestamp.after.max.ms` (KIP-937): with CreateTime, a record whose timestamp
+    /// is further in the future than this is refused (`i64::MAX`: never).
+    pub timestamp_after_max_ms: u64,
     /// `cleanup.policy`: deletion by `retention.*`, compaction, both, or neither.
     pub cleanup: CleanupPolicy,
     /// `delete.retention.ms`: how long a tombstone (a record with a null value) stays in a
@@ -87,6 +93,9 @@ impl Default for TopicConfig {
             compression: TopicCompression::Producer,
             compression_levels: CompressionLevels::default(),
             timestamp_type: TimestampType::CreateTime,
+            timestamp_before_max_ms: i64::MAX as u64,
+            // Kafka 4's default: an hour ahead.
+            timestamp_after_max_ms: 3_600_000,
             cleanup: CleanupPolicy::default(),
             delete_retention_ms: 24 * 3600 * 1000,
             min_compaction_lag_ms: 0,
@@ -270,6 +279,8 @@ impl TopicConfig {
         };
         match name {
             "delete.retention.ms" => self.delete_retention_ms = at_least(0)?,
+            "message.timestamp.before.max.ms" => self.timestamp_before_max_ms = at_least(0)?,
+            "message.timestamp.after.max.ms" => self.timestamp_after_max_ms = at_least(0)?,
             "min.compaction.lag.ms" => self.min_compaction_lag_ms = at_least(0)?,
             "max.compaction.lag.ms" => self.max_compaction_lag_ms = at_least(1)?,
             "compression.gzip.level" => self.compression_levels.gzip = level(1, 9, Some(-1))?,
@@ -344,6 +355,14 @@ impl TopicConfig {
             (
                 "message.timestamp.type",
                 timestamp_type_name(self.timestamp_type).to_string(),
+            ),
+            (
+                "message.timestamp.before.max.ms",
+                self.timestamp_before_max_ms.to_string(),
+            ),
+            (
+                "message.timestamp.after.max.ms",
+                self.timestamp_after_max_ms.to_string(),
             ),
             ("cleanup.policy", self.cleanup.name().to_string()),
             ("delete.retention.ms", self.delete_retention_ms.to_string()),

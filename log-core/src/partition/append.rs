@@ -17,6 +17,7 @@ use crate::config::{Ack, TopicConfig};
 use crate::error::AppendError;
 use crate::index::IndexCursor;
 use crate::recompress::{self, Rewritten};
+use crate::record_checks::RecordChecks;
 use crate::segment::{Place, Segment};
 
 /// An append checked and ready to write: its batches as they will be stored (the producer's,
@@ -124,7 +125,7 @@ impl Partition {
     }
 
     /// Everything an append checks and computes before it takes the writer lock: the batches'
-    /// validation and size, a compacted topic's keys, the recompression or restamp the topic
+    /// validation and size, each record's key (compacted) and timestamp (KIP-937), the recompression or restamp the topic
     /// asks for (never on an async worker), the markers among them.
     fn prepare<'a>(
         &self,
@@ -143,23 +144,23 @@ impl Partition {
         let max_size = config.max_message_bytes as usize;
         too_large(&headers, max_size)?;
         let per_batch = max_size.saturating_mul(DECOMPRESSED_PER_MESSAGE_BYTE);
-        if config.cleanup.compact {
-            let mut at = 0usize;
-            for header in headers.iter() {
-                let batch = &records[at..at + header.size as usize];
-                if !batch::all_keyed(batch, header, at, per_batch)? {
-                    return Err(AppendError::KeylessRecord {
-                        partition: self.name.clone(),
-                    });
-                }
-                at += header.size as usize;
-            }
-        }
         let now = now_ms();
-        let rewritten = if recompress::keeps_all(config, &headers) {
-            if headers.iter().any(BatchHeader::is_compressed) {
-                batch::validate_compressed(records, &headers, per_batch)?;
+        let keeps = recompress::keeps_all(config, &headers);
+        let checks = RecordChecks::of(config, now);
+        if checks.any() {
+            // Compressed batches are decompressed and checked once, here.
+            let refused = checks.check(&self.name, records, &headers, per_batch)?;
+            if !refused.errors.is_empty() {
+                return Err(AppendError::RefusedRecords {
+                    partition: self.name.clone(),
+                    errors: refused.errors,
+                    invalid_timestamp: refused.invalid_timestamp,
+                });
             }
+        } else if keeps && headers.iter().any(BatchHeader::is_compressed) {
+            batch::validate_compressed(records, &headers, per_batch)?;
+        }
+        let rewritten = if keeps {
             None
         } else {
             if !may_block && recompress::recompresses(config, &headers) {

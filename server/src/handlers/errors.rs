@@ -23,7 +23,11 @@ pub fn append(e: &AppendError) -> ResponseError {
         AppendError::InvalidBatch(_) => ResponseError::CorruptMessage,
         AppendError::TooLarge { .. } => ResponseError::MessageTooLarge,
         AppendError::ProducerLogAppendTime { .. } => ResponseError::InvalidTimestamp,
-        AppendError::KeylessRecord { .. } => ResponseError::InvalidRecord,
+        AppendError::RefusedRecords {
+            invalid_timestamp: true,
+            ..
+        } => ResponseError::InvalidTimestamp,
+        AppendError::RefusedRecords { .. } => ResponseError::InvalidRecord,
         AppendError::Compress(_) => ResponseError::UnknownServerError,
         AppendError::Closed(_) => ResponseError::UnknownTopicOrPartition,
         AppendError::Io(_) | AppendError::Poisoned { .. } => ResponseError::KafkaStorageError,

@@ -36,18 +36,26 @@ impl Handler for FindCoordinatorRequest {
     ) -> FindCoordinatorResponse {
         let response = FindCoordinatorResponse::default();
         let key = request.key.as_str();
+        // With Kafka's messages (`Errors.message()`), which clients print after the code.
         let denied = match request.key_type {
-            GROUP => (!ctx.authorize_group(Operation::Describe, key))
-                .then_some(ResponseError::GroupAuthorizationFailed),
+            GROUP => (!ctx.authorize_group(Operation::Describe, key)).then_some((
+                ResponseError::GroupAuthorizationFailed,
+                "Group authorization failed.",
+            )),
             TRANSACTION => {
-                (!ctx.authorize(Operation::Describe, ResourceType::TransactionalId, key))
-                    .then_some(ResponseError::TransactionalIdAuthorizationFailed)
+                (!ctx.authorize(Operation::Describe, ResourceType::TransactionalId, key)).then_some(
+                    (
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                        "Transactional Id authorization failed.",
+                    ),
+                )
             }
             _ => None,
         };
-        if let Some(error) = denied {
+        if let Some((error, message)) = denied {
             return response
                 .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_static_str(message)))
                 .with_node_id(BrokerId(-1))
                 .with_port(-1);
         }

@@ -32,7 +32,9 @@ use std::time::Duration;
 use acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::TopicProduceData;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use log_core::{Ack, AppendError, AppendInfo};
@@ -454,8 +456,25 @@ fn response(
                 }
             }
             failure(index, errors::produce(&e, version), e.to_string())
+                .with_record_errors(record_errors(&e))
         }
     }
+}
+
+/// The records an error refuses one by one (KIP-467, Produce v8+): the producer fails those
+/// and may send the rest of the batch again.
+fn record_errors(e: &ProduceError) -> Vec<BatchIndexAndErrorMessage> {
+    let ProduceError::Append(e) = e else {
+        return Vec::new();
+    };
+    e.record_errors()
+        .iter()
+        .map(|r| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(i32::try_from(r.index).unwrap_or(i32::MAX))
+                .with_batch_index_error_message(Some(StrBytes::from_string(r.message.clone())))
+        })
+        .collect()
 }
 
 fn failure(index: i32, error: ResponseError, message: String) -> PartitionProduceResponse {

@@ -1,15 +1,22 @@
 //! Dead letters of archived records (KIP-1191 as Kafka 4.4 ships it): whether a share group's
 //! dead-letter topic may be written ([`dead_letter_topic`], Kafka's checks and messages), and
-//! the write of an operation's archived records to it.
+//! the write of an operation's archived records to it, in batches under the topic's
+//! `max.message.bytes`.
 
 use std::sync::Arc;
 
+use log_core::batch::HeadedRecord;
 use log_core::{Log, Partition, Topic};
+use record_batch::HEADER_LEN;
 use task_queue::{Archived, ShareConfig};
 
 use super::delivery::{self, Source};
 use super::{now_ms, Pending, Shares};
 use crate::metrics::DeadLetterFailure;
+
+/// Bytes a record's offset and timestamp deltas and its length may grow by in a longer batch
+/// than its own (varints of at most 5 and 10 bytes where its own batch has 1 each).
+const DELTA_ROOM: usize = 16;
 
 impl Shares {
     /// Writes the dead letters of what an operation archived, if `config`'s dead-letter topic
@@ -80,26 +87,58 @@ impl Shares {
         else {
             return failed(DeadLetterFailure::Error);
         };
-        let batch = log_core::batch::build_with_headers(&copies);
-        match target.append_pending(&batch, log_core::Ack::All) {
-            Ok(info) => {
-                self.metrics
-                    .dead_lettered(dlq, copies.len() as u64, batch.len() as u64);
-                tracing::info!(
-                    group = source.group,
-                    topic = source.topic,
-                    dlq,
-                    records = copies.len(),
-                    "dead-lettered"
-                );
-                pending.push(&target, info);
-            }
-            Err(e) => {
-                tracing::error!(topic = dlq, error = %e, "writing dead letters failed");
-                failed(DeadLetterFailure::Error);
+        let max_bytes = target.config().max_message_bytes as usize;
+        for chunk in under(&copies, max_bytes) {
+            let batch = log_core::batch::build_with_headers(chunk);
+            match target.append_pending(&batch, log_core::Ack::All) {
+                Ok(info) => {
+                    self.metrics
+                        .dead_lettered(dlq, chunk.len() as u64, batch.len() as u64);
+                    tracing::info!(
+                        group = source.group,
+                        topic = source.topic,
+                        dlq,
+                        records = chunk.len(),
+                        "dead-lettered"
+                    );
+                    pending.push(&target, info);
+                }
+                Err(e) => {
+                    tracing::error!(topic = dlq, error = %e, "writing dead letters failed");
+                    self.metrics
+                        .dead_letters_failed(DeadLetterFailure::Error, chunk.len() as u64);
+                }
             }
         }
     }
+}
+
+/// `copies` in runs whose batch fits in `max_bytes` (the dead-letter topic's
+/// `max.message.bytes`), as Kafka batches dead letters: a copy too large on its own goes
+/// alone, and its topic refuses it.
+fn under(copies: &[HeadedRecord], max_bytes: usize) -> Vec<&[HeadedRecord]> {
+    // A record's size in a batch of its own, less that batch's header, plus room for the
+    // larger offset and timestamp deltas it may have in a longer batch.
+    let size = |copy: &HeadedRecord| {
+        log_core::batch::build_with_headers(std::slice::from_ref(copy))
+            .len()
+            .saturating_sub(HEADER_LEN)
+            + DELTA_ROOM
+    };
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, HEADER_LEN);
+    for (i, copy) in copies.iter().enumerate() {
+        let more = size(copy);
+        if i > start && bytes + more > max_bytes {
+            runs.push(&copies[start..i]);
+            (start, bytes) = (i, HEADER_LEN);
+        }
+        bytes += more;
+    }
+    if start < copies.len() {
+        runs.push(&copies[start..]);
+    }
+    runs
 }
 
 /// Why a share group's dead-letter topic was refused: Kafka 4.4's checks, in its order, with
@@ -163,4 +202,47 @@ pub fn dead_letter_topic(
         });
     }
     Ok(topic)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use log_core::batch::HeadedRecord;
+
+    use super::under;
+
+    fn copy(value_bytes: usize, header_bytes: usize) -> HeadedRecord {
+        HeadedRecord {
+            key: Some(Bytes::from_static(b"key")),
+            value: Some(Bytes::from(vec![b'v'; value_bytes])),
+            timestamp: log_core::now_ms(),
+            headers: vec![(
+                "__dlq.errors.message".to_string(),
+                Some(Bytes::from(vec![b'h'; header_bytes])),
+            )],
+        }
+    }
+
+    #[test]
+    fn runs_fit_the_topics_max_message_bytes_and_keep_every_copy_in_order() {
+        let copies: Vec<HeadedRecord> = (0..40).map(|i| copy(300 + i * 7, 120)).collect();
+        let runs = under(&copies, 2048);
+        assert!(runs.len() >= 8, "{} runs", runs.len());
+        for run in &runs {
+            let batch = log_core::batch::build_with_headers(run);
+            assert!(batch.len() <= 2048, "a batch of {} bytes", batch.len());
+        }
+        let joined: Vec<&HeadedRecord> = runs.iter().flat_map(|r| r.iter()).collect();
+        assert_eq!(joined.len(), copies.len());
+        assert!(joined.iter().zip(&copies).all(|(a, b)| *a == b));
+        // Everything fits one batch: one run.
+        assert_eq!(under(&copies, 1 << 20).len(), 1);
+    }
+
+    #[test]
+    fn a_copy_larger_than_the_limit_goes_alone() {
+        let copies = vec![copy(10, 10), copy(5000, 10), copy(10, 10)];
+        let runs: Vec<usize> = under(&copies, 2048).iter().map(|r| r.len()).collect();
+        assert_eq!(runs, vec![1, 1, 1]);
+    }
 }
