@@ -14,9 +14,12 @@ use rdkafka::ClientContext;
 
 use test_support::cluster::{read_all, TestCluster};
 
-/// Each record's delivery, by its index: `Ok` or librdkafka's error code.
+/// A record's delivery: `Ok` or librdkafka's error code.
+type Outcome = Result<(), RDKafkaErrorCode>;
+
+/// Each record's delivery, by its index.
 #[derive(Clone, Default)]
-struct Outcomes(Arc<Mutex<Vec<(usize, Result<(), RDKafkaErrorCode>)>>>);
+struct Outcomes(Arc<Mutex<Vec<(usize, Outcome)>>>);
 
 impl ClientContext for Outcomes {}
 
@@ -48,7 +51,7 @@ fn send(
     topic: &str,
     (keyless, ahead): (bool, bool),
     props: &[(&str, &str)],
-) -> Vec<Result<(), RDKafkaErrorCode>> {
+) -> Vec<Outcome> {
     let outcomes = Outcomes::default();
     let mut config = RdConfig::new();
     config
@@ -62,13 +65,14 @@ fn send(
         config.create_with_context(outcomes.clone()).unwrap();
     for i in 0..100usize {
         let value = format!("v{i}");
-        let key = format!("k{i}");
+        let (key, timestamp) = record(i, keyless, ahead);
         let mut record: BaseRecord<'_, str, str, Box<usize>> =
             BaseRecord::with_opaque_to(topic, Box::new(i))
                 .partition(0)
-                .payload(&value);
-        if i % 10 != 9 {
-            record = record.key(&key);
+                .payload(value.as_str())
+                .timestamp(timestamp);
+        if let Some(key) = &key {
+            record = record.key(key.as_str());
         }
         producer.send(record).map_err(|(e, _)| e).unwrap();
     }
@@ -92,6 +96,7 @@ async fn a_batch_with_keyless_records_for_a_compacted_topic_fails_only_those() {
         send(
             &b,
             &t,
+            (true, false),
             &[("linger.ms", "200"), ("batch.num.messages", "1000")],
         )
     })
