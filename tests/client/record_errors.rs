@@ -92,6 +92,7 @@ async fn a_batch_with_keyless_records_for_a_compacted_topic_fails_only_those() {
     let bootstrap = cluster.plain_bootstrap().to_string();
     let (b, t) = (bootstrap.clone(), topic.clone());
     // One batch of 100: the 10 keyless ones are named, the 90 others fail with them.
+    // (librdkafka reports named records as INVALID_RECORD when there are several.)
     let batched = tokio::task::spawn_blocking(move || {
         send(
             &b,
@@ -110,7 +111,8 @@ async fn a_batch_with_keyless_records_for_a_compacted_topic_fails_only_those() {
         };
         assert_eq!(*outcome, Err(expected), "record {i} of one batch");
     }
-    // One record per batch: the 90 keyed ones are stored, the 10 keyless ones refused.
+    // One record per batch: the 90 keyed ones are stored, the 10 keyless ones refused with
+    // the partition's error.
     let (b, t) = (bootstrap.clone(), topic.clone());
     let single = tokio::task::spawn_blocking(move || {
         send(&b, &t, (true, false), &[("batch.num.messages", "1")])
@@ -145,8 +147,8 @@ async fn records_over_an_hour_ahead_are_refused_by_kafkas_default_window() {
     let cluster = TestCluster::start();
     let topic = cluster.create_topic("ahead", 1).await;
     let bootstrap = cluster.plain_bootstrap().to_string();
-    // One batch: the 10 records an hour and a half ahead are named (INVALID_TIMESTAMP), the
-    // others fail with them.
+    // One batch: the 10 records an hour and a half ahead are named, the others fail with
+    // them (librdkafka reports named records as INVALID_RECORD when there are several).
     let (b, t) = (bootstrap.clone(), topic.clone());
     let batched = tokio::task::spawn_blocking(move || {
         send(
@@ -160,11 +162,26 @@ async fn records_over_an_hour_ahead_are_refused_by_kafkas_default_window() {
     .unwrap();
     for (i, outcome) in batched.iter().enumerate() {
         let expected = if i % 10 == 9 {
-            RDKafkaErrorCode::InvalidTimestamp
+            RDKafkaErrorCode::InvalidRecord
         } else {
             RDKafkaErrorCode::InvalidDifferentRecord
         };
         assert_eq!(*outcome, Err(expected), "record {i} of one batch");
+    }
+    // One record per batch: each refused one gets the partition's error, INVALID_TIMESTAMP.
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    let single = tokio::task::spawn_blocking(move || {
+        send(&b, &t, (false, true), &[("batch.num.messages", "1")])
+    })
+    .await
+    .unwrap();
+    for (i, outcome) in single.iter().enumerate() {
+        let expected = if i % 10 == 9 {
+            Err(RDKafkaErrorCode::InvalidTimestamp)
+        } else {
+            Ok(())
+        };
+        assert_eq!(*outcome, expected, "record {i} in a batch of its own");
     }
     // A window of a day lets them all in.
     let wide = cluster
