@@ -120,8 +120,6 @@ fn kept_configs_are_set_kept_and_reset() {
         ("remote.log.copy.disable", "true"),
         ("remote.log.delete.on.disable", "true"),
         ("remote.storage.enable", "false"),
-        ("message.timestamp.before.max.ms", "0"),
-        ("message.timestamp.after.max.ms", "1000"),
         ("max.decompressed.message.bytes", "2147483639"),
         ("segment.jitter.ms", "0"),
     ] {
