@@ -83,6 +83,27 @@ fn send(
     got.into_iter().map(|(_, outcome)| outcome).collect()
 }
 
+/// [`send`] on the blocking pool, in one batch (`batched`) or one record per batch.
+async fn sent(bootstrap: &str, topic: &str, mode: (bool, bool), batched: bool) -> Vec<Outcome> {
+    let (b, t) = (bootstrap.to_string(), topic.to_string());
+    let props: &'static [(&str, &str)] = if batched {
+        &[("linger.ms", "200"), ("batch.num.messages", "1000")]
+    } else {
+        &[("batch.num.messages", "1")]
+    };
+    tokio::task::spawn_blocking(move || send(&b, &t, mode, props))
+        .await
+        .unwrap()
+}
+
+/// Checks that every 10th record (9, 19, …) got `named` and the others `rest`.
+fn expect(outcomes: &[Outcome], named: Outcome, rest: Outcome, what: &str) {
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let expected = if i % 10 == 9 { named } else { rest };
+        assert_eq!(*outcome, expected, "record {i} {what}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_with_keyless_records_for_a_compacted_topic_fails_only_those() {
     let cluster = TestCluster::start();
@@ -90,43 +111,18 @@ async fn a_batch_with_keyless_records_for_a_compacted_topic_fails_only_those() {
         .create_topic_with("keyless", 1, &[("cleanup.policy", "compact")])
         .await;
     let bootstrap = cluster.plain_bootstrap().to_string();
-    let (b, t) = (bootstrap.clone(), topic.clone());
     // One batch of 100: the 10 keyless ones are named, the 90 others fail with them.
     // (librdkafka reports named records as INVALID_RECORD when there are several.)
-    let batched = tokio::task::spawn_blocking(move || {
-        send(
-            &b,
-            &t,
-            (true, false),
-            &[("linger.ms", "200"), ("batch.num.messages", "1000")],
-        )
-    })
-    .await
-    .unwrap();
-    for (i, outcome) in batched.iter().enumerate() {
-        let expected = if i % 10 == 9 {
-            RDKafkaErrorCode::InvalidRecord
-        } else {
-            RDKafkaErrorCode::InvalidDifferentRecord
-        };
-        assert_eq!(*outcome, Err(expected), "record {i} of one batch");
-    }
+    let batched = sent(&bootstrap, &topic, (true, false), true).await;
+    let (invalid, different) = (
+        Err(RDKafkaErrorCode::InvalidRecord),
+        Err(RDKafkaErrorCode::InvalidDifferentRecord),
+    );
+    expect(&batched, invalid, different, "of one batch");
     // One record per batch: the 90 keyed ones are stored, the 10 keyless ones refused with
     // the partition's error.
-    let (b, t) = (bootstrap.clone(), topic.clone());
-    let single = tokio::task::spawn_blocking(move || {
-        send(&b, &t, (true, false), &[("batch.num.messages", "1")])
-    })
-    .await
-    .unwrap();
-    for (i, outcome) in single.iter().enumerate() {
-        let expected = if i % 10 == 9 {
-            Err(RDKafkaErrorCode::InvalidRecord)
-        } else {
-            Ok(())
-        };
-        assert_eq!(*outcome, expected, "record {i} in a batch of its own");
-    }
+    let single = sent(&bootstrap, &topic, (true, false), false).await;
+    expect(&single, invalid, Ok(()), "in a batch of its own");
     let stored = read_all(&cluster, &topic).await;
     let values: Vec<String> = stored[&0]
         .iter()
@@ -149,40 +145,16 @@ async fn records_over_an_hour_ahead_are_refused_by_kafkas_default_window() {
     let bootstrap = cluster.plain_bootstrap().to_string();
     // One batch: the 10 records an hour and a half ahead are named, the others fail with
     // them (librdkafka reports named records as INVALID_RECORD when there are several).
-    let (b, t) = (bootstrap.clone(), topic.clone());
-    let batched = tokio::task::spawn_blocking(move || {
-        send(
-            &b,
-            &t,
-            (false, true),
-            &[("linger.ms", "200"), ("batch.num.messages", "1000")],
-        )
-    })
-    .await
-    .unwrap();
-    for (i, outcome) in batched.iter().enumerate() {
-        let expected = if i % 10 == 9 {
-            RDKafkaErrorCode::InvalidRecord
-        } else {
-            RDKafkaErrorCode::InvalidDifferentRecord
-        };
-        assert_eq!(*outcome, Err(expected), "record {i} of one batch");
-    }
+    let batched = sent(&bootstrap, &topic, (false, true), true).await;
+    let (invalid, different) = (
+        Err(RDKafkaErrorCode::InvalidRecord),
+        Err(RDKafkaErrorCode::InvalidDifferentRecord),
+    );
+    expect(&batched, invalid, different, "of one batch");
     // One record per batch: each refused one gets the partition's error, INVALID_TIMESTAMP.
-    let (b, t) = (bootstrap.clone(), topic.clone());
-    let single = tokio::task::spawn_blocking(move || {
-        send(&b, &t, (false, true), &[("batch.num.messages", "1")])
-    })
-    .await
-    .unwrap();
-    for (i, outcome) in single.iter().enumerate() {
-        let expected = if i % 10 == 9 {
-            Err(RDKafkaErrorCode::InvalidTimestamp)
-        } else {
-            Ok(())
-        };
-        assert_eq!(*outcome, expected, "record {i} in a batch of its own");
-    }
+    let single = sent(&bootstrap, &topic, (false, true), false).await;
+    let late = Err(RDKafkaErrorCode::InvalidTimestamp);
+    expect(&single, late, Ok(()), "in a batch of its own");
     // A window of a day lets them all in.
     let wide = cluster
         .create_topic_with(
