@@ -74,8 +74,16 @@ pub enum ServeError {
     #[error(transparent)]
     Config(#[from] config::LimitsError),
     /// A TLS listener is configured but its key store or trust store cannot be used.
-    #[error("TLS: {0}")]
-    Tls(#[from] security::tls::TlsError),
+    #[error("TLS of listener {listener}: {source}")]
+    Tls {
+        /// The listener's name.
+        listener: String,
+        /// What is wrong with its TLS settings.
+        source: security::tls::TlsError,
+    },
+    /// A `listener.name.<listener>.*` setting names no listener of `listeners`.
+    #[error("listener.name.{lower}.*: no listener {0} in --listeners", lower = .0.to_ascii_lowercase())]
+    UnknownListener(String),
 }
 
 /// Serves Kafka clients on `listener` until `shutdown` completes, then stops accepting,
@@ -128,16 +136,40 @@ impl Server {
         config: BrokerConfig,
     ) -> Result<Server, ServeError> {
         config.validate()?;
+        let names: Vec<&str> = listeners.iter().map(|(l, _)| l.name.as_str()).collect();
+        if let Some(unknown) = config.security.per_listener.unknown(&names) {
+            return Err(ServeError::UnknownListener(unknown.to_string()));
+        }
         let mut bound = Vec::with_capacity(listeners.len());
-        let mut acceptor = None;
+        // Listeners of equal TLS settings share one acceptor (and one keystore watch).
+        let mut acceptors: Vec<(security::tls::TlsSettings, tokio_rustls::TlsAcceptor)> =
+            Vec::new();
         for (mut listener, socket) in listeners {
+            let settings = config.security.tls_for(&listener);
             let tls = if listener.protocol.uses_tls() {
-                if acceptor.is_none() {
-                    acceptor = Some(config.security.tls.acceptor()?);
-                }
-                acceptor.clone()
+                let known = acceptors.iter().find(|(s, _)| *s == settings);
+                Some(match known {
+                    Some((_, acceptor)) => acceptor.clone(),
+                    None => {
+                        let acceptor = settings.acceptor().map_err(|source| ServeError::Tls {
+                            listener: listener.name.clone(),
+                            source,
+                        })?;
+                        acceptors.push((settings.clone(), acceptor.clone()));
+                        acceptor
+                    }
+                })
             } else {
                 None
+            };
+            let secured = security::listener::Secured {
+                client_auth: if tls.is_some() {
+                    settings.client_auth
+                } else {
+                    security::tls::ClientAuth::None
+                },
+                tls,
+                mechanisms: config.security.mechanisms_for(&listener),
             };
             let addr = socket.local_addr()?;
             if listener.advertised.is_none() {
@@ -146,7 +178,7 @@ impl Server {
                 }
             }
             bound.push(Bound {
-                listener: Arc::new(Listener::bound(&listener, addr, tls)),
+                listener: Arc::new(Listener::bound(&listener, addr, secured)),
                 socket,
             });
         }
@@ -186,13 +218,9 @@ impl Server {
     /// Whether the console asks for credentials: when no Kafka listener takes
     /// unauthenticated clients (each is SASL, or TLS with a required client certificate).
     pub fn console_requires_authentication(&self) -> bool {
-        let required_certificate = matches!(
-            self.broker.config().security.tls.client_auth,
-            crate::security::tls::ClientAuth::Required
-        );
         self.listeners.iter().all(|b| {
             b.listener.protocol.uses_sasl()
-                || (b.listener.protocol.uses_tls() && required_certificate)
+                || b.listener.client_auth == crate::security::tls::ClientAuth::Required
         })
     }
 

@@ -25,6 +25,7 @@ mod groups;
 mod idempotence;
 mod kafka_behaviours;
 mod limits;
+mod listener_security;
 mod metrics;
 mod power_cut;
 mod protocol;

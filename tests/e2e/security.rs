@@ -54,7 +54,7 @@ fn python(script: &str) -> String {
 
 /// Adds (or replaces) `user`'s SCRAM credential over the PLAINTEXT listener with
 /// confluent-kafka's AdminClient (AlterUserScramCredentials, as `kafka-configs` sends it).
-fn add_scram_user(broker: &TestBroker, user: &str, password: &str, mechanism: &str) {
+pub(crate) fn add_scram_user(broker: &TestBroker, user: &str, password: &str, mechanism: &str) {
     let out = python(&format!(
         r#"
 from confluent_kafka.admin import AdminClient, UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism
@@ -201,7 +201,7 @@ except Exception as e:
     assert!(out.contains("OK 10"), "{out}");
 }
 
-fn kcat(args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+pub(crate) fn kcat(args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
     // Not the librdkafka the Rust build made (no OpenSSL) that cargo's library path offers.
     let mut child = Command::new("kcat")
         .env_remove("LD_LIBRARY_PATH")

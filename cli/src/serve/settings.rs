@@ -21,7 +21,7 @@ macro_rules! settings {
 
         impl Settings {
             /// These settings, each falling back to `other`'s.
-            pub(super) fn or(self, other: Settings) -> Settings {
+            fn or_each(self, other: Settings) -> Settings {
                 Settings {
                     $($name: self.$name.or(other.$name),)*
                 }
@@ -355,6 +355,14 @@ settings! {
     /// Not supported: the keystore's key must not be encrypted.
     #[arg(long)]
     ssl_key_password: String => |_c, _v| encrypted_key()?,
+    /// Kafka's `listener.name.<listener>.<setting>=<value>`, given as
+    /// `<listener>.<setting>=<value>` (`sasl_ssl.ssl.client.auth=none`), once per setting: one
+    /// listener's own `ssl.keystore.location`, `ssl.truststore.location`, `ssl.client.auth`,
+    /// `ssl.enabled.protocols` or `sasl.enabled.mechanisms`, in place of the broker-wide one.
+    /// As in Kafka, the broker-wide `ssl.client.auth` applies to SSL listeners only; a SASL_SSL
+    /// listener asks for client certificates only when its own setting says so.
+    #[arg(long, value_name = "LISTENER.SETTING=VALUE")]
+    listener_name: Vec<String> => |c, v| for entry in v { listener_setting(c, &entry)?; },
     /// SASL mechanisms offered: any of `SCRAM-SHA-256,SCRAM-SHA-512,PLAIN` (default all three).
     #[arg(long)]
     sasl_enabled_mechanisms: String => |c, v| c.security.sasl.mechanisms = mechanisms(&v)?,
@@ -422,6 +430,34 @@ fn tls12(value: &str) -> anyhow::Result<bool> {
     Ok(tls12)
 }
 
+/// One `listener.name.<listener>.<setting>=<value>`, given without its `listener.name.`.
+fn listener_setting(config: &mut BrokerConfig, entry: &str) -> anyhow::Result<()> {
+    let malformed = || format!("--listener-name {entry:?}: expected LISTENER.SETTING=VALUE");
+    let (key, value) = entry.split_once('=').with_context(malformed)?;
+    let (listener, setting) = key.split_once('.').with_context(malformed)?;
+    let value = value.trim();
+    let own = config.security.per_listener.entry(listener.trim());
+    match setting.trim() {
+        "ssl.keystore.location" => own.keystore = Some(PathBuf::from(value)),
+        "ssl.truststore.location" => own.truststore = Some(PathBuf::from(value)),
+        "ssl.keystore.type" => pem_only(key, value)?,
+        "ssl.truststore.type" => pem_only(key, value)?,
+        "ssl.key.password" => encrypted_key()?,
+        "ssl.client.auth" => {
+            let auth = value.parse().map_err(anyhow::Error::msg);
+            own.client_auth = Some(auth.with_context(|| format!("listener.name.{key}"))?);
+        }
+        "ssl.enabled.protocols" => own.tls12 = Some(tls12(value)?),
+        "sasl.enabled.mechanisms" => own.mechanisms = Some(mechanisms(value)?),
+        other => anyhow::bail!(
+            "listener.name.{key}: {other:?} is not a per-listener setting lograil serves \
+             (ssl.keystore.location, ssl.truststore.location, ssl.client.auth, \
+             ssl.enabled.protocols, sasl.enabled.mechanisms)"
+        ),
+    }
+    Ok(())
+}
+
 fn mechanisms(value: &str) -> anyhow::Result<Vec<sasl::Mechanism>> {
     let list: Vec<sasl::Mechanism> = value
         .split(',')
@@ -440,8 +476,19 @@ fn mechanisms(value: &str) -> anyhow::Result<Vec<sasl::Mechanism>> {
 }
 
 impl Settings {
+    /// These settings, each falling back to `other`'s; the per-listener ones of both, `other`'s
+    /// first so that these win where both set one.
+    pub(super) fn or(mut self, mut other: Settings) -> Settings {
+        let mut per_listener = other.listener_name.take().unwrap_or_default();
+        per_listener.extend(self.listener_name.take().unwrap_or_default());
+        let mut merged = self.or_each(other);
+        merged.listener_name = (!per_listener.is_empty()).then_some(per_listener);
+        merged
+    }
+
     /// Reads a `--config` file: each `name=value` line is the flag `--name=value` (a dotted
-    /// Kafka name as its dashed flag), parsed by clap like the command line. A later line wins.
+    /// Kafka name as its dashed flag; `listener.name.x.y=v` as `--listener-name=x.y=v`), parsed
+    /// by clap like the command line. A later line wins.
     pub(super) fn from_file(path: &Path) -> anyhow::Result<Settings> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -454,11 +501,11 @@ impl Settings {
             let (name, value) = line
                 .split_once('=')
                 .with_context(|| format!("{}:{}: expected name=value", path.display(), n + 1))?;
-            args.push(format!(
-                "--{}={}",
-                name.trim().replace('.', "-"),
-                value.trim()
-            ));
+            let name = name.trim();
+            args.push(match name.strip_prefix("listener.name.") {
+                Some(setting) => format!("--listener-name={setting}={}", value.trim()),
+                None => format!("--{}={}", name.replace('.', "-"), value.trim()),
+            });
         }
         let command = Settings::augment_args(
             clap::Command::new("lograil serve --config")

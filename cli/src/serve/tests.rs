@@ -161,3 +161,43 @@ fn bad_settings_are_refused() {
     }
     assert!(config_from("", &["--retention-ms", "-7"]).is_err());
 }
+
+#[test]
+fn listener_settings_take_kafkas_prefix_in_the_file_and_on_the_command_line() {
+    use lograil::security::tls::ClientAuth;
+    use lograil::security::{ListenerConfig, SecurityProtocol};
+    let config = config_from(
+        "ssl.client.auth=required\n\
+         listener.name.sasl_ssl.ssl.client.auth=requested\n\
+         listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512\n\
+         listener.name.internal.ssl.keystore.location=/etc/internal.pem\n",
+        &["--listener-name", "internal.ssl.enabled.protocols=TLSv1.3"],
+    )
+    .unwrap();
+    let listener = |name: &str, protocol| ListenerConfig {
+        name: name.to_string(),
+        protocol,
+        bind: String::new(),
+        advertised: None,
+    };
+    let sasl_ssl = listener("SASL_SSL", SecurityProtocol::SaslSsl);
+    let internal = listener("INTERNAL", SecurityProtocol::Ssl);
+    let tls = config.security.tls_for(&sasl_ssl);
+    assert_eq!(tls.client_auth, ClientAuth::Requested);
+    assert_eq!(
+        config.security.mechanisms_for(&sasl_ssl),
+        vec![sasl::Mechanism::ScramSha512]
+    );
+    let tls = config.security.tls_for(&internal);
+    assert_eq!(tls.client_auth, ClientAuth::Required);
+    assert_eq!(tls.keystore, Some("/etc/internal.pem".into()));
+    assert!(!tls.tls12, "the flag's line is kept beside the file's");
+    for bad in [
+        "listener.name.sasl_ssl.ssl.client.auth=sometimes\n",
+        "listener.name.sasl_ssl.ssl.cipher.suites=TLS_AES_128_GCM_SHA256\n",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms=GSSAPI\n",
+        "listener.name.nodot=1\n",
+    ] {
+        assert!(config_from(bad, &[]).is_err(), "{bad:?} was accepted");
+    }
+}

@@ -21,7 +21,7 @@ impl Handler for SaslHandshakeRequest {
         request: SaslHandshakeRequest,
         ctx: &RequestContext,
     ) -> SaslHandshakeResponse {
-        let enabled = &access.security.sasl.mechanisms;
+        let enabled = &ctx.listener.mechanisms;
         let mechanisms = enabled
             .iter()
             .map(|m| StrBytes::from_static_str(m.name()))

@@ -7,6 +7,8 @@ use std::fmt;
 
 use vocabulary::UnknownSecurityProtocol;
 
+use super::tls::ClientAuth;
+
 /// How a listener's connections are secured (the client's `security.protocol` too).
 pub use vocabulary::SecurityProtocol;
 
@@ -166,6 +168,22 @@ pub struct Listener {
     pub port: i32,
     /// SSL and SASL_SSL: the TLS side of accepted connections.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Whether TLS clients must show a certificate (`none` on listeners without TLS).
+    pub client_auth: ClientAuth,
+    /// The SASL mechanisms SaslHandshake offers here.
+    pub mechanisms: Vec<sasl::Mechanism>,
+}
+
+/// How a bound listener secures its connections: TLS (SSL and SASL_SSL), with or without
+/// client certificates, and the SASL mechanisms it offers.
+#[derive(Clone)]
+pub(crate) struct Secured {
+    /// The TLS side of accepted connections; `None` on PLAINTEXT and SASL_PLAINTEXT.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// `ssl.client.auth` as this listener serves it.
+    pub client_auth: ClientAuth,
+    /// `sasl.enabled.mechanisms` as this listener serves it.
+    pub mechanisms: Vec<sasl::Mechanism>,
 }
 
 impl fmt::Debug for Listener {
@@ -187,14 +205,16 @@ impl Listener {
             host: addr.ip().to_string(),
             port: i32::from(addr.port()),
             tls: None,
+            client_auth: ClientAuth::None,
+            mechanisms: super::sasl::SaslSettings::default().mechanisms,
         }
     }
 
-    /// The listener `config` bound at `bound`, with `tls` for an SSL or SASL_SSL one.
-    pub fn bound(
+    /// The listener `config` bound at `bound`, secured as `secured` says.
+    pub(crate) fn bound(
         config: &ListenerConfig,
         bound: std::net::SocketAddr,
-        tls: Option<tokio_rustls::TlsAcceptor>,
+        secured: Secured,
     ) -> Listener {
         let (host, port) = match &config.advertised {
             Some((host, port)) => (host.clone(), *port),
@@ -206,7 +226,9 @@ impl Listener {
             protocol: config.protocol,
             host,
             port: i32::from(port),
-            tls,
+            tls: secured.tls,
+            client_auth: secured.client_auth,
+            mechanisms: secured.mechanisms,
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod credentials;
 pub mod failed_logins;
 pub mod listener;
+pub mod per_listener;
 mod principal;
 pub mod sasl;
 pub mod tls;
@@ -23,6 +24,8 @@ pub struct SecurityConfig {
     pub tls: tls::TlsSettings,
     /// The `sasl.*` settings of SASL_PLAINTEXT and SASL_SSL listeners.
     pub sasl: sasl::SaslSettings,
+    /// `listener.name.<listener>.*`: what one listener serves instead of the above.
+    pub per_listener: per_listener::PerListener,
 }
 
 /// What the broker checks connections against.

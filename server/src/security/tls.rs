@@ -41,7 +41,7 @@ impl std::str::FromStr for ClientAuth {
 }
 
 /// The TLS settings of the broker's SSL and SASL_SSL listeners.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
     /// `ssl.keystore.location`: a PEM file of the private key and the certificate chain (leaf
     /// first).
