@@ -104,7 +104,9 @@ fn start(
 /// fenced by a second `initTransactions` of its transactional.id. Read back by the Java
 /// consumer and by librdkafka: read_committed sees exactly the committed records (each input
 /// record transformed once), read_uncommitted the aborted ones too; the group's committed
-/// offsets are the input's end.
+/// offsets are the input's end. The Java client runs transaction version 2 (the epoch bumped
+/// at each transaction's end, partitions and the group added by Produce v12 and
+/// TxnOffsetCommit v5) as the broker's finalized features tell it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_transactions_commit_abort_send_offsets_and_fence_a_zombie() {
     const INPUT: usize = 100;
@@ -158,6 +160,14 @@ async fn java_transactions_commit_abort_send_offsets_and_fence_a_zombie() {
         field("FENCED "),
         "ProducerFencedException",
         "{}",
+        app.output()
+    );
+    // Transaction version 2 on both brokers: each of the three transactions' end bumped the
+    // epoch (version 1 would leave it at 0).
+    let epoch: i16 = field("EPOCH ").parse().unwrap();
+    assert!(
+        epoch >= 3,
+        "epoch {epoch} after three transactions\n{}",
         app.output()
     );
     let redone: usize = field("CTP-ABORTED ").parse().unwrap();

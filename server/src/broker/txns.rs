@@ -149,4 +149,8 @@ impl Effects for Txns {
         }
         Ok(())
     }
+
+    fn new_producer_id(&self) -> Result<i64, EffectError> {
+        Ok(self.storage.producer_ids.allocate()?)
+    }
 }

@@ -1,12 +1,23 @@
 //! ApiVersions, versions 0–4. The list is [`super::APIS`], so what is advertised is what is
-//! routed. An unsupported version gets a v0 body with UNSUPPORTED_VERSION (KIP-511). v4 (what
-//! Kafka 4.x clients ask first) is v3's layout; it only lets a feature's minimum version be 0,
-//! and lograil advertises no features.
+//! routed. An unsupported version gets a v0 body with UNSUPPORTED_VERSION (KIP-511).
+//!
+//! From v3 the answer carries the feature levels (KIP-584) of what lograil serves, finalized
+//! as Kafka 4.4 finalizes them by default: `group.version` 1 (KIP-848 consumer groups),
+//! `share.version` 2 (share groups with dead-letter queues) and `transaction.version` 2
+//! (KIP-890 part 2: the Java client then ends each transaction with an epoch bump and adds
+//! partitions and groups implicitly). Not reported: `metadata.version` and `kraft.version`
+//! (there is no KRaft quorum to version), `eligible.leader.replicas.version` (no replicas) and
+//! `streams.version` (KIP-1071's streams groups are not served). As Kafka does, a v3 answer
+//! leaves out supported features whose minimum is 0 (older clients fail to read them:
+//! KAFKA-17492), and a finalized level of 0 is never listed.
 
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::{RequestContext, APIS};
@@ -27,6 +38,47 @@ fn body(error_code: i16) -> ApiVersionsResponse {
         .with_api_keys(api_keys)
 }
 
+/// Each feature lograil serves: its name, the levels it supports and the one it runs at.
+const FEATURES: [(&str, (i16, i16), i16); 3] = [
+    ("group.version", (0, 1), 1),
+    ("share.version", (0, 2), 2),
+    ("transaction.version", (0, 2), 2),
+];
+
+/// The features never change while the broker runs: one epoch for good.
+const FINALIZED_FEATURES_EPOCH: i64 = 1;
+
+/// `response` with the feature levels, as a response of `version` carries them.
+fn with_features(response: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {
+    if version < 3 {
+        return response;
+    }
+    let supported = FEATURES
+        .iter()
+        .filter(|(_, (min, _), _)| version >= 4 || *min > 0)
+        .map(|(name, (min, max), _)| {
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_min_version(*min)
+                .with_max_version(*max)
+        })
+        .collect();
+    let finalized = FEATURES
+        .iter()
+        .filter(|(_, _, level)| *level != 0)
+        .map(|(name, _, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_min_version_level(*level)
+                .with_max_version_level(*level)
+        })
+        .collect();
+    response
+        .with_supported_features(supported)
+        .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
+        .with_finalized_features(finalized)
+}
+
 impl Handler for ApiVersionsRequest {
     const SERVED: (i16, i16) = (0, 4);
     type Needs = ();
@@ -34,9 +86,9 @@ impl Handler for ApiVersionsRequest {
     async fn handle(
         (): Self::Needs,
         _: ApiVersionsRequest,
-        _: &RequestContext,
+        ctx: &RequestContext,
     ) -> ApiVersionsResponse {
-        body(0)
+        with_features(body(0), ctx.version)
     }
 
     fn throttle_time_ms(response: &mut ApiVersionsResponse) -> Option<&mut i32> {

@@ -1,6 +1,7 @@
-//! EndTxn, versions 0–5, transaction version 1 (lograil advertises no `transaction.version`
-//! feature, so clients do not bump the epoch per transaction: KIP-890 part 2 is not served and
-//! v5's producer id and epoch come back -1). COMMIT or ABORT: PrepareCommit or PrepareAbort is
+//! EndTxn, versions 0–5. v5 is transaction version 2's (KIP-890 part 2, as Kafka takes it):
+//! the epoch is bumped at each transaction's end and the answer carries the producer id and
+//! epoch to go on with (`transactions::state::epoch_bump`); before v5 they come back -1 and
+//! the epoch stays. COMMIT or ABORT: PrepareCommit or PrepareAbort is
 //! stored in `__transaction_state`, then a marker is written to every partition of the
 //! transaction and, on commit, its offsets are stored into their groups, then
 //! CompleteCommit/CompleteAbort (`transactions`). The answer comes once that is done (Kafka
@@ -47,19 +48,26 @@ impl Handler for EndTxnRequest {
             request.committed,
         );
         let key = id.clone();
+        let bump = ctx.version >= 5;
         let outcome = transaction::run(&txns, &id, transaction::fenced(ctx.version, 2), move |b| {
             b.coordinator
-                .end(&key, producer_id, epoch, commit, log_core::now_ms())
+                .end(&key, (producer_id, epoch), commit, bump, log_core::now_ms())
         })
         .await;
         match outcome {
-            Ok(true) => {
-                // In a task of its own: a client that goes away does not stop the markers.
-                let completion = tokio::spawn(txns.clone().complete(id));
-                let _ = completion.await;
-                response
+            Ok(prepared) => {
+                if prepared {
+                    // In a task of its own: a client that goes away does not stop the markers.
+                    let completion = tokio::spawn(txns.clone().complete(id.clone()));
+                    let _ = completion.await;
+                }
+                match txns.coordinator.get(&id).filter(|_| bump) {
+                    Some(txn) => response
+                        .with_producer_id(ProducerId(txn.producer_id))
+                        .with_producer_epoch(txn.producer_epoch),
+                    None => response,
+                }
             }
-            Ok(false) => response,
             Err(error) => response.with_error_code(error.code()),
         }
     }

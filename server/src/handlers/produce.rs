@@ -1,4 +1,4 @@
-//! Produce, versions 0–9: 3–9 served, 0–2 advertised and refused (`produce_legacy`). acks 0, 1
+//! Produce, versions 0–12: 3–12 served, 0–2 advertised and refused (`produce_legacy`). acks 0, 1
 //! and -1. On one node there are no replicas, so acks=-1 is answered once the batch is fsynced
 //! (group commit; unless the topic's `write.caching` is on), acks=1 once it is written (the page
 //! cache, fsynced within `flush.ms`); `flush.messages` can make either wait. acks=0 gets no
@@ -8,7 +8,9 @@
 //! transactional id is checked against the coordinator first (KIP-890 part 1's verification,
 //! `transactions`): each partition must be in the ongoing transaction of the batches'
 //! producer id and epoch, else INVALID_TXN_STATE (another epoch: INVALID_PRODUCER_EPOCH), and
-//! the transaction's markers wait until the request's appends are done.
+//! the transaction's markers wait until the request's appends are done. v12 is transaction
+//! version 2's (KIP-890 part 2): the produce itself adds its partitions to the transaction,
+//! with no AddPartitionsToTxn before it.
 //!
 //! A topic's `compression.type` other than `producer` recompresses a batch of another codec,
 //! and `message.timestamp.type=LogAppendTime` stamps the batch with the append time (returned
@@ -51,7 +53,7 @@ use crate::transactions::InFlight;
 const INLINE_APPEND_BYTES: usize = 64 * 1024;
 
 impl Handler for ProduceRequest {
-    const SERVED: (i16, i16) = (0, 9);
+    const SERVED: (i16, i16) = (0, 12);
     type Needs = (Arc<Storage>, Arc<Backlog>, Arc<Txns>);
 
     fn counts(&self) -> Counts {
@@ -96,6 +98,9 @@ impl Handler for ProduceRequest {
         // The transaction's check, and its markers held back until the appends are done.
         let (work, not_in_transaction, _in_flight) = match (&transactional_id, &refuse) {
             (Some(id), None) => {
+                if ctx.version >= 12 {
+                    add_to_transaction(&txns, id, &work).await;
+                }
                 let (work, refused, guard) = verify_transactional(&txns, id, work);
                 (work, refused, Some(guard))
             }
@@ -222,6 +227,45 @@ async fn admit(backlog: &Arc<Backlog>, ctx: &RequestContext, work: Vec<TopicWork
     admitted
 }
 
+/// The producer id and epoch of the request's first batch ((-1, -1) without one), and every
+/// partition it writes to.
+fn producer_and_partitions(work: &[TopicWork]) -> ((i64, i16), Vec<(String, i32)>) {
+    let producer = work
+        .iter()
+        .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()?.producer()))
+        .next()
+        .unwrap_or((-1, -1));
+    let partitions = work
+        .iter()
+        .flat_map(|(topic, ps)| ps.iter().map(move |(index, _)| (topic.clone(), *index)))
+        .collect();
+    (producer, partitions)
+}
+
+/// Transaction version 2: adds the partitions not yet in `id`'s transaction to it, as
+/// AddPartitionsToTxn would (stored before the append). A refusal is left to the check that
+/// follows, which answers it per partition.
+async fn add_to_transaction(txns: &Arc<Txns>, id: &str, work: &[TopicWork]) {
+    let (producer, partitions) = producer_and_partitions(work);
+    let held = txns
+        .coordinator
+        .verify_partitions(id, producer.0, producer.1, &partitions);
+    if held.is_ok_and(|held| held.iter().all(|h| *h)) {
+        return;
+    }
+    let key = id.to_string();
+    let _ = super::transaction::run(txns, id, ResponseError::InvalidProducerEpoch, move |b| {
+        b.coordinator.add_partitions(
+            &key,
+            producer.0,
+            producer.1,
+            &partitions,
+            log_core::now_ms(),
+        )
+    })
+    .await;
+}
+
 /// Splits `work` into the partitions the transaction of `id` holds for the batches' producer
 /// and the refusals of the others; the guard holds the transaction's markers back.
 fn verify_transactional<'a>(
@@ -229,15 +273,7 @@ fn verify_transactional<'a>(
     id: &str,
     work: Vec<TopicWork>,
 ) -> (Vec<TopicWork>, Vec<TopicResults>, InFlight<'a>) {
-    let producer = work
-        .iter()
-        .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref()?.producer()))
-        .next()
-        .unwrap_or((-1, -1));
-    let partitions: Vec<(String, i32)> = work
-        .iter()
-        .flat_map(|(topic, ps)| ps.iter().map(move |(index, _)| (topic.clone(), *index)))
-        .collect();
+    let (producer, partitions) = producer_and_partitions(&work);
     let (checks, guard) = txns
         .coordinator
         .verify_produce(id, producer.0, producer.1, &partitions);

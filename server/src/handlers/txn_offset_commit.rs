@@ -1,7 +1,8 @@
 //! TxnOffsetCommit, versions 0–5: offsets committed within the producer's transaction, pending
 //! in it (stored in `__transaction_state` before the answer) until EndTxn: on COMMIT they are
-//! stored into the group (`__consumer_offsets`) after the markers, on ABORT dropped. The group
-//! must have joined the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE. v3+ carries the
+//! stored into the group (`__consumer_offsets`) after the markers, on ABORT dropped. Before v5
+//! the group must have joined the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE; v5 is
+//! transaction version 2's, where the commit itself adds the group (KIP-890). v3+ carries the
 //! member, generation and instance id: checked as OffsetCommit checks them
 //! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID; generation -1 with no member is
 //! a "simple" commit, allowed while the group has no members). Metadata over 4096 bytes is
@@ -82,15 +83,17 @@ impl Handler for TxnOffsetCommitRequest {
         let stored = if offsets.is_empty() {
             Ok(())
         } else {
-            let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
+            let producer = (request.producer_id.0, request.producer_epoch);
             let key = id.clone();
+            // v5 is transaction version 2's: no AddOffsetsToTxn before it.
+            let add_group = ctx.version >= 5;
             transaction::run(&txns, &id, ResponseError::InvalidProducerEpoch, move |b| {
                 b.coordinator.commit_offsets(
                     &key,
-                    producer_id,
-                    epoch,
+                    producer,
                     &group,
                     offsets,
+                    add_group,
                     log_core::now_ms(),
                 )
             })

@@ -94,10 +94,12 @@ pub enum EffectError {
     },
     #[error("storing the transaction's offsets: {0}")]
     Offsets(#[from] StateLogError),
+    #[error("allocating a producer id: {0}")]
+    ProducerId(#[from] FileError),
 }
 
 /// What completing a transaction does outside the coordinator (the broker context implements
-/// it; tests fake it). Both are blocking and durable when they return `Ok`.
+/// it; tests fake it). Each is blocking and durable when it returns `Ok`.
 pub trait Effects {
     /// Writes a COMMIT (or ABORT) marker of `producer_id` at `epoch` to each of `partitions`
     /// (a partition that no longer exists is skipped).
@@ -111,6 +113,9 @@ pub trait Effects {
 
     /// Stores the offsets a committed transaction carried into their groups.
     fn commit_offsets(&self, offsets: &PendingOffsets) -> Result<(), EffectError>;
+
+    /// A new producer id (durably allocated), for a transactional id whose epochs ran out.
+    fn new_producer_id(&self) -> Result<i64, EffectError>;
 }
 
 /// How a prepared transaction's completion went.
@@ -322,37 +327,50 @@ impl Transactions {
     }
 
     /// TxnOffsetCommit (blocking): the offsets are pending in the transaction until it
-    /// commits.
+    /// commits. `add_group`: the group joins the transaction here (transaction version 2).
     pub fn commit_offsets(
         &self,
         id: &str,
-        producer_id: i64,
-        epoch: i16,
+        (producer_id, epoch): (i64, i16),
         group: &str,
         offsets: Vec<((String, i32), state::PendingOffset)>,
+        add_group: bool,
         now_ms: i64,
     ) -> Result<(), CoordError> {
         let _turn = lock(&self.turn);
         let current = self.get(id);
-        let txn =
-            state::commit_offsets(current.as_ref(), producer_id, epoch, group, offsets, now_ms)?;
+        let txn = state::commit_offsets(
+            current.as_ref(),
+            producer_id,
+            epoch,
+            group,
+            offsets,
+            add_group,
+            now_ms,
+        )?;
         self.store(id, Some(txn))?;
         Ok(())
     }
 
     /// EndTxn (blocking): Prepare* stored. `Ok(true)`: the caller completes the transaction
-    /// ([`Transactions::complete`]); `Ok(false)`: a retry of one already complete.
+    /// ([`Transactions::complete`]); `Ok(false)`: a retry of one already complete. `bump`:
+    /// transaction version 2's epoch bump (EndTxn v5+, [`state::epoch_bump`]).
     pub fn end(
         &self,
         id: &str,
-        producer_id: i64,
-        epoch: i16,
+        (producer_id, epoch): (i64, i16),
         commit: bool,
+        bump: bool,
         now_ms: i64,
     ) -> Result<bool, CoordError> {
         let _turn = lock(&self.turn);
         let current = self.get(id);
-        match state::end(current.as_ref(), producer_id, epoch, commit, now_ms)? {
+        let end = if bump {
+            state::epoch_bump::end(current.as_ref(), producer_id, epoch, commit, now_ms)?
+        } else {
+            state::end(current.as_ref(), producer_id, epoch, commit, now_ms)?
+        };
+        match end {
             state::End::Prepare(txn) => {
                 self.store(id, Some(txn))?;
                 Ok(true)
@@ -408,12 +426,23 @@ impl Transactions {
             tracing::warn!(transactional_id = id, error = %e, "completing the transaction failed; it stays prepared and is retried");
             return Ok(Completion::Nothing);
         }
+        let new_id = if state::completion_takes_new_id(&prepared) {
+            match effects.new_producer_id() {
+                Ok(new_id) => new_id,
+                Err(e) => {
+                    tracing::warn!(transactional_id = id, error = %e, "no new producer id for an id whose epochs ran out; the transaction stays prepared and is retried");
+                    return Ok(Completion::Nothing);
+                }
+            }
+        } else {
+            -1
+        };
         let _turn = lock(&self.turn);
         // Only the transaction the markers were written for.
         let Some(current) = self.get(id).filter(|t| *t == prepared) else {
             return Ok(Completion::Nothing);
         };
-        let Some(done) = state::complete(&current, now_ms()) else {
+        let Some(done) = state::complete(&current, now_ms(), &mut || new_id) else {
             return Ok(Completion::Nothing);
         };
         let state = done.state;

@@ -321,22 +321,26 @@ pub fn add_offsets(
 }
 
 /// TxnOffsetCommit: offsets of a group added by AddOffsetsToTxn, pending until the commit.
+/// With `add_group` (TxnOffsetCommit v5, transaction version 2) the group joins the
+/// transaction here, as AddOffsetsToTxn would have.
 pub fn commit_offsets(
     current: Option<&Txn>,
     producer_id: i64,
     epoch: i16,
     group: &str,
     offsets: Vec<((String, i32), PendingOffset)>,
+    add_group: bool,
     now_ms: i64,
 ) -> Result<Txn, TxnError> {
     let txn = check_producer(current, producer_id, epoch)?;
-    if txn.state != State::Ongoing || !txn.offsets.contains_key(group) {
+    let joined = txn.state == State::Ongoing && txn.offsets.contains_key(group);
+    if !joined && !add_group {
         return Err(TxnError::InvalidState {
             operation: "TxnOffsetCommit without AddOffsetsToTxn",
             state: txn.state,
         });
     }
-    let mut next = txn.clone();
+    let mut next = begin(txn, now_ms);
     next.offsets
         .entry(group.to_string())
         .or_default()
@@ -354,7 +358,8 @@ pub enum End {
     Done,
 }
 
-/// EndTxn(commit or abort).
+/// EndTxn(commit or abort) of a transaction version 1 client (EndTxn v0–4: no epoch bump;
+/// v5+ is [`epoch_bump::end`]).
 pub fn end(
     current: Option<&Txn>,
     producer_id: i64,
@@ -404,15 +409,26 @@ pub fn end(
     }
 }
 
+/// Whether completing `txn` moves its transactional id to a new producer id: its markers
+/// were written at the last epoch (transaction version 2's bump from `i16::MAX - 1`).
+pub fn completion_takes_new_id(txn: &Txn) -> bool {
+    txn.state.is_prepared() && txn.producer_epoch == i16::MAX
+}
+
 /// The state once every marker of a prepared transaction is durable (and, on commit, its
-/// offsets stored): Complete*, with no partitions or offsets. `None` if not prepared.
-pub fn complete(txn: &Txn, now_ms: i64) -> Option<Txn> {
+/// offsets stored): Complete*, with no partitions or offsets; at the last epoch, on a new
+/// producer id from `ids` at epoch 0. `None` if not prepared.
+pub fn complete(txn: &Txn, now_ms: i64, ids: &mut dyn NewId) -> Option<Txn> {
     let state = match txn.state {
         State::PrepareCommit => State::CompleteCommit,
         State::PrepareAbort | State::PrepareEpochFence => State::CompleteAbort,
         _ => return None,
     };
     let mut next = txn.clone();
+    if completion_takes_new_id(txn) {
+        next.producer_id = ids.new_id();
+        next.producer_epoch = 0;
+    }
     next.state = state;
     next.partitions.clear();
     next.offsets.clear();
@@ -469,6 +485,8 @@ pub fn check_produce(
     }
     Ok(())
 }
+
+pub mod epoch_bump;
 
 #[cfg(test)]
 mod tests;

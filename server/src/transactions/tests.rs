@@ -65,6 +65,10 @@ impl Effects for Fake {
         }
         Ok(())
     }
+
+    fn new_producer_id(&self) -> Result<i64, EffectError> {
+        Ok(9_000)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -352,10 +356,10 @@ impl Harness {
                 };
                 let got = self.coord().commit_offsets(
                     id,
-                    pid,
-                    epoch,
+                    (pid, epoch),
                     group,
                     vec![(partition(0), pending)],
+                    false,
                     now,
                 );
                 let expected = self.expect_producer(id, pid, epoch).and_then(|m| {
@@ -380,7 +384,7 @@ impl Harness {
             Op::End { id, commit, stale } => {
                 let id = IDS[id];
                 let (pid, epoch) = self.producer(id, stale);
-                let got = self.coord().end(id, pid, epoch, commit, now);
+                let got = self.coord().end(id, (pid, epoch), commit, false, now);
                 let expected: Result<bool, TxnError> = match self.model.get_mut(id) {
                     None => Err(TxnError::UnknownId),
                     Some(m) if m.epoch != epoch => Err(TxnError::Fenced {

@@ -7,6 +7,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -43,7 +46,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * </ol>
  * On stdout: {@code STEP <name>} before each step, {@code CTP-ABORTED <n>} (the records of the
  * aborted transaction), {@code CTP-DONE <transactions committed>}, {@code FENCED <exception>} or
- * {@code NOT-FENCED}, {@code READ <isolation level> <count> <values, comma separated>} and
+ * {@code NOT-FENCED}, {@code EPOCH <the plain producer's epoch after its three transactions>},
+ * {@code READ <isolation level> <count> <values, comma separated>} and
  * {@code DONE}; an unexpected exception is printed as {@code ERROR <exception>} (exit 1).
  */
 public final class Transactions {
@@ -61,6 +65,7 @@ public final class Transactions {
         try {
             out("STEP commit-abort");
             commitAndAbort(bootstrap, prefix + "-plain", output);
+            out("EPOCH " + producerEpoch(bootstrap, prefix + "-plain"));
             out("STEP consume-transform-produce");
             consumeTransformProduce(bootstrap, prefix + "-ctp", opts.get("input"),
                     Integer.parseInt(opts.get("input-records")), output, opts.get("group"));
@@ -173,6 +178,20 @@ public final class Transactions {
             }
         } finally {
             zombie.close(Duration.ofSeconds(5));
+        }
+    }
+
+    /**
+     * The producer epoch of {@code txnId} as DescribeTransactions reports it: with transaction
+     * version 2 (KIP-890 part 2) each transaction's end bumps it.
+     */
+    private static int producerEpoch(String bootstrap, String txnId) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            TransactionDescription d = admin.describeTransactions(List.of(txnId))
+                    .description(txnId).get();
+            return d.producerEpoch();
         }
     }
 
