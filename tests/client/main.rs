@@ -13,6 +13,7 @@ mod console;
 mod cross_client;
 mod demo;
 mod failover;
+mod features;
 mod group;
 mod producer;
 mod queue;

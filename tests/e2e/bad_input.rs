@@ -167,7 +167,7 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
     assert!(v0
         .api_keys
         .iter()
-        .any(|k| k.api_key == ApiKey::Produce as i16 && k.max_version == 9));
+        .any(|k| k.api_key == ApiKey::Produce as i16 && k.max_version == 12));
 
     // Produce v0–2 are advertised but refused with UNSUPPORTED_VERSION (the three share a
     // request layout and the start of their response).
@@ -206,7 +206,7 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
         );
     }
 
-    // Every bad-input check at every served version of Produce (3–9): each gets Kafka's error
+    // Every bad-input check at every served version of Produce (3–12): each gets Kafka's error
     // code for the partition, or (a body that cannot be decoded) a closed connection; nothing
     // reaches the log.
     let evil = log_core::batch::build(&[(Some(b"k"), Some(b"evil"), 2_000)]);
@@ -302,7 +302,7 @@ fn bad_input_never_takes_the_broker_down_or_touches_the_log() {
             48, // INVALID_TXN_STATE: the partition is in no transaction of it
         ),
     ];
-    for version in produce_legacy_min()..=9 {
+    for version in produce_legacy_min()..=12 {
         for (what, request, expected) in &cases {
             let response = send_produce(&addr, version, request);
             let partition = &response.responses[0].partition_responses[0];
