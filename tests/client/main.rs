@@ -14,6 +14,7 @@ mod cross_client;
 mod demo;
 mod failover;
 mod features;
+mod franz_txn;
 mod group;
 mod producer;
 mod queue;

@@ -385,8 +385,8 @@ fn header(record: &ConsumerRecord, name: &str) -> Option<String> {
 async fn share_groups_dead_letter_as_kafka_4_4_ships_kip_1191() {
     let cluster = TestCluster::start();
     // Kafka gates dead letters behind the share.version=2 feature (ApiVersions' finalized
-    // features; at share.version=1 records are archived without any); lograil has no feature
-    // levels and always has them.
+    // features; at share.version=1 records are archived without any); lograil always has them
+    // and finalizes share.version=2.
     let first = cluster
         .plain_bootstrap()
         .split(',')
@@ -413,14 +413,10 @@ async fn share_groups_dead_letter_as_kafka_4_4_ships_kip_1191() {
         .iter()
         .find(|f| f.name.as_str() == "share.version")
         .map(|f| f.max_version_level);
-    if cluster.is_kafka() {
-        assert!(
-            share_version >= Some(2),
-            "Kafka at share.version {share_version:?}: start it with --feature share.version=2"
-        );
-    } else {
-        assert_eq!(share_version, None);
-    }
+    assert!(
+        share_version >= Some(2),
+        "share.version {share_version:?} (Kafka: start it with --feature share.version=2)"
+    );
     let enabled = [("errors.deadletterqueue.group.enable", "true")];
     let copy_dlq = cluster.create_topic_with("dlq.copy", 1, &enabled).await;
     let plain_dlq = cluster.create_topic_with("dlq.plain", 1, &enabled).await;

@@ -40,7 +40,7 @@ fn produce_legacy_min() -> i16 {
         .unwrap();
     assert_eq!(
         (produce.min, produce.max),
-        (0, 9),
+        (0, 12),
         "the versions this file covers"
     );
     3

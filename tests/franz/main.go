@@ -1,7 +1,8 @@
 // franz-roundtrip: franz-go (github.com/twmb/franz-go), an unmodified Go Kafka client, against a
 // broker: creates a topic with kadm, produces keyed records (idempotent, franz-go's default),
 // consumes them in a consumer group, commits, and reads the group's lag back with kadm.
-// Prints one JSON object for the Rust test (tests/e2e/franz_go.rs) to check.
+// Prints one JSON object for the Rust test (tests/e2e/franz_go.rs) to check. With -txn-session,
+// GroupTransactSession members that join and leave (txn.go, for tests/client/franz_txn.rs).
 package main
 
 import (
@@ -33,8 +34,17 @@ func main() {
 	partitions := flag.Int("partitions", 3, "partitions of the topic")
 	n := flag.Int("n", 1000, "records")
 	keys := flag.Int("keys", 20, "distinct keys")
+	txnSession := flag.Bool("txn-session", false, "run GroupTransactSession members over -topic into -topic.out (txn.go)")
+	timeout := flag.Duration("timeout", 90*time.Second, "how long -txn-session may take")
+	serverSide := flag.Bool("server-side", false, "-txn-session in a KIP-848 consumer group")
 	flag.Parse()
-	if err := run(*brokers, *topic, *group, int32(*partitions), *n, *keys); err != nil {
+	var err error
+	if *txnSession {
+		err = runTxnSession(*brokers, *topic, *topic+".out", *group, int32(*partitions), *n, *serverSide, *timeout)
+	} else {
+		err = run(*brokers, *topic, *group, int32(*partitions), *n, *keys)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "franz-roundtrip:", err)
 		os.Exit(1)
 	}

@@ -105,9 +105,12 @@ fn group_error(
         None => membership_error(
             groups,
             group,
-            request.generation_id_or_member_epoch,
-            &request.member_id,
-            request.group_instance_id.as_deref(),
+            (
+                request.generation_id_or_member_epoch,
+                &request.member_id,
+                request.group_instance_id.as_deref(),
+            ),
+            false,
         ),
     }
 }
@@ -201,13 +204,15 @@ fn answer_topic(
         )
 }
 
-/// Why this member may not commit to this group now, if it may not.
+/// Why this member may not commit to this classic group now, if it may not, as Kafka's
+/// ClassicGroup decides: a commit without a member and generation goes to an empty group only
+/// (`transactional`: to any), a member's must carry the current generation, and a
+/// non-transactional one waits out CompletingRebalance (REBALANCE_IN_PROGRESS).
 pub(super) fn membership_error(
     groups: &Arc<Groups>,
     group: &str,
-    generation: i32,
-    member_id: &str,
-    instance_id: Option<&str>,
+    (generation, member_id, instance_id): (i32, &str, Option<&str>),
+    transactional: bool,
 ) -> Option<ResponseError> {
     if group.is_empty() {
         return Some(ResponseError::InvalidGroupId);
@@ -221,10 +226,13 @@ pub(super) fn membership_error(
         None if simple => None,
         None => Some(ResponseError::IllegalGeneration),
         Some((GroupState::Empty | GroupState::Dead, _, _)) if simple => None,
+        Some(_) if simple && transactional => None,
         Some(_) if simple => Some(ResponseError::UnknownMemberId),
         Some((_, _, false)) => Some(ResponseError::UnknownMemberId),
-        Some((GroupState::CompletingRebalance, _, _)) => Some(ResponseError::RebalanceInProgress),
         Some((_, current, true)) if current != generation => Some(ResponseError::IllegalGeneration),
+        Some((GroupState::CompletingRebalance, _, _)) if !transactional => {
+            Some(ResponseError::RebalanceInProgress)
+        }
         Some(_) => None,
     }
 }

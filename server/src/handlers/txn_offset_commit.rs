@@ -3,9 +3,10 @@
 //! stored into the group (`__consumer_offsets`) after the markers, on ABORT dropped. Before v5
 //! the group must have joined the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE; v5 is
 //! transaction version 2's, where the commit itself adds the group (KIP-890). v3+ carries the
-//! member, generation and instance id: checked as OffsetCommit checks them
-//! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID; generation -1 with no member is
-//! a "simple" commit, allowed while the group has no members). Metadata over 4096 bytes is
+//! member, generation and instance id: checked as Kafka checks a transactional commit
+//! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, a consumer group's
+//! STALE_MEMBER_EPOCH; generation -1 with no member is allowed whatever the group's members,
+//! and a rebalance being completed does not hold it back, unlike OffsetCommit). Metadata over 4096 bytes is
 //! OFFSET_METADATA_TOO_LARGE, an unknown partition UNKNOWN_TOPIC_OR_PARTITION; a stale epoch
 //! INVALID_PRODUCER_EPOCH (what Kafka's group coordinator answers), another producer id
 //! INVALID_PRODUCER_ID_MAPPING. Authorization: WRITE on the transactional id (else
@@ -133,13 +134,27 @@ fn request_error(
     } else if !ctx.authorize_group(Operation::Read, group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else if ctx.version >= 3 {
-        membership_error(
-            groups,
+        // A consumer-protocol group (KIP-848) checks the member's epoch; Kafka asks no
+        // OffsetCommit version of a transactional commit, so none bounds it here.
+        let consumer = groups.consumer.check_member(
             group,
+            Some(&request.member_id),
             request.generation_id,
-            &request.member_id,
-            request.group_instance_id.as_deref(),
-        )
+            Some(i16::MAX),
+        );
+        match consumer {
+            Some(checked) => checked.err(),
+            None => membership_error(
+                groups,
+                group,
+                (
+                    request.generation_id,
+                    &request.member_id,
+                    request.group_instance_id.as_deref(),
+                ),
+                true,
+            ),
+        }
     } else if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
     } else {
