@@ -256,6 +256,17 @@ async fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
         .unwrap();
     let before = admin.committed_offsets(&group).await.unwrap();
     assert_eq!(before.get(&key), None, "not before the commit: {before:?}");
+    // KIP-447: a read_committed consumer asks with require_stable and is told
+    // UNSTABLE_OFFSET_COMMIT while the transaction holds offsets of the partition: it waits.
+    let waiting = tokio::time::timeout(
+        Duration::from_secs(3),
+        consumer.committed(std::slice::from_ref(&tp)),
+    )
+    .await;
+    assert!(
+        !matches!(&waiting, Ok(Ok(c)) if c.is_empty() || c.get(&tp).is_some()),
+        "the pending offsets were answered: {waiting:?}"
+    );
     producer.commit_transaction().await.unwrap();
     // The consumer (read_committed) waits for stable offsets: the commit's.
     let after = consumer.committed(std::slice::from_ref(&tp)).await.unwrap();

@@ -9,9 +9,12 @@
 //! Authorization, as Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED (v1: on
 //! each asked partition; v2+: the top-level error, nothing else); DESCRIBE on each topic, else
 //! its asked partitions are TOPIC_AUTHORIZATION_FAILED (offset -1) and, when every offset is
-//! asked for, the topic is left out.
+//! asked for, the topic is left out. KIP-447 (v7+): with `require_stable`, a partition whose
+//! offsets wait in a transaction not yet complete is UNSTABLE_OFFSET_COMMIT (the Java client
+//! asks with it under read_committed, franz-go always), so a new owner after a rebalance does
+//! not start from offsets that transaction is about to move.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use acl::Operation;
@@ -27,7 +30,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::RequestContext;
-use crate::broker::{Groups, Storage};
+use crate::broker::{Groups, Storage, Txns};
 
 /// The leader epoch of every lograil partition: one broker leads it from its creation on, the
 /// epoch a Kafka partition has until its first leader change.
@@ -35,7 +38,7 @@ const PARTITION_LEADER_EPOCH: i32 = 0;
 
 impl Handler for OffsetFetchRequest {
     const SERVED: (i16, i16) = (1, 9);
-    type Needs = (Arc<Storage>, Arc<Groups>);
+    type Needs = (Arc<Storage>, Arc<Groups>, Arc<Txns>);
 
     fn counts(&self) -> Counts {
         let single = topics_and_partitions(self.topics.as_deref().unwrap_or_default(), |t| {
@@ -57,15 +60,25 @@ impl Handler for OffsetFetchRequest {
     }
 
     async fn handle(
-        (storage, groups): Self::Needs,
+        (storage, groups, txns): Self::Needs,
         request: OffsetFetchRequest,
         ctx: &RequestContext,
     ) -> OffsetFetchResponse {
+        let unstable = |group: &str| {
+            if request.require_stable {
+                txns.coordinator.pending_offsets(group)
+            } else {
+                HashSet::new()
+            }
+        };
         if ctx.version >= 8 {
             let groups = request
                 .groups
                 .into_iter()
-                .map(|g| fetch_group(&storage, &groups, ctx, g))
+                .map(|g| {
+                    let pending = unstable(&g.group_id);
+                    fetch_group(&storage, &groups, ctx, g, &pending)
+                })
                 .collect();
             return OffsetFetchResponse::default().with_groups(groups);
         }
@@ -83,8 +96,14 @@ impl Handler for OffsetFetchRequest {
                 .map(|t| (t.name.to_string(), t.partition_indexes))
                 .collect()
         });
-        OffsetFetchResponse::default()
-            .with_topics(offsets_of(&storage, &groups, ctx, &group, wanted))
+        let pending = unstable(&group);
+        OffsetFetchResponse::default().with_topics(offsets_of(
+            &storage,
+            &groups,
+            ctx,
+            (&group, &pending),
+            wanted,
+        ))
     }
 
     fn throttle_time_ms(response: &mut OffsetFetchResponse) -> Option<&mut i32> {
@@ -114,6 +133,7 @@ fn fetch_group(
     groups: &Arc<Groups>,
     ctx: &RequestContext,
     g: OffsetFetchRequestGroup,
+    pending: &HashSet<(String, i32)>,
 ) -> OffsetFetchResponseGroup {
     let id = g.group_id.to_string();
     let failed = |error: ResponseError| {
@@ -140,7 +160,7 @@ fn fetch_group(
             .map(|t| (t.name.to_string(), t.partition_indexes))
             .collect()
     });
-    let topics = offsets_of(storage, groups, ctx, &id, wanted)
+    let topics = offsets_of(storage, groups, ctx, (&id, pending), wanted)
         .into_iter()
         .map(|t| {
             OffsetFetchResponseTopics::default()
@@ -166,12 +186,14 @@ fn fetch_group(
 }
 
 /// The committed offsets of `group` for the asked partitions (`None`: every partition it
-/// committed), per topic, with each topic the principal may not DESCRIBE answered as such.
+/// committed), per topic, with each topic the principal may not DESCRIBE answered as such,
+/// and each partition in `pending` (offsets of a transaction not yet complete, asked with
+/// `require_stable`) UNSTABLE_OFFSET_COMMIT: the client asks again once it completes.
 fn offsets_of(
     storage: &Arc<Storage>,
     groups: &Arc<Groups>,
     ctx: &RequestContext,
-    group: &str,
+    (group, pending): (&str, &HashSet<(String, i32)>),
     asked: Option<Vec<(String, Vec<i32>)>>,
 ) -> Vec<OffsetFetchResponseTopic> {
     let group = group.to_string();
@@ -198,12 +220,19 @@ fn offsets_of(
                 .map(|index| {
                     let response =
                         OffsetFetchResponsePartition::default().with_partition_index(index);
-                    if denied {
+                    let refused = if denied {
+                        Some(ResponseError::TopicAuthorizationFailed)
+                    } else if pending.contains(&(topic.clone(), index)) {
+                        Some(ResponseError::UnstableOffsetCommit)
+                    } else {
+                        None
+                    };
+                    if let Some(error) = refused {
                         return response
                             .with_committed_offset(-1)
                             .with_committed_leader_epoch(-1)
                             .with_metadata(Some(StrBytes::default()))
-                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                            .with_error_code(error.code());
                     }
                     match groups.offsets.fetch(&group, &topic, index) {
                         Some(c) => response

@@ -464,6 +464,17 @@ impl Transactions {
         }
     }
 
+    /// The partitions `group` has offsets pending for in a transaction not yet complete
+    /// (KIP-447: an OffsetFetch with `require_stable` answers them UNSTABLE_OFFSET_COMMIT).
+    pub fn pending_offsets(&self, group: &str) -> HashSet<(String, i32)> {
+        lock(&self.txns)
+            .values()
+            .filter(|t| t.state == State::Ongoing || t.state.is_prepared())
+            .filter_map(|t| t.offsets.get(group))
+            .flat_map(|offsets| offsets.keys().cloned())
+            .collect()
+    }
+
     /// Ids whose transaction is prepared and not being completed (found at open, or whose
     /// completion failed).
     pub fn prepared(&self) -> Vec<String> {
