@@ -19,5 +19,6 @@ mod group;
 mod producer;
 mod queue;
 mod record_errors;
+mod regex_subscription;
 mod security;
 mod transactions;

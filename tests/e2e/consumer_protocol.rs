@@ -329,7 +329,8 @@ fn kip848_wire_answers_are_kafkas() {
     let code = |e: ResponseError| e.code();
 
     // Bad first heartbeats.
-    let no_topics = join("g", "m1", &[]);
+    // Neither names nor a regex (an empty list would join subscribed to nothing, as Kafka 4.4).
+    let no_topics = join("g", "m1", &[]).with_subscribed_topic_names(None);
     assert_eq!(
         heartbeat(&addr, 1, no_topics).error_code,
         code(ResponseError::InvalidRequest)
@@ -344,10 +345,19 @@ fn kip848_wire_answers_are_kafkas() {
         heartbeat(&addr, 1, odd_assignor).error_code,
         code(ResponseError::UnsupportedAssignor)
     );
-    let regex = join("g", "m1", &["wire"]).with_subscribed_topic_regex(Some(text("w.*")));
+    let regex = join("g", "m1", &["wire"]).with_subscribed_topic_regex(Some(text("w(.*")));
+    let refused = heartbeat(&addr, 1, regex);
     assert_eq!(
-        heartbeat(&addr, 1, regex).error_code,
-        code(ResponseError::InvalidRequest)
+        refused.error_code,
+        code(ResponseError::InvalidRegularExpression)
+    );
+    assert!(
+        refused
+            .error_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("SubscribedTopicRegex `w(.*` is not a valid")),
+        "{:?}",
+        refused.error_message
     );
     assert_eq!(
         heartbeat(&addr, 1, beat("g", "nobody", 3, None)).error_code,

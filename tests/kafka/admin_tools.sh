@@ -22,6 +22,8 @@
 #   lograil does not; only name=value is compared;
 # - log dir sizes: the set of partitions and whether each is empty are compared, not bytes;
 # - error output: the exception class only, not the message text;
+# - kafka-features: only group.version, share.version and transaction.version, without the
+#   epoch;
 # - kafka-transactions: producer ids, start times and durations are left out; the open
 #   transaction is left by a confluent-kafka producer (python3 with confluent_kafka, as .ci/run
 #   installs) that exits without ending it.
@@ -157,6 +159,9 @@ txn_producers() { as_is | awk '{print $2, $3, $4, $6}' | sort; }
 # left out) and the count.
 consumed() { as_is | grep -v '^\[' || true; }
 cluster_id() { as_is | sed -E 's/Cluster ID: .+/Cluster ID: */'; }
+# kafka-features: the levels of group, share and transaction versions (lograil has no KRaft
+# quorum for metadata.version and kraft.version, no replicas, no streams groups); not the epoch.
+features() { as_is | awk '$2 ~ /^(group|share|transaction)\.version$/ {print $2, $4, $6, $8}'; }
 # kafka-acls --list: "Current ACLs for resource `R`:" then one line per ACL; each ACL with its
 # resource, sorted (resources come in no set order).
 acl_list() {
@@ -402,6 +407,9 @@ steps() {
     tool 94m-txn-describe-aborted txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-open
     tool 94n-txn-read-committed consumed "${read[@]}" --isolation-level read_committed
     tool 94o-txn-read-uncommitted consumed "${read[@]}"
+
+    # Feature levels (kafka-features): those of what lograil serves, at Kafka 4.4's defaults.
+    tool 95-features features "$T.FeatureCommand" --bootstrap-server @bs describe
 
     # Deletions.
     tool 54-group-delete as_is "$GROUPS_CMD" --bootstrap-server @bs --delete --group readers

@@ -5,9 +5,12 @@
 //! default, or `range`) computes the target and the answer moves the member towards it (see
 //! `groups::consumer`). v0 makes the member id of a joiner that sent none; v1 requires the
 //! client's. The request checks are Kafka's: INVALID_REQUEST for an empty group or member id,
-//! a first heartbeat without its rebalance timeout, subscription or an empty owned list, and
-//! for a subscription by regex (not served, as in Kafka 3.9's coordinator);
-//! UNSUPPORTED_ASSIGNOR for an assignor not served. A classic group with members answers
+//! a first heartbeat without its rebalance timeout, subscription or an empty owned list;
+//! UNSUPPORTED_ASSIGNOR for an assignor not served. A subscription by regular expression
+//! (`subscribed_topic_regex`, RE2 syntax as Kafka's RE2J, matching whole names; an invalid one
+//! INVALID_REGULAR_EXPRESSION) is resolved at each of the member's heartbeats against the
+//! topics its principal may DESCRIBE, so a topic created later joins its subscription within
+//! a heartbeat interval. A classic group with members answers
 //! GROUP_ID_NOT_FOUND (no online upgrade of a live classic group); an empty one becomes a
 //! consumer-protocol group. Authorization, as Kafka: READ on the group (else
 //! GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (else
@@ -65,7 +68,14 @@ impl Handler for ConsumerGroupHeartbeatRequest {
                 return fail(ResponseError::GroupIdNotFound, Some(&why));
             }
         }
-        let beat = beat(request, ctx, member_id.clone());
+        let regex = match subscription_regex(&groups, &group, &member_id, &request) {
+            Ok(regex) => regex,
+            Err(why) => return fail(ResponseError::InvalidRegularExpression, Some(&why)),
+        };
+        let mut beat = beat(request, ctx, member_id.clone());
+        if let Some(regex) = regex {
+            beat.matched = matching(&storage, ctx, &regex);
+        }
         let metadata = |topic: &str| {
             let t = storage.log.topic(topic)?;
             Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
@@ -110,6 +120,42 @@ fn fail(error: ResponseError, message: Option<&str>) -> ConsumerGroupHeartbeatRe
         .with_error_message(Some(StrBytes::from_string(message)))
 }
 
+/// The regular expression the member subscribes by after this heartbeat (the one it sends,
+/// else the one it has), compiled to match whole topic names as Kafka's RE2J `matches()`;
+/// or why the one it sends is not one.
+fn subscription_regex(
+    groups: &Groups,
+    group: &str,
+    member_id: &str,
+    request: &ConsumerGroupHeartbeatRequest,
+) -> Result<Option<regex::Regex>, String> {
+    let source = match &request.subscribed_topic_regex {
+        Some(sent) => Some(sent.to_string()),
+        None => groups.consumer.member_regex(group, member_id),
+    };
+    let Some(source) = source.filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    regex::Regex::new(&format!("^(?:{source})$"))
+        .map(Some)
+        .map_err(|e| {
+            format!("SubscribedTopicRegex `{source}` is not a valid regular expression: {e}.")
+        })
+}
+
+/// The topics `regex` matches that the principal may DESCRIBE (others are left out, as Kafka
+/// does), internal topics aside.
+fn matching(storage: &Storage, ctx: &RequestContext, regex: &regex::Regex) -> BTreeSet<String> {
+    storage
+        .log
+        .topics()
+        .iter()
+        .map(|t| t.name().to_string())
+        .filter(|name| !Storage::is_internal(name) && regex.is_match(name))
+        .filter(|name| ctx.authorize_topic(Operation::Describe, name))
+        .collect()
+}
+
 /// The heartbeat of `member_id` as the group coordinator takes it.
 fn beat(request: ConsumerGroupHeartbeatRequest, ctx: &RequestContext, member_id: String) -> Beat {
     let owned: Option<BTreeSet<TopicPartition>> = request.topic_partitions.as_ref().map(|t| {
@@ -126,6 +172,8 @@ fn beat(request: ConsumerGroupHeartbeatRequest, ctx: &RequestContext, member_id:
         topics: request
             .subscribed_topic_names
             .map(|names| names.into_iter().map(|n| n.to_string()).collect()),
+        regex: request.subscribed_topic_regex.map(|r| r.to_string()),
+        matched: BTreeSet::new(),
         assignor: request.server_assignor.map(|a| a.to_string()),
         owned,
         client_id: ctx.client_id.clone(),
@@ -163,14 +211,6 @@ fn check(
     if empty(&request.rack_id) {
         return invalid("RackId can't be empty.");
     }
-    // librdkafka sends an empty regex beside its topic names.
-    if request
-        .subscribed_topic_regex
-        .as_ref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        return invalid("SubscribedTopicRegex is not supported by lograil.");
-    }
     let no_member_id = request.member_id.is_empty();
     match request.member_epoch {
         0 => {
@@ -187,12 +227,12 @@ fn check(
             {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            if request
-                .subscribed_topic_names
-                .as_ref()
-                .is_none_or(Vec::is_empty)
+            // Kafka 4.4: an empty list or regex joins the group subscribed to nothing.
+            if request.subscribed_topic_names.is_none() && request.subscribed_topic_regex.is_none()
             {
-                return invalid("SubscribedTopicNames must be set in first request.");
+                return invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+                );
             }
         }
         -2 if request.instance_id.is_none() => return invalid("InstanceId can't be null."),

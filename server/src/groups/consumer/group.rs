@@ -34,7 +34,12 @@ pub struct Member {
     pub client_id: String,
     pub client_host: String,
     pub rebalance_timeout: Duration,
+    /// What the member subscribes to: its topic names and the topics its regex matches.
     pub topics: BTreeSet<String>,
+    /// The topic names it subscribed by name.
+    pub names: BTreeSet<String>,
+    /// `subscribed_topic_regex`, if it subscribed by one.
+    pub regex: Option<String>,
     pub assignor: Option<String>,
     pub epoch: i32,
     pub previous_epoch: i32,
@@ -58,6 +63,8 @@ impl Member {
             client_host: String::new(),
             rebalance_timeout: Duration::ZERO,
             topics: BTreeSet::new(),
+            names: BTreeSet::new(),
+            regex: None,
             assignor: None,
             epoch: 0,
             previous_epoch: -1,
@@ -85,11 +92,15 @@ impl Member {
         if let Ok(ms) = u64::try_from(beat.rebalance_timeout_ms) {
             self.rebalance_timeout = Duration::from_millis(ms);
         }
-        if let Some(topics) = beat.topics {
-            let topics: BTreeSet<String> = topics.into_iter().collect();
-            bump |= topics != self.topics;
-            self.topics = topics;
+        if let Some(names) = beat.topics {
+            self.names = names.into_iter().collect();
         }
+        if let Some(regex) = beat.regex {
+            self.regex = Some(regex).filter(|r| !r.is_empty());
+        }
+        let topics: BTreeSet<String> = self.names.union(&beat.matched).cloned().collect();
+        bump |= topics != self.topics;
+        self.topics = topics;
         if beat.assignor.is_some() && beat.assignor != self.assignor {
             self.assignor = beat.assignor;
             bump = true;
@@ -127,7 +138,13 @@ pub struct Beat {
     pub rack_id: Option<String>,
     /// -1: unchanged.
     pub rebalance_timeout_ms: i32,
+    /// `subscribed_topic_names` (`None`: unchanged).
     pub topics: Option<Vec<String>>,
+    /// `subscribed_topic_regex` (`None`: unchanged; empty: none).
+    pub regex: Option<String>,
+    /// The topics the member's regex (this one, else the one it has) matches now, among those
+    /// its principal may describe; empty without a regex.
+    pub matched: BTreeSet<String>,
     pub assignor: Option<String>,
     /// The partitions the member says it owns (`None`: not sent).
     pub owned: Option<BTreeSet<TopicPartition>>,
@@ -207,7 +224,9 @@ impl ConsumerGroup {
             .ok_or(ResponseError::UnknownMemberId)?;
         check_epoch(member, &beat)?;
         let full = beat.epoch == 0
-            || (beat.rebalance_timeout_ms != -1 && beat.topics.is_some() && beat.owned.is_some());
+            || (beat.rebalance_timeout_ms != -1
+                && (beat.topics.is_some() || beat.regex.is_some())
+                && beat.owned.is_some());
         let owned = beat.owned.take();
         bump |= member.record_beat(beat, now);
         let before = (member.epoch, member.assigned.clone());

@@ -140,6 +140,16 @@ impl ConsumerGroups {
         });
     }
 
+    /// The regular expression `member_id` of `group_id` subscribes by, if any.
+    pub fn member_regex(&self, group_id: &str, member_id: &str) -> Option<String> {
+        self.lock()
+            .get(group_id)?
+            .members
+            .get(member_id)?
+            .regex
+            .clone()
+    }
+
     /// Whether `group_id` is a consumer-protocol group (with members or not).
     pub fn contains(&self, group_id: &str) -> bool {
         self.lock().contains_key(group_id)

@@ -25,6 +25,8 @@ fn beat(
         rack_id: None,
         rebalance_timeout_ms: if epoch == 0 { 10_000 } else { -1 },
         topics: topics.map(|t| t.iter().map(|s| s.to_string()).collect()),
+        regex: None,
+        matched: BTreeSet::new(),
         assignor: None,
         owned,
         client_id: "c".into(),
