@@ -158,6 +158,8 @@ txn_producers() { as_is | awk '{print $2, $3, $4, $6}' | sort; }
 # ConsoleConsumer with --timeout-ms: its records, then the timeout's ERROR line (a timestamp,
 # left out) and the count.
 consumed() { as_is | grep -v '^\[' || true; }
+# A tool's log lines without their time.
+no_timestamps() { as_is | sed -E 's/^\[[0-9-]+ [0-9:,]+\] //'; }
 cluster_id() { as_is | sed -E 's/Cluster ID: .+/Cluster ID: */'; }
 # kafka-features: the levels of group, share and transaction versions (lograil has no KRaft
 # quorum for metadata.version and kraft.version, no replicas, no streams groups); not the epoch.
@@ -388,6 +390,9 @@ steps() {
     open_transactions >"$OUT/94a-txn-open.raw" 2>&1
     echo "exit=$?" >"$OUT/94a-txn-open"
     tool 94b-txn-list txn_list "$TXN" --bootstrap-server @bs list
+    # ListTransactions v2: a pattern the whole id matches (RE2), and one that does not compile.
+    tool 94b2-txn-list-pattern txn_list "$TXN" --bootstrap-server @bs list --transactional-id-pattern 'adm-txn-d.*'
+    tool 94b3-txn-list-bad-pattern no_timestamps "$TXN" --bootstrap-server @bs list --transactional-id-pattern 'adm-txn-('
     tool 94c-txn-describe-open txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-open
     tool 94d-txn-describe-done txn_describe "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-done
     tool 94e-txn-describe-unknown as_is "$TXN" --bootstrap-server @bs describe --transactional-id adm-txn-nope

@@ -1,7 +1,8 @@
 //! ConsumerGroupHeartbeat, versions 0–1 (KIP-848, `group.protocol=consumer`): joins (member
 //! epoch 0), stays in (the member's epoch, with the partitions it owns) or leaves (-1; -2, a
-//! static member's leave, is a leave too: lograil does not hold a static member's partitions
-//! for its return) a consumer-protocol group; the group's server-side assignor (`uniform`, the
+//! static member's leave: its partitions are held for its return under the same instance id
+//! within the session timeout, and a new member of an instance id still in use is
+//! UNRELEASED_INSTANCE_ID, as in Kafka) a consumer-protocol group; the group's server-side assignor (`uniform`, the
 //! default, or `range`) computes the target and the answer moves the member towards it (see
 //! `groups::consumer`). v0 makes the member id of a joiner that sent none; v1 requires the
 //! client's. The request checks are Kafka's: INVALID_REQUEST for an empty group or member id,
@@ -136,7 +137,7 @@ fn subscription_regex(
     let Some(source) = source.filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
-    regex::Regex::new(&format!("^(?:{source})$"))
+    super::pattern::whole(&source)
         .map(Some)
         .map_err(|e| {
             format!("SubscribedTopicRegex `{source}` is not a valid regular expression: {e}.")

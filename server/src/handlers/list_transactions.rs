@@ -1,12 +1,14 @@
-//! ListTransactions, versions 0–1: the transactional ids this coordinator knows, with their
+//! ListTransactions, versions 0–2: the transactional ids this coordinator knows, with their
 //! producer id and state, filtered by state names (an unknown one comes back in
-//! `unknown_state_filters`), producer ids and (v1) transactions open longer than
-//! `duration_filter` ms. v2's `transactional_id_pattern` (a Java regular expression) is not
-//! served. Authorization: only ids the principal may DESCRIBE are listed, as in Kafka.
+//! `unknown_state_filters`), producer ids, (v1) transactions open longer than
+//! `duration_filter` ms and (v2) `transactional_id_pattern`, a regular expression the whole id
+//! must match (RE2 syntax, as Kafka's RE2J; an invalid one is INVALID_REGULAR_EXPRESSION).
+//! Authorization: only ids the principal may DESCRIBE are listed, as in Kafka.
 
 use std::sync::Arc;
 
 use acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
@@ -19,7 +21,7 @@ use crate::broker::Txns;
 use crate::transactions::State;
 
 impl Handler for ListTransactionsRequest {
-    const SERVED: (i16, i16) = (0, 1);
+    const SERVED: (i16, i16) = (0, 2);
     type Needs = Arc<Txns>;
 
     async fn handle(
@@ -27,6 +29,16 @@ impl Handler for ListTransactionsRequest {
         request: ListTransactionsRequest,
         ctx: &RequestContext,
     ) -> ListTransactionsResponse {
+        let pattern = match request.transactional_id_pattern.as_deref() {
+            Some(source) if !source.is_empty() => match super::pattern::whole(source) {
+                Ok(pattern) => Some(pattern),
+                Err(_) => {
+                    return ListTransactionsResponse::default()
+                        .with_error_code(ResponseError::InvalidRegularExpression.code())
+                }
+            },
+            _ => None,
+        };
         let mut unknown = Vec::new();
         let mut states = Vec::new();
         for name in &request.state_filters {
@@ -53,6 +65,7 @@ impl Handler for ListTransactionsRequest {
                     || (t.start_ms >= 0
                         && now.saturating_sub(t.start_ms) >= request.duration_filter)
             })
+            .filter(|(id, _)| pattern.as_ref().is_none_or(|p| p.is_match(id)))
             .filter(|(id, _)| ctx.authorize(Operation::Describe, ResourceType::TransactionalId, id))
             .map(|(id, t)| {
                 TransactionState::default()

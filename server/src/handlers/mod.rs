@@ -22,6 +22,7 @@ pub(crate) mod errors;
 mod handler;
 #[cfg(test)]
 mod internal_failures;
+mod pattern;
 mod produce_legacy;
 pub mod request;
 mod throttle;

@@ -17,6 +17,10 @@ use kafka_protocol::error::ResponseError;
 use super::assignor::{self, Spec, Target};
 use super::TopicPartition;
 
+/// The epoch of a static member that left (Kafka's `LEAVE_GROUP_STATIC_MEMBER_EPOCH`): it
+/// holds its partitions for its return within the session timeout.
+pub const LEFT_STATIC: i32 = -2;
+
 /// Kafka's `MemberState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberState {
@@ -215,14 +219,17 @@ impl ConsumerGroup {
     ) -> Result<Answer, ResponseError> {
         let id = beat.member_id.clone();
         let mut bump = false;
+        let mut returned = false;
         if beat.epoch == 0 {
-            bump = self.join(&id, beat.instance_id.as_ref(), now, max_size)?;
+            (bump, returned) = self.join(&id, beat.instance_id.as_ref(), now, max_size)?;
         }
         let member = self
             .members
             .get_mut(&id)
             .ok_or(ResponseError::UnknownMemberId)?;
-        check_epoch(member, &beat)?;
+        if !returned {
+            check_epoch(member, &beat)?;
+        }
         let full = beat.epoch == 0
             || (beat.rebalance_timeout_ms != -1
                 && (beat.topics.is_some() || beat.regex.is_some())
@@ -253,28 +260,39 @@ impl ConsumerGroup {
     }
 
     /// A heartbeat at epoch 0: the member joins, or rejoins having given up everything it had.
-    /// A static member back under a new member id replaces its old self. Whether the group's
-    /// epoch must bump (a member came or went).
+    /// A static member that left (epoch -2) and comes back under a new member id takes its
+    /// old self's place: its epoch and partitions, at once; while its old self has not left,
+    /// the instance id is UNRELEASED_INSTANCE_ID, as in Kafka. Whether the group's epoch must
+    /// bump (a member came), and whether a static member returned.
     fn join(
         &mut self,
         id: &str,
         instance_id: Option<&String>,
         now: Instant,
         max_size: usize,
-    ) -> Result<bool, ResponseError> {
-        let mut bump = false;
-        if let Some(instance) = instance_id {
-            let old: Vec<String> = self
-                .members
+    ) -> Result<(bool, bool), ResponseError> {
+        let bump = false;
+        let old = instance_id.and_then(|instance| {
+            self.members
                 .iter()
-                .filter(|(m, v)| m.as_str() != id && v.instance_id.as_ref() == Some(instance))
-                .map(|(m, _)| m.clone())
-                .collect();
-            for m in old {
-                self.members.remove(&m);
-                bump = true;
+                .find(|(m, v)| m.as_str() != id && v.instance_id.as_ref() == Some(instance))
+                .map(|(m, v)| (m.clone(), v.epoch))
+        });
+        if let Some((old_id, epoch)) = old {
+            if epoch != LEFT_STATIC {
+                return Err(ResponseError::UnreleasedInstanceId);
+            }
+            if let Some(mut member) = self.members.remove(&old_id) {
+                member.epoch = member.previous_epoch;
+                member.last_heartbeat = now;
+                if let Some(target) = self.target.remove(&old_id) {
+                    self.target.insert(id.to_string(), target);
+                }
+                self.members.insert(id.to_string(), member);
+                return Ok((false, true));
             }
         }
+        let mut bump = bump;
         match self.members.get_mut(id) {
             Some(member) => {
                 // Rejoining: the member gave up everything it had.
@@ -293,7 +311,26 @@ impl ConsumerGroup {
                 bump = true;
             }
         }
-        Ok(bump)
+        Ok((bump, false))
+    }
+
+    /// A static member's leave (epoch -2): it stays, holding its partitions, until it comes
+    /// back under its instance id or its session times out (then [`ConsumerGroup::remove`]).
+    /// False when there is no such static member.
+    pub fn leave_static(&mut self, member_id: &str, now: Instant) -> bool {
+        let Some(member) = self.members.get_mut(member_id) else {
+            return false;
+        };
+        if member.instance_id.is_none() {
+            return false;
+        }
+        if member.epoch != LEFT_STATIC {
+            member.previous_epoch = member.epoch;
+            member.epoch = LEFT_STATIC;
+        }
+        member.last_heartbeat = now;
+        member.revoke_deadline = None;
+        true
     }
 
     /// Removes a member (it left, was fenced or timed out): its partitions are free at once.
