@@ -21,4 +21,5 @@ mod queue;
 mod record_errors;
 mod regex_subscription;
 mod security;
+mod static_member;
 mod transactions;

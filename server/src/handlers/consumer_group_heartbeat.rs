@@ -137,11 +137,9 @@ fn subscription_regex(
     let Some(source) = source.filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
-    super::pattern::whole(&source)
-        .map(Some)
-        .map_err(|e| {
-            format!("SubscribedTopicRegex `{source}` is not a valid regular expression: {e}.")
-        })
+    super::pattern::whole(&source).map(Some).map_err(|e| {
+        format!("SubscribedTopicRegex `{source}` is not a valid regular expression: {e}.")
+    })
 }
 
 /// The topics `regex` matches that the principal may DESCRIBE (others are left out, as Kafka

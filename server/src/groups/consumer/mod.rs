@@ -88,8 +88,8 @@ impl ConsumerGroups {
         let mut groups = self.lock();
         if beat.epoch < 0 {
             if let Some(group) = groups.get_mut(group_id) {
-                let held = beat.epoch == group::LEFT_STATIC
-                    && group.leave_static(&beat.member_id, now);
+                let held =
+                    beat.epoch == group::LEFT_STATIC && group.leave_static(&beat.member_id, now);
                 if !held && group.remove(&beat.member_id) {
                     self.mark(group_id);
                 }

@@ -398,3 +398,78 @@ proptest! {
         }
     }
 }
+
+/// A static member's heartbeat: `beat` with its instance id.
+fn static_beat(
+    member: &str,
+    instance: &str,
+    epoch: i32,
+    topics: Option<&[&str]>,
+    owned: Option<BTreeSet<TopicPartition>>,
+) -> Beat {
+    Beat {
+        instance_id: Some(instance.to_string()),
+        ..beat(member, epoch, topics, owned)
+    }
+}
+
+#[test]
+fn a_static_member_that_leaves_keeps_its_partitions_for_its_return() {
+    let groups = ConsumerGroups::default();
+    let counts = BTreeMap::from([("a".to_string(), 4)]);
+    let md = metadata(&counts);
+    let now = Instant::now();
+    let join = |member: &str, instance: &str| {
+        static_beat(member, instance, 0, Some(&["a"]), Some(BTreeSet::new()))
+    };
+    let a = groups.heartbeat("g", join("a", "i-a"), now, &md).unwrap();
+    let a_owned = a.assignment.unwrap();
+    groups.heartbeat("g", join("b", "i-b"), now, &md).unwrap();
+    let a2 = groups
+        .heartbeat("g", beat("a", 1, None, Some(a_owned)), now, &md)
+        .unwrap();
+    let a_kept = a2.assignment.unwrap();
+    let a3 = groups
+        .heartbeat("g", beat("a", 1, None, Some(a_kept.clone())), now, &md)
+        .unwrap();
+    let b = groups
+        .heartbeat("g", beat("b", 2, None, Some(BTreeSet::new())), now, &md)
+        .unwrap();
+    let b_owned = b.assignment.unwrap();
+    assert_eq!((a3.member_epoch, a_kept.len(), b_owned.len()), (2, 2, 2));
+    let epoch = groups.describe("g").unwrap().epoch;
+    // a leaves as a static member: its partitions stay its own, the group epoch stays.
+    let left = groups
+        .heartbeat("g", static_beat("a", "i-a", -2, None, None), now, &md)
+        .unwrap();
+    assert_eq!(left.member_epoch, -2);
+    let b2 = groups
+        .heartbeat("g", beat("b", 2, None, Some(b_owned.clone())), now, &md)
+        .unwrap();
+    assert_eq!(b2.assignment, None, "b gets nothing of a's");
+    assert_eq!(groups.describe("g").unwrap().epoch, epoch);
+    // Its instance id is not free to a new member while b holds its own...
+    assert_eq!(
+        groups.heartbeat("g", join("c", "i-b"), now, &md),
+        Err(ResponseError::UnreleasedInstanceId)
+    );
+    // ...and a, back under a new member id, has its epoch and partitions at once.
+    let back = groups.heartbeat("g", join("a-2", "i-a"), now, &md).unwrap();
+    assert_eq!(back.member_epoch, 2);
+    assert_eq!(back.assignment, Some(a_kept.clone()));
+    assert_eq!(groups.describe("g").unwrap().epoch, epoch);
+    // Gone for longer than the session timeout, its partitions go to b.
+    groups
+        .heartbeat("g", static_beat("a-2", "i-a", -2, None, None), now, &md)
+        .unwrap();
+    let later = now + groups.config.session_timeout + Duration::from_secs(1);
+    groups
+        .heartbeat("g", beat("b", 2, None, Some(b_owned.clone())), later, &md)
+        .unwrap();
+    let fenced = groups.tick(later);
+    assert_eq!(fenced, vec![("g".to_string(), "a-2".to_string())]);
+    let b3 = groups
+        .heartbeat("g", beat("b", 2, None, Some(b_owned)), later, &md)
+        .unwrap();
+    assert_eq!(b3.assignment.map(|a| a.len()), Some(4));
+}
