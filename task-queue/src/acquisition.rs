@@ -21,8 +21,12 @@ pub trait PartitionLog {
     fn name(&self) -> &str;
     /// The first offset still in the log: the share partition's start moves up to it.
     fn log_start_offset(&self) -> i64;
-    /// The end of the committed records: nothing at or past it is acquired.
+    /// The end of the committed records: nothing at or past it is acquired under
+    /// `share.isolation.level=read_committed`.
     fn last_stable_offset(&self) -> i64;
+    /// The end of the records readers see (the high watermark): nothing at or past it is
+    /// acquired under `read_uncommitted`.
+    fn high_watermark(&self) -> i64;
     /// How many records to take from `from` on so the acquisition ends with a batch: at least
     /// `max_records`, up to the end of the batch holding the last of them (below `log_end`).
     fn to_batch_end(&self, from: i64, max_records: usize, log_end: i64) -> usize;
@@ -36,9 +40,14 @@ pub trait PartitionLog {
     ) -> Result<Vec<RecordMeta>, Self::Error>;
     /// The whole batches holding the offsets of `ranges` (ascending), each once.
     fn read_batches(&self, ranges: &[(i64, i64, u16)]) -> Result<Self::Records, Self::Error>;
-    /// Offsets among `offsets` (ascending) that a share group never delivers: control records
-    /// and aborted transactions' records, in `batches`.
-    fn uncommitted(&self, batches: &Self::Records, offsets: &[i64]) -> Vec<i64>;
+    /// Offsets among `offsets` (ascending) that a share group does not deliver: control
+    /// records and, with `committed_only`, aborted transactions' records, in `batches`.
+    fn uncommitted(
+        &self,
+        batches: &Self::Records,
+        offsets: &[i64],
+        committed_only: bool,
+    ) -> Vec<i64>;
     /// Offsets among `offsets` whose record in `batches` has a deadline before `now`.
     fn past_deadline(&self, batches: &Self::Records, offsets: &[i64], now: i64) -> Vec<i64>;
 }
@@ -92,8 +101,13 @@ pub fn acquire<'s, L: PartitionLog>(
     fetch: Fetch<'_>,
     config: &ShareConfig,
 ) -> AcquireResult<'s, L> {
-    // Committed records only: nothing at or past the last stable offset is acquired.
-    let log_end = log.last_stable_offset();
+    // read_committed: nothing at or past the last stable offset is acquired; read_uncommitted
+    // (Kafka's default): up to the high watermark, open transactions' records too.
+    let log_end = if config.read_committed() {
+        log.last_stable_offset()
+    } else {
+        log.high_watermark()
+    };
     if config.needs_meta() {
         learn_meta(state, log, log_end, config);
     }
@@ -120,7 +134,15 @@ pub fn acquire<'s, L: PartitionLog>(
             return (guard, Err(ReadFailed { error, changes }));
         }
     };
-    let ranges = archive_undeliverable(&mut guard, log, &records, ranges, fetch.now, &mut changes);
+    let committed_only = config.read_committed();
+    let ranges = archive_undeliverable(
+        &mut guard,
+        log,
+        (&records, committed_only),
+        ranges,
+        fetch.now,
+        &mut changes,
+    );
     let records = if ranges.is_empty() {
         L::Records::default()
     } else {
@@ -193,13 +215,13 @@ fn take<L: PartitionLog>(
 fn archive_undeliverable<L: PartitionLog>(
     state: &mut SharePartition,
     log: &L,
-    records: &L::Records,
+    (records, committed_only): (&L::Records, bool),
     mut ranges: Vec<(i64, i64, u16)>,
     now: i64,
     changes: &mut Changes,
 ) -> Vec<(i64, i64, u16)> {
     let offsets: Vec<i64> = ranges.iter().flat_map(|(f, l, _)| *f..=*l).collect();
-    let undeliverable = log.uncommitted(records, &offsets);
+    let undeliverable = log.uncommitted(records, &offsets, committed_only);
     if !undeliverable.is_empty() {
         merge(changes, state.archive_undeliverable(&undeliverable, now));
         ranges = without(&ranges, &undeliverable);

@@ -58,7 +58,9 @@ pub struct ShareConfig {
     /// The broker's `errors.deadletterqueue.auto.create.topics.enable` (default false): a
     /// missing dead-letter topic is created at the first dead letter. Not a group config.
     pub dead_letter_auto_create: bool,
-    /// `share.isolation.level`: lograil has no transactions, so both levels read the same.
+    /// `share.isolation.level`: `read_uncommitted` (Kafka's default) delivers every record up
+    /// to the high watermark, open and aborted transactions' too; `read_committed` only
+    /// committed ones, up to the last stable offset. Control records never.
     pub isolation_level: String,
     /// Records between SPSO and SPEO at most (lograil's bound on a partition's state):
     /// 16 x `max_record_locks`.
@@ -127,6 +129,11 @@ pub enum ShareConfigError {
 }
 
 impl ShareConfig {
+    /// Whether `share.isolation.level` is `read_committed`.
+    pub fn read_committed(&self) -> bool {
+        self.isolation_level == "read_committed"
+    }
+
     /// Every config a share group takes, by the name it is reported under: Kafka's group
     /// config names (`share.*`), then the delivery limit and the lock cap under their broker
     /// names (also taken by Kafka 4.4's group names, `share.delivery.count.limit`,

@@ -21,5 +21,6 @@ mod queue;
 mod record_errors;
 mod regex_subscription;
 mod security;
+mod share_isolation;
 mod static_member;
 mod transactions;

@@ -850,11 +850,13 @@ fn share_group_counts_lock_age_and_dead_letters_show_in_the_metrics() {
     );
 }
 
-/// A share group over transactional data delivers committed records only: nothing from the
-/// open transaction on (the last stable offset), no record of the aborted transaction, no
-/// transaction marker; a commit marker written while the broker is down lets the rest through.
+/// A share group over transactional data at `share.isolation.level=read_committed` delivers
+/// committed records only: nothing from the open transaction on (the last stable offset), no
+/// record of the aborted transaction, no transaction marker; a commit marker written while
+/// the broker is down lets the rest through. At Kafka's default, read_uncommitted, a group
+/// gets every record up to the high watermark but the markers.
 #[test]
-fn a_share_group_delivers_committed_records_only() {
+fn a_share_group_delivers_committed_records_only_when_read_committed() {
     use crate::transactions::{write, Write, LAYOUT, TOPIC};
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), LAYOUT);
@@ -862,8 +864,23 @@ fn a_share_group_delivers_committed_records_only() {
     set_configs(
         &broker.addr,
         GROUP_RESOURCE,
-        "g",
+        "u",
         &[("share.auto.offset.reset", "earliest")],
+    );
+    let mut u = Member::join(&broker.addr, "u", "m", TOPIC);
+    let offsets: Vec<i64> = fetch_until(&mut u, 1)
+        .into_iter()
+        .map(|(o, _, _)| o)
+        .collect();
+    assert_eq!(offsets, [0, 1, 2, 3, 5, 7, 8, 9], "read_uncommitted");
+    set_configs(
+        &broker.addr,
+        GROUP_RESOURCE,
+        "g",
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("share.isolation.level", "read_committed"),
+        ],
     );
     let mut m = Member::join(&broker.addr, "g", "m", TOPIC);
     let got: Vec<(i64, String)> = fetch_until(&mut m, 1)

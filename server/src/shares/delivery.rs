@@ -107,10 +107,15 @@ pub fn to_batch_end(partition: &Partition, speo: i64, max_records: usize, log_en
         .map_or(max_records, |n| n.max(max_records))
 }
 
-/// Offsets among `offsets` (ascending) that a share group never delivers, in the batches
-/// `batches`: those of control batches (transaction markers) and those of aborted
-/// transactions' batches.
-pub fn uncommitted(partition: &Partition, batches: &[u8], offsets: &[i64]) -> Vec<i64> {
+/// Offsets among `offsets` (ascending) that a share group does not deliver, in the batches
+/// `batches`: those of control batches (transaction markers) and, with `committed_only`
+/// (`share.isolation.level=read_committed`), those of aborted transactions' batches.
+pub fn uncommitted(
+    partition: &Partition,
+    batches: &[u8],
+    offsets: &[i64],
+    committed_only: bool,
+) -> Vec<i64> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < batches.len() {
@@ -127,7 +132,7 @@ pub fn uncommitted(partition: &Partition, batches: &[u8], offsets: &[i64]) -> Ve
                         && (a.first_offset..=a.last_offset).contains(&header.base_offset)
                 })
         };
-        if header.is_control() || (header.is_transactional() && aborted()) {
+        if header.is_control() || (committed_only && header.is_transactional() && aborted()) {
             let from = offsets.partition_point(|o| *o < header.base_offset);
             let to = offsets.partition_point(|o| *o <= header.last_offset());
             out.extend_from_slice(&offsets[from..to]);

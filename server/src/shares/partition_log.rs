@@ -26,6 +26,10 @@ impl PartitionLog for LogPartition<'_> {
         self.0.last_stable_offset()
     }
 
+    fn high_watermark(&self) -> i64 {
+        self.0.log_end_offset()
+    }
+
     fn to_batch_end(&self, from: i64, max_records: usize, log_end: i64) -> usize {
         delivery::to_batch_end(self.0, from, max_records, log_end)
     }
@@ -43,8 +47,8 @@ impl PartitionLog for LogPartition<'_> {
         delivery::read_acquired(self.0, ranges)
     }
 
-    fn uncommitted(&self, batches: &Bytes, offsets: &[i64]) -> Vec<i64> {
-        delivery::uncommitted(self.0, batches, offsets)
+    fn uncommitted(&self, batches: &Bytes, offsets: &[i64], committed_only: bool) -> Vec<i64> {
+        delivery::uncommitted(self.0, batches, offsets, committed_only)
     }
 
     fn past_deadline(&self, batches: &Bytes, offsets: &[i64], now: i64) -> Vec<i64> {

@@ -46,6 +46,9 @@ impl PartitionLog for FakeLog {
     fn last_stable_offset(&self) -> i64 {
         self.end
     }
+    fn high_watermark(&self) -> i64 {
+        self.end
+    }
     fn to_batch_end(&self, from: i64, max_records: usize, log_end: i64) -> usize {
         let last = from + max_records as i64 - 1;
         let batch_last = (last / self.batch + 1) * self.batch - 1;
@@ -65,7 +68,7 @@ impl PartitionLog for FakeLog {
             .map(|o| o as u8)
             .collect())
     }
-    fn uncommitted(&self, _: &Vec<u8>, offsets: &[i64]) -> Vec<i64> {
+    fn uncommitted(&self, _: &Vec<u8>, offsets: &[i64], _: bool) -> Vec<i64> {
         offsets
             .iter()
             .copied()
