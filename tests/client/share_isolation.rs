@@ -100,7 +100,7 @@ async fn share_isolation_level_decides_whether_aborted_and_open_records_are_deli
         "once it commits"
     );
     for queue in [uncommitted, committed] {
-        queue.close().await;
+        queue.close().await.unwrap();
     }
     producer.close().await;
 }
