@@ -138,26 +138,41 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-/// The offsets `group` committed on `topic`, by partition.
+/// The offsets `group` committed on `topic`, by partition, as a read_committed consumer
+/// (librdkafka's default) asks for them: with `require_stable`, so offsets an open
+/// transaction holds are waited for (KIP-447).
 fn committed(addr: &str, group: &str, topic: &str) -> HashMap<i32, i64> {
+    committed_as(addr, group, topic, "read_committed", T).expect("committed")
+}
+
+/// As [`committed`], at `isolation` within `timeout`.
+fn committed_as(
+    addr: &str,
+    group: &str,
+    topic: &str,
+    isolation: &str,
+    timeout: Duration,
+) -> Result<HashMap<i32, i64>, rdkafka::error::KafkaError> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", addr)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
+        .set("isolation.level", isolation)
         .create()
         .expect("consumer");
     let mut wanted = TopicPartitionList::new();
     for p in 0..PARTITIONS {
         wanted.add_partition(topic, p);
     }
-    let list = consumer.committed_offsets(wanted, T).expect("committed");
-    list.elements()
+    let list = consumer.committed_offsets(wanted, timeout)?;
+    Ok(list
+        .elements()
         .iter()
         .filter_map(|e| match e.offset() {
             Offset::Offset(o) => Some((e.partition(), o)),
             _ => None,
         })
-        .collect()
+        .collect())
 }
 
 #[test]
@@ -186,9 +201,25 @@ fn committed_transactions_are_read_aborted_never_and_offsets_commit_with_them() 
     producer
         .send_offsets_to_transaction(&offsets, &group.group_metadata().unwrap(), T)
         .unwrap();
+    let uncommitted = "read_uncommitted";
+    let short = Duration::from_secs(3);
     assert!(
-        committed(&broker.addr, "e2e-txn-group", "txn-in").is_empty(),
+        committed_as(&broker.addr, "e2e-txn-group", "txn-in", uncommitted, T)
+            .unwrap()
+            .is_empty(),
         "offsets of an open transaction are not committed yet"
+    );
+    // A read_committed consumer (require_stable) is told UNSTABLE_OFFSET_COMMIT and waits.
+    assert!(
+        committed_as(
+            &broker.addr,
+            "e2e-txn-group",
+            "txn-in",
+            "read_committed",
+            short
+        )
+        .is_err(),
+        "the open transaction's offsets were answered as stable"
     );
     producer.commit_transaction(T).unwrap();
     assert_eq!(

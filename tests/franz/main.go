@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -50,12 +51,17 @@ func main() {
 	}
 }
 
+// seeds: the addresses of a comma-separated bootstrap list.
+func seeds(brokers string) []string {
+	return strings.Split(brokers, ",")
+}
+
 func run(brokers, topic, group string, partitions int32, n, keys int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := summary{PartitionOf: map[string]int32{}}
 
-	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(topic))
+	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds(brokers)...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return err
 	}
@@ -88,7 +94,7 @@ func run(brokers, topic, group string, partitions int32, n, keys int) error {
 	producer.Close()
 
 	consumer, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers),
+		kgo.SeedBrokers(seeds(brokers)...),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -120,7 +126,7 @@ func run(brokers, topic, group string, partitions int32, n, keys int) error {
 	}
 	consumer.Close()
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds(brokers)...))
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ type txnSummary struct {
 func member(ctx context.Context, brokers, group, input, output, id string, serverSide bool,
 	stop <-chan struct{}, commits, aborts *atomic.Int64) error {
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(brokers),
+		kgo.SeedBrokers(seeds(brokers)...),
 		kgo.TransactionalID(id),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(input),
@@ -46,9 +46,9 @@ func member(ctx context.Context, brokers, group, input, output, id string, serve
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DefaultProduceTopic(output),
-		kgo.SessionTimeout(10*time.Second),
-		kgo.RebalanceTimeout(20*time.Second),
-		kgo.TransactionTimeout(30*time.Second),
+		kgo.SessionTimeout(10 * time.Second),
+		kgo.RebalanceTimeout(20 * time.Second),
+		kgo.TransactionTimeout(30 * time.Second),
 		kgo.WithLogger(logger(id)),
 	}
 	if serverSide {
@@ -109,7 +109,7 @@ func runTxnSession(brokers, input, output, group string, partitions int32, n int
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	started := time.Now()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.DefaultProduceTopic(input))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(brokers)...), kgo.DefaultProduceTopic(input))
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func runTxnSession(brokers, input, output, group string, partitions int32, n int
 		func() { close(stops[0]) },
 		func() { spawn(3) },
 	}
-	reader, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(output),
+	reader, err := kgo.NewClient(kgo.SeedBrokers(seeds(brokers)...), kgo.ConsumeTopics(output),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return err

@@ -1,8 +1,10 @@
 //! The server-side assignors of KIP-848 (`group.consumer.assignors`): `uniform` (the default,
 //! Kafka's UniformAssignor: balanced within one partition among the members that subscribe to
 //! a topic, and sticky: a partition stays with its current owner unless balance needs it
-//! elsewhere) and `range` (Kafka's RangeAssignor: per topic, the subscribed members in member
-//! id order each take a contiguous range, the first ones one partition more).
+//! elsewhere) and `range` (Kafka's RangeAssignor: per topic, the subscribed members each take
+//! a contiguous range, the first ones one partition more, in Kafka's order: static members
+//! first by instance id, then the others by member id, so a static member that comes back
+//! under a new member id keeps its ranges).
 //!
 //! Both see the group the same way: each member's subscribed topics, each subscribed topic's
 //! id and partition count, and (for stickiness) the current target assignment.
@@ -18,6 +20,8 @@ pub const ASSIGNORS: &[&str] = &["uniform", "range"];
 #[derive(Debug, Clone)]
 pub struct Spec<'a> {
     pub topics: &'a BTreeSet<String>,
+    /// Its `group.instance.id`, if it is a static member.
+    pub instance_id: Option<&'a str>,
     /// Its partitions in the current target assignment.
     pub current: &'a BTreeSet<TopicPartition>,
 }
@@ -47,12 +51,21 @@ fn range(
         .keys()
         .map(|m| (m.clone(), BTreeSet::new()))
         .collect();
+    // Kafka's order: static members by instance id, then the others by member id.
+    let mut ordered: Vec<(&String, &Spec<'_>)> = members.iter().collect();
+    ordered.sort_by(
+        |(m1, s1), (m2, s2)| match (s1.instance_id, s2.instance_id) {
+            (Some(i1), Some(i2)) => i1.cmp(i2),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => m1.cmp(m2),
+        },
+    );
     for (topic, (id, count)) in topics {
-        // Members in member id order (the map's order).
-        let subscribed: Vec<&String> = members
+        let subscribed: Vec<&String> = ordered
             .iter()
             .filter(|(_, s)| s.topics.contains(topic))
-            .map(|(m, _)| m)
+            .map(|(m, _)| *m)
             .collect();
         let Ok(n) = u32::try_from(subscribed.len()) else {
             continue;
@@ -223,6 +236,7 @@ mod tests {
                     m.clone(),
                     Spec {
                         topics: t,
+                        instance_id: None,
                         current: c,
                     },
                 )
@@ -335,6 +349,32 @@ mod tests {
         assert_eq!(of("a"), vec![(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]);
         assert_eq!(of("b"), vec![(a, 3), (a, 4), (b, 2)]);
         assert_eq!(of("c"), vec![(a, 5), (a, 6)]);
+    }
+
+    #[test]
+    fn range_puts_static_members_first_by_instance_id() {
+        let t = topics(&[("a", 5)]);
+        let empty = BTreeSet::new();
+        let topics_a: BTreeSet<String> = ["a".to_string()].into();
+        let spec = |instance_id| Spec {
+            topics: &topics_a,
+            instance_id,
+            current: &empty,
+        };
+        // A static member back under a new member id ("z") keeps the first range by its
+        // instance id; the dynamic member comes after the static ones.
+        let members: BTreeMap<String, Spec<'_>> = [
+            ("a".to_string(), spec(None)),
+            ("m".to_string(), spec(Some("i-2"))),
+            ("z".to_string(), spec(Some("i-1"))),
+        ]
+        .into();
+        let target = assign("range", &members, &t);
+        let a = Uuid::from_u128(1);
+        let of = |m: &str| target[m].iter().copied().collect::<Vec<_>>();
+        assert_eq!(of("z"), vec![(a, 0), (a, 1)]);
+        assert_eq!(of("m"), vec![(a, 2), (a, 3)]);
+        assert_eq!(of("a"), vec![(a, 4)]);
     }
 
     #[test]

@@ -395,6 +395,7 @@ impl ConsumerGroup {
                     id.clone(),
                     Spec {
                         topics: &m.topics,
+                        instance_id: m.instance_id.as_deref(),
                         current: self.target.get(id).unwrap_or(&empty),
                     },
                 )
