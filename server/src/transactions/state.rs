@@ -382,14 +382,7 @@ pub fn end(
             current: txn.producer_epoch,
         });
     }
-    let invalid = |state| TxnError::InvalidState {
-        operation: if commit {
-            "EndTxn(commit)"
-        } else {
-            "EndTxn(abort)"
-        },
-        state,
-    };
+    let invalid = |state| end_refused(commit, state);
     match (txn.state, commit) {
         (State::Ongoing, _) => {
             let mut next = txn.clone();
@@ -413,6 +406,18 @@ pub fn end(
 /// were written at the last epoch (transaction version 2's bump from `i16::MAX - 1`).
 pub fn completion_takes_new_id(txn: &Txn) -> bool {
     txn.state.is_prepared() && txn.producer_epoch == i16::MAX
+}
+
+/// EndTxn(commit or abort) refused in `state`.
+fn end_refused(commit: bool, state: State) -> TxnError {
+    TxnError::InvalidState {
+        operation: if commit {
+            "EndTxn(commit)"
+        } else {
+            "EndTxn(abort)"
+        },
+        state,
+    }
 }
 
 /// The state once every marker of a prepared transaction is durable (and, on commit, its

@@ -50,14 +50,7 @@ pub fn end(
             current: txn.producer_epoch,
         });
     }
-    let invalid = |state| TxnError::InvalidState {
-        operation: if commit {
-            "EndTxn(commit)"
-        } else {
-            "EndTxn(abort)"
-        },
-        state,
-    };
+    let invalid = |state| super::end_refused(commit, state);
     match (txn.state, commit) {
         (State::Ongoing, _) => Ok(End::Prepare(prepare(txn, commit, now_ms))),
         (State::CompleteCommit, true) | (State::CompleteAbort, false) if is_retry => Ok(End::Done),
