@@ -37,4 +37,5 @@ mod shares;
 mod structure;
 mod topic_configs;
 mod transaction_coordinator;
+mod transaction_version_2;
 mod transactions;

@@ -427,7 +427,7 @@ fn state_after(addr: &str, id: &str, state: &str) -> (i64, i16) {
 }
 
 /// One transactional record of producer `pid` at `epoch`, sequence 0.
-fn transactional_batch(pid: i64, epoch: i16) -> bytes::Bytes {
+pub(crate) fn transactional_batch(pid: i64, epoch: i16) -> bytes::Bytes {
     use record_batch::build::{self, Record, Stamp};
     let mut buf = bytes::BytesMut::new();
     build::begin(&mut buf, 0);
@@ -451,7 +451,11 @@ fn transactional_batch(pid: i64, epoch: i16) -> bytes::Bytes {
 }
 
 /// InitProducerId for a transactional id: (error code, producer id, epoch).
-fn init_raw(stream: &mut std::net::TcpStream, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
+pub(crate) fn init_raw(
+    stream: &mut std::net::TcpStream,
+    id: &str,
+    timeout_ms: i32,
+) -> (i16, i64, i16) {
     let request = InitProducerIdRequest::default()
         .with_transactional_id(Some(TransactionalId(text(id))))
         .with_transaction_timeout_ms(timeout_ms)

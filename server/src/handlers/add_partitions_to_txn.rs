@@ -29,6 +29,27 @@ use super::Handler;
 use super::RequestContext;
 use crate::broker::{Storage, Txns};
 
+/// Why `topic`'s partition `index` may not join a transaction, if it may not: WRITE on the
+/// topic (when `authorize`: a client's request), not an internal topic, and existing. Produce
+/// v12's implicit add checks the same.
+pub(super) fn partition_refusal(
+    storage: &Storage,
+    ctx: &RequestContext,
+    topic: &str,
+    index: i32,
+    authorize: bool,
+) -> Option<ResponseError> {
+    if authorize && !ctx.authorize_topic(Operation::Write, topic) {
+        Some(ResponseError::TopicAuthorizationFailed)
+    } else if Storage::is_internal(topic) {
+        Some(ResponseError::InvalidTopicException)
+    } else if storage.partition(topic, index).is_none() {
+        Some(ResponseError::UnknownTopicOrPartition)
+    } else {
+        None
+    }
+}
+
 /// Per partition of one transaction: (topic, partition, error code).
 type Results = Vec<(String, i32, i16)>;
 
@@ -151,15 +172,7 @@ async fn add(
     // Per partition: its own error, if any.
     let checked: Vec<(String, i32, Option<ResponseError>)> = all()
         .map(|(topic, index)| {
-            let error = if ctx.version <= 3 && !ctx.authorize_topic(Operation::Write, &topic) {
-                Some(ResponseError::TopicAuthorizationFailed)
-            } else if crate::broker::Storage::is_internal(&topic) {
-                Some(ResponseError::InvalidTopicException)
-            } else if storage.partition(&topic, index).is_none() {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else {
-                None
-            };
+            let error = partition_refusal(storage, ctx, &topic, index, ctx.version <= 3);
             (topic, index, error)
         })
         .collect();

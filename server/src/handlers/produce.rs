@@ -20,7 +20,8 @@
 //!
 //! Authorization: WRITE on the transactional id if one is given, else
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition; WRITE on each topic, else
-//! TOPIC_AUTHORIZATION_FAILED for its partitions. An
+//! TOPIC_AUTHORIZATION_FAILED for its partitions (checked before the transaction's check, so a
+//! refused topic joins no transaction, as in Kafka). An
 //! idempotent batch needs nothing more: since KIP-679 Kafka checks IDEMPOTENT_WRITE (or WRITE
 //! on some topic) at InitProducerId, and WRITE on this topic is WRITE on some topic. Without an
 //! authorizer the check is one branch per topic.
@@ -95,11 +96,16 @@ impl Handler for ProduceRequest {
                     )
                 })
         });
+        // WRITE on each topic first, as Kafka: a refused topic joins no transaction.
+        let (work, unauthorized) = match refuse {
+            None => authorized(ctx, work),
+            Some(_) => (work, Vec::new()),
+        };
         // The transaction's check, and its markers held back until the appends are done.
         let (work, not_in_transaction, _in_flight) = match (&transactional_id, &refuse) {
             (Some(id), None) => {
                 if ctx.version >= 12 {
-                    add_to_transaction(&txns, id, &work).await;
+                    add_to_transaction((&storage, &txns), ctx, id, &work).await;
                 }
                 let (work, refused, guard) = verify_transactional(&txns, id, work);
                 (work, refused, Some(guard))
@@ -110,7 +116,7 @@ impl Handler for ProduceRequest {
         let responses = match refuse {
             Some((error, message)) => refuse_all(work, error, message),
             None => {
-                let admitted = admit(&backlog, ctx, work).await;
+                let admitted = admit(&backlog, work).await;
                 if !admitted.throttle.is_zero() {
                     backlog_throttle =
                         i32::try_from(admitted.throttle.as_millis()).unwrap_or(i32::MAX);
@@ -122,6 +128,7 @@ impl Handler for ProduceRequest {
                     append_and_wait(&storage, admitted.accepted, ack(acks), ctx.version).await
                 };
                 responses.extend(admitted.refused);
+                responses.extend(unauthorized);
                 responses.extend(not_in_transaction);
                 responses
             }
@@ -189,24 +196,34 @@ struct Admitted {
     throttle: Duration,
 }
 
-/// Checks WRITE on each topic, then its backlog bound: a topic over its bound in reject mode
-/// is refused; in throttle mode it is appended and the response carries a throttle.
-async fn admit(backlog: &Arc<Backlog>, ctx: &RequestContext, work: Vec<TopicWork>) -> Admitted {
+/// Splits `work` into the topics the principal may WRITE and the refusals of the others.
+fn authorized(ctx: &RequestContext, work: Vec<TopicWork>) -> (Vec<TopicWork>, Vec<TopicResults>) {
+    let mut allowed = Vec::with_capacity(work.len());
+    let mut refused = Vec::new();
+    for (topic, partitions) in work {
+        if ctx.authorize_topic(Operation::Write, &topic) {
+            allowed.push((topic, partitions));
+        } else {
+            let error = ResponseError::TopicAuthorizationFailed;
+            let results = partitions
+                .into_iter()
+                .map(|(index, _)| failure(index, error, error.to_string()))
+                .collect();
+            refused.push((topic, results));
+        }
+    }
+    (allowed, refused)
+}
+
+/// Checks each topic's backlog bound: a topic over its bound in reject mode is refused; in
+/// throttle mode it is appended and the response carries a throttle.
+async fn admit(backlog: &Arc<Backlog>, work: Vec<TopicWork>) -> Admitted {
     let mut admitted = Admitted {
         accepted: Vec::with_capacity(work.len()),
         refused: Vec::new(),
         throttle: Duration::ZERO,
     };
     for (topic, partitions) in work {
-        if !ctx.authorize_topic(Operation::Write, &topic) {
-            let error = ResponseError::TopicAuthorizationFailed;
-            let results = partitions
-                .into_iter()
-                .map(|(index, _)| failure(index, error, error.to_string()))
-                .collect();
-            admitted.refused.push((topic, results));
-            continue;
-        }
         match backlog.verdict(&topic).await {
             Verdict::Accept => admitted.accepted.push((topic, partitions)),
             Verdict::Throttle(t) => {
@@ -243,10 +260,26 @@ fn producer_and_partitions(work: &[TopicWork]) -> ((i64, i16), Vec<(String, i32)
 }
 
 /// Transaction version 2: adds the partitions not yet in `id`'s transaction to it, as
-/// AddPartitionsToTxn would (stored before the append). A refusal is left to the check that
-/// follows, which answers it per partition.
-async fn add_to_transaction(txns: &Arc<Txns>, id: &str, work: &[TopicWork]) {
+/// AddPartitionsToTxn would (stored before the append), only those AddPartitionsToTxn would
+/// take (not internal, existing; `work` holds only topics the principal may WRITE). A refusal
+/// is left to the checks that follow, which answer it per partition.
+async fn add_to_transaction(
+    (storage, txns): (&Storage, &Arc<Txns>),
+    ctx: &RequestContext,
+    id: &str,
+    work: &[TopicWork],
+) {
     let (producer, partitions) = producer_and_partitions(work);
+    let partitions: Vec<(String, i32)> = partitions
+        .into_iter()
+        .filter(|(topic, index)| {
+            super::add_partitions_to_txn::partition_refusal(storage, ctx, topic, *index, false)
+                .is_none()
+        })
+        .collect();
+    if partitions.is_empty() {
+        return;
+    }
     let held = txns
         .coordinator
         .verify_partitions(id, producer.0, producer.1, &partitions);
