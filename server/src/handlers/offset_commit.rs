@@ -94,23 +94,50 @@ fn group_error(
     if !ctx.authorize_group(Operation::Read, group) {
         return Some(ResponseError::GroupAuthorizationFailed);
     }
-    let consumer = groups.consumer.check_member(
+    member_error(
+        groups,
         group,
-        Some(&request.member_id),
-        request.generation_id_or_member_epoch,
-        Some(ctx.version),
-    );
-    match consumer {
+        (
+            request.generation_id_or_member_epoch,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+        ),
+        Committing::Offsets(ctx.version),
+    )
+}
+
+/// What commits: OffsetCommit at its version, or TxnOffsetCommit (a transactional commit).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Committing {
+    Offsets(i16),
+    Transaction,
+}
+
+/// Why this member (generation or epoch, member id, instance id) may not commit to `group`
+/// now, if it may not: a consumer-protocol group checks the member's epoch (and OffsetCommit's
+/// v9 floor, which Kafka does not ask of a transactional commit), a classic group as
+/// [`classic_error`] says.
+pub(super) fn member_error(
+    groups: &Arc<Groups>,
+    group: &str,
+    member: (i32, &str, Option<&str>),
+    committing: Committing,
+) -> Option<ResponseError> {
+    let (epoch, member_id, _) = member;
+    let version = match committing {
+        Committing::Offsets(version) => version,
+        Committing::Transaction => i16::MAX,
+    };
+    match groups
+        .consumer
+        .check_member(group, Some(member_id), epoch, Some(version))
+    {
         Some(checked) => checked.err(),
-        None => membership_error(
+        None => classic_error(
             groups,
             group,
-            (
-                request.generation_id_or_member_epoch,
-                &request.member_id,
-                request.group_instance_id.as_deref(),
-            ),
-            false,
+            member,
+            matches!(committing, Committing::Transaction),
         ),
     }
 }
@@ -208,7 +235,7 @@ fn answer_topic(
 /// ClassicGroup decides: a commit without a member and generation goes to an empty group only
 /// (`transactional`: to any), a member's must carry the current generation, and a
 /// non-transactional one waits out CompletingRebalance (REBALANCE_IN_PROGRESS).
-pub(super) fn membership_error(
+fn classic_error(
     groups: &Arc<Groups>,
     group: &str,
     (generation, member_id, instance_id): (i32, &str, Option<&str>),

@@ -24,7 +24,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::bounds::{topics_and_partitions, Counts};
-use super::offset_commit::membership_error;
+use super::offset_commit::{member_error, Committing};
 use super::transaction;
 use super::Handler;
 use super::RequestContext;
@@ -134,27 +134,16 @@ fn request_error(
     } else if !ctx.authorize_group(Operation::Read, group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else if ctx.version >= 3 {
-        // A consumer-protocol group (KIP-848) checks the member's epoch; Kafka asks no
-        // OffsetCommit version of a transactional commit, so none bounds it here.
-        let consumer = groups.consumer.check_member(
+        member_error(
+            groups,
             group,
-            Some(&request.member_id),
-            request.generation_id,
-            Some(i16::MAX),
-        );
-        match consumer {
-            Some(checked) => checked.err(),
-            None => membership_error(
-                groups,
-                group,
-                (
-                    request.generation_id,
-                    &request.member_id,
-                    request.group_instance_id.as_deref(),
-                ),
-                true,
+            (
+                request.generation_id,
+                &request.member_id,
+                request.group_instance_id.as_deref(),
             ),
-        }
+            Committing::Transaction,
+        )
     } else if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
     } else {
