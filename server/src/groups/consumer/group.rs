@@ -271,7 +271,6 @@ impl ConsumerGroup {
         now: Instant,
         max_size: usize,
     ) -> Result<(bool, bool), ResponseError> {
-        let bump = false;
         let old = instance_id.and_then(|instance| {
             self.members
                 .iter()
@@ -292,7 +291,7 @@ impl ConsumerGroup {
                 return Ok((false, true));
             }
         }
-        let mut bump = bump;
+        let mut bump = false;
         match self.members.get_mut(id) {
             Some(member) => {
                 // Rejoining: the member gave up everything it had.
