@@ -538,6 +538,11 @@ async fn run_group_timer(broker: Arc<Broker>) {
             .classic
             .tick(now, |group| broker.groups().offsets.has_offsets(group));
         broker.groups().consumer.tick(now);
+        broker.groups().streams.tick(now);
+        broker
+            .groups()
+            .streams
+            .forget(|group| broker.groups().offsets.has_offsets(group));
         broker
             .groups()
             .consumer

@@ -502,3 +502,19 @@ pub async fn wait_until_async(what: &str, timeout: Duration, mut condition: impl
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// StreamsGroupDescribe (v0) of one group.
+pub fn describe_streams_group(
+    addr: &str,
+    group: &str,
+) -> kafka_protocol::messages::streams_group_describe_response::DescribedGroup {
+    let request = kafka_protocol::messages::StreamsGroupDescribeRequest::default()
+        .with_group_ids(vec![kafka_protocol::messages::GroupId(text(group))]);
+    let mut response: kafka_protocol::messages::StreamsGroupDescribeResponse = call(
+        &mut connect(addr),
+        ApiKey::StreamsGroupDescribe,
+        0,
+        &request,
+    );
+    response.groups.remove(0)
+}

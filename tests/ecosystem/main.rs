@@ -15,6 +15,9 @@
 //!   `sendOffsetsToTransaction`, a fenced zombie) read back read_committed and read_uncommitted
 //!   by the Java consumer and librdkafka; a Streams word count with `exactly_once_v2` killed
 //!   (SIGKILL) mid-run and restarted: every count in the read_committed output once.
+//! - `streams_group`: KIP-1071's streams groups (`group.protocol=streams`): two instances of
+//!   the exactly-once word count share the tasks the broker assigns, one is killed (SIGKILL)
+//!   mid-run and its tasks move to the other once it is fenced: every count once.
 //! - `kip848`: the Java client in a KIP-848 consumer group (`group.protocol=consumer`), three
 //!   members, one killed mid-way: every record read, duplicates only past its last commit.
 //!
@@ -27,4 +30,5 @@ mod connect;
 mod java;
 mod kip848;
 mod streams;
+mod streams_group;
 mod transactions;

@@ -18,7 +18,12 @@ use test_support::cluster::{unique, TestCluster};
 use crate::java::{classpath, JavaApp, TURN};
 
 /// A librdkafka consumer of `topic`'s `partitions` from the beginning at `isolation.level`.
-fn rd_consumer(bootstrap: &str, topic: &str, partitions: i32, isolation: &str) -> BaseConsumer {
+pub(crate) fn rd_consumer(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    isolation: &str,
+) -> BaseConsumer {
     let consumer: BaseConsumer = RdConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique("rd-read"))
@@ -40,7 +45,7 @@ fn rd_consumer(bootstrap: &str, topic: &str, partitions: i32, isolation: &str) -
 /// Records of each partition of `topic` (`partitions` of them), key and value, read by
 /// librdkafka at `isolation.level` from the beginning to the end it reports (the last stable
 /// offset under read_committed).
-fn rd_read(
+pub(crate) fn rd_read(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
@@ -78,7 +83,7 @@ fn sorted(mut values: Vec<String>) -> Vec<String> {
 }
 
 /// Runs `lograil.ecosystem.<class>` with `args` (`--name value` pairs).
-fn start(
+pub(crate) fn start(
     name: &str,
     classpath: &str,
     class: &str,
@@ -266,11 +271,11 @@ const VOCABULARY: [&str; 8] = [
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
 ];
 /// Input lines of the exactly-once test, produced in `STEPS` steps.
-const EOS_LINES: usize = 400;
-const STEPS: usize = 10;
+pub(crate) const EOS_LINES: usize = 400;
+pub(crate) const STEPS: usize = 10;
 
 /// Input line `i`: one to four words of the vocabulary.
-fn eos_line(i: usize) -> String {
+pub(crate) fn eos_line(i: usize) -> String {
     let mut seed = (i as u64 + 7).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut next = || {
         seed ^= seed >> 31;
@@ -286,7 +291,7 @@ fn eos_line(i: usize) -> String {
 }
 
 /// Word → how often it occurs in `lines`.
-fn word_counts(lines: &[String]) -> BTreeMap<String, u64> {
+pub(crate) fn word_counts(lines: &[String]) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for word in lines.iter().flat_map(|l| l.split(' ')) {
         *counts.entry(word.to_string()).or_default() += 1;
@@ -295,7 +300,7 @@ fn word_counts(lines: &[String]) -> BTreeMap<String, u64> {
 }
 
 /// Each word's counts as the output has them (read_committed by librdkafka), in offset order.
-fn count_sequences(bootstrap: &str, topic: &str) -> BTreeMap<String, Vec<u64>> {
+pub(crate) fn count_sequences(bootstrap: &str, topic: &str) -> BTreeMap<String, Vec<u64>> {
     let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for (word, count) in rd_read(bootstrap, topic, 2, "read_committed")
         .into_values()
@@ -329,6 +334,7 @@ async fn streams_exactly_once_counts_are_exact_after_a_kill() {
         ("state-dir", state.display().to_string()),
         ("replication", cluster.replication().to_string()),
         ("guarantee", "exactly_once_v2".to_string()),
+        ("group-protocol", "classic".to_string()),
     ];
     let lines: Vec<String> = (0..EOS_LINES).map(eos_line).collect();
     let per_step = EOS_LINES / STEPS;

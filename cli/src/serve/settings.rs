@@ -135,6 +135,23 @@ settings! {
     /// 1000; Kafka's is unbounded); a joiner over it gets GROUP_MAX_SIZE_REACHED.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     group_consumer_max_size: u64 => |c, v| c.groups.consumer.max_size = size("group-consumer-max-size", v)?,
+    /// Kafka's `group.streams.session.timeout.ms`: a member of a streams group (KIP-1071,
+    /// `group.protocol=streams`) silent this long is fenced and its tasks go to the others
+    /// (default 45000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    group_streams_session_timeout_ms: u64 => |c, v| c.groups.streams.session_timeout = ms(v),
+    /// Kafka's `group.streams.heartbeat.interval.ms`: how often streams group members
+    /// heartbeat (default 5000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    group_streams_heartbeat_interval_ms: u64 => |c, v| c.groups.streams.heartbeat_interval = ms(v),
+    /// Kafka's `group.streams.num.standby.replicas`: standby replicas of each stateful task
+    /// (default 0, at most 2 as Kafka's `group.streams.max.standby.replicas`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=2))]
+    group_streams_num_standby_replicas: u64 => |c, v| c.groups.streams.standbys = v as usize,
+    /// Kafka's `group.streams.initial.rebalance.delay.ms`: how long a new streams group waits
+    /// for more members before its first assignment (default 3000; 0: none).
+    #[arg(long)]
+    group_streams_initial_rebalance_delay_ms: u64 => |c, v| c.groups.streams.initial_delay = ms(v),
     /// Default `segment.bytes` of topics: roll the active segment at this size.
     #[arg(long)]
     segment_bytes: i64 => |c, v| topic_default(c, "segment.bytes", v)?,

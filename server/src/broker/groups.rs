@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::groups::consumer::ConsumerGroups;
 use crate::groups::offsets::{ConsumerGroupMeta, OffsetsError};
+use crate::groups::streams::StreamsGroups;
 use crate::groups::{Coordinator, OffsetStore};
 
 /// Consumer groups of both protocols and their offsets.
@@ -15,6 +16,8 @@ pub struct Groups {
     pub classic: Coordinator,
     /// Consumer-protocol groups (KIP-848); a group id is here or in `classic`, not both.
     pub consumer: ConsumerGroups,
+    /// Streams groups (KIP-1071); a group id is of one kind only.
+    pub streams: StreamsGroups,
     pub offsets: OffsetStore,
     /// One writer of the groups' own records at a time (`store_group_records`), so records
     /// reach the log in the order their changes were taken.
@@ -49,6 +52,7 @@ impl Groups {
                 .collect(),
         );
         Groups {
+            streams: StreamsGroups::new(classic.config().streams.clone()),
             classic,
             consumer,
             offsets,

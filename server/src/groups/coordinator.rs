@@ -29,6 +29,11 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
+    /// The group settings it was made with.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
     pub fn new(config: GroupConfig) -> Self {
         Coordinator {
             config,

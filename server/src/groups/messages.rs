@@ -22,6 +22,8 @@ pub struct GroupConfig {
     pub max_size: usize,
     /// Consumer-protocol groups' settings (`group.consumer.*`).
     pub consumer: super::consumer::ConsumerConfig,
+    /// Streams groups' settings (`group.streams.*`).
+    pub streams: super::streams::StreamsConfig,
 }
 
 impl Default for GroupConfig {
@@ -32,6 +34,7 @@ impl Default for GroupConfig {
             max_session_timeout: Duration::from_millis(1_800_000),
             max_size: 1000,
             consumer: super::consumer::ConsumerConfig::default(),
+            streams: super::streams::StreamsConfig::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ mod coordinator;
 mod group;
 mod messages;
 pub mod offsets;
+pub mod streams;
 #[cfg(test)]
 mod tests;
 

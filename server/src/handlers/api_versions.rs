@@ -3,11 +3,11 @@
 //!
 //! From v3 the answer carries the feature levels (KIP-584) of what lograil serves, finalized
 //! as Kafka 4.4 finalizes them by default: `group.version` 1 (KIP-848 consumer groups),
-//! `share.version` 2 (share groups with dead-letter queues) and `transaction.version` 2
-//! (KIP-890 part 2: the Java client then ends each transaction with an epoch bump and adds
-//! partitions and groups implicitly). Not reported: `metadata.version` and `kraft.version`
-//! (there is no KRaft quorum to version), `eligible.leader.replicas.version` (no replicas) and
-//! `streams.version` (KIP-1071's streams groups are not served). As Kafka does, a v3 answer
+//! `share.version` 2 (share groups with dead-letter queues), `streams.version` 1 (KIP-1071's
+//! streams groups) and `transaction.version` 2 (KIP-890 part 2: the Java client then ends each
+//! transaction with an epoch bump and adds partitions and groups implicitly). Not reported:
+//! `metadata.version` and `kraft.version` (there is no KRaft quorum to version) and
+//! `eligible.leader.replicas.version` (no replicas). As Kafka does, a v3 answer
 //! leaves out supported features whose minimum is 0 (older clients fail to read them:
 //! KAFKA-17492), and a finalized level of 0 is never listed.
 
@@ -39,9 +39,10 @@ fn body(error_code: i16) -> ApiVersionsResponse {
 }
 
 /// Each feature lograil serves: its name, the levels it supports and the one it runs at.
-const FEATURES: [(&str, (i16, i16), i16); 3] = [
+const FEATURES: [(&str, (i16, i16), i16); 4] = [
     ("group.version", (0, 1), 1),
     ("share.version", (0, 2), 2),
+    ("streams.version", (0, 1), 1),
     ("transaction.version", (0, 2), 2),
 ];
 

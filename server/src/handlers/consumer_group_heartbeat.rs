@@ -62,6 +62,10 @@ impl Handler for ConsumerGroupHeartbeatRequest {
             // v0: the coordinator names a new member.
             member_id = log_core::Uuid::new_v4().simple().to_string();
         }
+        if request.member_epoch == 0 && groups.streams.delete(&group).is_err() {
+            let why = format!("Group {group} is not a consumer group");
+            return fail(ResponseError::GroupIdNotFound, Some(&why));
+        }
         if request.member_epoch == 0 && groups.classic.contains(&group) {
             // An empty classic group becomes a consumer-protocol group; one with members stays.
             if groups.classic.delete(&group).is_err() {

@@ -202,6 +202,29 @@ struct Allowed {
     describe_configs: bool,
 }
 
+/// Creates a topic the broker itself needs (a streams group's internal topic), as CreateTopics
+/// would with CREATE allowed. `Some((topic, why))` when it was not created, unless it exists.
+pub(super) fn create_internal(
+    broker_config: &BrokerConfig,
+    storage: &Storage,
+    admin: &Admin,
+    topic: CreatableTopic,
+) -> Option<(String, String)> {
+    let allowed = Allowed {
+        create: true,
+        describe_configs: false,
+    };
+    let result = create(broker_config, storage, admin, topic, false, allowed);
+    let fine = [0, ResponseError::TopicAlreadyExists.code()];
+    (!fine.contains(&result.error_code)).then(|| {
+        let why = result
+            .error_message
+            .map(|m| m.to_string())
+            .unwrap_or_default();
+        (result.name.to_string(), why)
+    })
+}
+
 fn create(
     broker_config: &BrokerConfig,
     storage: &Storage,

@@ -37,6 +37,7 @@ impl Handler for DeleteGroupsRequest {
             move |id| {
                 let known = owner.classic.describe(&id).is_some()
                     || owner.consumer.contains(&id)
+                    || owner.streams.contains(&id)
                     || owner.offsets.has_offsets(&id);
                 let code = if !ctx.authorize_group(Operation::Delete, &id) {
                     ResponseError::GroupAuthorizationFailed.code()
@@ -45,6 +46,8 @@ impl Handler for DeleteGroupsRequest {
                 } else if let Err(e) = owner.classic.delete(&id) {
                     e.code()
                 } else if let Err(e) = owner.consumer.delete(&id) {
+                    e.code()
+                } else if let Err(e) = owner.streams.delete(&id) {
                     e.code()
                 } else {
                     match owner.offsets.delete(&id, None) {

@@ -79,7 +79,8 @@ impl Handler for DescribeGroupsRequest {
                     None => {
                         // A consumer-protocol group is not a classic one: Dead, as in Kafka
                         // (ConsumerGroupDescribe describes it).
-                        let state = if groups.consumer.contains(&id) {
+                        let state = if groups.consumer.contains(&id) || groups.streams.contains(&id)
+                        {
                             GroupState::Dead
                         } else if groups.offsets.has_offsets(&id) {
                             GroupState::Empty

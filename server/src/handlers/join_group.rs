@@ -66,7 +66,9 @@ impl Handler for JoinGroupRequest {
         let member_id = join.member_id.clone();
         // A consumer-protocol group with members takes no classic member (lograil has no
         // online migration, KIP-848's mixed groups); an empty one becomes a classic group.
-        if groups.consumer.delete(&join.group_id).is_err() {
+        if groups.consumer.delete(&join.group_id).is_err()
+            || groups.streams.delete(&join.group_id).is_err()
+        {
             let refused = Joined::failed(ResponseError::InconsistentGroupProtocol, &member_id);
             return response(refused, ctx.version);
         }

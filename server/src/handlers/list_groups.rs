@@ -24,6 +24,7 @@ use crate::shares::Shares;
 const CLASSIC: &str = "Classic";
 const SHARE: &str = "Share";
 const CONSUMER: &str = "Consumer";
+const STREAMS: &str = "Streams";
 
 impl Handler for ListGroupsRequest {
     const SERVED: (i16, i16) = (0, 5);
@@ -52,6 +53,10 @@ impl Handler for ListGroupsRequest {
             if !classic_live {
                 listed.insert(id, ("consumer".to_string(), state, CONSUMER));
             }
+        }
+        // Streams groups (KIP-1071): protocol type "streams".
+        for (id, state) in groups.streams.list() {
+            listed.insert(id, ("streams".to_string(), state, STREAMS));
         }
         if ctx.version >= 5 {
             let members: BTreeMap<String, usize> = shares.members.list().into_iter().collect();

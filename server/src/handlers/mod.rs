@@ -77,6 +77,8 @@ mod share_acknowledge;
 mod share_fetch;
 mod share_group_describe;
 mod share_group_heartbeat;
+mod streams_group_describe;
+mod streams_group_heartbeat;
 mod sync_group;
 mod transaction;
 mod txn_offset_commit;
@@ -146,6 +148,8 @@ apis! {
     consumer_group_describe: ConsumerGroupDescribeRequest,
     share_group_heartbeat: ShareGroupHeartbeatRequest,
     share_group_describe: ShareGroupDescribeRequest,
+    streams_group_heartbeat: StreamsGroupHeartbeatRequest,
+    streams_group_describe: StreamsGroupDescribeRequest,
     share_fetch: ShareFetchRequest,
     share_acknowledge: ShareAcknowledgeRequest,
     describe_share_group_offsets: DescribeShareGroupOffsetsRequest,

@@ -128,10 +128,15 @@ pub(super) fn member_error(
         Committing::Offsets(version) => version,
         Committing::Transaction => i16::MAX,
     };
-    match groups
+    let consumer = groups
         .consumer
-        .check_member(group, Some(member_id), epoch, Some(version))
-    {
+        .check_member(group, Some(member_id), epoch, Some(version));
+    let streams = || {
+        groups
+            .streams
+            .check_member(group, Some(member_id), epoch, true)
+    };
+    match consumer.or_else(streams) {
         Some(checked) => checked.err(),
         None => classic_error(
             groups,

@@ -148,10 +148,15 @@ fn fetch_group(
         return failed(ResponseError::InvalidGroupId);
     }
     let member = g.member_id.as_deref();
-    if let Some(Err(error)) = groups
+    let checked = groups
         .consumer
         .check_member(&id, member, g.member_epoch, None)
-    {
+        .or_else(|| {
+            groups
+                .streams
+                .check_member(&id, member, g.member_epoch, false)
+        });
+    if let Some(Err(error)) = checked {
         return failed(error);
     }
     let wanted = g.topics.clone().map(|topics| {

@@ -35,7 +35,9 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  * have {@code min.cleanable.dirty.ratio=0.01}, so the broker's cleaner compacts the changelogs
  * while the test runs. On stdout: {@code STATE <new state>} on each change,
  * {@code RESTORED <store> <partition> <records>} for each store partition restored from its
- * changelog. SIGTERM closes the application cleanly (offsets committed).
+ * changelog. SIGTERM closes the application cleanly (offsets committed). {@code --group-protocol}
+ * is {@code classic} (the consumer's rebalance protocol, with test-friendly timings) or
+ * {@code streams} (KIP-1071: the broker assigns the tasks and creates the internal topics).
  */
 public final class Counts {
     private Counts() {}
@@ -43,7 +45,7 @@ public final class Counts {
     public static void main(String[] args) throws Exception {
         Map<String, String> opts = Args.parse(args,
                 "bootstrap", "app-id", "input", "words-out", "windows-out", "state-dir",
-                "replication", "window-ms");
+                "replication", "window-ms", "group-protocol");
         long windowMs = Long.parseLong(opts.get("window-ms"));
 
         StreamsBuilder builder = new StreamsBuilder();
@@ -80,9 +82,13 @@ public final class Counts {
         // Purge committed records from the repartition topic (DeleteRecords) every second.
         props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, "1000");
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
-        // Test-friendly group timing (Kafka's minimum session timeout).
-        props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
-        props.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "500");
+        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, opts.get("group-protocol"));
+        if (opts.get("group-protocol").equals("classic")) {
+            // Test-friendly group timing (Kafka's minimum session timeout). A streams group
+            // takes its timing from the broker.
+            props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
+            props.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "500");
+        }
 
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         streams.setStateListener((now, before) -> out("STATE " + now));

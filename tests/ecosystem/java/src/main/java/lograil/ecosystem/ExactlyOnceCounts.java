@@ -34,7 +34,7 @@ public final class ExactlyOnceCounts {
     public static void main(String[] args) throws Exception {
         Map<String, String> opts = Args.parse(args,
                 "bootstrap", "app-id", "input", "words-out", "state-dir", "replication",
-                "guarantee");
+                "guarantee", "group-protocol");
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(opts.get("input"), Consumed.with(Serdes.String(), Serdes.String()))
@@ -60,9 +60,14 @@ public final class ExactlyOnceCounts {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
         props.put(StreamsConfig.producerPrefix("linger.ms"), "0");
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
-        // Test-friendly group timing (Kafka's minimum session timeout).
-        props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
-        props.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "500");
+        // classic, or streams (KIP-1071: the broker assigns the tasks).
+        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, opts.get("group-protocol"));
+        if (opts.get("group-protocol").equals("classic")) {
+            // Test-friendly group timing (Kafka's minimum session timeout). A streams group
+            // takes its timing from the broker.
+            props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
+            props.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "500");
+        }
 
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         streams.setStateListener((now, before) -> Counts.out("STATE " + now));

@@ -1,0 +1,211 @@
+//! Streams groups of KIP-1071 (`group.protocol=streams` in Kafka Streams): every such group
+//! of the broker behind one mutex never held across an await, and what the
+//! StreamsGroupHeartbeat, StreamsGroupDescribe, OffsetCommit, OffsetFetch, ListGroups and
+//! DeleteGroups handlers ask of them.
+//!
+//! - [`topology`]: the topology a group runs, configured against the topics that exist;
+//! - [`assignor`]: the task assignor;
+//! - [`group`]: one group, its epochs, target assignment and members' reconciliation.
+//!
+//! A group id is a streams group, a consumer-protocol group or a classic one, never two at
+//! once; an empty one of another kind becomes a streams group when a member joins. As in
+//! Kafka 4.4 there is no static membership, no warm-up task and no source topic regex (each is
+//! refused with INVALID_REQUEST). Groups are not persisted: after a restart a member is
+//! UNKNOWN_MEMBER_ID and rejoins with its topology; committed offsets are kept.
+
+pub mod assignor;
+mod group;
+pub mod topology;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+
+pub use group::{Answer, Beat, Partitions, StreamsGroup};
+
+/// Settings of streams groups (Kafka's `group.streams.*` broker configs).
+#[derive(Debug, Clone)]
+pub struct StreamsConfig {
+    /// `group.streams.session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `group.streams.heartbeat.interval.ms`.
+    pub heartbeat_interval: Duration,
+    /// `group.streams.num.standby.replicas`.
+    pub standbys: usize,
+    /// `group.streams.initial.rebalance.delay.ms`.
+    pub initial_delay: Duration,
+    /// `group.streams.assignment.interval.ms`.
+    pub assignment_interval: Duration,
+    /// `group.streams.max.size`.
+    pub max_size: usize,
+}
+
+impl Default for StreamsConfig {
+    fn default() -> Self {
+        StreamsConfig {
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(5_000),
+            standbys: 0,
+            initial_delay: Duration::from_millis(3_000),
+            assignment_interval: Duration::from_millis(1_000),
+            max_size: i32::MAX as usize,
+        }
+    }
+}
+
+/// Every streams group of the broker.
+#[derive(Debug, Default)]
+pub struct StreamsGroups {
+    pub config: StreamsConfig,
+    groups: Mutex<HashMap<String, StreamsGroup>>,
+}
+
+impl StreamsGroups {
+    pub fn new(config: StreamsConfig) -> Self {
+        StreamsGroups {
+            config,
+            groups: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, StreamsGroup>> {
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A StreamsGroupHeartbeat already checked for its own faults, epoch 0 or more.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        beat: Beat,
+        now: Instant,
+        partitions: Partitions<'_>,
+    ) -> Result<Answer, (ResponseError, String)> {
+        let mut groups = self.lock();
+        let fresh = !groups.contains_key(group_id);
+        if fresh && beat.epoch != 0 {
+            let why = format!("Streams group {group_id} not found.");
+            return Err((ResponseError::GroupIdNotFound, why));
+        }
+        let group = groups
+            .entry(group_id.to_string())
+            .or_insert_with(StreamsGroup::new);
+        let answer = group.heartbeat(beat, now, &self.config, partitions);
+        if answer.is_err() && fresh {
+            groups.remove(group_id);
+        }
+        answer
+    }
+
+    /// A member's leave (epoch -1): GROUP_ID_NOT_FOUND or UNKNOWN_MEMBER_ID when there is no
+    /// such group or member, as in Kafka. `shutdown`: it asks the application to shut down.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        shutdown: bool,
+    ) -> Result<(), (ResponseError, String)> {
+        let mut groups = self.lock();
+        let Some(group) = groups.get_mut(group_id) else {
+            let why = format!("Group {group_id} not found.");
+            return Err((ResponseError::GroupIdNotFound, why));
+        };
+        if !group.members.contains_key(member_id) {
+            let why = format!("Member {member_id} is not a member of group {group_id}.");
+            return Err((ResponseError::UnknownMemberId, why));
+        }
+        if shutdown && group.shutdown_by.is_none() {
+            group.shutdown_by = Some(member_id.to_string());
+        }
+        group.remove(member_id);
+        Ok(())
+    }
+
+    /// Fences members silent past the session timeout or late revoking; returns them.
+    pub fn tick(&self, now: Instant) -> Vec<(String, String)> {
+        let mut gone = Vec::new();
+        for (id, group) in self.lock().iter_mut() {
+            for member in group.expired(now, self.config.session_timeout) {
+                tracing::info!(group = %id, member = %member, "streams group member fenced (session or rebalance timeout)");
+                group.remove(&member);
+                gone.push((id.clone(), member));
+            }
+        }
+        gone
+    }
+
+    /// Forgets the empty groups without committed offsets.
+    pub fn forget(&self, has_offsets: impl Fn(&str) -> bool) {
+        self.lock()
+            .retain(|id, g| !g.members.is_empty() || has_offsets(id));
+    }
+
+    /// Whether `group_id` is a streams group (with members or not).
+    pub fn contains(&self, group_id: &str) -> bool {
+        self.lock().contains_key(group_id)
+    }
+
+    /// A copy of the group, for describing it.
+    pub fn describe(&self, group_id: &str) -> Option<StreamsGroup> {
+        self.lock().get(group_id).cloned()
+    }
+
+    /// Every group: (id, state).
+    pub fn list(&self) -> Vec<(String, &'static str)> {
+        let mut all: Vec<_> = self
+            .lock()
+            .iter()
+            .map(|(id, g)| (id.clone(), g.state()))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// Whether a commit (`commit`: OffsetCommit or TxnOffsetCommit) or an offset fetch by
+    /// `member_id` at `epoch` may go to this group; `None` when it is not a streams group. As
+    /// Kafka: epoch -1 without a member id from an admin goes to an empty group (a fetch, to
+    /// any); a member must be one, at its current epoch (STALE_MEMBER_EPOCH).
+    pub fn check_member(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        epoch: i32,
+        commit: bool,
+    ) -> Option<Result<(), ResponseError>> {
+        let groups = self.lock();
+        let group = groups.get(group_id)?;
+        let admin = epoch < 0 && member_id.is_none_or(str::is_empty);
+        if admin && (!commit || group.members.is_empty()) {
+            return Some(Ok(()));
+        }
+        let Some(member) = member_id.and_then(|m| group.members.get(m)) else {
+            return Some(Err(ResponseError::UnknownMemberId));
+        };
+        // A commit one epoch behind is taken: it was sent before the answer that moved the
+        // member on arrived (Kafka checks the epoch each task was assigned at).
+        let late = commit && epoch == member.previous_epoch && epoch >= 0;
+        Some(if member.epoch == epoch || late {
+            Ok(())
+        } else {
+            Err(ResponseError::StaleMemberEpoch)
+        })
+    }
+
+    /// Forgets an empty group (DeleteGroups, or the group becoming another kind);
+    /// NON_EMPTY_GROUP if it has members. Returns whether there was one.
+    pub fn delete(&self, group_id: &str) -> Result<bool, ResponseError> {
+        let mut groups = self.lock();
+        match groups.get(group_id) {
+            Some(g) if !g.members.is_empty() => Err(ResponseError::NonEmptyGroup),
+            Some(_) => {
+                groups.remove(group_id);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,558 @@
+//! StreamsGroupHeartbeat, version 0 (KIP-1071, Kafka Streams' `group.protocol=streams`): joins
+//! (member epoch 0, with the application's topology), stays in (the member's epoch, with the
+//! tasks it runs) or leaves (-1) a streams group; the broker configures the topology against
+//! the topics that exist, creates the internal topics it asks for (changelogs and repartition
+//! topics, with the configs the topology gives), assigns the tasks (`groups::streams`) and
+//! answers each member its active and standby tasks, the group's status (missing source or
+//! internal topics, incorrectly partitioned ones, a delayed assignment, a shutdown asked for)
+//! and, for Interactive Queries, which member's endpoint serves which partitions.
+//!
+//! The request checks and their messages are Kafka 4.4's: INVALID_REQUEST for what Kafka does
+//! not support either (static membership, warm-up tasks, task offsets, source topic regexes,
+//! topology updates) and for a malformed heartbeat; STREAMS_INVALID_TOPOLOGY for a topology
+//! that names internal or invalid topics, sets changelog partition counts, or whose
+//! repartition topics cannot be sized. A group of another kind with members is
+//! GROUP_ID_NOT_FOUND; an empty one becomes a streams group. Authorization, as Kafka: READ on
+//! the group, DESCRIBE on every topic of the topology; an internal topic is created only with
+//! CREATE on the cluster or on it (else the status says who may not create what).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use acl::Operation;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::streams_group_heartbeat_request as req;
+use kafka_protocol::messages::streams_group_heartbeat_response::{
+    Endpoint, EndpointToPartitions, Status as StatusEntry, TaskIds, TopicPartition,
+};
+use kafka_protocol::messages::{
+    StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::Handler;
+use super::RequestContext;
+use crate::broker::{Admin, Groups, Storage};
+use crate::config::BrokerConfig;
+use crate::groups::streams::assignor::{Task, Tasks};
+use crate::groups::streams::topology::{Status, Subtopology, TopicInfo, Topology};
+use crate::groups::streams::Beat;
+
+impl Handler for StreamsGroupHeartbeatRequest {
+    const SERVED: (i16, i16) = (0, 0);
+    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Admin>, Arc<Groups>);
+
+    async fn handle(
+        (broker_config, storage, admin, groups): Self::Needs,
+        request: StreamsGroupHeartbeatRequest,
+        ctx: &RequestContext,
+    ) -> StreamsGroupHeartbeatResponse {
+        let group = request.group_id.to_string();
+        if !ctx.authorize_group(Operation::Read, &group) {
+            return fail(ResponseError::GroupAuthorizationFailed, None);
+        }
+        let topology = request.topology.as_ref().map(topology);
+        if let Some(t) = &topology {
+            if let Err((error, why)) = check_topics(t, ctx) {
+                return fail(error, Some(&why));
+            }
+        }
+        if let Err((error, why)) = check(&request) {
+            tracing::debug!(group = %group, member = %request.member_id, why, "StreamsGroupHeartbeat refused");
+            return fail(error, Some(&why));
+        }
+        let interval = groups.streams.config.heartbeat_interval;
+        let interval = i32::try_from(interval.as_millis()).unwrap_or(i32::MAX);
+        let member_id = request.member_id.to_string();
+        if request.member_epoch < 0 {
+            return leave(&groups, &group, request);
+        }
+        if request.member_epoch == 0 {
+            if let Err(why) = take_group_id(&groups, &group) {
+                return fail(ResponseError::GroupIdNotFound, Some(&why));
+            }
+        }
+        let partitions = |topic: &str| {
+            let t = storage.log.topic(topic)?;
+            i32::try_from(t.partitions().len()).ok()
+        };
+        let beat = beat(request, topology, ctx);
+        let answer = groups
+            .streams
+            .heartbeat(&group, beat, Instant::now(), &partitions);
+        let mut answer = match answer {
+            Ok(answer) => answer,
+            Err((error, why)) => {
+                return fail(error, Some(&why)).with_heartbeat_interval_ms(interval)
+            }
+        };
+        if !answer.create.is_empty() {
+            let refused =
+                create_internal_topics(&broker_config, &storage, &admin, ctx, &answer.create).await;
+            note_refused(&mut answer.status, &refused);
+        }
+        let topology = groups.streams.describe(&group).and_then(|g| g.topology);
+        let endpoints = answer.endpoints.as_ref().map(|all| {
+            all.iter()
+                .map(|(endpoint, tasks)| {
+                    endpoint_partitions(endpoint, tasks, topology.as_ref(), &partitions)
+                })
+                .collect()
+        });
+        let status = answer
+            .status
+            .iter()
+            .map(|(code, detail)| {
+                StatusEntry::default()
+                    .with_status_code(*code as i8)
+                    .with_status_detail(StrBytes::from_string(detail.clone()))
+            })
+            .collect();
+        let tasks = answer.tasks.as_ref();
+        StreamsGroupHeartbeatResponse::default()
+            .with_member_id(StrBytes::from_string(member_id))
+            .with_member_epoch(answer.member_epoch)
+            .with_heartbeat_interval_ms(interval)
+            .with_status(Some(status))
+            .with_active_tasks(tasks.map(|t| task_ids(&t.active)))
+            .with_standby_tasks(tasks.map(|t| task_ids(&t.standby)))
+            .with_warmup_tasks(tasks.map(|t| task_ids(&t.warmup)))
+            .with_endpoint_information_epoch(answer.endpoint_epoch)
+            .with_partitions_by_user_endpoint(endpoints)
+    }
+
+    fn throttle_time_ms(response: &mut StreamsGroupHeartbeatResponse) -> Option<&mut i32> {
+        Some(&mut response.throttle_time_ms)
+    }
+
+    fn each_error(r: &StreamsGroupHeartbeatResponse, f: &mut dyn FnMut(i16)) {
+        f(r.error_code)
+    }
+}
+
+/// A leave (epoch -1): the member's tasks go to the others at once.
+fn leave(
+    groups: &Groups,
+    group: &str,
+    request: StreamsGroupHeartbeatRequest,
+) -> StreamsGroupHeartbeatResponse {
+    let left = groups
+        .streams
+        .leave(group, &request.member_id, request.shutdown_application);
+    match left {
+        Ok(()) => StreamsGroupHeartbeatResponse::default()
+            .with_member_id(request.member_id)
+            .with_member_epoch(request.member_epoch)
+            .with_status(Some(Vec::new())),
+        Err((error, why)) => fail(error, Some(&why)),
+    }
+}
+
+/// Adds to the MISSING_INTERNAL_TOPICS status the topics the member may not create.
+fn note_refused(status: &mut Vec<(Status, String)>, refused: &[String]) {
+    if refused.is_empty() {
+        return;
+    }
+    let note = format!("Unauthorized to CREATE on topics {}.", refused.join(", "));
+    match status
+        .iter_mut()
+        .find(|(code, _)| *code == Status::MissingInternalTopics)
+    {
+        Some((_, detail)) => detail.push_str(&format!("; {note}")),
+        None => status.push((Status::MissingInternalTopics, note)),
+    }
+}
+
+/// One member's endpoint with the partitions its active and standby tasks read.
+fn endpoint_partitions(
+    (host, port): &(String, u16),
+    tasks: &Tasks,
+    topology: Option<&Topology>,
+    partitions: &dyn Fn(&str) -> Option<i32>,
+) -> EndpointToPartitions {
+    EndpointToPartitions::default()
+        .with_user_endpoint(
+            Endpoint::default()
+                .with_host(StrBytes::from_string(host.clone()))
+                .with_port(*port),
+        )
+        .with_active_partitions(task_partitions(topology, &tasks.active, partitions))
+        .with_standby_partitions(task_partitions(topology, &tasks.standby, partitions))
+}
+
+/// The answer of a refused heartbeat: `error`, with `message` or the error's own.
+fn fail(error: ResponseError, message: Option<&str>) -> StreamsGroupHeartbeatResponse {
+    let message = message.map_or_else(|| error.to_string(), str::to_string);
+    StreamsGroupHeartbeatResponse::default()
+        .with_error_code(error.code())
+        .with_error_message(Some(StrBytes::from_string(message)))
+}
+
+/// A joiner's group id: free, already a streams group, or an empty group of another kind
+/// (which becomes a streams group); else why not.
+fn take_group_id(groups: &Groups, group: &str) -> Result<(), String> {
+    let other = format!("Group {group} is not a streams group.");
+    if groups.consumer.contains(group) && groups.consumer.delete(group).is_err() {
+        return Err(other);
+    }
+    if groups.classic.contains(group) && groups.classic.delete(group).is_err() {
+        return Err(other);
+    }
+    Ok(())
+}
+
+/// Kafka's checks of a heartbeat on its own, and what Kafka 4.4 does not support either.
+fn check(request: &StreamsGroupHeartbeatRequest) -> Result<(), (ResponseError, String)> {
+    let invalid = |why: String| (ResponseError::InvalidRequest, why);
+    check_fields(request).map_err(invalid)?;
+    check_changelogs(request)
+}
+
+fn check_fields(request: &StreamsGroupHeartbeatRequest) -> Result<(), String> {
+    let blank = |s: &StrBytes| s.trim().is_empty();
+    if request.instance_id.is_some() {
+        return Err("Static membership is not yet supported.".into());
+    }
+    if request.task_offsets.is_some() {
+        return Err("TaskOffsets are not supported yet.".into());
+    }
+    if request.task_end_offsets.is_some() {
+        return Err("TaskEndOffsets are not supported yet.".into());
+    }
+    if request.warmup_tasks.as_ref().is_some_and(|w| !w.is_empty()) {
+        return Err("WarmupTasks are not supported yet.".into());
+    }
+    let subtopologies = request.topology.iter().flat_map(|t| &t.subtopologies);
+    if subtopologies
+        .clone()
+        .any(|s| !s.source_topic_regex.is_empty())
+    {
+        return Err("Regular expressions for source topics are not supported yet.".into());
+    }
+    if blank(&request.member_id) {
+        return Err("MemberId can't be empty.".into());
+    }
+    if blank(&request.group_id) {
+        return Err("GroupId can't be empty.".into());
+    }
+    if request.rack_id.as_ref().is_some_and(blank) {
+        return Err("RackId can't be empty.".into());
+    }
+    let lists = [
+        &request.active_tasks,
+        &request.standby_tasks,
+        &request.warmup_tasks,
+    ];
+    match request.member_epoch {
+        0 => {
+            if request.rebalance_timeout_ms == -1 {
+                return Err("RebalanceTimeoutMs must be provided in first request.".into());
+            }
+            for (name, list) in ["ActiveTasks", "StandbyTasks", "WarmupTasks"]
+                .iter()
+                .zip(lists)
+            {
+                if list.as_ref().is_none_or(|l| !l.is_empty()) {
+                    return Err(format!("{name} must be empty when (re-)joining."));
+                }
+            }
+            if request.topology.is_none() {
+                return Err("Topology must be non-null when (re-)joining.".into());
+            }
+        }
+        -2 => return Err("InstanceId can't be null.".into()),
+        epoch if epoch < -2 => {
+            return Err(format!(
+                "MemberEpoch is {epoch}, but must be greater than or equal to -2."
+            ))
+        }
+        _ => {}
+    }
+    let sent = lists.iter().filter(|l| l.is_some()).count();
+    if sent != 0 && sent != 3 {
+        return Err("If one task-type is non-null, all must be non-null.".into());
+    }
+    if request.member_epoch != 0 && request.topology.is_some() {
+        return Err("Topology can only be provided when (re-)joining.".into());
+    }
+    Ok(())
+}
+
+/// STREAMS_INVALID_TOPOLOGY for a changelog with a partition count: the broker decides it.
+fn check_changelogs(request: &StreamsGroupHeartbeatRequest) -> Result<(), (ResponseError, String)> {
+    let subtopologies = request.topology.iter().flat_map(|t| &t.subtopologies);
+    for changelog in subtopologies.flat_map(|s| &s.state_changelog_topics) {
+        if changelog.partitions != 0 {
+            let why = format!(
+                "Changelog topic {} must have an undefined partition count, but it is set to {}.",
+                changelog.name.as_str(),
+                changelog.partitions
+            );
+            return Err((ResponseError::StreamsInvalidTopology, why));
+        }
+    }
+    Ok(())
+}
+
+/// Kafka's checks of the topology's topics: none internal, every name valid, each one the
+/// principal may DESCRIBE.
+fn check_topics(topology: &Topology, ctx: &RequestContext) -> Result<(), (ResponseError, String)> {
+    let topics: BTreeSet<&String> = topology
+        .subtopologies
+        .iter()
+        .flat_map(|s| {
+            s.source_topics
+                .iter()
+                .chain(&s.repartition_sinks)
+                .chain(s.repartition_sources.iter().map(|t| &t.name))
+                .chain(s.changelogs.iter().map(|t| &t.name))
+        })
+        .collect();
+    let list = |names: Vec<&String>| {
+        names
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let internal: Vec<&String> = topics
+        .iter()
+        .copied()
+        .filter(|t| Storage::is_internal(t))
+        .collect();
+    if !internal.is_empty() {
+        let why = format!(
+            "Use of Kafka internal topics {} in a Kafka Streams topology is prohibited.",
+            list(internal)
+        );
+        return Err((ResponseError::StreamsInvalidTopology, why));
+    }
+    let invalid: Vec<&String> = topics
+        .iter()
+        .copied()
+        .filter(|t| log_core::validate_name(t).is_err())
+        .collect();
+    if !invalid.is_empty() {
+        let why = format!("Topic names {} are not valid topic names.", list(invalid));
+        return Err((ResponseError::StreamsInvalidTopology, why));
+    }
+    if topics
+        .iter()
+        .any(|t| !ctx.authorize_topic(Operation::Describe, t))
+    {
+        return Err((
+            ResponseError::TopicAuthorizationFailed,
+            ResponseError::TopicAuthorizationFailed.to_string(),
+        ));
+    }
+    Ok(())
+}
+
+fn topic_info(t: &req::TopicInfo) -> TopicInfo {
+    TopicInfo {
+        name: t.name.to_string(),
+        partitions: t.partitions,
+        replication: t.replication_factor,
+        configs: t
+            .topic_configs
+            .iter()
+            .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+            .collect(),
+    }
+}
+
+/// The topology as the group keeps it.
+fn topology(t: &req::Topology) -> Topology {
+    let subtopologies = t
+        .subtopologies
+        .iter()
+        .map(|s| {
+            let sources: Vec<String> = s.source_topics.iter().map(|t| t.to_string()).collect();
+            let repartition_sources: Vec<TopicInfo> =
+                s.repartition_source_topics.iter().map(topic_info).collect();
+            let copartition_groups = s
+                .copartition_groups
+                .iter()
+                .map(|g| {
+                    let named = g
+                        .source_topics
+                        .iter()
+                        .filter_map(|i| sources.get(usize::try_from(*i).ok()?).cloned());
+                    let repartition = g.repartition_source_topics.iter().filter_map(|i| {
+                        repartition_sources
+                            .get(usize::try_from(*i).ok()?)
+                            .map(|t| t.name.clone())
+                    });
+                    named.chain(repartition).collect()
+                })
+                .collect();
+            Subtopology {
+                id: s.subtopology_id.to_string(),
+                source_regex: s.source_topic_regex.iter().map(|r| r.to_string()).collect(),
+                changelogs: s.state_changelog_topics.iter().map(topic_info).collect(),
+                repartition_sinks: s
+                    .repartition_sink_topics
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect(),
+                source_topics: sources,
+                repartition_sources,
+                copartition_groups,
+            }
+        })
+        .collect();
+    Topology {
+        epoch: t.epoch,
+        subtopologies,
+    }
+}
+
+fn tasks(list: &Option<Vec<req::TaskIds>>) -> BTreeSet<Task> {
+    list.iter()
+        .flatten()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.subtopology_id.to_string(), *p))
+        })
+        .collect()
+}
+
+/// The heartbeat as the group takes it.
+fn beat(
+    request: StreamsGroupHeartbeatRequest,
+    topology: Option<Topology>,
+    ctx: &RequestContext,
+) -> Beat {
+    let owned = request.active_tasks.is_some().then(|| Tasks {
+        active: tasks(&request.active_tasks),
+        standby: tasks(&request.standby_tasks),
+        warmup: tasks(&request.warmup_tasks),
+    });
+    Beat {
+        member_id: request.member_id.to_string(),
+        epoch: request.member_epoch,
+        rack_id: request.rack_id.map(|r| r.to_string()),
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        topology,
+        owned,
+        process_id: request.process_id.map(|p| p.to_string()),
+        endpoint: request.user_endpoint.map(|e| (e.host.to_string(), e.port)),
+        client_tags: request.client_tags.map(|tags| {
+            tags.into_iter()
+                .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                .collect()
+        }),
+        shutdown: request.shutdown_application,
+        endpoint_epoch: request.endpoint_information_epoch,
+        client_id: ctx.client_id.clone(),
+        client_host: format!("/{}", ctx.peer.ip()),
+    }
+}
+
+/// Tasks by subtopology, partitions sorted.
+fn task_ids(tasks: &BTreeSet<Task>) -> Vec<TaskIds> {
+    let mut out: Vec<TaskIds> = Vec::new();
+    for (subtopology, partition) in tasks {
+        match out.last_mut() {
+            Some(last) if last.subtopology_id.as_str() == subtopology => {
+                last.partitions.push(*partition)
+            }
+            _ => out.push(
+                TaskIds::default()
+                    .with_subtopology_id(StrBytes::from_string(subtopology.clone()))
+                    .with_partitions(vec![*partition]),
+            ),
+        }
+    }
+    out
+}
+
+/// The source partitions `tasks` read: partition p of each source and repartition source
+/// topic of the task's subtopology that has it.
+fn task_partitions(
+    topology: Option<&Topology>,
+    tasks: &BTreeSet<Task>,
+    partitions: &dyn Fn(&str) -> Option<i32>,
+) -> Vec<TopicPartition> {
+    let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
+    for s in topology.iter().flat_map(|t| &t.subtopologies) {
+        let topics = s
+            .source_topics
+            .iter()
+            .chain(s.repartition_sources.iter().map(|t| &t.name));
+        for topic in topics {
+            let width = partitions(topic).unwrap_or(0);
+            let mine = tasks
+                .iter()
+                .filter(|(id, p)| *id == s.id && *p < width)
+                .map(|(_, p)| *p);
+            by_topic.entry(topic).or_default().extend(mine);
+        }
+    }
+    by_topic
+        .into_iter()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(topic, mut p)| {
+            p.sort_unstable();
+            p.dedup();
+            TopicPartition::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(p)
+        })
+        .collect()
+}
+
+/// Creates the internal topics the topology needs, as a CreateTopics of the member's
+/// principal would (CREATE on the cluster or on each topic); returns those it may not create.
+/// A topic another member's heartbeat created meanwhile is already there: that is no failure.
+async fn create_internal_topics(
+    broker_config: &Arc<BrokerConfig>,
+    storage: &Arc<Storage>,
+    admin: &Arc<Admin>,
+    ctx: &RequestContext,
+    topics: &[TopicInfo],
+) -> Vec<String> {
+    let cluster = ctx.authorize_cluster(Operation::Create);
+    let (allowed, refused): (Vec<&TopicInfo>, Vec<&TopicInfo>) = topics
+        .iter()
+        .partition(|t| cluster || ctx.authorize_topic(Operation::Create, &t.name));
+    let creatable: Vec<CreatableTopic> = allowed
+        .into_iter()
+        .map(|t| {
+            CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(t.name.clone())))
+                .with_num_partitions(t.partitions)
+                .with_replication_factor(if t.replication == 0 {
+                    -1
+                } else {
+                    t.replication
+                })
+                .with_configs(
+                    t.configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string(k.clone()))
+                                .with_value(Some(StrBytes::from_string(v.clone())))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let owner = (broker_config.clone(), storage.clone(), admin.clone());
+    let results = crate::blocking::spawn(move || {
+        creatable
+            .into_iter()
+            .map(|topic| super::create_topics::create_internal(&owner.0, &owner.1, &owner.2, topic))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    for (name, error) in results.into_iter().flatten() {
+        tracing::warn!(topic = %name, error, "streams group: internal topic not created");
+    }
+    refused.into_iter().map(|t| t.name.clone()).collect()
+}
