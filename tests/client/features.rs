@@ -1,7 +1,8 @@
 //! Feature levels (KIP-584) as ApiVersions reports them, lograil beside Kafka 4.4: the levels
 //! Kafka 4.4 finalizes by default for what lograil serves (`group.version=1`,
-//! `share.version=2`, `transaction.version=2`), which tell the Java client to run KIP-848
-//! groups and transaction version 2; a v3 answer leaves out features whose minimum is 0.
+//! `share.version=2`, `streams.version=1`, `transaction.version=2`), which tell the Java client
+//! to run KIP-848 groups, streams groups and transaction version 2; a v3 answer leaves out
+//! features whose minimum is 0.
 
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -31,6 +32,7 @@ async fn apiversions_finalizes_the_feature_levels_kafka_4_4_runs_at() {
     assert_eq!(finalized("group.version"), Some((1, 1)));
     assert_eq!(finalized("share.version"), Some((2, 2)));
     assert_eq!(finalized("transaction.version"), Some((2, 2)));
+    assert_eq!(finalized("streams.version"), Some((1, 1)));
     let supported = |name: &str| {
         v4.supported_features
             .iter()
@@ -50,6 +52,9 @@ async fn apiversions_finalizes_the_feature_levels_kafka_4_4_runs_at() {
     assert!(max(ApiKey::EndTxn) >= 5);
     assert!(max(ApiKey::Produce) >= 12);
     assert!(max(ApiKey::TxnOffsetCommit) >= 5);
+    // Streams groups (KIP-1071).
+    assert!(max(ApiKey::StreamsGroupHeartbeat) >= 0);
+    assert!(max(ApiKey::StreamsGroupDescribe) >= 0);
     // KAFKA-17492: before v4 a supported feature whose minimum is 0 is left out.
     let v3 = api_versions(cluster.plain_bootstrap(), 3);
     assert!(

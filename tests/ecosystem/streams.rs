@@ -229,6 +229,74 @@ fn check_streams_group(addr: &str, app_id: &str, app: &JavaApp) {
     );
 }
 
+/// Kafka 4.4's `kafka-streams-groups.sh` on the running application's group: listed; its
+/// state (the `sticky` assignor, Stable, one member); its member with every task; its offsets
+/// (the input's and the repartition topic's partitions, each once); refused deletion while it
+/// has a member.
+fn check_streams_groups_tool(addr: &str, app_id: &str, input: &str, app: &JavaApp) {
+    let list = streams_groups_tool(addr, &["--list"]);
+    assert!(list.lines().any(|l| l.trim() == app_id), "{list}");
+    let state = streams_groups_tool(addr, &["--describe", "--group", app_id, "--state"]);
+    let row: Vec<&str> = state
+        .lines()
+        .find(|l| l.starts_with(app_id))
+        .unwrap_or_else(|| panic!("{state}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[3..], ["sticky", "Stable", "1"], "{state}");
+    let members = streams_groups_tool(
+        addr,
+        &["--describe", "--group", app_id, "--members", "--verbose"],
+    );
+    assert!(
+        members.contains(" streams ") && members.contains("ACTIVE: 0:[0,1]; 1:[0,1];"),
+        "{members}\n{}",
+        app.output()
+    );
+    let offsets = streams_groups_tool(addr, &["--describe", "--group", app_id, "--offsets"]);
+    let mut rows: Vec<(String, String)> = offsets
+        .lines()
+        .filter(|l| l.starts_with(app_id))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1].to_string(), f[2].to_string())
+        })
+        .collect();
+    rows.sort();
+    let repartition = format!("{app_id}-words-repartition");
+    let want: Vec<(String, String)> = [input, input, &repartition, &repartition]
+        .iter()
+        .zip(["0", "1", "0", "1"])
+        .map(|(t, p)| (t.to_string(), p.to_string()))
+        .collect();
+    let mut want = want;
+    want.sort();
+    assert_eq!(rows, want, "{offsets}");
+    let delete = streams_groups_tool(addr, &["--delete", "--group", app_id]);
+    assert!(delete.contains("is not EMPTY"), "{delete}");
+}
+
+/// Kafka 4.4's `kafka-streams-groups.sh` (`StreamsGroupCommand`) against `addr`: its output
+/// (stdout and stderr).
+fn streams_groups_tool(addr: &str, args: &[&str]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/kafka/kafka.sh");
+    let out = std::process::Command::new(script)
+        .args([
+            "tool",
+            "-",
+            "org.apache.kafka.tools.streams.StreamsGroupCommand",
+        ])
+        .args(["--bootstrap-server", addr])
+        .args(args)
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The sum of the `RESTORED <store> <partition> <records>` lines of `store`.
 fn restored(app: &JavaApp, store: &str) -> i64 {
     app.lines()
@@ -256,7 +324,8 @@ async fn streams_counts_are_exact_after_a_restart_restored_from_the_changelogs()
 /// The same with KIP-1071's streams group protocol: the broker configures the topology, creates
 /// the repartition topic and the changelogs with the configs the topology gives (checked
 /// below: compacted, rolling every 500 ms), and assigns the tasks; StreamsGroupDescribe and
-/// ListGroups show the group, its topology and its member while the application runs.
+/// Kafka 4.4's `kafka-streams-groups.sh` (list, describe, delete) show the group, its topology,
+/// member and offsets while the application runs, and delete it once stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_protocol_counts_are_exact_after_a_restart() {
     counts_after_a_restart("streams").await;
@@ -338,6 +407,7 @@ async fn counts_after_a_restart(protocol: &str) {
     let addr = cluster.address_of(1);
     if protocol == "streams" {
         check_streams_group(&addr, &app_id, &first);
+        check_streams_groups_tool(&addr, &app_id, &input, &first);
     }
     for (store, policy) in [
         ("word-counts", "compact"),
@@ -442,6 +512,13 @@ async fn counts_after_a_restart(protocol: &str) {
         );
     }
     second.stop().await;
+    if protocol == "streams" {
+        // Stopped: the group can be deleted, offsets and all.
+        let delete = streams_groups_tool(&addr, &["--delete", "--group", &app_id]);
+        assert!(delete.contains("was successful"), "{delete}");
+        let list = streams_groups_tool(&addr, &["--list"]);
+        assert!(!list.lines().any(|l| l.trim() == app_id), "{list}");
+    }
 
     // Read to the end of what the application wrote: the latest values are still exact.
     let ends = {

@@ -163,7 +163,7 @@ no_timestamps() { as_is | sed -E 's/^\[[0-9-]+ [0-9:,]+\] //'; }
 cluster_id() { as_is | sed -E 's/Cluster ID: .+/Cluster ID: */'; }
 # kafka-features: the levels of group, share and transaction versions (lograil has no KRaft
 # quorum for metadata.version and kraft.version, no replicas, no streams groups); not the epoch.
-features() { as_is | awk '$2 ~ /^(group|share|transaction)\.version$/ {print $2, $4, $6, $8}'; }
+features() { as_is | awk '$2 ~ /^(group|share|streams|transaction)\.version$/ {print $2, $4, $6, $8}'; }
 # kafka-acls --list: "Current ACLs for resource `R`:" then one line per ACL; each ACL with its
 # resource, sorted (resources come in no set order).
 acl_list() {

@@ -1,11 +1,13 @@
-//! StreamsGroupDescribe, version 0 (KIP-1071): a streams group's state (Empty, NotReady,
+//! StreamsGroupDescribe, versions 0–1 (KIP-1071): a streams group's state (Empty, NotReady,
 //! Assigning, Reconciling, Stable), group and assignment epochs, its topology (with the
 //! partition counts the broker decided once it is ready, as sent before), and each member's
 //! epoch, process, endpoint, client tags, current and target tasks. An unknown group, or one of
 //! another kind, answers GROUP_ID_NOT_FOUND as Kafka does. Authorization, as Kafka: DESCRIBE on
 //! the group (else GROUP_AUTHORIZATION_FAILED) and on every topic of its topology (else
 //! TOPIC_AUTHORIZATION_FAILED, without members or topology); KIP-430's authorized operations
-//! when asked.
+//! when asked. v1 adds the assignor (`sticky`, KIP-1357) and the topology description's status
+//! (KIP-1331): lograil keeps no description (it does not serve
+//! StreamsGroupTopologyDescriptionUpdate), so one asked for is NOT_STORED.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -29,11 +31,13 @@ use crate::groups::streams::assignor::{Task, Tasks};
 use crate::groups::streams::topology;
 use crate::groups::streams::StreamsGroup;
 
+/// The task assignor (Kafka's only one).
+const ASSIGNOR: &str = "sticky";
 /// "Not requested" for the authorized-operations field.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 impl Handler for StreamsGroupDescribeRequest {
-    const SERVED: (i16, i16) = (0, 0);
+    const SERVED: (i16, i16) = (0, 1);
     type Needs = (Arc<Storage>, Arc<Groups>);
 
     fn counts(&self) -> Counts {
@@ -49,10 +53,17 @@ impl Handler for StreamsGroupDescribeRequest {
         ctx: &RequestContext,
     ) -> StreamsGroupDescribeResponse {
         let operations = request.include_authorized_operations;
+        // KIP-1331's TopologyDescriptionStatus: NOT_REQUESTED (0) or NOT_STORED (1).
+        let description = i8::from(request.include_topology_description);
         let groups = request
             .group_ids
             .into_iter()
             .map(|id| describe_group(&storage, &groups, ctx, id, operations))
+            .map(|g| {
+                let found = g.error_code == 0;
+                g.with_topology_description_status(if found { description } else { 0 })
+                    .with_assignor_name(found.then(|| text(ASSIGNOR)))
+            })
             .collect();
         StreamsGroupDescribeResponse::default().with_groups(groups)
     }

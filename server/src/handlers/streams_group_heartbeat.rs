@@ -5,7 +5,9 @@
 //! topics, with the configs the topology gives), assigns the tasks (`groups::streams`) and
 //! answers each member its active and standby tasks, the group's status (missing source or
 //! internal topics, incorrectly partitioned ones, a delayed assignment, a shutdown asked for)
-//! and, for Interactive Queries, which member's endpoint serves which partitions.
+//! and, for Interactive Queries, which member's endpoint serves which partitions. Version 0 only,
+//! as Kafka 4.3: Kafka 4.4's v1 brings task offsets for warm-up tasks, which lograil does not
+//! assign (the client then sends none).
 //!
 //! The request checks and their messages are Kafka 4.4's: INVALID_REQUEST for what Kafka does
 //! not support either (static membership, warm-up tasks, task offsets, source topic regexes,
