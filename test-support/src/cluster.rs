@@ -412,6 +412,17 @@ impl TestCluster {
             broker.kill9();
         }
     }
+
+    /// lograil only: SIGKILL the broker and start it again on the same data dir (on the same
+    /// address when the cluster was started with fixed `--listeners`); false on Kafka.
+    pub fn crash_and_restart_lograil(&mut self) -> bool {
+        let Target::Lograil { broker } = &mut self.target else {
+            return false;
+        };
+        broker.kill9();
+        broker.restart();
+        true
+    }
 }
 
 /// Every record of `topic` from the beginning to the end offsets it has now, by partition, read

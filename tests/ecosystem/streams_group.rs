@@ -57,14 +57,22 @@ async fn stable_tasks(
 /// tasks) as a streams group. One instance runs alone and takes every task; a second joins and
 /// the broker moves two tasks to it (revoked from the first, then assigned); the first is
 /// killed with SIGKILL while a transaction is open, the broker fences it after the session
-/// timeout and the survivor takes all four tasks. Read_committed, each word's counts in the
-/// output are 1, 2, … up to the exact count, each once.
+/// timeout and the survivor takes all four tasks; on lograil the broker is then killed
+/// (SIGKILL) and restarted, and the survivor rejoins. Read_committed, each word's counts in
+/// the output are 1, 2, … up to the exact count, each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_group_moves_tasks_between_instances_exactly_once() {
     let Some(classpath) = classpath() else { return };
     let _turn = TURN.lock().await;
-    // lograil: a 6 s session (Kafka 4.4's is 45 s at least) and quick heartbeats.
-    let cluster = TestCluster::start_with(&[
+    // lograil: a 6 s session (Kafka 4.4's is 45 s at least) and quick heartbeats; a fixed
+    // port, so the clients find the broker again after its crash.
+    let listeners = format!(
+        "PLAINTEXT://127.0.0.1:{}",
+        test_support::process::free_port()
+    );
+    let mut cluster = TestCluster::start_with(&[
+        "--listeners",
+        &listeners,
         "--group-streams-session-timeout-ms",
         "6000",
         "--group-streams-heartbeat-interval-ms",
@@ -170,6 +178,13 @@ async fn streams_group_moves_tasks_between_instances_exactly_once() {
     // The survivor takes every task once the broker fences the killed member.
     let survivor = stable_tasks(&addr, &app_id, 1, &mut [&mut second]).await;
     assert_eq!(survivor[0].len(), 4, "{survivor:?}");
+    // lograil: the broker killed (SIGKILL) and started again while the survivor works. Streams
+    // groups are soft state: the member is told it is unknown, rejoins with its topology and
+    // gets its tasks back; its open transaction is aborted.
+    if cluster.crash_and_restart_lograil() {
+        let back = stable_tasks(&addr, &app_id, 1, &mut [&mut second]).await;
+        assert_eq!(back[0].len(), 4, "{back:?}");
+    }
     let want = word_counts(&lines);
     let deadline = Instant::now() + Duration::from_secs(120);
     let got = loop {

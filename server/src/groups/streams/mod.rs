@@ -85,8 +85,14 @@ impl StreamsGroups {
         let mut groups = self.lock();
         let fresh = !groups.contains_key(group_id);
         if fresh && beat.epoch != 0 {
-            let why = format!("Streams group {group_id} not found.");
-            return Err((ResponseError::GroupIdNotFound, why));
+            // Kafka answers GROUP_ID_NOT_FOUND, which the Streams client takes as fatal; here
+            // the group is gone only because the broker restarted (streams groups are soft
+            // state), so the member is told to rejoin.
+            let why = format!(
+                "Member {} is not a member of group {group_id}.",
+                beat.member_id
+            );
+            return Err((ResponseError::UnknownMemberId, why));
         }
         let group = groups
             .entry(group_id.to_string())
@@ -98,8 +104,8 @@ impl StreamsGroups {
         answer
     }
 
-    /// A member's leave (epoch -1): GROUP_ID_NOT_FOUND or UNKNOWN_MEMBER_ID when there is no
-    /// such group or member, as in Kafka. `shutdown`: it asks the application to shut down.
+    /// A member's leave (epoch -1): UNKNOWN_MEMBER_ID when there is no such group or member
+    /// (Kafka: GROUP_ID_NOT_FOUND for the group). `shutdown`: it asks the application to shut down.
     pub fn leave(
         &self,
         group_id: &str,
@@ -108,8 +114,8 @@ impl StreamsGroups {
     ) -> Result<(), (ResponseError, String)> {
         let mut groups = self.lock();
         let Some(group) = groups.get_mut(group_id) else {
-            let why = format!("Group {group_id} not found.");
-            return Err((ResponseError::GroupIdNotFound, why));
+            let why = format!("Member {member_id} is not a member of group {group_id}.");
+            return Err((ResponseError::UnknownMemberId, why));
         };
         if !group.members.contains_key(member_id) {
             let why = format!("Member {member_id} is not a member of group {group_id}.");

@@ -279,6 +279,13 @@ fn a_changed_topology_and_a_stale_epoch_are_refused() {
         .heartbeat("g", beat("zz", 3, &Tasks::default()), now, &have)
         .unwrap_err();
     assert_eq!(unknown.0, ResponseError::UnknownMemberId);
+    // A group the broker does not know (it restarted: streams groups are soft state) tells
+    // the member to rejoin; Kafka's GROUP_ID_NOT_FOUND would stop the Streams client.
+    let gone = groups
+        .heartbeat("h", beat("a", 3, &Tasks::default()), now, &have)
+        .unwrap_err();
+    assert_eq!(gone.0, ResponseError::UnknownMemberId);
+    assert!(groups.describe("h").is_none());
 }
 
 #[test]
