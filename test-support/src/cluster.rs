@@ -413,6 +413,14 @@ impl TestCluster {
         }
     }
 
+    /// lograil only: the console's address (when started with `--console-listen`).
+    pub fn console_addr(&self) -> Option<String> {
+        match &self.target {
+            Target::Lograil { broker } => broker.console_addr.clone(),
+            Target::Kafka { .. } => None,
+        }
+    }
+
     /// lograil only: SIGKILL the broker and start it again on the same data dir (on the same
     /// address when the cluster was started with fixed `--listeners`); false on Kafka.
     pub fn crash_and_restart_lograil(&mut self) -> bool {

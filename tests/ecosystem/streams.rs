@@ -229,6 +229,33 @@ fn check_streams_group(addr: &str, app_id: &str, app: &JavaApp) {
     );
 }
 
+/// lograil's console lists the running streams group: Stable, one member, its 4 tasks run.
+fn check_console(console: &str, app_id: &str) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(console).unwrap();
+    write!(
+        stream,
+        "GET /groups HTTP/1.1\r\nHost: console\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    let row = format!("<tr><td>{app_id}</td><td>Stable</td><td class=\"n\">");
+    assert!(
+        page.contains("<h2>Streams groups</h2>") && page.contains(&row),
+        "{page}"
+    );
+    let cells = page.split(&row).nth(1).unwrap();
+    let numbers: Vec<&str> = cells
+        .split("<td class=\"n\">")
+        .skip(1)
+        .take(4)
+        .map(|c| c.split('<').next().unwrap())
+        .collect();
+    // Members, tasks, active tasks run, standby tasks.
+    assert_eq!(numbers, ["1", "4", "4", "0"], "{page}");
+}
+
 /// Kafka 4.4's `kafka-streams-groups.sh` on the running application's group: listed; its
 /// state (the `sticky` assignor, Stable, one member); its member with every task; its offsets
 /// (the input's and the repartition topic's partitions, each once); refused deletion while it
@@ -343,6 +370,8 @@ async fn counts_after_a_restart(protocol: &str) {
         "500",
         "--group-streams-heartbeat-interval-ms",
         "1000",
+        "--console-listen",
+        "127.0.0.1:0",
     ]);
     let input = cluster.create_topic("streams-lines", 2).await;
     let words_out = cluster.create_topic("streams-words", 2).await;
@@ -408,6 +437,9 @@ async fn counts_after_a_restart(protocol: &str) {
     if protocol == "streams" {
         check_streams_group(&addr, &app_id, &first);
         check_streams_groups_tool(&addr, &app_id, &input, &first);
+        if let Some(console) = cluster.console_addr() {
+            check_console(&console, &app_id);
+        }
     }
     for (store, policy) in [
         ("word-counts", "compact"),

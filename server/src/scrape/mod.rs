@@ -1,6 +1,6 @@
 //! The `/metrics` scrapes ([`http`] serves them): every metric family, encoded by
 //! `prometheus-client` from the counters of [`crate::metrics::Metrics`] and from the broker's state as it is now (partitions, consumer groups, share
-//! groups). Reads the log (the timestamp of each group's oldest unconsumed record): run it on
+//! groups, streams groups). Reads the log (the timestamp of each group's oldest unconsumed record): run it on
 //! the blocking pool.
 //!
 //! Lag, per consumer group and partition it has committed an offset for:
@@ -34,6 +34,7 @@ use crate::metrics::encode::{counter, family, gauge};
 
 pub mod http;
 mod shares;
+mod streams;
 use crate::broker::Broker;
 
 /// How far back the consume rate of a group's partition looks (the rate of its committed
@@ -161,6 +162,7 @@ impl Collector for Scrape {
         lag(&self.0, &mut encoder)?;
         backlogs(broker, &mut encoder)?;
         shares::encode(broker, &mut encoder)?;
+        streams::encode(broker, &mut encoder)?;
         Ok(())
     }
 }

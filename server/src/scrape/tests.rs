@@ -129,3 +129,65 @@ fn a_scrape_reports_lag_throttles_and_escapes_labels() {
         assert!(text.ends_with("# EOF\n"));
     }
 }
+
+#[test]
+fn a_scrape_reports_streams_groups_members_and_tasks() {
+    use crate::groups::streams::assignor::Tasks;
+    use crate::groups::streams::topology::{Subtopology, Topology};
+    use crate::groups::streams::Beat;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = BrokerConfig {
+        data_dir: dir.path().to_path_buf(),
+        ..BrokerConfig::default()
+    };
+    config.groups.streams.initial_delay = Duration::ZERO;
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics = Arc::new(crate::metrics::Metrics::new(&crate::handlers::APIS));
+    let broker = Arc::new(Broker::open(config, stopped, metrics).unwrap());
+    broker
+        .admin()
+        .create_topic("lines", 3, broker.storage().topic_defaults())
+        .unwrap();
+    let topology = Topology {
+        epoch: 0,
+        subtopologies: vec![Subtopology {
+            id: "0".into(),
+            source_topics: vec!["lines".into()],
+            source_regex: vec![],
+            changelogs: vec![],
+            repartition_sinks: vec![],
+            repartition_sources: vec![],
+            copartition_groups: vec![],
+        }],
+    };
+    let join = Beat {
+        member_id: "m".into(),
+        rebalance_timeout_ms: 1000,
+        topology: Some(topology),
+        owned: Some(Tasks::default()),
+        process_id: Some("p".into()),
+        ..Beat::default()
+    };
+    let partitions = |t: &str| Some(broker.storage().log.topic(t)?.partitions().len() as i32);
+    let answer = broker
+        .groups()
+        .streams
+        .heartbeat("app", join, Instant::now(), &partitions)
+        .unwrap();
+    assert_eq!(answer.tasks.unwrap().active.len(), 3);
+    let scraper = Arc::new(super::Scraper::new(broker.clone()));
+    let text = scraper.encode().unwrap();
+    let members = line(
+        &text,
+        "lograil_streams_group_members{group=\"app\",state=\"Stable\"}",
+    );
+    assert_eq!(members, Some("1"), "{text}");
+    let tasks = |kind: &str| {
+        let series = format!("lograil_streams_group_tasks{{group=\"app\",kind=\"{kind}\"}}");
+        line(&text, &series).map(str::to_string)
+    };
+    assert_eq!(tasks("active").as_deref(), Some("3"));
+    assert_eq!(tasks("standby").as_deref(), Some("0"));
+    assert_eq!(tasks("unassigned").as_deref(), Some("0"));
+}

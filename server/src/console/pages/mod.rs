@@ -271,6 +271,7 @@ pub fn topics(context: &Context<'_>, rates: &Rates) -> Page {
 pub fn groups(context: &Context<'_>, scraper: &Scraper) -> Page {
     let lag = visible_lag(context, scraper);
     let mut h = Html::default();
+    streams_groups(context, &mut h);
     if lag.is_empty() {
         h.raw("<p class=\"none\">No consumer group has committed an offset.</p>");
         return Ok(page(context, "/groups", "Consumer groups", h));
@@ -294,6 +295,42 @@ pub fn groups(context: &Context<'_>, scraper: &Scraper) -> Page {
     h.raw("</table><p>Lag in seconds is the age of the oldest record the group has not consumed; \
            time to drain is lag ÷ the consume rate over the last minute (— while the group does not advance).</p>");
     Ok(page(context, "/groups", "Consumer groups", h))
+}
+
+/// The streams groups (KIP-1071) the viewer may see: state, epochs, members, tasks.
+fn streams_groups(context: &Context<'_>, h: &mut Html) {
+    let broker = context.broker;
+    let streams = &broker.groups().streams;
+    let groups: Vec<_> = streams
+        .list()
+        .into_iter()
+        .filter(|(id, _)| context.viewer.sees_group(broker, id))
+        .filter_map(|(id, _)| Some((id.clone(), streams.describe(&id)?)))
+        .collect();
+    if groups.is_empty() {
+        return;
+    }
+    h.raw(
+        "<h2>Streams groups</h2><table><tr><th>Group</th><th>State</th><th>Group epoch</th>\
+           <th>Members</th><th>Tasks</th><th>Active tasks run</th><th>Standby tasks</th></tr>",
+    );
+    for (id, g) in &groups {
+        let tasks: i64 = g.configured.tasks.values().map(|n| i64::from(*n)).sum();
+        let run = |f: fn(&crate::groups::streams::Member) -> usize| {
+            g.members.values().map(f).sum::<usize>() as i64
+        };
+        h.raw("<tr><td>").name(id);
+        h.raw("</td><td>").text(g.state());
+        h.raw("</td><td class=\"n\">").int(i64::from(g.epoch));
+        h.raw("</td><td class=\"n\">").int(g.members.len() as i64);
+        h.raw("</td><td class=\"n\">").int(tasks);
+        h.raw("</td><td class=\"n\">")
+            .int(run(|m| m.assigned.active.len()));
+        h.raw("</td><td class=\"n\">")
+            .int(run(|m| m.assigned.standby.len()));
+        h.raw("</td></tr>");
+    }
+    h.raw("</table>");
 }
 
 pub fn shares(context: &Context<'_>) -> Page {

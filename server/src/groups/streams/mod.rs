@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 
-pub use group::{Answer, Beat, Partitions, StreamsGroup};
+pub use group::{Answer, Beat, Member, Partitions, StreamsGroup};
 
 /// Settings of streams groups (Kafka's `group.streams.*` broker configs).
 #[derive(Debug, Clone)]
