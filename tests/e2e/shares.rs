@@ -35,7 +35,7 @@ fn produce(addr: &str, topic: &str, records: &[(&str, Vec<(&str, String)>)]) {
     kafka::produce_records(addr, topic, 0, records);
 }
 
-fn topic_id(addr: &str, name: &str) -> log_core::Uuid {
+pub(crate) fn topic_id(addr: &str, name: &str) -> log_core::Uuid {
     let request =
         MetadataRequest::default()
             .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(

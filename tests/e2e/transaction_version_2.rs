@@ -1,12 +1,18 @@
 //! Transaction version 2 (KIP-890 part 2) on the wire: Produce v12 adds its partitions to the
 //! transaction itself, only those AddPartitionsToTxn would take (not a topic the principal
 //! may not WRITE, nor an internal or missing one); EndTxn v5 bumps the epoch and answers it,
-//! and the old epoch is fenced after it.
+//! and the old epoch is fenced after it. TxnOffsetCommit v6 (KIP-1319) names topics by id.
 
 use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
     ApiKey, CreateAclsRequest, CreateAclsResponse, DescribeTransactionsRequest,
-    DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse, ProduceResponse, TransactionalId,
+    DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse, GroupId, OffsetFetchRequest,
+    OffsetFetchResponse, ProduceResponse, TransactionalId, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use test_support::kafka::{create_topic, produce_request, text};
 use test_support::wire::{call, connect};
@@ -104,4 +110,65 @@ fn produce_v12_adds_only_what_addpartitionstotxn_would_and_endtxn_v5_bumps_the_e
         0,
         "the bumped epoch opens the next"
     );
+}
+
+/// TxnOffsetCommit v6 names its topics by id: a known id's offset joins the transaction (and
+/// the group, implicitly, as in v5) and reaches the group with the commit; an unknown id is
+/// UNKNOWN_TOPIC_ID; the answer names topics by id.
+#[test]
+fn txn_offset_commit_v6_commits_by_topic_id() {
+    let broker = TestBroker::start_temp(&[]);
+    let addr = &broker.addr;
+    create_topic(addr, "input", 1);
+    let input = crate::shares::topic_id(addr, "input");
+    let (error, pid, epoch) = init_raw(&mut connect(addr), ID, 60_000);
+    assert_eq!((error, epoch), (0, 0));
+    let partition = TxnOffsetCommitRequestPartition::default()
+        .with_partition_index(0)
+        .with_committed_offset(42)
+        .with_committed_leader_epoch(-1);
+    let unknown = log_core::Uuid::new_v4();
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(text(ID)))
+        .with_group_id(GroupId(text("readers")))
+        .with_producer_id(pid.into())
+        .with_producer_epoch(0)
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(
+            [input, unknown]
+                .into_iter()
+                .map(|id| {
+                    TxnOffsetCommitRequestTopic::default()
+                        .with_topic_id(id)
+                        .with_partitions(vec![partition.clone()])
+                })
+                .collect(),
+        );
+    let response: TxnOffsetCommitResponse =
+        call(&mut connect(addr), ApiKey::TxnOffsetCommit, 6, &request);
+    let answers: Vec<(log_core::Uuid, i16)> = response
+        .topics
+        .iter()
+        .map(|t| (t.topic_id, t.partitions[0].error_code))
+        .collect();
+    assert_eq!(answers, [(input, 0), (unknown, 100)], "UNKNOWN_TOPIC_ID");
+
+    let end = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(text(ID)))
+        .with_producer_id(pid.into())
+        .with_producer_epoch(0)
+        .with_committed(true);
+    let ended: EndTxnResponse = call(&mut connect(addr), ApiKey::EndTxn, 5, &end);
+    assert_eq!(ended.error_code, 0);
+    let fetch = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+        .with_group_id(GroupId(text("readers")))
+        .with_topics(None)]);
+    let fetched: OffsetFetchResponse = call(&mut connect(addr), ApiKey::OffsetFetch, 9, &fetch);
+    let group = &fetched.groups[0];
+    let committed: Vec<(String, i64)> = group
+        .topics
+        .iter()
+        .map(|t| (t.name.to_string(), t.partitions[0].committed_offset))
+        .collect();
+    assert_eq!(committed, [("input".to_string(), 42)]);
 }

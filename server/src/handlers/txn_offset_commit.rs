@@ -1,11 +1,13 @@
-//! TxnOffsetCommit, versions 0–5: offsets committed within the producer's transaction, pending
+//! TxnOffsetCommit, versions 0–6: offsets committed within the producer's transaction, pending
 //! in it (stored in `__transaction_state` before the answer) until EndTxn: on COMMIT they are
 //! stored into the group (`__consumer_offsets`) after the markers, on ABORT dropped. Before v5
 //! the group must have joined the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE; v5 is
-//! transaction version 2's, where the commit itself adds the group (KIP-890). v3+ carries the
+//! transaction version 2's, where the commit itself adds the group (KIP-890); v6 names topics by
+//! id (KIP-1319: an unknown id is UNKNOWN_TOPIC_ID) and answers a member's stale epoch as
+//! STALE_MEMBER_EPOCH, which earlier versions answer ILLEGAL_GENERATION. v3+ carries the
 //! member, generation and instance id: checked as Kafka checks a transactional commit
-//! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, a consumer group's
-//! STALE_MEMBER_EPOCH; generation -1 with no member is allowed whatever the group's members,
+//! (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, a consumer or streams group's
+//! member epoch; generation -1 with no member is allowed whatever the group's members,
 //! and a rebalance being completed does not hold it back, unlike OffsetCommit). Metadata over 4096 bytes is
 //! OFFSET_METADATA_TOO_LARGE, an unknown partition UNKNOWN_TOPIC_OR_PARTITION; a stale epoch
 //! INVALID_PRODUCER_EPOCH (what Kafka's group coordinator answers), another producer id
@@ -32,11 +34,13 @@ use crate::broker::{Groups, Storage, Txns};
 use crate::groups::offsets::MAX_METADATA_BYTES;
 use crate::transactions::PendingOffset;
 
+/// A topic of the request: its name and id.
+type Named = (String, log_core::Uuid);
 /// A partition of the request: the offset to commit, or why it is refused.
 type PartitionCheck = (i32, Result<PendingOffset, ResponseError>);
 
 impl Handler for TxnOffsetCommitRequest {
-    const SERVED: (i16, i16) = (0, 5);
+    const SERVED: (i16, i16) = (0, 6);
     type Needs = (Arc<Storage>, Arc<Groups>, Arc<Txns>);
 
     fn counts(&self) -> Counts {
@@ -51,14 +55,22 @@ impl Handler for TxnOffsetCommitRequest {
         let id = request.transactional_id.to_string();
         let group = request.group_id.to_string();
         let request_error = request_error(&groups, &request, ctx, &id, &group);
-        // Per topic, per partition: the offset to commit, or the partition's error.
-        let mut checked: Vec<(String, Vec<PartitionCheck>)> =
+        // Per topic (name and id), per partition: the offset to commit, or the partition's error.
+        let mut checked: Vec<(Named, Vec<PartitionCheck>)> =
             Vec::with_capacity(request.topics.len());
         for topic in &request.topics {
-            let name = topic.name.to_string();
-            let readable = ctx.authorize_topic(Operation::Read, &name);
-            let refused =
-                request_error.or((!readable).then_some(ResponseError::TopicAuthorizationFailed));
+            let (name, unknown) = if ctx.version >= 6 {
+                match storage.log.topic_by_id(topic.topic_id) {
+                    Some(t) => (t.name().to_string(), None),
+                    None => (String::new(), Some(ResponseError::UnknownTopicId)),
+                }
+            } else {
+                (topic.name.to_string(), None)
+            };
+            let readable = unknown.is_some() || ctx.authorize_topic(Operation::Read, &name);
+            let refused = request_error
+                .or(unknown)
+                .or((!readable).then_some(ResponseError::TopicAuthorizationFailed));
             let partitions = topic
                 .partitions
                 .iter()
@@ -69,11 +81,11 @@ impl Handler for TxnOffsetCommitRequest {
                     )
                 })
                 .collect();
-            checked.push((name, partitions));
+            checked.push(((name, topic.topic_id), partitions));
         }
         let offsets: Vec<((String, i32), PendingOffset)> = checked
             .iter()
-            .flat_map(|(topic, partitions)| {
+            .flat_map(|((topic, _), partitions)| {
                 partitions.iter().filter_map(|(index, r)| {
                     r.as_ref()
                         .ok()
@@ -103,7 +115,7 @@ impl Handler for TxnOffsetCommitRequest {
         let store_code = stored.err().map_or(0, |e| e.code());
         let topics = checked
             .into_iter()
-            .map(|(name, partitions)| answer_topic(name, partitions, store_code))
+            .map(|(topic, partitions)| answer_topic(topic, ctx.version, partitions, store_code))
             .collect();
         TxnOffsetCommitResponse::default().with_topics(topics)
     }
@@ -134,16 +146,23 @@ fn request_error(
     } else if !ctx.authorize_group(Operation::Read, group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else if ctx.version >= 3 {
-        member_error(
+        let error = member_error(
             groups,
             group,
             (
-                request.generation_id,
+                request.generation_id_or_member_epoch,
                 &request.member_id,
                 request.group_instance_id.as_deref(),
             ),
             Committing::Transaction,
-        )
+        );
+        // Before v6 a stale member epoch is answered as Kafka does: ILLEGAL_GENERATION.
+        match error {
+            Some(ResponseError::StaleMemberEpoch) if ctx.version < 6 => {
+                Some(ResponseError::IllegalGeneration)
+            }
+            other => other,
+        }
     } else if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
     } else {
@@ -178,22 +197,28 @@ fn check_partition(
     }
 }
 
-/// A topic's answer: each partition's error, or `store_code` for those accepted.
+/// A topic's answer (by id from v6, by name before): each partition's error, or `store_code`
+/// for those accepted.
 fn answer_topic(
-    name: String,
+    (name, id): Named,
+    version: i16,
     partitions: Vec<PartitionCheck>,
     store_code: i16,
 ) -> TxnOffsetCommitResponseTopic {
-    TxnOffsetCommitResponseTopic::default()
-        .with_name(kafka_protocol::messages::TopicName(name.into()))
-        .with_partitions(
-            partitions
-                .into_iter()
-                .map(|(index, r)| {
-                    TxnOffsetCommitResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_error_code(r.map_or_else(|e| e.code(), |_| store_code))
-                })
-                .collect(),
-        )
+    let topic = TxnOffsetCommitResponseTopic::default();
+    let topic = if version >= 6 {
+        topic.with_topic_id(id)
+    } else {
+        topic.with_name(kafka_protocol::messages::TopicName(name.into()))
+    };
+    topic.with_partitions(
+        partitions
+            .into_iter()
+            .map(|(index, r)| {
+                TxnOffsetCommitResponsePartition::default()
+                    .with_partition_index(index)
+                    .with_error_code(r.map_or_else(|e| e.code(), |_| store_code))
+            })
+            .collect(),
+    )
 }

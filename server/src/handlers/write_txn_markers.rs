@@ -1,4 +1,6 @@
-//! WriteTxnMarkers, version 1 (Kafka 4.x serves no other): writes a COMMIT or ABORT marker of
+//! WriteTxnMarkers, versions 1–2 (v2, KIP-1228, adds each marker's transaction version, which
+//! lograil takes and does not need: a partition checks a marker's epoch the same way for
+//! every version, not older than the producer's): writes a COMMIT or ABORT marker of
 //! the given producer, epoch and coordinator epoch to each partition named, each durable
 //! before the answer. lograil's own coordinator writes its markers without this request; what
 //! sends it is `kafka-transactions abort` (Admin's abortTransaction), to end a hanging
@@ -25,7 +27,7 @@ use crate::appender::{AppendMode, Appended, Marker, ProduceError};
 use crate::broker::Storage;
 
 impl Handler for WriteTxnMarkersRequest {
-    const SERVED: (i16, i16) = (1, 1);
+    const SERVED: (i16, i16) = (1, 2);
     type Needs = Arc<Storage>;
 
     fn counts(&self) -> Counts {

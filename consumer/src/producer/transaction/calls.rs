@@ -253,7 +253,7 @@ impl Producer {
             .with_group_id(GroupId(text(&group.group_id)))
             .with_producer_id(ProducerId(identity.id))
             .with_producer_epoch(identity.epoch)
-            .with_generation_id(group.generation_id)
+            .with_generation_id_or_member_epoch(group.generation_id)
             .with_member_id(text(&group.member_id))
             .with_group_instance_id(group.group_instance_id.as_deref().map(text))
             .with_topics(
