@@ -34,6 +34,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
 use crate::broker::{Admin, Groups, Storage};
@@ -45,6 +46,35 @@ use crate::groups::streams::Beat;
 impl Handler for StreamsGroupHeartbeatRequest {
     const SERVED: (i16, i16) = (0, 0);
     type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Admin>, Arc<Groups>);
+
+    /// The topology's topic names and the tasks the member lists, against the broker's caps.
+    fn counts(&self) -> Counts {
+        let topics = self
+            .topology
+            .iter()
+            .flat_map(|t| &t.subtopologies)
+            .map(|s| {
+                s.source_topics.len()
+                    + s.source_topic_regex.len()
+                    + s.repartition_sink_topics.len()
+                    + s.repartition_source_topics.len()
+                    + s.state_changelog_topics.len()
+                    + s.copartition_groups.len()
+            });
+        let lists = [&self.active_tasks, &self.standby_tasks, &self.warmup_tasks];
+        let tasks = lists.iter().filter_map(|l| l.as_ref()).flatten();
+        let offsets = [&self.task_offsets, &self.task_end_offsets];
+        Counts {
+            topics: topics.sum(),
+            partitions: tasks.map(|t| t.partitions.len()).sum::<usize>()
+                + offsets
+                    .iter()
+                    .filter_map(|o| o.as_ref())
+                    .map(Vec::len)
+                    .sum::<usize>(),
+            ..Counts::default()
+        }
+    }
 
     async fn handle(
         (broker_config, storage, admin, groups): Self::Needs,

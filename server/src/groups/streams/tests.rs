@@ -307,3 +307,162 @@ fn a_silent_member_is_fenced_and_a_shutdown_request_reaches_everyone() {
     assert_eq!(groups.describe("g").unwrap().state(), "Empty");
     assert!(groups.describe("g").unwrap().shutdown_by.is_none());
 }
+
+#[test]
+fn a_topology_over_the_task_cap_is_invalid() {
+    let configured = word_count().configure(&topics(&[("lines", 600_000)]));
+    assert!(
+        matches!(&configured.problem, Some(Problem::Invalid(why)) if why.contains("cap")),
+        "{configured:?}"
+    );
+}
+
+mod model {
+    //! Random joins (two processes), leaves, heartbeats and silences: at every step no
+    //! active task is run by two members, no process holds a task twice, and once every
+    //! member has heartbeated enough each runs exactly its target and the targets cover every
+    //! task.
+
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::time::{Duration, Instant};
+
+    use proptest::prelude::*;
+
+    use super::super::assignor::{Task, Tasks};
+    use super::super::{Beat, StreamsConfig, StreamsGroups};
+    use super::{beat, join, topics, READY};
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Join(usize),
+        Leave(usize),
+        Beat(usize),
+        Silence,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0..4usize).prop_map(Step::Join),
+            (0..4usize).prop_map(Step::Leave),
+            (0..4usize).prop_map(Step::Beat),
+            (0..4usize).prop_map(Step::Beat),
+            Just(Step::Silence),
+        ]
+    }
+
+    /// What a client runs (after giving up what it was last told not to).
+    #[derive(Debug, Default, Clone)]
+    struct Client {
+        epoch: i32,
+        runs: Tasks,
+    }
+
+    fn process(m: usize) -> String {
+        format!("p{}", m % 2)
+    }
+
+    fn send(
+        groups: &StreamsGroups,
+        clients: &mut BTreeMap<usize, Client>,
+        m: usize,
+        b: Beat,
+        now: Instant,
+    ) {
+        let have = topics(&READY);
+        match groups.heartbeat("g", b, now, &have) {
+            Ok(answer) => {
+                let c = clients.entry(m).or_default();
+                c.epoch = answer.member_epoch;
+                if let Some(tasks) = answer.tasks {
+                    c.runs = tasks;
+                }
+            }
+            Err(_) => {
+                clients.remove(&m);
+            }
+        }
+    }
+
+    fn check_exclusive(groups: &StreamsGroups) {
+        let Some(group) = groups.describe("g") else {
+            return;
+        };
+        let mut active: BTreeSet<&Task> = BTreeSet::new();
+        let mut per_process: BTreeMap<&str, BTreeSet<&Task>> = BTreeMap::new();
+        for m in group.members.values() {
+            for t in m.assigned.active.iter().chain(&m.revoking.active) {
+                assert!(active.insert(t), "{t:?} active twice: {group:?}");
+            }
+            let held = per_process.entry(m.process_id.as_str()).or_default();
+            let all = m.assigned.active.iter().chain(&m.assigned.standby);
+            for t in all {
+                assert!(held.insert(t), "{t:?} twice in {}: {group:?}", m.process_id);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn no_task_runs_twice_and_the_group_converges(steps in proptest::collection::vec(step(), 1..50)) {
+            let groups = StreamsGroups::new(StreamsConfig {
+                initial_delay: Duration::ZERO,
+                assignment_interval: Duration::ZERO,
+                standbys: 1,
+                ..StreamsConfig::default()
+            });
+            let mut clients: BTreeMap<usize, Client> = BTreeMap::new();
+            let mut now = Instant::now();
+            let name = |m: usize| format!("m{m}");
+            for s in steps {
+                match s {
+                    Step::Join(m) => {
+                        if let std::collections::btree_map::Entry::Vacant(e) = clients.entry(m) {
+                            e.insert(Client::default());
+                            send(&groups, &mut clients, m, join(&name(m), &process(m)), now);
+                        }
+                    }
+                    Step::Leave(m) => {
+                        if clients.remove(&m).is_some() {
+                            let _ = groups.leave("g", &name(m), false);
+                        }
+                    }
+                    Step::Beat(m) => {
+                        if let Some(c) = clients.get(&m).cloned() {
+                            send(&groups, &mut clients, m, beat(&name(m), c.epoch, &c.runs), now);
+                        }
+                    }
+                    Step::Silence => {
+                        now += Duration::from_secs(60);
+                        for (_, m) in groups.tick(now) {
+                            let i: usize = m[1..].parse().unwrap();
+                            clients.remove(&i);
+                        }
+                    }
+                }
+                check_exclusive(&groups);
+            }
+            // Every member heartbeats until nothing changes: each runs its target.
+            for _ in 0..4 {
+                for m in clients.keys().copied().collect::<Vec<_>>() {
+                    if let Some(c) = clients.get(&m).cloned() {
+                        send(&groups, &mut clients, m, beat(&name(m), c.epoch, &c.runs), now);
+                    }
+                    check_exclusive(&groups);
+                }
+            }
+            if let Some(group) = groups.describe("g") {
+                if !group.members.is_empty() {
+                    prop_assert_eq!(group.state(), "Stable");
+                    let mut covered = BTreeSet::new();
+                    for (id, m) in &group.members {
+                        prop_assert_eq!(&m.assigned, &group.target[id]);
+                        covered.extend(m.assigned.active.iter().cloned());
+                    }
+                    prop_assert_eq!(covered.len(), 4);
+                }
+            }
+        }
+    }
+}

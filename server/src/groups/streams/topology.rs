@@ -7,6 +7,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Most tasks a topology may have (the sum over its subtopologies of their widest source):
+/// the assignor and each member's answer grow with them. Kafka has no such cap; a topology
+/// over it is STREAMS_INVALID_TOPOLOGY.
+pub const MAX_TASKS: i64 = 1_000_000;
+
 /// An internal topic the topology asks for (a changelog or a repartition topic).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicInfo {
@@ -150,6 +155,12 @@ impl Topology {
             for c in &s.changelogs {
                 decided.insert(c.name.clone(), widest);
             }
+        }
+        let total: i64 = tasks.values().map(|n| i64::from(*n)).sum();
+        if total > MAX_TASKS {
+            return Err(Problem::Invalid(format!(
+                "The topology has {total} tasks, over lograil's cap of {MAX_TASKS}."
+            )));
         }
         let mut to_create = Vec::new();
         for info in self
