@@ -503,15 +503,28 @@ pub async fn wait_until_async(what: &str, timeout: Duration, mut condition: impl
     }
 }
 
-/// StreamsGroupDescribe (v0) of one group.
+/// The address of `group`'s coordinator, as the broker at `addr` names it (FindCoordinator v4).
+pub fn group_coordinator(addr: &str, group: &str) -> String {
+    let request = kafka_protocol::messages::FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![text(group)]);
+    let response: kafka_protocol::messages::FindCoordinatorResponse =
+        call(&mut connect(addr), ApiKey::FindCoordinator, 4, &request);
+    let c = &response.coordinators[0];
+    assert_eq!(c.error_code, 0, "{c:?}");
+    format!("{}:{}", c.host.as_str(), c.port)
+}
+
+/// StreamsGroupDescribe (v0) of one group, asked of its coordinator.
 pub fn describe_streams_group(
     addr: &str,
     group: &str,
 ) -> kafka_protocol::messages::streams_group_describe_response::DescribedGroup {
+    let coordinator = group_coordinator(addr, group);
     let request = kafka_protocol::messages::StreamsGroupDescribeRequest::default()
         .with_group_ids(vec![kafka_protocol::messages::GroupId(text(group))]);
     let mut response: kafka_protocol::messages::StreamsGroupDescribeResponse = call(
-        &mut connect(addr),
+        &mut connect(&coordinator),
         ApiKey::StreamsGroupDescribe,
         0,
         &request,
