@@ -538,7 +538,11 @@ async fn run_group_timer(broker: Arc<Broker>) {
             .classic
             .tick(now, |group| broker.groups().offsets.has_offsets(group));
         broker.groups().consumer.tick(now);
-        broker.groups().streams.tick(now);
+        let streams = &broker.groups().streams;
+        streams.tick_with(now, |group| {
+            let overrides = broker.shares().overrides(group);
+            streams.config.with_overrides(&overrides).session_timeout
+        });
         broker
             .groups()
             .streams

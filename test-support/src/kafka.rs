@@ -503,16 +503,15 @@ pub async fn wait_until_async(what: &str, timeout: Duration, mut condition: impl
     }
 }
 
-/// The address of `group`'s coordinator, as the broker at `addr` names it (FindCoordinator v4).
+/// The address of `group`'s coordinator, as the broker at `addr` names it (FindCoordinator v3).
 pub fn group_coordinator(addr: &str, group: &str) -> String {
     let request = kafka_protocol::messages::FindCoordinatorRequest::default()
         .with_key_type(0)
-        .with_coordinator_keys(vec![text(group)]);
+        .with_key(text(group));
     let response: kafka_protocol::messages::FindCoordinatorResponse =
-        call(&mut connect(addr), ApiKey::FindCoordinator, 4, &request);
-    let c = &response.coordinators[0];
-    assert_eq!(c.error_code, 0, "{c:?}");
-    format!("{}:{}", c.host.as_str(), c.port)
+        call(&mut connect(addr), ApiKey::FindCoordinator, 3, &request);
+    assert_eq!(response.error_code, 0, "{response:?}");
+    format!("{}:{}", response.host.as_str(), response.port)
 }
 
 /// StreamsGroupDescribe (v0) of one group, asked of its coordinator.

@@ -444,6 +444,12 @@ fn api_versions_advertises_exactly_what_is_routed() {
             ApiKey::ShareGroupDescribe => {
                 frame(key, max, 1, &m::ShareGroupDescribeRequest::default())
             }
+            ApiKey::StreamsGroupHeartbeat => {
+                frame(key, max, 1, &m::StreamsGroupHeartbeatRequest::default())
+            }
+            ApiKey::StreamsGroupDescribe => {
+                frame(key, max, 1, &m::StreamsGroupDescribeRequest::default())
+            }
             ApiKey::ShareFetch => frame(key, max, 1, &m::ShareFetchRequest::default()),
             ApiKey::ShareAcknowledge => frame(key, max, 1, &m::ShareAcknowledgeRequest::default()),
             ApiKey::DescribeShareGroupOffsets => {

@@ -34,6 +34,7 @@ mod rdkafka_clients;
 mod readme_layout;
 mod security;
 mod shares;
+mod streams_groups;
 mod structure;
 mod topic_configs;
 mod transaction_coordinator;

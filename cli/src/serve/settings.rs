@@ -152,6 +152,10 @@ settings! {
     /// for more members before its first assignment (default 3000; 0: none).
     #[arg(long)]
     group_streams_initial_rebalance_delay_ms: u64 => |c, v| c.groups.streams.initial_delay = ms(v),
+    /// Kafka's `group.streams.assignment.interval.ms`: a streams group's target assignment is
+    /// computed at most once per this interval (default 1000; 0: at every change).
+    #[arg(long)]
+    group_streams_assignment_interval_ms: u64 => |c, v| c.groups.streams.assignment_interval = ms(v),
     /// Default `segment.bytes` of topics: roll the active segment at this size.
     #[arg(long)]
     segment_bytes: i64 => |c, v| topic_default(c, "segment.bytes", v)?,

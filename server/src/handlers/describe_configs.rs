@@ -107,12 +107,19 @@ fn documentation(name: &str) -> Option<String> {
 /// A share group's configs (its overrides as group configs, the rest as defaults), and one
 /// read-only entry per share partition: `start=…,end=…,available=…,acquired=…,archived=…`
 /// and `oldest_lock_ms=…` when a lock is held (what `lograil queue describe` shows).
-fn group_entries(storage: &Arc<Storage>, shares: &Arc<Shares>, group: &str) -> Vec<Entry> {
+fn group_entries(
+    broker_config: &BrokerConfig,
+    storage: &Arc<Storage>,
+    shares: &Arc<Shares>,
+    group: &str,
+) -> Vec<Entry> {
     let overrides = shares.overrides(group);
+    let streams = broker_config.groups.streams.with_overrides(&overrides);
     let mut entries: Vec<Entry> = shares
         .config(group)
         .entries()
         .into_iter()
+        .chain(streams.entries())
         .map(|(k, v)| {
             let source = if overrides.iter().any(|(n, _)| n == k) {
                 DYNAMIC_GROUP_CONFIG_SOURCE
@@ -388,7 +395,7 @@ fn entries(
             .chain(broker_config.share.broker_entries())
             .map(|(k, v)| (k.to_string(), v, STATIC_BROKER_CONFIG_SOURCE, true))
             .collect(),
-        GROUP => group_entries(storage, shares, &resource.resource_name),
+        GROUP => group_entries(broker_config, storage, shares, &resource.resource_name),
         other => {
             return Err((
                 ResponseError::InvalidRequest,

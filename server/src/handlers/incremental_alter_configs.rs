@@ -16,8 +16,10 @@
 //! - share groups (resource type GROUP, 32): Kafka's `group.share.*` configs,
 //!   `share.auto.offset.reset` and KIP-1191's `errors.deadletterqueue.topic.name` (any name, as
 //!   Kafka 4.4: the dead-letter topic is checked when a record is dead-lettered) and
-//!   `errors.deadletterqueue.copy.record.enable` (true or false), persisted in
-//!   `__share_group_state`.
+//!   `errors.deadletterqueue.copy.record.enable` (true or false), and streams groups'
+//!   `streams.session.timeout.ms`, `streams.heartbeat.interval.ms`,
+//!   `streams.num.standby.replicas` and `streams.initial.rebalance.delay.ms`
+//!   (`groups::streams::config`), all persisted in `__share_group_state`.
 //! - the cluster-wide broker defaults (resource type 4, name "", Kafka's `--entity-default`):
 //!   `log.retention.ms`, `log.retention.bytes`, `log.segment.bytes`, `log.roll.ms`,
 //!   `message.max.bytes`, `log.index.interval.bytes`, `log.flush.interval.messages`,
@@ -51,7 +53,6 @@ use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Storage;
 use crate::broker_defaults::{follow, DefaultsError};
-use crate::config::BrokerConfig;
 use crate::shares::Pending;
 use crate::shares::Shares;
 use crate::topic_config::{self, Type};
@@ -66,7 +67,7 @@ const SUBTRACT: i8 = 3;
 
 impl Handler for IncrementalAlterConfigsRequest {
     const SERVED: (i16, i16) = (0, 1);
-    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Shares>);
+    type Needs = (Arc<Storage>, Arc<Shares>);
 
     fn counts(&self) -> Counts {
         Counts {
@@ -77,7 +78,7 @@ impl Handler for IncrementalAlterConfigsRequest {
     }
 
     async fn handle(
-        (broker_config, storage, shares): Self::Needs,
+        (storage, shares): Self::Needs,
         request: IncrementalAlterConfigsRequest,
         ctx: &RequestContext,
     ) -> IncrementalAlterConfigsResponse {
@@ -105,7 +106,6 @@ impl Handler for IncrementalAlterConfigsRequest {
                 continue;
             }
             responses.push(alter_group(
-                &broker_config,
                 &shares,
                 resource,
                 request.validate_only,
@@ -184,7 +184,6 @@ async fn alter_broker_or_topic(
 
 /// A share group's configs (or a refusal for a resource type not served).
 fn alter_group(
-    broker_config: &BrokerConfig,
     shares: &Arc<Shares>,
     resource: AlterConfigsResource,
     validate_only: bool,
@@ -230,12 +229,8 @@ fn alter_group(
         changes.push((config.name.to_string(), value));
     }
     if validate_only {
-        let mut check = shares.config(&resource.resource_name);
-        let defaults = broker_config.share.clone();
-        for (name, value) in &changes {
-            if let Err(e) = check.set(name, value.as_deref(), &defaults) {
-                return fail(ResponseError::InvalidConfig, e.to_string());
-            }
+        if let Err(e) = shares.check_configs(&resource.resource_name, &changes) {
+            return fail(ResponseError::InvalidConfig, e.to_string());
         }
         return response;
     }

@@ -42,10 +42,17 @@ use crate::config::BrokerConfig;
 use crate::groups::streams::assignor::{Task, Tasks};
 use crate::groups::streams::topology::{Status, Subtopology, TopicInfo, Topology};
 use crate::groups::streams::Beat;
+use crate::shares::Shares;
 
 impl Handler for StreamsGroupHeartbeatRequest {
     const SERVED: (i16, i16) = (0, 0);
-    type Needs = (Arc<BrokerConfig>, Arc<Storage>, Arc<Admin>, Arc<Groups>);
+    type Needs = (
+        Arc<BrokerConfig>,
+        Arc<Storage>,
+        Arc<Admin>,
+        Arc<Groups>,
+        Arc<Shares>,
+    );
 
     /// The topology's topic names and the tasks the member lists, against the broker's caps.
     fn counts(&self) -> Counts {
@@ -77,7 +84,7 @@ impl Handler for StreamsGroupHeartbeatRequest {
     }
 
     async fn handle(
-        (broker_config, storage, admin, groups): Self::Needs,
+        (broker_config, storage, admin, groups, shares): Self::Needs,
         request: StreamsGroupHeartbeatRequest,
         ctx: &RequestContext,
     ) -> StreamsGroupHeartbeatResponse {
@@ -95,7 +102,12 @@ impl Handler for StreamsGroupHeartbeatRequest {
             tracing::debug!(group = %group, member = %request.member_id, why, "StreamsGroupHeartbeat refused");
             return fail(error, Some(&why));
         }
-        let interval = groups.streams.config.heartbeat_interval;
+        // The broker's settings with the group's own (`streams.*` group configs).
+        let config = groups
+            .streams
+            .config
+            .with_overrides(&shares.overrides(&group));
+        let interval = config.heartbeat_interval;
         let interval = i32::try_from(interval.as_millis()).unwrap_or(i32::MAX);
         let member_id = request.member_id.to_string();
         if request.member_epoch < 0 {
@@ -111,9 +123,10 @@ impl Handler for StreamsGroupHeartbeatRequest {
             i32::try_from(t.partitions().len()).ok()
         };
         let beat = beat(request, topology, ctx);
-        let answer = groups
-            .streams
-            .heartbeat(&group, beat, Instant::now(), &partitions);
+        let answer =
+            groups
+                .streams
+                .heartbeat_with(&group, beat, Instant::now(), &partitions, &config);
         let mut answer = match answer {
             Ok(answer) => answer,
             Err((error, why)) => {

@@ -9,6 +9,7 @@ use log_core::{Log, Uuid};
 use task_queue::{Change, ShareConfig, ShareConfigError, ShareKey, SharePartition, TenantStats};
 
 use super::{lock, resolve, Pending, Shares};
+use crate::groups::streams::config as streams_config;
 
 /// A share partition's start offset (SPSO) and lag (records from it to the log end not yet
 /// completed; `None` when the topic is gone).
@@ -51,10 +52,7 @@ impl Shares {
         changes: &[(String, Option<String>)],
         pending: &mut Pending,
     ) -> Result<(), ShareConfigError> {
-        let mut check = self.config(group);
-        for (name, value) in changes {
-            check.set(name, value.as_deref(), &self.defaults)?;
-        }
+        self.check_configs(group, changes)?;
         let mut overrides = lock(&self.overrides);
         let group_overrides = overrides.entry(group.to_string()).or_default();
         for (name, value) in changes {
@@ -73,6 +71,34 @@ impl Shares {
             Ok(Some(info)) => pending.push(self.store.partition(), info),
             Ok(None) => {}
             Err(e) => tracing::error!(group, error = %e, "persisting group configs failed"),
+        }
+        Ok(())
+    }
+
+    /// Checks a group's config changes: share group configs as [`ShareConfig::set`] does,
+    /// streams group configs (kept here too, with the group's others) as
+    /// [`streams_config::check`] does.
+    pub fn check_configs(
+        &self,
+        group: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), ShareConfigError> {
+        let mut check = self.config(group);
+        for (name, value) in changes {
+            if streams_config::is_streams_config(name) {
+                let refused = value
+                    .as_deref()
+                    .map(|v| (v, streams_config::check(name, v)));
+                if let Some((v, Err(expected))) = refused {
+                    return Err(ShareConfigError::Invalid {
+                        name: name.clone(),
+                        value: v.to_string(),
+                        expected,
+                    });
+                }
+                continue;
+            }
+            check.set(name, value.as_deref(), &self.defaults)?;
         }
         Ok(())
     }

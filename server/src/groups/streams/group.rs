@@ -164,6 +164,8 @@ pub struct StreamsGroup {
     /// The member that asked the whole application to shut down, until the group is empty.
     pub shutdown_by: Option<String>,
     pub endpoint_epoch: i32,
+    /// The standby replicas the target was computed with (`streams.num.standby.replicas`).
+    standbys: usize,
 }
 
 impl StreamsGroup {
@@ -179,6 +181,7 @@ impl StreamsGroup {
             last_assignment: None,
             shutdown_by: None,
             endpoint_epoch: 0,
+            standbys: 0,
         }
     }
 
@@ -250,6 +253,11 @@ impl StreamsGroup {
         let before = (member.epoch, member.assigned.clone());
         if configured != self.configured {
             self.configured = configured;
+            bump = true;
+        }
+        if config.standbys != self.standbys {
+            // As Kafka: a change of the assignment's configs bumps the epoch.
+            self.standbys = config.standbys;
             bump = true;
         }
         if bump {

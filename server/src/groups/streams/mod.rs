@@ -14,6 +14,7 @@
 //! UNKNOWN_MEMBER_ID and rejoins with its topology; committed offsets are kept.
 
 pub mod assignor;
+pub mod config;
 mod group;
 pub mod topology;
 
@@ -74,13 +75,28 @@ impl StreamsGroups {
         self.groups.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A StreamsGroupHeartbeat already checked for its own faults, epoch 0 or more.
+    /// A StreamsGroupHeartbeat already checked for its own faults, epoch 0 or more, under the
+    /// broker's settings (for tests; the handler passes the group's own).
+    #[cfg(test)]
     pub fn heartbeat(
         &self,
         group_id: &str,
         beat: Beat,
         now: Instant,
         partitions: Partitions<'_>,
+    ) -> Result<Answer, (ResponseError, String)> {
+        self.heartbeat_with(group_id, beat, now, partitions, &self.config)
+    }
+
+    /// [`StreamsGroups::heartbeat`] under the group's own settings (`config`: the broker's
+    /// with the group's `streams.*` configs).
+    pub fn heartbeat_with(
+        &self,
+        group_id: &str,
+        beat: Beat,
+        now: Instant,
+        partitions: Partitions<'_>,
+        config: &StreamsConfig,
     ) -> Result<Answer, (ResponseError, String)> {
         let mut groups = self.lock();
         let fresh = !groups.contains_key(group_id);
@@ -97,7 +113,7 @@ impl StreamsGroups {
         let group = groups
             .entry(group_id.to_string())
             .or_insert_with(StreamsGroup::new);
-        let answer = group.heartbeat(beat, now, &self.config, partitions);
+        let answer = group.heartbeat(beat, now, config, partitions);
         if answer.is_err() && fresh {
             groups.remove(group_id);
         }
@@ -128,11 +144,22 @@ impl StreamsGroups {
         Ok(())
     }
 
-    /// Fences members silent past the session timeout or late revoking; returns them.
+    /// Fences members silent past the broker's session timeout or late revoking; returns them
+    /// (for tests; the group timer passes each group's own).
+    #[cfg(test)]
     pub fn tick(&self, now: Instant) -> Vec<(String, String)> {
+        self.tick_with(now, |_| self.config.session_timeout)
+    }
+
+    /// [`StreamsGroups::tick`] with each group's own session timeout (`session`, by group id).
+    pub fn tick_with(
+        &self,
+        now: Instant,
+        session: impl Fn(&str) -> Duration,
+    ) -> Vec<(String, String)> {
         let mut gone = Vec::new();
         for (id, group) in self.lock().iter_mut() {
-            for member in group.expired(now, self.config.session_timeout) {
+            for member in group.expired(now, session(id)) {
                 tracing::info!(group = %id, member = %member, "streams group member fenced (session or rebalance timeout)");
                 group.remove(&member);
                 gone.push((id.clone(), member));
