@@ -22,7 +22,7 @@
 #   lograil does not; only name=value is compared;
 # - log dir sizes: the set of partitions and whether each is empty are compared, not bytes;
 # - error output: the exception class only, not the message text;
-# - kafka-features: only group.version, share.version and transaction.version, without the
+# - kafka-features: only group.version, share.version, streams.version and transaction.version, without the
 #   epoch;
 # - kafka-transactions: producer ids, start times and durations are left out; the open
 #   transaction is left by a confluent-kafka producer (python3 with confluent_kafka, as .ci/run
