@@ -657,3 +657,97 @@ fn the_cleaner_removes_aborted_records_and_stops_at_the_lso() {
     assert_eq!(markers.len(), 3);
     assert_eq!(p.last_stable_offset(), p.log_end_offset());
 }
+
+/// As Kafka's cleaner: a transaction marker stays while a batch of its transaction does; once
+/// none does (aborted records removed, committed ones shadowed), it gets a delete horizon (the
+/// pass's time plus `delete.retention.ms`) and goes at the first pass past it. A marker whose
+/// transaction still has a record stays for good. Reopened, the partition has no transaction
+/// open, its LSO is the log end, and read_committed sees the same records.
+#[test]
+fn a_marker_goes_after_delete_retention_once_its_transaction_has_no_batch_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || LogOptions {
+        cleaner: log_core::CleanerOptions {
+            enabled: false,
+            ..log_core::CleanerOptions::default()
+        },
+        ..LogOptions::default()
+    };
+    let log = Log::open_with_options(dir.path(), options()).unwrap();
+    let mut config = TopicConfig {
+        segment_bytes: 1024,
+        cleanup: log_core::CleanupPolicy::parse("compact").unwrap(),
+        ..TopicConfig::default()
+    };
+    config.set("min.cleanable.dirty.ratio", "0").unwrap();
+    config.set("delete.retention.ms", "1000").unwrap();
+    log.create_topic("c", 1, config).unwrap();
+    let p = log.topic("c").unwrap().partitions()[0].clone();
+    let txn = |pid: i64, records: &[(&[u8], &[u8])]| {
+        let entries: Vec<batch::NewRecord> = records
+            .iter()
+            .map(|(k, v)| (Some(*k), Some(*v), 1))
+            .collect();
+        let mut bytes = batch::build_for_producer(&entries, pid, 0, 0).to_vec();
+        record_batch::build::set_transactional(&mut bytes).unwrap();
+        p.append(&bytes).unwrap().base_offset
+    };
+    let end = |pid: i64, kind| {
+        p.append(&record_batch::control_batch(pid, 0, 0, kind, 1))
+            .unwrap()
+            .base_offset
+    };
+    let filler = |n: usize| {
+        for i in 0..n {
+            let key = format!("filler-{}", i % 4);
+            p.append(&batch::build(&[(
+                Some(key.as_bytes()),
+                Some(&[b'f'; 100][..]),
+                1,
+            )]))
+            .unwrap();
+        }
+    };
+    // 0-1: aborted; 2-3: committed, then shadowed by 4-5; 4-5: committed, k's latest.
+    assert_eq!(txn(10, &[(b"k", b"aborted")]), 0);
+    assert_eq!(end(10, ControlType::Abort), 1);
+    assert_eq!(txn(11, &[(b"k", b"old")]), 2);
+    assert_eq!(end(11, ControlType::Commit), 3);
+    assert_eq!(txn(12, &[(b"k", b"new")]), 4);
+    assert_eq!(end(12, ControlType::Commit), 5);
+    filler(30);
+    assert!(
+        p.segment_count() >= 3,
+        "the transactions are in closed segments"
+    );
+
+    let now = log_core::now_ms();
+    p.clean(&small_map(), now, |_| {}).unwrap().unwrap();
+    let (records, markers) = everything(&p);
+    assert!(records.iter().all(|r| r.0 != 0 && r.0 != 2), "{records:?}");
+    assert!(records.iter().any(|r| r.0 == 4));
+    assert_eq!(markers, vec![1, 3, 5], "markers stay until their horizon");
+
+    // Past the horizon: the markers of the transactions with no batch left go.
+    filler(10);
+    p.clean(&small_map(), now + 1001, |_| {}).unwrap().unwrap();
+    let (records, markers) = everything(&p);
+    assert!(records.iter().any(|r| r.0 == 4), "{records:?}");
+    assert_eq!(
+        markers,
+        vec![5],
+        "only the marker of a transaction with a record stays"
+    );
+    assert!(p.open_transactions().is_empty());
+    assert_eq!(p.last_stable_offset(), p.log_end_offset());
+    let committed = read_committed(&p);
+
+    // Reopened: the same.
+    log.close().unwrap();
+    let log = Log::open_with_options(dir.path(), options()).unwrap();
+    let p = log.topic("c").unwrap().partitions()[0].clone();
+    assert!(p.open_transactions().is_empty());
+    assert_eq!(p.last_stable_offset(), p.log_end_offset());
+    assert_eq!(read_committed(&p), committed);
+    assert_eq!(everything(&p).1, vec![5]);
+}

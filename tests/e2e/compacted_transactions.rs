@@ -4,7 +4,9 @@
 //! broker is killed and started again on the same port (librdkafka reconnects and retries what
 //! was in flight). The broker must answer every retry of a stored batch as a duplicate: no
 //! batch (producer id, epoch, base sequence) is ever stored twice, and the producer never
-//! meets a fatal error.
+//! meets a fatal error. With `delete.retention.ms=100` the cleaner also removes the markers of
+//! transactions with no batch left: fewer markers stay than transactions ended, and after the
+//! last restart no transaction is left open (the last stable offset is the high watermark).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,8 +25,10 @@ const PARTITIONS: i32 = 3;
 
 /// Transactions of 30 records (a third with keys of their own, which the cleaner keeps, the
 /// rest over 10 keys it thins), every 5th aborted, until `stop`; a new producer with the same
-/// transactional id after any error (it fences the old one). Counts commits and fatal errors.
-fn transact(addr: String, stop: Arc<AtomicBool>, commits: Arc<AtomicU64>, fatal: Arc<AtomicU64>) {
+/// transactional id after any error (it fences the old one). Counts commits, aborts (the
+/// every-5th ones) and fatal errors.
+fn transact(addr: String, stop: Arc<AtomicBool>, counts: [Arc<AtomicU64>; 3]) {
+    let [commits, aborts, fatal] = counts;
     let props = [
         ("transactional.id", "changelog-writer"),
         ("linger.ms", "5"),
@@ -58,7 +62,9 @@ fn transact(addr: String, stop: Arc<AtomicBool>, commits: Arc<AtomicU64>, fatal:
                     producer.send(record).map_err(|(e, _)| e)?;
                 }
                 if n.is_multiple_of(5) {
-                    producer.abort_transaction(Duration::from_secs(15))
+                    producer.abort_transaction(Duration::from_secs(15))?;
+                    aborts.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
                 } else {
                     producer.commit_transaction(Duration::from_secs(15))?;
                     commits.fetch_add(1, Ordering::Relaxed);
@@ -86,10 +92,14 @@ fn transact(addr: String, stop: Arc<AtomicBool>, commits: Arc<AtomicU64>, fatal:
     }
 }
 
-/// (producer id, epoch, base sequence) → the offsets of the data batches carrying it, in every
-/// partition of the topic.
-fn stored_batches(addr: &str) -> HashMap<(i32, i64, i16, i32), Vec<i64>> {
-    let mut seen: HashMap<(i32, i64, i16, i32), Vec<i64>> = HashMap::new();
+/// A data batch's identity: partition, producer id, epoch, base sequence.
+type StoredBatch = (i32, i64, i16, i32);
+
+/// (partition, producer id, epoch, base sequence) → the offsets of the data batches carrying
+/// it, in every partition of the topic; and how many control batches (markers) there are.
+fn stored_batches(addr: &str) -> (HashMap<StoredBatch, Vec<i64>>, usize) {
+    let mut seen: HashMap<StoredBatch, Vec<i64>> = HashMap::new();
+    let mut markers = 0;
     for partition in 0..PARTITIONS {
         let mut offset = 0;
         loop {
@@ -107,7 +117,9 @@ fn stored_batches(addr: &str) -> HashMap<(i32, i64, i16, i32), Vec<i64>> {
             let mut at = 0;
             while at < records.len() {
                 let h = record_batch::validate_stored(&records[at..]).unwrap();
-                if !h.is_control() && h.producer_id >= 0 {
+                if h.is_control() {
+                    markers += 1;
+                } else if h.producer_id >= 0 {
                     let key = (partition, h.producer_id, h.producer_epoch, h.base_sequence);
                     seen.entry(key).or_default().push(h.base_offset);
                 }
@@ -116,7 +128,21 @@ fn stored_batches(addr: &str) -> HashMap<(i32, i64, i16, i32), Vec<i64>> {
             }
         }
     }
-    seen
+    (seen, markers)
+}
+
+/// Each partition's (last stable offset, high watermark), as a read_committed Fetch answers.
+fn stable_offsets(addr: &str) -> Vec<(i64, i64)> {
+    (0..PARTITIONS)
+        .map(|partition| {
+            let mut request = fetch_request(TOPIC, 0, 0, 1);
+            request.isolation_level = 1;
+            request.topics[0].partitions[0].partition = partition;
+            let response: FetchResponse = call(&mut connect(addr), ApiKey::Fetch, 12, &request);
+            let p = &response.responses[0].partitions[0];
+            (p.last_stable_offset, p.high_watermark)
+        })
+        .collect()
 }
 
 #[test]
@@ -135,24 +161,18 @@ fn a_compacted_exactly_once_topic_stores_no_batch_twice_across_kills() {
         ("cleanup.policy", "compact"),
         ("segment.ms", "200"),
         ("min.cleanable.dirty.ratio", "0.01"),
+        ("delete.retention.ms", "100"),
     ];
     assert_eq!(
         try_create_topic(&broker.addr, TOPIC, PARTITIONS, &configs),
         0
     );
-    let (stop, commits, fatal) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicU64::new(0)),
-        Arc::new(AtomicU64::new(0)),
-    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: [Arc<AtomicU64>; 3] = Default::default();
+    let [commits, aborts, fatal] = counts.clone();
     let writer = {
-        let (addr, stop, commits, fatal) = (
-            broker.addr.clone(),
-            stop.clone(),
-            commits.clone(),
-            fatal.clone(),
-        );
-        std::thread::spawn(move || transact(addr, stop, commits, fatal))
+        let (addr, stop) = (broker.addr.clone(), stop.clone());
+        std::thread::spawn(move || transact(addr, stop, counts))
     };
     let mut seed = 0x5eed_u64;
     // LOGRAIL_TEST_KILLS: more kills for a longer run by hand (8 in CI).
@@ -181,20 +201,37 @@ fn a_compacted_exactly_once_topic_stores_no_batch_twice_across_kills() {
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
 
-    let seen = stored_batches(&broker.addr);
+    // The cleaner has had time to pass the markers' horizons (100 ms).
+    std::thread::sleep(Duration::from_millis(1500));
+    let (seen, markers) = stored_batches(&broker.addr);
     let twice: Vec<_> = seen
         .iter()
         .filter(|(_, offsets)| offsets.len() > 1)
         .collect();
+    let ended = commits.load(Ordering::Relaxed) + aborts.load(Ordering::Relaxed);
     eprintln!(
-        "{kills} kills, {} commits, {} batches stored, {} fatal errors",
+        "{kills} kills, {} commits, {} aborts, {} batches stored, {markers} markers, {} fatal errors",
         commits.load(Ordering::Relaxed),
+        aborts.load(Ordering::Relaxed),
         seen.len(),
         fatal.load(Ordering::Relaxed)
+    );
+    // Each transaction ended wrote a marker to each partition (a commit's keep the records of
+    // their own keys; an abort's have none left once cleaned): the aborts' markers go.
+    assert!(
+        (markers as u64) < ended * PARTITIONS as u64,
+        "{markers} markers kept of at least {} written",
+        ended * PARTITIONS as u64
     );
     assert!(twice.is_empty(), "batches stored twice: {twice:?}");
     assert_eq!(fatal.load(Ordering::Relaxed), 0, "fatal producer errors");
     let log = std::fs::read_to_string(broker.log_path()).unwrap();
     assert!(!log.contains("could not rebuild producer state"), "{log}");
     assert!(log.contains("cleaned"), "the cleaner ran");
+    // Restarted once more: no transaction is open, read_committed reads to the end.
+    broker.kill9();
+    broker.restart();
+    for (stable, high) in stable_offsets(&broker.addr) {
+        assert_eq!(stable, high, "a transaction left open");
+    }
 }

@@ -25,7 +25,10 @@
 //!    tombstone stays readable for `delete.retention.ms` after it reached the cleaned part,
 //!    whatever its own timestamp. Records of aborted transactions (log-core's transaction
 //!    state) are removed, and never enter the offset map, so an aborted value never shadows a
-//!    committed one. Control batches (transaction markers) are kept;
+//!    committed one. A transaction marker is kept while a batch of its transaction is (an
+//!    empty one a producer keeps included); once none is, it gets its delete horizon as a
+//!    tombstone's batch does and goes at the first pass past it, as in Kafka. The pass walks
+//!    from the log start, so it meets a transaction's batches before its marker;
 //! 3. each group replaces its segments crash-safely ([`swap`]).
 //!
 //! The cleaner reads closed segments, which nothing else writes, and writes files of its own:
@@ -38,9 +41,6 @@
 //! an empty batch (no records; the same base offset, last offset delta, producer, epoch and
 //! base sequence) stays, as Kafka keeps one, so the producer's sequence is rebuilt after a
 //! restart and its next batch is not refused as out of order.
-//!
-//! Deviation from Kafka: transaction markers are kept for good (Kafka removes one after
-//! `delete.retention.ms` once its transaction's records are gone).
 
 mod offset_map;
 mod rules;
@@ -59,7 +59,7 @@ use record_batch::records::records;
 use record_batch::{BatchHeader, Codec};
 
 pub(crate) use offset_map::OffsetMap;
-use rules::{records_section, Aborted, Rules};
+use rules::{records_section, Aborted, Kept, Rules};
 
 use crate::error::{BatchError, FileError, OpenError, ReadError};
 use crate::partition::{lock, Partition, DECOMPRESSED_PER_MESSAGE_BYTE};
@@ -319,8 +319,9 @@ impl Partition {
             level: |codec| config.compression_levels.of(codec),
         };
         swap::write_reach(self.place.storage.as_ref(), self.dir(), map_end)?;
+        let mut kept = Kept::default();
         for group in groups(closed, map_end, u64::from(config.segment_bytes)) {
-            self.clean_group(&place, &group, &rules, &mut report, pace)?;
+            self.clean_group(&place, &group, (&rules, &mut kept), &mut report, pace)?;
         }
         swap::write_checkpoint(self.place.storage.as_ref(), self.dir(), map_end)?;
         self.cleaned_to.fetch_max(map_end, Ordering::AcqRel);
@@ -347,7 +348,7 @@ impl Partition {
         &self,
         path: &std::path::Path,
         group: &[Arc<Segment>],
-        rules: &Rules<'_, impl Fn(Codec) -> i32>,
+        (rules, kept): (&Rules<'_, impl Fn(Codec) -> i32>, &mut Kept),
         report: &mut CleanReport,
         pace: &mut dyn FnMut(u64),
     ) -> Result<(bool, u64, u64), CleanError> {
@@ -366,7 +367,7 @@ impl Partition {
             let mut out = Vec::with_capacity(data.len());
             for (at, header) in batches {
                 let batch = &data[at..at + header.size as usize];
-                let (gone, rewritten) = rules.filter(batch, &header, &mut out)?;
+                let (gone, rewritten) = rules.filter(batch, &header, &mut out, kept)?;
                 removed += gone;
                 changed |= rewritten;
             }
@@ -405,14 +406,14 @@ impl Partition {
         &self,
         place: &Place,
         group: &[Arc<Segment>],
-        rules: &Rules<'_, impl Fn(Codec) -> i32>,
+        (rules, kept): (&Rules<'_, impl Fn(Codec) -> i32>, &mut Kept),
         report: &mut CleanReport,
         pace: &mut dyn FnMut(u64),
     ) -> Result<(), CleanError> {
         let base = group[0].base_offset;
         let end = group.last().map_or(base, |s| s.next_offset());
         let path = swap::cleaned_path(self.dir(), base, end);
-        let written = self.write_cleaned(&path, group, rules, report, pace);
+        let written = self.write_cleaned(&path, group, (rules, kept), report, pace);
         let (changed, removed, written) = match written {
             Ok(written) => written,
             Err(e) => {
@@ -440,8 +441,10 @@ impl Partition {
                     .all(|(a, b)| Arc::ptr_eq(a, b))
         });
         let Some(at) = at.filter(|_| intact) else {
-            // Retention removed some of them meanwhile: this group waits for the next pass.
+            // Retention removed some of them meanwhile: this group waits for the next pass,
+            // and so do the markers after it (its transactions' batches stay as they were).
             let _ = self.place.storage.remove(&path);
+            kept.keep_all();
             return Ok(());
         };
         for segment in group {

@@ -1,9 +1,11 @@
 //! What a pass keeps of each batch: all of it, none, the records the offset map does not
 //! shadow (rebuilt with its base offset and last offset delta), or an empty batch for a live
-//! producer's last (see the module doc of [`super`]).
+//! producer's last (see the module doc of [`super`]); and of each transaction marker: kept
+//! while a batch of its transaction is, then kept `delete.retention.ms` more (its delete
+//! horizon set), then removed.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use record_batch::records::{records, RawRecord};
 use record_batch::{build, BatchHeader, Codec, TimestampType, HEADER_LEN};
@@ -37,6 +39,37 @@ impl Aborted {
     }
 }
 
+/// The transactions whose batches the pass has kept so far, by producer: what decides whether a
+/// marker still has records to end. Passed from batch to batch, in offset order, over every
+/// group of the pass (which starts at the log start, so a transaction's batches come before
+/// its marker).
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    producers: HashSet<i64>,
+    /// A group of the pass was not swapped in (retention took some of its segments): its
+    /// batches stay as they were, so no later marker may go in this pass.
+    all: bool,
+}
+
+impl Kept {
+    /// `header`'s batch was kept (whole, rebuilt or empty).
+    fn batch(&mut self, header: &BatchHeader) {
+        if header.is_transactional() && !header.is_control() {
+            self.producers.insert(header.producer_id);
+        }
+    }
+
+    /// A marker of `producer`: whether its transaction kept a batch (the transaction ends).
+    fn ends(&mut self, producer: i64) -> bool {
+        self.producers.remove(&producer) || self.all
+    }
+
+    /// Every marker from here on is kept: a group's cleaned form was not swapped in.
+    pub(super) fn keep_all(&mut self) {
+        self.all = true;
+    }
+}
+
 /// What a pass keeps.
 pub(super) struct Rules<'a, L> {
     pub(super) map: &'a OffsetMap,
@@ -65,8 +98,66 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
         batch: &[u8],
         header: &BatchHeader,
         out: &mut Vec<u8>,
+        kept: &mut Kept,
     ) -> Result<(u64, bool), CleanError> {
-        if header.is_control() || header.base_offset >= self.map_end {
+        let before = out.len();
+        let result = if header.is_control() {
+            self.filter_marker(batch, header, out, kept)
+        } else {
+            self.filter_data(batch, header, out)
+        };
+        if out.len() > before {
+            kept.batch(header);
+        }
+        result
+    }
+
+    /// A transaction marker: kept while its transaction kept a batch (or past the map's end);
+    /// once none, it gets its delete horizon (now + `delete.retention.ms`), and goes at the
+    /// first pass past it, as Kafka's cleaner does. A control batch of another kind is kept.
+    fn filter_marker(
+        &self,
+        batch: &[u8],
+        header: &BatchHeader,
+        out: &mut Vec<u8>,
+        kept: &mut Kept,
+    ) -> Result<(u64, bool), CleanError> {
+        let live = kept.ends(header.producer_id);
+        let marker = record_batch::control_type(batch).is_some();
+        if live || !marker || header.base_offset >= self.map_end {
+            out.extend_from_slice(batch);
+            return Ok((0, false));
+        }
+        match header.delete_horizon() {
+            Some(horizon) if self.now_ms >= horizon => {
+                Ok((u64::try_from(header.record_count).unwrap_or(0), true))
+            }
+            Some(_) => {
+                out.extend_from_slice(batch);
+                Ok((0, false))
+            }
+            None => {
+                let plain = records_section(batch, header, self.per_batch)?;
+                let all = records(&plain)
+                    .collect::<Option<Vec<RawRecord<'_>>>>()
+                    .ok_or(CleanError::Record {
+                        offset: header.base_offset,
+                    })?;
+                let horizon = self.now_ms.saturating_add(self.delete_retention_ms);
+                self.rebuild(batch, header, &all, Some(horizon), out)?;
+                Ok((0, true))
+            }
+        }
+    }
+
+    /// A data batch: all of it, none, its records the map does not shadow, or an empty batch.
+    fn filter_data(
+        &self,
+        batch: &[u8],
+        header: &BatchHeader,
+        out: &mut Vec<u8>,
+    ) -> Result<(u64, bool), CleanError> {
+        if header.base_offset >= self.map_end {
             out.extend_from_slice(batch);
             return Ok((0, false));
         }

@@ -77,6 +77,7 @@ mod share_acknowledge;
 mod share_fetch;
 mod share_group_describe;
 mod share_group_heartbeat;
+mod streams_beat;
 mod streams_group_describe;
 mod streams_group_heartbeat;
 mod sync_group;
