@@ -708,13 +708,16 @@ fn a_marker_goes_after_delete_retention_once_its_transaction_has_no_batch_left()
             .unwrap();
         }
     };
-    // 0-1: aborted; 2-3: committed, then shadowed by 4-5; 4-5: committed, k's latest.
+    // 0-1: aborted; 2-3: committed, then shadowed by 4-5; 4-5: committed, k's latest; 6-7:
+    // the aborting producer's next transaction, committed.
     assert_eq!(txn(10, &[(b"k", b"aborted")]), 0);
     assert_eq!(end(10, ControlType::Abort), 1);
     assert_eq!(txn(11, &[(b"k", b"old")]), 2);
     assert_eq!(end(11, ControlType::Commit), 3);
     assert_eq!(txn(12, &[(b"k", b"new")]), 4);
     assert_eq!(end(12, ControlType::Commit), 5);
+    assert_eq!(txn(10, &[(b"own", b"ten")]), 6);
+    assert_eq!(end(10, ControlType::Commit), 7);
     filler(30);
     assert!(
         p.segment_count() >= 3,
@@ -726,7 +729,11 @@ fn a_marker_goes_after_delete_retention_once_its_transaction_has_no_batch_left()
     let (records, markers) = everything(&p);
     assert!(records.iter().all(|r| r.0 != 0 && r.0 != 2), "{records:?}");
     assert!(records.iter().any(|r| r.0 == 4));
-    assert_eq!(markers, vec![1, 3, 5], "markers stay until their horizon");
+    assert_eq!(
+        markers,
+        vec![1, 3, 5, 7],
+        "markers stay until their horizon"
+    );
 
     // Past the horizon: the markers of the transactions with no batch left go.
     filler(10);
@@ -735,12 +742,21 @@ fn a_marker_goes_after_delete_retention_once_its_transaction_has_no_batch_left()
     assert!(records.iter().any(|r| r.0 == 4), "{records:?}");
     assert_eq!(
         markers,
-        vec![5],
-        "only the marker of a transaction with a record stays"
+        vec![5, 7],
+        "the markers of transactions with a record stay"
     );
     assert!(p.open_transactions().is_empty());
     assert_eq!(p.last_stable_offset(), p.log_end_offset());
+    // The abort whose marker went is no longer told: a read_committed reader keeps the
+    // aborting producer's next transaction (it would drop it, waiting for the gone marker).
+    assert!(p.aborted_transactions(0, p.log_end_offset()).is_empty());
     let committed = read_committed(&p);
+    let values: Vec<&[u8]> = committed
+        .iter()
+        .filter(|(o, _)| *o < 8)
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    assert_eq!(values, [&b"new"[..], &b"ten"[..]]);
 
     // Reopened: the same.
     log.close().unwrap();
@@ -749,5 +765,6 @@ fn a_marker_goes_after_delete_retention_once_its_transaction_has_no_batch_left()
     assert!(p.open_transactions().is_empty());
     assert_eq!(p.last_stable_offset(), p.log_end_offset());
     assert_eq!(read_committed(&p), committed);
-    assert_eq!(everything(&p).1, vec![5]);
+    assert!(p.aborted_transactions(0, p.log_end_offset()).is_empty());
+    assert_eq!(everything(&p).1, vec![5, 7]);
 }

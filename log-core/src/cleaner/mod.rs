@@ -27,8 +27,9 @@
 //!    state) are removed, and never enter the offset map, so an aborted value never shadows a
 //!    committed one. A transaction marker is kept while a batch of its transaction is (an
 //!    empty one a producer keeps included); once none is, it gets its delete horizon as a
-//!    tombstone's batch does and goes at the first pass past it, as in Kafka. The pass walks
-//!    from the log start, so it meets a transaction's batches before its marker;
+//!    tombstone's batch does and goes at the first pass past it, as in Kafka (its abort, if it
+//!    is one, is forgotten first: [`Partition::forget_aborted`]). The pass walks from the log
+//!    start, so it meets a transaction's batches before its marker;
 //! 3. each group replaces its segments crash-safely ([`swap`]).
 //!
 //! The cleaner reads closed segments, which nothing else writes, and writes files of its own:
@@ -413,7 +414,14 @@ impl Partition {
         let base = group[0].base_offset;
         let end = group.last().map_or(base, |s| s.next_offset());
         let path = swap::cleaned_path(self.dir(), base, end);
-        let written = self.write_cleaned(&path, group, (rules, kept), report, pace);
+        let written = self
+            .write_cleaned(&path, group, (rules, kept), report, pace)
+            .and_then(|written| {
+                // The removed markers' aborts are forgotten (and the state file written)
+                // before the removal is swapped in.
+                self.forget_aborted(&kept.take_removed())?;
+                Ok(written)
+            });
         let (changed, removed, written) = match written {
             Ok(written) => written,
             Err(e) => {

@@ -46,6 +46,8 @@ impl Aborted {
 #[derive(Debug, Default)]
 pub(super) struct Kept {
     producers: HashSet<i64>,
+    /// The markers removed in the group being written, by offset.
+    removed: Vec<i64>,
     /// A group of the pass was not swapped in (retention took some of its segments): its
     /// batches stay as they were, so no later marker may go in this pass.
     all: bool,
@@ -62,6 +64,11 @@ impl Kept {
     /// A marker of `producer`: whether its transaction kept a batch (the transaction ends).
     fn ends(&mut self, producer: i64) -> bool {
         self.producers.remove(&producer) || self.all
+    }
+
+    /// The markers the group just written removes (its aborted transactions must go first).
+    pub(super) fn take_removed(&mut self) -> Vec<i64> {
+        std::mem::take(&mut self.removed)
     }
 
     /// Every marker from here on is kept: a group's cleaned form was not swapped in.
@@ -130,6 +137,7 @@ impl<L: Fn(Codec) -> i32> Rules<'_, L> {
         }
         match header.delete_horizon() {
             Some(horizon) if self.now_ms >= horizon => {
+                kept.removed.push(header.base_offset);
                 Ok((u64::try_from(header.record_count).unwrap_or(0), true))
             }
             Some(_) => {

@@ -331,6 +331,29 @@ impl Partition {
         }
     }
 
+    /// The cleaner is removing the markers at `markers` (their transactions have no batch
+    /// left): their aborted transactions go, from memory and from the state file (its own
+    /// state, as of its offset, less them), before the removal is swapped in. A read_committed
+    /// reader told of an abort drops its producer's records until it meets the abort's marker,
+    /// so an abort whose marker is gone must never be told again, after a restart neither. On
+    /// `Err` the file is as it was and the markers must stay.
+    pub(crate) fn forget_aborted(&self, markers: &[i64]) -> Result<(), FileError> {
+        let mut txns = lock(&self.txns);
+        let gone = |a: &AbortedTxn| markers.contains(&a.last_offset);
+        if !txns.tracked || !txns.aborted.iter().any(gone) {
+            return Ok(());
+        }
+        let path = self.dir.join(FILE);
+        let bytes = std::fs::read(&path).map_err(|e| FileError::new("read", &path, e))?;
+        if let Some((at, mut saved)) = Transactions::decode(&bytes) {
+            saved.aborted.retain(|a| !gone(a));
+            let bytes = saved.encode(at);
+            io::replace_file_with(self.place.storage.as_ref(), &self.dir, FILE, &bytes)?;
+        }
+        txns.aborted.retain(|a| !gone(a));
+        Ok(())
+    }
+
     /// The offset below which retention may delete segments (their transactions are in the
     /// state file).
     pub(super) fn transactions_saved_at(&self) -> i64 {
