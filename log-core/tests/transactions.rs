@@ -558,6 +558,37 @@ fn everything(p: &Partition) -> (Vec<Stored>, Vec<i64>) {
     (records, markers)
 }
 
+/// A transactional batch of `records` (key, value) from producer `pid`: its offset.
+fn append_txn(p: &Partition, pid: i64, records: &[(&[u8], &[u8])]) -> i64 {
+    let entries: Vec<batch::NewRecord> = records
+        .iter()
+        .map(|(k, v)| (Some(*k), Some(*v), 1))
+        .collect();
+    let mut bytes = batch::build_for_producer(&entries, pid, 0, 0).to_vec();
+    record_batch::build::set_transactional(&mut bytes).unwrap();
+    p.append(&bytes).unwrap().base_offset
+}
+
+/// A marker of `kind` for producer `pid`: its offset.
+fn append_marker(p: &Partition, pid: i64, kind: ControlType) -> i64 {
+    p.append(&record_batch::control_batch(pid, 0, 0, kind, 1))
+        .unwrap()
+        .base_offset
+}
+
+/// `n` plain records over four keys, 100 bytes each: segments roll and close.
+fn append_filler(p: &Partition, n: usize) {
+    for i in 0..n {
+        let key = format!("filler-{}", i % 4);
+        p.append(&batch::build(&[(
+            Some(key.as_bytes()),
+            Some(&[b'f'; 100][..]),
+            1,
+        )]))
+        .unwrap();
+    }
+}
+
 #[test]
 fn the_cleaner_removes_aborted_records_and_stops_at_the_lso() {
     let dir = tempfile::tempdir().unwrap();
@@ -577,31 +608,9 @@ fn the_cleaner_removes_aborted_records_and_stops_at_the_lso() {
     config.set("min.cleanable.dirty.ratio", "0").unwrap();
     log.create_topic("c", 1, config).unwrap();
     let p = log.topic("c").unwrap().partitions()[0].clone();
-    let txn = |pid: i64, records: &[(&[u8], &[u8])]| {
-        let entries: Vec<batch::NewRecord> = records
-            .iter()
-            .map(|(k, v)| (Some(*k), Some(*v), 1))
-            .collect();
-        let mut bytes = batch::build_for_producer(&entries, pid, 0, 0).to_vec();
-        record_batch::build::set_transactional(&mut bytes).unwrap();
-        p.append(&bytes).unwrap().base_offset
-    };
-    let end = |pid: i64, kind| {
-        p.append(&record_batch::control_batch(pid, 0, 0, kind, 1))
-            .unwrap()
-            .base_offset
-    };
-    let filler = |n: usize| {
-        for i in 0..n {
-            let key = format!("filler-{}", i % 4);
-            p.append(&batch::build(&[(
-                Some(key.as_bytes()),
-                Some(&[b'f'; 100][..]),
-                1,
-            )]))
-            .unwrap();
-        }
-    };
+    let txn = |pid: i64, records: &[(&[u8], &[u8])]| append_txn(&p, pid, records);
+    let end = |pid: i64, kind| append_marker(&p, pid, kind);
+    let filler = |n: usize| append_filler(&p, n);
     assert_eq!(
         p.append(&batch::build(&[(Some(b"k1"), Some(b"a"), 1)]))
             .unwrap()
@@ -683,31 +692,9 @@ fn a_marker_goes_after_delete_retention_once_its_transaction_has_no_batch_left()
     config.set("delete.retention.ms", "1000").unwrap();
     log.create_topic("c", 1, config).unwrap();
     let p = log.topic("c").unwrap().partitions()[0].clone();
-    let txn = |pid: i64, records: &[(&[u8], &[u8])]| {
-        let entries: Vec<batch::NewRecord> = records
-            .iter()
-            .map(|(k, v)| (Some(*k), Some(*v), 1))
-            .collect();
-        let mut bytes = batch::build_for_producer(&entries, pid, 0, 0).to_vec();
-        record_batch::build::set_transactional(&mut bytes).unwrap();
-        p.append(&bytes).unwrap().base_offset
-    };
-    let end = |pid: i64, kind| {
-        p.append(&record_batch::control_batch(pid, 0, 0, kind, 1))
-            .unwrap()
-            .base_offset
-    };
-    let filler = |n: usize| {
-        for i in 0..n {
-            let key = format!("filler-{}", i % 4);
-            p.append(&batch::build(&[(
-                Some(key.as_bytes()),
-                Some(&[b'f'; 100][..]),
-                1,
-            )]))
-            .unwrap();
-        }
-    };
+    let txn = |pid: i64, records: &[(&[u8], &[u8])]| append_txn(&p, pid, records);
+    let end = |pid: i64, kind| append_marker(&p, pid, kind);
+    let filler = |n: usize| append_filler(&p, n);
     // 0-1: aborted; 2-3: committed, then shadowed by 4-5; 4-5: committed, k's latest; 6-7:
     // the aborting producer's next transaction, committed.
     assert_eq!(txn(10, &[(b"k", b"aborted")]), 0);

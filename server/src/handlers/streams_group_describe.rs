@@ -27,7 +27,7 @@ use super::bounds::Counts;
 use super::Handler;
 use super::RequestContext;
 use crate::broker::{Groups, Storage};
-use crate::groups::streams::assignor::{Task, Tasks};
+use crate::groups::streams::assignor::{by_subtopology, Task, Tasks};
 use crate::groups::streams::topology;
 use crate::groups::streams::StreamsGroup;
 
@@ -200,20 +200,14 @@ fn described_topology(
 }
 
 fn task_ids(tasks: &BTreeSet<Task>) -> Vec<TaskIds> {
-    let mut out: Vec<TaskIds> = Vec::new();
-    for (subtopology, partition) in tasks {
-        match out.last_mut() {
-            Some(last) if last.subtopology_id.as_str() == subtopology => {
-                last.partitions.push(*partition)
-            }
-            _ => out.push(
-                TaskIds::default()
-                    .with_subtopology_id(text(subtopology))
-                    .with_partitions(vec![*partition]),
-            ),
-        }
-    }
-    out
+    by_subtopology(tasks)
+        .into_iter()
+        .map(|(subtopology, partitions)| {
+            TaskIds::default()
+                .with_subtopology_id(StrBytes::from_string(subtopology.to_string()))
+                .with_partitions(partitions)
+        })
+        .collect()
 }
 
 fn assignment(tasks: &Tasks) -> Assignment {

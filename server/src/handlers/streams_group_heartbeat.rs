@@ -39,7 +39,7 @@ use super::Handler;
 use super::RequestContext;
 use crate::broker::{Admin, Groups, Storage};
 use crate::config::BrokerConfig;
-use crate::groups::streams::assignor::{Task, Tasks};
+use crate::groups::streams::assignor::{by_subtopology, Task, Tasks};
 use crate::groups::streams::topology::{Status, TopicInfo, Topology};
 use crate::shares::Shares;
 
@@ -249,20 +249,14 @@ fn take_group_id(groups: &Groups, group: &str) -> Result<(), String> {
 
 /// Tasks by subtopology, partitions sorted.
 fn task_ids(tasks: &BTreeSet<Task>) -> Vec<TaskIds> {
-    let mut out: Vec<TaskIds> = Vec::new();
-    for (subtopology, partition) in tasks {
-        match out.last_mut() {
-            Some(last) if last.subtopology_id.as_str() == subtopology => {
-                last.partitions.push(*partition)
-            }
-            _ => out.push(
-                TaskIds::default()
-                    .with_subtopology_id(StrBytes::from_string(subtopology.clone()))
-                    .with_partitions(vec![*partition]),
-            ),
-        }
-    }
-    out
+    by_subtopology(tasks)
+        .into_iter()
+        .map(|(subtopology, partitions)| {
+            TaskIds::default()
+                .with_subtopology_id(StrBytes::from_string(subtopology.to_string()))
+                .with_partitions(partitions)
+        })
+        .collect()
 }
 
 /// The source partitions `tasks` read: partition p of each source and repartition source

@@ -101,6 +101,18 @@ impl Tasks {
     }
 }
 
+/// `tasks` by subtopology, each with its partitions in order (the wire's `TaskIds`).
+pub fn by_subtopology(tasks: &BTreeSet<Task>) -> Vec<(&str, Vec<i32>)> {
+    let mut out: Vec<(&str, Vec<i32>)> = Vec::new();
+    for (subtopology, partition) in tasks {
+        match out.last_mut() {
+            Some((last, partitions)) if *last == subtopology => partitions.push(*partition),
+            _ => out.push((subtopology, vec![*partition])),
+        }
+    }
+    out
+}
+
 /// A member as the assignor sees it.
 #[derive(Debug, Clone)]
 pub struct MemberSpec<'a> {
