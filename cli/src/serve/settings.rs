@@ -152,6 +152,10 @@ settings! {
     /// for more members before its first assignment (default 3000; 0: none).
     #[arg(long)]
     group_streams_initial_rebalance_delay_ms: u64 => |c, v| c.groups.streams.initial_delay = ms(v),
+    /// Kafka's `group.streams.max.size`: members of one streams group (default 1000; Kafka's is
+    /// unbounded); a joiner over it gets GROUP_MAX_SIZE_REACHED.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    group_streams_max_size: u64 => |c, v| c.groups.streams.max_size = size("group-streams-max-size", v)?,
     /// Kafka's `group.streams.assignment.interval.ms`: a streams group's target assignment is
     /// computed at most once per this interval (default 1000; 0: at every change).
     #[arg(long)]

@@ -39,7 +39,8 @@ pub struct StreamsConfig {
     pub initial_delay: Duration,
     /// `group.streams.assignment.interval.ms`.
     pub assignment_interval: Duration,
-    /// `group.streams.max.size`.
+    /// `group.streams.max.size`: members of one group (default 1000, as lograil's consumer
+    /// groups; Kafka's is unbounded).
     pub max_size: usize,
 }
 
@@ -51,7 +52,7 @@ impl Default for StreamsConfig {
             standbys: 0,
             initial_delay: Duration::from_millis(3_000),
             assignment_interval: Duration::from_millis(1_000),
-            max_size: i32::MAX as usize,
+            max_size: 1000,
         }
     }
 }

@@ -466,3 +466,20 @@ mod model {
         }
     }
 }
+
+#[test]
+fn a_joiner_over_the_group_size_is_refused() {
+    let groups = StreamsGroups::new(StreamsConfig {
+        max_size: 1,
+        ..config()
+    });
+    let have = topics(&READY);
+    let now = Instant::now();
+    groups.heartbeat("g", join("a", "p1"), now, &have).unwrap();
+    let refused = groups
+        .heartbeat("g", join("b", "p2"), now, &have)
+        .unwrap_err();
+    assert_eq!(refused.0, ResponseError::GroupMaxSizeReached);
+    assert_eq!(groups.describe("g").unwrap().members.len(), 1);
+    assert_eq!(StreamsConfig::default().max_size, 1000);
+}
