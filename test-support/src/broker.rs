@@ -64,6 +64,8 @@ pub struct TestBroker {
     /// Where the log lines go, when not beside the data dir.
     log: Option<PathBuf>,
     args: Vec<String>,
+    /// The address to listen on again ([`TestBroker::restart_at_same_address`]).
+    same_address: Option<String>,
     /// The temporary folder of the data dir, for a broker from [`TestBroker::start_temp`];
     /// removed after the process is gone (fields drop after `drop`).
     _tmp: Option<tempfile::TempDir>,
@@ -103,6 +105,7 @@ impl TestBroker {
             data_dir,
             log,
             args: args.iter().map(|s| s.to_string()).collect(),
+            same_address: None,
             _tmp: tmp,
         };
         broker.launch();
@@ -118,7 +121,9 @@ impl TestBroker {
         let mut command = Command::new(lograil_bin());
         command.arg("serve");
         if !self.args.iter().any(|a| a == "--listeners") {
-            command.arg("--listen").arg("127.0.0.1:0");
+            command
+                .arg("--listen")
+                .arg(self.same_address.as_deref().unwrap_or("127.0.0.1:0"));
         }
         let mut child = command
             .arg("--data-dir")
@@ -217,6 +222,15 @@ impl TestBroker {
     /// Starts again on the same data dir (a new port).
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop or kill the broker first");
+        self.same_address = None;
+        self.launch();
+    }
+
+    /// Starts again on the same data dir and the same address, so clients that were
+    /// connected reconnect to it as to a broker back from a crash (without `--listeners`).
+    pub fn restart_at_same_address(&mut self) {
+        assert!(self.child.is_none(), "stop or kill the broker first");
+        self.same_address = Some(self.addr.clone());
         self.launch();
     }
 }

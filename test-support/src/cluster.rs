@@ -33,7 +33,7 @@ struct Guard {
 
 #[derive(Debug)]
 enum Target {
-    Lograil { broker: TestBroker },
+    Lograil { broker: Box<TestBroker> },
     Kafka { dir: PathBuf },
 }
 
@@ -197,7 +197,9 @@ impl TestCluster {
                 let broker = TestBroker::start_temp(&args);
                 let bootstrap = broker.addr.clone();
                 TestCluster {
-                    target: Target::Lograil { broker },
+                    target: Target::Lograil {
+                        broker: Box::new(broker),
+                    },
                     plain_bootstrap: bootstrap.clone(),
                     bootstrap,
                     security: None,

@@ -21,7 +21,7 @@ use test_support::TestBroker;
 
 use crate::groups::{produce, Worker};
 
-const FLAGS: &[&str] = &[
+pub(crate) const FLAGS: &[&str] = &[
     "--default-partitions",
     "6",
     "--group-consumer-session-timeout-ms",
@@ -30,7 +30,10 @@ const FLAGS: &[&str] = &[
     "500",
 ];
 
-fn describe(addr: &str, group: &str) -> consumer_group_describe_response::DescribedGroup {
+pub(crate) fn describe(
+    addr: &str,
+    group: &str,
+) -> consumer_group_describe_response::DescribedGroup {
     let request =
         ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text(group))]);
     let response: ConsumerGroupDescribeResponse = call(
@@ -43,7 +46,7 @@ fn describe(addr: &str, group: &str) -> consumer_group_describe_response::Descri
 }
 
 /// (member id, its assigned partitions, its target partitions) of a described group.
-fn assignments(
+pub(crate) fn assignments(
     group: &consumer_group_describe_response::DescribedGroup,
 ) -> Vec<(String, Vec<i32>, Vec<i32>)> {
     let parts = |a: &consumer_group_describe_response::Assignment| {

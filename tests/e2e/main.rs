@@ -15,6 +15,7 @@ mod compatibility;
 mod compression;
 mod console;
 mod consumer_protocol;
+mod consumer_protocol_restart;
 mod damaged;
 mod demo;
 mod docs;

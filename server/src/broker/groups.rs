@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::groups::consumer::ConsumerGroups;
-use crate::groups::offsets::{ConsumerGroupMeta, OffsetsError};
+use crate::groups::offsets::OffsetsError;
 use crate::groups::streams::StreamsGroups;
 use crate::groups::{Coordinator, OffsetStore};
 
@@ -27,9 +27,10 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// The groups kept in `offsets`: those with committed offsets come back Empty, with their
-    /// protocol type and generation; the record of one without (forgotten) waits for the next
-    /// rewrite.
+    /// The groups kept in `offsets`: classic groups with committed offsets come back Empty,
+    /// with their protocol type and generation; consumer-protocol groups with offsets or
+    /// members come back as they were, members included; the records of the others
+    /// (forgotten) wait for the next rewrite.
     pub(super) fn restore(
         classic: Coordinator,
         consumer: ConsumerGroups,
@@ -45,11 +46,11 @@ impl Groups {
         );
         consumer.restore(
             offsets
-                .consumer_group_metas()
+                .consumer_groups()
                 .into_iter()
-                .filter(|(group, _)| offsets.has_offsets(group))
-                .map(|(group, meta)| (group, meta.epoch))
+                .filter(|(group, image)| !image.members.is_empty() || offsets.has_offsets(group))
                 .collect(),
+            std::time::Instant::now(),
         );
         Groups {
             streams: StreamsGroups::new(classic.config().streams.clone()),
@@ -61,8 +62,7 @@ impl Groups {
         }
     }
 
-    /// Writes the own records (protocol type, generation) of the groups that changed since
-    /// theirs was written, and deletes those of `forgotten` groups, in `__consumer_offsets`
+    /// Writes the own records of the groups that changed since theirs were written, and deletes those of `forgotten` groups, in `__consumer_offsets`
     /// (on the blocking pool, durable when this returns). One call at a time: a change taken
     /// by an earlier call is durable when a later one returns, and records land in the order
     /// their changes were taken. A failure is logged and its groups count as unwritten, so
@@ -72,12 +72,7 @@ impl Groups {
         // A group forgotten at the tick and joined again since keeps its new record.
         forgotten.retain(|group| !self.classic.contains(group));
         let changed = self.classic.unpersisted();
-        let consumer: Vec<(String, Option<ConsumerGroupMeta>)> = self
-            .consumer
-            .unpersisted()
-            .into_iter()
-            .map(|(id, epoch)| (id, epoch.map(|epoch| ConsumerGroupMeta { epoch })))
-            .collect();
+        let consumer = self.consumer.unpersisted();
         if forgotten.is_empty() && changed.is_empty() && consumer.is_empty() {
             return;
         }

@@ -7,8 +7,8 @@
 //! A group's own record (Kafka's group metadata record: its protocol type and generation, so a
 //! group's generation keeps counting across restarts) has the key `(group, "", -1)`, which no
 //! partition can have, and a [`GroupMeta`] value; a consumer-protocol group's (KIP-848: its
-//! group epoch) has `(group, "", -2)` and a [`ConsumerGroupMeta`]; each is deleted with the
-//! group's offsets.
+//! epoch, target assignment and members) are keyed with partitions -2 to -4 ([`consumer`]);
+//! each is deleted with the group's offsets.
 //! Without compaction the topic would only grow, so on start-up, when it holds far more records
 //! than live offsets, the live offsets are written again and the segments before them deleted.
 //!
@@ -23,6 +23,14 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use log_core::{batch, Log, StateLog, StateLogError};
 use serde::{Deserialize, Serialize};
+
+mod consumer;
+
+pub use consumer::{
+    ConsumerGroupImage, ConsumerGroupMeta, ConsumerGroupWrite, ConsumerMemberRecord,
+    ConsumerTargetRecord, StoredPartition,
+};
+use consumer::{Stored, StoredGroup};
 
 pub const TOPIC: &str = "__consumer_offsets";
 /// Kafka's `offset.metadata.max.bytes`.
@@ -67,19 +75,9 @@ pub struct GroupMeta {
     pub generation: i32,
 }
 
-/// What is kept of a consumer-protocol group (KIP-848) apart from its offsets: its group
-/// epoch (Kafka's consumer group metadata record), so a group's epochs keep counting across
-/// restarts; its members rejoin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConsumerGroupMeta {
-    pub epoch: i32,
-}
-
-/// The key of a group's own record: a topic name no topic has (partition -1 a classic
-/// group's, -2 a consumer-protocol group's).
+/// The key of a classic group's own record: a topic name no topic has, partition -1.
 const GROUP_TOPIC: &str = "";
 const GROUP_PARTITION: i32 = -1;
-const CONSUMER_GROUP_PARTITION: i32 = -2;
 
 impl Key {
     fn group(group: &str) -> Key {
@@ -88,14 +86,6 @@ impl Key {
 
     fn is_group(&self) -> bool {
         self.topic == GROUP_TOPIC && self.partition == GROUP_PARTITION
-    }
-
-    fn consumer_group(group: &str) -> Key {
-        Key::new(group, GROUP_TOPIC, CONSUMER_GROUP_PARTITION)
-    }
-
-    fn is_consumer_group(&self) -> bool {
-        self.topic == GROUP_TOPIC && self.partition == CONSUMER_GROUP_PARTITION
     }
 }
 
@@ -106,6 +96,8 @@ enum Value {
     Offset(Committed),
     Group(GroupMeta),
     ConsumerGroup(ConsumerGroupMeta),
+    ConsumerTarget(ConsumerTargetRecord),
+    ConsumerMember(Box<ConsumerMemberRecord>),
 }
 
 /// The latest write per partition: the commit (`None` after a tombstone) and the offset of the
@@ -135,23 +127,20 @@ fn apply(groups: &mut HashMap<String, GroupOffsets>, key: Key, value: Option<Com
 struct Replayed {
     groups: HashMap<String, GroupOffsets>,
     metas: HashMap<String, (Option<GroupMeta>, i64)>,
-    consumer_metas: HashMap<String, (ConsumerGroupMeta, i64)>,
+    consumer: HashMap<String, StoredGroup>,
 }
 
 impl Replayed {
     /// Applies the record at `at` (a record that does not decode is skipped, with a warning).
     fn record(&mut self, key: Key, value: Option<&[u8]>, at: i64) {
-        if key.is_consumer_group() {
-            match value.map(StateLog::decode::<ConsumerGroupMeta>) {
-                Some(None) => {
-                    tracing::warn!(offset = at, "skipping a group record that does not decode")
-                }
-                Some(Some(meta)) => {
-                    self.consumer_metas.insert(key.group, (meta, at));
-                }
-                None => {
-                    self.consumer_metas.remove(&key.group);
-                }
+        if let Some(part) = key.consumer_part() {
+            match Stored::decode(part, value) {
+                None => tracing::warn!(offset = at, "skipping a group record that does not decode"),
+                Some(stored) => self
+                    .consumer
+                    .entry(key.group)
+                    .or_default()
+                    .apply(stored, at),
             }
             return;
         }
@@ -179,8 +168,8 @@ pub struct OffsetStore {
     groups: Mutex<HashMap<String, GroupOffsets>>,
     /// Each group's own record, with the log offset that wrote it.
     metas: Mutex<HashMap<String, (GroupMeta, i64)>>,
-    /// Each consumer-protocol group's own record, with the log offset that wrote it.
-    consumer_metas: Mutex<HashMap<String, (ConsumerGroupMeta, i64)>>,
+    /// Each consumer-protocol group's own records, with the log offsets that wrote them.
+    consumer: Mutex<HashMap<String, StoredGroup>>,
     /// When each group with offsets was last seen with members (ms), by [`OffsetStore::expire`].
     seen_with_members: Mutex<HashMap<String, i64>>,
     /// When the store was opened (ms): groups not seen since count as seen then.
@@ -209,8 +198,9 @@ impl OffsetStore {
         let Replayed {
             mut groups,
             metas,
-            consumer_metas,
+            mut consumer,
         } = replayed;
+        consumer.retain(|_, stored| !stored.is_empty());
         for offsets in groups.values_mut() {
             offsets.retain(|_, (value, _)| value.is_some());
         }
@@ -223,7 +213,7 @@ impl OffsetStore {
             log: state,
             groups: Mutex::new(groups),
             metas: Mutex::new(metas),
-            consumer_metas: Mutex::new(consumer_metas),
+            consumer: Mutex::new(consumer),
             seen_with_members: Mutex::new(HashMap::new()),
             opened_ms: log_core::now_ms(),
         }
@@ -260,20 +250,16 @@ impl OffsetStore {
             .filter(|(group, _)| offsets.get(*group).is_some_and(live))
             .map(|(group, (meta, _))| (Key::group(group), Some(Value::Group(meta.clone()))))
             .collect();
-        let consumer_metas: Vec<(Key, Option<Value>)> = self
-            .lock_consumer_metas()
+        // A consumer group with members keeps its records without offsets too.
+        let consumer: Vec<(Key, Option<Value>)> = self
+            .lock_consumer()
             .iter()
-            .filter(|(group, _)| offsets.get(*group).is_some_and(live))
-            .map(|(group, (meta, _))| {
-                (
-                    Key::consumer_group(group),
-                    Some(Value::ConsumerGroup(*meta)),
-                )
-            })
+            .filter(|(group, stored)| stored.has_members() || offsets.get(*group).is_some_and(live))
+            .flat_map(|(group, stored)| stored.records(group))
             .collect();
         drop(offsets);
         kept.extend(metas);
-        kept.extend(consumer_metas);
+        kept.extend(consumer);
         self.log.rewrite(&kept, 1000, records)
     }
 
@@ -289,33 +275,31 @@ impl OffsetStore {
             .collect()
     }
 
-    fn lock_consumer_metas(&self) -> MutexGuard<'_, HashMap<String, (ConsumerGroupMeta, i64)>> {
-        self.consumer_metas
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn lock_consumer(&self) -> MutexGuard<'_, HashMap<String, StoredGroup>> {
+        self.consumer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Every consumer-protocol group's own record (its group epoch).
-    pub fn consumer_group_metas(&self) -> Vec<(String, ConsumerGroupMeta)> {
-        self.lock_consumer_metas()
+    /// Every consumer-protocol group as its records keep it.
+    pub fn consumer_groups(&self) -> Vec<(String, ConsumerGroupImage)> {
+        self.lock_consumer()
             .iter()
-            .map(|(group, (meta, _))| (group.clone(), *meta))
+            .filter_map(|(group, stored)| Some((group.clone(), stored.image()?)))
             .collect()
     }
 
-    /// Writes (or, for `None`, deletes) the own records of consumer-protocol groups, and waits
-    /// until they are durable.
+    /// Writes the records of consumer-protocol groups where they differ from what they are
+    /// (`None`: the group is gone, its records are deleted), and waits until they are durable.
     pub fn store_consumer_groups(
         &self,
-        metas: Vec<(String, Option<ConsumerGroupMeta>)>,
+        writes: Vec<(String, Option<ConsumerGroupWrite>)>,
     ) -> Result<(), OffsetsError> {
-        let known = self.lock_consumer_metas();
-        let entries: Vec<(Key, Option<Value>)> = metas
+        let stored = self.lock_consumer();
+        let none = StoredGroup::default();
+        let entries: Vec<(Key, Option<Value>)> = writes
             .into_iter()
-            .filter(|(group, meta)| meta.is_some() || known.contains_key(group))
-            .map(|(group, meta)| (Key::consumer_group(&group), meta.map(Value::ConsumerGroup)))
+            .flat_map(|(group, write)| stored.get(&group).unwrap_or(&none).changes(&group, write))
             .collect();
-        drop(known);
+        drop(stored);
         self.write(entries)
     }
 
@@ -342,25 +326,19 @@ impl OffsetStore {
         self.log.await_durable(&info)?;
         let mut groups = self.lock();
         let mut metas = self.lock_metas();
-        let mut consumer_metas = self.lock_consumer_metas();
+        let mut consumer = self.lock_consumer();
         for (at, (key, value)) in (info.base_offset..).zip(entries) {
+            if let Some(part) = key.consumer_part() {
+                if let Some(written) = Stored::written(part, value) {
+                    let group = consumer.entry(key.group.clone()).or_default();
+                    group.apply(written, at);
+                    if group.is_empty() {
+                        consumer.remove(&key.group);
+                    }
+                }
+                continue;
+            }
             match value {
-                Some(Value::ConsumerGroup(meta)) => {
-                    if consumer_metas
-                        .get(&key.group)
-                        .is_none_or(|(_, was)| *was < at)
-                    {
-                        consumer_metas.insert(key.group, (meta, at));
-                    }
-                }
-                None if key.is_consumer_group() => {
-                    if consumer_metas
-                        .get(&key.group)
-                        .is_some_and(|(_, was)| *was < at)
-                    {
-                        consumer_metas.remove(&key.group);
-                    }
-                }
                 Some(Value::Group(meta)) => {
                     if metas.get(&key.group).is_none_or(|(_, was)| *was < at) {
                         metas.insert(key.group, (meta, at));
@@ -373,6 +351,10 @@ impl OffsetStore {
                 }
                 Some(Value::Offset(c)) => apply(&mut groups, key, Some(c), at),
                 None => apply(&mut groups, key, None, at),
+                // Only ever written under a consumer group's key, taken above.
+                Some(
+                    Value::ConsumerGroup(_) | Value::ConsumerTarget(_) | Value::ConsumerMember(_),
+                ) => {}
             }
         }
         Ok(())
@@ -510,8 +492,10 @@ impl OffsetStore {
         if partitions.is_none() && self.lock_metas().contains_key(group) {
             entries.push((Key::group(group), None));
         }
-        if partitions.is_none() && self.lock_consumer_metas().contains_key(group) {
-            entries.push((Key::consumer_group(group), None));
+        if partitions.is_none() {
+            if let Some(stored) = self.lock_consumer().get(group) {
+                entries.extend(stored.changes(group, None));
+            }
         }
         self.write(entries)?;
         Ok(count)

@@ -8,21 +8,26 @@
 //!
 //! A group is of one protocol at a time: the handlers keep a group id either here or in the
 //! classic [`Coordinator`](super::Coordinator); an empty group of either kind can become the
-//! other. Members are not persisted: after a restart a group comes back empty with its epoch
-//! (its own record in `__consumer_offsets`), its members are UNKNOWN_MEMBER_ID and rejoin.
+//! other. A group's epoch, target and members are kept in `__consumer_offsets` (`stored`),
+//! written before the heartbeat that changed them is answered, as in Kafka: after a restart
+//! the members go on at their epochs with their partitions, their session timers started
+//! again.
 
 pub mod assignor;
 mod group;
+mod stored;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 
 pub use group::{Answer, Beat, ConsumerGroup, Metadata};
+
+use super::offsets::{ConsumerGroupImage, ConsumerGroupWrite};
 
 /// A topic partition, by topic id.
 pub type TopicPartition = (log_core::Uuid, i32);
@@ -53,8 +58,17 @@ impl Default for ConsumerConfig {
 pub struct ConsumerGroups {
     pub config: ConsumerConfig,
     groups: Mutex<HashMap<String, ConsumerGroup>>,
-    /// Groups whose epoch changed since their own record was written.
-    dirty: Mutex<BTreeSet<String>>,
+    /// What changed in each group since its records were written.
+    dirty: Mutex<BTreeMap<String, Dirty>>,
+}
+
+/// What of a group may differ from its records.
+#[derive(Debug)]
+enum Dirty {
+    /// Its epoch, target, or which members it has.
+    All,
+    /// These members' records only.
+    Members(BTreeSet<String>),
 }
 
 impl ConsumerGroups {
@@ -69,11 +83,25 @@ impl ConsumerGroups {
         self.groups.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn lock_dirty(&self) -> MutexGuard<'_, BTreeMap<String, Dirty>> {
+        self.dirty.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn mark(&self, group: &str) {
-        self.dirty
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(group.to_string());
+        self.lock_dirty().insert(group.to_string(), Dirty::All);
+    }
+
+    fn mark_member(&self, group: &str, member: &str) {
+        let mut dirty = self.lock_dirty();
+        match dirty
+            .entry(group.to_string())
+            .or_insert_with(|| Dirty::Members(BTreeSet::new()))
+        {
+            Dirty::All => {}
+            Dirty::Members(members) => {
+                members.insert(member.to_string());
+            }
+        }
     }
 
     /// A ConsumerGroupHeartbeat already checked for its own faults (an empty member id of a
@@ -90,7 +118,9 @@ impl ConsumerGroups {
             if let Some(group) = groups.get_mut(group_id) {
                 let held =
                     beat.epoch == group::LEFT_STATIC && group.leave_static(&beat.member_id, now);
-                if !held && group.remove(&beat.member_id) {
+                if held {
+                    self.mark_member(group_id, &beat.member_id);
+                } else if group.remove(&beat.member_id) {
                     self.mark(group_id);
                 }
             }
@@ -109,9 +139,15 @@ impl ConsumerGroups {
                 .ok_or(ResponseError::UnknownMemberId)?
         };
         let epoch = group.epoch;
+        let member_id = beat.member_id.clone();
+        let before = group.member_record(&member_id);
         let answer = group.heartbeat(beat, now, self.config.max_size, metadata);
-        if group.epoch != epoch {
+        let after = group.member_record(&member_id);
+        if group.epoch != epoch || (before.is_none() && after.is_some()) {
+            // A new epoch, or a new member id (a static member's return): all of it.
             self.mark(group_id);
+        } else if after != before {
+            self.mark_member(group_id, &member_id);
         }
         answer
     }
@@ -228,42 +264,53 @@ impl ConsumerGroups {
         }
     }
 
-    /// Groups as their own records left them (at start-up): empty, with their epoch.
-    pub fn restore(&self, epochs: Vec<(String, i32)>) {
+    /// Groups as their records left them (at start-up): their epochs, targets and members.
+    pub fn restore(&self, images: Vec<(String, ConsumerGroupImage)>, now: Instant) {
         let mut groups = self.lock();
-        for (id, epoch) in epochs {
+        for (id, image) in images {
             groups
                 .entry(id)
-                .or_insert_with(|| ConsumerGroup::new(epoch));
+                .or_insert_with(|| ConsumerGroup::restored(image, now));
         }
     }
 
-    /// The groups whose epoch changed since last asked, with their epoch now (`None`: the
-    /// group is gone).
-    pub fn unpersisted(&self) -> Vec<(String, Option<i32>)> {
-        let dirty = std::mem::take(&mut *self.dirty.lock().unwrap_or_else(PoisonError::into_inner));
+    /// What changed since last asked, to be written (`None`: the group is gone).
+    pub fn unpersisted(&self) -> Vec<(String, Option<ConsumerGroupWrite>)> {
+        let dirty = std::mem::take(&mut *self.lock_dirty());
         let groups = self.lock();
         dirty
             .into_iter()
-            .map(|id| {
-                let epoch = groups.get(&id).map(|g| g.epoch);
-                (id, epoch)
+            .map(|(id, dirty)| {
+                let write = groups.get(&id).map(|g| {
+                    let (members, all_members) = match dirty {
+                        Dirty::All => (g.members.keys().cloned().collect(), true),
+                        Dirty::Members(members) => (members, false),
+                    };
+                    ConsumerGroupWrite {
+                        epoch: g.epoch,
+                        target: g.target_record(),
+                        members: members
+                            .into_iter()
+                            .filter_map(|m| Some((m.clone(), g.member_record(&m)?)))
+                            .collect(),
+                        all_members,
+                    }
+                });
+                (id, write)
             })
             .collect()
     }
 
-    /// Whether some group's epoch changed since its record was written.
+    /// Whether some group changed since its records were written.
     pub fn has_unpersisted(&self) -> bool {
-        !self
-            .dirty
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
+        !self.lock_dirty().is_empty()
     }
 
     /// `groups`' records were not written after all: the next call takes them again.
     pub fn unwritten(&self, groups: &[String]) {
-        let mut dirty = self.dirty.lock().unwrap_or_else(PoisonError::into_inner);
-        dirty.extend(groups.iter().cloned());
+        let mut dirty = self.lock_dirty();
+        for group in groups {
+            dirty.insert(group.clone(), Dirty::All);
+        }
     }
 }

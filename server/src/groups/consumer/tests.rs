@@ -1,5 +1,6 @@
 //! The consumer-protocol group state machine: reconciliation steps, fencing, and a model-based
-//! proptest (random joins, leaves, heartbeats, silences and topic changes; a restart step)
+//! proptest (random joins, leaves, heartbeats, silences and topic changes; a restart step
+//! from the group's records, its clients going on)
 //! checking that no partition is ever held by two members and that, once every member has
 //! heartbeated enough, each holds exactly its target and the targets cover every partition.
 
@@ -11,6 +12,7 @@ use log_core::Uuid;
 use proptest::prelude::*;
 
 use super::{Beat, ConsumerConfig, ConsumerGroups, TopicPartition};
+use crate::groups::offsets::{ConsumerGroupImage, ConsumerGroupWrite};
 
 fn beat(
     member: &str,
@@ -219,7 +221,8 @@ enum Step {
     Grow(bool),
     /// Time passes past the session timeout for members that did not heartbeat since.
     Silence,
-    /// The broker restarts: members are gone, the group comes back with its epoch.
+    /// The broker restarts: the group comes back from its records, members included, and
+    /// the clients go on as they were.
     Restart,
 }
 
@@ -258,6 +261,30 @@ fn holders_are_unique(groups: &ConsumerGroups) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Applies `writes` to `stored` as `__consumer_offsets` does to its records.
+fn write(
+    stored: &mut BTreeMap<String, ConsumerGroupImage>,
+    writes: Vec<(String, Option<ConsumerGroupWrite>)>,
+) {
+    for (id, write) in writes {
+        let Some(w) = write else {
+            stored.remove(&id);
+            continue;
+        };
+        let image = stored.entry(id).or_insert_with(|| ConsumerGroupImage {
+            epoch: w.epoch,
+            target: None,
+            members: BTreeMap::new(),
+        });
+        image.epoch = w.epoch;
+        image.target = Some(w.target);
+        if w.all_members {
+            image.members.retain(|m, _| w.members.contains_key(m));
+        }
+        image.members.extend(w.members);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -268,6 +295,7 @@ proptest! {
         let mut groups = ConsumerGroups::default();
         let mut counts = BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 2)]);
         let mut clients: BTreeMap<usize, Client> = BTreeMap::new();
+        let mut stored: BTreeMap<String, ConsumerGroupImage> = BTreeMap::new();
         let mut now = Instant::now();
         let name = |m: usize| format!("m{m}");
         let subs = |both: bool| if both { &["a", "b"][..] } else { &["a"][..] };
@@ -283,10 +311,12 @@ proptest! {
                         c.told = a.clone();
                         c.owned = a;
                     }
+                    true
                 }
                 Err(_) => {
                     // Fenced or unknown: the client drops everything and will rejoin.
                     clients.remove(&m);
+                    false
                 }
             }
         };
@@ -349,14 +379,17 @@ proptest! {
                     }
                 }
                 Step::Restart => {
-                    let epoch = groups.describe("g").map(|g| g.epoch);
                     groups = ConsumerGroups::default();
-                    if let Some(epoch) = epoch {
-                        groups.restore(vec![("g".to_string(), epoch)]);
+                    groups.restore(stored.clone().into_iter().collect(), now);
+                    // No member is fenced by it: each goes on at its epoch.
+                    for (m, c) in clients.clone() {
+                        let b = beat(&name(m), c.epoch, None, Some(c.owned));
+                        prop_assert!(apply(&groups, &mut clients, m, b, now, &counts), "m{m} fenced");
                     }
-                    clients.clear();
                 }
             }
+            // Every change is written before it is answered.
+            write(&mut stored, groups.unpersisted());
             holders_are_unique(&groups)?;
             // The clients never own a partition twice either.
             let mut owned = BTreeSet::new();

@@ -216,3 +216,134 @@ fn a_restart_never_expires_offsets_early() {
         vec!["g".to_string()]
     );
 }
+
+fn member(epoch: i32, assigned: Vec<StoredPartition>) -> ConsumerMemberRecord {
+    ConsumerMemberRecord {
+        instance_id: None,
+        rack_id: None,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        rebalance_timeout_ms: 30_000,
+        names: vec!["t".into()],
+        regex: None,
+        topics: vec!["t".into()],
+        assignor: None,
+        epoch,
+        previous_epoch: epoch - 1,
+        state: 1,
+        target: assigned.clone(),
+        assigned,
+        revoking: Vec::new(),
+    }
+}
+
+fn consumer_write(
+    epoch: i32,
+    members: &[(&str, ConsumerMemberRecord)],
+    all_members: bool,
+) -> ConsumerGroupWrite {
+    ConsumerGroupWrite {
+        epoch,
+        target: ConsumerTargetRecord {
+            assignment_epoch: epoch,
+            assignor: "uniform".into(),
+            topics: vec![("t".into(), 7, 2)],
+        },
+        members: members
+            .iter()
+            .map(|(id, m)| (id.to_string(), m.clone()))
+            .collect(),
+        all_members,
+    }
+}
+
+#[test]
+fn consumer_group_members_survive_reopen_and_a_removed_one_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let records_after = |store: &OffsetStore| store.log.partition().log_end_offset();
+    {
+        let log = Log::open(dir.path()).unwrap();
+        let store = OffsetStore::open(&log).unwrap();
+        let a = member(2, vec![(7, 0)]);
+        let b = member(2, vec![(7, 1)]);
+        let w = consumer_write(2, &[("a", a.clone()), ("b", b.clone())], true);
+        store
+            .store_consumer_groups(vec![("g".into(), Some(w.clone()))])
+            .unwrap();
+        let end = records_after(&store);
+        // The same again writes nothing; one member's change writes that member only.
+        store
+            .store_consumer_groups(vec![("g".into(), Some(w))])
+            .unwrap();
+        assert_eq!(records_after(&store), end);
+        let a3 = member(3, vec![(7, 0), (7, 1)]);
+        store
+            .store_consumer_groups(vec![(
+                "g".into(),
+                Some(consumer_write(3, &[("a", a3)], true)),
+            )])
+            .unwrap();
+        // Epoch, target, a's record and b's tombstone.
+        assert_eq!(records_after(&store), end + 4);
+        // A group without offsets or members is deleted whole.
+        store
+            .store_consumer_groups(vec![(
+                "h".into(),
+                Some(consumer_write(1, &[("x", member(1, Vec::new()))], true)),
+            )])
+            .unwrap();
+        store
+            .store_consumer_groups(vec![("h".into(), None)])
+            .unwrap();
+    }
+    let log = Log::open(dir.path()).unwrap();
+    let store = OffsetStore::open(&log).unwrap();
+    let groups = store.consumer_groups();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let (id, image) = &groups[0];
+    assert_eq!(id, "g");
+    assert_eq!(image.epoch, 3);
+    assert_eq!(image.target.as_ref().map(|t| t.assignment_epoch), Some(3));
+    assert_eq!(
+        image.members.keys().collect::<Vec<_>>(),
+        vec!["a"],
+        "b's tombstone deleted it"
+    );
+    assert_eq!(image.members["a"].assigned, vec![(7, 0), (7, 1)]);
+}
+
+#[test]
+fn a_rewrite_keeps_the_records_of_a_consumer_group_with_members_and_no_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = {
+        let log = Log::open(dir.path()).unwrap();
+        let store = OffsetStore::open(&log).unwrap();
+        store
+            .store_consumer_groups(vec![(
+                "g".into(),
+                Some(consumer_write(1, &[("a", member(1, vec![(7, 0)]))], true)),
+            )])
+            .unwrap();
+        // Enough overwritten commits of another group to make the next open rewrite.
+        for i in 0..1100 {
+            store
+                .commit("h", vec![(("t".into(), 0), committed(i))])
+                .unwrap();
+        }
+        store.log.partition().log_end_offset()
+    };
+    let log = Log::open(dir.path()).unwrap();
+    let store = OffsetStore::open(&log).unwrap();
+    // h's commit and g's three records written again.
+    assert_eq!(
+        store.log.partition().log_end_offset(),
+        written + 4,
+        "the open rewrote the live records"
+    );
+    drop(store);
+    let store = OffsetStore::open(&log).unwrap();
+    let groups = store.consumer_groups();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].1.members["a"].assigned, vec![(7, 0)]);
+    assert_eq!(store.fetch("h", "t", 0), Some(committed(1099)));
+}
