@@ -423,14 +423,14 @@ impl TestCluster {
         }
     }
 
-    /// lograil only: SIGKILL the broker and start it again on the same data dir (on the same
-    /// address when the cluster was started with fixed `--listeners`); false on Kafka.
+    /// lograil only: SIGKILL the broker and start it again on the same data dir and address,
+    /// so running clients reconnect; false on Kafka.
     pub fn crash_and_restart_lograil(&mut self) -> bool {
         let Target::Lograil { broker } = &mut self.target else {
             return false;
         };
         broker.kill9();
-        broker.restart();
+        broker.restart_at_same_address();
         true
     }
 }

@@ -1,7 +1,9 @@
 //! The Java client (kafka-clients 4.4.0) in a KIP-848 consumer group (`group.protocol=consumer`,
 //! the broker's assignor): three members over six partitions, one killed (SIGKILL) mid-stream;
 //! the broker fences it after its session timeout and the others take its partitions. Every
-//! record is read; duplicates only past the dead member's last commit.
+//! record is read; duplicates only past the dead member's last commit. On lograil the broker is
+//! then killed (SIGKILL) and started again: the two members go on with their partitions, no
+//! rebalance, every later record read once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -41,7 +43,7 @@ fn seen(app: &JavaApp) -> Seen {
 async fn java_kip848_group_of_three_loses_a_member_and_every_record_is_read() {
     let Some(classpath) = classpath() else { return };
     let _turn = TURN.lock().await;
-    let cluster = TestCluster::start_with(&[
+    let mut cluster = TestCluster::start_with(&[
         "--group-consumer-session-timeout-ms",
         "6000",
         "--group-consumer-heartbeat-interval-ms",
@@ -160,5 +162,61 @@ async fn java_kip848_group_of_three_loses_a_member_and_every_record_is_read() {
                 "({p}, {o}) read {n} times, not past the dead member's last commit"
             );
         }
+    }
+    let assigned: Vec<usize> = apps.iter().map(|a| seen(a).assignments.len()).collect();
+    if cluster.crash_and_restart_lograil() {
+        survive_a_broker_crash(&cluster, &topic, &mut apps, &assigned).await;
+    }
+}
+
+/// The members of a converged group go on across the broker's crash: the next `RECORDS` are
+/// each read once, and no member's assignment changes (`assigned`: their `A` lines so far).
+async fn survive_a_broker_crash(
+    cluster: &TestCluster,
+    topic: &str,
+    apps: &mut [JavaApp],
+    assigned: &[usize],
+) {
+    let read_before: Vec<usize> = apps.iter().map(|a| seen(a).read.len()).collect();
+    cluster
+        .produce(
+            &[],
+            (RECORDS..2 * RECORDS).map(|i| {
+                ProducerRecord::new(topic)
+                    .key(format!("k{i}"))
+                    .value(i.to_string())
+            }),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let after: Vec<(i32, i64)> = apps
+            .iter()
+            .zip(&read_before)
+            .flat_map(|(a, n)| seen(a).read.split_off(*n))
+            .collect();
+        if after.len() as i64 >= RECORDS {
+            let distinct: BTreeSet<&(i32, i64)> = after.iter().collect();
+            assert_eq!(
+                distinct.len(),
+                after.len(),
+                "records read twice after the crash"
+            );
+            break;
+        }
+        for app in apps.iter_mut() {
+            app.alive();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {RECORDS} read after the crash\n{}",
+            after.len(),
+            apps[0].output()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    for (app, before) in apps.iter().zip(assigned) {
+        let now = seen(app).assignments;
+        assert_eq!(now.len(), *before, "reassigned after the crash: {now:?}");
     }
 }
