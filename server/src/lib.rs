@@ -537,7 +537,9 @@ async fn run_group_timer(broker: Arc<Broker>) {
             .groups()
             .classic
             .tick(now, |group| broker.groups().offsets.has_offsets(group));
-        broker.groups().consumer.tick(now);
+        for (group, _) in broker.groups().consumer.tick(now) {
+            broker.groups().maybe_downgrade(&group, now);
+        }
         let streams = &broker.groups().streams;
         streams.tick_with(now, |group| {
             let overrides = broker.shares().overrides(group);

@@ -444,7 +444,7 @@ fn kip848_wire_answers_are_kafkas() {
         .unwrap();
     assert_eq!(
         (row.group_type.as_str(), row.protocol_type.as_str()),
-        ("Consumer", "consumer")
+        ("consumer", "consumer")
     );
     let deleted: DeleteGroupsResponse = call(
         &mut connect(&addr),

@@ -243,7 +243,7 @@ impl WorkerLog {
 
     /// Whether this worker read (p, o) and lost the partition (or died) before committing past
     /// it: the one way a record may legitimately be delivered again.
-    fn left_uncommitted(&self, p: i32, o: i64) -> bool {
+    pub(crate) fn left_uncommitted(&self, p: i32, o: i64) -> bool {
         self.consumed.iter().any(|(cp, co, period)| {
             *cp == p
                 && *co == o

@@ -22,6 +22,7 @@ mod docs;
 mod external_clients;
 mod fairness;
 mod franz_go;
+mod group_migration;
 mod groups;
 mod idempotence;
 mod kafka_behaviours;

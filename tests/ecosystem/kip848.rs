@@ -56,6 +56,7 @@ async fn java_kip848_group_of_three_loses_a_member_and_every_record_is_read() {
         ("--bootstrap", cluster.plain_bootstrap().to_string()),
         ("--topic", topic.clone()),
         ("--group", group.clone()),
+        ("--group-protocol", "consumer".to_string()),
     ]
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v])

@@ -27,6 +27,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod connect;
+mod group_migration;
 mod java;
 mod kip848;
 mod streams;

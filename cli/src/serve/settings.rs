@@ -135,6 +135,12 @@ settings! {
     /// 1000; Kafka's is unbounded); a joiner over it gets GROUP_MAX_SIZE_REACHED.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     group_consumer_max_size: u64 => |c, v| c.groups.consumer.max_size = size("group-consumer-max-size", v)?,
+    /// Kafka's `group.consumer.migration.policy`: whether a live classic group becomes a
+    /// consumer-protocol group when a `group.protocol=consumer` member joins it (`upgrade`),
+    /// and back when its last such member leaves (`downgrade`): `bidirectional` (default),
+    /// `upgrade`, `downgrade` or `disabled`.
+    #[arg(long)]
+    group_consumer_migration_policy: String => |c, v| c.groups.consumer.migration = v.parse().map_err(|e: String| anyhow::anyhow!("--group-consumer-migration-policy {e}"))?,
     /// Kafka's `group.streams.session.timeout.ms`: a member of a streams group (KIP-1071,
     /// `group.protocol=streams`) silent this long is fenced and its tasks go to the others
     /// (default 45000).

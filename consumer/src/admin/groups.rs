@@ -74,7 +74,7 @@ impl Admin {
                     (
                         g.group_state.to_string(),
                         g.protocol_type.to_string(),
-                        g.group_type.to_string(),
+                        group_type_name(&g.group_type),
                     ),
                 );
             }
@@ -235,4 +235,13 @@ fn decode_assignment(bytes: &[u8]) -> Vec<(String, Vec<i32>)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A group type as Kafka's admin client names it (`GroupType.parse`: the broker sends
+/// `classic`, `consumer`, `share` or `streams`); another is kept as sent.
+fn group_type_name(sent: &str) -> String {
+    ["Classic", "Consumer", "Share", "Streams"]
+        .into_iter()
+        .find(|name| name.eq_ignore_ascii_case(sent))
+        .map_or_else(|| sent.to_string(), str::to_string)
 }

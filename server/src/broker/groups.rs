@@ -1,10 +1,11 @@
-//! The groups facade: classic and consumer-protocol groups, their committed offsets, and the
-//! one writer of the groups' own records in `__consumer_offsets`.
+//! The groups facade: classic and consumer-protocol groups, their committed offsets, the
+//! one writer of the groups' own records in `__consumer_offsets`, and a live group's move
+//! between the two protocols (KIP-848's online migration).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::groups::consumer::ConsumerGroups;
+use crate::groups::consumer::{ConsumerGroups, Metadata};
 use crate::groups::offsets::OffsetsError;
 use crate::groups::streams::StreamsGroups;
 use crate::groups::{Coordinator, OffsetStore};
@@ -95,6 +96,35 @@ impl Groups {
         tracing::error!(error, "writing group records failed");
         self.classic.unwritten(&names);
         self.consumer.unwritten(&consumer_names);
+    }
+
+    /// KIP-848's online upgrade, as a consumer-protocol member joins `group`, a live classic
+    /// group: when `group.consumer.migration.policy` allows it and the group uses the
+    /// consumer's embedded protocol (within `group.consumer.max.size`), it becomes a
+    /// consumer-protocol group with its members. `metadata` names topics by id. False when it
+    /// stays classic.
+    pub fn upgrade(&self, group: &str, now: Instant, metadata: Metadata<'_>) -> bool {
+        if !self.consumer.config.migration.upgrades() {
+            return false;
+        }
+        let max_size = self.consumer.config.max_size;
+        let Some(image) = self.classic.take_for_upgrade(group, max_size) else {
+            return false;
+        };
+        self.consumer.adopt(group, image, now, metadata)
+    }
+
+    /// KIP-848's online downgrade, after a member of `group` left or was fenced: when every
+    /// member left speaks the classic protocol and the policy allows it, the group becomes a
+    /// classic group (within `group.max.size`) that rebalances at once.
+    pub fn maybe_downgrade(&self, group: &str, now: Instant) {
+        if !self.consumer.config.migration.downgrades() {
+            return;
+        }
+        let max_size = self.classic.config().max_size;
+        if let Some(image) = self.consumer.take_for_downgrade(group, max_size) {
+            self.classic.adopt(group, image, now);
+        }
     }
 
     /// Deletes the committed offsets of groups empty for `offsets.retention.minutes` at

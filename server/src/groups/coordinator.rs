@@ -20,6 +20,8 @@ use super::messages::{
 };
 use super::offsets::GroupMeta;
 
+mod migration;
+
 /// All groups of the broker.
 #[derive(Debug)]
 pub struct Coordinator {

@@ -51,7 +51,7 @@ impl Member {
     }
 
     /// Answers whatever this member waits for with `error` (it was removed or fenced).
-    fn fail_waiters(&mut self, error: ResponseError, member_id: &str) {
+    pub(super) fn fail_waiters(&mut self, error: ResponseError, member_id: &str) {
         if let Some(tx) = self.joining.take() {
             let _ = tx.send(Joined::failed(error, member_id));
         }
@@ -152,7 +152,7 @@ impl Group {
     }
 
     /// Protocols every member supports, with votes by each member's preference.
-    fn select_protocol(&self) -> Option<String> {
+    pub(super) fn select_protocol(&self) -> Option<String> {
         let mut candidates: Option<Vec<String>> = None;
         for member in self.members.values() {
             let names: Vec<String> = member.protocols.iter().map(|(n, _)| n.clone()).collect();

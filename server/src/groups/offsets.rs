@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 mod consumer;
 
 pub use consumer::{
-    ConsumerGroupImage, ConsumerGroupMeta, ConsumerGroupWrite, ConsumerMemberRecord,
-    ConsumerTargetRecord, StoredPartition,
+    ClassicMemberRecord, ConsumerGroupImage, ConsumerGroupMeta, ConsumerGroupWrite,
+    ConsumerMemberRecord, ConsumerTargetRecord, StoredPartition,
 };
 use consumer::{Stored, StoredGroup};
 

@@ -27,8 +27,9 @@ use crate::groups::consumer::{ConsumerGroup, TopicPartition};
 
 /// "Not requested" for the authorized-operations field.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
-/// Kafka's member type of a consumer-protocol member.
+/// Kafka's member types (v1): a consumer-protocol member, a classic one of an upgraded group.
 const CONSUMER_MEMBER: i8 = 1;
+const CLASSIC_MEMBER: i8 = 0;
 
 impl Handler for ConsumerGroupDescribeRequest {
     const SERVED: (i16, i16) = (0, 1);
@@ -133,7 +134,11 @@ fn members(storage: &Arc<Storage>, group: &ConsumerGroup) -> Vec<Member> {
                 .with_subscribed_topic_regex(m.regex.as_deref().map(text))
                 .with_assignment(assignment(storage, &m.assigned))
                 .with_target_assignment(assignment(storage, target))
-                .with_member_type(CONSUMER_MEMBER)
+                .with_member_type(if m.classic.is_some() {
+                    CLASSIC_MEMBER
+                } else {
+                    CONSUMER_MEMBER
+                })
         })
         .collect()
 }

@@ -11,9 +11,11 @@
 //! (`subscribed_topic_regex`, RE2 syntax as Kafka's RE2J, matching whole names; an invalid one
 //! INVALID_REGULAR_EXPRESSION) is resolved at each of the member's heartbeats against the
 //! topics its principal may DESCRIBE, so a topic created later joins its subscription within
-//! a heartbeat interval. A classic group with members answers
-//! GROUP_ID_NOT_FOUND (no online upgrade of a live classic group); an empty one becomes a
-//! consumer-protocol group. Authorization, as Kafka: READ on the group (else
+//! a heartbeat interval. An empty classic group becomes a consumer-protocol group; a live one
+//! too when `group.consumer.migration.policy` allows (KIP-848's online upgrade: its members
+//! go on with the classic protocol, see `groups::consumer::classic`), else GROUP_ID_NOT_FOUND.
+//! The last consumer-protocol member leaving a group of classic members makes it classic
+//! again. Authorization, as Kafka: READ on the group (else
 //! GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (else
 //! TOPIC_AUTHORIZATION_FAILED).
 
@@ -66,31 +68,39 @@ impl Handler for ConsumerGroupHeartbeatRequest {
             let why = format!("Group {group} is not a consumer group");
             return fail(ResponseError::GroupIdNotFound, Some(&why));
         }
-        if request.member_epoch == 0 && groups.classic.contains(&group) {
-            // An empty classic group becomes a consumer-protocol group; one with members stays.
-            if groups.classic.delete(&group).is_err() {
-                let why = format!("Group {group} is not a consumer group");
-                return fail(ResponseError::GroupIdNotFound, Some(&why));
-            }
+        let metadata = |topic: &str| {
+            let t = storage.log.topic(topic)?;
+            Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
+        };
+        let now = Instant::now();
+        // An empty classic group becomes a consumer-protocol group; one with members too, if
+        // the migration policy allows it (an online upgrade).
+        if request.member_epoch == 0
+            && groups.classic.contains(&group)
+            && groups.classic.delete(&group).is_err()
+            && !groups.upgrade(&group, now, &metadata)
+        {
+            let why = format!("Group {group} is not a consumer group");
+            return fail(ResponseError::GroupIdNotFound, Some(&why));
         }
         let regex = match subscription_regex(&groups, &group, &member_id, &request) {
             Ok(regex) => regex,
             Err(why) => return fail(ResponseError::InvalidRegularExpression, Some(&why)),
         };
+        let leaving = request.member_epoch < 0;
         let mut beat = beat(request, ctx, member_id.clone());
         if let Some(regex) = regex {
             beat.matched = matching(&storage, ctx, &regex);
         }
-        let metadata = |topic: &str| {
-            let t = storage.log.topic(topic)?;
-            Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
-        };
-        let answer = groups
-            .consumer
-            .heartbeat(&group, beat, Instant::now(), &metadata);
+        let answer = groups.consumer.heartbeat(&group, beat, now, &metadata);
+        if leaving {
+            // The last member of the consumer protocol may leave classic members behind.
+            groups.maybe_downgrade(&group, now);
+        }
         if groups.consumer.has_unpersisted() {
-            // A new group epoch is durable before it is answered, as in Kafka.
-            groups.store_group_records(Vec::new()).await;
+            // A new group epoch is durable before it is answered, as in Kafka (an upgraded
+            // group's classic record deleted, a downgraded one's written).
+            groups.store_group_records(vec![group.clone()]).await;
         }
         let interval = groups.consumer.config.heartbeat_interval;
         let response = ConsumerGroupHeartbeatResponse::default()

@@ -1,5 +1,6 @@
 //! Heartbeat, versions 0–3: keeps a member's session alive and tells it when to rejoin
-//! (REBALANCE_IN_PROGRESS). Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+//! (REBALANCE_IN_PROGRESS), in a classic group or as a classic member of a consumer-protocol
+//! group. Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,13 +26,25 @@ impl Handler for HeartbeatRequest {
             return HeartbeatResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
         }
-        let error = groups.classic.heartbeat(
-            &request.group_id,
-            request.generation_id,
-            &request.member_id,
-            request.group_instance_id.as_deref(),
-            Instant::now(),
-        );
+        let now = Instant::now();
+        let error = groups
+            .consumer
+            .classic_heartbeat(
+                &request.group_id,
+                &request.member_id,
+                request.group_instance_id.as_deref(),
+                request.generation_id,
+                now,
+            )
+            .unwrap_or_else(|| {
+                groups.classic.heartbeat(
+                    &request.group_id,
+                    request.generation_id,
+                    &request.member_id,
+                    request.group_instance_id.as_deref(),
+                    now,
+                )
+            });
         HeartbeatResponse::default().with_error_code(errors::code(&error))
     }
 

@@ -1,8 +1,9 @@
 //! JoinGroup, versions 0–5 (the join barrier of a rebalance; see `groups::coordinator`).
 //! v4+ new members first get MEMBER_ID_REQUIRED with their id (KIP-394); v5 adds
 //! `group.instance.id` (static membership, KIP-345). The response waits until the group's
-//! rebalance completes, as in Kafka. A KIP-848 consumer-protocol group with members answers
-//! INCONSISTENT_GROUP_PROTOCOL (no online downgrade); an empty one becomes classic.
+//! rebalance completes, as in Kafka. A KIP-848 consumer-protocol group with members takes the
+//! member as a classic member of its own (KIP-848's online migration, answered at once, see
+//! `groups::consumer::classic`); an empty one becomes classic.
 //! Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handler;
 use super::{errors, RequestContext};
-use crate::broker::Groups;
+use crate::broker::{Groups, Storage};
 use crate::groups::{Join, Joined, Reply};
 use tokio::sync::watch;
 
@@ -27,10 +28,10 @@ fn millis(ms: i32) -> Duration {
 
 impl Handler for JoinGroupRequest {
     const SERVED: (i16, i16) = (0, 5);
-    type Needs = (Arc<Groups>, watch::Receiver<bool>);
+    type Needs = (Arc<Storage>, Arc<Groups>, watch::Receiver<bool>);
 
     async fn handle(
-        (groups, shutdown): Self::Needs,
+        (storage, groups, shutdown): Self::Needs,
         request: JoinGroupRequest,
         ctx: &RequestContext,
     ) -> JoinGroupResponse {
@@ -64,8 +65,20 @@ impl Handler for JoinGroupRequest {
             require_known_member_id: ctx.version >= 4,
         };
         let member_id = join.member_id.clone();
-        // A consumer-protocol group with members takes no classic member (lograil has no
-        // online migration, KIP-848's mixed groups); an empty one becomes a classic group.
+        let metadata = |topic: &str| {
+            let t = storage.log.topic(topic)?;
+            Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
+        };
+        if let Some(joined) = groups
+            .consumer
+            .classic_join(&join, Instant::now(), &metadata)
+        {
+            if groups.consumer.has_unpersisted() {
+                groups.store_group_records(Vec::new()).await;
+            }
+            return response(joined, ctx.version);
+        }
+        // An empty consumer-protocol group becomes a classic group.
         if groups.consumer.delete(&join.group_id).is_err()
             || groups.streams.delete(&join.group_id).is_err()
         {

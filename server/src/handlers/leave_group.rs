@@ -1,5 +1,6 @@
 //! LeaveGroup, versions 0–3: one member (v0–2) or a batch of members by id or instance id (v3,
-//! KIP-345). The group rebalances without them; a group left without members is Empty, and its
+//! KIP-345), of a classic group or classic members of a consumer-protocol group. The group
+//! rebalances without them; a group left without members is Empty, and its
 //! record (protocol type, generation) is durable in `__consumer_offsets` before the answer, as
 //! Kafka writes its group metadata. Authorization: READ on the group, else
 //! GROUP_AUTHORIZATION_FAILED (top level).
@@ -52,9 +53,14 @@ impl Handler for LeaveGroupRequest {
                 .collect()
         };
         let response = LeaveGroupResponse::default();
-        let left = groups
-            .classic
-            .leave(&request.group_id, &members, Instant::now());
+        let now = Instant::now();
+        let left = match groups.consumer.classic_leave(&request.group_id, &members) {
+            Some(codes) => {
+                groups.maybe_downgrade(&request.group_id, now);
+                Ok(codes)
+            }
+            None => groups.classic.leave(&request.group_id, &members, now),
+        };
         // A group left Empty has its generation on disk before the answer, as in Kafka.
         groups.store_group_records(Vec::new()).await;
         match left {

@@ -3,7 +3,7 @@
 //! `consumer`, so librdkafka does not take it for a simple group). v4 filters by state; v5 gives each group's type
 //! (Classic; Consumer for KIP-848 consumer-protocol groups, protocol type `consumer`, their
 //! states Empty, Assigning, Reconciling or Stable; Share for share groups: listed from v5 on
-//! only) and filters by type.
+//! only; in lower case on the wire, as Kafka sends them) and filters by type (any case).
 //! Authorization, as Kafka: DESCRIBE on the cluster lists every group; without it, only the
 //! groups with DESCRIBE on them are listed (no error).
 
@@ -21,10 +21,12 @@ use crate::broker::Groups;
 use crate::groups::GroupState;
 use crate::shares::Shares;
 
-const CLASSIC: &str = "Classic";
-const SHARE: &str = "Share";
-const CONSUMER: &str = "Consumer";
-const STREAMS: &str = "Streams";
+/// Group types as Kafka's coordinator sends them (`Group.GroupType`); its admin client shows
+/// them capitalized.
+const CLASSIC: &str = "classic";
+const SHARE: &str = "share";
+const CONSUMER: &str = "consumer";
+const STREAMS: &str = "streams";
 
 impl Handler for ListGroupsRequest {
     const SERVED: (i16, i16) = (0, 5);

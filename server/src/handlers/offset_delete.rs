@@ -8,20 +8,17 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use acl::Operation;
-use bytes::Buf;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
-use kafka_protocol::messages::{
-    ConsumerProtocolSubscription, OffsetDeleteRequest, OffsetDeleteResponse,
-};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::bounds::{topics_and_partitions, Counts};
 use super::Handler;
 use super::{errors, RequestContext};
 use crate::broker::Groups;
+use crate::groups::consumer::embedded;
 use crate::groups::GroupState;
 
 impl Handler for OffsetDeleteRequest {
@@ -53,7 +50,11 @@ impl Handler for OffsetDeleteRequest {
             .map(|v| {
                 v.members
                     .iter()
-                    .flat_map(|m| subscriptions(&m.metadata))
+                    .flat_map(|m| {
+                        embedded::subscription(&m.metadata)
+                            .unwrap_or_default()
+                            .topics
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -125,16 +126,4 @@ impl Handler for OffsetDeleteRequest {
             .flat_map(|t| &t.partitions)
             .for_each(|p| f(p.error_code));
     }
-}
-
-/// Topics in a consumer-protocol subscription (member metadata); none if it does not decode.
-pub fn subscriptions(metadata: &[u8]) -> Vec<String> {
-    let mut buf = metadata;
-    if buf.remaining() < 2 {
-        return Vec::new();
-    }
-    let version = buf.get_i16();
-    ConsumerProtocolSubscription::decode(&mut buf, version)
-        .map(|s| s.topics.into_iter().map(|t| t.to_string()).collect())
-        .unwrap_or_default()
 }

@@ -1,6 +1,7 @@
 //! SyncGroup, versions 0–3: the leader hands in the assignment; every member gets its own
-//! part once the leader has (followers wait for it). Authorization: READ on the group, else
-//! GROUP_AUTHORIZATION_FAILED.
+//! part once the leader has (followers wait for it). A classic member of a consumer-protocol
+//! group gets the partitions the group's assignor gives it now. Authorization: READ on the
+//! group, else GROUP_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,13 +54,24 @@ impl Handler for SyncGroupRequest {
                 )
             })
             .collect();
+        let now = Instant::now();
+        if let Some(synced) = groups.consumer.classic_sync(
+            &request.group_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            request.generation_id,
+            request.protocol_name.as_deref(),
+            now,
+        ) {
+            return response(synced);
+        }
         let reply = groups.classic.sync(
             &request.group_id,
             request.generation_id,
             &request.member_id,
             request.group_instance_id.as_deref(),
             assignments,
-            Instant::now(),
+            now,
         );
         let synced = match reply {
             Reply::Now(synced) => synced,
@@ -74,12 +86,7 @@ impl Handler for SyncGroupRequest {
                 }
             }
         };
-
-        SyncGroupResponse::default()
-            .with_error_code(errors::code_of(synced.error))
-            .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
-            .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
-            .with_assignment(synced.assignment)
+        response(synced)
     }
 
     fn throttle_time_ms(response: &mut SyncGroupResponse) -> Option<&mut i32> {
@@ -89,4 +96,12 @@ impl Handler for SyncGroupRequest {
     fn each_error(r: &SyncGroupResponse, f: &mut dyn FnMut(i16)) {
         f(r.error_code)
     }
+}
+
+fn response(synced: Synced) -> SyncGroupResponse {
+    SyncGroupResponse::default()
+        .with_error_code(errors::code_of(synced.error))
+        .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
+        .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
+        .with_assignment(synced.assignment)
 }

@@ -55,6 +55,17 @@ pub struct Member {
     pub last_heartbeat: Instant,
     /// When an unacknowledged revocation fences it (its rebalance timeout).
     pub revoke_deadline: Option<Instant>,
+    /// Set for a member that speaks the classic protocol (`classic`).
+    pub classic: Option<ClassicProtocol>,
+}
+
+/// What a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat) in a
+/// consumer-protocol group brings (Kafka's ClassicMemberMetadata).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicProtocol {
+    pub session_timeout: Duration,
+    /// Its protocols (assignor names) with their metadata, in its order of preference.
+    pub protocols: Vec<(String, bytes::Bytes)>,
 }
 
 impl Member {
@@ -77,6 +88,7 @@ impl Member {
             revoking: BTreeSet::new(),
             last_heartbeat: now,
             revoke_deadline: None,
+            classic: None,
         }
     }
 
@@ -344,13 +356,17 @@ impl ConsumerGroup {
         true
     }
 
-    /// Members silent past `session_timeout`, or that did not give up revoked partitions
-    /// within their rebalance timeout.
+    /// Members silent past `session_timeout` (a classic member's: its own), or that did not
+    /// give up revoked partitions within their rebalance timeout.
     pub fn expired(&self, now: Instant, session_timeout: Duration) -> Vec<String> {
         self.members
             .iter()
             .filter(|(_, m)| {
-                now.saturating_duration_since(m.last_heartbeat) > session_timeout
+                let session = m
+                    .classic
+                    .as_ref()
+                    .map_or(session_timeout, |c| c.session_timeout);
+                now.saturating_duration_since(m.last_heartbeat) > session
                     || m.revoke_deadline.is_some_and(|d| now > d)
             })
             .map(|(id, _)| id.clone())

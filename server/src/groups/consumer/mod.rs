@@ -14,6 +14,8 @@
 //! again.
 
 pub mod assignor;
+mod classic;
+pub mod embedded;
 mod group;
 mod stored;
 #[cfg(test)]
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 
+pub use classic::{ClassicImage, ClassicMemberImage, MigrationPolicy};
 pub use group::{Answer, Beat, ConsumerGroup, Metadata};
 
 use super::offsets::{ConsumerGroupImage, ConsumerGroupWrite};
@@ -41,6 +44,8 @@ pub struct ConsumerConfig {
     pub heartbeat_interval: Duration,
     /// `group.consumer.max.size`.
     pub max_size: usize,
+    /// `group.consumer.migration.policy`.
+    pub migration: MigrationPolicy,
 }
 
 impl Default for ConsumerConfig {
@@ -49,6 +54,7 @@ impl Default for ConsumerConfig {
             session_timeout: Duration::from_millis(45_000),
             heartbeat_interval: Duration::from_millis(5_000),
             max_size: 1000,
+            migration: MigrationPolicy::default(),
         }
     }
 }
@@ -222,7 +228,8 @@ impl ConsumerGroups {
     /// `member_id` at `epoch` may go to this group; `None` when it is not a consumer group.
     /// As Kafka: epoch -1 without a member id commits to an empty group only (an admin, a
     /// consumer without group management); a member must be one, with its current epoch
-    /// (STALE_MEMBER_EPOCH), committing with OffsetCommit v9 or later.
+    /// (STALE_MEMBER_EPOCH), committing with OffsetCommit v9 or later; a classic member (of an
+    /// upgraded group) with any version, its epoch as its generation (ILLEGAL_GENERATION).
     pub fn check_member(
         &self,
         group_id: &str,
@@ -239,6 +246,13 @@ impl ConsumerGroups {
         let Some(member) = member_id.and_then(|m| group.members.get(m)) else {
             return Some(Err(ResponseError::UnknownMemberId));
         };
+        if member.classic.is_some() {
+            return Some(if member.epoch == epoch {
+                Ok(())
+            } else {
+                Err(ResponseError::IllegalGeneration)
+            });
+        }
         if version.is_some_and(|v| v < 9) {
             return Some(Err(ResponseError::UnsupportedVersion));
         }

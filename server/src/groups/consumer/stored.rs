@@ -4,10 +4,11 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::group::{ConsumerGroup, Member, MemberState};
+use super::group::{ClassicProtocol, ConsumerGroup, Member, MemberState};
 use super::TopicPartition;
 use crate::groups::offsets::{
-    ConsumerGroupImage, ConsumerMemberRecord, ConsumerTargetRecord, StoredPartition,
+    ClassicMemberRecord, ConsumerGroupImage, ConsumerMemberRecord, ConsumerTargetRecord,
+    StoredPartition,
 };
 
 fn stored(partitions: &BTreeSet<TopicPartition>) -> Vec<StoredPartition> {
@@ -65,6 +66,15 @@ impl ConsumerGroup {
             assigned: stored(&m.assigned),
             revoking: stored(&m.revoking),
             target: stored(self.target.get(id).unwrap_or(&empty)),
+            classic: m.classic.as_ref().map(|c| ClassicMemberRecord {
+                session_timeout_ms: u64::try_from(c.session_timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+                protocols: c
+                    .protocols
+                    .iter()
+                    .map(|(name, metadata)| (name.clone(), metadata.to_vec()))
+                    .collect(),
+            }),
         })
     }
 
@@ -114,6 +124,14 @@ impl ConsumerGroup {
                 last_heartbeat: now,
                 revoke_deadline: (state == MemberState::UnrevokedPartitions)
                     .then(|| now + rebalance_timeout),
+                classic: r.classic.map(|c| ClassicProtocol {
+                    session_timeout: Duration::from_millis(c.session_timeout_ms),
+                    protocols: c
+                        .protocols
+                        .into_iter()
+                        .map(|(name, metadata)| (name, bytes::Bytes::from(metadata)))
+                        .collect(),
+                }),
             };
             group.target.insert(id.clone(), partitions(&r.target));
             group.members.insert(id, member);

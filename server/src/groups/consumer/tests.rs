@@ -158,6 +158,7 @@ fn a_silent_member_is_fenced_and_a_full_group_refuses_joiners() {
         session_timeout: Duration::from_secs(45),
         heartbeat_interval: Duration::from_secs(5),
         max_size: 2,
+        ..ConsumerConfig::default()
     });
     let counts = BTreeMap::from([("a".to_string(), 2)]);
     let md = metadata(&counts);

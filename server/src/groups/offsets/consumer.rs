@@ -58,6 +58,16 @@ pub struct ConsumerMemberRecord {
     pub assigned: Vec<StoredPartition>,
     pub revoking: Vec<StoredPartition>,
     pub target: Vec<StoredPartition>,
+    /// Set for a member of the classic protocol (an upgraded group's).
+    pub classic: Option<ClassicMemberRecord>,
+}
+
+/// What a classic-protocol member of a consumer-protocol group brings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassicMemberRecord {
+    pub session_timeout_ms: u64,
+    /// Its protocols: (name, metadata).
+    pub protocols: Vec<(String, Vec<u8>)>,
 }
 
 /// A consumer-protocol group as its records keep it.

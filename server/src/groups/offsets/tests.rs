@@ -234,6 +234,7 @@ fn member(epoch: i32, assigned: Vec<StoredPartition>) -> ConsumerMemberRecord {
         target: assigned.clone(),
         assigned,
         revoking: Vec::new(),
+        classic: None,
     }
 }
 

@@ -8,31 +8,35 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
- * A member of a KIP-848 consumer group ({@code group.protocol=consumer}, the broker's
- * assignor): reads {@code --topic} in {@code --group}, committing synchronously after every
- * tenth record of a partition. Prints {@code A p,p,...} (its whole assignment after each
- * rebalance callback), {@code M partition offset} per record and {@code C partition next} per
- * commit.
+ * A member of a consumer group of {@code --group-protocol} {@code consumer} (KIP-848, the
+ * broker's assignor) or {@code classic} (the client's default assignors): reads {@code --topic}
+ * in {@code --group}, committing synchronously after every tenth record of a partition. Prints
+ * {@code A p,p,...} (its whole assignment after each rebalance callback), {@code M partition
+ * offset} per record, {@code C partition next} per commit and {@code CLOSED} once a SIGTERM has
+ * closed it (leaving the group).
  */
 public final class Kip848Consumer {
     private Kip848Consumer() {}
 
     public static void main(String[] argv) {
-        Map<String, String> args = Args.parse(argv, "bootstrap", "topic", "group");
+        Map<String, String> args = Args.parse(argv, "bootstrap", "topic", "group", "group-protocol");
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args.get("bootstrap"));
         props.put(ConsumerConfig.GROUP_ID_CONFIG, args.get("group"));
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, args.get("group-protocol"));
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -50,9 +54,26 @@ public final class Kip848Consumer {
                 }
             };
             consumer.subscribe(List.of(args.get("topic")), listener);
+            Thread main = Thread.currentThread();
+            AtomicBoolean stopping = new AtomicBoolean();
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                stopping.set(true);
+                consumer.wakeup();
+                try {
+                    main.join(30_000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
             Map<TopicPartition, OffsetAndMetadata> pending = new HashMap<>();
-            while (true) {
-                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(100))) {
+            while (!stopping.get()) {
+                ConsumerRecords<String, String> records;
+                try {
+                    records = consumer.poll(Duration.ofMillis(100));
+                } catch (WakeupException e) {
+                    break;
+                }
+                for (ConsumerRecord<String, String> r : records) {
                     System.out.println("M " + r.partition() + " " + r.offset());
                     TopicPartition tp = new TopicPartition(r.topic(), r.partition());
                     pending.put(tp, new OffsetAndMetadata(r.offset() + 1));
@@ -76,6 +97,8 @@ public final class Kip848Consumer {
                 System.out.flush();
             }
         }
+        System.out.println("CLOSED");
+        System.out.flush();
     }
 
     /** The whole assignment once this callback's partitions are added or taken away. */
