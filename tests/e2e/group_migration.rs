@@ -147,3 +147,44 @@ fn a_live_classic_group_upgrades_to_the_consumer_protocol_and_back() {
         twice.len()
     );
 }
+
+#[test]
+fn with_the_migration_policy_disabled_a_live_classic_group_stays_classic() {
+    let mut flags = FLAGS.to_vec();
+    flags.extend(["--group-consumer-migration-policy", "disabled"]);
+    let broker = TestBroker::start_temp(&flags);
+    let addr = broker.addr.clone();
+    create_topic(&addr, "mig", 6);
+    let classic = Worker::start_with(&addr, "mig", &[("LOGRAIL_WORKER_GROUP", GROUP)]);
+    wait_until(
+        "the classic member has all six",
+        Duration::from_secs(60),
+        || even(&[&classic], 6),
+    );
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(test_support::kafka::text(GROUP)))
+        .with_member_id(test_support::kafka::text("newcomer"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![test_support::kafka::name("mig")]))
+        .with_topic_partitions(Some(Vec::new()));
+    let refused: ConsumerGroupHeartbeatResponse = call(
+        &mut connect(&addr),
+        ApiKey::ConsumerGroupHeartbeat,
+        1,
+        &join,
+    );
+    assert_eq!(
+        refused.error_code,
+        kafka_protocol::error::ResponseError::GroupIdNotFound.code()
+    );
+    assert_eq!(group_type(&addr), "classic");
+    // A policy that is none of Kafka's stops the broker at start.
+    let (started, _, err) =
+        test_support::lograil(&["serve", "--group-consumer-migration-policy", "sideways"]);
+    assert!(!started);
+    assert!(
+        err.contains("bidirectional, upgrade, downgrade, disabled"),
+        "{err}"
+    );
+}
