@@ -20,16 +20,17 @@ use crate::java::{classpath, JavaApp, TURN};
 
 const BATCH: i64 = 2000;
 
-/// A member's output, each line with its assignment period (the `A` lines seen before it).
+/// What a `Kip848Consumer` printed, each read and commit with its assignment period (the `A`
+/// lines before it).
 #[derive(Default)]
-struct Periods {
-    read: Vec<(i32, i64, usize)>,
-    commits: Vec<(i32, i64, usize)>,
-    assignments: Vec<Vec<i32>>,
+pub(crate) struct Periods {
+    pub(crate) read: Vec<(i32, i64, usize)>,
+    pub(crate) commits: Vec<(i32, i64, usize)>,
+    pub(crate) assignments: Vec<Vec<i32>>,
 }
 
 impl Periods {
-    fn of(app: &JavaApp) -> Periods {
+    pub(crate) fn of(app: &JavaApp) -> Periods {
         let mut out = Periods::default();
         for line in app.lines() {
             let parts: Vec<&str> = line.split_whitespace().collect();

@@ -10,12 +10,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use consumer::ProducerRecord;
 use test_support::cluster::{unique, TestCluster};
 
+use crate::group_migration::Periods;
 use crate::java::{classpath, JavaApp, TURN};
 
 const RECORDS: i64 = 3000;
 
 /// A member's output: (partition, offset) read, (partition, next) committed, assignments.
-#[derive(Default)]
 struct Seen {
     read: Vec<(i32, i64)>,
     commits: Vec<(i32, i64)>,
@@ -23,20 +23,12 @@ struct Seen {
 }
 
 fn seen(app: &JavaApp) -> Seen {
-    let mut out = Seen::default();
-    for line in app.lines() {
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        match parts.as_slice() {
-            ["M", p, o] => out.read.push((p.parse().unwrap(), o.parse().unwrap())),
-            ["C", p, o] => out.commits.push((p.parse().unwrap(), o.parse().unwrap())),
-            ["A", list] => out
-                .assignments
-                .push(list.split(',').map(|p| p.parse().unwrap()).collect()),
-            ["A"] => out.assignments.push(Vec::new()),
-            _ => {}
-        }
+    let lines = Periods::of(app);
+    Seen {
+        read: lines.read.iter().map(|(p, o, _)| (*p, *o)).collect(),
+        commits: lines.commits.iter().map(|(p, n, _)| (*p, *n)).collect(),
+        assignments: lines.assignments,
     }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
