@@ -248,7 +248,7 @@ fn converge(addr: &str, group: &str, members: &mut [Client]) {
 /// `streams.num.standby.replicas`, set on the group as `kafka-configs --entity-type groups`
 /// does (Kafka Streams' own setting is ignored under the streams protocol): checked, listed by
 /// DescribeConfigs, kept across a restart, and it gives each stateful task a standby in the
-/// other process.
+/// other process; the group itself, members and tasks, survives the broker's SIGKILL.
 #[test]
 fn a_groups_standby_replicas_config_gives_standby_tasks_and_survives_a_restart() {
     use test_support::kafka::{alter_configs, GROUP_RESOURCE};
@@ -324,11 +324,15 @@ fn a_groups_standby_replicas_config_gives_standby_tasks_and_survives_a_restart()
     }
     assert_eq!(standbys, 2, "one standby per stateful task: {members:?}");
 
-    broker.stop();
+    broker.kill9();
     broker.restart();
     assert_eq!(
         listed(&broker.addr),
         Some(("1".to_string(), 8)),
         "kept across a restart"
     );
+    // The group came back from its record: each member goes on at its epoch with its tasks.
+    let before = members.clone();
+    converge(&broker.addr, "app", &mut members);
+    assert_eq!(members, before, "no member moved or was told to rejoin");
 }

@@ -178,10 +178,12 @@ async fn streams_group_moves_tasks_between_instances_exactly_once() {
     // The survivor takes every task once the broker fences the killed member.
     let survivor = stable_tasks(&addr, &app_id, 1, &mut [&mut second]).await;
     assert_eq!(survivor[0].len(), 4, "{survivor:?}");
-    // lograil: the broker killed (SIGKILL) and started again while the survivor works. Streams
-    // groups are soft state: the member is told it is unknown, rejoins with its topology and
-    // gets its tasks back; its open transaction is aborted.
+    // lograil: the broker killed (SIGKILL) and started again while the survivor works. The
+    // group comes back from its record with its member before any heartbeat; its open
+    // transaction is aborted, and it runs its tasks again.
     if cluster.crash_and_restart_lograil() {
+        let back = test_support::kafka::describe_streams_group(&addr, &app_id);
+        assert_eq!(back.members.len(), 1, "{back:?}");
         let back = stable_tasks(&addr, &app_id, 1, &mut [&mut second]).await;
         assert_eq!(back[0].len(), 4, "{back:?}");
     }

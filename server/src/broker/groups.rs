@@ -29,8 +29,8 @@ pub struct Groups {
 
 impl Groups {
     /// The groups kept in `offsets`: classic groups with committed offsets come back Empty,
-    /// with their protocol type and generation; consumer-protocol groups with offsets or
-    /// members come back as they were, members included; the records of the others
+    /// with their protocol type and generation; consumer-protocol and streams groups with
+    /// offsets or members come back as they were, members included; the records of the others
     /// (forgotten) wait for the next rewrite.
     pub(super) fn restore(
         classic: Coordinator,
@@ -53,8 +53,17 @@ impl Groups {
                 .collect(),
             std::time::Instant::now(),
         );
+        let streams = StreamsGroups::new(classic.config().streams.clone());
+        streams.restore(
+            offsets
+                .streams_groups()
+                .into_iter()
+                .filter(|(group, record)| !record.members.is_empty() || offsets.has_offsets(group))
+                .collect(),
+            Instant::now(),
+        );
         Groups {
-            streams: StreamsGroups::new(classic.config().streams.clone()),
+            streams,
             classic,
             consumer,
             offsets,
@@ -74,18 +83,21 @@ impl Groups {
         forgotten.retain(|group| !self.classic.contains(group));
         let changed = self.classic.unpersisted();
         let consumer = self.consumer.unpersisted();
-        if forgotten.is_empty() && changed.is_empty() && consumer.is_empty() {
+        let streams = self.streams.unpersisted();
+        if forgotten.is_empty() && changed.is_empty() && consumer.is_empty() && streams.is_empty() {
             return;
         }
         let names: Vec<String> = changed.iter().map(|(id, _)| id.clone()).collect();
         let consumer_names: Vec<String> = consumer.iter().map(|(id, _)| id.clone()).collect();
+        let streams_names: Vec<String> = streams.iter().map(|(id, _)| id.clone()).collect();
         let owner = self.clone();
         let stored = crate::blocking::spawn(move || {
             for group in &forgotten {
                 owner.offsets.delete_group_record(group)?;
             }
             owner.offsets.store_groups(changed)?;
-            owner.offsets.store_consumer_groups(consumer)
+            owner.offsets.store_consumer_groups(consumer)?;
+            owner.offsets.store_streams_groups(streams)
         })
         .await;
         let error = match stored {
@@ -96,6 +108,7 @@ impl Groups {
         tracing::error!(error, "writing group records failed");
         self.classic.unwritten(&names);
         self.consumer.unwritten(&consumer_names);
+        self.streams.unwritten(&streams_names);
     }
 
     /// KIP-848's online upgrade, as a consumer-protocol member joins `group`, a live classic

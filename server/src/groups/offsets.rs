@@ -7,8 +7,9 @@
 //! A group's own record (Kafka's group metadata record: its protocol type and generation, so a
 //! group's generation keeps counting across restarts) has the key `(group, "", -1)`, which no
 //! partition can have, and a [`GroupMeta`] value; a consumer-protocol group's (KIP-848: its
-//! epoch, target assignment and members) are keyed with partitions -2 to -4 ([`consumer`]);
-//! each is deleted with the group's offsets.
+//! epoch, target assignment and members) are keyed with partitions -2 to -4 ([`consumer`]),
+//! a streams group's (the whole group) with -5 ([`streams`]); each is deleted with the
+//! group's offsets.
 //! Without compaction the topic would only grow, so on start-up, when it holds far more records
 //! than live offsets, the live offsets are written again and the segments before them deleted.
 //!
@@ -25,12 +26,16 @@ use log_core::{batch, Log, StateLog, StateLogError};
 use serde::{Deserialize, Serialize};
 
 mod consumer;
+mod streams;
 
 pub use consumer::{
     ClassicMemberRecord, ConsumerGroupImage, ConsumerGroupMeta, ConsumerGroupWrite,
     ConsumerMemberRecord, ConsumerTargetRecord, StoredPartition,
 };
 use consumer::{Stored, StoredGroup};
+use streams::StoredStreams;
+
+use super::streams::StreamsGroupRecord;
 
 pub const TOPIC: &str = "__consumer_offsets";
 /// Kafka's `offset.metadata.max.bytes`.
@@ -98,6 +103,7 @@ enum Value {
     ConsumerGroup(ConsumerGroupMeta),
     ConsumerTarget(ConsumerTargetRecord),
     ConsumerMember(Box<ConsumerMemberRecord>),
+    Streams(Box<StreamsGroupRecord>),
 }
 
 /// The latest write per partition: the commit (`None` after a tombstone) and the offset of the
@@ -128,11 +134,21 @@ struct Replayed {
     groups: HashMap<String, GroupOffsets>,
     metas: HashMap<String, (Option<GroupMeta>, i64)>,
     consumer: HashMap<String, StoredGroup>,
+    streams: StoredStreams,
 }
 
 impl Replayed {
     /// Applies the record at `at` (a record that does not decode is skipped, with a warning).
     fn record(&mut self, key: Key, value: Option<&[u8]>, at: i64) {
+        if key.is_streams() {
+            match value.map(StateLog::decode::<StreamsGroupRecord>) {
+                Some(None) => {
+                    tracing::warn!(offset = at, "skipping a group record that does not decode")
+                }
+                record => streams::apply(&mut self.streams, key.group, record.flatten(), at),
+            }
+            return;
+        }
         if let Some(part) = key.consumer_part() {
             match Stored::decode(part, value) {
                 None => tracing::warn!(offset = at, "skipping a group record that does not decode"),
@@ -170,6 +186,8 @@ pub struct OffsetStore {
     metas: Mutex<HashMap<String, (GroupMeta, i64)>>,
     /// Each consumer-protocol group's own records, with the log offsets that wrote them.
     consumer: Mutex<HashMap<String, StoredGroup>>,
+    /// Each streams group's record, with the log offset that wrote it.
+    streams: Mutex<StoredStreams>,
     /// When each group with offsets was last seen with members (ms), by [`OffsetStore::expire`].
     seen_with_members: Mutex<HashMap<String, i64>>,
     /// When the store was opened (ms): groups not seen since count as seen then.
@@ -199,6 +217,7 @@ impl OffsetStore {
             mut groups,
             metas,
             mut consumer,
+            streams,
         } = replayed;
         consumer.retain(|_, stored| !stored.is_empty());
         for offsets in groups.values_mut() {
@@ -214,6 +233,7 @@ impl OffsetStore {
             groups: Mutex::new(groups),
             metas: Mutex::new(metas),
             consumer: Mutex::new(consumer),
+            streams: Mutex::new(streams),
             seen_with_members: Mutex::new(HashMap::new()),
             opened_ms: log_core::now_ms(),
         }
@@ -257,9 +277,23 @@ impl OffsetStore {
             .filter(|(group, stored)| stored.has_members() || offsets.get(*group).is_some_and(live))
             .flat_map(|(group, stored)| stored.records(group))
             .collect();
+        let streams: Vec<(Key, Option<Value>)> = self
+            .lock_streams()
+            .iter()
+            .filter(|(group, (record, _))| {
+                !record.members.is_empty() || offsets.get(*group).is_some_and(live)
+            })
+            .map(|(group, (record, _))| {
+                (
+                    Key::streams(group),
+                    Some(Value::Streams(Box::new(record.clone()))),
+                )
+            })
+            .collect();
         drop(offsets);
         kept.extend(metas);
         kept.extend(consumer);
+        kept.extend(streams);
         self.log.rewrite(&kept, 1000, records)
     }
 
@@ -303,6 +337,28 @@ impl OffsetStore {
         self.write(entries)
     }
 
+    fn lock_streams(&self) -> MutexGuard<'_, StoredStreams> {
+        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every streams group as its record keeps it.
+    pub fn streams_groups(&self) -> Vec<(String, StreamsGroupRecord)> {
+        self.lock_streams()
+            .iter()
+            .map(|(group, (record, _))| (group.clone(), record.clone()))
+            .collect()
+    }
+
+    /// Writes the records of streams groups that differ from what they are (`None`: the
+    /// group is gone, its record deleted), and waits until they are durable.
+    pub fn store_streams_groups(
+        &self,
+        writes: Vec<(String, Option<StreamsGroupRecord>)>,
+    ) -> Result<(), OffsetsError> {
+        let entries = streams::changes(&self.lock_streams(), writes);
+        self.write(entries)
+    }
+
     /// Writes the own records of groups whose protocol type or generation changed, and waits
     /// until they are durable.
     pub fn store_groups(&self, metas: Vec<(String, GroupMeta)>) -> Result<(), OffsetsError> {
@@ -327,7 +383,16 @@ impl OffsetStore {
         let mut groups = self.lock();
         let mut metas = self.lock_metas();
         let mut consumer = self.lock_consumer();
+        let mut streams = self.lock_streams();
         for (at, (key, value)) in (info.base_offset..).zip(entries) {
+            if key.is_streams() {
+                let record = match value {
+                    Some(Value::Streams(record)) => Some(*record),
+                    _ => None,
+                };
+                streams::apply(&mut streams, key.group, record, at);
+                continue;
+            }
             if let Some(part) = key.consumer_part() {
                 if let Some(written) = Stored::written(part, value) {
                     let group = consumer.entry(key.group.clone()).or_default();
@@ -351,9 +416,12 @@ impl OffsetStore {
                 }
                 Some(Value::Offset(c)) => apply(&mut groups, key, Some(c), at),
                 None => apply(&mut groups, key, None, at),
-                // Only ever written under a consumer group's key, taken above.
+                // Only ever written under a consumer or streams group's key, taken above.
                 Some(
-                    Value::ConsumerGroup(_) | Value::ConsumerTarget(_) | Value::ConsumerMember(_),
+                    Value::ConsumerGroup(_)
+                    | Value::ConsumerTarget(_)
+                    | Value::ConsumerMember(_)
+                    | Value::Streams(_),
                 ) => {}
             }
         }
@@ -495,6 +563,9 @@ impl OffsetStore {
         if partitions.is_none() {
             if let Some(stored) = self.lock_consumer().get(group) {
                 entries.extend(stored.changes(group, None));
+            }
+            if self.lock_streams().contains_key(group) {
+                entries.push((Key::streams(group), None));
             }
         }
         self.write(entries)?;

@@ -41,6 +41,7 @@ use crate::broker::{Admin, Groups, Storage};
 use crate::config::BrokerConfig;
 use crate::groups::streams::assignor::{by_subtopology, Task, Tasks};
 use crate::groups::streams::topology::{Status, TopicInfo, Topology};
+use crate::groups::streams::Answer;
 use crate::shares::Shares;
 
 impl Handler for StreamsGroupHeartbeatRequest {
@@ -110,7 +111,9 @@ impl Handler for StreamsGroupHeartbeatRequest {
         let interval = i32::try_from(interval.as_millis()).unwrap_or(i32::MAX);
         let member_id = request.member_id.to_string();
         if request.member_epoch < 0 {
-            return leave(&groups, &group, request);
+            let left = leave(&groups, &group, request);
+            groups.store_group_records(Vec::new()).await;
+            return left;
         }
         if request.member_epoch == 0 {
             if let Err(why) = take_group_id(&groups, &group) {
@@ -126,6 +129,10 @@ impl Handler for StreamsGroupHeartbeatRequest {
             groups
                 .streams
                 .heartbeat_with(&group, beat, Instant::now(), &partitions, &config);
+        if groups.streams.has_unpersisted() {
+            // What changed is durable before it is answered, as in Kafka.
+            groups.store_group_records(Vec::new()).await;
+        }
         let mut answer = match answer {
             Ok(answer) => answer,
             Err((error, why)) => {
@@ -137,34 +144,15 @@ impl Handler for StreamsGroupHeartbeatRequest {
                 create_internal_topics(&broker_config, &storage, &admin, ctx, &answer.create).await;
             note_refused(&mut answer.status, &refused);
         }
-        let topology = groups.streams.describe(&group).and_then(|g| g.topology);
         let endpoints = answer.endpoints.as_ref().map(|all| {
+            let topology = groups.streams.describe(&group).and_then(|g| g.topology);
             all.iter()
                 .map(|(endpoint, tasks)| {
                     endpoint_partitions(endpoint, tasks, topology.as_ref(), &partitions)
                 })
                 .collect()
         });
-        let status = answer
-            .status
-            .iter()
-            .map(|(code, detail)| {
-                StatusEntry::default()
-                    .with_status_code(*code as i8)
-                    .with_status_detail(StrBytes::from_string(detail.clone()))
-            })
-            .collect();
-        let tasks = answer.tasks.as_ref();
-        StreamsGroupHeartbeatResponse::default()
-            .with_member_id(StrBytes::from_string(member_id))
-            .with_member_epoch(answer.member_epoch)
-            .with_heartbeat_interval_ms(interval)
-            .with_status(Some(status))
-            .with_active_tasks(tasks.map(|t| task_ids(&t.active)))
-            .with_standby_tasks(tasks.map(|t| task_ids(&t.standby)))
-            .with_warmup_tasks(tasks.map(|t| task_ids(&t.warmup)))
-            .with_endpoint_information_epoch(answer.endpoint_epoch)
-            .with_partitions_by_user_endpoint(endpoints)
+        response(member_id, interval, &answer, endpoints)
     }
 
     fn throttle_time_ms(response: &mut StreamsGroupHeartbeatResponse) -> Option<&mut i32> {
@@ -174,6 +162,35 @@ impl Handler for StreamsGroupHeartbeatRequest {
     fn each_error(r: &StreamsGroupHeartbeatResponse, f: &mut dyn FnMut(i16)) {
         f(r.error_code)
     }
+}
+
+/// The answer to a heartbeat the group took.
+fn response(
+    member_id: String,
+    interval: i32,
+    answer: &Answer,
+    endpoints: Option<Vec<EndpointToPartitions>>,
+) -> StreamsGroupHeartbeatResponse {
+    let status = answer
+        .status
+        .iter()
+        .map(|(code, detail)| {
+            StatusEntry::default()
+                .with_status_code(*code as i8)
+                .with_status_detail(StrBytes::from_string(detail.clone()))
+        })
+        .collect();
+    let tasks = answer.tasks.as_ref();
+    StreamsGroupHeartbeatResponse::default()
+        .with_member_id(StrBytes::from_string(member_id))
+        .with_member_epoch(answer.member_epoch)
+        .with_heartbeat_interval_ms(interval)
+        .with_status(Some(status))
+        .with_active_tasks(tasks.map(|t| task_ids(&t.active)))
+        .with_standby_tasks(tasks.map(|t| task_ids(&t.standby)))
+        .with_warmup_tasks(tasks.map(|t| task_ids(&t.warmup)))
+        .with_endpoint_information_epoch(answer.endpoint_epoch)
+        .with_partitions_by_user_endpoint(endpoints)
 }
 
 /// A leave (epoch -1): the member's tasks go to the others at once.

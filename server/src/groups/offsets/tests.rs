@@ -348,3 +348,77 @@ fn a_rewrite_keeps_the_records_of_a_consumer_group_with_members_and_no_offsets()
     assert_eq!(groups[0].1.members["a"].assigned, vec![(7, 0)]);
     assert_eq!(store.fetch("h", "t", 0), Some(committed(1099)));
 }
+
+fn streams_record(epoch: i32, members: &[&str]) -> StreamsGroupRecord {
+    use crate::groups::streams::assignor::Tasks;
+    use crate::groups::streams::stored::StreamsMemberRecord;
+    let tasks = Tasks {
+        active: [("0".to_string(), 1)].into(),
+        ..Tasks::default()
+    };
+    StreamsGroupRecord {
+        epoch,
+        assignment_epoch: epoch,
+        topology: None,
+        configured: crate::groups::streams::topology::Configured::default(),
+        endpoint_epoch: 0,
+        standbys: 1,
+        shutdown_by: None,
+        members: members
+            .iter()
+            .map(|id| {
+                let member = StreamsMemberRecord {
+                    rack_id: None,
+                    client_id: "c".into(),
+                    client_host: "/h".into(),
+                    rebalance_timeout_ms: 30_000,
+                    process_id: "p".into(),
+                    endpoint: Some(("localhost".into(), 8080)),
+                    client_tags: Vec::new(),
+                    topology_epoch: 0,
+                    epoch,
+                    previous_epoch: epoch - 1,
+                    state: 1,
+                    assigned: tasks.clone(),
+                    revoking: Tasks::default(),
+                    target: tasks.clone(),
+                };
+                (id.to_string(), member)
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_streams_groups_record_survives_reopen_and_is_written_only_when_it_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = Log::open(dir.path()).unwrap();
+        let store = OffsetStore::open(&log).unwrap();
+        let end = || store.log.partition().log_end_offset();
+        store
+            .store_streams_groups(vec![("app".into(), Some(streams_record(2, &["m1"])))])
+            .unwrap();
+        let written = end();
+        store
+            .store_streams_groups(vec![("app".into(), Some(streams_record(2, &["m1"])))])
+            .unwrap();
+        assert_eq!(end(), written, "the same record again is not written");
+        store
+            .store_streams_groups(vec![("app".into(), Some(streams_record(3, &["m1", "m2"])))])
+            .unwrap();
+        store
+            .store_streams_groups(vec![("gone".into(), Some(streams_record(1, &["x"])))])
+            .unwrap();
+        store
+            .store_streams_groups(vec![("gone".into(), None)])
+            .unwrap();
+    }
+    let log = Log::open(dir.path()).unwrap();
+    let store = OffsetStore::open(&log).unwrap();
+    let groups = store.streams_groups();
+    assert_eq!(
+        groups,
+        vec![("app".to_string(), streams_record(3, &["m1", "m2"]))]
+    );
+}

@@ -18,7 +18,7 @@ pub enum Kind {
 }
 
 /// What one member is to run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tasks {
     pub active: BTreeSet<Task>,
     pub standby: BTreeSet<Task>,

@@ -165,7 +165,7 @@ pub struct StreamsGroup {
     pub shutdown_by: Option<String>,
     pub endpoint_epoch: i32,
     /// The standby replicas the target was computed with (`streams.num.standby.replicas`).
-    standbys: usize,
+    pub(super) standbys: usize,
 }
 
 impl StreamsGroup {

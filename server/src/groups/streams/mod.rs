@@ -10,21 +10,25 @@
 //! A group id is a streams group, a consumer-protocol group or a classic one, never two at
 //! once; an empty one of another kind becomes a streams group when a member joins. As in
 //! Kafka 4.4 there is no static membership, no warm-up task and no source topic regex (each is
-//! refused with INVALID_REQUEST). Groups are not persisted: after a restart a member is
-//! UNKNOWN_MEMBER_ID and rejoins with its topology; committed offsets are kept.
+//! refused with INVALID_REQUEST). A group is kept in `__consumer_offsets` ([`stored`]),
+//! written before the heartbeat that changed it is answered: after a restart its members go
+//! on at their epochs with their tasks. A member of a group the broker does not know is told
+//! UNKNOWN_MEMBER_ID (Kafka: GROUP_ID_NOT_FOUND, fatal to the Streams client) and rejoins.
 
 pub mod assignor;
 pub mod config;
 mod group;
+pub mod stored;
 pub mod topology;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 
 pub use group::{Answer, Beat, Member, Partitions, StreamsGroup};
+pub use stored::StreamsGroupRecord;
 
 /// Settings of streams groups (Kafka's `group.streams.*` broker configs).
 #[derive(Debug, Clone)]
@@ -62,18 +66,28 @@ impl Default for StreamsConfig {
 pub struct StreamsGroups {
     pub config: StreamsConfig,
     groups: Mutex<HashMap<String, StreamsGroup>>,
+    /// Groups that changed since their record was written.
+    dirty: Mutex<BTreeSet<String>>,
 }
 
 impl StreamsGroups {
     pub fn new(config: StreamsConfig) -> Self {
         StreamsGroups {
             config,
-            groups: Mutex::default(),
+            ..StreamsGroups::default()
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, StreamsGroup>> {
         self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_dirty(&self) -> MutexGuard<'_, BTreeSet<String>> {
+        self.dirty.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mark(&self, group: &str) {
+        self.lock_dirty().insert(group.to_string());
     }
 
     /// A StreamsGroupHeartbeat already checked for its own faults, epoch 0 or more, under the
@@ -102,9 +116,8 @@ impl StreamsGroups {
         let mut groups = self.lock();
         let fresh = !groups.contains_key(group_id);
         if fresh && beat.epoch != 0 {
-            // Kafka answers GROUP_ID_NOT_FOUND, which the Streams client takes as fatal; here
-            // the group is gone only because the broker restarted (streams groups are soft
-            // state), so the member is told to rejoin.
+            // Kafka answers GROUP_ID_NOT_FOUND, which the Streams client takes as fatal; a
+            // group gone here (deleted, its record lost) is one to rejoin.
             let why = format!(
                 "Member {} is not a member of group {group_id}.",
                 beat.member_id
@@ -114,9 +127,17 @@ impl StreamsGroups {
         let group = groups
             .entry(group_id.to_string())
             .or_insert_with(StreamsGroup::new);
+        let member_id = beat.member_id.clone();
+        let epochs = |g: &StreamsGroup| {
+            let shutdown = g.shutdown_by.clone();
+            (g.epoch, g.assignment_epoch, g.endpoint_epoch, shutdown)
+        };
+        let before = (epochs(group), group.member_record(&member_id));
         let answer = group.heartbeat(beat, now, config, partitions);
         if answer.is_err() && fresh {
             groups.remove(group_id);
+        } else if before != (epochs(group), group.member_record(&member_id)) {
+            self.mark(group_id);
         }
         answer
     }
@@ -142,6 +163,7 @@ impl StreamsGroups {
             group.shutdown_by = Some(member_id.to_string());
         }
         group.remove(member_id);
+        self.mark(group_id);
         Ok(())
     }
 
@@ -163,16 +185,55 @@ impl StreamsGroups {
             for member in group.expired(now, session(id)) {
                 tracing::info!(group = %id, member = %member, "streams group member fenced (session or rebalance timeout)");
                 group.remove(&member);
+                self.mark(id);
                 gone.push((id.clone(), member));
             }
         }
         gone
     }
 
-    /// Forgets the empty groups without committed offsets.
+    /// Forgets the empty groups without committed offsets (their records are deleted).
     pub fn forget(&self, has_offsets: impl Fn(&str) -> bool) {
-        self.lock()
-            .retain(|id, g| !g.members.is_empty() || has_offsets(id));
+        self.lock().retain(|id, g| {
+            let keep = !g.members.is_empty() || has_offsets(id);
+            if !keep {
+                self.mark(id);
+            }
+            keep
+        });
+    }
+
+    /// Groups as their records left them (at start-up), members included.
+    pub fn restore(&self, records: Vec<(String, StreamsGroupRecord)>, now: Instant) {
+        let mut groups = self.lock();
+        for (id, record) in records {
+            groups
+                .entry(id)
+                .or_insert_with(|| StreamsGroup::restored(record, now));
+        }
+    }
+
+    /// The groups that changed since last asked, with their record now (`None`: gone).
+    pub fn unpersisted(&self) -> Vec<(String, Option<StreamsGroupRecord>)> {
+        let dirty = std::mem::take(&mut *self.lock_dirty());
+        let groups = self.lock();
+        dirty
+            .into_iter()
+            .map(|id| {
+                let record = groups.get(&id).map(StreamsGroup::record);
+                (id, record)
+            })
+            .collect()
+    }
+
+    /// Whether some group changed since its record was written.
+    pub fn has_unpersisted(&self) -> bool {
+        !self.lock_dirty().is_empty()
+    }
+
+    /// `groups`' records were not written after all: the next call takes them again.
+    pub fn unwritten(&self, groups: &[String]) {
+        self.lock_dirty().extend(groups.iter().cloned());
     }
 
     /// Whether `group_id` is a streams group (with members or not).
@@ -234,6 +295,7 @@ impl StreamsGroups {
             Some(g) if !g.members.is_empty() => Err(ResponseError::NonEmptyGroup),
             Some(_) => {
                 groups.remove(group_id);
+                self.mark(group_id);
                 Ok(true)
             }
             None => Ok(false),

@@ -279,8 +279,8 @@ fn a_changed_topology_and_a_stale_epoch_are_refused() {
         .heartbeat("g", beat("zz", 3, &Tasks::default()), now, &have)
         .unwrap_err();
     assert_eq!(unknown.0, ResponseError::UnknownMemberId);
-    // A group the broker does not know (it restarted: streams groups are soft state) tells
-    // the member to rejoin; Kafka's GROUP_ID_NOT_FOUND would stop the Streams client.
+    // A group the broker does not know (deleted, or its record lost) tells the member to
+    // rejoin; Kafka's GROUP_ID_NOT_FOUND would stop the Streams client.
     let gone = groups
         .heartbeat("h", beat("a", 3, &Tasks::default()), now, &have)
         .unwrap_err();
@@ -329,7 +329,7 @@ mod model {
     use proptest::prelude::*;
 
     use super::super::assignor::{Task, Tasks};
-    use super::super::{Beat, StreamsConfig, StreamsGroups};
+    use super::super::{Beat, StreamsConfig, StreamsGroupRecord, StreamsGroups};
     use super::{beat, join, topics, READY};
 
     #[derive(Debug, Clone)]
@@ -338,6 +338,8 @@ mod model {
         Leave(usize),
         Beat(usize),
         Silence,
+        /// The broker restarts: the group comes back from its record, its clients go on.
+        Restart,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -347,6 +349,7 @@ mod model {
             (0..4usize).prop_map(Step::Beat),
             (0..4usize).prop_map(Step::Beat),
             Just(Step::Silence),
+            Just(Step::Restart),
         ]
     }
 
@@ -367,7 +370,7 @@ mod model {
         m: usize,
         b: Beat,
         now: Instant,
-    ) {
+    ) -> bool {
         let have = topics(&READY);
         match groups.heartbeat("g", b, now, &have) {
             Ok(answer) => {
@@ -376,9 +379,11 @@ mod model {
                 if let Some(tasks) = answer.tasks {
                     c.runs = tasks;
                 }
+                true
             }
             Err(_) => {
                 clients.remove(&m);
+                false
             }
         }
     }
@@ -406,12 +411,14 @@ mod model {
 
         #[test]
         fn no_task_runs_twice_and_the_group_converges(steps in proptest::collection::vec(step(), 1..50)) {
-            let groups = StreamsGroups::new(StreamsConfig {
+            let config = StreamsConfig {
                 initial_delay: Duration::ZERO,
                 assignment_interval: Duration::ZERO,
                 standbys: 1,
                 ..StreamsConfig::default()
-            });
+            };
+            let mut groups = StreamsGroups::new(config.clone());
+            let mut stored: BTreeMap<String, StreamsGroupRecord> = BTreeMap::new();
             let mut clients: BTreeMap<usize, Client> = BTreeMap::new();
             let mut now = Instant::now();
             let name = |m: usize| format!("m{m}");
@@ -440,6 +447,22 @@ mod model {
                             clients.remove(&i);
                         }
                     }
+                    Step::Restart => {
+                        groups = StreamsGroups::new(config.clone());
+                        groups.restore(stored.clone().into_iter().collect(), now);
+                        // No member is fenced by it: each goes on at its epoch.
+                        for (m, c) in clients.clone() {
+                            let b = beat(&name(m), c.epoch, &c.runs);
+                            prop_assert!(send(&groups, &mut clients, m, b, now), "m{m} fenced");
+                        }
+                    }
+                }
+                // Every change is written before it is answered.
+                for (id, record) in groups.unpersisted() {
+                    match record {
+                        Some(record) => stored.insert(id, record),
+                        None => stored.remove(&id),
+                    };
                 }
                 check_exclusive(&groups);
             }

@@ -7,13 +7,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 /// Most tasks a topology may have (the sum over its subtopologies of their widest source):
 /// the assignor and each member's answer grow with them. Kafka has no such cap; a topology
 /// over it is STREAMS_INVALID_TOPOLOGY.
 pub const MAX_TASKS: i64 = 1_000_000;
 
 /// An internal topic the topology asks for (a changelog or a repartition topic).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicInfo {
     pub name: String,
     /// 0: decided by the coordinator.
@@ -23,7 +25,7 @@ pub struct TopicInfo {
     pub configs: Vec<(String, String)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Subtopology {
     pub id: String,
     /// The topics it reads; repartition topics among them are also in `repartition_sources`.
@@ -36,14 +38,14 @@ pub struct Subtopology {
     pub copartition_groups: Vec<BTreeSet<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
     pub epoch: i32,
     pub subtopologies: Vec<Subtopology>,
 }
 
 /// Kafka's `StreamsGroupHeartbeatResponse.Status` codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
     StaleTopology = 0,
     MissingSourceTopics = 1,
@@ -54,7 +56,7 @@ pub enum Status {
 }
 
 /// Why a topology cannot run as it is (its [`Status`] and detail), or is invalid.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Problem {
     Status(Status, String),
     /// STREAMS_INVALID_TOPOLOGY: no partition count can be decided for a repartition topic.
@@ -62,7 +64,7 @@ pub enum Problem {
 }
 
 /// The topology against the topics that exist now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configured {
     /// Each subtopology's number of tasks (one per partition of its widest source); empty
     /// when the topology cannot be configured.
