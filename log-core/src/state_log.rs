@@ -199,6 +199,12 @@ impl StateLog {
         decode(encoded)
     }
 
+    /// A value as this log stores it (the format byte, then the value), as
+    /// [`StateLog::decode`] reads it; `None` when it does not encode.
+    pub fn encode<V: Serialize>(value: &V) -> Option<Vec<u8>> {
+        encode(value).ok()
+    }
+
     /// Whether a topic of `records` records holding `live` live keys should be rewritten.
     pub fn needs_rewrite(records: usize, live: usize) -> bool {
         records > REWRITE_RATIO * live.max(256)

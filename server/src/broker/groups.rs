@@ -28,9 +28,9 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// The groups kept in `offsets`: classic groups with committed offsets come back Empty,
-    /// with their protocol type and generation; consumer-protocol and streams groups with
-    /// offsets or members come back as they were, members included; the records of the others
+    /// The groups kept in `offsets` with committed offsets or members come back as they were
+    /// (a classic group Stable with its members, or Empty, with its protocol type and
+    /// generation; consumer-protocol and streams groups with their members); the records of the others
     /// (forgotten) wait for the next rewrite.
     pub(super) fn restore(
         classic: Coordinator,
@@ -42,8 +42,9 @@ impl Groups {
             offsets
                 .group_metas()
                 .into_iter()
-                .filter(|(group, _)| offsets.has_offsets(group))
+                .filter(|(group, meta)| !meta.members.is_empty() || offsets.has_offsets(group))
                 .collect(),
+            Instant::now(),
         );
         consumer.restore(
             offsets

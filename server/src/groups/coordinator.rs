@@ -374,12 +374,22 @@ impl Coordinator {
         forgotten
     }
 
-    /// Groups as their own records in `__consumer_offsets` left them (at start-up): Empty, with
-    /// their protocol type and generation.
-    pub fn restore(&self, metas: Vec<(String, GroupMeta)>) {
+    /// Groups as their own records in `__consumer_offsets` left them (at start-up): with their
+    /// protocol type and generation, Stable with their members if they were, else Empty.
+    pub fn restore(&self, metas: Vec<(String, GroupMeta)>, now: Instant) {
         let mut groups = self.lock();
         for (id, meta) in metas {
-            groups.entry(id).or_insert_with(|| Group::restored(meta));
+            if !meta.members.is_empty() {
+                // Member ids handed out from now on come after the restored ones.
+                let mut next = self
+                    .next_member
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                *next = (*next).max(meta.members.len() as u64);
+            }
+            groups
+                .entry(id)
+                .or_insert_with(|| Group::restored(meta, now));
         }
     }
 

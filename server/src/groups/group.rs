@@ -13,7 +13,11 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
 use super::messages::{GroupConfig, GroupState, Joined, Synced};
-use super::offsets::GroupMeta;
+use super::offsets::{GroupMeta, MemberMeta};
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
 #[derive(Debug)]
 pub(super) struct Member {
@@ -99,24 +103,65 @@ impl Group {
         }
     }
 
-    /// An Empty group as its own record in `__consumer_offsets` left it before a restart: its
-    /// protocol type, and its generation, which keeps counting (as in Kafka).
-    pub fn restored(meta: GroupMeta) -> Self {
-        Group {
+    /// A group as its own record in `__consumer_offsets` left it before a restart: its
+    /// protocol type and its generation, which keeps counting (as in Kafka); Stable with its
+    /// members (their sessions started again at `now`) if it was, else Empty.
+    pub fn restored(meta: GroupMeta, now: Instant) -> Self {
+        let mut group = Group {
             generation: meta.generation,
             protocol_type: Some(meta.protocol_type.clone()),
-            persisted: Some(meta),
             ..Group::new()
+        };
+        if let (Some(protocol), false) = (&meta.protocol, meta.members.is_empty()) {
+            group.state = GroupState::Stable;
+            group.protocol = Some(protocol.clone());
+            group.leader = meta.leader.clone();
+            for (joined_at, m) in (0..).zip(&meta.members) {
+                let member = Member {
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout: Duration::from_millis(m.session_timeout_ms),
+                    rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms),
+                    protocols: vec![(protocol.clone(), Bytes::from(m.subscription.clone()))],
+                    assignment: Bytes::from(m.assignment.clone()),
+                    last_heartbeat: now,
+                    joined_at,
+                    joining: None,
+                    syncing: None,
+                };
+                group.members.insert(m.member_id.clone(), member);
+            }
         }
+        group.persisted = Some(meta);
+        group
     }
 
     /// The group's own record, when it differs from what `__consumer_offsets` has (a group
-    /// that never had a member has none).
+    /// that never had a member has none): with its members once it is Stable, so that they go
+    /// on after a restart; without while it rebalances or is Empty.
     pub fn unpersisted(&self) -> Option<GroupMeta> {
-        let meta = GroupMeta {
-            protocol_type: self.protocol_type.clone()?,
-            generation: self.generation,
-        };
+        let mut meta = GroupMeta::of_type(self.protocol_type.as_deref()?, self.generation);
+        if self.state == GroupState::Stable {
+            let protocol = self.protocol.clone().unwrap_or_default();
+            let mut members: Vec<(&String, &Member)> = self.members.iter().collect();
+            members.sort_by_key(|(_, m)| m.joined_at);
+            meta.members = members
+                .into_iter()
+                .map(|(id, m)| MemberMeta {
+                    member_id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: millis(m.session_timeout),
+                    rebalance_timeout_ms: millis(m.rebalance_timeout),
+                    subscription: m.metadata_for(&protocol).to_vec(),
+                    assignment: m.assignment.to_vec(),
+                })
+                .collect();
+            meta.protocol = self.protocol.clone();
+            meta.leader = self.leader.clone();
+        }
         (self.persisted.as_ref() != Some(&meta)).then_some(meta)
     }
 

@@ -6,7 +6,7 @@
 //! - [`coordinator`]: every group behind one lock, and the operations handlers call;
 //! - [`offsets`]: committed offsets, stored as records in `__consumer_offsets`, beside each
 //!   group's own record (protocol type, generation), which the coordinator writes when they
-//!   change and restores its Empty groups from at start-up.
+//!   change and restores its groups from at start-up (a Stable one with its members).
 
 pub mod consumer;
 mod coordinator;

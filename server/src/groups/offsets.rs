@@ -4,9 +4,10 @@
 //!
 //! A record's key is `(group, topic, partition)`, its value the commit, each a format byte then
 //! bincode (fixed-width little-endian integers). A null value is a tombstone (deleted offsets).
-//! A group's own record (Kafka's group metadata record: its protocol type and generation, so a
-//! group's generation keeps counting across restarts) has the key `(group, "", -1)`, which no
-//! partition can have, and a [`GroupMeta`] value; a consumer-protocol group's (KIP-848: its
+//! A classic group's own record (Kafka's group metadata record: its protocol type and
+//! generation, so a group's generation keeps counting across restarts, and a Stable group's
+//! members with their assignments) has the key `(group, "", -1)`, which no partition can
+//! have, and a [`GroupMeta`] value ([`classic`]); a consumer-protocol group's (KIP-848: its
 //! epoch, target assignment and members) are keyed with partitions -2 to -4 ([`consumer`]),
 //! a streams group's (the whole group) with -5 ([`streams`]); each is deleted with the
 //! group's offsets.
@@ -25,9 +26,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use log_core::{batch, Log, StateLog, StateLogError};
 use serde::{Deserialize, Serialize};
 
+mod classic;
 mod consumer;
 mod streams;
 
+pub use classic::{GroupMeta, MemberMeta};
 pub use consumer::{
     ClassicMemberRecord, ConsumerGroupImage, ConsumerGroupMeta, ConsumerGroupWrite,
     ConsumerMemberRecord, ConsumerTargetRecord, StoredPartition,
@@ -70,14 +73,6 @@ pub struct Committed {
     pub leader_epoch: i32,
     pub metadata: Option<String>,
     pub commit_timestamp: i64,
-}
-
-/// What is kept of a classic group apart from its offsets: Kafka's group metadata record
-/// without the members (they rejoin after a restart).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct GroupMeta {
-    pub protocol_type: String,
-    pub generation: i32,
 }
 
 /// The key of a classic group's own record: a topic name no topic has, partition -1.
@@ -161,7 +156,7 @@ impl Replayed {
             return;
         }
         if key.is_group() {
-            match value.map(StateLog::decode::<GroupMeta>) {
+            match value.map(GroupMeta::decode) {
                 Some(None) => {
                     tracing::warn!(offset = at, "skipping a group record that does not decode")
                 }
@@ -261,13 +256,15 @@ impl OffsetStore {
         mut kept: Vec<(Key, Option<Value>)>,
         records: usize,
     ) -> Result<(), OffsetsError> {
-        // The records of groups that have offsets are kept; those of the others, forgotten
-        // groups, are not written again.
+        // The records of groups that have offsets or members are kept; those of the others,
+        // forgotten groups, are not written again.
         let offsets = self.lock();
         let metas: Vec<(Key, Option<Value>)> = self
             .lock_metas()
             .iter()
-            .filter(|(group, _)| offsets.get(*group).is_some_and(live))
+            .filter(|(group, (meta, _))| {
+                !meta.members.is_empty() || offsets.get(*group).is_some_and(live)
+            })
             .map(|(group, (meta, _))| (Key::group(group), Some(Value::Group(meta.clone()))))
             .collect();
         // A consumer group with members keeps its records without offsets too.
@@ -301,7 +298,7 @@ impl OffsetStore {
         self.metas.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Every group's own record (Kafka's group metadata: protocol type, generation).
+    /// Every classic group's own record (Kafka's group metadata).
     pub fn group_metas(&self) -> Vec<(String, GroupMeta)> {
         self.lock_metas()
             .iter()

@@ -336,7 +336,7 @@ fn an_emptied_group_with_offsets_keeps_its_type_and_generation_and_its_record_fo
 
     // After a restart, a group is back from its record, Empty, and keeps counting.
     let restarted = coordinator();
-    restarted.restore(c.unpersisted());
+    restarted.restore(c.unpersisted(), t);
     assert!(
         restarted.unpersisted().is_empty(),
         "restored from what is written"
@@ -350,5 +350,51 @@ fn an_emptied_group_with_offsets_keeps_its_type_and_generation_and_its_record_fo
     assert_eq!(
         restarted.membership("kept", "", None).unwrap().unwrap().1,
         4
+    );
+}
+
+#[test]
+fn a_stable_group_is_back_after_a_restart_with_its_members_and_their_assignments() {
+    let c = coordinator();
+    let t = Instant::now();
+    let a = join_alone(&c, "g", t);
+    // While it rebalances its record has its generation only.
+    let rebalancing = c.unpersisted();
+    assert!(rebalancing[0].1.members.is_empty(), "{rebalancing:?}");
+    let synced = now_value(c.sync(
+        "g",
+        1,
+        &a,
+        None,
+        vec![(a.clone(), Bytes::from_static(b"p0"))],
+        t,
+    ));
+    assert_eq!(synced.error, None);
+    let stable = c.unpersisted();
+    assert_eq!(stable.len(), 1);
+    let meta = &stable[0].1;
+    assert_eq!(
+        (
+            meta.generation,
+            meta.protocol.as_deref(),
+            meta.leader.as_deref()
+        ),
+        (1, Some("range"), Some(a.as_str()))
+    );
+    assert_eq!(meta.members[0].assignment, b"p0");
+
+    let restarted = coordinator();
+    restarted.restore(stable, t);
+    assert!(restarted.unpersisted().is_empty(), "restored as written");
+    let d = restarted.describe("g").unwrap();
+    assert_eq!((d.state, d.members.len()), (GroupState::Stable, 1));
+    assert_eq!(d.members[0].assignment, Bytes::from_static(b"p0"));
+    // The member goes on at its generation: no rebalance.
+    assert_eq!(restarted.heartbeat("g", 1, &a, None, t), Ok(()));
+    // Its session runs from the restart.
+    restarted.tick(t + Duration::from_secs(11), |_| false);
+    assert_eq!(
+        restarted.heartbeat("g", 1, &a, None, t + Duration::from_secs(11)),
+        Err(ResponseError::UnknownMemberId)
     );
 }

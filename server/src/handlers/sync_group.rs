@@ -86,6 +86,9 @@ impl Handler for SyncGroupRequest {
                 }
             }
         };
+        // A group now Stable has its members on disk before the answer, as in Kafka (a
+        // follower answered by the leader's sync may be told first).
+        groups.store_group_records(Vec::new()).await;
         response(synced)
     }
 

@@ -41,10 +41,7 @@ fn commits_survive_reopen_and_tombstones_delete() {
 }
 
 fn meta(generation: i32) -> GroupMeta {
-    GroupMeta {
-        protocol_type: "consumer".into(),
-        generation,
-    }
+    GroupMeta::of_type("consumer", generation)
 }
 
 #[test]

@@ -1,8 +1,8 @@
-//! KIP-848 groups across a broker crash: two librdkafka members (`group.protocol=consumer`)
-//! consume while the broker is killed with SIGKILL and started again on the same address.
-//! Their group comes back from its records in `__consumer_offsets` with its members, epochs
-//! and assignments, so each member goes on with its partitions: no revocation, no new
-//! assignment, no record read twice, every record read.
+//! Consumer groups across a broker crash: librdkafka members consume while the broker is
+//! killed with SIGKILL and started again on the same address. Their group comes back from its
+//! records in `__consumer_offsets` with its members and assignments (a KIP-848 group with its
+//! epochs, a classic group Stable at its generation), so each member goes on with its
+//! partitions: no revocation, no new assignment, no record read twice, every record read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -111,4 +111,74 @@ fn kip848_members_keep_their_partitions_across_a_broker_crash() {
         (before.group_epoch, before_members),
         "still the same members at the same epochs"
     );
+}
+
+/// Neither member was told of a new assignment since `assigned_before` (their `A` lines
+/// then), none read a record twice.
+fn no_rebalance(workers: &[Worker], assigned_before: &[usize]) {
+    for (i, w) in workers.iter().enumerate() {
+        let record = w.record();
+        assert_eq!(
+            record.assignments.len(),
+            assigned_before[i],
+            "member {i} was reassigned: {:?}",
+            record.assignments
+        );
+        let offsets: Vec<(i32, i64)> = record.offsets().collect();
+        let distinct: BTreeSet<&(i32, i64)> = offsets.iter().collect();
+        assert_eq!(
+            offsets.len(),
+            distinct.len(),
+            "member {i} read records twice"
+        );
+    }
+}
+
+/// Waits until every record of `0..count` was read by one of `workers`.
+fn read_all(workers: &[Worker], count: u64) {
+    wait_until("every record read", Duration::from_secs(60), || {
+        let read: BTreeSet<(i32, i64)> = workers
+            .iter()
+            .flat_map(|w| w.record().offsets().collect::<Vec<_>>())
+            .collect();
+        read.len() as u64 == count
+    });
+}
+
+#[test]
+fn classic_members_keep_their_partitions_across_a_broker_crash() {
+    let mut broker = TestBroker::start_temp(&["--group-initial-rebalance-delay-ms", "0"]);
+    create_topic(&broker.addr, "classicr", 6);
+    let env = [
+        ("LOGRAIL_WORKER_GROUP", "classicr-group"),
+        ("LOGRAIL_WORKER_DELAY_MS", "1"),
+    ];
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start_with(&broker.addr, "classicr", &env))
+        .collect();
+    wait_until(
+        "two members, three partitions each",
+        Duration::from_secs(60),
+        || {
+            let last: Vec<Vec<i32>> = workers
+                .iter()
+                .map(|w| w.record().assignments.last().cloned().unwrap_or_default())
+                .collect();
+            let all: BTreeSet<i32> = last.iter().flatten().copied().collect();
+            last.iter().all(|a| a.len() == 3) && all.len() == 6
+        },
+    );
+    let assigned_before: Vec<usize> = workers
+        .iter()
+        .map(|w| w.record().assignments.len())
+        .collect();
+    produce(&broker.addr, "classicr", 0..2000);
+    wait_until("some records read", Duration::from_secs(30), || {
+        workers.iter().all(|w| !w.record().consumed.is_empty())
+    });
+    broker.kill9();
+    broker.restart_at_same_address();
+    produce(&broker.addr, "classicr", 2000..4000);
+    read_all(&workers, 4000);
+    no_rebalance(&workers, &assigned_before);
 }
