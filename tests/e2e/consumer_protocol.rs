@@ -431,6 +431,13 @@ fn kip848_wire_answers_are_kafkas() {
         joined.error_code,
         code(ResponseError::InconsistentGroupProtocol)
     );
+    // A classic member's request is checked as the classic coordinator checks it.
+    let endless = classic.clone().with_session_timeout_ms(i32::MAX);
+    let joined: JoinGroupResponse = call(&mut connect(&addr), ApiKey::JoinGroup, 5, &endless);
+    assert_eq!(
+        joined.error_code,
+        code(ResponseError::InvalidSessionTimeout)
+    );
     let listed: ListGroupsResponse = call(
         &mut connect(&addr),
         ApiKey::ListGroups,

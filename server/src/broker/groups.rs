@@ -112,6 +112,24 @@ impl Groups {
         self.streams.unwritten(&streams_names);
     }
 
+    /// Waits until a write of group records in flight is durable: a change another call
+    /// took to write is on disk when this returns (a handler that finds nothing of its own
+    /// left to write calls it before answering).
+    pub async fn settle(&self) {
+        drop(self.records.lock().await);
+    }
+
+    /// Writes what changed ([`Groups::store_group_records`]), or waits for the write that took
+    /// it ([`Groups::settle`]): either way a change is durable when this returns. `forgotten`:
+    /// as for `store_group_records`.
+    pub async fn persist(self: &Arc<Self>, dirty: bool, forgotten: Vec<String>) {
+        if dirty || !forgotten.is_empty() {
+            self.store_group_records(forgotten).await;
+        } else {
+            self.settle().await;
+        }
+    }
+
     /// KIP-848's online upgrade, as a consumer-protocol member joins `group`, a live classic
     /// group: when `group.consumer.migration.policy` allows it and the group uses the
     /// consumer's embedded protocol (within `group.consumer.max.size`), it becomes a
@@ -147,6 +165,7 @@ impl Groups {
         let retention_ms = i64::try_from(self.retention.as_millis()).unwrap_or(i64::MAX);
         let mut with_members = self.classic.groups_with_members();
         with_members.extend(self.consumer.groups_with_members());
+        with_members.extend(self.streams.groups_with_members());
         self.offsets.expire(now_ms, retention_ms, &with_members)
     }
 }

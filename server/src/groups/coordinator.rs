@@ -62,7 +62,7 @@ impl Coordinator {
     }
 
     /// A request's own faults, before any group is looked at.
-    fn check_join(&self, join: &Join) -> Result<(), ResponseError> {
+    pub fn check_join(&self, join: &Join) -> Result<(), ResponseError> {
         if join.group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }

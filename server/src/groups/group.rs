@@ -142,6 +142,10 @@ impl Group {
     /// on after a restart; without while it rebalances or is Empty.
     pub fn unpersisted(&self) -> Option<GroupMeta> {
         let mut meta = GroupMeta::of_type(self.protocol_type.as_deref()?, self.generation);
+        if self.state == GroupState::Stable && self.persisted_as_stable() {
+            // Within a Stable generation only a member's id may change (a static member back).
+            return None;
+        }
         if self.state == GroupState::Stable {
             let protocol = self.protocol.clone().unwrap_or_default();
             let mut members: Vec<(&String, &Member)> = self.members.iter().collect();
@@ -163,6 +167,20 @@ impl Group {
             meta.leader = self.leader.clone();
         }
         (self.persisted.as_ref() != Some(&meta)).then_some(meta)
+    }
+
+    /// Whether the record written is this Stable generation's, with these members (checked
+    /// without building the record: the group timer asks every group every 100 ms).
+    fn persisted_as_stable(&self) -> bool {
+        self.persisted.as_ref().is_some_and(|p| {
+            p.generation == self.generation
+                && !p.members.is_empty()
+                && p.leader == self.leader
+                && p.members.len() == self.members.len()
+                && p.members
+                    .iter()
+                    .all(|m| self.members.contains_key(&m.member_id))
+        })
     }
 
     /// FENCED_INSTANCE_ID when `instance_id` belongs to another member id than `member_id`.

@@ -97,11 +97,10 @@ impl Handler for ConsumerGroupHeartbeatRequest {
             // The last member of the consumer protocol may leave classic members behind.
             groups.maybe_downgrade(&group, now);
         }
-        if groups.consumer.has_unpersisted() {
-            // A new group epoch is durable before it is answered, as in Kafka (an upgraded
-            // group's classic record deleted, a downgraded one's written).
-            groups.store_group_records(vec![group.clone()]).await;
-        }
+        // What changed is durable before it is answered, as in Kafka (an upgraded group's
+        // classic record deleted, a downgraded one's written).
+        let dirty = groups.consumer.has_unpersisted();
+        groups.persist(dirty, vec![group.clone()]).await;
         let interval = groups.consumer.config.heartbeat_interval;
         let response = ConsumerGroupHeartbeatResponse::default()
             .with_heartbeat_interval_ms(i32::try_from(interval.as_millis()).unwrap_or(i32::MAX));

@@ -69,13 +69,15 @@ impl Handler for JoinGroupRequest {
             let t = storage.log.topic(topic)?;
             Some((t.id(), u32::try_from(t.partitions().len()).ok()?))
         };
+        if let Err(error) = groups.classic.check_join(&join) {
+            return response(Joined::failed(error, &member_id), ctx.version);
+        }
         if let Some(joined) = groups
             .consumer
             .classic_join(&join, Instant::now(), &metadata)
         {
-            if groups.consumer.has_unpersisted() {
-                groups.store_group_records(Vec::new()).await;
-            }
+            let dirty = groups.consumer.has_unpersisted();
+            groups.persist(dirty, Vec::new()).await;
             return response(joined, ctx.version);
         }
         // An empty consumer-protocol group becomes a classic group.
@@ -100,6 +102,9 @@ impl Handler for JoinGroupRequest {
                 }
             }
         };
+        // A Stable group's record changed by this join (a static member back under a new
+        // member id, a consumer-protocol group turned classic) is durable before the answer.
+        groups.store_group_records(Vec::new()).await;
         response(joined, ctx.version)
     }
 

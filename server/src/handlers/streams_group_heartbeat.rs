@@ -112,7 +112,7 @@ impl Handler for StreamsGroupHeartbeatRequest {
         let member_id = request.member_id.to_string();
         if request.member_epoch < 0 {
             let left = leave(&groups, &group, request);
-            groups.store_group_records(Vec::new()).await;
+            groups.persist(true, Vec::new()).await;
             return left;
         }
         if request.member_epoch == 0 {
@@ -129,10 +129,10 @@ impl Handler for StreamsGroupHeartbeatRequest {
             groups
                 .streams
                 .heartbeat_with(&group, beat, Instant::now(), &partitions, &config);
-        if groups.streams.has_unpersisted() {
-            // What changed is durable before it is answered, as in Kafka.
-            groups.store_group_records(Vec::new()).await;
-        }
+        // What changed is durable before it is answered, as in Kafka (the record of an empty
+        // group of another kind it took deleted).
+        let dirty = groups.streams.has_unpersisted();
+        groups.persist(dirty, vec![group.clone()]).await;
         let mut answer = match answer {
             Ok(answer) => answer,
             Err((error, why)) => {

@@ -236,6 +236,15 @@ impl StreamsGroups {
         self.lock_dirty().extend(groups.iter().cloned());
     }
 
+    /// The groups with members.
+    pub fn groups_with_members(&self) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, g)| !g.members.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Whether `group_id` is a streams group (with members or not).
     pub fn contains(&self, group_id: &str) -> bool {
         self.lock().contains_key(group_id)
