@@ -31,6 +31,7 @@ mod listener_security;
 mod metrics;
 mod power_cut;
 mod protocol;
+mod quota_enforcement;
 mod quotas;
 mod rdkafka_clients;
 mod readme_layout;

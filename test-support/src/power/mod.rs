@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -30,9 +31,10 @@ pub use state::Syncs;
 use state::{perm, Node, State};
 
 /// The FUSE side: every request answered from the shared state, with no caching by the
-/// kernel of attributes or entries (a cut changes them behind its back).
+/// kernel of attributes or entries (a cut changes them behind its back); each file fsync
+/// takes at least the shared delay (microseconds), as a busy disk's would.
 #[derive(Debug)]
-struct Fs(Arc<Mutex<State>>);
+struct Fs(Arc<Mutex<State>>, Arc<AtomicU64>);
 
 const NO_CACHE: Duration = Duration::ZERO;
 
@@ -256,6 +258,10 @@ impl Filesystem for Fs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let delay = self.1.load(Ordering::Relaxed);
+        if delay > 0 {
+            std::thread::sleep(Duration::from_micros(delay));
+        }
         reply_empty(self.state().sync(ino.into()), reply);
     }
 
@@ -336,6 +342,7 @@ impl Filesystem for Fs {
 pub struct PowerCutFs {
     mountpoint: PathBuf,
     state: Arc<Mutex<State>>,
+    fsync_delay: Arc<AtomicU64>,
     session: Option<fuser::BackgroundSession>,
 }
 
@@ -346,6 +353,7 @@ impl PowerCutFs {
         let mut fs = PowerCutFs {
             mountpoint: mountpoint.to_path_buf(),
             state: Arc::new(Mutex::new(State::new())),
+            fsync_delay: Arc::new(AtomicU64::new(0)),
             session: None,
         };
         fs.session = Some(fs.spawn()?);
@@ -358,7 +366,11 @@ impl PowerCutFs {
             fuser::MountOption::FSName("lograil-powercut".into()),
             fuser::MountOption::DefaultPermissions,
         ];
-        fuser::spawn_mount(Fs(self.state.clone()), &self.mountpoint, &config)
+        fuser::spawn_mount(
+            Fs(self.state.clone(), self.fsync_delay.clone()),
+            &self.mountpoint,
+            &config,
+        )
     }
 
     /// Cuts the power: unmounts, drops everything not durable, mounts what is left. Kill
@@ -379,6 +391,13 @@ impl PowerCutFs {
         };
         self.session = Some(self.spawn()?);
         Ok(syncs)
+    }
+
+    /// Makes each file fsync from now on take at least `delay` (the file system answers
+    /// nothing else meanwhile, as a disk busy with it).
+    pub fn set_fsync_delay(&self, delay: Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.fsync_delay.store(micros, Ordering::Relaxed);
     }
 
     /// The syncs seen so far, and the bytes the last cut lost.
