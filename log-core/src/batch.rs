@@ -148,6 +148,13 @@ pub struct DecodedRecord {
     pub value: Option<Bytes>,
     /// `(name, value)` in order; a `None` value is a null header value.
     pub headers: Vec<(String, Option<Bytes>)>,
+    /// The batch's producer id (-1 for a producer that is neither idempotent nor
+    /// transactional).
+    pub producer_id: i64,
+    /// In a transactional batch.
+    pub transactional: bool,
+    /// A control record: a transaction marker (key: version, then 0 abort / 1 commit).
+    pub control: bool,
 }
 
 impl DecodedRecord {
@@ -198,6 +205,9 @@ pub fn decode_bounded(buf: &[u8], max: usize) -> Result<Vec<DecodedRecord>, Batc
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))
                     .collect(),
+                producer_id: r.producer_id,
+                transactional: r.transactional,
+                control: r.control,
             }
         }));
     }

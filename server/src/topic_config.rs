@@ -392,6 +392,16 @@ pub fn kind(name: &str) -> Option<Type> {
     })
 }
 
+/// What lograil says of a Kafka topic config it keeps without acting on or honours in part
+/// (DescribeConfigs' documentation, the console's note); `None` for one it acts on.
+pub fn documentation(name: &str) -> Option<String> {
+    match def(name)?.handling {
+        Handling::Kept { why, .. } => Some(format!("Kept but not acted on by lograil: {why}.")),
+        Handling::Only { only, .. } => Some(format!("lograil honours only {only}.")),
+        Handling::Storage => None,
+    }
+}
+
 /// One config as DescribeConfigs (and CreateTopics' answer) lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Described {

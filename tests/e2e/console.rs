@@ -3,8 +3,6 @@
 //! consumer, with hostile record contents; its HTTP errors; HTTP Basic authentication and
 //! the authorizer's filtering when every listener authenticates.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use rdkafka::consumer::{CommitMode, Consumer};
@@ -14,75 +12,18 @@ use rdkafka::{Offset, TopicPartitionList};
 use test_support::kafka::{self, create_topic, set_configs, GROUP_RESOURCE};
 use test_support::TestBroker;
 
+use crate::browser::{after, browser, chromium, dom, dom_after, get, logged};
 use crate::metrics::http;
 use crate::shares::Member;
 
 /// A script that would retitle the page and add an element, were it ever run or parsed as
 /// markup.
-const HOSTILE: &str = "<script>document.title='pwned'</script><b id=\"pwned\">x</b>";
+pub(crate) const HOSTILE: &str = "<script>document.title='pwned'</script><b id=\"pwned\">x</b>";
 /// How the browser serializes [`HOSTILE`] shown as text (quotes are not escaped in text).
-const HOSTILE_SHOWN: &str =
+pub(crate) const HOSTILE_SHOWN: &str =
     "&lt;script&gt;document.title='pwned'&lt;/script&gt;&lt;b id=\"pwned\"&gt;x&lt;/b&gt;";
 const BIG_VALUE: usize = 1_000_000;
 const WINDOW: (u32, u32) = (1200, 900);
-
-/// The headless browser, or `None` (with a loud message) when it is missing and `CI` is
-/// unset; with `CI` set a missing browser fails the test.
-fn browser() -> Option<PathBuf> {
-    let candidates = [
-        "/usr/bin/chromium-headless-shell",
-        "/usr/lib/chromium/chromium-headless-shell",
-        "/usr/bin/chromium",
-    ];
-    if let Some(found) = candidates.iter().map(PathBuf::from).find(|p| p.is_file()) {
-        return Some(found);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set and no headless Chromium was found (apt-get install chromium-headless-shell)"
-    );
-    eprintln!(
-        "\n\n!!!!! SKIPPING the browser part of the console test: no headless Chromium \
-         (apt-get install chromium-headless-shell) !!!!!\n\n"
-    );
-    None
-}
-
-/// Runs the browser on `args` with `budget_ms` of virtual time for the pages' scripts (the
-/// deferred script runs within 2 s; the refresh comes every 5 s).
-fn chromium(browser: &Path, budget_ms: u32, args: &[&str]) -> std::process::Output {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(browser)
-        .env_remove("LD_LIBRARY_PATH")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-        ])
-        .arg(format!("--virtual-time-budget={budget_ms}"))
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .output()
-        .expect("run headless Chromium");
-    assert!(
-        out.status.success(),
-        "chromium {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// The DOM of `url` after its scripts ran for `budget_ms` of virtual time.
-fn dom_after(browser: &Path, url: &str, budget_ms: u32) -> String {
-    let out = chromium(browser, budget_ms, &["--dump-dom", url]);
-    String::from_utf8(out.stdout).expect("a UTF-8 DOM")
-}
-
-/// The DOM of `url` once its script ran.
-fn dom(browser: &Path, url: &str) -> String {
-    dom_after(browser, url, 2000)
-}
 
 /// Width and height of a PNG file, from its IHDR chunk; fails the test unless it is a PNG.
 fn png_size(bytes: &[u8]) -> (u32, u32) {
@@ -93,29 +34,6 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
     );
     let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
     (be(16), be(20))
-}
-
-/// The text between `from` and the next `until` after it, the first time `from` occurs.
-fn after<'a>(page: &'a str, from: &str, until: &str) -> &'a str {
-    let start = page
-        .find(from)
-        .unwrap_or_else(|| panic!("{from:?} not on the page:\n{page}"))
-        + from.len();
-    let rest = &page[start..];
-    &rest[..rest.find(until).unwrap_or(rest.len())]
-}
-
-/// Waits for the broker to log `line` (it logs once serving).
-fn logged(broker: &TestBroker, line: &str) {
-    kafka::wait_until(line, Duration::from_secs(10), || {
-        std::fs::read_to_string(broker.log_path()).is_ok_and(|log| log.contains(line))
-    });
-}
-
-fn get(addr: &str, path: &str) -> (String, String) {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: console\r\n\r\n");
-    let (status, _, body) = http(addr, request.as_bytes());
-    (status, body)
 }
 
 /// Dead letters as a retry chain and Spring Kafka write them, with hostile contents: keys,
@@ -322,7 +240,7 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
     assert!(topics.contains("href=\"/topics?page=1\""));
     let (_, rest) = get(&console, "/topics?page=1");
     assert!(
-        rest.contains("<td>wide</td><td class=\"n\">204</td>"),
+        rest.contains(">wide</a></td><td class=\"n\">204</td>"),
         "the last partition"
     );
     let mut huge = b"GET / HTTP/1.1\r\n".to_vec();
@@ -376,7 +294,7 @@ fn the_console_shows_the_brokers_numbers_and_hostile_records_safely_in_a_real_br
 
     let topics = dom(&browser, &url("/topics"));
     unharmed("/topics", &topics);
-    let events = after(&topics, "<td>events</td>", "</tr>");
+    let events = after(&topics, ">events</a></td>", "</tr>");
     // Partition 0, log start 0, log end 10, 10 records.
     assert!(
         events.starts_with(
@@ -573,7 +491,7 @@ fn with_every_listener_authenticating_the_console_asks_for_a_broker_user_and_fil
     }
     let (status, _, body) = as_user("/topics", basic("admin:admin-secret"));
     assert_eq!(status, "HTTP/1.1 200 OK");
-    let payroll = after(&body, "<td>payroll</td>", "</tr>");
+    let payroll = after(&body, ">payroll</a></td>", "</tr>");
     assert!(payroll.contains("<td class=\"n\">5</td>"), "{payroll}");
     assert!(body.contains("User:admin"));
     // bob has no ACLs: he is in, and sees no topic.
@@ -584,6 +502,15 @@ fn with_every_listener_authenticating_the_console_asks_for_a_broker_user_and_fil
         !body.contains("payroll"),
         "a topic bob may not describe is hidden"
     );
+    // Nor its page, nor its records; admin reads them.
+    for path in ["/topics/payroll", "/topics/payroll/messages"] {
+        assert_eq!(
+            as_user(path, basic("bob:bob-secret")).0,
+            "HTTP/1.1 404 Not Found"
+        );
+    }
+    let (_, _, records) = as_user("/topics/payroll/messages", basic("admin:admin-secret"));
+    assert!(records.contains("p4"), "{records}");
     let (status, _, body) = as_user("/limits", basic("bob:bob-secret"));
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.contains("Needs DescribeConfigs on the cluster."));

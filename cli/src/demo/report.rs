@@ -40,12 +40,14 @@ fn plot(
     t_max: f64,
     y_max: f64,
 ) -> String {
-    let y_max = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(y_max, f64::max)
-        .max(1.0);
-    let t_max = t_max.max(1.0);
+    let (y_max, y_step) = axis(
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .fold(y_max, f64::max)
+            .max(1.0),
+    );
+    let (t_max, t_step) = axis(t_max.max(1.0));
     let (w, h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
     let x = |t: f64| LEFT + t / t_max * w;
     let y = |v: f64| TOP + h - v / y_max * h;
@@ -74,22 +76,23 @@ fn plot(
         r = LEFT + w
     );
     for i in 0..=4 {
-        let v = y_max * f64::from(i) / 4.0;
+        let v = y_step * f64::from(i);
         let _ = write!(
             svg,
             r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="end">{}</text><line x1="{LEFT}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#ddd"/>"##,
             LEFT - 4.0,
             y(v) + 3.0,
-            escape_html(&format!("{v:.0}{unit}")),
+            escape_html(&format!("{v:.0$}{unit}", decimals(y_step))),
             LEFT + w,
             yy = y(v)
         );
-        let t = t_max * f64::from(i) / 4.0;
+        let t = t_step * f64::from(i);
         let _ = write!(
             svg,
-            r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{t:.0} s</text>"#,
+            r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{t:.2$} s</text>"#,
             x(t),
-            TOP + h + 14.0
+            TOP + h + 14.0,
+            decimals(t_step)
         );
     }
     for (i, s) in series.iter().enumerate() {
@@ -332,6 +335,29 @@ fn write_commands(html: &mut String, summary: &Value) {
     html.push_str("</pre>\n");
 }
 
+/// An axis of four steps up to at least `max` (> 0): (top, step), the step 1, 2, 2.5 or 5
+/// times a power of ten, so that each tick is a distinct round number.
+fn axis(max: f64) -> (f64, f64) {
+    let raw = max / 4.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * magnitude);
+    (step * 4.0, step)
+}
+
+/// Decimals that show every multiple of `step` exactly (at most 6).
+fn decimals(step: f64) -> usize {
+    (0..6)
+        .find(|d| {
+            let scaled = step * 10f64.powi(*d as i32);
+            (scaled - scaled.round()).abs() < 1e-6 * scaled.max(1.0)
+        })
+        .unwrap_or(6)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,5 +384,31 @@ mod tests {
         assert_eq!(svg.matches("</svg>").count(), 1, "{svg}");
         assert!(!svg.contains("<b>"));
         assert!(svg.contains("<polyline"));
+    }
+
+    #[test]
+    fn axis_ticks_are_distinct_round_numbers() {
+        assert_eq!(axis(1.0), (1.0, 0.25));
+        assert_eq!(axis(7.0), (8.0, 2.0));
+        assert_eq!(axis(30.0), (40.0, 10.0));
+        assert_eq!(axis(100.0), (100.0, 25.0));
+        for max in [1.0, 1.3, 3.0, 7.0, 9.99, 42.0, 1234.5, 0.7] {
+            let (top, step) = axis(max);
+            assert!(top >= max && top <= max * 2.5 + 1e-9, "{max}: {top}");
+            let labels: Vec<String> = (0..=4)
+                .map(|i| format!("{:.1$}", step * f64::from(i), decimals(step)))
+                .collect();
+            let mut distinct = labels.clone();
+            distinct.dedup();
+            assert_eq!(distinct, labels, "{max}");
+        }
+        let svg = plot("lag", " s", &[], &[], 1.0, 1.0);
+        for tick in ["0.25 s", "0.50 s", "0.75 s", "1.00 s"] {
+            assert_eq!(
+                svg.matches(&format!(">{tick}<")).count(),
+                2,
+                "{tick}: {svg}"
+            );
+        }
     }
 }

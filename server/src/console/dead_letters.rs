@@ -9,6 +9,8 @@
 //! broker does not link), and KIP-1191's `__dlq.errors.*` that the broker's share groups write.
 
 use log_core::{batch, Topic};
+
+use super::records;
 use serde::Deserialize;
 use vocabulary::headers::{
     ATTEMPTS, DLQ_ERRORS_DELIVERY_COUNT, DLQ_ERRORS_MESSAGE, DLQ_ERRORS_OFFSET,
@@ -17,12 +19,6 @@ use vocabulary::headers::{
     EXCEPTION_MESSAGE, HISTORY, ORIGINAL_OFFSET, ORIGINAL_PARTITION, ORIGINAL_TOPIC,
 };
 
-/// Records shown per page.
-pub const PAGE_RECORDS: usize = 50;
-/// Bytes of the log read for one page (the records past it are on the next page).
-const READ_BYTES: usize = 4 << 20;
-/// Most bytes one batch may decompress to.
-const DECODE_MAX: usize = 8 << 20;
 /// Attempts of a record's history shown.
 pub const HISTORY_SHOWN: usize = 32;
 
@@ -74,56 +70,15 @@ pub struct Page {
     pub error: Option<String>,
 }
 
-/// Reads at most [`PAGE_RECORDS`] records of `partition` from `from` (raised to the log
-/// start), within [`READ_BYTES`] of the log. Reads the log: call it on the blocking pool.
+/// A page of `partition`'s dead letters from `from` ([`records::read`]'s bounds; transaction
+/// markers are not dead letters). Reads the log.
 pub fn read(partition: &log_core::Partition, from: i64) -> Page {
-    let from = from.max(partition.log_start_offset());
-    let end = partition.log_end_offset();
-    let mut page = Page {
-        records: Vec::new(),
-        next: None,
-        error: None,
-    };
-    let mut at = from;
-    let mut budget = READ_BYTES;
-    while at < end && page.records.len() < PAGE_RECORDS && budget > 0 {
-        let read = match partition.read(at, budget) {
-            Ok(read) => read,
-            Err(e) => {
-                page.error = Some(e.to_string());
-                break;
-            }
-        };
-        if read.records.is_empty() {
-            break;
-        }
-        budget = budget.saturating_sub(read.records.len());
-        let decoded = match batch::decode_bounded(&read.records, DECODE_MAX) {
-            Ok(decoded) => decoded,
-            Err(e) => {
-                page.error = Some(e.to_string());
-                break;
-            }
-        };
-        let Some(last) = decoded.last().map(|r| r.offset) else {
-            break;
-        };
-        let first = at;
-        for record in decoded.into_iter().filter(|r| r.offset >= first) {
-            if page.records.len() == PAGE_RECORDS {
-                break;
-            }
-            at = record.offset + 1;
-            page.records.push(interpret(record));
-        }
-        if page.records.len() < PAGE_RECORDS {
-            at = at.max(last + 1);
-        }
+    let page = records::read(partition, from, |r| !r.control);
+    Page {
+        records: page.records.into_iter().map(interpret).collect(),
+        next: page.next,
+        error: page.error,
     }
-    if at < end && page.error.is_none() {
-        page.next = Some(at);
-    }
-    page
 }
 
 fn interpret(record: batch::DecodedRecord) -> DeadLetter {

@@ -153,14 +153,52 @@ impl Html {
 
     /// A link to one of the console's own pages with `query` pairs, percent-encoded.
     pub fn link(&mut self, path: &'static str, query: &[(&str, &str)], label: &str) -> &mut Html {
-        self.raw("<a href=\"").raw(path);
+        self.raw("<a href=\"").raw(path).query(query);
+        self.raw("\">").name(label).raw("</a>")
+    }
+
+    /// A link to the page of topic `name` (`suffix` after it: `""`, or `"/messages"` for its
+    /// records), with `query` pairs; the name percent-encoded.
+    pub fn topic_link(
+        &mut self,
+        name: &str,
+        suffix: &'static str,
+        query: &[(&str, &str)],
+        label: &str,
+    ) -> &mut Html {
+        self.raw("<a href=\"/topics/");
+        self.0.push_str(&percent_encode(name));
+        self.raw(suffix).query(query);
+        self.raw("\">").name(label).raw("</a>")
+    }
+
+    fn query(&mut self, query: &[(&str, &str)]) -> &mut Html {
         for (i, (k, v)) in query.iter().enumerate() {
             self.raw(if i == 0 { "?" } else { "&amp;" });
             self.0.push_str(&percent_encode(k));
             self.0.push('=');
             self.0.push_str(&percent_encode(v));
         }
-        self.raw("\">").name(label).raw("</a>")
+        self
+    }
+
+    /// Bytes as hex, 16 to a line with their position, at most `limit` of them followed by
+    /// the total size when cut.
+    pub fn hex(&mut self, bytes: &[u8], limit: usize) -> &mut Html {
+        let shown = &bytes[..bytes.len().min(limit)];
+        for (line, chunk) in shown.chunks(16).enumerate() {
+            let _ = write!(self.0, "{:06x} ", line * 16);
+            for b in chunk {
+                let _ = write!(self.0, " {b:02x}");
+            }
+            self.0.push('\n');
+        }
+        if shown.len() < bytes.len() {
+            self.raw("<span class=\"cut\">… (")
+                .size(bytes.len() as u64)
+                .raw(" in all)</span>");
+        }
+        self
     }
 
     /// Horizontal bars, one per `(label, value)`, scaled to the largest; `unit` after each
@@ -321,6 +359,22 @@ mod tests {
         assert_eq!(percent_decode("a%20b%26%3C+c").as_deref(), Some("a b&< c"));
         assert_eq!(percent_decode("%zz"), None);
         assert_eq!(percent_decode("%ff"), None);
+    }
+
+    #[test]
+    fn topic_links_encode_the_name_and_hex_is_cut() {
+        assert_eq!(
+            html(|h| {
+                h.topic_link("a<b", "/messages", &[("partition", "1")], "a<b");
+            }),
+            "<a href=\"/topics/a%3Cb/messages?partition=1\">a&lt;b</a>"
+        );
+        assert_eq!(
+            html(|h| {
+                h.hex(&[0u8, 0xff, b'<'], 2);
+            }),
+            "000000  00 ff\n<span class=\"cut\">… (3 B in all)</span>"
+        );
     }
 
     #[test]

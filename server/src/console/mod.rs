@@ -1,7 +1,9 @@
 //! The read-only web console (`lograil serve --console-listen ADDR`): server-rendered HTML
 //! pages of the broker's state, on the broker's bounded HTTP responder ([`crate::http`]).
 //!
-//! Pages: `/` (overview), `/topics` (partitions, offsets, sizes, append rates), `/groups`
+//! Pages: `/` (overview), `/topics` (partitions, offsets, sizes, append rates; internal topics
+//! with `?internal=true`), `/topics/<name>` (a topic's partitions, damage, cleaner, readers and
+//! configs) and `/topics/<name>/messages` (its records, [`records`]), `/groups`
 //! (consumer-group lag in records and seconds, time to drain: [`crate::scrape::Scraper::lag`],
 //! the numbers `/metrics` exposes), `/shares` (share groups: record states, per-tenant
 //! waits), `/dead-letters` (dead-letter topics) and `/dead-letters/records` (their records'
@@ -11,12 +13,13 @@
 //! Safety: [`html`] is the one place text becomes markup; every response carries a strict
 //! Content-Security-Policy (scripts and styles only from the console's own `/console.js` and
 //! `/console.css`, no inline script, no external asset, no framing). What a page reads is
-//! bounded: [`PAGE_PARTITIONS`] partitions per topics page, [`dead_letters::PAGE_RECORDS`]
-//! records per dead-letter page. Who may look is [`access`]'s.
+//! bounded: [`PAGE_PARTITIONS`] partitions per topics page, [`records::PAGE_RECORDS`]
+//! records (and a byte budget) per page of records. Who may look is [`access`]'s.
 
 mod access;
 mod dead_letters;
 mod html;
+mod records;
 
 pub use html::escape as escape_html;
 mod pages;
@@ -106,7 +109,11 @@ impl Console {
             "/dead-letters" => pages::dead_letter_topics(&context),
             "/dead-letters/records" => pages::dead_letter_records(&context),
             "/limits" => pages::limits(&context),
-            _ => return Response::not_found("no such console page"),
+            path => match topic_path(path) {
+                Some((name, false)) => pages::topic(&context, &self.scraper, &name),
+                Some((name, true)) => pages::messages(&context, &name),
+                None => return Response::not_found("no such console page"),
+            },
         };
         match page {
             Ok(body) => Response {
@@ -118,6 +125,19 @@ impl Console {
             Err(refused) => refused,
         }
     }
+}
+
+/// `/topics/<name>` (false) or `/topics/<name>/messages` (true), the name percent-decoded.
+fn topic_path(path: &str) -> Option<(String, bool)> {
+    let rest = path.strip_prefix("/topics/")?;
+    let (name, messages) = match rest.strip_suffix("/messages") {
+        Some(name) => (name, true),
+        None => (rest, false),
+    };
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    Some((html::percent_decode(name)?, messages))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

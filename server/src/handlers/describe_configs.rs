@@ -92,18 +92,6 @@ fn type_code(kind: Option<topic_config::Type>) -> i8 {
     }
 }
 
-/// What lograil says of a Kafka topic config it keeps without acting on (the documentation
-/// DescribeConfigs v3+ returns when asked; `None` for the others).
-fn documentation(name: &str) -> Option<String> {
-    match topic_config::def(name)?.handling {
-        topic_config::Handling::Kept { why, .. } => {
-            Some(format!("Kept but not acted on by lograil: {why}."))
-        }
-        topic_config::Handling::Only { only, .. } => Some(format!("lograil honours only {only}.")),
-        topic_config::Handling::Storage => None,
-    }
-}
-
 /// A share group's configs (its overrides as group configs, the rest as defaults), and one
 /// read-only entry per share partition: `start=…,end=…,available=…,acquired=…,archived=…`
 /// and `oldest_lock_ms=…` when a lock is held (what `lograil queue describe` shows).
@@ -434,7 +422,7 @@ fn answer_entry(
 ) -> DescribeConfigsResourceResult {
     let kind = typed.then(|| topic_config::kind(&k)).flatten();
     let doc = (typed && include_documentation)
-        .then(|| documentation(&k))
+        .then(|| topic_config::documentation(&k))
         .flatten();
     DescribeConfigsResourceResult::default()
         .with_name(StrBytes::from_string(k))

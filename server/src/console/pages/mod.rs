@@ -8,8 +8,10 @@ use crate::http::Response;
 use crate::scrape::{Lag, Scraper};
 
 mod dlt;
+mod topic;
 
 pub use dlt::{dead_letter_records, dead_letter_topics};
+pub use topic::{messages, topic};
 
 use super::access::Viewer;
 use super::dead_letters;
@@ -73,14 +75,21 @@ fn page(context: &Context<'_>, here: &str, title: &str, body: Html) -> String {
     out
 }
 
-/// The topics the viewer may see, internal ones last.
+/// Whether the page was asked for internal topics too (`?internal=true`).
+fn with_internal(context: &Context<'_>) -> bool {
+    context.query.get("internal") == Some("true")
+}
+
+/// The topics the viewer may see: the users' own, and the internal ones (last) when asked for.
 fn visible_topics(context: &Context<'_>) -> Vec<Arc<log_core::Topic>> {
+    let internal = with_internal(context);
     let mut topics: Vec<_> = context
         .broker
         .storage()
         .log
         .topics()
         .into_iter()
+        .filter(|t| internal || !crate::broker::Storage::is_internal(t.name()))
         .filter(|t| context.viewer.sees_topic(context.broker, t.name()))
         .collect();
     topics.sort_by(|a, b| {
@@ -230,8 +239,8 @@ pub fn topics(context: &Context<'_>, rates: &Rates) -> Page {
                 .iter()
                 .map(|(_, d)| d.end_offset.saturating_sub(d.first_offset))
                 .sum();
-            h.raw("<tr><td>")
-                .name(topic.name())
+            h.raw("<tr><td>");
+            h.topic_link(topic.name(), "", &[], topic.name())
                 .raw("</td><td class=\"n\">");
             h.int(index as i64).raw("</td><td class=\"n\">");
             h.int(partition.log_start_offset())
@@ -260,11 +269,26 @@ pub fn topics(context: &Context<'_>, rates: &Rates) -> Page {
     h.raw("</table>");
     if seen > skip + listed {
         let next = (page_no + 1).to_string();
-        h.link("/topics", &[("page", &next)], "next partitions →");
+        let mut query = vec![("page", next.as_str())];
+        if with_internal(context) {
+            query.push(("internal", "true"));
+        }
+        h.link("/topics", &query, "next partitions →");
     }
     if listed == 0 {
         h.raw("<p class=\"none\">No topics to show.</p>");
     }
+    h.raw("<p>");
+    if with_internal(context) {
+        h.link("/topics", &[], "hide internal topics");
+    } else {
+        h.link(
+            "/topics",
+            &[("internal", "true")],
+            "show internal topics too",
+        );
+    }
+    h.raw("</p>");
     Ok(page(context, "/topics", "Topics and partitions", h))
 }
 
