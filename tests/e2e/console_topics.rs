@@ -1,11 +1,13 @@
 //! The console's topic pages and message browser (`/topics/<name>`, `/topics/<name>/messages`)
 //! after librdkafka traffic of every kind a partition holds: JSON, binary and hostile records,
 //! a compressed batch, a committed and an aborted transaction; internal topics hidden from the
-//! lists unless asked for. Plain HTTP for the numbers, headless Chromium for what runs.
+//! lists unless asked for. Plain HTTP for the numbers, headless Chromium for what runs. Group
+//! pages (`/groups/<id>`) of a KIP-848 group, a classic one and one of offsets only.
 
 use std::time::Duration;
 
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -210,4 +212,88 @@ fn a_topics_page_and_its_records_browsed_safely_in_a_real_browser() {
             );
         }
     }
+}
+
+/// A librdkafka member of `group` on `work`, with `protocol` (`consumer` or `classic`),
+/// polled until it owns both partitions.
+fn member(addr: &str, group: &str, protocol: &str, client_id: &str) -> BaseConsumer {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("group.id", group)
+        .set("group.protocol", protocol)
+        .set("client.id", client_id)
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["work"]).unwrap();
+    kafka::wait_until("both partitions owned", Duration::from_secs(30), || {
+        let _ = consumer.poll(Duration::from_millis(100));
+        consumer.assignment().is_ok_and(|a| a.count() == 2)
+    });
+    consumer
+}
+
+#[test]
+fn group_pages_show_members_their_partitions_and_lag() {
+    let broker = TestBroker::start_temp(&["--console-listen", "127.0.0.1:0"]);
+    let addr = broker.addr.clone();
+    let console = broker.console_addr.clone().expect("the console's address");
+    assert_eq!(try_create_topic(&addr, "work", 2, &[]), 0);
+    kafka::rdkafka_produce(
+        &addr,
+        &[],
+        "work",
+        (0..10).map(|i| kafka::Record::new(format!("w{i}")).partition(i % 2)),
+    );
+    let kip848 = member(&addr, "kip848-g", "consumer", "c848");
+    let classic = member(&addr, "classic-g", "classic", "cclassic");
+    // A group of committed offsets only, with an id a path would split and markup in it.
+    let odd = "a/b<i>";
+    let reader = kafka::rdkafka_reader(&addr, odd, "work", 0, &[]);
+    let mut commit = TopicPartitionList::new();
+    commit
+        .add_partition_offset("work", 0, Offset::Offset(2))
+        .unwrap();
+    reader.commit(&commit, CommitMode::Sync).unwrap();
+
+    let (_, groups) = get(&console, "/groups");
+    for link in [
+        "/groups/kip848-g",
+        "/groups/classic-g",
+        "/groups/a%2Fb%3Ci%3E",
+    ] {
+        assert!(
+            groups.contains(&format!("<a href=\"{link}\">")),
+            "{link}: {groups}"
+        );
+    }
+    let (status, page) = get(&console, "/groups/kip848-g");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        page.contains("Consumer protocol (KIP-848), Stable"),
+        "{page}"
+    );
+    let row = after(&page, "<td>c848</td>", "</tr>");
+    assert!(
+        row.contains("<td>consumer</td>") && row.contains("<div>work [0, 1]</div>"),
+        "{row}"
+    );
+    let (_, page) = get(&console, "/groups/classic-g");
+    assert!(
+        page.contains("Classic protocol, Stable, protocol type consumer"),
+        "{page}"
+    );
+    let row = after(&page, "<td>cclassic</td>", "</tr>");
+    assert!(row.contains("<div>work [0, 1]</div>"), "{row}");
+    let (status, page) = get(&console, "/groups/a%2Fb%3Ci%3E");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        page.contains("<title>lograil · Group a/b&lt;i&gt;</title>"),
+        "{page}"
+    );
+    // Partition 0: committed 2 of 5.
+    let lag = after(&page, "<h2>Lag</h2>", "</table>");
+    assert!(lag.contains("<td class=\"n\">0</td><td class=\"n\">2</td><td class=\"n\">5</td><td class=\"n\">3</td>"), "{lag}");
+    assert_eq!(get(&console, "/groups/nope").0, "HTTP/1.1 404 Not Found");
+    drop((kip848, classic));
 }

@@ -172,6 +172,14 @@ impl Html {
         self.raw("\">").name(label).raw("</a>")
     }
 
+    /// A link to the page of group `id` (percent-encoded: a group id may hold any character),
+    /// labelled with the id.
+    pub fn group_link(&mut self, id: &str) -> &mut Html {
+        self.raw("<a href=\"/groups/");
+        self.0.push_str(&percent_encode(id));
+        self.raw("\">").name(id).raw("</a>")
+    }
+
     fn query(&mut self, query: &[(&str, &str)]) -> &mut Html {
         for (i, (k, v)) in query.iter().enumerate() {
             self.raw(if i == 0 { "?" } else { "&amp;" });

@@ -5,7 +5,7 @@
 //! with `?internal=true`), `/topics/<name>` (a topic's partitions, damage, cleaner, readers and
 //! configs) and `/topics/<name>/messages` (its records, [`records`]), `/groups`
 //! (consumer-group lag in records and seconds, time to drain: [`crate::scrape::Scraper::lag`],
-//! the numbers `/metrics` exposes), `/shares` (share groups: record states, per-tenant
+//! the numbers `/metrics` exposes), `/groups/<id>` (a group's members, assignment and lag), `/shares` (share groups: record states, per-tenant
 //! waits), `/dead-letters` (dead-letter topics) and `/dead-letters/records` (their records'
 //! origin, error and attempts), `/limits` (backlog bounds, quota throttles). Nothing changes
 //! the broker: no page has a form, and every method but GET and HEAD gets 405.
@@ -109,10 +109,11 @@ impl Console {
             "/dead-letters" => pages::dead_letter_topics(&context),
             "/dead-letters/records" => pages::dead_letter_records(&context),
             "/limits" => pages::limits(&context),
-            path => match topic_path(path) {
-                Some((name, false)) => pages::topic(&context, &self.scraper, &name),
-                Some((name, true)) => pages::messages(&context, &name),
-                None => return Response::not_found("no such console page"),
+            path => match (topic_path(path), group_path(path)) {
+                (Some((name, false)), _) => pages::topic(&context, &self.scraper, &name),
+                (Some((name, true)), _) => pages::messages(&context, &name),
+                (_, Some(id)) => pages::group(&context, &self.scraper, &id),
+                _ => return Response::not_found("no such console page"),
             },
         };
         match page {
@@ -138,6 +139,15 @@ fn topic_path(path: &str) -> Option<(String, bool)> {
         return None;
     }
     Some((html::percent_decode(name)?, messages))
+}
+
+/// `/groups/<id>`, the id percent-decoded.
+fn group_path(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/groups/")?;
+    if id.is_empty() || id.contains('/') {
+        return None;
+    }
+    html::percent_decode(id)
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

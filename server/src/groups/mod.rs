@@ -18,5 +18,5 @@ pub mod streams;
 mod tests;
 
 pub use coordinator::Coordinator;
-pub use messages::{GroupConfig, GroupState, Join, Joined, Reply, Synced};
+pub use messages::{GroupConfig, GroupState, GroupView, Join, Joined, Reply, Synced};
 pub use offsets::{Committed, OffsetStore};

@@ -8,9 +8,11 @@ use crate::http::Response;
 use crate::scrape::{Lag, Scraper};
 
 mod dlt;
+mod group;
 mod topic;
 
 pub use dlt::{dead_letter_records, dead_letter_topics};
+pub use group::group;
 pub use topic::{messages, topic};
 
 use super::access::Viewer;
@@ -298,27 +300,58 @@ pub fn groups(context: &Context<'_>, scraper: &Scraper) -> Page {
     streams_groups(context, &mut h);
     if lag.is_empty() {
         h.raw("<p class=\"none\">No consumer group has committed an offset.</p>");
-        return Ok(page(context, "/groups", "Consumer groups", h));
+    } else {
+        h.raw("<table><tr><th>Group</th><th>Topic</th><th>Partition</th><th>Committed</th><th>Log end</th>\
+               <th>Lag (records)</th><th>Lag (seconds)</th><th>Consume rate</th><th>Time to drain</th></tr>");
+        for l in &lag {
+            h.raw("<tr><td>").group_link(&l.group).raw("</td><td>");
+            h.topic_link(&l.topic, "", &[], &l.topic);
+            h.raw("</td><td class=\"n\">").text(&l.partition);
+            h.raw("</td><td class=\"n\">").int(l.committed);
+            h.raw("</td><td class=\"n\">").int(l.end);
+            h.raw("</td><td class=\"n lag-records\">").int(l.records);
+            h.raw("</td><td class=\"n\">").seconds(l.seconds);
+            h.raw("</td><td class=\"n\">").rate(l.rate);
+            h.raw("</td><td class=\"n\">").seconds(l.time_to_drain());
+            h.raw("</td></tr>");
+        }
+        h.raw("</table><p>Lag in seconds is the age of the oldest record the group has not consumed; \
+               time to drain is lag ÷ the consume rate over the last minute (— while the group does not advance).</p>");
     }
-    h.raw("<table><tr><th>Group</th><th>Topic</th><th>Partition</th><th>Committed</th><th>Log end</th>\
-           <th>Lag (records)</th><th>Lag (seconds)</th><th>Consume rate</th><th>Time to drain</th></tr>");
-    for l in &lag {
-        h.raw("<tr><td>")
-            .name(&l.group)
-            .raw("</td><td>")
-            .name(&l.topic);
-        h.raw("</td><td class=\"n\">").text(&l.partition);
-        h.raw("</td><td class=\"n\">").int(l.committed);
-        h.raw("</td><td class=\"n\">").int(l.end);
-        h.raw("</td><td class=\"n lag-records\">").int(l.records);
-        h.raw("</td><td class=\"n\">").seconds(l.seconds);
-        h.raw("</td><td class=\"n\">").rate(l.rate);
-        h.raw("</td><td class=\"n\">").seconds(l.time_to_drain());
-        h.raw("</td></tr>");
-    }
-    h.raw("</table><p>Lag in seconds is the age of the oldest record the group has not consumed; \
-           time to drain is lag ÷ the consume rate over the last minute (— while the group does not advance).</p>");
+    live_groups(context, &mut h);
     Ok(page(context, "/groups", "Consumer groups", h))
+}
+
+/// The classic and consumer-protocol groups the viewer may see, with their state, each
+/// linking to its page.
+fn live_groups(context: &Context<'_>, h: &mut Html) {
+    let broker = context.broker;
+    let groups = broker.groups();
+    let classic = groups
+        .classic
+        .list()
+        .into_iter()
+        .map(|(id, _, state)| (id, "classic", state.name()));
+    let consumer = groups
+        .consumer
+        .list()
+        .into_iter()
+        .map(|(id, state)| (id, "consumer", state));
+    let mut all: Vec<_> = classic
+        .chain(consumer)
+        .filter(|(id, _, _)| context.viewer.sees_group(broker, id))
+        .collect();
+    if all.is_empty() {
+        return;
+    }
+    all.sort();
+    h.raw("<h2>Groups</h2><table><tr><th>Group</th><th>Protocol</th><th>State</th></tr>");
+    for (id, protocol, state) in &all {
+        h.raw("<tr><td>").group_link(id);
+        h.raw("</td><td>").text(protocol);
+        h.raw("</td><td>").text(state).raw("</td></tr>");
+    }
+    h.raw("</table>");
 }
 
 /// The streams groups (KIP-1071) the viewer may see: state, epochs, members, tasks.
@@ -343,7 +376,7 @@ fn streams_groups(context: &Context<'_>, h: &mut Html) {
         let run = |f: fn(&crate::groups::streams::Member) -> usize| {
             g.members.values().map(f).sum::<usize>() as i64
         };
-        h.raw("<tr><td>").name(id);
+        h.raw("<tr><td>").group_link(id);
         h.raw("</td><td>").text(g.state());
         h.raw("</td><td class=\"n\">").int(i64::from(g.epoch));
         h.raw("</td><td class=\"n\">").int(g.members.len() as i64);
