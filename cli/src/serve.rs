@@ -24,11 +24,18 @@ pub struct Args {
     /// port (the start-up line shows which). Off unless given.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Serve --metrics-listen over HTTPS, with the broker's keystore (--ssl-keystore-location).
+    #[arg(long, requires = "metrics_listen")]
+    metrics_tls: bool,
     /// Serve the read-only web console at http://ADDR/; port 0 picks a free port (the
     /// start-up line shows which). Off unless given. Asks for a SASL user's name and password
     /// when every listener authenticates its clients, and is open otherwise.
     #[arg(long, value_name = "ADDR")]
     console_listen: Option<String>,
+    /// Serve --console-listen over HTTPS, with the broker's keystore (--ssl-keystore-location),
+    /// so that its Basic credentials never cross the network in the clear.
+    #[arg(long, requires = "console_listen")]
+    console_tls: bool,
     /// A file of `name=value` lines: any setting below by its flag name (`default-partitions=3`),
     /// topic defaults also by their Kafka name (`segment.bytes=1048576`). Flags win over the file.
     #[arg(long)]
@@ -92,13 +99,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let data_dir = config.data_dir.clone();
         let mut server = lograil::Server::open_listeners(listeners, config).await?;
         let mut endpoints = String::new();
+        let scheme = |tls: bool| if tls { "https" } else { "http" };
         if let Some(listener) = metrics_listener {
-            endpoints = format!(", metrics at http://{}/metrics", listener.local_addr()?);
-            server = server.with_metrics_listener(listener);
+            let addr = listener.local_addr()?;
+            endpoints = format!(", metrics at {}://{addr}/metrics", scheme(args.metrics_tls));
+            server = server.with_metrics_listener(listener, args.metrics_tls)?;
         }
         if let Some(listener) = console_listener {
-            endpoints.push_str(&format!(", console at http://{}/", listener.local_addr()?));
-            server = server.with_console_listener(listener);
+            let addr = listener.local_addr()?;
+            endpoints.push_str(&format!(
+                ", console at {}://{addr}/",
+                scheme(args.console_tls)
+            ));
+            server = server.with_console_listener(listener, args.console_tls)?;
         }
         // Only now: tests and scripts take this line to mean the broker is ready.
         let addrs: Vec<String> = server

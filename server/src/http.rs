@@ -17,6 +17,8 @@
 //!   cannot keep a scrape out); only while all are being answered does a new one wait to be
 //!   accepted.
 //! - The responder reads broker state and the log: it runs on the blocking pool.
+//! - With a TLS acceptor (`--console-tls`, `--metrics-tls`: the broker's keystore, no client
+//!   certificate) the handshake comes first, bounded as the head is (time, eviction).
 //!
 //! Nothing an HTTP client sends reaches the Kafka listener or the log.
 
@@ -25,7 +27,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
@@ -229,9 +231,10 @@ impl Drop for Ticket {
     }
 }
 
-/// Serves `responder` on `listener` until `shutdown` turns `true`.
+/// Serves `responder` on `listener` (over TLS with `tls`) until `shutdown` turns `true`.
 pub async fn serve<R: Responder>(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     responder: Arc<R>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -249,8 +252,9 @@ pub async fn serve<R: Responder>(
                 Ok((socket, peer)) => {
                     let responder = responder.clone();
                     let ticket = slots.admit();
+                    let tls = tls.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = answer(socket, peer, responder, ticket).await {
+                        if let Err(e) = answer(socket, tls, peer, responder, ticket).await {
                             tracing::debug!(%peer, error = %e, listener = R::NAME, "HTTP connection failed");
                         }
                     });
@@ -287,7 +291,7 @@ fn request_line_is_text(head: &[u8]) -> bool {
         .all(|&b| b == b'\r' || (0x20..0x7f).contains(&b))
 }
 
-async fn read_head(socket: &mut TcpStream) -> std::io::Result<Head> {
+async fn read_head<S: AsyncRead + Unpin>(socket: &mut S) -> std::io::Result<Head> {
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
@@ -317,7 +321,7 @@ async fn read_head(socket: &mut TcpStream) -> std::io::Result<Head> {
 /// After the response: reads and drops what the client still sends (a request body, the rest
 /// of an oversized head), up to a bound, so that closing does not reset the connection and
 /// destroy the response before the client has read it.
-async fn drain(socket: &mut TcpStream) {
+async fn drain<S: AsyncRead + Unpin>(socket: &mut S) {
     let mut chunk = [0u8; 4096];
     let mut left = 1usize << 20;
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -331,8 +335,32 @@ async fn drain(socket: &mut TcpStream) {
     .await;
 }
 
+/// Answers one connection: its TLS handshake first when there is an acceptor (within
+/// [`READ_TIMEOUT`], given up when evicted), then [`exchange`].
 async fn answer<R: Responder>(
-    mut socket: TcpStream,
+    socket: TcpStream,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    peer: SocketAddr,
+    responder: Arc<R>,
+    ticket: Ticket,
+) -> std::io::Result<()> {
+    let Some(acceptor) = tls else {
+        return exchange(socket, peer, responder, ticket).await;
+    };
+    let evicted = ticket.evicted.clone();
+    let stream = tokio::select! {
+        stream = tokio::time::timeout(READ_TIMEOUT, acceptor.accept(socket)) => match stream {
+            Ok(stream) => stream?,
+            Err(_) => return Ok(()),
+        },
+        () = evicted.notified() => return Ok(()),
+    };
+    exchange(stream, peer, responder, ticket).await
+}
+
+/// Reads one request head, answers it and closes.
+async fn exchange<R: Responder, S: AsyncRead + AsyncWrite + Unpin>(
+    mut socket: S,
     peer: SocketAddr,
     responder: Arc<R>,
     mut ticket: Ticket,

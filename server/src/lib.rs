@@ -105,8 +105,24 @@ pub struct Server {
     listeners: Vec<Bound>,
     broker: Arc<Broker>,
     stop: watch::Sender<bool>,
-    metrics_listener: Option<TcpListener>,
-    console_listener: Option<TcpListener>,
+    metrics_listener: Option<Side>,
+    console_listener: Option<Side>,
+}
+
+/// A side listener's socket (`/metrics`, the console), and its TLS acceptor when it serves
+/// HTTPS.
+struct Side {
+    socket: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Side")
+            .field("socket", &self.socket)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 /// A bound socket and the listener it serves.
@@ -201,18 +217,55 @@ impl Server {
         })
     }
 
-    /// Also serves Prometheus metrics at `/metrics` on `listener` (`--metrics-listen`): see
-    /// docs/operations.md, "Metrics", for what is there.
-    pub fn with_metrics_listener(mut self, listener: TcpListener) -> Server {
-        self.metrics_listener = Some(listener);
-        self
+    /// Also serves Prometheus metrics at `/metrics` on `listener` (`--metrics-listen`), over
+    /// HTTPS with `tls` (`--metrics-tls`): see docs/operations.md, "Metrics", for what is there.
+    pub fn with_metrics_listener(
+        mut self,
+        listener: TcpListener,
+        tls: bool,
+    ) -> Result<Server, ServeError> {
+        let tls = self.side_tls(tls, "metrics")?;
+        self.metrics_listener = Some(Side {
+            socket: listener,
+            tls,
+        });
+        Ok(self)
     }
 
-    /// Also serves the read-only web console on `listener` (`--console-listen`): see
-    /// `docs/console.md`.
-    pub fn with_console_listener(mut self, listener: TcpListener) -> Server {
-        self.console_listener = Some(listener);
-        self
+    /// Also serves the read-only web console on `listener` (`--console-listen`), over HTTPS
+    /// with `tls` (`--console-tls`): see `docs/console.md`.
+    pub fn with_console_listener(
+        mut self,
+        listener: TcpListener,
+        tls: bool,
+    ) -> Result<Server, ServeError> {
+        let tls = self.side_tls(tls, "console")?;
+        self.console_listener = Some(Side {
+            socket: listener,
+            tls,
+        });
+        Ok(self)
+    }
+
+    /// A side listener's TLS acceptor: the broker's keystore (`--ssl-keystore-location`), no
+    /// client certificate asked for.
+    fn side_tls(
+        &self,
+        tls: bool,
+        name: &str,
+    ) -> Result<Option<tokio_rustls::TlsAcceptor>, ServeError> {
+        if !tls {
+            return Ok(None);
+        }
+        let settings = security::tls::TlsSettings {
+            client_auth: security::tls::ClientAuth::None,
+            ..self.broker.config().security.tls.clone()
+        };
+        let acceptor = settings.acceptor().map_err(|source| ServeError::Tls {
+            listener: name.to_string(),
+            source,
+        })?;
+        Ok(Some(acceptor))
     }
 
     /// Whether the console asks for credentials: when no Kafka listener takes
@@ -258,24 +311,25 @@ impl Server {
         // One scraper for both, so the console shows the consume rates `/metrics` samples.
         let scraper = Arc::new(scrape::Scraper::new(broker.clone()));
         let mut side = Vec::new();
-        if let Some(listener) = metrics_listener {
+        if let Some(Side { socket, tls }) = metrics_listener {
             side.push(tokio::spawn(http::serve(
-                listener,
+                socket,
+                tls,
                 Arc::new(scrape::http::Metrics(scraper.clone())),
                 broker.shutdown(),
             )));
         }
-        if let Some(listener) = console_listener {
-            let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+        if let Some(Side { socket, tls }) = console_listener {
+            let loopback = socket.local_addr().is_ok_and(|a| a.ip().is_loopback());
             match gate {
                 console::Gate::Basic => {
                     tracing::info!(
                         "console: HTTP Basic authentication against the broker's SASL users"
                     );
-                    if !loopback {
+                    if !loopback && tls.is_none() {
                         tracing::warn!(
                             "console: credentials cross the network in the clear (no TLS on \
-                             --console-listen): bind it to loopback or put a TLS proxy in front"
+                             --console-listen): bind it to loopback or give --console-tls"
                         );
                     }
                 }
@@ -286,7 +340,8 @@ impl Server {
             }
             let console = console::Console::new(broker.clone(), scraper, gate);
             side.push(tokio::spawn(http::serve(
-                listener,
+                socket,
+                tls,
                 Arc::new(console),
                 broker.shutdown(),
             )));

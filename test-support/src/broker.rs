@@ -160,10 +160,13 @@ impl TestBroker {
                 (name.to_string(), w[0].to_string())
             })
             .collect();
-        // "…, metrics at http://ADDR/metrics, console at http://ADDR/"
+        // "…, metrics at http://ADDR/metrics, console at http://ADDR/" (https with TLS)
         let urls = || {
-            line.split_whitespace()
-                .filter_map(|w| w.trim_end_matches(',').strip_prefix("http://"))
+            line.split_whitespace().filter_map(|w| {
+                let w = w.trim_end_matches(',');
+                w.strip_prefix("http://")
+                    .or_else(|| w.strip_prefix("https://"))
+            })
         };
         self.metrics_addr = urls().find_map(|w| w.strip_suffix("/metrics").map(str::to_string));
         self.console_addr = urls().find_map(|w| {
