@@ -511,6 +511,10 @@ fn with_every_listener_authenticating_the_console_asks_for_a_broker_user_and_fil
     }
     let (_, _, records) = as_user("/topics/payroll/messages", basic("admin:admin-secret"));
     assert!(records.contains("p4"), "{records}");
+    let (_, _, body) = as_user("/security", basic("bob:bob-secret"));
+    assert!(
+        !body.contains("<th>Principal</th>") && body.contains("Needs Describe on the cluster.")
+    );
     let (status, _, body) = as_user("/limits", basic("bob:bob-secret"));
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.contains("Needs DescribeConfigs on the cluster."));

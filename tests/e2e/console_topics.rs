@@ -2,7 +2,8 @@
 //! after librdkafka traffic of every kind a partition holds: JSON, binary and hostile records,
 //! a compressed batch, a committed and an aborted transaction; internal topics hidden from the
 //! lists unless asked for. Plain HTTP for the numbers, headless Chromium for what runs. Group
-//! pages (`/groups/<id>`) of a KIP-848 group, a classic one and one of offsets only.
+//! pages (`/groups/<id>`) of a KIP-848 group, a classic one and one of offsets only; the
+//! security page's ACLs, SCRAM users (never a secret) and quotas.
 
 use std::time::Duration;
 
@@ -296,4 +297,64 @@ fn group_pages_show_members_their_partitions_and_lag() {
     assert!(lag.contains("<td class=\"n\">0</td><td class=\"n\">2</td><td class=\"n\">5</td><td class=\"n\">3</td>"), "{lag}");
     assert_eq!(get(&console, "/groups/nope").0, "HTTP/1.1 404 Not Found");
     drop((kip848, classic));
+}
+
+#[test]
+fn the_security_page_lists_acls_scram_users_and_quotas_never_a_secret() {
+    let broker = TestBroker::start_temp(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0",
+        "--authorizer-class-name",
+        "acl",
+        "--super-users",
+        "User:ANONYMOUS",
+        "--console-listen",
+        "127.0.0.1:0",
+    ]);
+    let addr = broker.listener("PLAINTEXT").to_string();
+    let console = broker.console_addr.clone().expect("the console's address");
+    let (_, page) = get(&console, "/security");
+    assert!(
+        page.contains("No ACLs.") && page.contains("No SCRAM credentials."),
+        "{page}"
+    );
+    crate::security::add_scram_user(&broker, "carol", "carol-secret", "SCRAM-SHA-256");
+    let out = crate::security::python(&format!(
+        r#"
+from confluent_kafka.admin import AdminClient, AclBinding, ResourceType, ResourcePatternType, AclOperation, AclPermissionType
+a = AdminClient({{'bootstrap.servers': '{addr}'}})
+b = AclBinding(ResourceType.TOPIC, 'orders<x>', ResourcePatternType.PREFIXED, 'User:carol', '*', AclOperation.READ, AclPermissionType.ALLOW)
+for f in a.create_acls([b]).values():
+    f.result()
+print('created')
+"#
+    ));
+    assert!(out.contains("created"), "{out}");
+    let quota = [("producer_byte_rate", Some(1024.0))];
+    assert_eq!(
+        crate::quotas::alter(&addr, &[("client-id", Some("slowpoke"))], &quota, false),
+        0
+    );
+
+    let (status, page) = get(&console, "/security");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let acl = after(&page, "<h2>ACLs</h2>", "</table>");
+    assert!(
+        acl.contains(
+            "<tr><td>TOPIC</td><td>PREFIXED</td><td>orders&lt;x&gt;</td><td>User:carol</td>\
+                      <td>*</td><td>READ</td><td>ALLOW</td></tr>"
+        ),
+        "{acl}"
+    );
+    let users = after(&page, "<h2>SCRAM users</h2>", "</table>");
+    assert!(
+        users.contains("<td>carol</td><td>SCRAM-SHA-256 (8192 iterations)</td>"),
+        "{users}"
+    );
+    let quotas = after(&page, "<h2>Client quotas</h2>", "</table>");
+    assert!(
+        quotas.contains("<td>client-id=slowpoke</td><td>producer_byte_rate=1024</td>"),
+        "{quotas}"
+    );
+    assert!(!page.contains("carol-secret"));
 }

@@ -36,7 +36,7 @@ fn secured(certs: &Certs, protocol: &str, extra: &[&str]) -> TestBroker {
 }
 
 /// Runs a Python script (confluent-kafka); its stdout. Fails the test unless it succeeds.
-fn python(script: &str) -> String {
+pub(crate) fn python(script: &str) -> String {
     let out = Command::new("python3")
         .env_remove("LD_LIBRARY_PATH")
         .arg("-c")

@@ -7,7 +7,8 @@
 //! (consumer-group lag in records and seconds, time to drain: [`crate::scrape::Scraper::lag`],
 //! the numbers `/metrics` exposes), `/groups/<id>` (a group's members, assignment and lag), `/shares` (share groups: record states, per-tenant
 //! waits), `/dead-letters` (dead-letter topics) and `/dead-letters/records` (their records'
-//! origin, error and attempts), `/limits` (backlog bounds, quota throttles). Nothing changes
+//! origin, error and attempts), `/limits` (backlog bounds, quota throttles), `/security`
+//! (ACLs, SCRAM users without their secrets, client quotas). Nothing changes
 //! the broker: no page has a form, and every method but GET and HEAD gets 405.
 //!
 //! Safety: [`html`] is the one place text becomes markup; every response carries a strict
@@ -109,6 +110,7 @@ impl Console {
             "/dead-letters" => pages::dead_letter_topics(&context),
             "/dead-letters/records" => pages::dead_letter_records(&context),
             "/limits" => pages::limits(&context),
+            "/security" => pages::security(&context),
             path => match (topic_path(path), group_path(path)) {
                 (Some((name, false)), _) => pages::topic(&context, &self.scraper, &name),
                 (Some((name, true)), _) => pages::messages(&context, &name),

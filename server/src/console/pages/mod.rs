@@ -9,10 +9,12 @@ use crate::scrape::{Lag, Scraper};
 
 mod dlt;
 mod group;
+mod security;
 mod topic;
 
 pub use dlt::{dead_letter_records, dead_letter_topics};
 pub use group::group;
+pub use security::security;
 pub use topic::{messages, topic};
 
 use super::access::Viewer;
@@ -35,13 +37,14 @@ pub struct Context<'a> {
 
 type Page = Result<String, Response>;
 
-const NAV: [(&str, &str); 6] = [
+const NAV: [(&str, &str); 7] = [
     ("/", "Overview"),
     ("/topics", "Topics"),
     ("/groups", "Consumer groups"),
     ("/shares", "Share groups"),
     ("/dead-letters", "Dead letters"),
     ("/limits", "Limits"),
+    ("/security", "Security"),
 ];
 
 /// The page around `body`.
