@@ -297,7 +297,11 @@ pub fn topics(context: &Context<'_>, rates: &Rates) -> Page {
     Ok(page(context, "/topics", "Topics and partitions", h))
 }
 
+/// The groups page: the streams groups, then [`PAGE_PARTITIONS`] lag rows and as many live
+/// groups a page (`?page=N`).
 pub fn groups(context: &Context<'_>, scraper: &Scraper) -> Page {
+    let page_no = page_number(context.query)?;
+    let skip = page_no.saturating_mul(PAGE_PARTITIONS);
     let lag = visible_lag(context, scraper);
     let mut h = Html::default();
     streams_groups(context, &mut h);
@@ -306,7 +310,7 @@ pub fn groups(context: &Context<'_>, scraper: &Scraper) -> Page {
     } else {
         h.raw("<table><tr><th>Group</th><th>Topic</th><th>Partition</th><th>Committed</th><th>Log end</th>\
                <th>Lag (records)</th><th>Lag (seconds)</th><th>Consume rate</th><th>Time to drain</th></tr>");
-        for l in &lag {
+        for l in lag.iter().skip(skip).take(PAGE_PARTITIONS) {
             h.raw("<tr><td>").group_link(&l.group).raw("</td><td>");
             h.topic_link(&l.topic, "", &[], &l.topic);
             h.raw("</td><td class=\"n\">").text(&l.partition);
@@ -321,13 +325,17 @@ pub fn groups(context: &Context<'_>, scraper: &Scraper) -> Page {
         h.raw("</table><p>Lag in seconds is the age of the oldest record the group has not consumed; \
                time to drain is lag ÷ the consume rate over the last minute (— while the group does not advance).</p>");
     }
-    live_groups(context, &mut h);
+    let more = live_groups(context, &mut h, skip) || lag.len() > skip + PAGE_PARTITIONS;
+    if more {
+        let next = (page_no + 1).to_string();
+        h.link("/groups", &[("page", &next)], "next groups →");
+    }
     Ok(page(context, "/groups", "Consumer groups", h))
 }
 
 /// The classic and consumer-protocol groups the viewer may see, with their state, each
-/// linking to its page.
-fn live_groups(context: &Context<'_>, h: &mut Html) {
+/// linking to its page: [`PAGE_PARTITIONS`] of them from `skip`; whether more follow.
+fn live_groups(context: &Context<'_>, h: &mut Html, skip: usize) -> bool {
     let broker = context.broker;
     let groups = broker.groups();
     let classic = groups
@@ -344,17 +352,18 @@ fn live_groups(context: &Context<'_>, h: &mut Html) {
         .chain(consumer)
         .filter(|(id, _, _)| context.viewer.sees_group(broker, id))
         .collect();
-    if all.is_empty() {
-        return;
+    if all.len() <= skip {
+        return false;
     }
     all.sort();
     h.raw("<h2>Groups</h2><table><tr><th>Group</th><th>Protocol</th><th>State</th></tr>");
-    for (id, protocol, state) in &all {
+    for (id, protocol, state) in all.iter().skip(skip).take(PAGE_PARTITIONS) {
         h.raw("<tr><td>").group_link(id);
         h.raw("</td><td>").text(protocol);
         h.raw("</td><td>").text(state).raw("</td></tr>");
     }
     h.raw("</table>");
+    all.len() > skip + PAGE_PARTITIONS
 }
 
 /// The streams groups (KIP-1071) the viewer may see: state, epochs, members, tasks.
