@@ -38,6 +38,7 @@ mod response;
 mod scrape;
 pub mod security;
 mod shares;
+mod side;
 mod topic_config;
 mod transactions;
 
@@ -56,6 +57,7 @@ use crate::admission::Admission;
 use crate::broker::Broker;
 use crate::limits::RateLimiter;
 use crate::security::{Listener, ListenerConfig, SecurityProtocol};
+use crate::side::Side;
 
 /// How long shutdown waits for in-flight requests before closing their connections.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -107,22 +109,6 @@ pub struct Server {
     stop: watch::Sender<bool>,
     metrics_listener: Option<Side>,
     console_listener: Option<Side>,
-}
-
-/// A side listener's socket (`/metrics`, the console), and its TLS acceptor when it serves
-/// HTTPS.
-struct Side {
-    socket: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-}
-
-impl std::fmt::Debug for Side {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Side")
-            .field("socket", &self.socket)
-            .field("tls", &self.tls.is_some())
-            .finish()
-    }
 }
 
 /// A bound socket and the listener it serves.
@@ -224,11 +210,7 @@ impl Server {
         listener: TcpListener,
         tls: bool,
     ) -> Result<Server, ServeError> {
-        let tls = self.side_tls(tls, "metrics")?;
-        self.metrics_listener = Some(Side {
-            socket: listener,
-            tls,
-        });
+        self.metrics_listener = Some(Side::new(listener, tls, &self.broker, "metrics")?);
         Ok(self)
     }
 
@@ -239,33 +221,8 @@ impl Server {
         listener: TcpListener,
         tls: bool,
     ) -> Result<Server, ServeError> {
-        let tls = self.side_tls(tls, "console")?;
-        self.console_listener = Some(Side {
-            socket: listener,
-            tls,
-        });
+        self.console_listener = Some(Side::new(listener, tls, &self.broker, "console")?);
         Ok(self)
-    }
-
-    /// A side listener's TLS acceptor: the broker's keystore (`--ssl-keystore-location`), no
-    /// client certificate asked for.
-    fn side_tls(
-        &self,
-        tls: bool,
-        name: &str,
-    ) -> Result<Option<tokio_rustls::TlsAcceptor>, ServeError> {
-        if !tls {
-            return Ok(None);
-        }
-        let settings = security::tls::TlsSettings {
-            client_auth: security::tls::ClientAuth::None,
-            ..self.broker.config().security.tls.clone()
-        };
-        let acceptor = settings.acceptor().map_err(|source| ServeError::Tls {
-            listener: name.to_string(),
-            source,
-        })?;
-        Ok(Some(acceptor))
     }
 
     /// Whether the console asks for credentials: when no Kafka listener takes
@@ -308,44 +265,7 @@ impl Server {
             metrics_listener,
             console_listener,
         } = self;
-        // One scraper for both, so the console shows the consume rates `/metrics` samples.
-        let scraper = Arc::new(scrape::Scraper::new(broker.clone()));
-        let mut side = Vec::new();
-        if let Some(Side { socket, tls }) = metrics_listener {
-            side.push(tokio::spawn(http::serve(
-                socket,
-                tls,
-                Arc::new(scrape::http::Metrics(scraper.clone())),
-                broker.shutdown(),
-            )));
-        }
-        if let Some(Side { socket, tls }) = console_listener {
-            let loopback = socket.local_addr().is_ok_and(|a| a.ip().is_loopback());
-            match gate {
-                console::Gate::Basic => {
-                    tracing::info!(
-                        "console: HTTP Basic authentication against the broker's SASL users"
-                    );
-                    if !loopback && tls.is_none() {
-                        tracing::warn!(
-                            "console: credentials cross the network in the clear (no TLS on \
-                             --console-listen): bind it to loopback or give --console-tls"
-                        );
-                    }
-                }
-                console::Gate::Open => tracing::warn!(
-                    "console: open to anyone who can reach it (no listener authenticates \
-                     its clients); bind it to loopback or enable SASL"
-                ),
-            }
-            let console = console::Console::new(broker.clone(), scraper, gate);
-            side.push(tokio::spawn(http::serve(
-                socket,
-                tls,
-                Arc::new(console),
-                broker.shutdown(),
-            )));
-        }
+        let side = side::spawn(&broker, metrics_listener, console_listener, gate);
         let served = serve(listeners, broker, stop, shutdown).await;
         for task in side {
             task.abort();
