@@ -240,7 +240,10 @@ fn check_console(console: &str, app_id: &str) {
     .unwrap();
     let mut page = String::new();
     stream.read_to_string(&mut page).unwrap();
-    let row = format!("<tr><td>{app_id}</td><td>Stable</td><td class=\"n\">");
+    // The id links to the group's page (an app id is letters, digits and '-': no escaping).
+    let row = format!(
+        "<tr><td><a href=\"/groups/{app_id}\">{app_id}</a></td><td>Stable</td><td class=\"n\">"
+    );
     assert!(
         page.contains("<h2>Streams groups</h2>") && page.contains(&row),
         "{page}"
