@@ -172,6 +172,10 @@ fn a_topics_page_and_its_records_browsed_safely_in_a_real_browser() {
     );
     let (_, by_key) = get(&console, "/topics/orders/messages?partition=0&key=z");
     assert_eq!(by_key.matches("zipped-").count(), 3, "{by_key}");
+    // The other formats' links keep the page's partition, start and key.
+    let json_link =
+        "href=\"/topics/orders/messages?partition=0&amp;offset=0&amp;key=z&amp;format=json\"";
+    assert!(by_key.contains(json_link), "{by_key}");
     assert!(!by_key.contains("committed-1") && !by_key.contains("\\xfe"));
     let (_, last) = get(&console, "/topics/orders/messages?partition=0&from=end");
     assert!(last.contains("aborted-1"));

@@ -282,11 +282,12 @@ impl<'a> Browse<'a> {
         })
     }
 
-    /// The query of a link to another page of the same browse, from `offset`.
+    /// The query of a link to another page of the same browse, from `offset`, in `format`.
     fn link_query<'b>(
         &'b self,
         index: &'b str,
         offset: Option<&'b str>,
+        format: Format,
     ) -> Vec<(&'b str, &'b str)> {
         let mut query = vec![("partition", index)];
         if let Some(offset) = offset {
@@ -295,7 +296,7 @@ impl<'a> Browse<'a> {
         if let Some(key) = self.key {
             query.push(("key", key));
         }
-        query.push(("format", self.format.name()));
+        query.push(("format", format.name()));
         query
     }
 }
@@ -353,7 +354,7 @@ pub fn messages(context: &Context<'_>, name: &str) -> Page {
         h.topic_link(
             name,
             "/messages",
-            &browse.link_query(&index, Some(next.as_str())),
+            &browse.link_query(&index, Some(next.as_str()), browse.format),
             "next records →",
         );
     }
@@ -380,11 +381,11 @@ fn navigation(h: &mut Html, name: &str, browse: &Browse<'_>, from: i64, p: &Part
     h.topic_link(
         name,
         "/messages",
-        &browse.link_query(&index, Some(start.as_str())),
+        &browse.link_query(&index, Some(start.as_str()), browse.format),
         "from the start",
     );
     h.raw(" · ");
-    let mut last = browse.link_query(&index, None);
+    let mut last = browse.link_query(&index, None, browse.format);
     last.push(("from", "end"));
     h.topic_link(name, "/messages", &last, "the last records");
     let from = from.to_string();
@@ -393,15 +394,7 @@ fn navigation(h: &mut Html, name: &str, browse: &Browse<'_>, from: i64, p: &Part
         if format == browse.format {
             h.raw("<b>").text(label).raw("</b>");
         } else {
-            let query = [
-                ("partition", index.as_str()),
-                ("offset", from.as_str()),
-                ("format", label),
-            ];
-            let mut query = query.to_vec();
-            if let Some(key) = browse.key {
-                query.push(("key", key));
-            }
+            let query = browse.link_query(&index, Some(from.as_str()), format);
             h.topic_link(name, "/messages", &query, label);
         }
     }
