@@ -27,7 +27,7 @@ pub struct Args {
     /// Serve --metrics-listen over HTTPS, with the broker's keystore (--ssl-keystore-location).
     #[arg(long, requires = "metrics_listen")]
     metrics_tls: bool,
-    /// Serve the read-only web console at http://ADDR/; port 0 picks a free port (the
+    /// Serve the web console at http://ADDR/ (read-only unless --console-actions); port 0 picks a free port (the
     /// start-up line shows which). Off unless given. Asks for a SASL user's name and password
     /// when every listener authenticates its clients, and is open otherwise.
     #[arg(long, value_name = "ADDR")]
@@ -36,6 +36,11 @@ pub struct Args {
     /// so that its Basic credentials never cross the network in the clear.
     #[arg(long, requires = "console_listen")]
     console_tls: bool,
+    /// Let the console act, not only show: reset a group's offsets, delete records up to an
+    /// offset, redrive a dead letter. Each asks for confirmation, carries a CSRF token, is
+    /// authorized as its Kafka request would be, and is logged with its principal.
+    #[arg(long, requires = "console_listen")]
+    console_actions: bool,
     /// A file of `name=value` lines: any setting below by its flag name (`default-partitions=3`),
     /// topic defaults also by their Kafka name (`segment.bytes=1048576`). Flags win over the file.
     #[arg(long)]
@@ -112,6 +117,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 scheme(args.console_tls)
             ));
             server = server.with_console_listener(listener, args.console_tls)?;
+            if args.console_actions {
+                server = server.with_console_actions();
+            }
         }
         // Only now: tests and scripts take this line to mean the broker is ready.
         let addrs: Vec<String> = server

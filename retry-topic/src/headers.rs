@@ -19,30 +19,20 @@ use serde::{Deserialize, Serialize};
 
 // The names are vocabulary's (the broker's console reads them too); their encodings are ours.
 pub use vocabulary::headers::{
-    ATTEMPTS, BACKOFF_TIMESTAMP, DEADLINE, DLT_EXCEPTION_CAUSE_FQCN, DLT_EXCEPTION_FQCN,
-    DLT_EXCEPTION_MESSAGE, DLT_EXCEPTION_STACKTRACE, DLT_ORIGINAL_CONSUMER_GROUP,
-    DLT_ORIGINAL_OFFSET, DLT_ORIGINAL_PARTITION, DLT_ORIGINAL_TIMESTAMP,
-    DLT_ORIGINAL_TIMESTAMP_TYPE, DLT_ORIGINAL_TOPIC, DLT_ORIGIN_NAMES, EXCEPTION_CAUSE_FQCN,
-    EXCEPTION_FQCN, EXCEPTION_HEADERS, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE, HISTORY,
-    ORIGINAL_OFFSET, ORIGINAL_PARTITION, ORIGINAL_TIMESTAMP, ORIGINAL_TIMESTAMP_KAFKA,
-    ORIGINAL_TIMESTAMP_TYPE, ORIGINAL_TOPIC, PARKED_BEHIND, REDRIVE_OF, RETRY_ORIGIN_NAMES,
+    is_chain_header, ATTEMPTS, BACKOFF_TIMESTAMP, DEADLINE, DLT_EXCEPTION_CAUSE_FQCN,
+    DLT_EXCEPTION_FQCN, DLT_EXCEPTION_MESSAGE, DLT_EXCEPTION_STACKTRACE,
+    DLT_ORIGINAL_CONSUMER_GROUP, DLT_ORIGINAL_OFFSET, DLT_ORIGINAL_PARTITION,
+    DLT_ORIGINAL_TIMESTAMP, DLT_ORIGINAL_TIMESTAMP_TYPE, DLT_ORIGINAL_TOPIC, DLT_ORIGIN_NAMES,
+    EXCEPTION_CAUSE_FQCN, EXCEPTION_FQCN, EXCEPTION_HEADERS, EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE, HISTORY, ORIGINAL_OFFSET, ORIGINAL_PARTITION, ORIGINAL_TIMESTAMP,
+    ORIGINAL_TIMESTAMP_KAFKA, ORIGINAL_TIMESTAMP_TYPE, ORIGINAL_TOPIC, PARKED_BEHIND, REDRIVE_OF,
+    RETRY_ORIGIN_NAMES,
 };
 
 /// Entries kept in the history header (the oldest are dropped first; `attempt` numbers stay).
 pub const HISTORY_LIMIT: usize = 32;
 /// Characters of an error message kept in a header.
 pub const MESSAGE_LIMIT: usize = 1024;
-
-/// Is this header one the retry chain writes (dropped when a record is redriven)?
-pub fn is_chain_header(name: &str) -> bool {
-    name.starts_with("retry_topic-")
-        || name.starts_with("kafka_dlt-")
-        || name.starts_with("kafka_original-")
-        || name.starts_with("kafka_exception-")
-        || name.starts_with("kafka_key-exception-")
-        || name.starts_with("lograil.retry.")
-        || name == REDRIVE_OF
-}
 
 /// A header that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

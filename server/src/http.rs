@@ -7,7 +7,9 @@
 //! ~100 lines of request-line parsing. What it does, and what bounds it:
 //!
 //! - One request per connection (`Connection: close`): read the head (at most
-//!   [`MAX_HEAD_BYTES`], within [`READ_TIMEOUT`]), answer, close. A request body is never read.
+//!   [`MAX_HEAD_BYTES`], within [`READ_TIMEOUT`]) and the body its `Content-Length` gives (at
+//!   most [`MAX_BODY_BYTES`], within [`READ_TIMEOUT`] more; over it → 413, a chunked body →
+//!   411), answer, close. Only the console's actions have a body (a form).
 //! - A head that is not HTTP/1.x, or whose header lines are not `Name: value` → 400; a head
 //!   over the limit → 431; a request line that is not text (a Kafka frame sent to the wrong
 //!   port) → 400 at once; a head not whole in time → the connection is closed. The rest (paths,
@@ -40,6 +42,8 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connections served at once, per listener.
 pub const MAX_CONNECTIONS: usize = 16;
+/// Largest request body read (the console's forms are a few hundred bytes).
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// A parsed request head.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,6 +56,8 @@ pub struct Request {
     pub query: String,
     /// Header names in lower case, values trimmed; a repeated header keeps its last value.
     pub headers: BTreeMap<String, String>,
+    /// The body (`Content-Length` bytes; empty without one).
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -143,6 +149,7 @@ pub fn parse(head: &[u8]) -> Result<Request, Response> {
         path: path.to_string(),
         query: query.to_string(),
         headers,
+        body: Vec::new(),
     })
 }
 
@@ -274,8 +281,9 @@ pub async fn serve<R: Responder>(
 
 /// What arrived of a request head.
 enum Head {
-    /// Everything up to the blank line (or up to the end of the stream).
-    Whole(Vec<u8>),
+    /// Everything up to the blank line (or up to the end of the stream), and what arrived
+    /// after it (the start of a body).
+    Whole(Vec<u8>, Vec<u8>),
     /// Over [`MAX_HEAD_BYTES`] without a blank line.
     TooLarge,
     /// The request line holds bytes no HTTP request line has (a Kafka frame, binary junk):
@@ -298,7 +306,7 @@ async fn read_head<S: AsyncRead + Unpin>(socket: &mut S) -> std::io::Result<Head
         let n = socket.read(&mut chunk).await?;
         if n == 0 {
             // The client closed its side: answer what arrived (a bare request line is one).
-            return Ok(Head::Whole(head));
+            return Ok(Head::Whole(head, Vec::new()));
         }
         head.extend_from_slice(&chunk[..n]);
         if !request_line_is_text(&head) {
@@ -307,15 +315,63 @@ async fn read_head<S: AsyncRead + Unpin>(socket: &mut S) -> std::io::Result<Head
         let end = head
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
-            .or_else(|| head.windows(2).position(|w| w == b"\n\n"));
-        if let Some(end) = end {
+            .map(|at| (at, 4))
+            .or_else(|| head.windows(2).position(|w| w == b"\n\n").map(|at| (at, 2)));
+        if let Some((end, blank)) = end {
+            let rest = head.split_off(end + blank);
             head.truncate(end);
-            return Ok(Head::Whole(head));
+            return Ok(Head::Whole(head, rest));
         }
         if head.len() > MAX_HEAD_BYTES {
             return Ok(Head::TooLarge);
         }
     }
+}
+
+/// Reads `request`'s body after `rest` (what came with the head): `Ok(Err(answer))` when it
+/// is refused (chunked, over [`MAX_BODY_BYTES`], not whole within [`READ_TIMEOUT`]).
+async fn read_body<S: AsyncRead + Unpin>(
+    socket: &mut S,
+    mut request: Request,
+    mut rest: Vec<u8>,
+) -> std::io::Result<Result<Request, Response>> {
+    if request.header("transfer-encoding").is_some() {
+        return Ok(Err(Response::text(
+            "411 Length Required",
+            "send the body with a Content-Length",
+        )));
+    }
+    let length = match request.header("content-length").map(str::parse::<usize>) {
+        None => return Ok(Ok(request)),
+        Some(Ok(length)) if length <= MAX_BODY_BYTES => length,
+        Some(Ok(_)) => {
+            return Ok(Err(Response::text(
+                "413 Content Too Large",
+                "the request body is over 16 KiB",
+            )))
+        }
+        Some(Err(_)) => return Ok(Err(Response::text(BAD_REQUEST, "malformed Content-Length"))),
+    };
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        while rest.len() < length {
+            let n = socket.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            rest.extend_from_slice(&chunk[..n]);
+        }
+        std::io::Result::Ok(())
+    };
+    if tokio::time::timeout(READ_TIMEOUT, read).await.is_err() || rest.len() < length {
+        return Ok(Err(Response::text(
+            "408 Request Timeout",
+            "the request body did not arrive whole",
+        )));
+    }
+    rest.truncate(length);
+    request.body = rest;
+    Ok(Ok(request))
 }
 
 /// After the response: reads and drops what the client still sends (a request body, the rest
@@ -377,7 +433,10 @@ async fn exchange<R: Responder, S: AsyncRead + AsyncWrite + Unpin>(
         return Ok(());
     }
     let request = match head {
-        Head::Whole(head) => parse(&head),
+        Head::Whole(head, rest) => match parse(&head) {
+            Ok(request) => read_body(&mut socket, request, rest).await?,
+            Err(refused) => Err(refused),
+        },
         Head::TooLarge => Err(Response::text(
             "431 Request Header Fields Too Large",
             "the request head is over 8 KiB",

@@ -108,7 +108,8 @@ pub struct Server {
     broker: Arc<Broker>,
     stop: watch::Sender<bool>,
     metrics_listener: Option<Side>,
-    console_listener: Option<Side>,
+    /// The console's listener, and whether its actions are on (`--console-actions`).
+    console_listener: Option<(Side, bool)>,
 }
 
 /// A bound socket and the listener it serves.
@@ -214,15 +215,24 @@ impl Server {
         Ok(self)
     }
 
-    /// Also serves the read-only web console on `listener` (`--console-listen`), over HTTPS
-    /// with `tls` (`--console-tls`): see `docs/console.md`.
+    /// Also serves the web console on `listener` (`--console-listen`), over HTTPS with `tls`
+    /// (`--console-tls`): see `docs/console.md`. Read-only until [`Server::with_console_actions`].
     pub fn with_console_listener(
         mut self,
         listener: TcpListener,
         tls: bool,
     ) -> Result<Server, ServeError> {
-        self.console_listener = Some(Side::new(listener, tls, &self.broker, "console")?);
+        self.console_listener = Some((Side::new(listener, tls, &self.broker, "console")?, false));
         Ok(self)
+    }
+
+    /// Turns the console's actions on (`--console-actions`: reset offsets, delete records,
+    /// redrive a dead letter, each confirmed, authorized as its Kafka request and logged).
+    pub fn with_console_actions(mut self) -> Server {
+        if let Some((_, actions)) = &mut self.console_listener {
+            *actions = true;
+        }
+        self
     }
 
     /// Whether the console asks for credentials: when no Kafka listener takes
@@ -265,7 +275,7 @@ impl Server {
             metrics_listener,
             console_listener,
         } = self;
-        let side = side::spawn(&broker, metrics_listener, console_listener, gate);
+        let side = side::spawn(&broker, metrics_listener, console_listener, gate)?;
         let served = serve(listeners, broker, stop, shutdown).await;
         for task in side {
             task.abort();

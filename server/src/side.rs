@@ -1,5 +1,5 @@
 //! The broker's side listeners, `/metrics` (`--metrics-listen`) and the web console
-//! (`--console-listen`): their sockets, HTTPS with the broker's keystore when asked for
+//! (`--console-listen`, its actions with `--console-actions`): their sockets, HTTPS with the broker's keystore when asked for
 //! (`--metrics-tls`, `--console-tls`), and the tasks that serve them on [`crate::http`].
 
 use std::sync::Arc;
@@ -56,9 +56,9 @@ impl Side {
 pub(crate) fn spawn(
     broker: &Arc<Broker>,
     metrics: Option<Side>,
-    console: Option<Side>,
+    console: Option<(Side, bool)>,
     gate: console::Gate,
-) -> Vec<JoinHandle<()>> {
+) -> Result<Vec<JoinHandle<()>>, ServeError> {
     let scraper = Arc::new(scrape::Scraper::new(broker.clone()));
     let mut tasks = Vec::new();
     if let Some(Side { socket, tls }) = metrics {
@@ -69,7 +69,7 @@ pub(crate) fn spawn(
             broker.shutdown(),
         )));
     }
-    if let Some(Side { socket, tls }) = console {
+    if let Some((Side { socket, tls }, actions)) = console {
         let loopback = socket.local_addr().is_ok_and(|a| a.ip().is_loopback());
         match gate {
             console::Gate::Basic => {
@@ -88,7 +88,17 @@ pub(crate) fn spawn(
                  its clients); bind it to loopback or enable SASL"
             ),
         }
-        let console = console::Console::new(broker.clone(), scraper, gate);
+        let console =
+            console::Console::new(broker.clone(), scraper, gate, actions).ok_or_else(|| {
+                ServeError::Listener(std::io::Error::other(
+                    "no random bytes for --console-actions",
+                ))
+            })?;
+        if actions {
+            tracing::info!(
+                "console: actions on (--console-actions), each logged with its principal"
+            );
+        }
         tasks.push(tokio::spawn(http::serve(
             socket,
             tls,
@@ -96,5 +106,5 @@ pub(crate) fn spawn(
             broker.shutdown(),
         )));
     }
-    tasks
+    Ok(tasks)
 }

@@ -15,6 +15,7 @@ mod compaction;
 mod compatibility;
 mod compression;
 mod console;
+mod console_actions;
 mod console_tls;
 mod console_topics;
 mod consumer_protocol;

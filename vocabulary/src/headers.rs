@@ -125,6 +125,19 @@ pub const HISTORY: &str = "lograil.retry.history";
 pub const PARKED_BEHIND: &str = "lograil.retry.parked-behind";
 /// On a redriven record: `<dead-letter topic>/<partition>/<offset>` it was copied from.
 pub const REDRIVE_OF: &str = "lograil.redrive.of";
+/// Whether a header is one a retry chain or a dead-letter queue writes: dropped from a record
+/// redriven to its topic (by `lograil dlt redrive` or the console).
+pub fn is_chain_header(name: &str) -> bool {
+    name.starts_with("retry_topic-")
+        || name.starts_with("kafka_dlt-")
+        || name.starts_with("kafka_original-")
+        || name.starts_with("kafka_exception-")
+        || name.starts_with("kafka_key-exception-")
+        || name.starts_with("lograil.retry.")
+        || name.starts_with("__dlq.errors.")
+        || name == REDRIVE_OF
+}
+
 /// A record's deadline, ms since the epoch (8 bytes big-endian, or decimal text), as the
 /// broker's share groups read it and a retry chain honours it.
 pub const DEADLINE: &str = "deadline";

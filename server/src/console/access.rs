@@ -39,6 +39,11 @@ pub struct Viewer {
 }
 
 impl Viewer {
+    /// The address the viewer connected from: the authorizer's host.
+    pub fn host(&self) -> IpAddr {
+        self.host
+    }
+
     /// Whether the viewer may do `operation` on the resource (always, without an authorizer).
     pub fn may(
         &self,

@@ -8,8 +8,9 @@
 //! the numbers `/metrics` exposes), `/groups/<id>` (a group's members, assignment and lag), `/shares` (share groups: record states, per-tenant
 //! waits), `/dead-letters` (dead-letter topics) and `/dead-letters/records` (their records'
 //! origin, error and attempts), `/limits` (backlog bounds, quota throttles), `/security`
-//! (ACLs, SCRAM users without their secrets, client quotas). Nothing changes
-//! the broker: no page has a form, and every method but GET and HEAD gets 405.
+//! (ACLs, SCRAM users without their secrets, client quotas). No page changes the broker:
+//! every method but GET and HEAD gets 405, but on `/actions/…` with `--console-actions`
+//! ([`actions`]: reset offsets, delete records, redrive a dead letter, each confirmed).
 //!
 //! Safety: [`html`] is the one place text becomes markup; every response carries a strict
 //! Content-Security-Policy (scripts and styles only from the console's own `/console.js` and
@@ -18,6 +19,7 @@
 //! records (and a byte budget) per page of records. Who may look is [`access`]'s.
 
 mod access;
+mod actions;
 mod dead_letters;
 mod html;
 mod records;
@@ -38,9 +40,10 @@ pub use access::Gate;
 /// Partitions listed per topics page.
 pub const PAGE_PARTITIONS: usize = 200;
 
-/// Every console response's security headers.
+/// Every console response's Content-Security-Policy, then `form-action`: `'none'`, or `'self'`
+/// with actions.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+                   connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action ";
 
 const STYLE: &str = include_str!("console.css");
 const SCRIPT: &str = include_str!("console.js");
@@ -53,16 +56,30 @@ pub struct Console {
     scraper: Arc<Scraper>,
     gate: Gate,
     rates: rates::Rates,
+    /// With `--console-actions`: their CSRF tokens.
+    actions: Option<actions::Tokens>,
 }
 
 impl Console {
-    pub fn new(broker: Arc<Broker>, scraper: Arc<Scraper>, gate: Gate) -> Console {
-        Console {
+    /// The console; with `actions`, its `/actions/…` too. `None` when actions are asked for
+    /// and the OS gives no random bytes for their tokens' key.
+    pub fn new(
+        broker: Arc<Broker>,
+        scraper: Arc<Scraper>,
+        gate: Gate,
+        actions: bool,
+    ) -> Option<Console> {
+        let actions = match actions {
+            true => Some(actions::Tokens::new()?),
+            false => None,
+        };
+        Some(Console {
             broker,
             scraper,
             gate,
             rates: rates::Rates::default(),
-        }
+            actions,
+        })
     }
 }
 
@@ -71,11 +88,18 @@ impl Responder for Console {
 
     fn respond(&self, request: &Request, peer: SocketAddr) -> Response {
         let mut response = self.route(request, peer);
+        let form_action = if self.actions.is_some() {
+            "'self'"
+        } else {
+            "'none'"
+        };
         response.headers.extend([
-            ("Content-Security-Policy", CSP.to_string()),
+            ("Content-Security-Policy", format!("{CSP}{form_action}")),
             ("X-Content-Type-Options", "nosniff".to_string()),
             ("X-Frame-Options", "DENY".to_string()),
-            ("Referrer-Policy", "no-referrer".to_string()),
+            // Not no-referrer: a browser then sends a form's `Origin` as `null`, and the
+            // actions' origin check needs it.
+            ("Referrer-Policy", "same-origin".to_string()),
             ("Cache-Control", "no-store".to_string()),
         ]);
         response
@@ -88,7 +112,8 @@ impl Console {
             Ok(viewer) => viewer,
             Err(refused) => return refused,
         };
-        if !matches!(request.method.as_str(), "GET" | "HEAD") {
+        let action = request.path.strip_prefix("/actions/");
+        if action.is_none() && !matches!(request.method.as_str(), "GET" | "HEAD") {
             return Response::get_only();
         }
         let query = match Query::parse(&request.query) {
@@ -99,24 +124,16 @@ impl Console {
             broker: &self.broker,
             viewer: &viewer,
             query: &query,
+            actions: self.actions.is_some(),
         };
-        let page = match request.path.as_str() {
-            "/console.css" => return asset("text/css; charset=utf-8", STYLE),
-            "/console.js" => return asset("text/javascript; charset=utf-8", SCRIPT),
-            "/" => pages::overview(&context, &self.scraper, &self.rates),
-            "/topics" => pages::topics(&context, &self.rates),
-            "/groups" => pages::groups(&context, &self.scraper),
-            "/shares" => pages::shares(&context),
-            "/dead-letters" => pages::dead_letter_topics(&context),
-            "/dead-letters/records" => pages::dead_letter_records(&context),
-            "/limits" => pages::limits(&context),
-            "/security" => pages::security(&context),
-            path => match (topic_path(path), group_path(path)) {
-                (Some((name, false)), _) => pages::topic(&context, &self.scraper, &name),
-                (Some((name, true)), _) => pages::messages(&context, &name),
-                (_, Some(id)) => pages::group(&context, &self.scraper, &id),
-                _ => return Response::not_found("no such console page"),
-            },
+        let page = match (request.path.as_str(), action, &self.actions) {
+            (_, Some(name), Some(tokens)) => actions::respond(tokens, &context, request, name),
+            (_, Some(_), None) => {
+                return Response::not_found(
+                    "console actions are off: start the broker with --console-actions",
+                )
+            }
+            (path, None, _) => self.page(&context, path),
         };
         match page {
             Ok(body) => Response {
@@ -126,6 +143,29 @@ impl Console {
                 body: body.into_bytes(),
             },
             Err(refused) => refused,
+        }
+    }
+
+    /// The page at `path`.
+    fn page(&self, context: &pages::Context<'_>, path: &str) -> Result<String, Response> {
+        match path {
+            // Not pages: answered as they are.
+            "/console.css" => Err(asset("text/css; charset=utf-8", STYLE)),
+            "/console.js" => Err(asset("text/javascript; charset=utf-8", SCRIPT)),
+            "/" => pages::overview(context, &self.scraper, &self.rates),
+            "/topics" => pages::topics(context, &self.rates),
+            "/groups" => pages::groups(context, &self.scraper),
+            "/shares" => pages::shares(context),
+            "/dead-letters" => pages::dead_letter_topics(context),
+            "/dead-letters/records" => pages::dead_letter_records(context),
+            "/limits" => pages::limits(context),
+            "/security" => pages::security(context),
+            path => match (topic_path(path), group_path(path)) {
+                (Some((name, false)), _) => pages::topic(context, &self.scraper, &name),
+                (Some((name, true)), _) => pages::messages(context, &name),
+                (_, Some(id)) => pages::group(context, &self.scraper, &id),
+                _ => Err(Response::not_found("no such console page")),
+            },
         }
     }
 }

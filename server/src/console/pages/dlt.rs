@@ -83,14 +83,25 @@ pub fn dead_letter_records(context: &Context<'_>) -> Page {
             .text(error)
             .raw("</p>");
     }
+    let p = index.to_string();
     for r in &read.records {
         dead_letter(&mut h, r);
+        if context.actions {
+            let offset = r.offset.to_string();
+            h.raw("<p>");
+            h.link(
+                "/actions/redrive",
+                &[("topic", name), ("partition", &p), ("offset", &offset)],
+                "Redrive this record…",
+            );
+            h.raw("</p>");
+        }
     }
     if read.records.is_empty() {
         h.raw("<p class=\"none\">No records from this offset.</p>");
     }
     if let Some(next) = read.next {
-        let (p, n) = (index.to_string(), next.to_string());
+        let n = next.to_string();
         h.link(
             "/dead-letters/records",
             &[("topic", name), ("partition", &p), ("from", &n)],

@@ -62,7 +62,43 @@ pub fn group(context: &Context<'_>, scraper: &Scraper, id: &str) -> Page {
         }
         h.raw("</table>");
     }
+    if context.actions {
+        reset_form(&mut h, id, &lag);
+    }
     Ok(page(context, "/groups", &format!("Group {id}"), h))
+}
+
+/// The form that asks to reset the group's offsets on one of the topics it committed on
+/// (`/actions/reset-offsets` shows what would change before anything does).
+fn reset_form(h: &mut Html, id: &str, lag: &[crate::scrape::Lag]) {
+    let mut topics: Vec<&str> = lag.iter().map(|l| l.topic.as_str()).collect();
+    topics.dedup();
+    if topics.is_empty() {
+        return;
+    }
+    h.raw(
+        "<h2>Reset offsets</h2><form method=\"get\" class=\"action\" \
+           action=\"/actions/reset-offsets\"><input type=\"hidden\" name=\"group\" value=\"",
+    )
+    .text(id)
+    .raw("\"><label>Topic <select name=\"topic\">");
+    for topic in topics {
+        h.raw("<option value=\"")
+            .text(topic)
+            .raw("\">")
+            .name(topic)
+            .raw("</option>");
+    }
+    h.raw(
+        "</select></label> <label>partition <input name=\"partition\" type=\"number\" \
+           min=\"0\" placeholder=\"all\"></label> <label>to <select name=\"to\">\
+           <option value=\"earliest\">earliest</option><option value=\"latest\">latest</option>\
+           <option value=\"time\">time (ms since the epoch)</option>\
+           <option value=\"offset\">offset</option></select></label> <label>value \
+           <input name=\"value\" type=\"number\"></label> \
+           <button type=\"submit\">Review…</button></form>\
+           <p>Only a group without members is reset: stop its consumers first.</p>",
+    );
 }
 
 /// A KIP-848 group: epochs, assignor, and each member's epochs and partitions (topic ids

@@ -33,6 +33,8 @@ pub struct Context<'a> {
     pub broker: &'a Broker,
     pub viewer: &'a Viewer,
     pub query: &'a Query,
+    /// Whether `--console-actions` is on: the pages then offer them.
+    pub actions: bool,
 }
 
 type Page = Result<String, Response>;
@@ -48,7 +50,7 @@ const NAV: [(&str, &str); 7] = [
 ];
 
 /// The page around `body`.
-fn page(context: &Context<'_>, here: &str, title: &str, body: Html) -> String {
+pub(super) fn page(context: &Context<'_>, here: &str, title: &str, body: Html) -> String {
     let mut h = Html::default();
     h.raw("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")
         .raw("<title>lograil · ")
@@ -73,10 +75,13 @@ fn page(context: &Context<'_>, here: &str, title: &str, body: Html) -> String {
         .raw("</h1>");
     let mut out = h.into_string();
     out.push_str(&body.into_string());
-    out.push_str(
+    out.push_str(if context.actions {
+        "</main><footer>Every number is the broker's own, read when the page loaded. Actions \
+         (<code>--console-actions</code>) ask for confirmation and are logged.</footer></body></html>\n"
+    } else {
         "</main><footer>Read-only: every number is the broker's own, read when the page \
-         loaded. Redrive dead letters with <code>lograil dlt redrive</code>.</footer></body></html>\n",
-    );
+         loaded. Redrive dead letters with <code>lograil dlt redrive</code>.</footer></body></html>\n"
+    });
     out
 }
 

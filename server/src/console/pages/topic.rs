@@ -53,6 +53,19 @@ pub fn topic(context: &Context<'_>, scraper: &Scraper, name: &str) -> Page {
     h.topic_link(name, "/messages", &[], "browse its records")
         .raw("</p>");
     partitions_table(&mut h, name, partitions, page_no);
+    if context.actions {
+        h.raw(
+            "<form method=\"get\" class=\"action\" action=\"/actions/delete-records\">\
+               <input type=\"hidden\" name=\"topic\" value=\"",
+        )
+        .text(name)
+        .raw(
+            "\"><label>Delete the records of partition <input name=\"partition\" \
+                   type=\"number\" min=\"0\" required></label> <label>below offset \
+                   <input name=\"offset\" type=\"number\" min=\"0\" required></label> \
+                   <button type=\"submit\">Review…</button></form>",
+        );
+    }
     damage_table(&mut h, partitions);
     if topic.config().cleanup.compact {
         cleaner_table(&mut h, partitions);
