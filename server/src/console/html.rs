@@ -175,7 +175,16 @@ impl Html {
     /// A link to the page of group `id` (percent-encoded: a group id may hold any character),
     /// labelled with the id.
     pub fn group_link(&mut self, id: &str) -> &mut Html {
-        self.raw("<a href=\"/groups/");
+        self.id_link("/groups/", id)
+    }
+
+    /// A link to the page of share group `id`, labelled with the id.
+    pub fn share_link(&mut self, id: &str) -> &mut Html {
+        self.id_link("/shares/", id)
+    }
+
+    fn id_link(&mut self, prefix: &'static str, id: &str) -> &mut Html {
+        self.raw("<a href=\"").raw(prefix);
         self.0.push_str(&percent_encode(id));
         self.raw("\">").name(id).raw("</a>")
     }

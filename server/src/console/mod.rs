@@ -6,7 +6,7 @@
 //! configs) and `/topics/<name>/messages` (its records, [`records`]), `/groups`
 //! (consumer-group lag in records and seconds, time to drain: [`crate::scrape::Scraper::lag`],
 //! the numbers `/metrics` exposes), `/groups/<id>` (a group's members, assignment and lag), `/shares` (share groups: record states, per-tenant
-//! waits), `/dead-letters` (dead-letter topics) and `/dead-letters/records` (their records'
+//! waits) and `/shares/<id>` (a share group's members, windows and delivery counts), `/dead-letters` (dead-letter topics) and `/dead-letters/records` (their records'
 //! origin, error and attempts), `/limits` (backlog bounds, quota throttles), `/security`
 //! (ACLs, SCRAM users without their secrets, client quotas). No page changes the broker:
 //! every method but GET and HEAD gets 405, but on `/actions/…` with `--console-actions`
@@ -160,10 +160,15 @@ impl Console {
             "/dead-letters/records" => pages::dead_letter_records(context),
             "/limits" => pages::limits(context),
             "/security" => pages::security(context),
-            path => match (topic_path(path), group_path(path)) {
-                (Some((name, false)), _) => pages::topic(context, &self.scraper, &name),
-                (Some((name, true)), _) => pages::messages(context, &name),
-                (_, Some(id)) => pages::group(context, &self.scraper, &id),
+            path => match (
+                topic_path(path),
+                id_path(path, "/groups/"),
+                id_path(path, "/shares/"),
+            ) {
+                (Some((name, false)), _, _) => pages::topic(context, &self.scraper, &name),
+                (Some((name, true)), _, _) => pages::messages(context, &name),
+                (_, Some(id), _) => pages::group(context, &self.scraper, &id),
+                (_, _, Some(id)) => pages::share(context, &id),
                 _ => Err(Response::not_found("no such console page")),
             },
         }
@@ -183,9 +188,9 @@ fn topic_path(path: &str) -> Option<(String, bool)> {
     Some((html::percent_decode(name)?, messages))
 }
 
-/// `/groups/<id>`, the id percent-decoded.
-fn group_path(path: &str) -> Option<String> {
-    let id = path.strip_prefix("/groups/")?;
+/// `<prefix><id>` (`/groups/<id>`, `/shares/<id>`), the id percent-decoded.
+fn id_path(path: &str, prefix: &str) -> Option<String> {
+    let id = path.strip_prefix(prefix)?;
     if id.is_empty() || id.contains('/') {
         return None;
     }

@@ -40,6 +40,21 @@ pub struct PartitionSummary {
     pub tenants: Vec<TenantStats>,
 }
 
+/// A share partition's window as the console's share-group page shows it: how many times its
+/// records were delivered, why those archived were, and its first records not acknowledged.
+#[derive(Debug, Clone)]
+pub struct WindowView {
+    pub topic: String,
+    pub partition: i32,
+    /// Records in SPSO..SPEO not finished, by deliveries so far (index = deliveries, the last
+    /// slot counting the delivery limit and above).
+    pub deliveries: Vec<usize>,
+    /// Archived records in the window, by reason, with their count.
+    pub archived: Vec<(&'static str, usize)>,
+    /// The first records of the window not acknowledged, at most the limit asked for.
+    pub records: Vec<(i64, task_queue::Entry)>,
+}
+
 /// Tenants of a share partition shown on their own (in `lograil queue describe` and
 /// `/metrics`); the others are summed as `other`, so the label set stays bounded.
 pub const TOP_TENANTS: usize = 10;
@@ -227,6 +242,52 @@ impl Shares {
                     overloaded: state.overloaded(),
                     overload_switches: switches.get(key).copied().unwrap_or_default(),
                     tenants,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        out
+    }
+
+    /// Each share partition of `group`: its window's delivery counts, archive reasons, and
+    /// first `limit` records not acknowledged. Holds each partition's lock while reading its
+    /// window (at most `share.max.window` entries).
+    pub fn windows(&self, log: &Log, group: &str, limit: usize) -> Vec<WindowView> {
+        let slots = usize::from(self.config(group).delivery_limit) + 1;
+        let partitions: Vec<_> = lock(&self.partitions)
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .map(|(k, state)| (k.clone(), state.clone()))
+            .collect();
+        let mut out: Vec<WindowView> = partitions
+            .into_iter()
+            .filter_map(|(key, state)| {
+                let topic = log.topic_by_id(key.topic_id())?;
+                let state = lock(&state);
+                let mut deliveries = vec![0; slots];
+                let mut archived: Vec<(&'static str, usize)> = Vec::new();
+                let mut records = Vec::new();
+                for (offset, entry) in state.entries() {
+                    match &entry.state {
+                        task_queue::RecordState::Acknowledged => continue,
+                        task_queue::RecordState::Archived(reason) => {
+                            match archived.iter_mut().find(|(r, _)| *r == reason.as_str()) {
+                                Some((_, n)) => *n += 1,
+                                None => archived.push((reason.as_str(), 1)),
+                            }
+                        }
+                        _ => deliveries[usize::from(entry.deliveries).min(slots - 1)] += 1,
+                    }
+                    if records.len() < limit {
+                        records.push((offset, entry.clone()));
+                    }
+                }
+                Some(WindowView {
+                    topic: topic.name().to_string(),
+                    partition: key.partition,
+                    deliveries,
+                    archived,
+                    records,
                 })
             })
             .collect();

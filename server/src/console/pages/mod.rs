@@ -10,11 +10,13 @@ use crate::scrape::{Lag, Scraper};
 mod dlt;
 mod group;
 mod security;
+mod share;
 mod topic;
 
 pub use dlt::{dead_letter_records, dead_letter_topics};
 pub use group::group;
 pub use security::security;
+pub use share::share;
 pub use topic::{messages, topic};
 
 use super::access::Viewer;
@@ -417,7 +419,7 @@ pub fn shares(context: &Context<'_>) -> Page {
             continue;
         }
         any = true;
-        h.raw("<h2>").name(&group).raw("</h2>");
+        h.raw("<h2>").share_link(&group).raw("</h2>");
         h.raw("<table><tr><th>Topic</th><th>Partition</th><th>Start</th><th>End</th><th>Available</th>\
                <th>Acquired</th><th>Archived</th><th>Oldest lock</th><th>Overload mode</th></tr>");
         let summaries: Vec<_> = broker
