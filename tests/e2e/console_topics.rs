@@ -300,7 +300,23 @@ fn group_pages_show_members_their_partitions_and_lag() {
     let lag = after(&page, "<h2>Lag</h2>", "</table>");
     assert!(lag.contains("<td class=\"n\">0</td><td class=\"n\">2</td><td class=\"n\">5</td><td class=\"n\">3</td>"), "{lag}");
     assert_eq!(get(&console, "/groups/nope").0, "HTTP/1.1 404 Not Found");
-    drop((kip848, classic));
+
+    // The member leaves: the page, loaded again, shows the change after what it saw first.
+    drop(kip848);
+    let mut page = String::new();
+    kafka::wait_until("the KIP-848 group empty", Duration::from_secs(30), || {
+        page = get(&console, "/groups/kip848-g").1;
+        page.contains("Consumer protocol (KIP-848), Empty")
+    });
+    let history = after(&page, "<h2>State history</h2>", "</table>");
+    let states: Vec<&str> = history
+        .split("</td><td>")
+        .skip(1)
+        .map(|cell| &cell[..cell.find("</td>").unwrap()])
+        .collect();
+    assert_eq!(states, ["Empty", "Stable"], "{history}");
+    assert!(history.contains("<td class=\"n\">0</td></tr>"), "{history}");
+    drop(classic);
 }
 
 #[test]

@@ -21,6 +21,7 @@
 mod access;
 mod actions;
 mod dead_letters;
+mod history;
 mod html;
 mod records;
 
@@ -56,6 +57,7 @@ pub struct Console {
     scraper: Arc<Scraper>,
     gate: Gate,
     rates: rates::Rates,
+    history: history::History,
     /// With `--console-actions`: their CSRF tokens.
     actions: Option<actions::Tokens>,
 }
@@ -78,6 +80,7 @@ impl Console {
             scraper,
             gate,
             rates: rates::Rates::default(),
+            history: history::History::default(),
             actions,
         })
     }
@@ -167,7 +170,7 @@ impl Console {
             ) {
                 (Some((name, false)), _, _) => pages::topic(context, &self.scraper, &name),
                 (Some((name, true)), _, _) => pages::messages(context, &name),
-                (_, Some(id), _) => pages::group(context, &self.scraper, &id),
+                (_, Some(id), _) => pages::group(context, &self.scraper, &self.history, &id),
                 (_, _, Some(id)) => pages::share(context, &id),
                 _ => Err(Response::not_found("no such console page")),
             },

@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 
 use super::{page, visible_lag, Context, Page};
+use crate::console::history::{History, Sample};
 use crate::console::html::Html;
 use crate::groups::consumer::{embedded, ConsumerGroup};
 use crate::groups::GroupView;
 use crate::http::Response;
 use crate::scrape::Scraper;
 
-pub fn group(context: &Context<'_>, scraper: &Scraper, id: &str) -> Page {
+pub fn group(context: &Context<'_>, scraper: &Scraper, history: &History, id: &str) -> Page {
     let broker = context.broker;
     let missing = || Response::not_found("no such group");
     if !context.viewer.sees_group(broker, id) {
@@ -21,11 +22,16 @@ pub fn group(context: &Context<'_>, scraper: &Scraper, id: &str) -> Page {
     }
     let groups = broker.groups();
     let mut h = Html::default();
+    let at = log_core::now_ms();
+    let mut seen = None;
     if let Some(group) = groups.consumer.describe(id) {
         consumer_group(context, &mut h, &group);
+        seen = Some((group.state(), Some(group.epoch), group.members.len()));
     } else if let Some(group) = groups.classic.describe(id) {
         classic_group(context, &mut h, &group);
+        seen = Some((group.state.name(), None, group.members.len()));
     } else if let Some(group) = groups.streams.describe(id) {
+        seen = Some((group.state(), Some(group.epoch), group.members.len()));
         h.raw("<p>Streams group (KIP-1071), ")
             .text(group.state())
             .raw(", group epoch ")
@@ -37,6 +43,15 @@ pub fn group(context: &Context<'_>, scraper: &Scraper, id: &str) -> Page {
         h.raw("<p>No members: only committed offsets.</p>");
     } else {
         return Err(missing());
+    }
+    if let Some((state, epoch, members)) = seen {
+        let sample = Sample {
+            at,
+            state,
+            epoch,
+            members,
+        };
+        state_history(&mut h, &history.note(id, sample));
     }
     h.raw("<h2>Lag</h2>");
     let lag: Vec<_> = visible_lag(context, scraper)
@@ -66,6 +81,32 @@ pub fn group(context: &Context<'_>, scraper: &Scraper, id: &str) -> Page {
         reset_form(&mut h, id, &lag);
     }
     Ok(page(context, "/groups", &format!("Group {id}"), h))
+}
+
+/// The changes of state this console saw while the page was loaded.
+fn state_history(h: &mut Html, changes: &[Sample]) {
+    h.raw(
+        "<h2>State history</h2><table class=\"history\"><tr><th>Seen at</th><th>State</th>\
+           <th>Epoch</th><th>Members</th></tr>",
+    );
+    for change in changes.iter().rev() {
+        h.raw("<tr><td>")
+            .time(change.at)
+            .raw("</td><td>")
+            .text(change.state);
+        h.raw("</td><td class=\"n\">");
+        match change.epoch {
+            Some(epoch) => h.int(i64::from(epoch)),
+            None => h.raw("—"),
+        };
+        h.raw("</td><td class=\"n\">")
+            .int(change.members as i64)
+            .raw("</td></tr>");
+    }
+    h.raw(
+        "</table><p>Changes seen while this page was open (each load samples the group; \
+           it reloads every 5 s unless paused): the broker keeps no history of its own.</p>",
+    );
 }
 
 /// The form that asks to reset the group's offsets on one of the topics it committed on
