@@ -9,6 +9,7 @@ use crate::scrape::{Lag, Scraper};
 
 mod dlt;
 mod group;
+mod messages;
 mod security;
 mod share;
 mod topic;
@@ -17,7 +18,8 @@ pub use dlt::{dead_letter_records, dead_letter_topics};
 pub use group::group;
 pub use security::security;
 pub use share::share;
-pub use topic::{messages, topic};
+pub use messages::messages;
+pub use topic::topic;
 
 use super::access::Viewer;
 use super::dead_letters;
