@@ -19,7 +19,7 @@ use test_support::TestBroker;
 const INVALID_RECORD: i16 = 87;
 
 /// The cleaner's passes over partition 0 so far, from `topic describe`'s read-only entry.
-fn cleaner_runs(addr: &str, topic: &str) -> u64 {
+pub(crate) fn cleaner_runs(addr: &str, topic: &str) -> u64 {
     let entry = describe_configs(addr, TOPIC_RESOURCE, topic)
         .into_iter()
         .find(|(name, _, _)| name == "lograil.cleaner.partition.0")

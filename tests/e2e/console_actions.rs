@@ -18,7 +18,7 @@ use crate::security::python;
 /// A broker with an authorizer, a PLAINTEXT listener (the console's viewer and the CLI are
 /// `User:ANONYMOUS`) and a SASL_PLAINTEXT one for `admin`, the super user, and its console with
 /// actions (`actions`) or read-only.
-fn broker(certs: &Certs, actions: bool) -> TestBroker {
+pub(crate) fn broker(certs: &Certs, actions: bool) -> TestBroker {
     let users = certs.path("plain-users");
     std::fs::write(&users, "admin=admin-secret\n").unwrap();
     let mut args = vec![
@@ -41,7 +41,7 @@ fn broker(certs: &Certs, actions: bool) -> TestBroker {
 
 /// Runs `body` in Python with `conf` (admin's client settings), `a` (an AdminClient) and the
 /// confluent-kafka names it uses in scope; its stdout.
-fn admin(broker: &TestBroker, body: &str) -> String {
+pub(crate) fn admin(broker: &TestBroker, body: &str) -> String {
     let addr = broker.listener("SASL_PLAINTEXT");
     python(&format!(
         r#"

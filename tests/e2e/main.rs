@@ -16,6 +16,7 @@ mod compatibility;
 mod compression;
 mod console;
 mod console_actions;
+mod console_messages;
 mod console_shares;
 mod console_tls;
 mod console_topics;

@@ -9,7 +9,7 @@ use log_core::Partition;
 /// Records shown per page.
 pub const PAGE_RECORDS: usize = 50;
 /// Bytes of the log read for one page (the records past it are on the next page).
-const READ_BYTES: usize = 4 << 20;
+pub const READ_BYTES: usize = 4 << 20;
 /// Most bytes one batch may decompress to.
 const DECODE_MAX: usize = 8 << 20;
 
@@ -26,6 +26,17 @@ pub struct Page {
 /// Reads the records of `partition` from `from` (raised to the log start) that `keep`
 /// accepts, at most [`PAGE_RECORDS`] of them and at most [`READ_BYTES`] of the log.
 pub fn read(partition: &Partition, from: i64, keep: impl Fn(&DecodedRecord) -> bool) -> Page {
+    read_within(partition, from, READ_BYTES, keep)
+}
+
+/// [`read`] within `budget` bytes of the log (a page over several partitions shares
+/// [`READ_BYTES`] between them).
+pub fn read_within(
+    partition: &Partition,
+    from: i64,
+    budget: usize,
+    keep: impl Fn(&DecodedRecord) -> bool,
+) -> Page {
     let from = from.max(partition.log_start_offset());
     let end = partition.log_end_offset();
     let mut page = Page {
@@ -34,7 +45,7 @@ pub fn read(partition: &Partition, from: i64, keep: impl Fn(&DecodedRecord) -> b
         error: None,
     };
     let mut at = from;
-    let mut budget = READ_BYTES;
+    let mut budget = budget;
     while at < end && page.records.len() < PAGE_RECORDS && budget > 0 {
         let read = match partition.read(at, budget) {
             Ok(read) => read,

@@ -7,6 +7,7 @@
 use log_core::batch::DecodedRecord;
 use log_core::{AbortedTxn, Partition};
 
+use super::merged;
 use super::topic::find;
 use super::{page, Context, Page, KEY_SHOWN};
 use crate::console::html::Html;
@@ -24,20 +25,20 @@ const JSON_MAX: usize = 1 << 20;
 
 /// How values are shown.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     Text,
     Json,
     Hex,
 }
 
 impl Format {
-    const ALL: [(Format, &'static str); 3] = [
+    pub(super) const ALL: [(Format, &'static str); 3] = [
         (Format::Text, "text"),
         (Format::Json, "json"),
         (Format::Hex, "hex"),
     ];
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         Format::ALL
             .iter()
             .find(|(f, _)| *f == self)
@@ -45,18 +46,22 @@ impl Format {
     }
 }
 
-/// What the message browser shows: `?partition=N` (0 if absent), one of `offset=O`,
+/// What the message browser shows: `?partition=N` (0 if absent) or `partition=all`, one of
+/// `offset=O` (one partition), `at=P:O,…` (all: each partition's position),
 /// `time=MS` (the first record at or after it) or `from=end` (the last page) (else the log
 /// start), `key=K` (only records with that key), `format=text|json|hex`.
-struct Browse<'a> {
-    index: i32,
-    start: Start,
-    key: Option<&'a str>,
-    format: Format,
+pub(super) struct Browse<'a> {
+    /// `None`: all partitions, merged by time.
+    index: Option<i32>,
+    pub(super) start: Start,
+    pub(super) key: Option<&'a str>,
+    pub(super) format: Format,
 }
 
-enum Start {
+pub(super) enum Start {
     Offset(i64),
+    /// Each partition's position (all partitions), by index.
+    Positions(Vec<(i32, i64)>),
     Time(i64),
     End,
     Beginning,
@@ -66,15 +71,26 @@ impl<'a> Browse<'a> {
     fn parse(context: &Context<'a>) -> Result<Browse<'a>, Response> {
         let bad = |reason| Response::text("400 Bad Request", reason);
         let query = context.query;
-        let index = query
-            .get("partition")
-            .unwrap_or("0")
-            .parse()
-            .map_err(|_| bad("partition must be a number"))?;
+        let index = match query.get("partition").unwrap_or("0") {
+            "all" => None,
+            n => Some(
+                n.parse()
+                    .map_err(|_| bad("partition must be a number or all"))?,
+            ),
+        };
         let start = match (query.get("offset"), query.get("time"), query.get("from")) {
+            (Some(_), _, _) if index.is_none() => {
+                return Err(bad(
+                    "offset needs one partition: give at=P:O,… with partition=all",
+                ))
+            }
             (Some(o), _, _) => {
                 Start::Offset(o.parse().map_err(|_| bad("offset must be a number"))?)
             }
+            _ if index.is_none() && query.get("at").is_some() => Start::Positions(
+                merged::parse_positions(query.get("at").unwrap_or_default())
+                    .ok_or_else(|| bad("at is partition:offset pairs, comma-separated"))?,
+            ),
             (_, Some(t), _) => Start::Time(
                 t.parse()
                     .map_err(|_| bad("time must be milliseconds since the epoch"))?,
@@ -99,8 +115,9 @@ impl<'a> Browse<'a> {
         })
     }
 
-    /// The query of a link to another page of the same browse, from `offset`, in `format`.
-    fn link_query<'b>(
+    /// The query of a link to another page of the same browse, from `offset` (one
+    /// partition's, or all partitions' positions as `at` takes them), in `format`.
+    pub(super) fn link_query<'b>(
         &'b self,
         index: &'b str,
         offset: Option<&'b str>,
@@ -108,7 +125,7 @@ impl<'a> Browse<'a> {
     ) -> Vec<(&'b str, &'b str)> {
         let mut query = vec![("partition", index)];
         if let Some(offset) = offset {
-            query.push(("offset", offset));
+            query.push((if index == "all" { "at" } else { "offset" }, offset));
         }
         if let Some(key) = self.key {
             query.push(("key", key));
@@ -121,17 +138,38 @@ impl<'a> Browse<'a> {
 pub fn messages(context: &Context<'_>, name: &str) -> Page {
     let topic = find(context, name)?;
     let browse = Browse::parse(context)?;
-    let broker = context.broker;
-    let title = format!("Records of {name} [{}]", browse.index);
-    let partition = usize::try_from(browse.index)
-        .ok()
-        .and_then(|i| topic.partitions().get(i).cloned())
-        .ok_or_else(|| Response::not_found("no such partition"))?;
+    let title = match browse.index {
+        Some(index) => format!("Records of {name} [{index}]"),
+        None => format!("Records of {name}, all partitions merged by time"),
+    };
+    let partition = match browse.index {
+        Some(index) => Some(
+            usize::try_from(index)
+                .ok()
+                .and_then(|i| topic.partitions().get(i).cloned())
+                .ok_or_else(|| Response::not_found("no such partition"))?,
+        ),
+        None => None,
+    };
     let mut h = Html::default();
-    if !context.viewer.reads_topic(broker, name) {
+    if !context.viewer.reads_topic(context.broker, name) {
         h.raw("<p class=\"warn\">You may describe this topic but not read it: its records are not shown.</p>");
         return Ok(page(context, "/topics", &title, h));
     }
+    match partition {
+        Some(partition) => one(&mut h, name, &browse, &partition)?,
+        None => merged::all(&mut h, name, &topic, &browse)?,
+    }
+    Ok(page(context, "/topics", &title, h))
+}
+
+/// A page of one partition.
+fn one(
+    h: &mut Html,
+    name: &str,
+    browse: &Browse<'_>,
+    partition: &Partition,
+) -> Result<(), Response> {
     let end = partition.log_end_offset();
     let from = match browse.start {
         Start::Offset(o) => o,
@@ -140,15 +178,15 @@ pub fn messages(context: &Context<'_>, name: &str) -> Page {
             Err(e) => return Err(Response::text("500 Internal Server Error", &e.to_string())),
         },
         Start::End => end - PAGE_RECORDS as i64,
-        Start::Beginning => partition.log_start_offset(),
+        Start::Beginning | Start::Positions(_) => partition.log_start_offset(),
     }
     .max(partition.log_start_offset());
     let key = browse.key.map(str::as_bytes);
-    let read = records::read(&partition, from, |r| {
+    let read = records::read(partition, from, |r| {
         key.is_none_or(|k| r.key.as_deref() == Some(k))
     });
     let aborted = partition.aborted_transactions(from, read.next.unwrap_or(end));
-    navigation(&mut h, name, &browse, from, &partition);
+    navigation(h, name, browse, from, partition);
     if let Some(error) = &read.error {
         h.raw("<p class=\"warn\">Reading stopped: ")
             .text(error)
@@ -162,25 +200,30 @@ pub fn messages(context: &Context<'_>, name: &str) -> Page {
                <th>Headers</th><th>Value</th></tr>",
         );
         for r in &read.records {
-            record(&mut h, r, &aborted, browse.format);
+            record(h, None, r, &aborted, browse.format);
         }
         h.raw("</table>");
     }
     if let Some(next) = read.next {
-        let (index, next) = (browse.index.to_string(), next.to_string());
+        let next = next.to_string();
         h.topic_link(
             name,
             "/messages",
-            &browse.link_query(&index, Some(next.as_str()), browse.format),
+            &browse.link_query(&index_text(browse), Some(next.as_str()), browse.format),
             "next records →",
         );
     }
-    Ok(page(context, "/topics", &title, h))
+    Ok(())
+}
+
+/// The `partition` of a browse's links: its index, or `all`.
+pub(super) fn index_text(browse: &Browse<'_>) -> String {
+    browse.index.map_or("all".to_string(), |i| i.to_string())
 }
 
 /// Where the page starts, and links to the start, the end and the other formats.
 fn navigation(h: &mut Html, name: &str, browse: &Browse<'_>, from: i64, p: &Partition) {
-    let index = browse.index.to_string();
+    let index = index_text(browse);
     h.raw("<p>From offset ").int(from);
     h.raw(" of ")
         .int(p.log_start_offset())
@@ -194,6 +237,10 @@ fn navigation(h: &mut Html, name: &str, browse: &Browse<'_>, from: i64, p: &Part
         " records a page; <code>?offset=</code>, <code>?time=</code> (ms since the epoch) \
            and <code>?key=</code> in the address choose them.</p><p>",
     );
+    let mut all = vec![("partition", "all")];
+    all.extend(browse.key.map(|k| ("key", k)));
+    h.topic_link(name, "/messages", &all, "all partitions");
+    h.raw(" · ");
     let start = p.log_start_offset().to_string();
     h.topic_link(
         name,
@@ -218,8 +265,15 @@ fn navigation(h: &mut Html, name: &str, browse: &Browse<'_>, from: i64, p: &Part
     h.raw("</p>");
 }
 
-/// One record as a row: a transaction marker as what it is, an aborted record marked.
-fn record(h: &mut Html, r: &DecodedRecord, aborted: &[AbortedTxn], format: Format) {
+/// One record as a row (after its partition's cell when given): a transaction marker as what
+/// it is, an aborted record marked.
+pub(super) fn record(
+    h: &mut Html,
+    partition: Option<i32>,
+    r: &DecodedRecord,
+    aborted: &[AbortedTxn],
+    format: Format,
+) {
     let was_aborted = r.transactional
         && !r.control
         && aborted.iter().any(|a| {
@@ -230,6 +284,9 @@ fn record(h: &mut Html, r: &DecodedRecord, aborted: &[AbortedTxn], format: Forma
     } else {
         "<tr><td class=\"n\">"
     });
+    if let Some(partition) = partition {
+        h.int(i64::from(partition)).raw("</td><td class=\"n\">");
+    }
     h.int(r.offset)
         .raw("</td><td>")
         .time(r.timestamp)

@@ -9,6 +9,7 @@ use crate::scrape::{Lag, Scraper};
 
 mod dlt;
 mod group;
+mod merged;
 mod messages;
 mod security;
 mod share;
@@ -16,9 +17,9 @@ mod topic;
 
 pub use dlt::{dead_letter_records, dead_letter_topics};
 pub use group::group;
+pub use messages::messages;
 pub use security::security;
 pub use share::share;
-pub use messages::messages;
 pub use topic::topic;
 
 use super::access::Viewer;
