@@ -13,6 +13,9 @@ ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-20000}
 # Seconds between two pages of the browsing reader.
 PAUSE=${PAUSE:-0.1}
+# What the reader browses: `partition` (one partition of each topic) or `all` (every
+# partition merged: 6 of the produced topic, 100 of t7).
+BROWSE=${BROWSE:-partition}
 # shellcheck source=benches/scripts/serve.sh
 source benches/scripts/serve.sh
 dir=target/bench-data/console
@@ -26,7 +29,8 @@ python3 benches/scripts/console_fill.py "$BROKER_ADDR" 100 100 1000
 echo "| page | bytes | median | min | max |"
 echo "|---|---|---|---|---|"
 for page in / /topics "/topics?page=49" /topics/t7 "/topics/t7/messages?partition=3" \
-    /groups /groups/g7 /shares /dead-letters /limits /security; do
+    "/topics/t7/messages?partition=all" /groups /groups/g7 /shares /dead-letters /limits \
+    /security; do
     times=()
     for _ in 1 2 3 4 5; do
         times+=("$(curl -s -o "$dir/page" -w '%{time_total}' "http://$console$page")")
@@ -38,7 +42,8 @@ for page in / /topics "/topics?page=49" /topics/t7 "/topics/t7/messages?partitio
         "$(echo "$sorted" | tail -1 | awk '{print $1*1000}')"
 done
 
-# Produce p99 alone and with a reader browsing records (two pages of 50, then PAUSE s).
+# Produce p99 alone and with a reader browsing records (one process, console_reader.py: the
+# last 50 records of the topic being produced and of t7's partition 3, then PAUSE s).
 produce() {
     "$BENCH" produce --brokers "$BROKER_ADDR" --topic "p$1" --partitions 6 --message-size 1000 \
         --acks 1 --rate "$RATE" --messages $((RATE * 15)) --json "$dir/$1.json" >/dev/null
@@ -48,9 +53,12 @@ print(sys.argv[2], 'p50', l['p50_us'], 'p99', l['p99_us'], 'p99.9', l['p99_9_us'
 }
 for round in $(seq "$ROUNDS"); do
     produce "alone-$round"
-    (while :; do curl -s -o /dev/null "http://$console/topics/t7/messages?partition=3&from=end"; \
-        curl -s -o /dev/null "http://$console/topics/p1/messages?partition=0&from=end"; sleep "$PAUSE"; done) &
+    if [[ $BROWSE == all ]]; then which=(all all); else which=(0 3); fi
+    python3 benches/scripts/console_reader.py "$console" "$PAUSE" \
+        "/topics/pbrowsed-$round/messages?partition=${which[0]}&from=end" \
+        "/topics/t7/messages?partition=${which[1]}&from=end" &
     browser=$!
     produce "browsed-$round"
     kill $browser
+    wait $browser || true
 done

@@ -10,6 +10,8 @@ use log_core::Partition;
 pub const PAGE_RECORDS: usize = 50;
 /// Bytes of the log read for one page (the records past it are on the next page).
 pub const READ_BYTES: usize = 4 << 20;
+/// The first read of a page: later ones double it, within the page's budget.
+const FIRST_CHUNK: usize = 64 << 10;
 /// Most bytes one batch may decompress to.
 const DECODE_MAX: usize = 8 << 20;
 
@@ -46,8 +48,10 @@ pub fn read_within(
     };
     let mut at = from;
     let mut budget = budget;
+    // Read in chunks that double: a page of small records reads and decodes little of the log.
+    let mut chunk = FIRST_CHUNK;
     while at < end && page.records.len() < PAGE_RECORDS && budget > 0 {
-        let read = match partition.read(at, budget) {
+        let read = match partition.read(at, chunk.min(budget)) {
             Ok(read) => read,
             Err(e) => {
                 page.error = Some(e.to_string());
@@ -58,6 +62,7 @@ pub fn read_within(
             break;
         }
         budget = budget.saturating_sub(read.records.len());
+        chunk = chunk.saturating_mul(2);
         let decoded = match batch::decode_bounded(&read.records, DECODE_MAX) {
             Ok(decoded) => decoded,
             Err(e) => {
