@@ -434,3 +434,47 @@ fn a_read_only_console_has_no_actions() {
         "{headers:?}"
     );
 }
+
+#[test]
+fn a_group_named_in_markup_and_control_characters_is_reset_by_its_exact_name() {
+    let certs = Certs::new();
+    let broker = broker(&certs, true);
+    let console = broker.console_addr.clone().expect("the console's address");
+    // Markup, quotes, a tab and a percent sign: what an attribute, a form and a URL each mangle.
+    let group = "g<b id=\"x\">'\t%41&";
+    let py_group = "'g<b id=\"x\">\\'\\t%41&'";
+    admin(
+        &broker,
+        &format!(
+            r#"
+a.create_topics([NewTopic('jobs', 1, 1)])['jobs'].result()
+p = Producer(conf)
+for i in range(5):
+    p.produce('jobs', value=f'j{{i}}')
+p.flush()
+c = Consumer({{**conf, 'group.id': {py_group}, 'enable.auto.commit': False}})
+c.commit(offsets=[TopicPartition('jobs', 0, 1)], asynchronous=False)
+c.close()
+acl('GROUP', {py_group}, 'READ'); acl('TOPIC', 'jobs', 'READ')
+"#
+        ),
+    );
+    let encoded: String = group
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'0'..=b'9' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let ask = format!("/actions/reset-offsets?group={encoded}&topic=jobs&to=offset&value=4");
+    let (status, page) = get(&console, &ask);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{page}");
+    assert!(!page.contains("<b id="), "{page}");
+    let (fields, _) = form_of(&page);
+    let origin = format!("Origin: http://{console}\r\n");
+    let (status, body) = post(&console, "/actions/reset-offsets", &fields, &origin);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    assert!(body.contains("<td>committed</td>"), "{body}");
+    let committed = admin(&broker, &format!("committed({py_group}, 'jobs', 1)"));
+    assert_eq!(committed.trim(), "[4]");
+}
