@@ -7,12 +7,13 @@
 use log_core::batch::DecodedRecord;
 use log_core::{AbortedTxn, Partition};
 
-use super::merged;
 use super::topic::find;
 use super::{page, Context, Page, KEY_SHOWN};
 use crate::console::html::Html;
 use crate::console::records::{self, PAGE_RECORDS};
 use crate::http::Response;
+
+mod merged;
 
 /// Bytes of a record value shown (the size of the whole follows).
 const VALUE_SHOWN: usize = 4096;

@@ -9,7 +9,6 @@ use crate::scrape::{Lag, Scraper};
 
 mod dlt;
 mod group;
-mod merged;
 mod messages;
 mod security;
 mod share;

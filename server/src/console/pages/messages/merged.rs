@@ -8,7 +8,7 @@
 use log_core::batch::DecodedRecord;
 use log_core::{AbortedTxn, Partition, Topic};
 
-use super::messages::{index_text, record, Browse, Format, Start};
+use super::{index_text, record, Browse, Format, Start};
 use crate::console::html::Html;
 use crate::console::records::{self, PAGE_RECORDS, READ_BYTES};
 use crate::http::Response;
