@@ -10,19 +10,15 @@ use kafka_protocol::messages::{DeleteRecordsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::reset::summarize;
-use super::{kafka, missing, number, required, Action, Outcome};
+use super::{kafka, missing, Action, Outcome, RecordAt};
 use crate::console::html::Html;
 use crate::console::pages::Context;
 use crate::console::Query;
 use crate::http::Response;
 
 #[derive(Debug)]
-pub struct DeleteRecords {
-    topic: String,
-    partition: i32,
-    /// The new log start: records below it go.
-    offset: i64,
-}
+/// The records of the partition below the offset go: the offset is its new log start.
+pub struct DeleteRecords(RecordAt);
 
 impl Action for DeleteRecords {
     const NAME: &'static str = "delete-records";
@@ -30,57 +26,54 @@ impl Action for DeleteRecords {
     const BUTTON: &'static str = "Delete the records";
 
     fn parse(query: &Query) -> Result<Self, Response> {
-        Ok(DeleteRecords {
-            topic: required(query, "topic")?.to_string(),
-            partition: number(query, "partition")?,
-            offset: number(query, "offset")?,
-        })
+        RecordAt::parse(query).map(DeleteRecords)
     }
 
     fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("topic", self.topic.clone()),
-            ("partition", self.partition.to_string()),
-            ("offset", self.offset.to_string()),
-        ]
+        self.0.fields()
     }
 
     fn preview(&self, context: &Context<'_>, h: &mut Html) -> Result<(), Response> {
         let (broker, viewer) = (context.broker, context.viewer);
-        if !viewer.sees_topic(broker, &self.topic) {
+        if !viewer.sees_topic(broker, &self.0.topic) {
             return Err(missing("topic"));
         }
         let partition = broker
             .storage()
-            .partition(&self.topic, self.partition)
+            .partition(&self.0.topic, self.0.partition)
             .ok_or_else(|| missing("partition"))?;
-        if !viewer.may(broker, Operation::Delete, ResourceType::Topic, &self.topic) {
+        if !viewer.may(
+            broker,
+            Operation::Delete,
+            ResourceType::Topic,
+            &self.0.topic,
+        ) {
             return Err(Response::text(
                 "403 Forbidden",
                 "deleting records needs Delete on the topic, as DeleteRecords does",
             ));
         }
         let (start, end) = (partition.log_start_offset(), partition.log_end_offset());
-        if self.offset < start || self.offset > end {
+        if self.0.offset < start || self.0.offset > end {
             return Err(Response::text(
                 "400 Bad Request",
                 &format!("the offset must be between the log start {start} and the log end {end}"),
             ));
         }
         h.raw("<p class=\"warn\">The records of ")
-            .text(&self.topic)
+            .text(&self.0.topic)
             .raw(" [")
-            .int(i64::from(self.partition))
+            .int(i64::from(self.0.partition))
             .raw("] from offset ")
             .int(start)
             .raw(" to ")
-            .int(self.offset - 1)
+            .int(self.0.offset - 1)
             .raw(" (")
-            .int(self.offset - start)
+            .int(self.0.offset - start)
             .raw(" records) will be deleted: the log start moves from ")
             .int(start)
             .raw(" to ")
-            .int(self.offset)
+            .int(self.0.offset)
             .raw(". This cannot be undone.</p>");
         Ok(())
     }
@@ -89,10 +82,10 @@ impl Action for DeleteRecords {
         let request = DeleteRecordsRequest::default()
             .with_timeout_ms(30_000)
             .with_topics(vec![DeleteRecordsTopic::default()
-                .with_name(TopicName(StrBytes::from_string(self.topic.clone())))
+                .with_name(TopicName(StrBytes::from_string(self.0.topic.clone())))
                 .with_partitions(vec![DeleteRecordsPartition::default()
-                    .with_partition_index(self.partition)
-                    .with_offset(self.offset)])]);
+                    .with_partition_index(self.0.partition)
+                    .with_offset(self.0.offset)])]);
         let response = kafka::call(context.broker, context.viewer, 2, request);
         let results: Vec<(i32, i16, i64)> = response
             .topics
@@ -103,9 +96,9 @@ impl Action for DeleteRecords {
         for (_, code, low_watermark) in &results {
             if *code == 0 {
                 h.raw("<p>Deleted: the log start of ")
-                    .text(&self.topic)
+                    .text(&self.0.topic)
                     .raw(" [")
-                    .int(i64::from(self.partition))
+                    .int(i64::from(self.0.partition))
                     .raw("] is now ")
                     .int(*low_watermark)
                     .raw(".</p>");
@@ -116,7 +109,8 @@ impl Action for DeleteRecords {
             }
         }
         h.raw("<p>");
-        h.topic_link(&self.topic, "", &[], &self.topic).raw("</p>");
+        h.topic_link(&self.0.topic, "", &[], &self.0.topic)
+            .raw("</p>");
         summarize(&results.iter().map(|(p, c, _)| (*p, *c)).collect::<Vec<_>>())
     }
 }

@@ -235,6 +235,32 @@ fn number<T: std::str::FromStr>(query: &Query, name: &str) -> Result<T, Response
         .map_err(|_| Response::text("400 Bad Request", &format!("{name} must be a number")))
 }
 
+/// The record (or position) an action names: `topic`, `partition` and `offset`.
+#[derive(Debug)]
+struct RecordAt {
+    topic: String,
+    partition: i32,
+    offset: i64,
+}
+
+impl RecordAt {
+    fn parse(query: &Query) -> Result<RecordAt, Response> {
+        Ok(RecordAt {
+            topic: required(query, "topic")?.to_string(),
+            partition: number(query, "partition")?,
+            offset: number(query, "offset")?,
+        })
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("topic", self.topic.clone()),
+            ("partition", self.partition.to_string()),
+            ("offset", self.offset.to_string()),
+        ]
+    }
+}
+
 /// The answer for what the viewer may not see, or that does not exist: the same 404.
 fn missing(what: &str) -> Response {
     Response::not_found(&format!("no such {what}"))

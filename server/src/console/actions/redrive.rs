@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::batch::{self, HeadedRecord};
 use vocabulary::headers::{is_chain_header, REDRIVE_OF};
 
-use super::{kafka, missing, number, required, Action, Outcome};
+use super::{kafka, missing, Action, Outcome, RecordAt};
 use crate::console::dead_letters::{self, DeadLetter};
 use crate::console::html::Html;
 use crate::console::pages::{Context, KEY_SHOWN};
@@ -23,11 +23,8 @@ use crate::console::{records, Query};
 use crate::http::Response;
 
 #[derive(Debug)]
-pub struct Redrive {
-    topic: String,
-    partition: i32,
-    offset: i64,
-}
+/// The dead letter at the offset.
+pub struct Redrive(RecordAt);
 
 /// What a redrive writes.
 struct Plan {
@@ -45,19 +42,11 @@ impl Action for Redrive {
     const BUTTON: &'static str = "Redrive it";
 
     fn parse(query: &Query) -> Result<Self, Response> {
-        Ok(Redrive {
-            topic: required(query, "topic")?.to_string(),
-            partition: number(query, "partition")?,
-            offset: number(query, "offset")?,
-        })
+        RecordAt::parse(query).map(Redrive)
     }
 
     fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("topic", self.topic.clone()),
-            ("partition", self.partition.to_string()),
-            ("offset", self.offset.to_string()),
-        ]
+        self.0.fields()
     }
 
     fn preview(&self, context: &Context<'_>, h: &mut Html) -> Result<(), Response> {
@@ -70,11 +59,11 @@ impl Action for Redrive {
             ));
         }
         h.raw("<p>The dead letter at offset ")
-            .int(self.offset)
+            .int(self.0.offset)
             .raw(" of ")
-            .text(&self.topic)
+            .text(&self.0.topic)
             .raw(" [")
-            .int(i64::from(self.partition))
+            .int(i64::from(self.0.partition))
             .raw("] is copied to ")
             .text(&plan.to)
             .raw(" [")
@@ -137,25 +126,25 @@ impl Redrive {
         let storage = broker.storage();
         let topic = storage
             .log
-            .topic(&self.topic)
+            .topic(&self.0.topic)
             .filter(|t| {
                 viewer.sees_topic(broker, t.name()) && dead_letters::is_dead_letter_topic(t)
             })
             .ok_or_else(|| missing("dead-letter topic"))?;
         let partition = storage
-            .partition(topic.name(), self.partition)
+            .partition(topic.name(), self.0.partition)
             .ok_or_else(|| missing("partition"))?;
-        if !viewer.reads_topic(broker, &self.topic) {
+        if !viewer.reads_topic(broker, &self.0.topic) {
             return Err(Response::text(
                 "403 Forbidden",
                 "redriving needs Read on the dead-letter topic, as Fetch does",
             ));
         }
-        let letter = dead_letters::read(&partition, self.offset)
+        let letter = dead_letters::read(&partition, self.0.offset)
             .records
             .into_iter()
             .next()
-            .filter(|r| r.offset == self.offset)
+            .filter(|r| r.offset == self.0.offset)
             .ok_or_else(|| missing("dead letter at that offset"))?;
         let conflict = |reason: String| Response::text("409 Conflict", &reason);
         let Some((to, origin_partition, _)) = letter.origin.clone() else {
@@ -175,8 +164,8 @@ impl Redrive {
                  with lograil dlt redrive --to"
             )));
         }
-        let id = format!("{}/{}/{}", self.topic, self.partition, self.offset);
-        let ledger = format!("{}-redrive-log", self.topic);
+        let id = format!("{}/{}/{}", self.0.topic, self.0.partition, self.0.offset);
+        let ledger = format!("{}-redrive-log", self.0.topic);
         if let Some(at) = ledger_done(context, &ledger, &id) {
             return Err(conflict(format!(
                 "it was redriven already (ledger {ledger}, at {at} ms since the epoch)"

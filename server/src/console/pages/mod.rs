@@ -464,22 +464,9 @@ pub fn shares(context: &Context<'_>) -> Page {
                     .name(&s.topic)
                     .raw("</td><td class=\"n\">")
                     .int(i64::from(s.partition));
-                h.raw("</td><td>");
-                match t.tenant.as_deref() {
-                    Some(tenant) => {
-                        h.bytes(tenant, KEY_SHOWN);
-                    }
-                    None => {
-                        h.raw("<i>other tenants</i>");
-                    }
-                }
-                h.raw("</td><td class=\"n\">").int(t.available as i64);
-                h.raw("</td><td class=\"n\">").int(t.in_flight as i64);
-                h.raw("</td><td class=\"n\">").seconds(
-                    t.oldest_available_ms
-                        .map(|ts| (now - ts).max(0) as f64 / 1000.0),
-                );
-                h.raw("</td></tr>");
+                h.raw("</td>");
+                tenant_cells(&mut h, t, now);
+                h.raw("</tr>");
             }
             h.raw("</table>");
         }
@@ -488,6 +475,23 @@ pub fn shares(context: &Context<'_>) -> Page {
         h.raw("<p class=\"none\">No share groups.</p>");
     }
     Ok(page(context, "/shares", "Share groups", h))
+}
+
+/// A tenant's cells of a share partition: its name (or "other tenants"), records available
+/// and in flight, and how long its oldest available record has waited.
+fn tenant_cells(h: &mut Html, t: &task_queue::TenantStats, now: i64) {
+    h.raw("<td>");
+    match t.tenant.as_deref() {
+        Some(tenant) => h.bytes(tenant, KEY_SHOWN),
+        None => h.raw("<i>other tenants</i>"),
+    };
+    h.raw("</td><td class=\"n\">").int(t.available as i64);
+    h.raw("</td><td class=\"n\">").int(t.in_flight as i64);
+    h.raw("</td><td class=\"n\">").seconds(
+        t.oldest_available_ms
+            .map(|ts| (now - ts).max(0) as f64 / 1000.0),
+    );
+    h.raw("</td>");
 }
 
 pub fn limits(context: &Context<'_>) -> Page {

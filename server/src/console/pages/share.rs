@@ -7,7 +7,7 @@
 
 use task_queue::{Outcome, RecordState};
 
-use super::{page, Context, Page, KEY_SHOWN};
+use super::{page, tenant_cells, Context, Page};
 use crate::console::html::Html;
 use crate::http::Response;
 
@@ -151,18 +151,9 @@ fn tenants(h: &mut Html, s: &crate::shares::admin::PartitionSummary, now: i64) {
         "<table><tr><th>Tenant</th><th>Available</th><th>In flight</th><th>Oldest wait</th></tr>",
     );
     for t in &s.tenants {
-        h.raw("<tr><td>");
-        match t.tenant.as_deref() {
-            Some(tenant) => h.bytes(tenant, KEY_SHOWN),
-            None => h.raw("<i>other tenants</i>"),
-        };
-        h.raw("</td><td class=\"n\">").int(t.available as i64);
-        h.raw("</td><td class=\"n\">").int(t.in_flight as i64);
-        h.raw("</td><td class=\"n\">").seconds(
-            t.oldest_available_ms
-                .map(|ts| (now - ts).max(0) as f64 / 1000.0),
-        );
-        h.raw("</td></tr>");
+        h.raw("<tr>");
+        tenant_cells(h, t, now);
+        h.raw("</tr>");
     }
     h.raw("</table>");
 }
