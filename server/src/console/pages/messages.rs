@@ -253,17 +253,22 @@ fn navigation(h: &mut Html, name: &str, browse: &Browse<'_>, from: i64, p: &Part
     let mut last = browse.link_query(&index, None, browse.format);
     last.push(("from", "end"));
     h.topic_link(name, "/messages", &last, "the last records");
-    let from = from.to_string();
+    format_links(h, name, browse, &from.to_string());
+    h.raw("</p>");
+}
+
+/// Links to this page (from `here`: an offset, or `at`'s positions) in the other formats.
+fn format_links(h: &mut Html, name: &str, browse: &Browse<'_>, here: &str) {
+    let index = index_text(browse);
     for (format, label) in Format::ALL {
         h.raw(" · ");
         if format == browse.format {
             h.raw("<b>").text(label).raw("</b>");
         } else {
-            let query = browse.link_query(&index, Some(from.as_str()), format);
+            let query = browse.link_query(&index, Some(here), format);
             h.topic_link(name, "/messages", &query, label);
         }
     }
-    h.raw("</p>");
 }
 
 /// One record as a row (after its partition's cell when given): a transaction marker as what

@@ -8,7 +8,7 @@
 use log_core::batch::DecodedRecord;
 use log_core::{AbortedTxn, Partition, Topic};
 
-use super::{index_text, record, Browse, Format, Start};
+use super::{format_links, index_text, record, Browse, Format, Start};
 use crate::console::html::Html;
 use crate::console::records::{self, PAGE_RECORDS, READ_BYTES};
 use crate::http::Response;
@@ -209,16 +209,7 @@ fn navigation(h: &mut Html, name: &str, browse: &Browse<'_>, reads: &[Read]) {
     h.raw(" · ");
     h.topic_link(name, "/messages", &[("partition", "0")], "one partition");
     let here: Vec<(i32, i64)> = reads.iter().map(|r| (r.index, r.from)).collect();
-    let here = positions_text(&here);
-    for (format, label) in Format::ALL {
-        h.raw(" · ");
-        if format == browse.format {
-            h.raw("<b>").text(label).raw("</b>");
-        } else {
-            let query = browse.link_query(&index, Some(here.as_str()), format);
-            h.topic_link(name, "/messages", &query, label);
-        }
-    }
+    format_links(h, name, browse, &positions_text(&here));
     h.raw("</p>");
 }
 
