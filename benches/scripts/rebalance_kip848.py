@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Rebalance time of a KIP-848 consumer group (group.protocol=consumer) when one of N members
-leaves, against any broker: N librdkafka consumers (confluent-kafka), each polling in a thread of
+"""Rebalance time of a consumer group, KIP-848's (group.protocol=consumer, the default) or the
+classic protocol's (--protocol classic), when one of N members leaves, against any broker: N librdkafka consumers (confluent-kafka), each polling in a thread of
 its own, subscribe to a topic of P partitions; once every partition is assigned (each member
 P/N of them), one member closes (a leave heartbeat, epoch -1); the rebalance time is from the
 close until the other N-1 members' assignments cover every partition again (each seen after a
 poll). The member is then replaced by a new one and the group allowed to settle, REPS times.
+Also timed: the first assignment, from the moment all N members have subscribed until their
+assignments first cover every partition, evenly.
 
     rebalance_kip848.py BOOTSTRAP TOPIC [--members 10] [--partitions 20] [--reps 5]
+                        [--protocol consumer|classic]
 
-Prints one JSON line: the times in ms and their median.
+Prints one JSON line: the times in ms and their median, and the first assignment's.
 """
 import argparse
 import json
@@ -22,11 +25,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 
 class Member:
-    def __init__(self, bootstrap, group, topic):
+    def __init__(self, bootstrap, group, topic, protocol):
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": group,
-            "group.protocol": "consumer",
+            "group.protocol": protocol,
             "enable.auto.commit": False,
         })
         self.consumer.subscribe([topic])
@@ -66,12 +69,18 @@ def main():
     ap.add_argument("--members", type=int, default=10)
     ap.add_argument("--partitions", type=int, default=20)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--protocol", choices=["consumer", "classic"], default="consumer")
     args = ap.parse_args()
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     for f in admin.create_topics([NewTopic(args.topic, args.partitions, 1)]).values():
         f.result()
     group = "rebalance-" + uuid.uuid4().hex[:8]
-    members = [Member(args.bootstrap, group, args.topic) for _ in range(args.members)]
+    join = lambda: Member(args.bootstrap, group, args.topic, args.protocol)
+    members = [join() for _ in range(args.members)]
+    started = time.monotonic()
+    if not wait_covered(members, args.partitions, even=True, timeout=300):
+        raise SystemExit("the group never settled")
+    first = (time.monotonic() - started) * 1000
     times = []
     for _ in range(args.reps):
         if not wait_covered(members, args.partitions, even=True):
@@ -87,10 +96,11 @@ def main():
             raise SystemExit("the partitions of the member that left were never reassigned")
         times.append((time.monotonic() - start) * 1000)
         closing.join()
-        members.append(Member(args.bootstrap, group, args.topic))
+        members.append(join())
     for m in members:
         m.close()
-    print(json.dumps({"members": args.members, "partitions": args.partitions,
+    print(json.dumps({"protocol": args.protocol, "members": args.members,
+                      "partitions": args.partitions, "first_assignment_ms": round(first),
                       "times_ms": [round(t) for t in times],
                       "median_ms": round(statistics.median(times))}))
 

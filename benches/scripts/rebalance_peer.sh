@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Rebalance time of a KIP-848 consumer group (group.protocol=consumer) when one of MEMBERS
-# leaves, lograil beside a single-broker Apache Kafka 4.4 (tests/kafka/kafka.sh, KRaft, Kafka's
+# Rebalance time of a consumer group (PROTOCOL: consumer, KIP-848's, the default; or classic)
+# when one of MEMBERS leaves, lograil beside a single-broker Apache Kafka 4.4 (tests/kafka/kafka.sh, KRaft, Kafka's
 # defaults: group.consumer.heartbeat.interval.ms 5000, session timeout 45000, the uniform
 # assignor; lograil's are the same), the same run: rebalance_kip848.py (MEMBERS librdkafka
 # consumers from confluent-kafka, a topic of PARTITIONS partitions) against each broker in
@@ -13,7 +13,8 @@
 #   bash benches/scripts/rebalance_peer.sh     # ~2 min; prints one JSON line per broker
 #
 # Environment: BROKER (default target/release/lograil), DATA (broker data: default
-# target/bench-data), MEMBERS (10), PARTITIONS (20), REPS (5), BROKERS ("lograil kafka").
+# target/bench-data), MEMBERS (10), PARTITIONS (20), REPS (5), BROKERS ("lograil kafka"),
+# PROTOCOL (consumer).
 # Needs python3 with confluent-kafka (librdkafka 2.12 or later for KIP-848).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +25,7 @@ DATA=$(realpath -m "${DATA:-target/bench-data}")
 MEMBERS=${MEMBERS:-10}
 PARTITIONS=${PARTITIONS:-20}
 REPS=${REPS:-5}
+PROTOCOL=${PROTOCOL:-consumer}
 BROKERS=${BROKERS:-lograil kafka}
 DRIVER=benches/scripts/rebalance_kip848.py
 
@@ -35,7 +37,7 @@ run() {
     local name=$1 addr=$2
     printf '%s ' "$name"
     env -u LD_LIBRARY_PATH python3 "$DRIVER" "$addr" "rebalance-$name" \
-        --members "$MEMBERS" --partitions "$PARTITIONS" --reps "$REPS"
+        --members "$MEMBERS" --partitions "$PARTITIONS" --reps "$REPS" --protocol "$PROTOCOL"
 }
 
 for name in $BROKERS; do
