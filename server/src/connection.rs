@@ -181,7 +181,9 @@ async fn serve_in_span<R, W>(
         };
         activity.set(Phase::Busy, Instant::now());
         let (frame, budget) = frame.into_parts();
-        let handled = request::handle(&broker, frame, &mut session).await;
+        // Boxed: the request's future (the largest handler's state, ~16 KiB) lives only while
+        // the request is handled, not for the whole life of an idle connection.
+        let handled = Box::pin(request::handle(&broker, frame, &mut session)).await;
         // The request is done with: its bytes no longer count against the budget.
         drop(budget);
         match respond(handled, &mut session, &mut writer, &mut shutdown).await {
