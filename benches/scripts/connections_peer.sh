@@ -35,11 +35,9 @@ for name in $BROKERS; do
         wait "$BROKER_PID" || true
         ;;
     kafka)
-        rm -rf "$dir"
-        addr=$("$KAFKA_SH" start "$dir" --brokers 1)
-        pid=$(pgrep -f "kafka.*$dir" | head -1)
+        serve_kafka "$dir"
         printf 'kafka '
-        python3 benches/scripts/connections_idle.py "$addr" "$pid" "$COUNT" ||
+        python3 benches/scripts/connections_idle.py "$KAFKA_ADDR" "$KAFKA_PID" "$COUNT" ||
             { "$KAFKA_SH" stop "$dir" >/dev/null; exit 1; }
         "$KAFKA_SH" stop "$dir" >/dev/null
         ;;

@@ -68,11 +68,9 @@ for name in $BROKERS; do
         wait "$BROKER_PID" || true
         ;;
     kafka)
-        rm -rf "$dir"
-        addr=$("$KAFKA_SH" start "$dir" --brokers 1)
-        pid=$(pgrep -f "kafka.*$dir" | head -1)
+        serve_kafka "$dir"
         mkdir -p "$dir"
-        measure kafka "$addr" "$pid" || { "$KAFKA_SH" stop "$dir" >/dev/null; exit 1; }
+        measure kafka "$KAFKA_ADDR" "$KAFKA_PID" || { "$KAFKA_SH" stop "$dir" >/dev/null; exit 1; }
         "$KAFKA_SH" stop "$dir" >/dev/null
         ;;
     esac

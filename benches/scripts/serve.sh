@@ -5,7 +5,7 @@
 # and its output in DIR/stdout and DIR/stderr (DIR is emptied first). Sets BROKER_PID and
 # BROKER_ADDR (127.0.0.1:port), or prints the broker's stderr and exits if it has not said
 # where it listens within 10 s.
-# shellcheck disable=SC2034  # BROKER_PID and BROKER_ADDR are for the sourcing script.
+# shellcheck disable=SC2034  # BROKER_PID, BROKER_ADDR, KAFKA_ADDR and KAFKA_PID are for the sourcing script.
 serve_lograil() {
     local dir=$1
     shift
@@ -22,4 +22,14 @@ serve_lograil() {
         cat "$dir/stderr" >&2
         exit 1
     }
+}
+
+# serve_kafka DIR: a one-broker Apache Kafka 4.4 (tests/kafka/kafka.sh, KRaft, its defaults)
+# in DIR (emptied first). Sets KAFKA_ADDR and KAFKA_PID (its JVM, for /proc figures); stop it
+# with `tests/kafka/kafka.sh stop DIR`.
+serve_kafka() {
+    local dir=$1
+    rm -rf "$dir"
+    KAFKA_ADDR=$(tests/kafka/kafka.sh start "$dir" --brokers 1)
+    KAFKA_PID=$(pgrep -f "kafka.*$dir" | head -1)
 }

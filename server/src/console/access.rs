@@ -162,7 +162,7 @@ fn verify(broker: &Broker, user: &str, password: &str) -> bool {
 }
 
 /// Constant-time equality (the time does not tell how much of a key matched).
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 

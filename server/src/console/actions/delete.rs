@@ -9,7 +9,6 @@ use kafka_protocol::messages::delete_records_request::{
 use kafka_protocol::messages::{DeleteRecordsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::reset::summarize;
 use super::{kafka, missing, Action, Outcome, RecordAt};
 use crate::console::html::Html;
 use crate::console::pages::Context;
@@ -111,6 +110,6 @@ impl Action for DeleteRecords {
         h.raw("<p>");
         h.topic_link(&self.0.topic, "", &[], &self.0.topic)
             .raw("</p>");
-        summarize(&results.iter().map(|(p, c, _)| (*p, *c)).collect::<Vec<_>>())
+        Outcome::of_codes(&results.iter().map(|(p, c, _)| (*p, *c)).collect::<Vec<_>>())
     }
 }

@@ -56,6 +56,38 @@ struct Outcome {
     denied: bool,
 }
 
+impl Outcome {
+    /// A refusal found when the action was to be done (the state changed since its
+    /// confirmation, or a Kafka request said no), written as the page's answer.
+    fn refused(h: &mut Html, refused: &Response) -> Outcome {
+        let reason = String::from_utf8_lossy(&refused.body).trim().to_string();
+        h.raw("<p class=\"warn\">Not done: ")
+            .text(&reason)
+            .raw("</p>");
+        Outcome {
+            denied: refused.status.starts_with("403"),
+            summary: format!("refused: {reason}"),
+        }
+    }
+
+    /// The outcome of per-partition error codes.
+    fn of_codes(results: &[(i32, i16)]) -> Outcome {
+        let failed: Vec<String> = results
+            .iter()
+            .filter(|(_, code)| *code != 0)
+            .map(|(p, code)| format!("{p}: {}", kafka::error_name(*code)))
+            .collect();
+        Outcome {
+            denied: results.iter().any(|(_, code)| kafka::is_denied(*code)),
+            summary: if failed.is_empty() {
+                format!("done ({} partitions)", results.len())
+            } else {
+                format!("failed: {}", failed.join(", "))
+            },
+        }
+    }
+}
+
 /// Answers `/actions/<name>`.
 pub fn respond(tokens: &Tokens, context: &Context<'_>, request: &Request, name: &str) -> Page {
     match name {

@@ -8,6 +8,7 @@
 
 use acl::{Operation, ResourceType};
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, TopicName};
@@ -105,16 +106,7 @@ impl Action for Redrive {
                     denied: false,
                 }
             }
-            Err(refused) => {
-                let reason = String::from_utf8_lossy(&refused.body).trim().to_string();
-                h.raw("<p class=\"warn\">Not done: ")
-                    .text(&reason)
-                    .raw("</p>");
-                Outcome {
-                    denied: refused.status.starts_with("403"),
-                    summary: format!("refused: {reason}"),
-                }
-            }
+            Err(refused) => Outcome::refused(h, &refused),
         }
     }
 }
@@ -228,7 +220,8 @@ fn ledger_done(context: &Context<'_>, ledger: &str, id: &str) -> Option<i64> {
                 return Some(entry["at"].as_i64().unwrap_or(record.timestamp));
             }
         }
-        at = page.next?;
+        // A page that did not move on (nothing readable at `at`) ends the search.
+        at = page.next.filter(|next| *next > at)?;
     }
 }
 
@@ -245,8 +238,8 @@ fn ensure_ledger(context: &Context<'_>, ledger: &str) -> Result<(), Response> {
             .with_replication_factor(-1)]);
     let response = kafka::call(context.broker, context.viewer, 5, request);
     let code = response.topics.first().map_or(0, |t| t.error_code);
-    // TOPIC_ALREADY_EXISTS: made meanwhile.
-    if code == 0 || code == 36 {
+    // Made meanwhile: as good.
+    if code == 0 || code == ResponseError::TopicAlreadyExists.code() {
         return Ok(());
     }
     Err(refusal(

@@ -129,16 +129,7 @@ impl Action for ResetOffsets {
     fn run(&self, context: &Context<'_>, h: &mut Html) -> Outcome {
         let plan = match self.plan(context) {
             Ok(plan) => plan,
-            Err(refused) => {
-                let reason = String::from_utf8_lossy(&refused.body).trim().to_string();
-                h.raw("<p class=\"warn\">Not done: ")
-                    .text(&reason)
-                    .raw("</p>");
-                return Outcome {
-                    denied: refused.status.starts_with("403"),
-                    summary: format!("refused: {reason}"),
-                };
-            }
+            Err(refused) => return Outcome::refused(h, &refused),
         };
         let partitions = plan
             .iter()
@@ -178,24 +169,7 @@ impl Action for ResetOffsets {
         }
         h.raw("</table><p>");
         h.group_link(&self.group).raw("</p>");
-        summarize(&results)
-    }
-}
-
-/// The outcome of per-partition error codes.
-pub(super) fn summarize(results: &[(i32, i16)]) -> Outcome {
-    let failed: Vec<String> = results
-        .iter()
-        .filter(|(_, code)| *code != 0)
-        .map(|(p, code)| format!("{p}: {}", kafka::error_name(*code)))
-        .collect();
-    Outcome {
-        denied: results.iter().any(|(_, code)| kafka::is_denied(*code)),
-        summary: if failed.is_empty() {
-            format!("done ({} partitions)", results.len())
-        } else {
-            format!("failed: {}", failed.join(", "))
-        },
+        Outcome::of_codes(&results)
     }
 }
 

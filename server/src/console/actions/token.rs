@@ -14,6 +14,8 @@ use std::sync::{Mutex, PoisonError};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
+use crate::console::access::same;
+
 /// How long a confirmation page's token is good for.
 pub const VALID_MS: i64 = 10 * 60 * 1000;
 /// Used tokens remembered at most.
@@ -130,11 +132,6 @@ impl Tokens {
             .map(|b| format!("{b:02x}"))
             .collect()
     }
-}
-
-/// Constant-time equality.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 #[cfg(test)]
