@@ -428,6 +428,7 @@ fn with_every_listener_authenticating_the_console_asks_for_a_broker_user_and_fil
         "User:admin",
         "--console-listen",
         "127.0.0.1:0",
+        "--console-actions",
         "--connection-failed-authentication-delay-ms",
         "400",
     ]);
@@ -525,6 +526,21 @@ fn with_every_listener_authenticating_the_console_asks_for_a_broker_user_and_fil
     let (status, _, body) = as_user("/limits", basic("bob:bob-secret"));
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.contains("Needs DescribeConfigs on the cluster."));
+    // Actions: nothing without credentials, not even a POST's form read; bob may not see the
+    // records he would delete, so for him they do not exist; admin gets the confirmation.
+    let delete = "/actions/delete-records?topic=payroll&partition=0&offset=2";
+    assert_eq!(as_user(delete, None).0, "HTTP/1.1 401 Unauthorized");
+    let post = b"POST /actions/delete-records HTTP/1.1\r\nContent-Type: \
+                 application/x-www-form-urlencoded\r\nContent-Length: 34\r\n\r\n\
+                 topic=payroll&partition=0&offset=2";
+    assert_eq!(http(&console, post).0, "HTTP/1.1 401 Unauthorized");
+    assert_eq!(
+        as_user(delete, basic("bob:bob-secret")).0,
+        "HTTP/1.1 404 Not Found"
+    );
+    let (status, _, body) = as_user(delete, basic("admin:admin-secret"));
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    assert!(body.contains("(2 records) will be deleted"), "{body}");
     assert_eq!(
         as_user("/", basic("admin:admin-secret")).0,
         "HTTP/1.1 200 OK"
