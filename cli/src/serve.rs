@@ -66,11 +66,22 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let config = args.broker_config()?;
-    // Every partition keeps its active segment's file open, and every client a socket: take
-    // all the open files the system allows this process (the soft limit is often 1024).
+    let mut config = args.broker_config()?;
+    // Active segments (up to --max-open-segments) and clients' sockets hold open files: take
+    // all the system allows this process (the soft limit is often 1024), and leave the
+    // sockets at least half.
     match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(limit) => tracing::info!(limit, "open files"),
+        Ok(limit) => {
+            tracing::info!(limit, "open files");
+            let half = usize::try_from(limit / 2).unwrap_or(usize::MAX).max(1);
+            if config.log.open_segments > half {
+                tracing::info!(
+                    open_segments = half,
+                    "--max-open-segments lowered to half the open-file limit"
+                );
+                config.log.open_segments = half;
+            }
+        }
         Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -70,7 +70,7 @@ pub use partition::{
     now_ms, AbortedTxn, AppendInfo, BatchHeaders, OpenTxn, Partition, ReadResult, RetentionReport,
 };
 pub use scrub::{ScrubOptions, ScrubStats, DEFAULT_SCRUB};
-pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS};
+pub use segment::{Damage, DamageReason, Recovery, DEFAULT_LOADED_SEGMENTS, DEFAULT_OPEN_SEGMENTS};
 pub use state_log::{StateLog, StateLogError};
 pub use topic::{validate_name, Topic};
 pub use uuid::Uuid;

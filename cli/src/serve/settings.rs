@@ -90,6 +90,11 @@ settings! {
     /// least recently read are unloaded beyond it (default 10000; each is one memory map).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_loaded_segments: u64 => |c, v| c.log.loaded_segments = usize::try_from(v).unwrap_or(usize::MAX),
+    /// Most active segments (one per partition) with their file open and mapped at once; the
+    /// least recently used are parked (fsynced, closed) and open again on their next write or
+    /// read (default 10000, lowered to half the open-file limit when that is smaller).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_segments: u64 => |c, v| c.log.open_segments = usize::try_from(v).unwrap_or(usize::MAX),
     /// Time between two passes of the scrubber, which checks every closed segment's CRCs in
     /// the background so damage is reported before a consumer meets it, in ms (lograil's own;
     /// default 86400000, a day; 0: only the pass at start-up after an unclean shutdown).

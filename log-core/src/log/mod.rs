@@ -32,7 +32,7 @@ use crate::io::{self, FileStorage, Storage};
 use crate::partition::OpenContext;
 use crate::partition::{Partition, RetentionReport};
 use crate::scrub::{ScrubOptions, ScrubStats};
-use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
+use crate::segment::{SegmentCache, DEFAULT_LOADED_SEGMENTS, DEFAULT_OPEN_SEGMENTS};
 use crate::topic::{open_topic, validate_name, Topic};
 
 const LOCK_FILE: &str = ".lock";
@@ -58,6 +58,9 @@ pub struct LogOptions {
     pub storage: Arc<dyn Storage>,
     /// How many closed segments may be loaded (log mapped, indexes in memory) at once.
     pub loaded_segments: usize,
+    /// How many active segments may have their file open (and mapped) at once: the rest are
+    /// parked, and open again on their next write or read.
+    pub open_segments: usize,
     /// When the background scrubber checks the closed segments, and how fast.
     pub scrub: ScrubOptions,
     /// The background log cleaner (compaction).
@@ -69,6 +72,7 @@ impl Default for LogOptions {
         LogOptions {
             storage: Arc::new(FileStorage),
             loaded_segments: DEFAULT_LOADED_SEGMENTS,
+            open_segments: DEFAULT_OPEN_SEGMENTS,
             scrub: ScrubOptions::default(),
             cleaner: CleanerOptions::default(),
         }
@@ -124,6 +128,7 @@ impl Log {
         let context = OpenContext {
             storage: options.storage,
             cache: SegmentCache::new(options.loaded_segments),
+            open_files: SegmentCache::active(options.open_segments),
             clean: take_clean_marker(&dir)?,
         };
         let OpenedTopics { topics, offline } = open_topics(&dir, &context)?;
@@ -252,7 +257,13 @@ impl Log {
 
     /// How many closed segments are loaded now (bounded by [`LogOptions::loaded_segments`]).
     pub fn loaded_segments(&self) -> usize {
-        self.shared.context.cache.loaded()
+        self.shared.context.cache.held()
+    }
+
+    /// How many active segments have their file open now (bounded by
+    /// [`LogOptions::open_segments`]).
+    pub fn open_segments(&self) -> usize {
+        self.shared.context.open_files.held()
     }
 
     /// All topics, by name.

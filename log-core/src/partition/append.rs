@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 use std::sync::PoisonError;
-use std::sync::{Arc, TryLockError};
+use std::sync::TryLockError;
 
 use record_batch::{BatchHeader, ControlType};
 
@@ -18,7 +18,7 @@ use crate::error::AppendError;
 use crate::index::IndexCursor;
 use crate::recompress::{self, Rewritten};
 use crate::record_checks::RecordChecks;
-use crate::segment::{Place, Segment};
+use crate::segment::{Place, Segment, SyncError};
 
 /// An append checked and ready to write: its batches as they will be stored (the producer's,
 /// or recompressed), and the transaction markers among them.
@@ -318,20 +318,20 @@ impl Partition {
             tracing::warn!(partition = %self.name, error = %e, "could not write segment indexes");
         }
         // Closed segments are always durable, so recovery only ever has to check the last one.
-        if let Err(e) = old.sync() {
-            self.poison_with(e.to_string());
-            return Err(e.into());
+        match old.sync() {
+            Ok(()) => {}
+            Err(SyncError::Open(e)) => return Err(e.into()),
+            Err(SyncError::Sync(e)) => {
+                self.poison_with(e.to_string());
+                return Err(e.into());
+            }
         }
         let base = old.next_offset();
         let place = Place {
             index_interval: config.index_interval_bytes,
             ..self.place.clone()
         };
-        let new = Arc::new(Segment::create(
-            &place,
-            base,
-            u64::from(config.segment_bytes),
-        )?);
+        let new = Segment::create(&place, base, u64::from(config.segment_bytes))?;
         self.segments
             .write()
             .unwrap_or_else(PoisonError::into_inner)

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use super::{lock, now_ms, AppendInfo, Partition};
 use crate::config::{Ack, Durability};
-use crate::error::{AppendError, FileError};
-use crate::io::StoredFile;
-use crate::segment::Segment;
+use crate::error::AppendError;
+use crate::segment::{Segment, SyncError};
 
 /// Whether an fsync is running.
 #[derive(Debug)]
@@ -115,24 +114,24 @@ impl Partition {
             state.syncing = false;
             match result {
                 Ok(covered) => self.synced_to(covered),
-                Err(e) => self.poison_with(e.to_string()),
+                Err(SyncError::Sync(e)) => self.poison_with(e.to_string()),
+                Err(SyncError::Open(e)) => {
+                    // Nothing is known lost: this wait fails, a later one tries again.
+                    self.synced.notify_all();
+                    return Err(e.into());
+                }
             }
             self.synced.notify_all();
         }
     }
 
     /// fsyncs the active segment; returns the end offset that fsync covers.
-    fn sync_active(&self) -> Result<i64, FileError> {
-        let (file, end, segment): (Arc<dyn StoredFile>, i64, Arc<Segment>) = {
+    fn sync_active(&self) -> Result<i64, SyncError> {
+        let (end, segment): (i64, Arc<Segment>) = {
             let writer = lock(&self.writer);
-            (
-                writer.active.file()?,
-                writer.active.next_offset(),
-                writer.active.clone(),
-            )
+            (writer.active.next_offset(), writer.active.clone())
         };
-        file.sync_data()
-            .map_err(|e| FileError::new("fsync", &segment.log_path, e))?;
+        segment.sync()?;
         Ok(end)
     }
 

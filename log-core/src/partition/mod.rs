@@ -137,6 +137,7 @@ pub const DECOMPRESSED_PER_MESSAGE_BYTE: usize = 8;
 pub(crate) struct OpenContext {
     pub storage: Arc<dyn Storage>,
     pub cache: Arc<SegmentCache>,
+    pub open_files: Arc<SegmentCache>,
     /// The data dir was shut down cleanly: recovery need not check CRCs.
     pub clean: bool,
 }
@@ -165,6 +166,7 @@ impl Partition {
             dir: dir.to_path_buf(),
             storage: context.storage.clone(),
             cache: context.cache.clone(),
+            open_files: context.open_files.clone(),
             index_interval: config.index_interval_bytes,
         };
         let mut bases = list_segments(dir)?;

@@ -1,7 +1,12 @@
-//! A bound on how many closed segments keep their log mapped and their indexes in memory.
-//! Closed segments load on first use; once more than the bound are loaded, the least recently
-//! used are unloaded. No file stays open for a closed segment (the map does not need one), so
-//! open files are one per partition, and memory maps at most this bound plus the partitions.
+//! Bounds on what segments hold. Two caches of the same kind serve a data dir:
+//! - **loaded closed segments** (log mapped, indexes in memory): a closed segment loads on
+//!   first use and keeps no file open (the map does not need one);
+//! - **open active segments** (the file appended to, and its map with room to grow): an active
+//!   segment opens its file on its next write or read and is *parked* again (fsynced if it has
+//!   unsynced bytes, file closed, map dropped, indexes kept in memory) when the bound needs room.
+//!
+//! Beyond a bound the least recently used are let go, so open files stay within the open
+//! bound and memory maps within the sum of both, however many partitions there are.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -12,63 +17,108 @@ use super::Segment;
 /// per process (`vm.max_map_count`).
 pub const DEFAULT_LOADED_SEGMENTS: usize = 10_000;
 
+/// Default bound on active segments with their file open (one descriptor and one map each).
+/// `lograil serve` lowers it to half the process's open-file limit when that is smaller.
+pub const DEFAULT_OPEN_SEGMENTS: usize = 10_000;
+
 #[derive(Debug)]
 pub struct SegmentCache {
     capacity: usize,
-    /// Closed segments that are (or were, if dropped since) loaded.
-    loaded: Mutex<Vec<Weak<Segment>>>,
-    clock: AtomicU64,
+    /// Whether it bounds active segments (open files) or closed ones (loaded maps).
+    active: bool,
+    /// Segments that are (or were, if dropped or changed kind since) held.
+    held: Mutex<Vec<Weak<Segment>>>,
+}
+
+/// One clock for every use of a segment, reads and writes alike, for least-recently-used order.
+static CLOCK: AtomicU64 = AtomicU64::new(0);
+
+/// The time of a use.
+pub(super) fn tick() -> u64 {
+    CLOCK.fetch_add(1, Ordering::Relaxed)
 }
 
 impl SegmentCache {
     /// A cache that keeps at most `capacity` closed segments loaded (at least 1).
     pub fn new(capacity: usize) -> Arc<SegmentCache> {
+        SegmentCache::of(capacity, false)
+    }
+
+    /// A cache that keeps at most `capacity` active segments' files open (at least 1).
+    pub fn active(capacity: usize) -> Arc<SegmentCache> {
+        SegmentCache::of(capacity, true)
+    }
+
+    fn of(capacity: usize, active: bool) -> Arc<SegmentCache> {
         Arc::new(SegmentCache {
             capacity: capacity.max(1),
-            loaded: Mutex::new(Vec::new()),
-            clock: AtomicU64::new(0),
+            active,
+            held: Mutex::new(Vec::new()),
         })
     }
 
-    /// The time of a use, for least-recently-used order.
-    pub(super) fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::Relaxed)
+    /// How many segments it holds.
+    pub fn held(&self) -> usize {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        self.forget_gone(&mut held);
+        held.len()
     }
 
-    /// How many closed segments are loaded.
-    pub fn loaded(&self) -> usize {
-        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        loaded.retain(|w| w.strong_count() > 0);
-        loaded.len()
+    /// Drops the entries of segments dropped since, or no longer of this cache's kind (an
+    /// active segment that rolled).
+    fn forget_gone(&self, held: &mut Vec<Weak<Segment>>) {
+        held.retain(|w| match w.upgrade() {
+            Some(s) if s.is_active() == self.active => true,
+            Some(s) => {
+                s.held_by(self.active).store(false, Ordering::Release);
+                false
+            }
+            None => false,
+        });
     }
 
-    /// Counts a closed segment that just loaded (or just closed its file) and unloads the
-    /// least recently used ones beyond the bound. Unloading happens after the cache's lock is
-    /// released: a segment's own lock is taken before the cache's, never after.
+    /// Counts a segment that just loaded (or opened its file, or just closed it). Past the
+    /// bound, lets go of the least recently used down to 15/16 of it, so that the sort is paid
+    /// once for many admissions. That happens after the cache's lock is released: a segment's
+    /// own locks are taken before the cache's, never after.
     pub(super) fn admit(&self, segment: &Arc<Segment>) {
         let victims = {
-            let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-            loaded.retain(|w| w.strong_count() > 0);
-            if !loaded.iter().any(|w| w.as_ptr() == Arc::as_ptr(segment)) {
-                loaded.push(Arc::downgrade(segment));
+            let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+            if !segment.held_by(self.active).swap(true, Ordering::AcqRel) {
+                held.push(Arc::downgrade(segment));
             }
-            let excess = loaded.len().saturating_sub(self.capacity);
-            let mut victims = Vec::with_capacity(excess);
-            for _ in 0..excess {
-                let oldest = loaded
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, w)| Some((i, w.upgrade()?)))
-                    .filter(|(_, s)| !Arc::ptr_eq(s, segment))
-                    .min_by_key(|(_, s)| s.last_used());
-                let Some((i, victim)) = oldest else { break };
-                loaded.swap_remove(i);
-                victims.push(victim);
+            if held.len() <= self.capacity {
+                return;
             }
-            victims
+            self.forget_gone(&mut held);
+            if held.len() <= self.capacity {
+                return;
+            }
+            let mut alive: Vec<(u64, Arc<Segment>)> = held
+                .iter()
+                .filter_map(Weak::upgrade)
+                .map(|s| {
+                    let used = if Arc::ptr_eq(&s, segment) {
+                        u64::MAX
+                    } else {
+                        s.last_used()
+                    };
+                    (used, s)
+                })
+                .collect();
+            alive.sort_unstable_by_key(|(used, _)| *used);
+            let keep = self.capacity - self.capacity / 16;
+            let kept = alive.split_off(alive.len().saturating_sub(keep));
+            *held = kept.iter().map(|(_, s)| Arc::downgrade(s)).collect();
+            alive
         };
-        for victim in victims {
-            victim.unload();
+        for (_, victim) in victims {
+            victim.held_by(self.active).store(false, Ordering::Release);
+            if self.active {
+                victim.park();
+            } else {
+                victim.unload();
+            }
         }
     }
 }

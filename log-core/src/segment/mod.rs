@@ -2,9 +2,11 @@
 //!
 //! The log file is written through the [`Storage`] seam (append-only) and read through a memory
 //! map. The active segment is mapped with room to grow (past the end of the file: only the
-//! published length is ever touched), so readers never wait for a remap. A closed segment keeps
+//! published length is ever touched), so readers never wait for a remap; its file and map are
+//! opened on demand too and parked again when the open segments' [`SegmentCache`] needs room
+//! (its indexes stay in memory: they reach disk only when it rolls). A closed segment keeps
 //! no file open: its map and indexes are loaded on first use and unloaded again when the
-//! [`SegmentCache`] needs room.
+//! loaded segments' [`SegmentCache`] needs room.
 //!
 //! This file holds the segment, its write path and its loading; [`open`] opens and recovers
 //! segment files, [`read`] serves reads by offset and by timestamp, [`chain`] walks batches and
@@ -30,6 +32,7 @@
 //! MADV_COLD would leave the pages mapped (and resident); MADV_PAGEOUT takes them out of the
 //! page cache too, for the next reader to read from disk.
 
+mod active;
 mod cache;
 pub(crate) mod chain;
 mod open;
@@ -40,17 +43,17 @@ use std::io::IoSlice;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 
 use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
-use record_batch::BatchHeader;
 
-pub use cache::{SegmentCache, DEFAULT_LOADED_SEGMENTS};
+pub(crate) use active::SyncError;
+pub use cache::{SegmentCache, DEFAULT_LOADED_SEGMENTS, DEFAULT_OPEN_SEGMENTS};
 pub use chain::{Damage, DamageReason};
 
 use crate::error::{FileError, ReadError};
-use crate::index::{IndexCursor, Indexes};
-use crate::io::{self, Storage, StoredFile};
+use crate::index::Indexes;
+use crate::io::{Storage, StoredFile};
 
 pub(crate) const LOG_EXT: &str = "log";
 pub(crate) const INDEX_EXT: &str = "index";
@@ -85,16 +88,30 @@ pub(crate) struct Segment {
     dir: PathBuf,
     storage: Arc<dyn Storage>,
     cache: Arc<SegmentCache>,
+    open_files: Arc<SegmentCache>,
     index_interval: u32,
-    /// The file appended to: only the active segment has one, until it is sealed.
+    /// Appended to, until it is sealed.
+    active: AtomicBool,
+    /// The file appended to: only an active segment has one, while it is not parked.
     file: Mutex<Option<Arc<dyn StoredFile>>>,
+    /// The active segment's map length: room to grow.
+    capacity: AtomicU64,
+    /// Bytes from the start known fsynced (at creation, recovery or a sync): a segment parked
+    /// with more than this written is fsynced first.
+    synced_len: AtomicU64,
+    /// The fsync when it was parked failed: the data's durability is unknown, and its next
+    /// sync reports this (a later fsync through a new descriptor could not).
+    park_failure: OnceLock<String>,
     map: RwLock<Option<Arc<Mmap>>>,
     indexes: Indexes,
-    /// Whether `map` and `indexes` hold the segment (always, for the active segment). Its lock
-    /// serialises loading and unloading.
+    /// Whether `map` and `indexes` hold the segment (an active one: whether its file is open).
+    /// Its lock serialises loading and unloading, and is taken before `file`'s.
     loaded: Mutex<bool>,
     /// The cache's clock at the last read, for least-recently-used unloading.
     last_used: AtomicU64,
+    /// Listed by the open segments' cache, and by the loaded segments' cache.
+    in_open_files: AtomicBool,
+    in_cache: AtomicBool,
     /// Bytes of whole batches published to readers.
     len: AtomicU64,
     /// Bytes from the start whose CRCs were checked in this run (on append, at recovery, or by
@@ -119,7 +136,10 @@ pub(crate) struct Segment {
 pub(crate) struct Place {
     pub dir: PathBuf,
     pub storage: Arc<dyn Storage>,
+    /// Bounds loaded closed segments.
     pub cache: Arc<SegmentCache>,
+    /// Bounds active segments with their file open.
+    pub open_files: Arc<SegmentCache>,
     pub index_interval: u32,
 }
 
@@ -239,23 +259,6 @@ impl AsRef<[u8]> for MappedSlice {
 }
 
 impl Segment {
-    /// Creates a new, empty active segment with room for `capacity` bytes.
-    pub fn create(place: &Place, base_offset: i64, capacity: u64) -> Result<Segment, FileError> {
-        let log_path = place.dir.join(file_name(base_offset, LOG_EXT));
-        let file = place
-            .storage
-            .open(&log_path)
-            .map_err(|e| FileError::new("create", &log_path, e))?;
-        // Make the new file's directory entry durable before anything is acknowledged in it.
-        io::sync_dir(&place.dir).map_err(|e| FileError::new("fsync", &place.dir, e))?;
-        let map = map_file(file.as_ref(), capacity, &log_path)?;
-        let segment = Segment::new(place, base_offset, 0, base_offset);
-        *segment.map.write().unwrap_or_else(PoisonError::into_inner) = map;
-        *lock(&segment.file) = Some(file);
-        *lock(&segment.loaded) = true;
-        Ok(segment)
-    }
-
     /// A segment with nothing loaded and no file open.
     fn new(place: &Place, base_offset: i64, len: u64, next_offset: i64) -> Segment {
         Segment {
@@ -264,12 +267,19 @@ impl Segment {
             dir: place.dir.clone(),
             storage: place.storage.clone(),
             cache: place.cache.clone(),
+            open_files: place.open_files.clone(),
             index_interval: place.index_interval,
+            active: AtomicBool::new(false),
             file: Mutex::new(None),
+            capacity: AtomicU64::new(0),
+            synced_len: AtomicU64::new(0),
+            park_failure: OnceLock::new(),
             map: RwLock::new(None),
             indexes: Indexes::new(),
             loaded: Mutex::new(false),
             last_used: AtomicU64::new(0),
+            in_open_files: AtomicBool::new(false),
+            in_cache: AtomicBool::new(false),
             len: AtomicU64::new(len),
             verified: AtomicU64::new(0),
             next_offset: AtomicI64::new(next_offset),
@@ -300,6 +310,11 @@ impl Segment {
         self.len.load(Ordering::Acquire)
     }
 
+    /// Still appended to (not sealed yet).
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
     pub fn next_offset(&self) -> i64 {
         self.next_offset.load(Ordering::Acquire)
     }
@@ -317,11 +332,20 @@ impl Segment {
         self.last_used.load(Ordering::Relaxed)
     }
 
+    /// Whether the open segments' cache (`active`) or the loaded segments' lists it.
+    fn held_by(&self, active: bool) -> &AtomicBool {
+        if active {
+            &self.in_open_files
+        } else {
+            &self.in_cache
+        }
+    }
+
     /// The published length and a map that covers it, loading a closed segment first. The
     /// length is read first: a map that grows is installed before the length that needs it is
     /// published.
     fn view(self: &Arc<Self>) -> Result<(Option<Arc<Mmap>>, u64), ReadError> {
-        self.last_used.store(self.cache.tick(), Ordering::Relaxed);
+        self.last_used.store(cache::tick(), Ordering::Relaxed);
         loop {
             let len = self.len();
             let map = self
@@ -340,6 +364,9 @@ impl Segment {
     /// Loads a closed segment's map and indexes (rebuilding indexes that are missing or do not
     /// fit the log), then lets the cache unload others if it is over its bound.
     fn load(self: &Arc<Self>) -> Result<(), ReadError> {
+        if self.is_active() {
+            return self.reopen().map(drop).map_err(ReadError::from);
+        }
         {
             let mut loaded = lock(&self.loaded);
             if *loaded {
@@ -358,12 +385,14 @@ impl Segment {
         self.cache.admit(self);
         Ok(())
     }
-
     /// Drops a closed segment's map and indexes (readers holding a slice keep its map alive).
-    /// The active segment is never unloaded.
+    /// An active segment is parked instead ([`Segment::park`]).
     pub fn unload(&self) {
+        if self.is_active() {
+            return self.park();
+        }
         let mut loaded = lock(&self.loaded);
-        if !*loaded || lock(&self.file).is_some() || self.retired.load(Ordering::Acquire) {
+        if !*loaded || self.retired.load(Ordering::Acquire) {
             return;
         }
         *self.map.write().unwrap_or_else(PoisonError::into_inner) = None;
@@ -413,102 +442,6 @@ impl Segment {
             damage,
         }
     }
-
-    /// The active segment's file.
-    pub fn file(&self) -> Result<Arc<dyn StoredFile>, FileError> {
-        lock(&self.file).clone().ok_or_else(|| {
-            FileError::new(
-                "write",
-                &self.log_path,
-                std::io::Error::other("segment is sealed"),
-            )
-        })
-    }
-
-    /// Appends whole validated batches, writing each one's assigned base offset into its first
-    /// 8 bytes on the way (`offsets[i]` for `headers[i]`). On error the file may hold a prefix of
-    /// the write: the caller truncates it with [`Segment::truncate_to_published`].
-    pub fn write(
-        &self,
-        records: &[u8],
-        headers: &[BatchHeader],
-        offsets: &[[u8; 8]],
-    ) -> Result<(), FileError> {
-        let mut slices = Vec::with_capacity(headers.len() * 2);
-        let mut at = 0usize;
-        for (header, offset) in headers.iter().zip(offsets) {
-            let size = header.size as usize;
-            slices.push(IoSlice::new(offset));
-            slices.push(IoSlice::new(&records[at + 8..at + size]));
-            at += size;
-        }
-        self.file()?
-            .append(&slices)
-            .map_err(|e| FileError::new("write", &self.log_path, e))
-    }
-
-    /// Makes sure the map covers `needed` bytes (a batch larger than the segment size).
-    pub fn ensure_capacity(&self, needed: u64) -> Result<(), FileError> {
-        let file = self.file()?;
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        if map.as_ref().is_some_and(|m| m.len() as u64 >= needed) {
-            return Ok(());
-        }
-        *map = map_file(file.as_ref(), needed, &self.log_path)?;
-        Ok(())
-    }
-
-    /// Publishes batches just written: index entries first, then length and next offset.
-    pub fn publish(&self, cursor: &mut IndexCursor, headers: &[BatchHeader], mut position: u64) {
-        for header in headers {
-            let at = u32::try_from(position).unwrap_or(u32::MAX);
-            cursor.add(&self.indexes, header, at);
-            position += u64::from(header.size);
-            self.max_timestamp
-                .fetch_max(header.max_timestamp, Ordering::AcqRel);
-        }
-        if let Some(last) = headers.last() {
-            // Appended batches were validated, CRC included: if everything before them was
-            // checked too, so is everything up to their end.
-            let _ = self.verified.compare_exchange(
-                self.len(),
-                position,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
-            self.len.store(position, Ordering::Release);
-            self.next_offset
-                .store(last.next_offset(), Ordering::Release);
-        }
-    }
-
-    /// Cuts the file back to the published length after a failed write.
-    pub fn truncate_to_published(&self) -> Result<(), FileError> {
-        self.file()?
-            .set_len(self.len())
-            .map_err(|e| FileError::new("truncate", &self.log_path, e))
-    }
-
-    pub fn sync(&self) -> Result<(), FileError> {
-        self.file()?
-            .sync_data()
-            .map_err(|e| FileError::new("fsync", &self.log_path, e))
-    }
-
-    /// Seals the segment when it rolls: the final time-index entry and the index files. A
-    /// failure leaves the log intact (the indexes are rebuilt on the next load).
-    pub fn seal(&self, cursor: &mut IndexCursor) -> Result<(), FileError> {
-        cursor.add_time_entry(&self.indexes);
-        self.write_indexes()
-    }
-
-    /// Closes the file of a sealed, synced segment; from now on it is a closed segment that
-    /// the cache may unload.
-    pub fn close_file(self: &Arc<Self>) {
-        lock(&self.file).take();
-        self.cache.admit(self);
-    }
-
     /// Writes both index files from memory (replacing what was there) and syncs them.
     fn write_indexes(&self) -> Result<(), FileError> {
         for (ext, bytes) in [

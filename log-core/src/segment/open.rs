@@ -13,7 +13,7 @@ use std::fs;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
@@ -226,9 +226,7 @@ impl Segment {
         segment
             .max_timestamp
             .store(cursor.max_timestamp(), Ordering::Release);
-        *segment.map.write().unwrap_or_else(PoisonError::into_inner) = map;
-        *super::lock(&segment.file) = Some(file);
-        *super::lock(&segment.loaded) = true;
+        segment.opened_active(file, map, capacity);
         // The active segment's index files are written when it rolls; older copies are stale.
         for ext in [INDEX_EXT, TIME_INDEX_EXT] {
             let path = place.dir.join(file_name(base_offset, ext));
@@ -238,7 +236,9 @@ impl Segment {
                 }
             }
         }
-        Ok((Arc::new(segment), cursor, recovery))
+        let segment = Arc::new(segment);
+        segment.open_files.admit(&segment);
+        Ok((segment, cursor, recovery))
     }
 }
 
