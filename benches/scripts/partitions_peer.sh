@@ -2,8 +2,9 @@
 # Partitions on one broker (issue 39, item 1): for each COUNT, lograil (its partition caps
 # raised to COUNT) and a one-broker Apache Kafka 4.4 (tests/kafka/kafka.sh, its defaults) in the
 # same run, one after the other:
-#   create   CreateTopics of one topic of COUNT partitions (lograil's CLI, a Kafka client, with
-#            request.timeout.ms raised to 10 min), seconds
+#   create   COUNT partitions as topics of CHUNK (5000) partitions, one CreateTopics each, one
+#            after the other (lograil's CLI, a Kafka client, request.timeout.ms raised to 10
+#            min), seconds
 #   rss      the broker's resident memory once it holds them (VmRSS), MB
 #   fds      its open descriptors and memory maps (/proc/PID/fd, /proc/PID/maps)
 #   spread   1000 B records, acks=1, over min(COUNT, 10000) partitions of a second topic, then
@@ -20,7 +21,8 @@
 #
 # Environment: BROKER, BENCH, DATA (default target/bench-data), COUNTS ("1000 10000 100000"),
 # BROKERS ("lograil kafka"), MESSAGES (records per produce run, default 200000), TIMEOUT
-# (seconds a step may take, default 600).
+# (seconds a step may take, default 600), CHUNK (partitions per CreateTopics, default 5000).
+# Kafka's errors during a count's steps are kept in DATA/partitions-kafka-COUNT.log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BROKER=${BROKER:-target/release/lograil}
@@ -30,6 +32,7 @@ COUNTS=${COUNTS:-1000 10000 100000}
 BROKERS=${BROKERS:-lograil kafka}
 MESSAGES=${MESSAGES:-200000}
 TIMEOUT=${TIMEOUT:-600}
+CHUNK=${CHUNK:-5000}
 KAFKA_SH=tests/kafka/kafka.sh
 # shellcheck source=benches/scripts/serve.sh
 source benches/scripts/serve.sh
@@ -54,6 +57,7 @@ wait_listening() {
 # spread ADDR PID COUNT: "wide six ratio" in MB/s.
 spread() {
     local addr=$1 pid=$2 count=$3 wide six
+    wide_topic "$addr" "$count"
     wide=$(produce_mb "$addr" "$pid" wide "$((count < 10000 ? count : 10000))")
     six=$(produce_mb "$addr" "$pid" six 6)
     python3 -c "import sys; w, s = sys.argv[1:]; print(w, s, f'{float(w) / float(s):.2f}' if w != 'failed' and s != 'failed' else '-')" "$wide" "$six"
@@ -70,15 +74,37 @@ produce_mb() {
     fi
 }
 
+# create ADDR COUNT: seconds to create COUNT partitions as topics of at most CHUNK partitions,
+# one CreateTopics each, one after the other (Kafka's controller refuses one operation of more
+# than 10,000 records: "excessively large batch operation").
 create() {
-    local addr=$1 count=$2 t0
+    local addr=$1 count=$2 t0 i=0 left=$2 n
     t0=$(now)
-    if timeout "$TIMEOUT" "$BROKER" topic create big --partitions "$count" --bootstrap-server "$addr" \
-        --command-config "$CLIENT_CONFIG" >/dev/null 2>"$DATA/partitions-create.err"; then
-        since "$t0"
-    else
-        echo "failed($(tail -c 200 "$DATA/partitions-create.err" | tr '\n' ' '))"
-    fi
+    while [ "$left" -gt 0 ]; do
+        n=$((left < CHUNK ? left : CHUNK))
+        if ! timeout "$TIMEOUT" "$BROKER" topic create "big$i" --partitions "$n" --bootstrap-server "$addr" \
+            --command-config "$CLIENT_CONFIG" >/dev/null 2>"$DATA/partitions-create.err"; then
+            echo "failed-after-$((count - left))($(tail -c 160 "$DATA/partitions-create.err" | tr '\n ' '__'))"
+            return
+        fi
+        left=$((left - n))
+        i=$((i + 1))
+    done
+    since "$t0"
+}
+
+# wide_topic ADDR COUNT: the topic `wide` of min(COUNT, 10000) partitions, made as the same
+# CHUNK-sized steps (CreateTopics, then Kafka's TopicCommand --alter, CreatePartitions).
+wide_topic() {
+    local addr=$1 want=$(($2 < 10000 ? $2 : 10000)) have
+    have=$((want < CHUNK ? want : CHUNK))
+    "$BROKER" topic create wide --partitions "$have" --bootstrap-server "$addr" \
+        --command-config "$CLIENT_CONFIG" >/dev/null
+    while [ "$have" -lt "$want" ]; do
+        have=$((have + CHUNK < want ? have + CHUNK : want))
+        "$KAFKA_SH" tool - org.apache.kafka.tools.TopicCommand --bootstrap-server "$addr" \
+            --alter --topic wide --partitions "$have" >/dev/null 2>&1
+    done
 }
 
 for count in $COUNTS; do
@@ -86,7 +112,7 @@ for count in $COUNTS; do
         dir=$DATA/partitions-$name
         case $name in
         lograil)
-            flags=(--max-broker-partitions "$((count + 10100))" --max-partitions-per-request "$count")
+            flags=(--max-broker-partitions "$((count + 10100))")
             serve_lograil "$dir" "${flags[@]}"
             created=$(create "$BROKER_ADDR" "$count")
             rss=$(rss_mb "$BROKER_PID")
@@ -126,6 +152,9 @@ for count in $COUNTS; do
                 created="$created(the broker died)"
             fi
             "$KAFKA_SH" stop "$dir" >/dev/null 2>&1 || true
+            # Why a step failed, if one did: the broker's errors.
+            grep -h -E "ERROR|FATAL|Exception" "$dir"/node-1/logs/server.log "$dir"/node-1/stdout.log \
+                2>/dev/null | tail -n 20 >"$DATA/partitions-kafka-$count.log" || true
             ;;
         esac
         echo "$name $count $created $rss $fds $maps $produced $clean $killed"

@@ -65,11 +65,10 @@ impl Args {
     }
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
-    let mut config = args.broker_config()?;
-    // Active segments (up to --max-open-segments) and clients' sockets hold open files: take
-    // all the system allows this process (the soft limit is often 1024), and leave the
-    // sockets at least half.
+/// Active segments (up to `--max-open-segments`) and clients' sockets hold open files: takes
+/// all the system allows this process (the soft limit is often 1024), and leaves the sockets
+/// at least half.
+fn raise_open_files(config: &mut BrokerConfig) {
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => {
             tracing::info!(limit, "open files");
@@ -84,6 +83,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
     }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let mut config = args.broker_config()?;
+    raise_open_files(&mut config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

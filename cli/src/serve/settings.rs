@@ -267,7 +267,7 @@ settings! {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     fetch_max_bytes: u64 => |c, v| c.limits.fetch_max_bytes = size("fetch-max-bytes", v)?,
     /// `max.broker.partitions` (KIP-578): partitions the broker holds, all topics together
-    /// (default 10000). Creating more is POLICY_VIOLATION; a request naming more topics or
+    /// (default 100000, measured in BENCHMARKS.md). Creating more is POLICY_VIOLATION; a request naming more topics or
     /// partitions than this closes the connection.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_broker_partitions: u32 => |c, v| c.limits.max_broker_partitions = v,

@@ -11,6 +11,8 @@
 //! - on the defaults, acks=all: every acknowledged record is stored at the offset it was
 //!   acknowledged at, and no offset holds two records; so with `--flush-messages 1` and acks=1;
 //! - on the defaults, acks=1: nothing acknowledged longer ago than about `flush.ms` is lost;
+//! - with `--max-open-segments 1` (every produce to another partition parks the last one's
+//!   segment and opens its own), the same;
 //! - with `--write-caching true` (the page cache for acks=all too): what was lost is counted
 //!   and printed, as the docs say it may be (acknowledged records since the last fsync).
 
@@ -320,6 +322,21 @@ fn on_the_defaults_a_power_cut_loses_nothing_acknowledged_with_acks_all() {
             figures.lost_commits
         ),
         (0, 0, 0, 0),
+        "{figures:?}"
+    );
+}
+
+/// One active segment open at a time: every produce to another partition parks the last one
+/// (fsynced if needed, file closed) and opens its own again, between the power cuts.
+#[test]
+fn with_one_open_segment_a_power_cut_loses_nothing_acknowledged_with_acks_all() {
+    let n = cuts(4);
+    let figures = power_cuts(&["--max-open-segments", "1"], ACKS_ALL, n, 0x0e11);
+    eprintln!("--max-open-segments 1, acks=all, {n} cuts: {figures:?}");
+    assert!(figures.acknowledged > 100, "{figures:?}");
+    assert_eq!(
+        (figures.lost, figures.reused, figures.lost_topics),
+        (0, 0, 0),
         "{figures:?}"
     );
 }
