@@ -24,7 +24,6 @@ DATA=$(realpath -m "${DATA:-target/bench-data}")
 BROKERS=${BROKERS:-lograil kafka}
 SECONDS_PER_LOAD=${SECONDS_PER_LOAD:-8}
 LOADS=${LOADS:-25 50 75 90}
-KAFKA_SH=tests/kafka/kafka.sh
 # shellcheck source=benches/scripts/serve.sh
 source benches/scripts/serve.sh
 mkdir -p "$DATA"
@@ -52,20 +51,4 @@ measure() {
     done
 }
 
-for name in $BROKERS; do
-    dir=$DATA/latency-$name
-    case $name in
-    lograil)
-        serve_lograil "$dir"
-        measure lograil "$BROKER_ADDR"
-        kill "$BROKER_PID"
-        wait "$BROKER_PID" 2>/dev/null || true
-        ;;
-    kafka)
-        serve_kafka "$dir"
-        measure kafka "$KAFKA_ADDR"
-        "$KAFKA_SH" stop "$dir" >/dev/null
-        ;;
-    esac
-    rm -rf "$dir"
-done
+on_each_broker latency measure

@@ -24,12 +24,38 @@ serve_lograil() {
     }
 }
 
-# serve_kafka DIR: a one-broker Apache Kafka 4.4 (tests/kafka/kafka.sh, KRaft, its defaults)
-# in DIR (emptied first). Sets KAFKA_ADDR and KAFKA_PID (its JVM, for /proc figures); stop it
-# with `tests/kafka/kafka.sh stop DIR`.
+# serve_kafka DIR [kafka.sh start flags...]: a one-broker Apache Kafka 4.4 (tests/kafka/kafka.sh,
+# KRaft, its defaults) in DIR (emptied first). Sets KAFKA_ADDR and KAFKA_PID (its JVM, for /proc
+# figures); stop it with `tests/kafka/kafka.sh stop DIR`.
 serve_kafka() {
     local dir=$1
+    shift
     rm -rf "$dir"
-    KAFKA_ADDR=$(tests/kafka/kafka.sh start "$dir" --brokers 1)
+    KAFKA_ADDR=$(tests/kafka/kafka.sh start "$dir" --brokers 1 "$@")
     KAFKA_PID=$(pgrep -f "kafka.*$dir" | head -1)
+}
+
+# on_each_broker PREFIX FN [kafka.sh start flags...]: for each name in $BROKERS (lograil,
+# kafka), a fresh broker on its defaults in $DATA/PREFIX-NAME, then `FN NAME ADDR PID`, then
+# the broker stopped and its directory removed.
+on_each_broker() {
+    local prefix=$1 fn=$2 name dir
+    shift 2
+    for name in $BROKERS; do
+        dir=$DATA/$prefix-$name
+        case $name in
+        lograil)
+            serve_lograil "$dir"
+            "$fn" lograil "$BROKER_ADDR" "$BROKER_PID"
+            kill "$BROKER_PID"
+            wait "$BROKER_PID" 2>/dev/null || true
+            ;;
+        kafka)
+            serve_kafka "$dir" "$@"
+            "$fn" kafka "$KAFKA_ADDR" "$KAFKA_PID"
+            tests/kafka/kafka.sh stop "$dir" >/dev/null
+            ;;
+        esac
+        rm -rf "$dir"
+    done
 }

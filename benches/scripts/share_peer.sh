@@ -20,7 +20,6 @@ DATA=$(realpath -m "${DATA:-target/bench-data}")
 BROKERS=${BROKERS:-lograil kafka}
 WORKERS=${WORKERS:-1 8 64}
 RECORDS=${RECORDS:-400000}
-KAFKA_SH=tests/kafka/kafka.sh
 # shellcheck source=benches/scripts/serve.sh
 source benches/scripts/serve.sh
 mkdir -p "$DATA"
@@ -42,21 +41,4 @@ measure() {
     done
 }
 
-for name in $BROKERS; do
-    dir=$DATA/share-$name
-    case $name in
-    lograil)
-        serve_lograil "$dir"
-        measure lograil "$BROKER_ADDR"
-        kill "$BROKER_PID"
-        wait "$BROKER_PID" 2>/dev/null || true
-        ;;
-    kafka)
-        rm -rf "$dir"
-        KAFKA_ADDR=$("$KAFKA_SH" start "$dir" --brokers 1 --feature share.version=2)
-        measure kafka "$KAFKA_ADDR"
-        "$KAFKA_SH" stop "$dir" >/dev/null
-        ;;
-    esac
-    rm -rf "$dir"
-done
+on_each_broker share measure --feature share.version=2
