@@ -69,19 +69,21 @@ impl Args {
 /// all the system allows this process (the soft limit is often 1024), and leaves the sockets
 /// at least half.
 fn raise_open_files(config: &mut BrokerConfig) {
-    match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(limit) => {
-            tracing::info!(limit, "open files");
-            let half = usize::try_from(limit / 2).unwrap_or(usize::MAX).max(1);
-            if config.log.open_segments > half {
-                tracing::info!(
-                    open_segments = half,
-                    "--max-open-segments lowered to half the open-file limit"
-                );
-                config.log.open_segments = half;
-            }
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open-file limit");
+            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
         }
-        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    };
+    tracing::info!(limit, "open files");
+    let half = usize::try_from(limit / 2).unwrap_or(usize::MAX).max(1);
+    if config.log.open_segments > half {
+        tracing::info!(
+            open_segments = half,
+            "--max-open-segments lowered to half the open-file limit"
+        );
+        config.log.open_segments = half;
     }
 }
 

@@ -188,3 +188,33 @@ fn appends_spread_over_parked_segments_survive_power_cuts_and_rolls() {
     }
     assert!(log.topic("t").unwrap().partitions()[0].segment_count() > 1);
 }
+
+#[test]
+fn a_parked_segment_of_a_deleted_topic_never_touches_the_files_of_its_successor() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(log_core::io::FileStorage);
+    let log = Log::open_with_options(dir.path(), options(storage, 1)).unwrap();
+    let old = log
+        .create_topic("t", 1, TopicConfig::default())
+        .unwrap()
+        .partitions()[0]
+        .clone();
+    old.append(&records("old")).unwrap();
+    // Another topic's segment opens: the old one is parked.
+    log.create_topic("other", 1, TopicConfig::default())
+        .unwrap();
+    log.delete_topic("t").unwrap();
+    let new = log
+        .create_topic("t", 1, TopicConfig::default())
+        .unwrap()
+        .partitions()[0]
+        .clone();
+    new.append(&records("new")).unwrap();
+    log.create_topic("third", 1, TopicConfig::default())
+        .unwrap();
+    // The old handle finds another file at its path: it neither reads nor writes it.
+    assert!(old.read(0, 1 << 16).is_err());
+    assert!(old.append(&records("stray")).is_err());
+    assert_eq!(values(&new), ["new"]);
+    assert_eq!(fs::read_dir(dir.path().join("t-0")).unwrap().count(), 1);
+}

@@ -226,6 +226,10 @@ impl Partition {
             }
             self.roll(&mut writer, config)?;
         }
+        if !may_block && !writer.active.is_open() {
+            // Opening a parked segment may park others, with their fsyncs.
+            return Err(AppendError::WouldBlock);
+        }
         if transactional {
             self.track_transactions(base, may_block)
                 .map_err(|e| e.map_or(AppendError::WouldBlock, AppendError::Io))?;
@@ -235,21 +239,13 @@ impl Partition {
         if position + total > u64::from(u32::MAX) {
             return Err(AppendError::OffsetOverflow);
         }
-        segment.ensure_capacity(position + total)?;
-        // Assign offsets: the stored batch is the producer's, with our base offset in front.
-        let mut assigned = Vec::with_capacity(headers.len());
-        let mut offsets = Vec::with_capacity(headers.len());
-        let mut next = base;
-        for header in headers {
-            offsets.push(next.to_be_bytes());
-            assigned.push(BatchHeader {
-                base_offset: next,
-                ..*header
-            });
-            next += header.next_offset() - header.base_offset;
-        }
-        if let Err(e) = segment.write(records, headers, &offsets) {
-            if let Err(cut) = segment.truncate_to_published() {
+        // One descriptor for the write and its truncation: while it is held, the segment is
+        // not parked, and a failure to open it fails the append before anything is written.
+        let file = segment.file()?;
+        segment.ensure_capacity(file.as_ref(), position + total)?;
+        let (assigned, offsets, next) = assign_offsets(base, headers);
+        if let Err(e) = segment.write(file.as_ref(), records, headers, &offsets) {
+            if let Err(cut) = segment.truncate_to_published(file.as_ref()) {
                 self.poison_with(format!("{e}; then {cut}"));
             }
             return Err(e.into());
@@ -360,4 +356,22 @@ impl Partition {
         writer.closed = true;
         result
     }
+}
+
+/// The batches' headers with their offsets from `base` on, those offsets as written in front
+/// of each stored batch (the stored batch is the producer's, with our base offset in front),
+/// and the offset after the last.
+fn assign_offsets(base: i64, headers: &[BatchHeader]) -> (Vec<BatchHeader>, Vec<[u8; 8]>, i64) {
+    let mut assigned = Vec::with_capacity(headers.len());
+    let mut offsets = Vec::with_capacity(headers.len());
+    let mut next = base;
+    for header in headers {
+        offsets.push(next.to_be_bytes());
+        assigned.push(BatchHeader {
+            base_offset: next,
+            ..*header
+        });
+        next += header.next_offset() - header.base_offset;
+    }
+    (assigned, offsets, next)
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, PoisonError};
 use memmap2::Mmap;
 use record_batch::BatchHeader;
 
-use super::{cache, file_name, lock, map_file, Place, Segment, LOG_EXT};
+use super::{cache, file_name, identity, lock, map_file, Place, Segment, LOG_EXT};
 use crate::error::FileError;
 use crate::index::IndexCursor;
 use crate::io::{self, StoredFile};
@@ -56,6 +56,9 @@ impl Segment {
         map: Option<Arc<Mmap>>,
         capacity: u64,
     ) {
+        if let Ok(meta) = file.file().metadata() {
+            self.identity.store(identity(&meta), Ordering::Release);
+        }
         self.active.store(true, Ordering::Release);
         self.capacity.store(capacity, Ordering::Release);
         self.synced_len.store(self.len(), Ordering::Release);
@@ -80,13 +83,15 @@ impl Segment {
                     std::io::Error::other("segment is sealed"),
                 ));
             }
-            let file = self
-                .storage
-                .open(&self.log_path)
-                .map_err(|e| FileError::new("open", &self.log_path, e))?;
+            let file = self.open_same_file()?;
+            // The capacity is read under the map's lock, which `ensure_capacity` raises it
+            // under: a map it installs meanwhile is never replaced by a smaller one.
+            let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
             let capacity = self.capacity.load(Ordering::Acquire).max(self.len());
-            let map = map_file(file.as_ref(), capacity, &self.log_path)?;
-            *self.map.write().unwrap_or_else(PoisonError::into_inner) = map;
+            if map.as_ref().is_none_or(|m| (m.len() as u64) < capacity) {
+                *map = map_file(file.as_ref(), capacity, &self.log_path)?;
+            }
+            drop(map);
             *slot = Some(file.clone());
             *loaded = true;
             file
@@ -95,20 +100,55 @@ impl Segment {
         Ok(file)
     }
 
+    /// Opens the segment's file again by its path, never creating it, and checks it is the
+    /// same file: a deleted topic's directory may be gone, or hold a new topic of the same
+    /// name whose files this segment must not touch.
+    fn open_same_file(&self) -> Result<Arc<dyn StoredFile>, FileError> {
+        let gone = |why: &str| FileError::new("open", &self.log_path, std::io::Error::other(why));
+        if !self.log_path.is_file() {
+            return Err(gone("the segment's file is gone (its topic was deleted?)"));
+        }
+        let file = self
+            .storage
+            .open(&self.log_path)
+            .map_err(|e| FileError::new("open", &self.log_path, e))?;
+        let meta = file
+            .file()
+            .metadata()
+            .map_err(|e| FileError::new("stat", &self.log_path, e))?;
+        let known = self.identity.load(Ordering::Acquire);
+        if known != 0 && identity(&meta) != known {
+            return Err(gone(
+                "another file now has the segment's path (its topic was re-created?)",
+            ));
+        }
+        Ok(file)
+    }
+
     /// Parks an active segment to free its descriptor and map: fsyncs what it holds beyond
     /// the bytes known synced, then closes its file. Its indexes stay; the next write or read
     /// reopens it. A failed fsync is kept for its next [`Segment::sync`] to report.
+    ///
+    /// A segment whose file someone holds (a write or an fsync in progress) is left open: its
+    /// bytes could land after this fsync, with no descriptor left to report their writeback.
+    /// It is listed again on its next use.
     pub(super) fn park(&self) {
+        // An fsync of it in progress: busy, so left open (and the two fsyncs never race to
+        // report one writeback error to only one of them).
+        let Ok(_syncing) = self.syncing.try_lock() else {
+            return;
+        };
         let mut loaded = lock(&self.loaded);
         let mut slot = lock(&self.file);
         let Some(file) = slot.as_ref() else { return };
-        if !self.is_active() {
+        if !self.is_active() || Arc::strong_count(file) > 1 {
             return;
         }
-        if self.synced_len.load(Ordering::Acquire) < self.len() {
+        let len = self.len();
+        if self.synced_len.load(Ordering::Acquire) < len {
             match file.sync_data() {
                 Ok(()) => {
-                    self.synced_len.fetch_max(self.len(), Ordering::AcqRel);
+                    self.synced_len.fetch_max(len, Ordering::AcqRel);
                 }
                 Err(e) => {
                     let _ = self.park_failure.set(e.to_string());
@@ -125,7 +165,13 @@ impl Segment {
         self.last_used.store(cache::tick(), Ordering::Relaxed);
         let open = lock(&self.file).clone();
         match open {
-            Some(file) => Ok(file),
+            Some(file) => {
+                if !self.in_open_files.load(Ordering::Acquire) {
+                    // Left open by a park that found it busy: counted again.
+                    self.open_files.admit(self);
+                }
+                Ok(file)
+            }
             None => self.reopen(),
         }
     }
@@ -134,7 +180,8 @@ impl Segment {
     /// 8 bytes on the way (`offsets[i]` for `headers[i]`). On error the file may hold a prefix of
     /// the write: the caller truncates it with [`Segment::truncate_to_published`].
     pub fn write(
-        self: &Arc<Self>,
+        &self,
+        file: &dyn StoredFile,
         records: &[u8],
         headers: &[BatchHeader],
         offsets: &[[u8; 8]],
@@ -147,20 +194,18 @@ impl Segment {
             slices.push(IoSlice::new(&records[at + 8..at + size]));
             at += size;
         }
-        self.file()?
-            .append(&slices)
+        file.append(&slices)
             .map_err(|e| FileError::new("write", &self.log_path, e))
     }
 
     /// Makes sure the map covers `needed` bytes (a batch larger than the segment size).
-    pub fn ensure_capacity(self: &Arc<Self>, needed: u64) -> Result<(), FileError> {
-        let file = self.file()?;
+    pub fn ensure_capacity(&self, file: &dyn StoredFile, needed: u64) -> Result<(), FileError> {
         let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
         self.capacity.fetch_max(needed, Ordering::AcqRel);
         if map.as_ref().is_some_and(|m| m.len() as u64 >= needed) {
             return Ok(());
         }
-        *map = map_file(file.as_ref(), needed, &self.log_path)?;
+        *map = map_file(file, needed, &self.log_path)?;
         Ok(())
     }
 
@@ -189,25 +234,36 @@ impl Segment {
     }
 
     /// Cuts the file back to the published length after a failed write.
-    pub fn truncate_to_published(self: &Arc<Self>) -> Result<(), FileError> {
-        self.file()?
-            .set_len(self.len())
+    pub fn truncate_to_published(&self, file: &dyn StoredFile) -> Result<(), FileError> {
+        file.set_len(self.len())
             .map_err(|e| FileError::new("truncate", &self.log_path, e))
     }
 
     /// fsyncs the active segment. An error to open its file again is [`SyncError::Open`]:
     /// nothing is known lost; a failed fsync (now, or when it was parked) is
     /// [`SyncError::Sync`].
+    /// A segment sealed meanwhile is synced: the roll that sealed it fsynced it first.
     pub fn sync(self: &Arc<Self>) -> Result<(), SyncError> {
+        let _syncing = lock(&self.syncing);
         let len = self.len();
-        let file = self.file().map_err(SyncError::Open)?;
+        let file = match self.file() {
+            Ok(file) => file,
+            Err(_) if !self.is_active() => return Ok(()),
+            Err(e) => return Err(SyncError::Open(e)),
+        };
         let failed = |e| SyncError::Sync(FileError::new("fsync", &self.log_path, e));
+        let synced = file.sync_data();
         if let Some(reason) = self.park_failure.get() {
             return Err(failed(std::io::Error::other(reason.clone())));
         }
-        file.sync_data().map_err(failed)?;
+        synced.map_err(failed)?;
         self.synced_len.fetch_max(len, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Whether its file is open (not parked, not sealed).
+    pub fn is_open(&self) -> bool {
+        lock(&self.file).is_some()
     }
 
     /// Seals the segment when it rolls: the final time-index entry and the index files. A
@@ -221,9 +277,13 @@ impl Segment {
     /// the cache may unload.
     pub fn close_file(self: &Arc<Self>) {
         {
-            let _loaded = lock(&self.loaded);
+            let loaded = lock(&self.loaded);
             self.active.store(false, Ordering::Release);
             lock(&self.file).take();
+            if !*loaded {
+                // Parked before it closed: its indexes are on disk, and load from there.
+                self.indexes.clear();
+            }
         }
         self.cache.admit(self);
     }

@@ -78,8 +78,8 @@ impl SegmentCache {
     }
 
     /// Counts a segment that just loaded (or opened its file, or just closed it). Past the
-    /// bound, lets go of the least recently used down to 15/16 of it, so that the sort is paid
-    /// once for many admissions. That happens after the cache's lock is released: a segment's
+    /// bound, lets go of the least recently used down to 15/16 of it (64 below it at most), so
+    /// that the sort is paid once for many admissions. That happens after the cache's lock is released: a segment's
     /// own locks are taken before the cache's, never after.
     pub(super) fn admit(&self, segment: &Arc<Segment>) {
         let victims = {
@@ -107,7 +107,11 @@ impl SegmentCache {
                 })
                 .collect();
             alive.sort_unstable_by_key(|(used, _)| *used);
-            let keep = self.capacity - self.capacity / 16;
+            // At most 64 let go at once: a park may fsync, on whatever thread admitted.
+            let keep = self
+                .capacity
+                .saturating_sub((self.capacity / 16).min(64))
+                .max(1);
             let kept = alive.split_off(alive.len().saturating_sub(keep));
             *held = kept.iter().map(|(_, s)| Arc::downgrade(s)).collect();
             alive

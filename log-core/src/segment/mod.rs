@@ -99,6 +99,12 @@ pub(crate) struct Segment {
     /// Bytes from the start known fsynced (at creation, recovery or a sync): a segment parked
     /// with more than this written is fsynced first.
     synced_len: AtomicU64,
+    /// Serialises the active segment's fsyncs (`sync` and a park's), so that a writeback error
+    /// reported to one of them is seen by `sync`.
+    syncing: Mutex<()>,
+    /// The log file's identity ([`identity`]) when it was created or recovered: a reopen by
+    /// path checks it is still that file.
+    identity: AtomicU64,
     /// The fsync when it was parked failed: the data's durability is unknown, and its next
     /// sync reports this (a later fsync through a new descriptor could not).
     park_failure: OnceLock<String>,
@@ -159,6 +165,16 @@ fn map_file(file: &dyn StoredFile, len: u64, path: &Path) -> Result<Option<Arc<M
     let map = unsafe { MmapOptions::new().len(len).map(file.file()) }
         .map_err(|e| FileError::new("map", path, e))?;
     Ok(Some(Arc::new(map)))
+}
+
+/// A file's device, inode and birth time in one number (never 0 for a real file): the inode
+/// of a deleted file is soon reused, its birth time is not.
+fn identity(meta: &std::fs::Metadata) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (meta.dev(), meta.ino(), meta.created().ok()).hash(&mut hasher);
+    hasher.finish().max(1)
 }
 
 /// The granule of a release: the kernel's fault-around window (`fault_around_bytes`, 64 KiB by
@@ -274,6 +290,8 @@ impl Segment {
             capacity: AtomicU64::new(0),
             synced_len: AtomicU64::new(0),
             park_failure: OnceLock::new(),
+            syncing: Mutex::new(()),
+            identity: AtomicU64::new(0),
             map: RwLock::new(None),
             indexes: Indexes::new(),
             loaded: Mutex::new(false),
@@ -365,7 +383,12 @@ impl Segment {
     /// fit the log), then lets the cache unload others if it is over its bound.
     fn load(self: &Arc<Self>) -> Result<(), ReadError> {
         if self.is_active() {
-            return self.reopen().map(drop).map_err(ReadError::from);
+            match self.reopen() {
+                Ok(_) => return Ok(()),
+                // Sealed meanwhile: it loads as a closed segment.
+                Err(_) if !self.is_active() => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         {
             let mut loaded = lock(&self.loaded);
