@@ -94,6 +94,11 @@ pub struct HeadedRecord {
 
 /// Builds one uncompressed v2 batch of records with headers, offsets from 0.
 pub fn build_with_headers(records: &[HeadedRecord]) -> Bytes {
+    build_with_headers_compressed(records, Compression::None)
+}
+
+/// [`build_with_headers`] with the records compressed by `compression`.
+pub fn build_with_headers_compressed(records: &[HeadedRecord], compression: Compression) -> Bytes {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -118,7 +123,7 @@ pub fn build_with_headers(records: &[HeadedRecord]) -> Bytes {
             delete_horizon: false,
         })
         .collect();
-    encode_records(&records, Compression::None)
+    encode_records(&records, compression)
 }
 
 fn encode_records(records: &[Record], compression: Compression) -> Bytes {

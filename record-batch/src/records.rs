@@ -38,6 +38,25 @@ impl RawRecord<'_> {
     }
 }
 
+impl<'a> RawRecord<'a> {
+    /// The value of the record's first header named `name`: `None` when it has none (or its
+    /// headers do not parse), `Some(None)` when that header's value is null.
+    pub fn header(&self, name: &[u8]) -> Option<Option<&'a [u8]>> {
+        let (_key, after) = field(self.rest)?;
+        let (_value, after) = field(after)?;
+        let (count, mut after) = varint::read(after)?;
+        for _ in 0..count.max(0) {
+            let (key, next) = field(after)?;
+            let (value, next) = field(next)?;
+            if key == Some(name) {
+                return Some(value);
+            }
+            after = next;
+        }
+        None
+    }
+}
+
 /// The records of `data`, one at a time; an item is `None` where the framing breaks (the walk
 /// ends there).
 pub fn records(data: &[u8]) -> impl Iterator<Item = Option<RawRecord<'_>>> + '_ {

@@ -132,6 +132,33 @@ fn a_header_is_found_by_walking_the_framing() {
 }
 
 #[test]
+fn a_records_header_value_is_read_in_place() {
+    let record = (Some(&b"tenant"[..]), Some(&b"tenant"[..]), 1);
+    // This crate's builder keeps both headers of the same name (kafka-protocol's keeps one).
+    let headers: &[(&str, Option<&[u8]>)] = &[
+        ("trace", Some(b"t")),
+        ("tenant", Some(b"acme")),
+        ("tenant", Some(b"x")),
+        ("n", None),
+    ];
+    let batch = built(&[record], headers, (-1, -1, -1));
+    let raw = records::records(&batch[HEADER_LEN..])
+        .next()
+        .unwrap()
+        .unwrap();
+    // The first of two, not the key or the value of the same name.
+    assert_eq!(raw.header(b"tenant"), Some(Some(&b"acme"[..])));
+    assert_eq!(raw.header(b"n"), Some(None), "a null value");
+    assert_eq!(raw.header(b"tenan"), None);
+    let bare = plain(&[record]);
+    let raw = records::records(&bare[HEADER_LEN..])
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(raw.header(b"tenant"), None);
+}
+
+#[test]
 fn a_batch_validates_with_its_fields() {
     let batch = sample();
     let header = validate(&batch).unwrap();

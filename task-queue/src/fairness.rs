@@ -186,12 +186,6 @@ pub(crate) struct Ask {
     pub delivery_limit: u16,
 }
 
-/// Candidates by tenant id, and the tenants with any in the order of their first candidate.
-struct Queues {
-    queues: Vec<VecDeque<i64>>,
-    newcomers: Vec<u32>,
-}
-
 /// The look-ahead window's metas (offsets `first..first + slots.len()`, from SPSO on), the
 /// round-robin state and the overload mode of one share partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -323,155 +317,28 @@ impl Lookahead {
         }
     }
 
-    /// Fair turns among the due records of the window: each tenant's candidates
-    /// ([`Lookahead::queues`]) served in turn, as many per turn as its `weight`
-    /// ([`Lookahead::turns`]). `state` says of an offset its deliveries so far if it is due, and
-    /// whether it is finished. The offsets chosen, in the order chosen, and those met that had
-    /// every delivery.
+    /// Fair turns among the due records of the window: each tenant's due records served in
+    /// turn, as many per turn as its `weight` ([`turns::turns`]). `state` says of an offset its
+    /// deliveries so far if it is due, and whether it is finished. The offsets chosen, in the
+    /// order chosen, and those met that had every delivery.
     pub fn fair_turns(
         &mut self,
         ask: Ask,
         state: impl Fn(i64) -> (Option<u16>, bool),
         weight: impl Fn(&Tenant) -> u32,
     ) -> (Vec<i64>, Vec<i64>) {
-        let mut used_up = Vec::new();
-        let queues = self.queues(&ask, state, &mut used_up);
         let weights: Vec<u32> = (0..self.tenant_ids() as u32)
             .map(|id| self.tenant(id).map_or(1, &weight))
             .collect();
-        (self.turns(queues, &weights, ask.budget), used_up)
-    }
-
-    /// The due records of the window below `ask.known_end` by tenant, each tenant's oldest
-    /// first (newest first with `ask.newest_first`), at most `ask.budget` of each; those that
-    /// had every delivery go to `used_up` instead. A tenant's finished records are dropped from
-    /// its list as they are met, so a call walks past the records in flight and the ones it
-    /// takes, not the whole window.
-    fn queues(
-        &mut self,
-        ask: &Ask,
-        state: impl Fn(i64) -> (Option<u16>, bool),
-        used_up: &mut Vec<i64>,
-    ) -> Queues {
-        let Ask {
-            start,
-            known_end,
-            newest_first,
-            budget,
-            delivery_limit,
-        } = *ask;
-        let lists = &mut self.by_tenant;
-        let mut queues: Vec<VecDeque<i64>> = vec![VecDeque::new(); lists.len()];
-        let mut firsts: Vec<(i64, u32)> = Vec::new();
-        for (id, list) in lists.iter_mut().enumerate() {
-            let queue = &mut queues[id];
-            if newest_first {
-                for &offset in list.iter().rev() {
-                    if queue.len() == budget {
-                        break;
-                    }
-                    if offset < start || offset >= known_end {
-                        continue;
-                    }
-                    match state(offset).0 {
-                        Some(d) if d >= delivery_limit => used_up.push(offset),
-                        Some(_) => queue.push_back(offset),
-                        None => {}
-                    }
-                }
-            } else {
-                let mut kept = Vec::new();
-                while queue.len() < budget {
-                    let Some(offset) = list.pop_front() else {
-                        break;
-                    };
-                    if offset >= known_end {
-                        list.push_front(offset);
-                        break;
-                    }
-                    if offset < start {
-                        continue;
-                    }
-                    match state(offset) {
-                        (_, true) => continue,
-                        (Some(d), _) if d >= delivery_limit => used_up.push(offset),
-                        (Some(_), _) => queue.push_back(offset),
-                        (None, _) => {}
-                    }
-                    kept.push(offset);
-                }
-                for offset in kept.into_iter().rev() {
-                    list.push_front(offset);
-                }
-            }
-            if let Some(&first) = queue.front() {
-                firsts.push((first, id as u32));
-            }
-        }
-        if newest_first {
-            firsts.sort_unstable_by(|a, b| b.cmp(a));
-        } else {
-            firsts.sort_unstable();
-        }
-        Queues {
-            queues,
-            newcomers: firsts.into_iter().map(|(_, id)| id).collect(),
-        }
-    }
-
-    /// Weighted deficit round robin: up to `budget` of the [`Queues`]' offsets, each tenant's
-    /// in its order, the tenants in turn, each turn as many as the tenant's weight (`weights`
-    /// by id). The ring and what is left of a turn carry over to the next call; a tenant
-    /// without candidates leaves the ring, a newcomer joins at the back (in the order of its
-    /// first candidate). The chosen offsets, in the order chosen.
-    fn turns(&mut self, queues: Queues, weights: &[u32], budget: usize) -> Vec<i64> {
-        let Queues {
-            mut queues,
-            newcomers,
-        } = queues;
-        let ids = queues.len();
-        self.deficits.resize(ids.max(self.deficits.len()), 0);
-        let mut in_ring = vec![false; ids];
-        let deficits = &mut self.deficits;
-        self.ring.retain(|&id| {
-            let keep = queues.get(id as usize).is_some_and(|q| !q.is_empty());
-            if keep {
-                in_ring[id as usize] = true;
-            } else if let Some(d) = deficits.get_mut(id as usize) {
-                *d = 0;
-            }
-            keep
-        });
-        for id in newcomers {
-            if !in_ring[id as usize] {
-                in_ring[id as usize] = true;
-                self.ring.push_back(id);
-            }
-        }
-        let mut chosen = Vec::with_capacity(budget);
-        while chosen.len() < budget {
-            let Some(&id) = self.ring.front() else {
-                break;
-            };
-            let i = id as usize;
-            if self.deficits[i] == 0 {
-                self.deficits[i] = weights.get(i).copied().unwrap_or(1).max(1);
-            }
-            while self.deficits[i] > 0 && chosen.len() < budget {
-                let Some(offset) = queues[i].pop_front() else {
-                    break;
-                };
-                chosen.push(offset);
-                self.deficits[i] -= 1;
-            }
-            if queues[i].is_empty() {
-                self.ring.pop_front();
-                self.deficits[i] = 0;
-            } else if self.deficits[i] == 0 {
-                self.ring.rotate_left(1);
-            }
-        }
-        chosen
+        let mut walk = turns::Walk::new(&mut self.by_tenant, ask, state);
+        let chosen = turns::turns(
+            &mut self.ring,
+            &mut self.deficits,
+            &mut walk,
+            &weights,
+            ask.budget,
+        );
+        (chosen, walk.finish())
     }
 
     fn forget(&mut self, id: u32) {
@@ -489,6 +356,7 @@ impl Lookahead {
 }
 
 mod choice;
+mod turns;
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use log_core::batch::{self, DecodedRecord, HeadedRecord};
 use log_core::{Partition, ReadError};
-use task_queue::{ArchiveReason, Archived, Attempt, FairnessKey, Outcome, RecordMeta, Tenant};
+use task_queue::{ArchiveReason, Archived, Attempt, Outcome};
 use vocabulary::headers::{
     DLQ_ERRORS_DELIVERY_COUNT, DLQ_ERRORS_GROUP, DLQ_ERRORS_MESSAGE, DLQ_ERRORS_OFFSET,
     DLQ_ERRORS_PARTITION, DLQ_ERRORS_TOPIC,
@@ -16,10 +16,10 @@ pub use vocabulary::headers::DEADLINE as DEADLINE_HEADER;
 /// lograil's own dead-letter header: every delivery of the record, as JSON.
 pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
 
-/// Bytes asked of the log per read. A read walks the batch headers up to this many bytes, so
+/// Bytes asked of the log per read (here and by `super::meta`). A read walks the batch headers up to this many bytes, so
 /// it is sized to what one fetch takes rather than to the most it could (reads of 8 MiB made
 /// each fair-turns fetch walk tens of thousands of headers); several reads are joined by a copy.
-const READ_BYTES: usize = 1 << 20;
+pub(super) const READ_BYTES: usize = 1 << 20;
 
 /// The whole batches that hold the offsets of `ranges` (ascending), each batch once, in offset
 /// order: zero-copy slices of the segments when they are contiguous (acquisition in offset
@@ -141,105 +141,14 @@ pub fn uncommitted(
     out
 }
 
-/// The tenant of records without a key or the named header (and of offsets with no record).
-fn no_tenant() -> Tenant {
-    Tenant::from(&[][..])
-}
-
-/// What fair turns and the overload mode need of the records at offsets `from..to` (one
-/// [`RecordMeta`] per offset, from `from` on, as far as one read of at most [`READ_BYTES`]
-/// reaches, so a call is bounded): the tenant per `key` (the record key, or the first header of
-/// that name; none: the empty tenant), the record's timestamp and its deadline header. An
-/// offset with no record (a transaction marker, a record compacted away, a gap between
-/// batches) gets the empty tenant, its batch's timestamp and no deadline. Empty when nothing
-/// at `from` can be read yet.
-pub fn read_meta(
-    partition: &Partition,
-    from: i64,
-    to: i64,
-    key: &FairnessKey,
-) -> Result<Vec<RecordMeta>, ReadError> {
-    let mut metas: Vec<RecordMeta> = Vec::new();
-    if from >= to {
-        return Ok(metas);
-    }
-    let read = match partition.read(from, READ_BYTES) {
-        Ok(read) => read,
-        Err(ReadError::OffsetOutOfRange { .. }) => return Ok(metas),
-        Err(e) => return Err(e),
-    };
-    let mut next = from;
-    let mut at = 0;
-    while at < read.records.len() && next < to {
-        let header = record_batch::BatchHeader::read(&read.records[at..]).map_err(|e| {
-            ReadError::Corrupt {
-                path: partition.dir().to_path_buf(),
-                position: at as u64,
-                reason: e.to_string(),
-            }
-        })?;
-        let end = at + header.size as usize;
-        let Some(bytes) = read.records.get(at..end) else {
-            // A batch cut by the read's end: the next call starts with it.
-            break;
-        };
-        at = end;
-        if header.next_offset() <= next {
-            continue;
-        }
-        let filler = || RecordMeta {
-            tenant: no_tenant(),
-            timestamp: header.max_timestamp,
-            deadline: None,
-        };
-        // Offsets before this batch that no batch holds.
-        while next < header.base_offset.min(to) {
-            metas.push(filler());
-            next += 1;
-        }
-        let records = if header.is_control() {
-            Vec::new()
-        } else {
-            // A batch that cannot be decoded is served (and reported) as it is by the fetch
-            // that reads it; its records count under the empty tenant here, rather than
-            // stalling the window on a meta that can never be learned.
-            batch::decode(bytes).unwrap_or_else(|e| {
-                tracing::warn!(partition = partition.name(), offset = header.base_offset, error = %e, "records of a batch unreadable for fair turns");
-                Vec::new()
-            })
-        };
-        let mut records = records.into_iter().peekable();
-        let last = header.last_offset().min(to - 1);
-        while next <= last {
-            while records.next_if(|r| r.offset < next).is_some() {}
-            match records.next_if(|r| r.offset == next) {
-                Some(record) => metas.push(RecordMeta {
-                    tenant: tenant(&record, key),
-                    timestamp: record.timestamp,
-                    deadline: deadline(&record),
-                }),
-                None => metas.push(filler()),
-            }
-            next += 1;
-        }
-    }
-    Ok(metas)
-}
-
-/// A record's tenant under `key`.
-fn tenant(record: &DecodedRecord, key: &FairnessKey) -> Tenant {
-    let bytes = match key {
-        FairnessKey::None => None,
-        FairnessKey::Key => record.key.as_ref(),
-        FairnessKey::Header(name) => record.header(name),
-    };
-    bytes.map_or_else(no_tenant, |b| Tenant::from(b.as_ref()))
-}
-
 /// A record's deadline, if it has one that can be read.
 fn deadline(record: &DecodedRecord) -> Option<i64> {
-    let value = record.header(DEADLINE_HEADER)?;
-    match <[u8; 8]>::try_from(value.as_ref()) {
+    parse_deadline(record.header(DEADLINE_HEADER)?)
+}
+
+/// A deadline header's value: 8 bytes big-endian, or decimal text.
+pub(super) fn parse_deadline(value: &[u8]) -> Option<i64> {
+    match <[u8; 8]>::try_from(value) {
         Ok(bytes) => Some(i64::from_be_bytes(bytes)),
         Err(_) => std::str::from_utf8(value).ok()?.trim().parse().ok(),
     }
@@ -394,7 +303,8 @@ mod tests {
     use log_core::batch::HeadedRecord;
     use task_queue::{FairnessKey, Tenant};
 
-    use super::{read_acquired, read_meta};
+    use super::read_acquired;
+    use crate::shares::meta::read_meta;
 
     fn record(key: &str, tenant: &str, timestamp: i64, deadline: Option<&str>) -> HeadedRecord {
         let mut headers = vec![("tenant".to_string(), Some(Bytes::from(tenant.to_string())))];
@@ -484,6 +394,37 @@ mod tests {
         assert_eq!(read_meta(&partition, 5, 100, &header).unwrap().len(), 1);
         assert!(read_meta(&partition, 6, 100, &header).unwrap().is_empty());
         assert!(read_meta(&partition, 3, 3, &header).unwrap().is_empty());
+    }
+
+    /// A compressed batch's records are decoded, an uncompressed one's walked in place: the
+    /// same metas either way.
+    #[test]
+    fn metas_of_compressed_and_uncompressed_batches_agree() {
+        let (_dir, _log, partition) = one_partition();
+        let records = [
+            record("k0", "acme", 100, Some("7000")),
+            record("k1", "umbrella", 99, None),
+        ];
+        let plain = log_core::batch::build_with_headers(&records);
+        let zipped = log_core::batch::build_with_headers_compressed(
+            &records,
+            log_core::batch::Compression::Gzip,
+        );
+        assert!(record_batch::BatchHeader::read(&zipped)
+            .unwrap()
+            .is_compressed());
+        partition.append(&plain).unwrap();
+        partition.append(&zipped).unwrap();
+        let header = FairnessKey::Header("tenant".to_string());
+        let metas = read_meta(&partition, 0, 4, &header).unwrap();
+        let seen: Vec<(Tenant, i64, Option<i64>)> = metas
+            .into_iter()
+            .map(|m| (m.tenant, m.timestamp, m.deadline))
+            .collect();
+        let t = |s: &str| Tenant::from(s.as_bytes());
+        let expected = vec![(t("acme"), 100, Some(7000)), (t("umbrella"), 99, None)];
+        assert_eq!(seen[..2], expected[..]);
+        assert_eq!(seen[2..], expected[..]);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod admin;
 mod dead_letter;
 pub mod delivery;
 pub mod members;
+pub mod meta;
 mod partition_log;
 
 use std::collections::HashMap;

@@ -40,7 +40,7 @@ impl PartitionLog for LogPartition<'_> {
         to: i64,
         key: &FairnessKey,
     ) -> Result<Vec<RecordMeta>, ReadError> {
-        delivery::read_meta(self.0, from, to, key)
+        super::meta::read_meta(self.0, from, to, key)
     }
 
     fn read_batches(&self, ranges: &[(i64, i64, u16)]) -> Result<Bytes, ReadError> {

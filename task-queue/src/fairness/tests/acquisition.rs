@@ -77,6 +77,20 @@ fn one_record_fetches_take_turns_and_a_newcomer_waits_one_round() {
     ));
 }
 
+/// What is left of a turn carries over to the next fetch: a tenant of weight 2 fetched one
+/// record at a time gets two in a row (each fetch used to end its turn).
+#[test]
+fn a_turn_spans_one_record_fetches() {
+    let mut config = fair();
+    config.fairness_weights.insert(b"a".to_vec(), 2);
+    let log: Vec<&str> = (0..20).map(|i| if i < 10 { "a" } else { "b" }).collect();
+    let mut p = partition(&log, &config);
+    let got: Vec<i64> = (0..6)
+        .flat_map(|_| offsets(&mut p, 1, 20, 0, &config))
+        .collect();
+    assert_eq!(got, vec![0, 1, 10, 2, 3, 11]);
+}
+
 #[test]
 fn weights_are_honoured_over_many_fetches() {
     let mut config = fair();
