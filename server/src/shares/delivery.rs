@@ -422,7 +422,7 @@ mod tests {
             .map(|m| (m.tenant, m.timestamp, m.deadline))
             .collect();
         let t = |s: &str| Tenant::from(s.as_bytes());
-        let expected = vec![(t("acme"), 100, Some(7000)), (t("umbrella"), 99, None)];
+        let expected = [(t("acme"), 100, Some(7000)), (t("umbrella"), 99, None)];
         assert_eq!(seen[..2], expected[..]);
         assert_eq!(seen[2..], expected[..]);
     }
