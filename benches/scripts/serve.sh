@@ -36,8 +36,8 @@ serve_kafka() {
 }
 
 # on_each_broker PREFIX FN [kafka.sh start flags...]: for each name in $BROKERS (lograil,
-# kafka), a fresh broker on its defaults in $DATA/PREFIX-NAME, then `FN NAME ADDR PID`, then
-# the broker stopped and its directory removed.
+# kafka), a fresh broker on its defaults (lograil's with $LOGRAIL_FLAGS, if set) in
+# $DATA/PREFIX-NAME, then `FN NAME ADDR PID`, then the broker stopped and its directory removed.
 on_each_broker() {
     local prefix=$1 fn=$2 name dir
     shift 2
@@ -45,7 +45,8 @@ on_each_broker() {
         dir=$DATA/$prefix-$name
         case $name in
         lograil)
-            serve_lograil "$dir"
+            # shellcheck disable=SC2086  # several flags, split on purpose
+            serve_lograil "$dir" ${LOGRAIL_FLAGS:-}
             "$fn" lograil "$BROKER_ADDR" "$BROKER_PID"
             kill "$BROKER_PID"
             wait "$BROKER_PID" 2>/dev/null || true

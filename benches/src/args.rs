@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// current-thread runtime).
     #[arg(long, default_value_t = 2)]
     pub tokio_workers: usize,
+    /// `--client lograil`: every producer a task of one runtime of --tokio-workers threads
+    /// instead of a thread of its own (for hundreds or thousands of producers).
+    #[arg(long)]
+    pub shared_runtime: bool,
     /// Bootstrap broker address (any Kafka-compatible broker).
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub brokers: String,

@@ -58,22 +58,68 @@ pub fn run_producer(job: ProducerJob, start: &Barrier) -> anyhow::Result<Produce
             return Err(e);
         }
     };
-    let setup = rt.block_on(async {
-        let producer = Producer::from_config(&translate(&job.config))
-            .await
-            .context("creating the producer (lograil client)")?;
-        producer
-            .partitions_for(&job.topic)
-            .await
-            .context("producer metadata")?;
-        Ok::<_, anyhow::Error>(producer)
-    });
+    let setup = rt.block_on(setup(&job));
     start.wait();
     let producer = setup?;
-    rt.block_on(produce(job, producer))
+    let precise = job.tokio_workers > 0;
+    rt.block_on(produce(job, producer, precise))
 }
 
-async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<ProducerOutcome> {
+/// `--shared-runtime`: every producer job a task of one runtime of `--tokio-workers` threads
+/// (at least one), so that a thousand producers are a thousand connections, not a thousand
+/// threads; all released at once when every one has its producer. Outcomes in job order.
+pub fn run_producers_shared(jobs: Vec<ProducerJob>) -> anyhow::Result<Vec<ProducerOutcome>> {
+    let workers = jobs.first().map_or(1, |job| job.tokio_workers.max(1));
+    let rt = runtime(workers)?;
+    rt.block_on(async {
+        let start = Arc::new(tokio::sync::Barrier::new(jobs.len()));
+        // Connecting a thousand at the same instant overflows a broker's accept queue (Kafka's
+        // `socket.listen.backlog.size` is 50): a few dozen at a time, as clients that start
+        // one by one do.
+        let connecting = Arc::new(tokio::sync::Semaphore::new(SETUPS_AT_ONCE));
+        let tasks: Vec<_> = jobs
+            .into_iter()
+            .map(|job| {
+                let (start, connecting) = (start.clone(), connecting.clone());
+                tokio::spawn(async move {
+                    let permit = connecting.acquire_owned().await;
+                    let producer = setup(&job).await;
+                    drop(permit);
+                    start.wait().await;
+                    // Paced by tokio's timer alone: a sleeping task must not hold a worker.
+                    produce(job, producer?, false).await
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            outcomes.push(task.await.context("a producer task panicked")??);
+        }
+        Ok(outcomes)
+    })
+}
+
+/// Producers of `--shared-runtime` that connect and fetch metadata at once.
+const SETUPS_AT_ONCE: usize = 32;
+
+/// The job's producer, with the topic's metadata.
+async fn setup(job: &ProducerJob) -> anyhow::Result<Producer> {
+    let producer = Producer::from_config(&translate(&job.config))
+        .await
+        .context("creating the producer (lograil client)")?;
+    producer
+        .partitions_for(&job.topic)
+        .await
+        .context("producer metadata")?;
+    Ok(producer)
+}
+
+/// The job's records sent (paced with `--rate`; `precise`: see [`pace`]) and acknowledged.
+async fn produce(
+    job: ProducerJob,
+    producer: Producer,
+    precise: bool,
+) -> anyhow::Result<ProducerOutcome> {
     // Delivery callbacks (run on the producer's task) record each acknowledgement, as
     // librdkafka's delivery reports do in the other client's jobs.
     let deliveries: Arc<Mutex<ProducerOutcome>> = Arc::default();
@@ -87,7 +133,7 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
         let intended = match job.interval {
             Some(interval) => {
                 let at = run_start + job.phase + interval.mul_f64(n as f64);
-                pace(at, job.tokio_workers).await;
+                pace(at, precise).await;
                 at
             }
             None => Instant::now(),
@@ -158,14 +204,15 @@ async fn produce(job: ProducerJob, producer: Producer) -> anyhow::Result<Produce
 
 /// Waits until `at`. Tokio's timer ticks in whole milliseconds, so an open-loop producer paced
 /// by it alone sends each millisecond's records late by up to 1 ms (its records' latencies count
-/// from `at`); the librdkafka jobs pace with `std::thread::sleep`. The last stretch is slept the
-/// same way here, unless the runtime is this thread's (`--tokio-workers 0`), which must not block.
-async fn pace(at: Instant, tokio_workers: usize) {
+/// from `at`); the librdkafka jobs pace with `std::thread::sleep`. With `precise`, the last
+/// stretch is slept the same way here; without, the runtime's threads must not block (a
+/// current-thread runtime, or one shared by every producer).
+async fn pace(at: Instant, precise: bool) {
     let now = Instant::now();
     if at <= now {
         return;
     }
-    if tokio_workers == 0 {
+    if !precise {
         tokio::time::sleep_until(at.into()).await;
         return;
     }

@@ -145,7 +145,7 @@ fn produce_only(
         Some(messages),
         vec![Counter::new("acked", &acked)],
     );
-    run_producers(jobs, args.rate)
+    run_producers(jobs, args)
 }
 
 /// Every partition from its low to its high watermark; an error when all are empty.
@@ -341,9 +341,16 @@ fn run_consumer(job: ConsumerJob, ready: &Barrier) -> anyhow::Result<ConsumerOut
     }
 }
 
-fn run_producers(jobs: Vec<ProducerJob>, rate: Option<f64>) -> anyhow::Result<ProduceSummary> {
-    let outcomes = run_together(jobs, run_producer)?;
-    Ok(ProduceSummary::of(&outcomes, rate))
+fn run_producers(jobs: Vec<ProducerJob>, args: &RunArgs) -> anyhow::Result<ProduceSummary> {
+    let outcomes = if args.shared_runtime {
+        if !matches!(args.client, ClientKind::Lograil) {
+            anyhow::bail!("--shared-runtime runs lograil's client: give --client lograil too");
+        }
+        lograil_client::run_producers_shared(jobs)?
+    } else {
+        run_together(jobs, run_producer)?
+    };
+    Ok(ProduceSummary::of(&outcomes, args.rate))
 }
 
 /// One thread per job, all released at once by a barrier; their outcomes in job order.
@@ -427,7 +434,7 @@ fn end_to_end(
             .collect();
         consumers_ready.wait();
         std::thread::sleep(CONSUMER_SETTLE);
-        let produced = run_producers(producer_jobs, args.rate);
+        let produced = run_producers(producer_jobs, args);
         producers_done.store(true, Ordering::Release);
         let consumed = join_all(consumers);
         Ok((produced?, ConsumeSummary::of(&consumed?, true)))
