@@ -258,8 +258,9 @@ pub(crate) fn decompressed_records(
 }
 
 /// The records section of compressed `batch` decompressed to at most `max` bytes, not checked
-/// (a stored batch the cleaner reads: its records were checked when it was appended).
-pub(crate) fn decompress_records(
+/// (a stored batch the cleaner or a share fetch reads: its records were checked when it was
+/// appended). `position` is where the batch is, for the error.
+pub fn decompress_records(
     batch: &[u8],
     header: &BatchHeader,
     position: usize,

@@ -154,8 +154,9 @@ pub(super) fn parse_deadline(value: &[u8]) -> Option<i64> {
     }
 }
 
-/// Offsets among `offsets` whose record in `batches` has a deadline before `now`. Batches are
-/// decoded only if they may carry the header (compressed, or a record's framing names it).
+/// Offsets among `offsets` whose record in `batches` has a deadline before `now` (the first
+/// `deadline` header of a record, as fair turns read it). Batches are read only if they may
+/// carry the header (compressed, or a record's framing names it).
 pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
     let mut expired = Vec::new();
     let mut at = 0;
@@ -165,20 +166,24 @@ pub fn past_deadline(batches: &[u8], offsets: &[i64], now: i64) -> Vec<i64> {
         };
         let bytes = &batches[at..at + header.size as usize];
         at += header.size as usize;
-        // Compressed or unreadable framing: decode to know.
+        // Compressed or unreadable framing: read the records to know.
         let may_have = record_batch::has_header(bytes, DEADLINE_HEADER.as_bytes()).unwrap_or(true);
         if !may_have {
             continue;
         }
-        let Ok(records) = batch::decode(bytes) else {
-            continue;
+        let found = match super::meta::deadlines(&header, bytes) {
+            Some(found) => found,
+            None => match batch::decode(bytes) {
+                Ok(records) => records.iter().map(|r| (r.offset, deadline(r))).collect(),
+                Err(_) => continue,
+            },
         };
         expired.extend(
-            records
-                .iter()
-                .filter(|r| offsets.binary_search(&r.offset).is_ok())
-                .filter(|r| deadline(r).is_some_and(|d| d < now))
-                .map(|r| r.offset),
+            found
+                .into_iter()
+                .filter(|(offset, _)| offsets.binary_search(offset).is_ok())
+                .filter(|(_, deadline)| deadline.is_some_and(|d| d < now))
+                .map(|(offset, _)| offset),
         );
     }
     expired
@@ -425,6 +430,31 @@ mod tests {
         let expected = [(t("acme"), 100, Some(7000)), (t("umbrella"), 99, None)];
         assert_eq!(seen[..2], expected[..]);
         assert_eq!(seen[2..], expected[..]);
+    }
+
+    /// Deadlines are found in compressed batches too (decompressed and read in place), only
+    /// for the offsets asked about.
+    #[test]
+    fn past_deadlines_are_found_in_compressed_and_uncompressed_batches() {
+        let records = [
+            record("k0", "acme", 100, Some("5000")),
+            record("k1", "acme", 101, None),
+            record("k2", "acme", 102, Some("9000")),
+        ];
+        let plain = log_core::batch::build_with_headers(&records);
+        let zipped = log_core::batch::build_with_headers_compressed(
+            &records,
+            log_core::batch::Compression::Lz4,
+        );
+        for batch in [plain, zipped] {
+            let header = record_batch::BatchHeader::read(&batch).unwrap();
+            // Read in place, not through the decoder.
+            let found = crate::shares::meta::deadlines(&header, &batch).unwrap();
+            assert_eq!(found, vec![(0, Some(5000)), (1, None), (2, Some(9000))]);
+            assert_eq!(super::past_deadline(&batch, &[0, 1, 2], 6000), vec![0]);
+            assert_eq!(super::past_deadline(&batch, &[0, 1, 2], 10_000), vec![0, 2]);
+            assert!(super::past_deadline(&batch, &[1, 2], 6000).is_empty());
+        }
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! What fair turns and the overload mode read of the log: each record's tenant, timestamp and
-//! deadline ([`RecordMeta`]). An uncompressed batch's records are walked in place (no copy,
-//! no allocation but the tenant's); a compressed one is decoded.
+//! deadline ([`RecordMeta`]), and the deadlines a share fetch checks. A batch's records are
+//! walked in place (a compressed one once decompressed): no decoding into records, no
+//! allocation but the tenant's.
 
 use log_core::batch::{self, DecodedRecord};
 use log_core::{Partition, ReadError};
+use record_batch::records::{records, RawRecord};
 use record_batch::{BatchHeader, TimestampType, HEADER_LEN};
 use task_queue::{FairnessKey, RecordMeta, Tenant};
 
@@ -82,41 +84,81 @@ pub fn read_meta(
     Ok(metas)
 }
 
-/// The metas of an uncompressed batch's records by offset, read from their framing in place;
-/// `None` when the batch is compressed, carries a delete horizon in place of its base
-/// timestamp, or its framing breaks (then [`decoded`] says).
+/// The metas of a batch's records by offset, read from their framing in place (decompressed
+/// first if the batch is compressed); `None` when that cannot be done ([`with_records`]), and
+/// [`decoded`] says.
 fn walked(header: &BatchHeader, bytes: &[u8], key: &FairnessKey) -> Option<Vec<(i64, RecordMeta)>> {
-    if header.is_compressed() || header.delete_horizon().is_some() {
-        return None;
-    }
     let append_time = header.timestamp_type() == TimestampType::LogAppendTime;
-    record_batch::records::records(bytes.get(HEADER_LEN..)?)
-        .map(|record| {
-            let record = record?;
-            let tenant = match key {
-                FairnessKey::None => None,
-                FairnessKey::Key => record.key,
-                FairnessKey::Header(name) => record.header(name.as_bytes()).flatten(),
-            };
-            let timestamp = if append_time {
-                header.max_timestamp
-            } else {
-                header.base_timestamp.wrapping_add(record.timestamp_delta)
-            };
-            let meta = RecordMeta {
-                tenant: tenant.map_or_else(no_tenant, Tenant::from),
-                timestamp,
-                deadline: record
-                    .header(DEADLINE_HEADER.as_bytes())
-                    .flatten()
-                    .and_then(parse_deadline),
-            };
-            Some((header.base_offset + record.offset_delta, meta))
-        })
-        .collect()
+    with_records(header, bytes, |section| {
+        records(section)
+            .map(|record| {
+                let record = record?;
+                let tenant = match key {
+                    FairnessKey::None => None,
+                    FairnessKey::Key => record.key,
+                    FairnessKey::Header(name) => record.header(name.as_bytes()).flatten(),
+                };
+                let timestamp = if append_time {
+                    header.max_timestamp
+                } else {
+                    header.base_timestamp.wrapping_add(record.timestamp_delta)
+                };
+                let meta = RecordMeta {
+                    tenant: tenant.map_or_else(no_tenant, Tenant::from),
+                    timestamp,
+                    deadline: deadline_of(&record),
+                };
+                Some((header.base_offset + record.offset_delta, meta))
+            })
+            .collect()
+    })
 }
 
-/// The metas of a batch's records by offset, decoded. A batch that cannot be decoded is
+/// Each record's offset and deadline in `batch`, read in place as [`walked`] reads them.
+pub(super) fn deadlines(header: &BatchHeader, batch: &[u8]) -> Option<Vec<(i64, Option<i64>)>> {
+    with_records(header, batch, |section| {
+        records(section)
+            .map(|record| {
+                let record = record?;
+                Some((
+                    header.base_offset + record.offset_delta,
+                    deadline_of(&record),
+                ))
+            })
+            .collect()
+    })
+}
+
+/// `f` of `batch`'s records section (decompressed if the batch is compressed). `None`, for a
+/// decoder to say instead, when the batch carries a delete horizon in place of its base
+/// timestamp, does not decompress, or `f` finds its framing broken. Read in place, a record's
+/// header is the first of its name, and a LogAppendTime batch's timestamp is its append time,
+/// as Kafka's broker reads them.
+fn with_records<T>(
+    header: &BatchHeader,
+    batch: &[u8],
+    f: impl FnOnce(&[u8]) -> Option<T>,
+) -> Option<T> {
+    if header.delete_horizon().is_some() {
+        return None;
+    }
+    if header.is_compressed() {
+        let section = batch::decompress_records(batch, header, 0, batch::DECODE_MAX_BYTES).ok()?;
+        return f(&section);
+    }
+    f(batch.get(HEADER_LEN..)?)
+}
+
+/// A record's deadline header (the first of that name), if it reads as one.
+fn deadline_of(record: &RawRecord<'_>) -> Option<i64> {
+    record
+        .header(DEADLINE_HEADER.as_bytes())
+        .flatten()
+        .and_then(parse_deadline)
+}
+
+/// The metas of a batch's records by offset, decoded (a header of a repeated name is its last
+/// value there: kafka-protocol keeps one per name). A batch that cannot be decoded is
 /// served (and reported) as it is by the fetch that reads it; its records count under the
 /// empty tenant here, rather than stalling the window on a meta that can never be learned.
 fn decoded(partition: &Partition, bytes: &[u8], key: &FairnessKey) -> Vec<(i64, RecordMeta)> {
