@@ -10,16 +10,18 @@ use vocabulary::headers::{
     DLQ_ERRORS_PARTITION, DLQ_ERRORS_TOPIC,
 };
 
+use super::meta::parse_deadline;
+
 /// The header that gives a record's deadline, in ms since the epoch (8 bytes big-endian, or
 /// decimal text): past it, the record is archived as expired instead of delivered.
 pub use vocabulary::headers::DEADLINE as DEADLINE_HEADER;
 /// lograil's own dead-letter header: every delivery of the record, as JSON.
 pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
 
-/// Bytes asked of the log per read (here and by `super::meta`). A read walks the batch headers up to this many bytes, so
+/// Bytes asked of the log per read. A read walks the batch headers up to this many bytes, so
 /// it is sized to what one fetch takes rather than to the most it could (reads of 8 MiB made
 /// each fair-turns fetch walk tens of thousands of headers); several reads are joined by a copy.
-pub(super) const READ_BYTES: usize = 1 << 20;
+const READ_BYTES: usize = 1 << 20;
 
 /// The whole batches that hold the offsets of `ranges` (ascending), each batch once, in offset
 /// order: zero-copy slices of the segments when they are contiguous (acquisition in offset
@@ -144,14 +146,6 @@ pub fn uncommitted(
 /// A record's deadline, if it has one that can be read.
 fn deadline(record: &DecodedRecord) -> Option<i64> {
     parse_deadline(record.header(DEADLINE_HEADER)?)
-}
-
-/// A deadline header's value: 8 bytes big-endian, or decimal text.
-pub(super) fn parse_deadline(value: &[u8]) -> Option<i64> {
-    match <[u8; 8]>::try_from(value) {
-        Ok(bytes) => Some(i64::from_be_bytes(bytes)),
-        Err(_) => std::str::from_utf8(value).ok()?.trim().parse().ok(),
-    }
 }
 
 /// Offsets among `offsets` whose record in `batches` has a deadline before `now` (the first

@@ -9,7 +9,11 @@ use record_batch::records::{records, RawRecord};
 use record_batch::{BatchHeader, TimestampType, HEADER_LEN};
 use task_queue::{FairnessKey, RecordMeta, Tenant};
 
-use super::delivery::{parse_deadline, DEADLINE_HEADER, READ_BYTES};
+use vocabulary::headers::DEADLINE as DEADLINE_HEADER;
+
+/// Bytes asked of the log per read of metas: a read walks the batch headers up to this many
+/// bytes, so it is sized to a fetch's worth of records (as the fetch's own reads are).
+const READ_BYTES: usize = 1 << 20;
 
 /// The tenant of records without a key or the named header (and of offsets with no record).
 fn no_tenant() -> Tenant {
@@ -147,6 +151,14 @@ fn with_records<T>(
         return f(&section);
     }
     f(batch.get(HEADER_LEN..)?)
+}
+
+/// A deadline header's value: 8 bytes big-endian, or decimal text.
+pub(super) fn parse_deadline(value: &[u8]) -> Option<i64> {
+    match <[u8; 8]>::try_from(value) {
+        Ok(bytes) => Some(i64::from_be_bytes(bytes)),
+        Err(_) => std::str::from_utf8(value).ok()?.trim().parse().ok(),
+    }
 }
 
 /// A record's deadline header (the first of that name), if it reads as one.
