@@ -11,17 +11,13 @@ use vocabulary::headers::{
 };
 
 use super::meta::parse_deadline;
+use super::READ_BYTES;
 
 /// The header that gives a record's deadline, in ms since the epoch (8 bytes big-endian, or
 /// decimal text): past it, the record is archived as expired instead of delivered.
 pub use vocabulary::headers::DEADLINE as DEADLINE_HEADER;
 /// lograil's own dead-letter header: every delivery of the record, as JSON.
 pub const ATTEMPTS_HEADER: &str = "lograil.dlq.attempts";
-
-/// Bytes asked of the log per read. A read walks the batch headers up to this many bytes, so
-/// it is sized to what one fetch takes rather than to the most it could (reads of 8 MiB made
-/// each fair-turns fetch walk tens of thousands of headers); several reads are joined by a copy.
-const READ_BYTES: usize = 1 << 20;
 
 /// The whole batches that hold the offsets of `ranges` (ascending), each batch once, in offset
 /// order: zero-copy slices of the segments when they are contiguous (acquisition in offset

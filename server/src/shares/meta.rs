@@ -11,9 +11,7 @@ use task_queue::{FairnessKey, RecordMeta, Tenant};
 
 use vocabulary::headers::DEADLINE as DEADLINE_HEADER;
 
-/// Bytes asked of the log per read of metas: a read walks the batch headers up to this many
-/// bytes, so it is sized to a fetch's worth of records (as the fetch's own reads are).
-const READ_BYTES: usize = 1 << 20;
+use super::READ_BYTES;
 
 /// The tenant of records without a key or the named header (and of offsets with no record).
 fn no_tenant() -> Tenant {
@@ -112,7 +110,7 @@ fn walked(header: &BatchHeader, bytes: &[u8], key: &FairnessKey) -> Option<Vec<(
                     timestamp,
                     deadline: deadline_of(&record),
                 };
-                Some((header.base_offset + record.offset_delta, meta))
+                Some((header.base_offset.wrapping_add(record.offset_delta), meta))
             })
             .collect()
     })
@@ -125,7 +123,7 @@ pub(super) fn deadlines(header: &BatchHeader, batch: &[u8]) -> Option<Vec<(i64, 
             .map(|record| {
                 let record = record?;
                 Some((
-                    header.base_offset + record.offset_delta,
+                    header.base_offset.wrapping_add(record.offset_delta),
                     deadline_of(&record),
                 ))
             })

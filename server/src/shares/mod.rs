@@ -35,6 +35,12 @@ use self::delivery::Source;
 pub use self::members::{Membership, SessionUpdate, ShareBeat, TopicPartition};
 use crate::metrics::Metrics;
 
+/// Bytes asked of the log per read, by a share fetch (`delivery.rs`) and for the window's metas
+/// (`meta.rs`). A read walks the batch headers up to this many bytes, so it is sized to what one
+/// fetch takes rather than to the most it could (reads of 8 MiB made each fair-turns fetch walk
+/// tens of thousands of headers); several reads are joined by a copy.
+const READ_BYTES: usize = 1 << 20;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
