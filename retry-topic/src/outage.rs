@@ -1,5 +1,9 @@
 //! The outage budget: a window of recent outcomes; when most of them failed, the consumer stops
 //! spending attempts and probes with one record at growing intervals until one succeeds.
+//!
+//! The outage has a class: the error class most of the window's failures had. A probe that
+//! fails with another class failed for a reason of its own (a poison record), which says
+//! nothing of the outage: it takes its attempt as any failure does, and the next record probes.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -19,14 +23,16 @@ pub(crate) enum Verdict {
 #[derive(Debug)]
 pub(crate) struct Outage {
     budget: OutageBudget,
-    /// `true` = failed.
-    window: VecDeque<bool>,
+    /// Each outcome: `None` a success, `Some(class)` a failure of that error class.
+    window: VecDeque<Option<String>>,
     /// Set while in an outage.
     probing: Option<Probing>,
 }
 
 #[derive(Debug, Clone)]
 struct Probing {
+    /// The error class most failures of the window had when the outage began.
+    class: String,
     since_ms: i64,
     next: Instant,
     interval: Duration,
@@ -43,16 +49,16 @@ impl Outage {
         }
     }
 
-    /// Counts an outcome (outside an outage).
-    pub(crate) fn record(&mut self, failed: bool) -> Verdict {
+    /// Counts an outcome (outside an outage): `None` a success, `Some(class)` a failure.
+    pub(crate) fn record(&mut self, failure: Option<&str>) -> Verdict {
         if self.budget.window == 0 {
             return Verdict::Normal;
         }
         if self.window.len() == self.budget.window {
             self.window.pop_front();
         }
-        self.window.push_back(failed);
-        let failures = self.window.iter().filter(|f| **f).count();
+        self.window.push_back(failure.map(str::to_string));
+        let failures = self.window.iter().flatten().count();
         let full = self.window.len() == self.budget.window;
         if full && failures as f64 >= self.budget.failure_ratio * self.budget.window as f64 {
             Verdict::Outage
@@ -64,6 +70,7 @@ impl Outage {
     /// Enters the outage: the first probe after `probe_interval`.
     pub(crate) fn enter(&mut self, now: Instant, now_ms: i64) {
         self.probing = Some(Probing {
+            class: self.commonest_class(),
             since_ms: now_ms,
             next: now + self.budget.probe_interval,
             interval: self.budget.probe_interval,
@@ -92,6 +99,32 @@ impl Outage {
         self.probing.is_some()
     }
 
+    /// During an outage: does a failure of `class` say the outage goes on? A failure of
+    /// another class is the record's own.
+    pub(crate) fn is_outage_class(&self, class: &str) -> bool {
+        self.probing.as_ref().is_some_and(|p| p.class == class)
+    }
+
+    /// The class most failures of the window had; of those tied, the one that failed last.
+    fn commonest_class(&self) -> String {
+        let mut counts: Vec<(&str, usize, usize)> = Vec::new();
+        for (at, class) in self.window.iter().enumerate() {
+            let Some(class) = class else { continue };
+            match counts.iter_mut().find(|(c, _, _)| *c == class) {
+                Some(entry) => {
+                    entry.1 += 1;
+                    entry.2 = at;
+                }
+                None => counts.push((class, 1, at)),
+            }
+        }
+        counts
+            .into_iter()
+            .max_by_key(|(_, n, last)| (*n, *last))
+            .map(|(class, _, _)| class.to_string())
+            .unwrap_or_default()
+    }
+
     /// When the next probe is due, during an outage.
     pub(crate) fn next_probe(&self) -> Option<Instant> {
         self.probing.as_ref().map(|p| p.next)
@@ -107,6 +140,8 @@ impl Outage {
 mod tests {
     use super::*;
 
+    const DOWN: Option<&str> = Some("down");
+
     fn budget() -> OutageBudget {
         OutageBudget {
             window: 10,
@@ -120,7 +155,7 @@ mod tests {
     fn one_poison_record_is_no_outage() {
         let mut o = Outage::new(budget());
         for i in 0..100 {
-            assert_eq!(o.record(i % 10 == 0), Verdict::Normal);
+            assert_eq!(o.record((i % 10 == 0).then_some("poison")), Verdict::Normal);
         }
     }
 
@@ -128,23 +163,23 @@ mod tests {
     fn most_recent_failures_are_an_outage_once_the_window_is_full() {
         let mut o = Outage::new(budget());
         for _ in 0..7 {
-            assert_eq!(o.record(true), Verdict::Normal);
+            assert_eq!(o.record(DOWN), Verdict::Normal);
         }
-        assert_eq!(o.record(true), Verdict::Normal, "8 of 8: window not full");
+        assert_eq!(o.record(DOWN), Verdict::Normal, "8 of 8: window not full");
         assert_eq!(
-            o.record(false),
+            o.record(None),
             Verdict::Normal,
             "9 outcomes: window not full"
         );
-        assert_eq!(o.record(false), Verdict::Outage, "8 failures of 10");
+        assert_eq!(o.record(None), Verdict::Outage, "8 failures of 10");
         // 7 of 10 is under the ratio.
         let mut o = Outage::new(budget());
         for f in [false, false, false, true, true, true, true, true, true] {
-            assert_eq!(o.record(f), Verdict::Normal);
+            assert_eq!(o.record(f.then_some("down")), Verdict::Normal);
         }
-        assert_eq!(o.record(true), Verdict::Normal, "7 of 10");
+        assert_eq!(o.record(DOWN), Verdict::Normal, "7 of 10");
         assert_eq!(
-            o.record(true),
+            o.record(DOWN),
             Verdict::Outage,
             "the oldest success slid out: 8 of 10"
         );
@@ -165,7 +200,28 @@ mod tests {
         o.leave();
         assert!(!o.active());
         for _ in 0..9 {
-            assert_eq!(o.record(true), Verdict::Normal, "window starts empty");
+            assert_eq!(o.record(DOWN), Verdict::Normal, "window starts empty");
         }
+    }
+
+    #[test]
+    fn the_outage_takes_the_class_most_failures_had() {
+        let mut o = Outage::new(budget());
+        for class in ["down", "down", "poison", "down", "down"] {
+            o.record(Some(class));
+        }
+        for _ in 0..4 {
+            o.record(Some("timeout"));
+        }
+        assert_eq!(o.record(Some("poison")), Verdict::Outage);
+        o.enter(Instant::now(), 0);
+        assert!(
+            o.is_outage_class("timeout"),
+            "4 of 10, as many as down, and later"
+        );
+        assert!(!o.is_outage_class("down"));
+        assert!(!o.is_outage_class("poison"), "2 of 10");
+        o.leave();
+        assert!(!o.is_outage_class("timeout"), "no outage");
     }
 }

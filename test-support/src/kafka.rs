@@ -186,6 +186,11 @@ pub fn fetch_request(
 /// ListOffsets (v7) of partition 0 of `topic` at `timestamp` (-1 latest, -2 earliest):
 /// (error code, offset, timestamp).
 pub fn list_offset(addr: &str, topic: &str, timestamp: i64) -> (i16, i64, i64) {
+    list_offset_at(addr, topic, timestamp, 7)
+}
+
+/// [`list_offset`] in ListOffsets `version`.
+pub fn list_offset_at(addr: &str, topic: &str, timestamp: i64, version: i16) -> (i16, i64, i64) {
     let request = ListOffsetsRequest::default()
         .with_replica_id((-1).into())
         .with_topics(vec![ListOffsetsTopic::default()
@@ -193,7 +198,8 @@ pub fn list_offset(addr: &str, topic: &str, timestamp: i64) -> (i16, i64, i64) {
             .with_partitions(vec![ListOffsetsPartition::default()
                 .with_partition_index(0)
                 .with_timestamp(timestamp)])]);
-    let response: ListOffsetsResponse = call(&mut connect(addr), ApiKey::ListOffsets, 7, &request);
+    let response: ListOffsetsResponse =
+        call(&mut connect(addr), ApiKey::ListOffsets, version, &request);
     let p = &response.topics[0].partitions[0];
     (p.error_code, p.offset, p.timestamp)
 }

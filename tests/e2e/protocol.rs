@@ -14,7 +14,8 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
 use test_support::kafka::{
-    ensure_topic, fetch_request, init_producer_id, list_offset, name as topic, produce,
+    ensure_topic, fetch_request, init_producer_id, list_offset, list_offset_at, name as topic,
+    produce,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -252,6 +253,57 @@ fn list_offsets_earliest_latest_and_by_timestamp() {
         (0, 9, 4500),
         "max timestamp"
     );
+}
+
+/// The tiered-storage timestamps (-4, -5, -6) as Kafka answers them for a topic without remote
+/// storage, and UNSUPPORTED_VERSION for a timestamp the request's version does not know.
+#[test]
+fn list_offsets_tiered_timestamps_and_the_versions_that_know_them() {
+    const UNSUPPORTED_VERSION: i16 = 35;
+    let broker = TestBroker::start_temp(&[]);
+    ensure_topic(&broker.addr, "tiers");
+    for i in 0..4i64 {
+        produce(
+            &broker.addr,
+            "tiers",
+            0,
+            batch::build(&[(None, Some(b"x"), 1000 * i)]),
+        );
+    }
+    let request = DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(topic("tiers"))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(2)])])
+        .with_timeout_ms(5000);
+    let deleted: DeleteRecordsResponse = call(
+        &mut connect(&broker.addr),
+        ApiKey::DeleteRecords,
+        2,
+        &request,
+    );
+    assert_eq!(deleted.topics[0].partitions[0].low_watermark, 2);
+    let at = |timestamp, version| list_offset_at(&broker.addr, "tiers", timestamp, version);
+    assert_eq!(at(-4, 8), (0, 2, -1), "earliest local: the log start");
+    assert_eq!(at(-4, 11), (0, 2, -1));
+    assert_eq!(at(-5, 9), (0, -1, -1), "latest tiered: nothing tiered");
+    assert_eq!(at(-6, 11), (0, -1, -1), "earliest pending upload: none");
+    assert_eq!(at(-2, 11), (0, 2, -1));
+    assert_eq!(at(-1, 11), (0, 4, -1));
+    assert_eq!(at(-3, 11), (0, 3, 3000));
+    assert_eq!(
+        at(1000, 10),
+        (0, 2, 2000),
+        "below the log start: the first record"
+    );
+    for (timestamp, version) in [(-3, 6), (-4, 7), (-5, 8), (-6, 10), (-7, 11), (-100, 11)] {
+        assert_eq!(
+            at(timestamp, version),
+            (UNSUPPORTED_VERSION, -1, -1),
+            "timestamp {timestamp} in v{version}"
+        );
+    }
 }
 
 #[test]

@@ -306,6 +306,10 @@ steps() {
     printf '{"version":1,"partitions":[{"topic":"events","partition":0,"offset":2}]}' >"$OUT/delete.json"
     tool 47-delete-records as_is "$T.DeleteRecordsCommand" --bootstrap-server @bs --offset-json-file "$OUT/delete.json"
     tool 48-offsets-after-delete sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic events --time -2
+    # The tiered-storage specs on a topic without remote storage: earliest-local is the log
+    # start, latest-tiered none.
+    tool 48b-offsets-earliest-local sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic events --time -4
+    tool 48c-offsets-latest-tiered sorted "$T.GetOffsetShell" --bootstrap-server @bs --topic events --time -5
     tool 49-consume-after-delete as_is "$T.consumer.ConsoleConsumer" --bootstrap-server @bs --topic events \
         --from-beginning --max-messages 2 --formatter-property print.key=true --formatter-property print.offset=true
     printf '{"version":1,"partitions":[{"topic":"events","partition":0,"offset":99}]}' >"$OUT/delete-far.json"

@@ -365,3 +365,75 @@ async fn an_outage_pauses_and_probes_instead_of_burning_attempts() {
     );
     assert_eq!(count(&cluster, &format!("{topic}-dlt")).await, 0);
 }
+
+/// A poison record that trips an outage and is then its probe fails its own way (another error
+/// class than the outage's): that says nothing of the outage. It takes its attempts into the
+/// DLT, and the probe moves on to a partition with records when its own has no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_record_as_the_probe_does_not_hold_the_outage() {
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("outage-poison", 1).await;
+    let group = unique("outage-poison-g");
+    let config = chain_config(&cluster, &topic, &group)
+        .delays([Duration::from_millis(200)])
+        .max_attempts(2)
+        .outage(Some(OutageBudget {
+            window: 5,
+            failure_ratio: 0.8,
+            probe_interval: Duration::from_millis(300),
+            probe_max: Duration::from_millis(600),
+        }));
+    let down = Arc::new(AtomicBool::new(true));
+    let effects = Effects::default();
+    let (e, d2) = (effects.clone(), down.clone());
+    let handler = move |d: Delivery| {
+        let (e, down) = (e.clone(), d2.clone());
+        async move {
+            let value = value_of(&d.record);
+            if value == "poison" {
+                return Err(HandlerError::new("test.Poison", "no renderer for it"));
+            }
+            if down.load(Ordering::SeqCst) {
+                return Err(HandlerError::from(Downstream));
+            }
+            e.add(&value);
+            Ok(())
+        }
+    };
+    let running = Running::start(&cluster, config, handler).await;
+    // Four failures the outage's way, then the poison: the fifth failure of five trips the
+    // outage, and the poison, the last record of its partition, is the first probe.
+    produce_values(
+        &cluster,
+        &topic,
+        &["order-0", "order-1", "order-2", "order-3", "poison"],
+    )
+    .await;
+    wait_for("outage detected", 60, || {
+        running.count(|e| matches!(e, Event::OutageStarted { .. })) == 1
+    })
+    .await;
+    down.store(false, Ordering::SeqCst);
+    wait_for("the outage ended and every order processed", 60, || {
+        running.count(|e| matches!(e, Event::OutageEnded)) == 1 && effects.len() == 4
+    })
+    .await;
+    wait_for("the poison dead-lettered", 60, || {
+        running.count(|e| matches!(e, Event::DeadLettered { .. })) == 1
+    })
+    .await;
+    assert_eq!(
+        running.count(|e| matches!(e, Event::ProbeFailed { .. })),
+        0,
+        "the poison's own failure is no failed probe"
+    );
+    running.stop().await;
+    assert!(
+        effects.get().values().all(|n| *n == 1),
+        "{:?}",
+        effects.get()
+    );
+    let dead = records_of(&cluster, &format!("{topic}-dlt")).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(value_of(&dead[0]), "poison");
+}

@@ -100,6 +100,9 @@ pub struct RetryingConsumer {
     outage: Option<Outage>,
     /// During an outage: the partition whose next record is the probe, once resumed.
     probe: Option<TopicPartition>,
+    /// The probe's partition gave a record since it was resumed (or holds the record that
+    /// began the outage).
+    probe_answered: bool,
     keys: Option<KeyChains>,
     /// Main partitions whose key chains were rebuilt since they were assigned.
     rebuilt: BTreeSet<i32>,
@@ -198,6 +201,7 @@ impl RetryingConsumer {
             committed: BTreeMap::new(),
             last_commit: Instant::now(),
             probe: None,
+            probe_answered: false,
             rebuilt: BTreeSet::new(),
             status: StatusHandle::default(),
             hook: None,
@@ -403,7 +407,7 @@ impl RetryingConsumer {
                 outage.leave();
                 self.end_outage();
             } else {
-                outage.record(false);
+                outage.record(None);
             }
         }
         self.key_finished(record);
@@ -434,10 +438,19 @@ impl RetryingConsumer {
             return self.dead_letter(record, failure, attempt).await;
         }
         if probing {
-            return self.probe_failed(&tp, record.offset);
-        }
-        if let Some(outage) = &mut self.outage {
-            if outage.record(true) == Verdict::Outage {
+            if self
+                .outage
+                .as_ref()
+                .is_some_and(|o| o.is_outage_class(&failure.class))
+            {
+                return self.probe_failed(&tp, record.offset);
+            }
+            // Not the outage's error: the record's own failure, which says nothing of the
+            // outage. It takes its attempt, and the next record of its partition probes.
+            tracing::info!(partition = %tp, offset = record.offset, class = %failure.class, "outage: the probe failed another way; it is retried as any failure, the next record probes");
+            self.probe_answered = false;
+        } else if let Some(outage) = &mut self.outage {
+            if outage.record(Some(&failure.class)) == Verdict::Outage {
                 return self.start_outage(&tp, record.offset, &failure);
             }
         }

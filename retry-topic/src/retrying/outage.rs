@@ -1,21 +1,34 @@
 //! An outage (every record of a window failing the same retriable way): consumption stops,
 //! one probe record tries again until it succeeds.
 
+use std::ops::Bound::{Excluded, Unbounded};
+
 use super::*;
 
 impl RetryingConsumer {
-    /// Resumes one partition: its next record is the probe.
+    /// Resumes one partition: its next record is the probe. The probe stays on a partition
+    /// while its probes fail the outage's way, and moves on to the next partition in turn when
+    /// its last probe found no record to read (a partition read to its end, or one the group
+    /// handed back during the outage), so such a partition cannot hold the outage.
     pub(super) fn start_probe(&mut self) {
-        let candidate = self
+        let ready = |tp: &&TopicPartition| !self.due.contains_key(*tp);
+        let stay = self
             .probe
             .clone()
-            .filter(|tp| self.assignment.contains(tp) && !self.due.contains_key(tp))
-            .or_else(|| {
-                self.assignment
-                    .iter()
-                    .find(|tp| !self.due.contains_key(*tp))
-                    .cloned()
-            });
+            .filter(|tp| self.probe_answered && self.assignment.contains(tp) && ready(&tp));
+        let candidate = stay.or_else(|| {
+            let after = self.probe.clone().map_or(Unbounded, Excluded);
+            self.assignment
+                .range((after, Unbounded))
+                .find(ready)
+                .or_else(|| self.assignment.iter().find(ready))
+                .cloned()
+        });
+        if let Some(last) = self.probe.take() {
+            if Some(&last) != candidate.as_ref() && self.assignment.contains(&last) {
+                let _ = self.consumer.pause(std::slice::from_ref(&last));
+            }
+        }
         if let Some(outage) = &mut self.outage {
             // The next probe is scheduled as if this one failed; a success ends the outage.
             outage.probe_failed(Instant::now());
@@ -24,6 +37,7 @@ impl RetryingConsumer {
             tracing::info!(partition = %tp, "outage: probing with the next record");
             let _ = self.consumer.resume(std::slice::from_ref(&tp));
             self.probe = Some(tp);
+            self.probe_answered = false;
         }
     }
 
@@ -41,6 +55,8 @@ impl RetryingConsumer {
         };
         outage.enter(Instant::now(), now_ms());
         self.probe = Some(tp.clone());
+        // Its record is there to read again: the first probe.
+        self.probe_answered = true;
         let budget = self.config.outage.clone().unwrap_or_default();
         let failures = (budget.failure_ratio * budget.window as f64).ceil() as usize;
         tracing::warn!(
@@ -65,6 +81,7 @@ impl RetryingConsumer {
         let _ = self.consumer.pause(std::slice::from_ref(tp));
         let _ = self.consumer.seek(tp, offset);
         self.probe = Some(tp.clone());
+        self.probe_answered = true;
         let failed = self
             .outage
             .as_ref()
