@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -18,10 +21,10 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, TopicName,
+    DeleteRecordsRequest, DeleteRecordsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    FetchRequest, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use log_core::batch::{self, HeadedRecord};
@@ -181,6 +184,21 @@ pub fn fetch_request(
                 .with_fetch_offset(offset)
                 .with_log_start_offset(-1)
                 .with_partition_max_bytes(partition_max_bytes)])])
+}
+
+/// DeleteRecords (v2) of partition 0 of `topic` before `offset`: (error code, low watermark).
+pub fn delete_records(addr: &str, topic: &str, offset: i64) -> (i16, i64) {
+    let request = DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(offset)])])
+        .with_timeout_ms(5000);
+    let response: DeleteRecordsResponse =
+        call(&mut connect(addr), ApiKey::DeleteRecords, 2, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
 }
 
 /// ListOffsets (v7) of partition 0 of `topic` at `timestamp` (-1 latest, -2 earliest):

@@ -19,7 +19,7 @@ use test_support::kafka::{create_topic, name, text, wait_until};
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
 
-use crate::groups::{produce, Worker};
+use crate::groups::{produce, Worker, WorkerLog};
 
 pub(crate) const FLAGS: &[&str] = &[
     "--default-partitions",
@@ -238,9 +238,22 @@ fn kip848_group_of_three_loses_a_member_and_every_record_is_read() {
         .map(|(c, _)| c)
         .collect();
     for (p, o) in &duplicates {
+        // Who read it how often, for a failure's message: librdkafka may hand a survivor the
+        // record it was taking when a rebalance paused its partitions once more.
+        let times = |log: &WorkerLog| log.offsets().filter(|c| *c == (*p, *o)).count();
+        let readers: Vec<String> = workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (format!("survivor {i}"), times(&w.record())))
+            .chain([("the dead member".to_string(), times(&dead))])
+            .filter(|(_, n)| *n > 0)
+            .map(|(who, n)| format!("{who} {n}x"))
+            .collect();
         assert!(
             orphaned.contains(p) && committed_by_dead.get(p).is_none_or(|next| o >= next),
-            "({p}, {o}) read twice but not past the dead member's last commit"
+            "({p}, {o}) read twice but not past the dead member's last commit: read by {readers:?}; \
+             orphaned {orphaned:?}; the dead member's last commit {:?}",
+            committed_by_dead.get(p)
         );
     }
     println!(

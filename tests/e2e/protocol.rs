@@ -4,9 +4,6 @@
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::delete_records_request::{
-    DeleteRecordsPartition, DeleteRecordsTopic,
-};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
@@ -14,8 +11,8 @@ use kafka_protocol::protocol::StrBytes;
 use log_core::batch;
 
 use test_support::kafka::{
-    ensure_topic, fetch_request, init_producer_id, list_offset, list_offset_at, name as topic,
-    produce,
+    delete_records, ensure_topic, fetch_request, init_producer_id, list_offset, list_offset_at,
+    name as topic, produce,
 };
 use test_support::wire::{call, connect};
 use test_support::TestBroker;
@@ -96,20 +93,7 @@ fn idempotent_retries_are_stored_once_after_delete_records_and_a_restart() {
         (0, 5)
     );
     // DeleteRecords moves the log start inside the (only) segment.
-    let request = DeleteRecordsRequest::default()
-        .with_topics(vec![DeleteRecordsTopic::default()
-            .with_name(topic("idem-deleted"))
-            .with_partitions(vec![DeleteRecordsPartition::default()
-                .with_partition_index(0)
-                .with_offset(3)])])
-        .with_timeout_ms(5000);
-    let deleted: DeleteRecordsResponse = call(
-        &mut connect(&broker.addr),
-        ApiKey::DeleteRecords,
-        2,
-        &request,
-    );
-    assert_eq!(deleted.topics[0].partitions[0].low_watermark, 3);
+    assert_eq!(delete_records(&broker.addr, "idem-deleted", 3), (0, 3));
 
     for restart in ["a clean stop", "kill -9"] {
         if restart == "kill -9" {
@@ -270,20 +254,7 @@ fn list_offsets_tiered_timestamps_and_the_versions_that_know_them() {
             batch::build(&[(None, Some(b"x"), 1000 * i)]),
         );
     }
-    let request = DeleteRecordsRequest::default()
-        .with_topics(vec![DeleteRecordsTopic::default()
-            .with_name(topic("tiers"))
-            .with_partitions(vec![DeleteRecordsPartition::default()
-                .with_partition_index(0)
-                .with_offset(2)])])
-        .with_timeout_ms(5000);
-    let deleted: DeleteRecordsResponse = call(
-        &mut connect(&broker.addr),
-        ApiKey::DeleteRecords,
-        2,
-        &request,
-    );
-    assert_eq!(deleted.topics[0].partitions[0].low_watermark, 2);
+    assert_eq!(delete_records(&broker.addr, "tiers", 2), (0, 2));
     let at = |timestamp, version| list_offset_at(&broker.addr, "tiers", timestamp, version);
     assert_eq!(at(-4, 8), (0, 2, -1), "earliest local: the log start");
     assert_eq!(at(-4, 11), (0, 2, -1));

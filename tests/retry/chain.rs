@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use retry_topic::headers as h;
-use retry_topic::{Delivery, Event, HandlerError, OutageBudget};
+use retry_topic::{Delivery, Event, Handler, HandlerError, OutageBudget, RetryConfig};
 
 use crate::harness::{
     chain_config, count, header, produce, produce_values, records_of, value_of, wait_for, Effects,
@@ -299,12 +299,10 @@ fn retry_topic_now() -> i64 {
         .as_millis() as i64
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_outage_pauses_and_probes_instead_of_burning_attempts() {
-    let cluster = TestCluster::start();
-    let topic = cluster.create_topic("outage", 1).await;
-    let group = unique("outage-g");
-    let config = chain_config(&cluster, &topic, &group)
+/// The outage tests' chain: one retry topic (200 ms), two attempts, an outage at 4 failures of
+/// 5 outcomes, probes every 300 to 600 ms.
+fn outage_config(cluster: &TestCluster, topic: &str, group: &str) -> RetryConfig {
+    chain_config(cluster, topic, group)
         .delays([Duration::from_millis(200)])
         .max_attempts(2)
         .outage(Some(OutageBudget {
@@ -312,20 +310,38 @@ async fn an_outage_pauses_and_probes_instead_of_burning_attempts() {
             failure_ratio: 0.8,
             probe_interval: Duration::from_millis(300),
             probe_max: Duration::from_millis(600),
-        }));
-    let down = Arc::new(AtomicBool::new(true));
-    let effects = Effects::default();
-    let (e, d2) = (effects.clone(), down.clone());
-    let handler = move |d: Delivery| {
-        let (e, down) = (e.clone(), d2.clone());
+        }))
+}
+
+/// A handler whose downstream fails while `down` is set (a record "poison" always fails, in
+/// a class of its own); each record done goes to `effects`.
+fn downstream(effects: &Effects, down: &Arc<AtomicBool>) -> impl Handler {
+    let (effects, down) = (effects.clone(), down.clone());
+    move |d: Delivery| {
+        let (e, down) = (effects.clone(), down.clone());
         async move {
+            let value = value_of(&d.record);
+            if value == "poison" {
+                return Err(HandlerError::new("test.Poison", "no renderer for it"));
+            }
             if down.load(Ordering::SeqCst) {
                 return Err(HandlerError::from(Downstream));
             }
-            e.add(&value_of(&d.record));
+            e.add(&value);
             Ok(())
         }
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_pauses_and_probes_instead_of_burning_attempts() {
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("outage", 1).await;
+    let group = unique("outage-g");
+    let config = outage_config(&cluster, &topic, &group);
+    let down = Arc::new(AtomicBool::new(true));
+    let effects = Effects::default();
+    let handler = downstream(&effects, &down);
     let running = Running::start(&cluster, config, handler).await;
     let values: Vec<String> = (0..30).map(|i| format!("order-{i}")).collect();
     let refs: Vec<&str> = values.iter().map(String::as_str).collect();
@@ -374,32 +390,10 @@ async fn a_poison_record_as_the_probe_does_not_hold_the_outage() {
     let cluster = TestCluster::start();
     let topic = cluster.create_topic("outage-poison", 1).await;
     let group = unique("outage-poison-g");
-    let config = chain_config(&cluster, &topic, &group)
-        .delays([Duration::from_millis(200)])
-        .max_attempts(2)
-        .outage(Some(OutageBudget {
-            window: 5,
-            failure_ratio: 0.8,
-            probe_interval: Duration::from_millis(300),
-            probe_max: Duration::from_millis(600),
-        }));
+    let config = outage_config(&cluster, &topic, &group);
     let down = Arc::new(AtomicBool::new(true));
     let effects = Effects::default();
-    let (e, d2) = (effects.clone(), down.clone());
-    let handler = move |d: Delivery| {
-        let (e, down) = (e.clone(), d2.clone());
-        async move {
-            let value = value_of(&d.record);
-            if value == "poison" {
-                return Err(HandlerError::new("test.Poison", "no renderer for it"));
-            }
-            if down.load(Ordering::SeqCst) {
-                return Err(HandlerError::from(Downstream));
-            }
-            e.add(&value);
-            Ok(())
-        }
-    };
+    let handler = downstream(&effects, &down);
     let running = Running::start(&cluster, config, handler).await;
     // Four failures the outage's way, then the poison: the fifth failure of five trips the
     // outage, and the poison, the last record of its partition, is the first probe.
