@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use bytes::Bytes;
-use consumer::{partition_for_key, DeliveryError, ProducerRecord};
+use consumer::{partition_for_key, DeliveryError, ProducerRecord, TimestampType};
 
 use test_support::cluster::{read_all, TestCluster};
 use test_support::kafka::wait_until_async;
@@ -100,6 +100,46 @@ async fn headers_timestamps_nulls_and_every_codec_round_trip() {
         }
         producer.close().await;
     }
+}
+
+/// On a `message.timestamp.type=LogAppendTime` topic the broker's append time is every
+/// record's timestamp (the batch's max timestamp, as the Java client reads it), whatever the
+/// producer stamped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_append_time_topic_gives_every_record_the_append_time() {
+    let cluster = TestCluster::start();
+    let topic = cluster
+        .create_topic_with(
+            "append-time",
+            1,
+            &[("message.timestamp.type", "LogAppendTime")],
+        )
+        .await;
+    let producer = cluster.producer(&[("linger.ms", "20")]).await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for i in 0..5 {
+        let record = ProducerRecord::new(&topic)
+            .timestamp(1_000 + i)
+            .value(format!("v{i}"));
+        producer.send(record).await.unwrap();
+    }
+    producer.flush().await;
+    let read = read_all(&cluster, &topic).await;
+    let got = &read[&0];
+    assert_eq!(got.len(), 5);
+    for r in got {
+        assert_eq!(r.timestamp_type, TimestampType::LogAppendTime);
+        assert!(
+            r.timestamp >= before - 1_000,
+            "offset {}: timestamp {} is the producer's, not the append time (>= {before})",
+            r.offset,
+            r.timestamp
+        );
+    }
+    producer.close().await;
 }
 
 /// Once a leader's batch has lingered, the batches of its other partitions go in the same

@@ -190,6 +190,10 @@ pub(super) fn decode_next(
     }
     let base = header.base_offset;
     let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| (base, e.to_string()))?;
+    // Under LogAppendTime the batch's max timestamp is every record's (the decoder gives each
+    // its create time), as the Java client reads it.
+    let append_time = (header.timestamp_type() == record_batch::TimestampType::LogAppendTime)
+        .then_some(header.max_timestamp);
     for r in set.records {
         if r.offset < from || r.control {
             continue;
@@ -203,7 +207,7 @@ pub(super) fn decode_next(
             topic: topic.clone(),
             partition,
             offset: r.offset,
-            timestamp: r.timestamp,
+            timestamp: append_time.unwrap_or(r.timestamp),
             timestamp_type: match r.timestamp_type {
                 WireTimestampType::Creation => TimestampType::CreateTime,
                 WireTimestampType::LogAppend => TimestampType::LogAppendTime,
