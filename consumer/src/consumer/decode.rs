@@ -1,6 +1,7 @@
 //! Fetched record batches: their framing checked without decoding them, a `read_committed`
 //! fetch's aborted transactions dropped, and batches decoded into records (every codec;
-//! control batches skipped), for `recv` a batch at a time and for the share consumer whole.
+//! control batches skipped), for `recv` a batch at a time (the share consumer's, only the
+//! records it acquired: `wanted.rs`).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -27,30 +28,11 @@ pub(super) enum Outcome {
     },
 }
 
-/// Every record in the whole batches of `bytes` (control batches skipped), for the share
-/// consumer; a batch failing its checks is an error naming its offset.
-pub(crate) fn decode_all(
-    topic: &Arc<str>,
-    partition: i32,
-    bytes: Bytes,
-) -> Result<Vec<ConsumerRecord>, (i64, String)> {
-    let mut batches = match frame(0, bytes, -1) {
-        Outcome::Records { batches, .. } => batches,
-        Outcome::Corrupt { offset, reason } => return Err((offset, reason)),
-        Outcome::Error(code) => return Err((-1, code.to_string())),
-    };
-    let mut records = VecDeque::new();
-    while !batches.is_empty() {
-        decode_next(topic, partition, 0, &mut batches, &mut records)?;
-    }
-    Ok(records.into())
-}
-
 /// The header of the batch at the start of `bytes`, or why it is unreadable (with its base
 /// offset). `None` if the batch is not whole. Read as [`BatchHeader::read`] does, not checked as
 /// a producer's batch is: Kafka's compaction leaves batches with fewer records than their offset
 /// deltas span.
-fn batch_frame(bytes: &[u8]) -> Option<Result<BatchHeader, (i64, String)>> {
+pub(super) fn batch_frame(bytes: &[u8]) -> Option<Result<BatchHeader, (i64, String)>> {
     let length = layout::i32_at(bytes, layout::LENGTH_AT)?;
     let base = layout::i64_at(bytes, layout::BASE_OFFSET_AT)?;
     let whole = usize::try_from(length).map(|l| l + LOG_OVERHEAD);

@@ -22,6 +22,7 @@ mod fetcher;
 mod positions;
 mod record;
 pub(crate) mod state;
+pub(crate) mod wanted;
 
 pub use error::{AssignmentError, CommitError, ConsumeError, ConsumerError};
 pub use record::{ConsumerRecord, TimestampType};

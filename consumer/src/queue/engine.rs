@@ -18,7 +18,7 @@ use super::request_topics::{acknowledge_topics, fetch_topics, forgotten_topics};
 use super::{AckFailure, Delivery, QueueError};
 use crate::cluster::Cluster;
 use crate::config::{AckMode, QueueConfig};
-use crate::consumer::decode::decode_all;
+use crate::consumer::wanted::decode_wanted;
 use crate::error::{CallError, ErrorCode, NetError};
 use crate::util::{lock, text};
 use crate::{ConsumerRecord, TopicPartition};
@@ -306,7 +306,13 @@ impl Inner {
         }
         let tp = self.topic_partition(key);
         let topic: Arc<str> = tp.topic.as_str().into();
-        let decoded = match decode_all(&topic, key.1, records.unwrap_or_default()) {
+        let mut ranges: Vec<_> = acquired.iter().collect();
+        ranges.sort_by_key(|r| r.first_offset);
+        let wanted: Vec<(i64, i64)> = ranges
+            .iter()
+            .map(|r| (r.first_offset, r.last_offset))
+            .collect();
+        let decoded = match decode_wanted(&topic, key.1, records.unwrap_or_default(), &wanted) {
             Ok(records) => records,
             Err((offset, reason)) => {
                 // Unreadable: left to its lock (it comes back, counts towards the limit).
@@ -315,8 +321,6 @@ impl Inner {
             }
         };
         // Records come in offset order; the acquired ranges are walked in order beside them.
-        let mut ranges: Vec<_> = acquired.iter().collect();
-        ranges.sort_by_key(|r| r.first_offset);
         let mut records = decoded.into_iter().peekable();
         let mut out = Vec::new();
         let mut acks = lock(&self.acks);
