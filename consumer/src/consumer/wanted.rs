@@ -156,14 +156,12 @@ mod tests {
     use super::*;
 
     type Header<'a> = (&'a [u8], Option<&'a [u8]>);
+    /// A record to write: key, value, headers.
+    type Raw<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, &'a [Header<'a>]);
 
     /// An uncompressed batch at `base` of records (key, value, headers), written by
     /// record-batch's builder (which, unlike kafka-protocol's, can repeat a header name).
-    fn raw(
-        base: i64,
-        records: &[(Option<&[u8]>, Option<&[u8]>, &[Header])],
-        append: bool,
-    ) -> Bytes {
+    fn raw(base: i64, records: &[Raw], append: bool) -> Bytes {
         let mut buf = BytesMut::new();
         build::begin(&mut buf, 256);
         for (i, (key, value, headers)) in records.iter().enumerate() {
