@@ -16,6 +16,7 @@ mod failover;
 mod features;
 mod franz_txn;
 mod group;
+mod positions;
 mod producer;
 mod queue;
 mod record_errors;

@@ -413,6 +413,12 @@ fn apply_answers(
                     });
                 }
             }
+            // Records fetched ahead of the position are handed out first, as the Java client
+            // does: the reset waits until the position reaches the offset out of range.
+            Outcome::Error(ErrorCode::OffsetOutOfRange) if matches!(p.position, Position::Known(at) if at < f.offset) =>
+            {
+                p.retry_at = Some(Instant::now() + shared.config.net.retry_backoff);
+            }
             Outcome::Error(ErrorCode::OffsetOutOfRange) => {
                 let reset = shared.config.auto_offset_reset;
                 st.reposition(&f.partition, Position::Reset(reset));
