@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use bytes::Bytes;
-use consumer::{partition_for_key, DeliveryError, ProducerRecord, TimestampType};
+use consumer::{partition_for_key, DeliveryError, ProducerRecord, SendError, TimestampType};
 
 use test_support::cluster::{read_all, TestCluster};
 use test_support::kafka::wait_until_async;
@@ -102,6 +102,33 @@ async fn headers_timestamps_nulls_and_every_codec_round_trip() {
     }
 }
 
+/// A negative timestamp is refused at `send`, as the Java client's `ProducerRecord` refuses it;
+/// 0 is a timestamp like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_timestamp_is_refused_at_send() {
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("negative-ts", 1).await;
+    let producer = cluster.producer(&[]).await;
+    for ts in [-1, -5, i64::MIN] {
+        let refused = producer
+            .send(ProducerRecord::new(&topic).timestamp(ts).value("v"))
+            .await;
+        assert!(
+            matches!(refused, Err(SendError::InvalidTimestamp(t)) if t == ts),
+            "{ts}: {refused:?}"
+        );
+    }
+    let zero = producer
+        .send(ProducerRecord::new(&topic).timestamp(0).value("v"))
+        .await
+        .unwrap();
+    assert_eq!(zero.await.unwrap().offset, 0, "nothing refused was stored");
+    let read = read_all(&cluster, &topic).await;
+    assert_eq!(read[&0].len(), 1);
+    assert_eq!(read[&0][0].timestamp, 0);
+    producer.close().await;
+}
+
 /// On a `message.timestamp.type=LogAppendTime` topic the broker's append time is every
 /// record's timestamp (the batch's max timestamp, as the Java client reads it), whatever the
 /// producer stamped.
@@ -139,6 +166,14 @@ async fn a_log_append_time_topic_gives_every_record_the_append_time() {
             r.timestamp
         );
     }
+    // What lag in seconds is measured from.
+    let mut admin = cluster.admin().await;
+    let at = admin.timestamp_at(&topic, 0, 2).await.unwrap();
+    assert_eq!(
+        at,
+        Some(got[2].timestamp),
+        "the admin's timestamp of offset 2"
+    );
     producer.close().await;
 }
 

@@ -8,6 +8,7 @@ use bytes::Buf;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::records::RecordBatchDecoder;
+use record_batch::{BatchHeader, TimestampType as BatchTimestampType};
 
 use super::{Admin, AdminError, PartitionLag};
 use crate::error::{check, CallError, ErrorCode};
@@ -51,7 +52,8 @@ impl Admin {
             .collect())
     }
 
-    /// Timestamp of the record at `offset` (the first record at or after it), if there is one.
+    /// Timestamp of the record at `offset` (the first record at or after it, transaction
+    /// markers skipped), if there is one: under LogAppendTime the append time.
     pub async fn timestamp_at(
         &mut self,
         topic: &str,
@@ -106,14 +108,24 @@ impl Admin {
         let Some(mut records) = data.records.filter(|r| !r.is_empty()) else {
             return Ok(None);
         };
+        let undecodable = |reason: String| AdminError::Undecodable {
+            partition: tp.clone(),
+            reason,
+        };
         while records.remaining() >= 12 {
+            let header = BatchHeader::read(&records).map_err(|e| undecodable(e.to_string()))?;
             let set =
-                RecordBatchDecoder::decode(&mut records).map_err(|e| AdminError::Undecodable {
-                    partition: tp.clone(),
-                    reason: e.to_string(),
-                })?;
+                RecordBatchDecoder::decode(&mut records).map_err(|e| undecodable(e.to_string()))?;
+            if header.is_control() {
+                continue;
+            }
             if let Some(r) = set.records.iter().find(|r| r.offset >= offset) {
-                return Ok(Some(r.timestamp));
+                // Under LogAppendTime the batch's max timestamp is every record's (the decoder
+                // gives each its create time).
+                return Ok(Some(match header.timestamp_type() {
+                    BatchTimestampType::LogAppendTime => header.max_timestamp,
+                    BatchTimestampType::CreateTime => r.timestamp,
+                }));
             }
         }
         Ok(None)

@@ -125,6 +125,10 @@ pub enum SendError {
         /// The property that sets the limit.
         setting: &'static str,
     },
+    /// The record's timestamp is negative (a timestamp is unset or at least 0, as the Java
+    /// client's `ProducerRecord` has it; -1 would read back as "no timestamp").
+    #[error("timestamp {0} is negative: a record's timestamp is at least 0, or unset")]
+    InvalidTimestamp(i64),
     /// The record names a partition the topic does not have.
     #[error("topic {topic} has no partition {partition}")]
     UnknownPartition {

@@ -106,7 +106,7 @@ impl ProducerRecord {
     }
 
     /// Sets the record's `CreateTime`, in milliseconds since the epoch (default: the time of
-    /// `send`).
+    /// `send`); `send` refuses a negative one ([`SendError::InvalidTimestamp`](super::SendError::InvalidTimestamp)).
     pub fn timestamp(mut self, ms: i64) -> ProducerRecord {
         self.timestamp = Some(ms);
         self

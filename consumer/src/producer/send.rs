@@ -132,6 +132,9 @@ impl Producer {
         if inner.closing.load(Ordering::Acquire) {
             return Err(SendError::Closed);
         }
+        if let Some(timestamp) = record.timestamp.filter(|t| *t < 0) {
+            return Err(SendError::InvalidTimestamp(timestamp));
+        }
         let size = record.size_estimate();
         if size > inner.config.max_request_size {
             return Err(SendError::RecordTooLarge {
