@@ -129,6 +129,32 @@ async fn a_negative_timestamp_is_refused_at_send() {
     producer.close().await;
 }
 
+/// `max.request.size` counts a record with the batch header it needs (61 bytes), as the Java
+/// client does: refused at `send`, not by the broker later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_request_size_counts_the_batch_header() {
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("request-size", 1).await;
+    let producer = cluster.producer(&[("max.request.size", "1000")]).await;
+    let record = |len: usize| ProducerRecord::new(&topic).value(vec![1u8; len]);
+    // 21 bytes of record overhead at most: 900 + 21 + 61 fits, 930 + 21 + 61 does not.
+    let refused = producer.send(record(930)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(SendError::RecordTooLarge {
+                size: 1012,
+                limit: 1000,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let fits = producer.send(record(900)).await.unwrap();
+    assert_eq!(fits.await.unwrap().offset, 0);
+    producer.close().await;
+}
+
 /// On a `message.timestamp.type=LogAppendTime` topic the broker's append time is every
 /// record's timestamp (the batch's max timestamp, as the Java client reads it), whatever the
 /// producer stamped.

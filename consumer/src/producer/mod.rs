@@ -118,7 +118,8 @@ pub enum SendError {
     /// The record alone is larger than `max.request.size` or `buffer.memory`.
     #[error("record of {size} bytes is over {limit} ({setting})")]
     RecordTooLarge {
-        /// The record's size as [`ProducerRecord::size_estimate`] counts it, in bytes.
+        /// The record's size as [`ProducerRecord::size_estimate`] counts it, in bytes (with
+        /// a batch's header, 61 bytes, against `max.request.size`).
         size: usize,
         /// The limit it is over, in bytes.
         limit: usize,

@@ -136,9 +136,11 @@ impl Producer {
             return Err(SendError::InvalidTimestamp(timestamp));
         }
         let size = record.size_estimate();
-        if size > inner.config.max_request_size {
+        // Alone in its batch, as the Java client counts it against `max.request.size`.
+        let alone = size + record_batch::HEADER_LEN;
+        if alone > inner.config.max_request_size {
             return Err(SendError::RecordTooLarge {
-                size,
+                size: alone,
                 limit: inner.config.max_request_size,
                 setting: "max.request.size",
             });
