@@ -92,8 +92,9 @@ fn next(buf: &[u8]) -> Option<RawRecord<'_>> {
     })
 }
 
-/// A length-prefixed field (-1: null) and the bytes after it.
-fn field(buf: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
+/// A length-prefixed field of a record (key, value, a header's name or value; -1: null) and
+/// the bytes after it; `None` where it runs past `buf`.
+pub fn field(buf: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
     let (len, rest) = varint::read(buf)?;
     if len < 0 {
         return Some((None, rest));

@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use record_batch::{records, varint, BatchHeader, TimestampType as BatchTimestampType, HEADER_LEN};
+use record_batch::records::{self, field};
+use record_batch::{varint, BatchHeader, TimestampType as BatchTimestampType, HEADER_LEN};
 
 use super::decode::{batch_frame, decode_next, frame, Outcome};
 use super::record::{ConsumerRecord, TimestampType};
@@ -108,16 +109,6 @@ fn headers(buf: &[u8], batch: &Bytes) -> Option<Vec<(String, Option<Bytes>)>> {
         }
     }
     Some(out)
-}
-
-/// A length-prefixed field (-1: null) and the bytes after it.
-fn field(buf: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
-    let (len, rest) = varint::read(buf)?;
-    if len < 0 {
-        return Some((None, rest));
-    }
-    let len = usize::try_from(len).ok()?;
-    Some((Some(rest.get(..len)?), rest.get(len..)?))
 }
 
 /// The wanted offsets, asked in rising order: a cursor over the sorted ranges.
