@@ -503,3 +503,34 @@ async fn a_refused_record_makes_the_transaction_abortable_and_the_abort_recovers
     assert_eq!(seen, ["next"]);
     producer.close().await;
 }
+
+/// Lag in seconds is measured from the record at the committed offset: where that offset is a
+/// transaction's marker (a read_committed consumer commits past the transaction's last
+/// record), the admin reads on to the record after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admins_timestamp_at_a_marker_is_the_next_records() {
+    let cluster = TestCluster::start();
+    let topic = cluster.create_topic("ts-marker", 1).await;
+    let producer = txn_producer(&cluster, &unique("ts-marker")).await;
+    producer.begin_transaction().unwrap();
+    for i in 0..2 {
+        let record = ProducerRecord::new(&topic).value("in").timestamp(1_000 + i);
+        producer.send(record).await.unwrap();
+    }
+    producer.commit_transaction().await.unwrap();
+    producer.begin_transaction().unwrap();
+    let after = ProducerRecord::new(&topic).value("after").timestamp(5_000);
+    let delivered = producer.send(after).await.unwrap();
+    producer.commit_transaction().await.unwrap();
+    // Offsets 0 and 1, the marker at 2, the next transaction's record at 3.
+    assert_eq!(delivered.await.unwrap().offset, 3);
+    let mut admin = cluster.admin().await;
+    assert_eq!(admin.timestamp_at(&topic, 0, 1).await.unwrap(), Some(1_001));
+    assert_eq!(admin.timestamp_at(&topic, 0, 2).await.unwrap(), Some(5_000));
+    assert_eq!(
+        admin.timestamp_at(&topic, 0, 4).await.unwrap(),
+        None,
+        "the marker at 4"
+    );
+    producer.close().await;
+}

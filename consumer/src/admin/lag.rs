@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bytes::Buf;
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -53,7 +53,8 @@ impl Admin {
     }
 
     /// Timestamp of the record at `offset` (the first record at or after it, transaction
-    /// markers skipped), if there is one: under LogAppendTime the append time.
+    /// markers skipped), if there is one: under LogAppendTime the append time. Reads on past
+    /// markers and compaction gaps, [`TIMESTAMP_FETCHES`] fetches at most.
     pub async fn timestamp_at(
         &mut self,
         topic: &str,
@@ -61,6 +62,28 @@ impl Admin {
         offset: i64,
     ) -> Result<Option<i64>, AdminError> {
         let tp = TopicPartition::new(topic, partition);
+        let mut from = offset;
+        for _ in 0..TIMESTAMP_FETCHES {
+            let Some(records) = self.fetch_batches(&tp, from).await? else {
+                return Ok(None);
+            };
+            match first_timestamp(&tp, records, offset)? {
+                Found::Timestamp(ts) => return Ok(Some(ts)),
+                Found::NotBefore(next) if next > from => from = next,
+                Found::NotBefore(_) => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The batches of one Fetch of `tp` from `from` (up to 64 KiB, the first batch whole), or
+    /// `None` when there are none.
+    async fn fetch_batches(
+        &mut self,
+        tp: &TopicPartition,
+        from: i64,
+    ) -> Result<Option<Bytes>, AdminError> {
+        let (topic, partition) = (tp.topic.as_str(), tp.partition);
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(0)
@@ -72,10 +95,10 @@ impl Admin {
                 .with_partitions(vec![FetchPartition::default()
                     .with_partition(partition)
                     .with_current_leader_epoch(-1)
-                    .with_fetch_offset(offset)
+                    .with_fetch_offset(from)
                     .with_last_fetched_epoch(-1)
                     .with_log_start_offset(-1)
-                    .with_partition_max_bytes(1)])]);
+                    .with_partition_max_bytes(64 << 10)])]);
         let leader = match self.cluster.metadata().leader(topic, partition) {
             Some(l) => l,
             None => {
@@ -105,30 +128,7 @@ impl Admin {
             return Ok(None);
         };
         check(data.error_code, ApiKey::Fetch, || tp.to_string())?;
-        let Some(mut records) = data.records.filter(|r| !r.is_empty()) else {
-            return Ok(None);
-        };
-        let undecodable = |reason: String| AdminError::Undecodable {
-            partition: tp.clone(),
-            reason,
-        };
-        while records.remaining() >= 12 {
-            let header = BatchHeader::read(&records).map_err(|e| undecodable(e.to_string()))?;
-            let set =
-                RecordBatchDecoder::decode(&mut records).map_err(|e| undecodable(e.to_string()))?;
-            if header.is_control() {
-                continue;
-            }
-            if let Some(r) = set.records.iter().find(|r| r.offset >= offset) {
-                // Under LogAppendTime the batch's max timestamp is every record's (the decoder
-                // gives each its create time).
-                return Ok(Some(match header.timestamp_type() {
-                    BatchTimestampType::LogAppendTime => header.max_timestamp,
-                    BatchTimestampType::CreateTime => r.timestamp,
-                }));
-            }
-        }
-        Ok(None)
+        Ok(data.records.filter(|r| !r.is_empty()))
     }
 
     /// Records behind and seconds behind, per partition, for every topic the group committed to.
@@ -198,4 +198,48 @@ impl Admin {
         )
         .await?)
     }
+}
+
+/// Fetches [`Admin::timestamp_at`] makes at most: a marker or a compaction gap each take one.
+const TIMESTAMP_FETCHES: usize = 8;
+
+/// What one fetch's batches say of the first record at or after an offset.
+enum Found {
+    Timestamp(i64),
+    /// None in these batches: the next fetch starts here.
+    NotBefore(i64),
+}
+
+/// The timestamp of the first record at or after `offset` in `records` (whole batches, the
+/// last perhaps partial), transaction markers skipped; under LogAppendTime the batch's max
+/// timestamp, every record's (the decoder gives each its create time).
+fn first_timestamp(
+    tp: &TopicPartition,
+    mut records: Bytes,
+    offset: i64,
+) -> Result<Found, AdminError> {
+    let undecodable = |reason: String| AdminError::Undecodable {
+        partition: tp.clone(),
+        reason,
+    };
+    let mut next = offset;
+    while records.remaining() >= record_batch::HEADER_LEN {
+        let header = BatchHeader::read(&records).map_err(|e| undecodable(e.to_string()))?;
+        if records.len() < header.size as usize {
+            break;
+        }
+        let set =
+            RecordBatchDecoder::decode(&mut records).map_err(|e| undecodable(e.to_string()))?;
+        next = next.max(header.next_offset());
+        if header.is_control() {
+            continue;
+        }
+        if let Some(r) = set.records.iter().find(|r| r.offset >= offset) {
+            return Ok(Found::Timestamp(match header.timestamp_type() {
+                BatchTimestampType::LogAppendTime => header.max_timestamp,
+                BatchTimestampType::CreateTime => r.timestamp,
+            }));
+        }
+    }
+    Ok(Found::NotBefore(next))
 }

@@ -446,9 +446,12 @@ impl RetryingConsumer {
                 return self.probe_failed(&tp, record.offset);
             }
             // Not the outage's error: the record's own failure, which says nothing of the
-            // outage. It takes its attempt, and the next record of its partition probes.
+            // outage. It takes its attempt; its partition waits for the next probe, whose
+            // record is the next one, so records failing that way spend at most one attempt
+            // a probe interval.
             tracing::info!(partition = %tp, offset = record.offset, class = %failure.class, "outage: the probe failed another way; it is retried as any failure, the next record probes");
-            self.probe_answered = false;
+            let _ = self.consumer.pause(std::slice::from_ref(&tp));
+            self.probe_answered = true;
         } else if let Some(outage) = &mut self.outage {
             if outage.record(Some(&failure.class)) == Verdict::Outage {
                 return self.start_outage(&tp, record.offset, &failure);
