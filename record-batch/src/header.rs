@@ -139,6 +139,13 @@ impl BatchHeader {
         (self.attributes & DELETE_HORIZON_FLAG != 0).then_some(self.base_timestamp)
     }
 
+    /// Under LogAppendTime the broker's append time, every record's timestamp (the max
+    /// timestamp); `None` when the records carry the producer's.
+    #[inline]
+    pub fn append_time(&self) -> Option<i64> {
+        (self.timestamp_type() == TimestampType::LogAppendTime).then_some(self.max_timestamp)
+    }
+
     /// Whose timestamps the records carry: the producer's or the broker's append time.
     #[inline]
     pub fn timestamp_type(&self) -> TimestampType {

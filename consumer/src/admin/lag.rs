@@ -8,7 +8,7 @@ use bytes::{Buf, Bytes};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::records::RecordBatchDecoder;
-use record_batch::{BatchHeader, TimestampType as BatchTimestampType};
+use record_batch::BatchHeader;
 
 use super::{Admin, AdminError, PartitionLag};
 use crate::error::{check, CallError, ErrorCode};
@@ -235,10 +235,9 @@ fn first_timestamp(
             continue;
         }
         if let Some(r) = set.records.iter().find(|r| r.offset >= offset) {
-            return Ok(Found::Timestamp(match header.timestamp_type() {
-                BatchTimestampType::LogAppendTime => header.max_timestamp,
-                BatchTimestampType::CreateTime => r.timestamp,
-            }));
+            return Ok(Found::Timestamp(
+                header.append_time().unwrap_or(r.timestamp),
+            ));
         }
     }
     Ok(Found::NotBefore(next))

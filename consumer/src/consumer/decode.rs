@@ -172,10 +172,8 @@ pub(super) fn decode_next(
     }
     let base = header.base_offset;
     let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| (base, e.to_string()))?;
-    // Under LogAppendTime the batch's max timestamp is every record's (the decoder gives each
-    // its create time), as the Java client reads it.
-    let append_time = (header.timestamp_type() == record_batch::TimestampType::LogAppendTime)
-        .then_some(header.max_timestamp);
+    // The decoder gives each record its create time, also under LogAppendTime.
+    let append_time = header.append_time();
     for r in set.records {
         if r.offset < from || r.control {
             continue;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use record_batch::records::{self, field};
-use record_batch::{varint, BatchHeader, TimestampType as BatchTimestampType, HEADER_LEN};
+use record_batch::{varint, BatchHeader, HEADER_LEN};
 
 use super::decode::{batch_frame, decode_next, frame, Outcome};
 use super::record::{ConsumerRecord, TimestampType};
@@ -62,11 +62,10 @@ fn walk(
     let base = header.base_offset;
     let broken = |reason: &str| (base, reason.to_string());
     record_batch::validate_stored(batch).map_err(|e| (base, e.to_string()))?;
-    let (timestamp_type, append_time) = match header.timestamp_type() {
-        BatchTimestampType::LogAppendTime => {
-            (TimestampType::LogAppendTime, Some(header.max_timestamp))
-        }
-        BatchTimestampType::CreateTime => (TimestampType::CreateTime, None),
+    let append_time = header.append_time();
+    let timestamp_type = match append_time {
+        Some(_) => TimestampType::LogAppendTime,
+        None => TimestampType::CreateTime,
     };
     for record in records::records(&batch[HEADER_LEN..]) {
         let record = record.ok_or_else(|| broken("a record's framing is broken"))?;
@@ -120,10 +119,7 @@ struct Wanted<'a> {
 impl Wanted<'_> {
     /// Whether `offset` (no lower than any asked before) is wanted.
     fn contains(&mut self, offset: i64) -> bool {
-        while self.ranges.get(self.at).is_some_and(|r| r.1 < offset) {
-            self.at += 1;
-        }
-        self.ranges.get(self.at).is_some_and(|r| r.0 <= offset)
+        self.overlaps(offset, offset)
     }
 
     /// Whether any offset of `first..=last` is wanted (`first` no lower than any asked before).

@@ -6,7 +6,7 @@
 use log_core::batch::{self, DecodedRecord};
 use log_core::{Partition, ReadError};
 use record_batch::records::{records, RawRecord};
-use record_batch::{BatchHeader, TimestampType, HEADER_LEN};
+use record_batch::{BatchHeader, HEADER_LEN};
 use task_queue::{FairnessKey, RecordMeta, Tenant};
 
 use vocabulary::headers::DEADLINE as DEADLINE_HEADER;
@@ -90,7 +90,7 @@ pub fn read_meta(
 /// first if the batch is compressed); `None` when that cannot be done ([`with_records`]), and
 /// [`decoded`] says.
 fn walked(header: &BatchHeader, bytes: &[u8], key: &FairnessKey) -> Option<Vec<(i64, RecordMeta)>> {
-    let append_time = header.timestamp_type() == TimestampType::LogAppendTime;
+    let append_time = header.append_time();
     with_records(header, bytes, |section| {
         records(section)
             .map(|record| {
@@ -100,11 +100,8 @@ fn walked(header: &BatchHeader, bytes: &[u8], key: &FairnessKey) -> Option<Vec<(
                     FairnessKey::Key => record.key,
                     FairnessKey::Header(name) => record.header(name.as_bytes()).flatten(),
                 };
-                let timestamp = if append_time {
-                    header.max_timestamp
-                } else {
-                    header.base_timestamp.wrapping_add(record.timestamp_delta)
-                };
+                let timestamp = append_time
+                    .unwrap_or(header.base_timestamp.wrapping_add(record.timestamp_delta));
                 let meta = RecordMeta {
                     tenant: tenant.map_or_else(no_tenant, Tenant::from),
                     timestamp,
